@@ -1,0 +1,130 @@
+//! The command line, with HAProxy's flags where HAProxy has one.
+
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoChoice {
+    Auto,
+    Uring,
+    Epoll,
+}
+
+#[derive(Clone, Debug)]
+pub struct Args {
+    pub files: Vec<PathBuf>,
+    pub check_only: bool,
+    pub foreground: bool,
+    pub daemon: bool,
+    pub pidfile: Option<PathBuf>,
+    pub version: u8,
+    pub maxconn: Option<u32>,
+    pub quiet: bool,
+    pub io: IoChoice,
+}
+
+pub const USAGE: &str =
+    "Usage : portcullis [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn> ]
+        [ -p <pidfile> ] [ -c ] [ -q ] [ --io uring|epoll ]
+        -v displays version ; -vv shows known build options.
+        -d enters debug mode ; -db only disables background mode.
+        -D goes daemon ; -p writes pids of all children to this file
+        -c check mode : only check config files and exit
+        -q quiet mode : don't display messages
+        -N sets the default, per-proxy maximum # of connections
+        --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
+";
+
+/// Parses `argv[1..]`. Errors carry HAProxy-style text for stderr.
+pub fn parse(args: &[String]) -> Result<Args, String> {
+    let mut out = Args {
+        files: Vec::new(),
+        check_only: false,
+        foreground: false,
+        daemon: false,
+        pidfile: None,
+        version: 0,
+        maxconn: None,
+        quiet: false,
+        io: IoChoice::Auto,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| -> Result<String, String> {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("[ALERT]    (1) : '{flag}' requires an argument.\n{USAGE}"))
+        };
+        match a.as_str() {
+            "-f" => out.files.push(PathBuf::from(value("-f")?)),
+            "-c" => out.check_only = true,
+            "-d" | "-db" => out.foreground = true,
+            "-D" => out.daemon = true,
+            "-q" => out.quiet = true,
+            "-p" => out.pidfile = Some(PathBuf::from(value("-p")?)),
+            "-v" => out.version = out.version.max(1),
+            "-vv" => out.version = 2,
+            "-N" | "-n" => {
+                let v = value(a)?;
+                out.maxconn = Some(v.parse().map_err(|_| {
+                    format!("[ALERT]    (1) : invalid value '{v}' for '{a}'.\n{USAGE}")
+                })?);
+            }
+            "--io" => {
+                out.io = match value("--io")?.as_str() {
+                    "uring" | "io_uring" => IoChoice::Uring,
+                    "epoll" => IoChoice::Epoll,
+                    "auto" => IoChoice::Auto,
+                    other => {
+                        return Err(format!(
+                            "[ALERT]    (1) : unknown I/O engine '{other}' (expected uring or epoll)."
+                        ));
+                    }
+                }
+            }
+            s if s.starts_with("-f") && s.len() > 2 => out.files.push(PathBuf::from(&s[2..])),
+            s if s.starts_with("--io=") => {
+                out.io = match &s[5..] {
+                    "uring" | "io_uring" => IoChoice::Uring,
+                    "epoll" => IoChoice::Epoll,
+                    "auto" => IoChoice::Auto,
+                    other => {
+                        return Err(format!(
+                            "[ALERT]    (1) : unknown I/O engine '{other}' (expected uring or epoll)."
+                        ));
+                    }
+                }
+            }
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            other => {
+                return Err(format!(
+                    "[ALERT]    (1) : unknown option '{other}'.\n{USAGE}"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: &[&str]) -> Result<Args, String> {
+        parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn flags() {
+        let a = p(&[
+            "-f", "a.cfg", "-f", "dir", "-c", "-db", "-N", "100", "--io", "epoll",
+        ])
+        .unwrap();
+        assert_eq!(a.files.len(), 2);
+        assert!(a.check_only && a.foreground);
+        assert_eq!(a.maxconn, Some(100));
+        assert_eq!(a.io, IoChoice::Epoll);
+        assert!(p(&["-f"]).is_err());
+        assert!(p(&["--io", "kqueue"]).is_err());
+        assert!(p(&["-x"]).is_err());
+    }
+}

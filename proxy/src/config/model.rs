@@ -1,0 +1,516 @@
+//! The typed configuration: what the parser produces after `defaults` inheritance is applied.
+//! Conditions (`if`/`unless`), ACL patterns and log-format strings are kept as tokens/text with
+//! their location here; `http::acl` and `log::format` compile them (and report errors at `loc`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a directive came from, for diagnostics: `parsing [file:line]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub file: Arc<str>,
+    pub line: u32,
+}
+
+impl std::fmt::Display for Loc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    pub global: Global,
+    /// Frontends, backends and listens in configuration order (HAProxy's proxy list order, which
+    /// also decides `iid` and `show stat` order).
+    pub proxies: Vec<Proxy>,
+}
+
+impl Config {
+    pub fn proxy(&self, name: &str) -> Option<&Proxy> {
+        self.proxies.iter().find(|p| p.name == name)
+    }
+    pub fn backend(&self, name: &str) -> Option<&Proxy> {
+        self.proxies
+            .iter()
+            .find(|p| p.cap.backend && p.name == name)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Global {
+    pub maxconn: Option<u32>,
+    pub nbthread: Option<u32>,
+    pub daemon: bool,
+    pub pidfile: Option<String>,
+    pub logs: Vec<LogTarget>,
+    pub log_send_hostname: Option<String>,
+    pub stats_sockets: Vec<StatsSocket>,
+    pub stats_timeout: Option<Duration>,
+    pub ssl_default_bind_ciphers: Option<String>,
+    pub ssl_default_bind_ciphersuites: Option<String>,
+    pub ssl_default_bind_options: SslOptions,
+    pub hard_stop_after: Option<Duration>,
+    /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
+    /// with any of them (never silently ignored). (keyword, location)
+    pub pending: Vec<(String, Loc)>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CliLevel {
+    User,
+    Operator,
+    #[default]
+    Admin,
+}
+
+#[derive(Clone, Debug)]
+pub struct StatsSocket {
+    pub addr: BindAddr,
+    pub mode: Option<u32>,
+    pub level: CliLevel,
+    pub expose_fd_listeners: bool,
+    pub loc: Loc,
+}
+
+/// TLS versions as HAProxy names them (`ssl-min-ver TLSv1.2`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    Ssl3,
+    Tls10,
+    Tls11,
+    Tls12,
+    Tls13,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SslOptions {
+    pub min_ver: Option<TlsVersion>,
+    pub max_ver: Option<TlsVersion>,
+    pub no_tls_tickets: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogTarget {
+    /// `log stdout|stderr [format <fmt>] <facility> [<level> [<minlevel>]]`
+    Stdout {
+        stderr: bool,
+        format: LogFormatKind,
+        facility: Facility,
+        level: Option<Level>,
+    },
+    /// `log <ip>:<port>` (UDP syslog; port defaults to 514)
+    Udp {
+        addr: std::net::SocketAddr,
+        format: LogFormatKind,
+        facility: Facility,
+        level: Option<Level>,
+    },
+    /// `log /dev/log` or `log unix@/path` (datagram unix socket)
+    Unix {
+        path: String,
+        format: LogFormatKind,
+        facility: Facility,
+        level: Option<Level>,
+    },
+}
+
+/// The syslog header format (`log … format <fmt>`); `local` is HAProxy's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormatKind {
+    #[default]
+    Local,
+    Rfc3164,
+    Rfc5424,
+    Short,
+    Priority,
+    Timed,
+    Iso,
+    Raw,
+}
+
+/// Syslog facilities in their numeric order (kern = 0 … local7 = 23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Facility(pub u8);
+
+/// Syslog severities (emerg = 0 … debug = 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Level(pub u8);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cap {
+    pub frontend: bool,
+    pub backend: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    #[default]
+    Tcp,
+    Http,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Tcp => "tcp",
+            Mode::Http => "http",
+        }
+    }
+}
+
+/// A listening address as `bind` (and `stats socket`) accept it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindAddr {
+    /// `addr:port`, `*:port` (0.0.0.0), `:::port` (::), with `ipv4@`/`ipv6@` prefixes resolved.
+    Inet(std::net::SocketAddr),
+    /// `unix@<path>` or a bare absolute path.
+    Unix(String),
+    /// `fd@<n>`: an inherited, already-listening socket.
+    Fd(i32),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bind {
+    pub addr: BindAddr,
+    /// `name <name>` (listener name in `show stat` with `option socket-stats`).
+    pub name: Option<String>,
+    pub ssl: Option<BindSsl>,
+    pub maxconn: Option<u32>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BindSsl {
+    /// `crt` arguments: a PEM bundle or a directory of them (checked to exist at parse time).
+    pub crts: Vec<String>,
+    pub crt_list: Option<String>,
+    pub alpn: Vec<String>,
+    pub ciphers: Option<String>,
+    pub ciphersuites: Option<String>,
+    pub curves: Option<String>,
+    pub options: SslOptions,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Option<Duration>,
+    pub client: Option<Duration>,
+    pub server: Option<Duration>,
+    pub http_request: Option<Duration>,
+    pub http_keep_alive: Option<Duration>,
+    pub queue: Option<Duration>,
+    pub tunnel: Option<Duration>,
+    pub client_fin: Option<Duration>,
+    pub server_fin: Option<Duration>,
+    pub check: Option<Duration>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Balance {
+    Roundrobin,
+    StaticRr,
+    Leastconn,
+    First,
+    Source,
+}
+
+impl Balance {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Balance::Roundrobin => "roundrobin",
+            Balance::StaticRr => "static-rr",
+            Balance::Leastconn => "leastconn",
+            Balance::First => "first",
+            Balance::Source => "source",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpReuse {
+    #[default]
+    Safe,
+    Never,
+    Always,
+    Aggressive,
+}
+
+/// `option forwardfor [except <net>] [header <name>] [if-none]`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardFor {
+    /// (network, prefix length)
+    pub except: Option<(std::net::IpAddr, u8)>,
+    pub header: String,
+    pub if_none: bool,
+}
+
+/// `option redispatch [<interval>]`: interval 1 = every retry; -1 (default) = the last retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Redispatch {
+    pub interval: i32,
+}
+
+/// An `if`/`unless` condition, kept as its tokens (after `if`/`unless`), compiled by `http::acl`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cond {
+    pub unless: bool,
+    pub tokens: Vec<String>,
+    pub loc: Loc,
+}
+
+/// `acl <name> <criterion> [flags] [operator] <value> …`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AclDef {
+    pub name: String,
+    /// Criterion, flags and patterns, as written.
+    pub tokens: Vec<String>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UseBackend {
+    /// A backend name (may be a log-format string in HAProxy; only plain names for now).
+    pub backend: String,
+    pub cond: Option<Cond>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedirectKind {
+    Location,
+    Prefix,
+    Scheme,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpRequestAction {
+    /// value is a log-format string
+    SetHeader {
+        name: String,
+        value: String,
+    },
+    AddHeader {
+        name: String,
+        value: String,
+    },
+    DelHeader {
+        name: String,
+    },
+    Redirect {
+        kind: RedirectKind,
+        value: String,
+        code: u16,
+        drop_query: bool,
+        append_slash: bool,
+    },
+    Deny {
+        status: u16,
+    },
+    Return {
+        status: u16,
+        content_type: Option<String>,
+        body: Option<String>,
+    },
+    Allow,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRequestRule {
+    pub action: HttpRequestAction,
+    pub cond: Option<Cond>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TcpRequestAction {
+    Accept,
+    Reject,
+}
+
+/// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpRequestRule {
+    pub connection: bool,
+    pub action: TcpRequestAction,
+    pub cond: Option<Cond>,
+    pub loc: Loc,
+}
+
+/// `option httpchk` and `http-check send`: the request a check sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpCheckSend {
+    pub method: String,
+    pub uri: String,
+    pub version: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+}
+
+impl Default for HttpCheckSend {
+    fn default() -> Self {
+        HttpCheckSend {
+            method: "OPTIONS".into(),
+            uri: "/".into(),
+            version: "HTTP/1.0".into(),
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExpectMatch {
+    /// comma list with ranges, e.g. `200,300-310`
+    Status(Vec<(u16, u16)>),
+    Rstatus(String),
+    String(String),
+    Rstring(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpCheckExpect {
+    pub negate: bool,
+    pub matcher: ExpectMatch,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpCheck {
+    pub send: HttpCheckSend,
+    pub expect: Option<HttpCheckExpect>,
+    pub disable_on_404: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TcpCheckRule {
+    Connect { port: Option<u16> },
+    Send(Vec<u8>),
+    Expect { negate: bool, matcher: ExpectMatch },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatsPage {
+    pub enable: bool,
+    pub uri: Option<String>,
+    pub refresh: Option<Duration>,
+    pub hide_version: bool,
+    pub realm: Option<String>,
+    pub auth: Vec<(String, String)>,
+    pub admin: Option<Cond>,
+}
+
+/// Server options that `default-server` may also set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerOpts {
+    pub weight: u32,
+    pub maxconn: Option<u32>,
+    pub maxqueue: Option<u32>,
+    pub check: bool,
+    pub check_port: Option<u16>,
+    pub check_addr: Option<std::net::IpAddr>,
+    pub inter: Duration,
+    pub fastinter: Option<Duration>,
+    pub downinter: Option<Duration>,
+    pub rise: u32,
+    pub fall: u32,
+    pub backup: bool,
+    pub disabled: bool,
+    pub on_marked_down_shutdown_sessions: bool,
+    pub on_marked_up_shutdown_backup_sessions: bool,
+    pub ssl: bool,
+    pub verify_none: bool,
+    pub ca_file: Option<String>,
+    pub sni: Option<String>,
+    pub check_ssl: bool,
+}
+
+impl Default for ServerOpts {
+    fn default() -> Self {
+        ServerOpts {
+            weight: 1,
+            maxconn: None,
+            maxqueue: None,
+            check: false,
+            check_port: None,
+            check_addr: None,
+            inter: Duration::from_secs(2),
+            fastinter: None,
+            downinter: None,
+            rise: 2,
+            fall: 3,
+            backup: false,
+            disabled: false,
+            on_marked_down_shutdown_sessions: false,
+            on_marked_up_shutdown_backup_sessions: false,
+            ssl: false,
+            verify_none: false,
+            ca_file: None,
+            sni: None,
+            check_ssl: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub name: String,
+    /// Resolved address (`ip:port`; names resolved at parse time through the system resolver).
+    pub addr: std::net::SocketAddr,
+    /// `id <n>` or auto-assigned 1..n in configuration order (`sid` in `show stat`).
+    pub id: u32,
+    pub opts: ServerOpts,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub httplog: bool,
+    pub httplog_clf: bool,
+    pub tcplog: bool,
+    pub dontlognull: bool,
+    pub log_health_checks: bool,
+    pub forwardfor: Option<ForwardFor>,
+    pub redispatch: Option<Redispatch>,
+    pub allbackups: bool,
+    pub socket_stats: bool,
+    pub httpclose: bool,
+    pub http_server_close: bool,
+    pub http_keep_alive: bool,
+    pub abortonclose: bool,
+    pub httpchk: Option<HttpCheck>,
+    pub tcp_check: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    pub name: String,
+    pub cap: Cap,
+    /// `id <n>` or auto-assigned (`iid` in `show stat`).
+    pub id: u32,
+    pub loc: Loc,
+    pub mode: Mode,
+    pub disabled: bool,
+    pub binds: Vec<Bind>,
+    pub maxconn: Option<u32>,
+    pub timeouts: Timeouts,
+    pub retries: u32,
+    pub balance: Balance,
+    pub http_reuse: HttpReuse,
+    pub options: Options,
+    pub logs: Vec<LogTarget>,
+    /// `log-format` string, raw (compiled by `log::format`).
+    pub log_format: Option<(String, Loc)>,
+    pub acls: Vec<AclDef>,
+    pub default_backend: Option<(String, Loc)>,
+    pub use_backends: Vec<UseBackend>,
+    pub http_request: Vec<HttpRequestRule>,
+    pub tcp_request: Vec<TcpRequestRule>,
+    pub tcp_inspect_delay: Option<Duration>,
+    pub http_check: HttpCheck,
+    pub tcp_checks: Vec<TcpCheckRule>,
+    pub default_server: ServerOpts,
+    pub servers: Vec<Server>,
+    pub stats: Option<StatsPage>,
+    /// Keywords parsed and validated whose feature has not landed (see `Global::pending`).
+    pub pending: Vec<(String, Loc)>,
+}

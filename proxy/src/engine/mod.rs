@@ -1,0 +1,1 @@
+//! Worker threads and the I/O backends (io_uring, epoll).

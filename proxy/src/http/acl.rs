@@ -1,0 +1,1 @@
+//! Placeholder: filled in by its slice of the foundation issue.

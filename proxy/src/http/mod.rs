@@ -1,0 +1,7 @@
+//! HTTP: the strict HTTP/1 codec (`h1`, sans-I/O), message heads (`head`), ACL conditions and
+//! sample fetches (`acl`, `sample`), and the L7 proxy session (`proxy`, the I/O shell).
+
+pub mod acl;
+pub mod h1;
+pub mod head;
+pub mod sample;

@@ -1,0 +1,1 @@
+//! Load-balancing algorithms (pure): roundrobin (smooth weighted), leastconn, first, source.

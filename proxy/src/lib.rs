@@ -1,0 +1,14 @@
+//! portcullis: an HAProxy-compatible load balancer.
+//!
+//! One module per HAProxy concept (see `../shared/docs/design.md` in the workplace, and README):
+//! pure cores (`config`, `http::h1`, `lb`, `log::format`, `http::acl`, `http::sample`) carry no
+//! I/O; the shells (`engine`, `tcp`, `http::proxy`, `log::sink`) stay thin.
+
+pub mod cmdline;
+pub mod config;
+pub mod engine;
+pub mod http;
+pub mod lb;
+pub mod log;
+pub mod model;
+pub mod tcp;

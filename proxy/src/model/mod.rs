@@ -1,0 +1,1 @@
+//! Runtime model built from the configuration: proxies, servers, shared state.

@@ -1,0 +1,1 @@
+//! `mode tcp`: the userspace passthrough relay.
