@@ -4,4 +4,5 @@
 pub mod acl;
 pub mod h1;
 pub mod head;
+pub mod proxy;
 pub mod sample;

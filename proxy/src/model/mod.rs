@@ -1,1 +1,230 @@
-//! Runtime model built from the configuration: proxies, servers, shared state.
+//! The runtime model built from the configuration: proxies (frontends/backends), servers and the
+//! state every worker shares. Hot-path state is atomics; what changes rarely (an address, the LB
+//! table) is swapped whole with `ArcSwap`. Counters are summed when read (`show stat`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+
+use crate::config::model as cfg;
+
+/// Connection-count gate for `maxconn` (global, frontend): accepting pauses at the limit and
+/// resumes when a session ends.
+pub struct Gate {
+    cur: AtomicU32,
+    max: u32,
+    waiters: tokio::sync::Notify,
+}
+
+impl Gate {
+    pub fn new(max: u32) -> Gate {
+        Gate {
+            cur: AtomicU32::new(0),
+            max: max.max(1),
+            waiters: tokio::sync::Notify::new(),
+        }
+    }
+    pub fn current(&self) -> u32 {
+        self.cur.load(Ordering::Relaxed)
+    }
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+    /// Takes a slot if one is free.
+    pub fn try_enter(&self) -> bool {
+        let mut cur = self.cur.load(Ordering::Relaxed);
+        loop {
+            if cur >= self.max {
+                return false;
+            }
+            match self
+                .cur
+                .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(c) => cur = c,
+            }
+        }
+    }
+    /// Waits for a free slot and takes it.
+    pub async fn enter(&self) {
+        loop {
+            let notified = self.waiters.notified();
+            if self.try_enter() {
+                return;
+            }
+            notified.await;
+        }
+    }
+    pub fn leave(&self) {
+        self.cur.fetch_sub(1, Ordering::AcqRel);
+        self.waiters.notify_one();
+    }
+}
+
+/// Per-object traffic counters (summed across workers by being shared atomics; contention is low
+/// at these rates and `show stat` needs no aggregation pass).
+#[derive(Default)]
+pub struct Counters {
+    pub stot: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub req_tot: AtomicU64,
+    pub denied_req: AtomicU64,
+    pub errors_req: AtomicU64,
+    pub errors_conn: AtomicU64,
+    pub errors_resp: AtomicU64,
+    pub retries: AtomicU64,
+    pub redispatches: AtomicU64,
+    pub cli_aborts: AtomicU64,
+    pub srv_aborts: AtomicU64,
+    pub lbtot: AtomicU64,
+    /// hrsp_1xx..hrsp_5xx, hrsp_other
+    pub hrsp: [AtomicU64; 6],
+    pub connect: AtomicU64,
+    pub reuse: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn count_status(&self, status: u16) {
+        let i = match status {
+            100..=199 => 0,
+            200..=299 => 1,
+            300..=399 => 2,
+            400..=499 => 3,
+            500..=599 => 4,
+            _ => 5,
+        };
+        self.hrsp[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub struct Server {
+    pub name: String,
+    pub id: u32,
+    pub cfg: cfg::Server,
+    /// Changes with `set server … addr` without a reload.
+    pub addr: ArcSwap<SocketAddr>,
+    /// Established + connecting sessions on this server (`scur`, leastconn).
+    pub cur_conns: AtomicU32,
+    /// Operationally usable for new traffic (UP and not in maintenance). Checks and the admin
+    /// socket flip it; without `check` a server is always usable unless `disabled`.
+    pub usable: AtomicBool,
+    /// Effective weight (drain = 0).
+    pub weight: AtomicU32,
+    pub counters: Counters,
+}
+
+impl Server {
+    pub fn addr(&self) -> SocketAddr {
+        **self.addr.load()
+    }
+    pub fn is_usable(&self) -> bool {
+        self.usable.load(Ordering::Acquire) && self.weight.load(Ordering::Relaxed) > 0
+    }
+}
+
+pub struct Proxy {
+    pub index: usize,
+    pub name: String,
+    pub cfg: cfg::Proxy,
+    pub feconn: Gate,
+    pub beconn: AtomicU32,
+    pub servers: Vec<Arc<Server>>,
+    pub lb_cursor: AtomicU64,
+    pub counters: Counters,
+}
+
+impl Proxy {
+    pub fn is_frontend(&self) -> bool {
+        self.cfg.cap.frontend
+    }
+    pub fn is_backend(&self) -> bool {
+        self.cfg.cap.backend
+    }
+}
+
+pub struct Model {
+    pub cfg: cfg::Config,
+    pub proxies: Vec<Arc<Proxy>>,
+    pub actconn: Gate,
+}
+
+/// HAProxy's default global maxconn when none is set and no ulimit forces another value.
+pub const DEFAULT_MAXCONN: u32 = 4096;
+
+impl Model {
+    pub fn build(cfg: cfg::Config, maxconn_override: Option<u32>) -> Model {
+        let global_max = cfg.global.maxconn.unwrap_or(DEFAULT_MAXCONN);
+        let proxies = cfg
+            .proxies
+            .iter()
+            .enumerate()
+            .map(|(index, p)| {
+                let servers = p
+                    .servers
+                    .iter()
+                    .map(|s| {
+                        Arc::new(Server {
+                            name: s.name.clone(),
+                            id: s.id,
+                            cfg: s.clone(),
+                            addr: ArcSwap::from_pointee(s.addr),
+                            cur_conns: AtomicU32::new(0),
+                            usable: AtomicBool::new(!s.opts.disabled),
+                            weight: AtomicU32::new(s.opts.weight),
+                            counters: Counters::default(),
+                        })
+                    })
+                    .collect();
+                // HAProxy: a frontend's maxconn defaults to the global one (-N sets the default).
+                let fe_max = p.maxconn.or(maxconn_override).unwrap_or(global_max);
+                Arc::new(Proxy {
+                    index,
+                    name: p.name.clone(),
+                    cfg: p.clone(),
+                    feconn: Gate::new(fe_max),
+                    beconn: AtomicU32::new(0),
+                    servers,
+                    lb_cursor: AtomicU64::new(0),
+                    counters: Counters::default(),
+                })
+            })
+            .collect();
+        Model {
+            proxies,
+            actconn: Gate::new(global_max),
+            cfg,
+        }
+    }
+
+    pub fn proxy(&self, name: &str) -> Option<&Arc<Proxy>> {
+        self.proxies.iter().find(|p| p.name == name)
+    }
+    pub fn backend(&self, name: &str) -> Option<&Arc<Proxy>> {
+        self.proxies
+            .iter()
+            .find(|p| p.is_backend() && p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_limits_and_releases() {
+        let g = Gate::new(2);
+        assert!(g.try_enter());
+        assert!(g.try_enter());
+        assert!(!g.try_enter());
+        g.leave();
+        assert!(g.try_enter());
+        assert_eq!(g.current(), 2);
+    }
+}

@@ -1,1 +1,6 @@
-//! `mode tcp`: the userspace passthrough relay.
+//! `mode tcp`: the userspace passthrough relay (`relay`) and the session around it (`session`).
+
+pub mod relay;
+pub mod session;
+
+pub use relay::{End, RelayStats, RelayTimeouts, relay};

@@ -1,0 +1,336 @@
+//! The two I/O backends behind one owned-buffer interface: io_uring (tokio-uring) and epoll (tokio).
+//!
+//! Both run on a current-thread runtime per worker, so streams are `!Send` and shared between the
+//! two directions of a session by `Rc`. The interface is io_uring's: the buffer is moved into the
+//! operation and handed back with the result, which costs the epoll side nothing.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::path::Path;
+
+use tokio_uring::buf::BoundedBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Uring,
+    Epoll,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Uring => "io_uring",
+            Backend::Epoll => "epoll",
+        }
+    }
+}
+
+/// Whether io_uring can be used here (kernel support, not blocked by seccomp or sysctl): try to
+/// set up a tiny ring.
+pub fn uring_available() -> Result<(), String> {
+    match tokio_uring::uring_builder().build(4) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs `fut` to completion on a fresh current-thread runtime of the given backend. Tasks started
+/// with [`spawn`] inside it run on the same thread.
+pub fn block_on<F: std::future::Future>(backend: Backend, fut: F) -> io::Result<F::Output> {
+    match backend {
+        Backend::Uring => Ok(tokio_uring::builder().entries(1024).start(fut)),
+        Backend::Epoll => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let local = tokio::task::LocalSet::new();
+            Ok(local.block_on(&rt, fut))
+        }
+    }
+}
+
+/// Spawns a `!Send` task on the current worker (both backends run a LocalSet).
+pub fn spawn<F: std::future::Future + 'static>(fut: F) -> tokio::task::JoinHandle<F::Output> {
+    tokio::task::spawn_local(fut)
+}
+
+pub enum Stream {
+    UringTcp(tokio_uring::net::TcpStream),
+    UringUnix(tokio_uring::net::UnixStream),
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Stream {
+    /// Adopts a connected std socket into the given backend.
+    pub fn from_std_tcp(backend: Backend, s: std::net::TcpStream) -> io::Result<Stream> {
+        s.set_nonblocking(true)?;
+        Ok(match backend {
+            Backend::Uring => Stream::UringTcp(tokio_uring::net::TcpStream::from_std(s)),
+            Backend::Epoll => Stream::Tcp(tokio::net::TcpStream::from_std(s)?),
+        })
+    }
+
+    pub fn from_std_unix(
+        backend: Backend,
+        s: std::os::unix::net::UnixStream,
+    ) -> io::Result<Stream> {
+        s.set_nonblocking(true)?;
+        Ok(match backend {
+            Backend::Uring => Stream::UringUnix(tokio_uring::net::UnixStream::from_std(s)),
+            Backend::Epoll => Stream::Unix(tokio::net::UnixStream::from_std(s)?),
+        })
+    }
+
+    /// Connects to a server. The socket is created non-blocking; the connect itself goes through
+    /// the backend (an io_uring connect op, or epoll readiness).
+    pub async fn connect(backend: Backend, addr: SocketAddr) -> io::Result<Stream> {
+        let s = match backend {
+            Backend::Uring => Stream::UringTcp(tokio_uring::net::TcpStream::connect(addr).await?),
+            Backend::Epoll => Stream::Tcp(tokio::net::TcpStream::connect(addr).await?),
+        };
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+
+    pub async fn connect_unix(backend: Backend, path: &Path) -> io::Result<Stream> {
+        Ok(match backend {
+            Backend::Uring => Stream::UringUnix(tokio_uring::net::UnixStream::connect(path).await?),
+            Backend::Epoll => Stream::Unix(tokio::net::UnixStream::connect(path).await?),
+        })
+    }
+
+    /// Reads into the spare capacity of `buf` (appending after `buf.len()`); reserves some if
+    /// there is none. Ok(0) is end of stream.
+    pub async fn read(&self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        if buf.capacity() == buf.len() {
+            buf.reserve(16 * 1024);
+        }
+        let (len, cap) = (buf.len(), buf.capacity());
+        match self {
+            Stream::UringTcp(s) => {
+                let (r, slice) = s.read(buf.slice(len..cap)).await;
+                (r, slice.into_inner())
+            }
+            Stream::UringUnix(s) => {
+                let (r, slice) = s.read(buf.slice(len..cap)).await;
+                (r, slice.into_inner())
+            }
+            Stream::Tcp(s) => loop {
+                if let Err(e) = s.readable().await {
+                    return (Err(e), buf);
+                }
+                match s.try_read_buf(&mut buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    r => return (r, buf),
+                }
+            },
+            Stream::Unix(s) => loop {
+                if let Err(e) = s.readable().await {
+                    return (Err(e), buf);
+                }
+                match s.try_read_buf(&mut buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    r => return (r, buf),
+                }
+            },
+        }
+    }
+
+    /// Writes all of `buf`.
+    pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        match self {
+            Stream::UringTcp(s) => s.write_all(buf).await,
+            Stream::UringUnix(s) => s.write_all(buf).await,
+            Stream::Tcp(s) => {
+                let mut off = 0;
+                while off < buf.len() {
+                    if let Err(e) = s.writable().await {
+                        return (Err(e), buf);
+                    }
+                    match s.try_write(&buf[off..]) {
+                        Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+                        Ok(n) => off += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return (Err(e), buf),
+                    }
+                }
+                (Ok(()), buf)
+            }
+            Stream::Unix(s) => {
+                let mut off = 0;
+                while off < buf.len() {
+                    if let Err(e) = s.writable().await {
+                        return (Err(e), buf);
+                    }
+                    match s.try_write(&buf[off..]) {
+                        Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+                        Ok(n) => off += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return (Err(e), buf),
+                    }
+                }
+                (Ok(()), buf)
+            }
+        }
+    }
+
+    /// Half-close: no more data from us (FIN).
+    pub fn shutdown_write(&self) -> io::Result<()> {
+        shutdown_fd(self.raw_fd(), libc::SHUT_WR)
+    }
+
+    /// Closes both directions now; with `rst`, the close sends a RST (SO_LINGER 0), as HAProxy
+    /// does when it aborts a server connection.
+    pub fn abort(&self, rst: bool) {
+        let fd = self.raw_fd();
+        if rst {
+            let sock = std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(fd) });
+            let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+        }
+        let _ = shutdown_fd(fd, libc::SHUT_RDWR);
+    }
+
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::UringTcp(s) => s.set_nodelay(on),
+            Stream::Tcp(s) => s.set_nodelay(on),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            Stream::UringTcp(s) => s.as_raw_fd(),
+            Stream::UringUnix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Local address of a TCP stream (`dst`/`%fi:%fp`), from the socket itself.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        let sock =
+            std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
+        sock.local_addr().ok().and_then(|a| a.as_socket())
+    }
+}
+
+fn shutdown_fd(fd: RawFd, how: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain syscall on a descriptor we own for the call's duration.
+    if unsafe { libc::shutdown(fd, how) } == 0 {
+        Ok(())
+    } else {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+}
+
+/// A listening socket adopted by one worker's backend.
+pub enum Listener {
+    UringTcp(tokio_uring::net::TcpListener),
+    Tcp(tokio::net::TcpListener),
+    /// Unix listeners use readiness on both backends (tokio-uring cannot adopt one); accepted
+    /// streams are then moved to the worker's backend.
+    Unix(tokio::net::UnixListener),
+}
+
+/// What `accept` returns: the stream and the client address (None for unix sockets).
+pub struct Accepted {
+    pub stream: Stream,
+    pub peer: Option<SocketAddr>,
+}
+
+impl Listener {
+    /// Adopts a bound, listening std socket (created by `engine::listen`).
+    pub fn from_socket(
+        backend: Backend,
+        sock: socket2::Socket,
+        unix: bool,
+    ) -> io::Result<Listener> {
+        sock.set_nonblocking(true)?;
+        if unix {
+            let l = std::os::unix::net::UnixListener::from(std::os::fd::OwnedFd::from(sock));
+            return Ok(Listener::Unix(tokio::net::UnixListener::from_std(l)?));
+        }
+        let l: std::net::TcpListener = sock.into();
+        Ok(match backend {
+            Backend::Uring => Listener::UringTcp(tokio_uring::net::TcpListener::from_std(l)),
+            Backend::Epoll => Listener::Tcp(tokio::net::TcpListener::from_std(l)?),
+        })
+    }
+
+    pub async fn accept(&self, backend: Backend) -> io::Result<Accepted> {
+        match self {
+            Listener::UringTcp(l) => {
+                let (s, peer) = l.accept().await?;
+                let _ = s.set_nodelay(true);
+                Ok(Accepted {
+                    stream: Stream::UringTcp(s),
+                    peer: Some(peer),
+                })
+            }
+            Listener::Tcp(l) => {
+                let (s, peer) = l.accept().await?;
+                let _ = s.set_nodelay(true);
+                Ok(Accepted {
+                    stream: Stream::Tcp(s),
+                    peer: Some(peer),
+                })
+            }
+            Listener::Unix(l) => {
+                let (s, _) = l.accept().await?;
+                let stream = match backend {
+                    Backend::Epoll => Stream::Unix(s),
+                    Backend::Uring => {
+                        let std = s.into_std()?;
+                        Stream::UringUnix(tokio_uring::net::UnixStream::from_std(std))
+                    }
+                };
+                Ok(Accepted { stream, peer: None })
+            }
+        }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            Listener::UringTcp(l) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l) => l.as_raw_fd(),
+        }
+    }
+}
+
+/// Wakes every accept pending on a listening socket (Linux returns EINVAL to a blocked or queued
+/// accept once the listener is shut down), so stopping never waits for a client and never leaves
+/// an io_uring accept whose descriptor would leak.
+pub fn stop_listening(fd: RawFd) {
+    let _ = shutdown_fd(fd, libc::SHUT_RD);
+}
+
+/// Duplicates a descriptor (close-on-exec), so each worker owns its copy of a shared listener.
+pub fn dup_socket(fd: RawFd) -> io::Result<socket2::Socket> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we then own.
+    let n = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { socket2::Socket::from_raw_fd(n) })
+}
+
+/// Takes ownership of a raw descriptor as a socket (for `fd@N`).
+///
+/// # Safety
+/// `fd` must be an open socket descriptor not owned by anything else.
+pub unsafe fn socket_from_raw(fd: RawFd) -> socket2::Socket {
+    unsafe { socket2::Socket::from_raw_fd(fd) }
+}
+
+pub fn into_raw(s: socket2::Socket) -> RawFd {
+    s.into_raw_fd()
+}

@@ -1,0 +1,82 @@
+//! What a session records for its log line, filled by the TCP and HTTP sessions and rendered by
+//! `log::format` with the frontend's format (tcplog, httplog, log-format, or HAProxy's default
+//! "Connect from" line).
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use crate::model::Proxy;
+
+#[derive(Clone, Debug)]
+pub struct SessionLog {
+    pub client: Option<SocketAddr>,
+    pub frontend_addr: Option<SocketAddr>,
+    pub frontend: String,
+    pub ssl: bool,
+    pub accept_date: SystemTime,
+    pub backend: Option<String>,
+    pub server: Option<String>,
+    /// `TR`: time to receive the full request head (HTTP).
+    pub request: Option<Duration>,
+    /// `Tw`: time in queues.
+    pub queue: Option<Duration>,
+    /// `Tc`: time to establish the server connection (with retries).
+    pub connect: Option<Duration>,
+    /// `Tr`: server response time (HTTP).
+    pub response: Option<Duration>,
+    /// `Ta` (HTTP) / `Tt` (TCP): total active time.
+    pub total: Duration,
+    pub status: Option<u16>,
+    /// Bytes from the client.
+    pub bytes_in: u64,
+    /// Bytes to the client (`%B`).
+    pub bytes_out: u64,
+    /// Termination cause and state (`%ts`); httplog adds the two cookie characters `--`.
+    pub term: [u8; 2],
+    pub actconn: u32,
+    pub feconn: u32,
+    pub beconn: u32,
+    pub srvconn: u32,
+    pub retries: u32,
+    pub redispatched: bool,
+    /// `%r`: the request line as received, e.g. `GET /x HTTP/1.1`.
+    pub request_line: Option<String>,
+    /// The client sent no byte (for `option dontlognull`).
+    pub null: bool,
+}
+
+impl SessionLog {
+    pub fn new(
+        fe: &Proxy,
+        client: Option<SocketAddr>,
+        frontend_addr: Option<SocketAddr>,
+        accept_date: SystemTime,
+    ) -> SessionLog {
+        SessionLog {
+            client,
+            frontend_addr,
+            frontend: fe.name.clone(),
+            ssl: false,
+            accept_date,
+            backend: None,
+            server: None,
+            request: None,
+            queue: None,
+            connect: None,
+            response: None,
+            total: Duration::ZERO,
+            status: None,
+            bytes_in: 0,
+            bytes_out: 0,
+            term: *b"--",
+            actconn: 0,
+            feconn: 0,
+            beconn: 0,
+            srvconn: 0,
+            retries: 0,
+            redispatched: false,
+            request_line: None,
+            null: false,
+        }
+    }
+}

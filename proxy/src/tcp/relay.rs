@@ -1,0 +1,185 @@
+//! The userspace relay: both directions run concurrently in the session's task; a FIN on one
+//! side is propagated as a half-close to the other, and the session ends when both directions are
+//! done (or on an error or timeout).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::engine::idle::{Activity, idle_limited};
+use crate::engine::io::Stream;
+
+pub const RELAY_BUF: usize = 64 * 1024;
+
+/// Which side ended the session and how, for the termination state (`%ts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Both directions closed normally (`--`).
+    Normal,
+    /// Client side read/write error (`CD`).
+    ClientError,
+    /// Server side read/write error (`SD`).
+    ServerError,
+    /// Client side inactivity (`cD`).
+    ClientTimeout,
+    /// Server side inactivity (`sD`).
+    ServerTimeout,
+    /// Killed from outside (e.g. server marked DOWN with shutdown-sessions, `DD`).
+    Killed,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct RelayStats {
+    /// Bytes from client to server (`bin` on the frontend).
+    pub c2s: u64,
+    /// Bytes from server to client (`%B`, `bout`).
+    pub s2c: u64,
+    pub end: End,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RelayTimeouts {
+    pub client: Option<Duration>,
+    pub server: Option<Duration>,
+    /// `timeout tunnel` replaces both once the relay runs.
+    pub tunnel: Option<Duration>,
+}
+
+enum DirEnd {
+    Eof,
+    ReadErr,
+    WriteErr,
+    Timeout,
+}
+
+async fn pump(
+    from: &Stream,
+    to: &Stream,
+    mut buf: Vec<u8>,
+    timeout: Option<Duration>,
+    activity: &Activity,
+    count: &std::cell::Cell<u64>,
+) -> DirEnd {
+    loop {
+        buf.clear();
+        let (res, b) = match idle_limited(from.read(buf), timeout, activity).await {
+            Some(r) => r,
+            None => return DirEnd::Timeout,
+        };
+        buf = b;
+        match res {
+            Ok(0) => {
+                let _ = to.shutdown_write();
+                return DirEnd::Eof;
+            }
+            Ok(n) => {
+                activity.touch();
+                count.set(count.get() + n as u64);
+            }
+            Err(_) => return DirEnd::ReadErr,
+        }
+        let (res, b) = match idle_limited(to.write_all(buf), timeout, activity).await {
+            Some(r) => r,
+            None => return DirEnd::Timeout,
+        };
+        buf = b;
+        if res.is_err() {
+            return DirEnd::WriteErr;
+        }
+        activity.touch();
+    }
+}
+
+/// Relays until both directions end. `initial` is data already read from the client (e.g. during
+/// `tcp-request inspect-delay`) that must reach the server first.
+pub async fn relay(
+    client: Rc<Stream>,
+    server: Rc<Stream>,
+    initial: Vec<u8>,
+    t: RelayTimeouts,
+) -> RelayStats {
+    let activity = Activity::default();
+    let c2s = std::cell::Cell::new(initial.len() as u64);
+    let s2c = std::cell::Cell::new(0u64);
+    if !initial.is_empty() {
+        let (r, _) = server.write_all(initial).await;
+        if r.is_err() {
+            return RelayStats {
+                c2s: c2s.get(),
+                s2c: 0,
+                end: End::ServerError,
+            };
+        }
+    }
+    let ct = t.tunnel.or(t.client);
+    let st = t.tunnel.or(t.server);
+    let up = pump(
+        &client,
+        &server,
+        Vec::with_capacity(RELAY_BUF),
+        ct,
+        &activity,
+        &c2s,
+    );
+    let down = pump(
+        &server,
+        &client,
+        Vec::with_capacity(RELAY_BUF),
+        st,
+        &activity,
+        &s2c,
+    );
+    // The first direction to fail ends the session; a clean EOF waits for the other direction.
+    let mut up = std::pin::pin!(up);
+    let mut down = std::pin::pin!(down);
+    let (first_up, first) = tokio::select! {
+        e = &mut up => (true, e),
+        e = &mut down => (false, e),
+    };
+    let end = match first {
+        DirEnd::Eof => {
+            let second = if first_up { down.await } else { up.await };
+            match second {
+                DirEnd::Eof => End::Normal,
+                other => classify(!first_up, other),
+            }
+        }
+        other => classify(first_up, other),
+    };
+    if end != End::Normal {
+        client.abort(false);
+        server.abort(matches!(
+            end,
+            End::ClientError | End::ClientTimeout | End::Killed
+        ));
+    }
+    RelayStats {
+        c2s: c2s.get(),
+        s2c: s2c.get(),
+        end,
+    }
+}
+
+/// Maps a direction's failure onto the side to blame. `upstream` is the client→server direction.
+fn classify(upstream: bool, e: DirEnd) -> End {
+    match (upstream, e) {
+        (_, DirEnd::Eof) => End::Normal,
+        (true, DirEnd::ReadErr) | (false, DirEnd::WriteErr) => End::ClientError,
+        (true, DirEnd::WriteErr) | (false, DirEnd::ReadErr) => End::ServerError,
+        (true, DirEnd::Timeout) => End::ClientTimeout,
+        (false, DirEnd::Timeout) => End::ServerTimeout,
+    }
+}
+
+impl End {
+    /// The two termination-state characters for `%ts` (cause, state).
+    pub fn codes(self) -> [u8; 2] {
+        match self {
+            End::Normal => *b"--",
+            End::ClientError => *b"CD",
+            End::ServerError => *b"SD",
+            End::ClientTimeout => *b"cD",
+            End::ServerTimeout => *b"sD",
+            End::Killed => *b"DD",
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! One `mode tcp` session: backend choice, server connect (retries, redispatch), relay, log line.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use crate::backend::{self, ConnectError};
+use crate::engine::io::Accepted;
+use crate::engine::worker::Shared;
+use crate::log::SessionLog;
+use crate::model::{Counters, Proxy};
+
+use super::relay::{RelayTimeouts, relay};
+
+/// The backend a frontend sends a session to: the first matching `use_backend`, else
+/// `default_backend`, else the proxy itself when it is a `listen`.
+pub fn route(shared: &Shared, fe: &Arc<Proxy>) -> Option<Arc<Proxy>> {
+    if let Some((name, _)) = &fe.cfg.default_backend {
+        return shared.model.backend(name).cloned();
+    }
+    if fe.is_backend() {
+        Some(Arc::clone(fe))
+    } else {
+        None
+    }
+}
+
+pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
+    let accept_at = std::time::SystemTime::now();
+    let start = Instant::now();
+    let client = Rc::new(acc.stream);
+    let local = client.local_addr();
+    let mut log = SessionLog::new(&fe, acc.peer, local, accept_at);
+    log.actconn = shared.model.actconn.current();
+    log.feconn = fe.feconn.current();
+    let Some(be) = route(&shared, &fe) else {
+        log.term = *b"PR";
+        log.total = start.elapsed();
+        shared.log.session(&fe, &log);
+        return;
+    };
+    log.backend = Some(be.name.clone());
+    be.beconn.fetch_add(1, Ordering::Relaxed);
+    Counters::add(&be.counters.stot, 1);
+    let src = acc.peer.map(|p| p.ip());
+    let connected = backend::connect(shared.io, &be, src).await;
+    match connected {
+        Err(f) => {
+            log.server = f.server.as_ref().map(|s| s.name.clone());
+            log.retries = f.info.retries;
+            log.redispatched = f.info.redispatched;
+            log.term = if f.error == ConnectError::Timeout {
+                *b"sC"
+            } else {
+                *b"SC"
+            };
+            log.total = start.elapsed();
+            log.beconn = be.beconn.load(Ordering::Relaxed);
+            be.beconn.fetch_sub(1, Ordering::Relaxed);
+            shared.log.session(&fe, &log);
+        }
+        Ok(c) => {
+            let srv = c.server;
+            srv.cur_conns.fetch_add(1, Ordering::Relaxed);
+            Counters::add(&srv.counters.stot, 1);
+            log.server = Some(srv.name.clone());
+            log.retries = c.info.retries;
+            log.redispatched = c.info.redispatched;
+            log.connect = Some(c.info.connect_time);
+            log.beconn = be.beconn.load(Ordering::Relaxed);
+            log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
+            let t = RelayTimeouts {
+                client: fe.cfg.timeouts.client,
+                server: be.cfg.timeouts.server,
+                tunnel: be.cfg.timeouts.tunnel,
+            };
+            let stats = relay(client, Rc::new(c.stream), Vec::new(), t).await;
+            for c in [&fe.counters, &be.counters, &srv.counters] {
+                Counters::add(&c.bytes_in, stats.c2s);
+                Counters::add(&c.bytes_out, stats.s2c);
+            }
+            log.bytes_in = stats.c2s;
+            log.bytes_out = stats.s2c;
+            log.term = stats.end.codes();
+            log.total = start.elapsed();
+            srv.cur_conns.fetch_sub(1, Ordering::Relaxed);
+            be.beconn.fetch_sub(1, Ordering::Relaxed);
+            shared.log.session(&fe, &log);
+        }
+    }
+}
