@@ -1,0 +1,522 @@
+use super::*;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Live state as the model would expose it.
+#[derive(Clone)]
+struct View {
+    up: Vec<bool>,
+    conns: Vec<u32>,
+    weight: Vec<u32>,
+}
+
+impl View {
+    fn of(servers: &[LbServer]) -> View {
+        View {
+            up: vec![true; servers.len()],
+            conns: vec![0; servers.len()],
+            weight: servers.iter().map(|s| s.weight).collect(),
+        }
+    }
+}
+
+impl ServerView for View {
+    fn usable(&self, idx: usize) -> bool {
+        self.up.get(idx).copied().unwrap_or(false)
+    }
+    fn conns(&self, idx: usize) -> u32 {
+        self.conns.get(idx).copied().unwrap_or(0)
+    }
+    fn weight(&self, idx: usize) -> u32 {
+        self.weight.get(idx).copied().unwrap_or(0)
+    }
+}
+
+fn servers(weights: &[u32]) -> Vec<LbServer> {
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, &weight)| LbServer {
+            id: i as u32 + 1,
+            weight,
+            backup: false,
+            maxconn: None,
+        })
+        .collect()
+}
+
+fn picks(lb: &Lb, cursor: &AtomicU64, view: &View, n: usize) -> Vec<usize> {
+    (0..n)
+        .map(|_| lb.pick(cursor, view, None).unwrap())
+        .collect()
+}
+
+fn counts(seq: &[usize], n: usize) -> Vec<usize> {
+    let mut c = vec![0; n];
+    for &i in seq {
+        c[i] += 1;
+    }
+    c
+}
+
+/// Largest spread between the given servers' counts over every prefix of `seq`.
+fn max_prefix_spread(seq: &[usize], among: &[usize]) -> usize {
+    let mut c = vec![0usize; among.iter().max().unwrap() + 1];
+    let mut worst = 0;
+    for &i in seq {
+        c[i] += 1;
+        let vals: Vec<usize> = among.iter().map(|&s| c[s]).collect();
+        worst = worst.max(vals.iter().max().unwrap() - vals.iter().min().unwrap());
+    }
+    worst
+}
+
+#[test]
+fn roundrobin_follows_the_smooth_sequence() {
+    let s = servers(&[5, 1, 1]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let cursor = AtomicU64::new(0);
+    let seq = picks(&lb, &cursor, &View::of(&s), 14);
+    assert_eq!(seq, [0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0]);
+}
+
+#[test]
+fn equal_weights_spread_exactly() {
+    let s = servers(&[1, 1, 1, 1]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let cursor = AtomicU64::new(0);
+    let seq = picks(&lb, &cursor, &View::of(&s), 1000);
+    assert_eq!(counts(&seq, 4), [250, 250, 250, 250]);
+    assert_eq!(max_prefix_spread(&seq, &[0, 1, 2, 3]), 1);
+    // Equal non-unit weights behave the same (GCD-reduced).
+    let s = servers(&[200, 200, 200]);
+    let lb = Lb::new(&Balance::StaticRr, &s, false);
+    let seq = picks(&lb, &AtomicU64::new(0), &View::of(&s), 9);
+    assert_eq!(seq, [0, 1, 2, 0, 1, 2, 0, 1, 2]);
+}
+
+#[test]
+fn weights_are_exact_over_whole_cycles() {
+    let s = servers(&[5, 1, 1]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let seq = picks(&lb, &AtomicU64::new(0), &View::of(&s), 700);
+    assert_eq!(counts(&seq, 3), [500, 100, 100]);
+    let s = servers(&[3, 2]);
+    let lb = Lb::new(&Balance::StaticRr, &s, false);
+    let seq = picks(&lb, &AtomicU64::new(0), &View::of(&s), 50);
+    assert_eq!(counts(&seq, 2), [30, 20]);
+}
+
+#[test]
+fn interleaved_workers_share_one_cursor_within_one() {
+    let s = servers(&[1, 1, 1]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let view = View::of(&s);
+    let cursor = AtomicU64::new(0);
+    // Two workers taking uneven turns: A picks 1, B picks 2, A picks 3, ...
+    let (mut a, mut b, mut global) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..200 {
+        let (worker, n) = if round % 2 == 0 {
+            (&mut a, 1 + round % 3)
+        } else {
+            (&mut b, 2)
+        };
+        for _ in 0..n {
+            let i = lb.pick(&cursor, &view, None).unwrap();
+            worker.push(i);
+            global.push(i);
+        }
+    }
+    assert_eq!(max_prefix_spread(&global, &[0, 1, 2]), 1);
+    assert_eq!(global.len(), 399);
+    assert_eq!(counts(&global, 3), [133, 133, 133]);
+    assert_eq!(a.len() + b.len(), 399);
+
+    // Real threads: whatever the interleaving, the totals are exact.
+    let cursor = AtomicU64::new(0);
+    let per_thread: Vec<Vec<usize>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| counts(&picks(&lb, &cursor, &view, 3000), 3)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let total: Vec<usize> = (0..3)
+        .map(|i| per_thread[0][i] + per_thread[1][i])
+        .collect();
+    assert_eq!(total, [2000, 2000, 2000]);
+}
+
+#[test]
+fn down_server_is_skipped_and_the_rest_stay_balanced() {
+    let s = servers(&[1, 1, 1]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let mut view = View::of(&s);
+    view.up[1] = false;
+    let seq = picks(&lb, &AtomicU64::new(0), &view, 600);
+    assert_eq!(counts(&seq, 3), [300, 0, 300]);
+    assert_eq!(max_prefix_spread(&seq, &[0, 2]), 1);
+
+    // Weighted: table a b a c b a without `a` is b c b.
+    let s = servers(&[3, 2, 1]);
+    let lb = Lb::new(&Balance::StaticRr, &s, false);
+    let mut view = View::of(&s);
+    view.up[0] = false;
+    let seq = picks(&lb, &AtomicU64::new(0), &view, 600);
+    assert_eq!(counts(&seq, 3), [0, 400, 200]);
+}
+
+#[test]
+fn full_and_draining_servers_are_skipped() {
+    let mut s = servers(&[1, 1, 1]);
+    s[0].maxconn = Some(2);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let mut view = View::of(&s);
+    view.conns[0] = 2;
+    let seq = picks(&lb, &AtomicU64::new(0), &view, 100);
+    assert_eq!(counts(&seq, 3), [0, 50, 50]);
+    view.conns[0] = 1;
+    let seq = picks(&lb, &AtomicU64::new(0), &view, 99);
+    assert_eq!(counts(&seq, 3), [33, 33, 33]);
+
+    // Drain (effective weight 0) before and after a rebuild.
+    let mut view = View::of(&s);
+    view.weight[2] = 0;
+    let seq = picks(&lb, &AtomicU64::new(0), &view, 100);
+    assert_eq!(counts(&seq, 3), [50, 50, 0]);
+    let rebuilt = lb.rebuild(&view);
+    let seq = picks(&rebuilt, &AtomicU64::new(0), &view, 4);
+    assert_eq!(seq, [0, 1, 0, 1]);
+
+    // Every server full: nothing to pick, but the backend is not down.
+    let mut view = View::of(&s);
+    s.iter().enumerate().for_each(|(i, _)| view.conns[i] = 5);
+    let mut s2 = s.clone();
+    s2.iter_mut().for_each(|x| x.maxconn = Some(5));
+    let lb = Lb::new(&Balance::Roundrobin, &s2, false);
+    assert_eq!(lb.pick(&AtomicU64::new(0), &view, None), None);
+    assert!(lb.has_usable(&view));
+}
+
+#[test]
+fn rebuild_takes_effective_weights_and_state() {
+    let s = servers(&[1, 1]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let mut view = View::of(&s);
+    view.weight[0] = 3;
+    let lb = lb.rebuild(&view);
+    let seq = picks(&lb, &AtomicU64::new(0), &view, 400);
+    assert_eq!(counts(&seq, 2), [300, 100]);
+    view.up[0] = false;
+    let lb = lb.rebuild(&view);
+    assert_eq!(picks(&lb, &AtomicU64::new(0), &view, 3), [1, 1, 1]);
+    // Weights above 256 are clamped: 1000 and 256 weigh the same.
+    let s = servers(&[1000, 256]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    assert_eq!(
+        picks(&lb, &AtomicU64::new(0), &View::of(&s), 4),
+        [0, 1, 0, 1]
+    );
+}
+
+#[test]
+fn leastconn_picks_the_lowest_load_per_weight() {
+    let s = servers(&[1, 1, 1]);
+    let lb = Lb::new(&Balance::Leastconn, &s, false);
+    let cursor = AtomicU64::new(0);
+    let mut view = View::of(&s);
+    view.conns = vec![5, 2, 3];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(1));
+    view.up[1] = false;
+    assert_eq!(lb.pick(&cursor, &view, None), Some(2));
+
+    // conns / weight: 4/4 = 1 beats 3/1; 8/2 = 4 loses to 3/1.
+    let s = servers(&[4, 1]);
+    let lb = Lb::new(&Balance::Leastconn, &s, false);
+    let mut view = View::of(&s);
+    view.conns = vec![4, 3];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(0));
+    view.weight[0] = 2;
+    view.conns = vec![8, 3];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(1));
+    // Draining: never chosen, even idle.
+    view.weight[0] = 0;
+    view.conns = vec![0, 100];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(1));
+}
+
+#[test]
+fn leastconn_ties_rotate_with_the_cursor() {
+    let mut s = servers(&[1, 1, 1, 1]);
+    s[3].maxconn = Some(1);
+    let lb = Lb::new(&Balance::Leastconn, &s, false);
+    let mut view = View::of(&s);
+    view.conns = vec![1, 1, 1, 1];
+    let seq = picks(&lb, &AtomicU64::new(0), &view, 6);
+    // Server 3 is at its maxconn; the three tied ones take turns.
+    assert_eq!(seq, [0, 1, 2, 0, 1, 2]);
+}
+
+#[test]
+fn first_fills_servers_in_id_order() {
+    let mut s = servers(&[1, 1, 1]);
+    // Configuration order differs from id order: ids 3, 1, 2.
+    s[0].id = 3;
+    s[1].id = 1;
+    s[2].id = 2;
+    s.iter_mut().for_each(|x| x.maxconn = Some(2));
+    let lb = Lb::new(&Balance::First, &s, false);
+    let cursor = AtomicU64::new(0);
+    let mut view = View::of(&s);
+    assert_eq!(lb.pick(&cursor, &view, None), Some(1));
+    view.conns = vec![0, 2, 1];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(2));
+    view.conns = vec![0, 2, 2];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(0));
+    view.conns = vec![2, 2, 2];
+    assert_eq!(lb.pick(&cursor, &view, None), None);
+    assert!(lb.has_usable(&view));
+    // Down or draining servers are passed over.
+    view.conns = vec![0, 0, 0];
+    view.up[1] = false;
+    view.weight[2] = 0;
+    assert_eq!(lb.pick(&cursor, &view, None), Some(0));
+    // Without maxconn the first server takes everything.
+    let s = servers(&[1, 1]);
+    let lb = Lb::new(&Balance::First, &s, false);
+    let mut view = View::of(&s);
+    view.conns = vec![1000, 0];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(0));
+}
+
+fn v4(n: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(n))
+}
+
+#[test]
+fn source_is_stable_per_client() {
+    let s = servers(&[1, 1, 1]);
+    let lb = Lb::new(&Balance::Source, &s, false);
+    let view = View::of(&s);
+    let cursor = AtomicU64::new(0);
+    let ip: IpAddr = "192.0.2.7".parse().unwrap();
+    let first = lb.pick(&cursor, &view, Some(ip)).unwrap();
+    for _ in 0..20 {
+        assert_eq!(lb.pick(&cursor, &view, Some(ip)), Some(first));
+    }
+    // Same answer from a rebuilt Lb and for the IPv4-mapped form of the address.
+    let rebuilt = lb.rebuild(&view);
+    assert_eq!(rebuilt.pick(&cursor, &view, Some(ip)), Some(first));
+    let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+    assert_eq!(lb.pick(&cursor, &view, Some(mapped)), Some(first));
+    // The hash is a fixed function: pin one value so it cannot drift across releases.
+    assert_eq!(hash_ip(v4(0x0a00_0001)), 0x8a97_5842_f474_5f16);
+    assert_eq!(
+        hash_ip("::ffff:10.0.0.1".parse().unwrap()),
+        0x8a97_5842_f474_5f16
+    );
+    assert_ne!(hash_ip(v4(0x0a00_0001)), hash_ip(v4(0x0a00_0002)));
+    // No client address: roundrobin.
+    assert_eq!(picks(&lb, &AtomicU64::new(0), &view, 4), [0, 1, 2, 0]);
+}
+
+#[test]
+fn source_spreads_by_weight() {
+    let s = servers(&[3, 1]);
+    let lb = Lb::new(&Balance::Source, &s, false);
+    let view = View::of(&s);
+    let cursor = AtomicU64::new(0);
+    let mut c = [0u32; 2];
+    for n in 0..20_000u32 {
+        c[lb.pick(&cursor, &view, Some(v4(0x0a00_0000 + n))).unwrap()] += 1;
+    }
+    assert!((14_400..=15_600).contains(&c[0]), "{c:?}");
+    let s = servers(&[1, 1, 1]);
+    let lb = Lb::new(&Balance::Source, &s, false);
+    let view = View::of(&s);
+    let mut c = [0u32; 3];
+    for n in 0..30_000u128 {
+        let ip = IpAddr::V6(Ipv6Addr::from((0x2001_0db8u128 << 96) | (n << 64) | 1));
+        c[lb.pick(&cursor, &view, Some(ip)).unwrap()] += 1;
+    }
+    for x in c {
+        assert!((9_400..=10_600).contains(&x), "{c:?}");
+    }
+}
+
+#[test]
+fn source_moves_only_the_clients_of_a_down_server() {
+    let s = servers(&[1, 1, 1]);
+    let lb = Lb::new(&Balance::Source, &s, false);
+    let mut view = View::of(&s);
+    let cursor = AtomicU64::new(0);
+    let before: Vec<usize> = (0..3000)
+        .map(|n| lb.pick(&cursor, &view, Some(v4(n))).unwrap())
+        .collect();
+    view.up[1] = false;
+    let mut moved = [0u32; 3];
+    for (n, &was) in before.iter().enumerate() {
+        let now = lb.pick(&cursor, &view, Some(v4(n as u32))).unwrap();
+        assert_ne!(now, 1);
+        if was != 1 {
+            assert_eq!(now, was, "client {n} moved");
+        } else {
+            moved[now] += 1;
+        }
+    }
+    assert!(moved[0] + moved[2] > 0);
+}
+
+fn with_backups(flags: &[bool]) -> Vec<LbServer> {
+    let mut s = servers(&vec![1; flags.len()]);
+    for (srv, &b) in s.iter_mut().zip(flags) {
+        srv.backup = b;
+    }
+    s
+}
+
+#[test]
+fn backups_only_when_no_active_is_usable() {
+    let s = with_backups(&[false, false, true, true]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, false);
+    let mut view = View::of(&s);
+    let cursor = AtomicU64::new(0);
+    assert_eq!(counts(&picks(&lb, &cursor, &view, 10), 4), [5, 5, 0, 0]);
+    view.up[0] = false;
+    assert_eq!(counts(&picks(&lb, &cursor, &view, 10), 4), [0, 10, 0, 0]);
+    // Actives down (or drained): the first usable backup only.
+    view.weight[1] = 0;
+    assert_eq!(counts(&picks(&lb, &cursor, &view, 10), 4), [0, 0, 10, 0]);
+    view.up[2] = false;
+    assert_eq!(counts(&picks(&lb, &cursor, &view, 10), 4), [0, 0, 0, 10]);
+    view.up[3] = false;
+    assert_eq!(lb.pick(&cursor, &view, None), None);
+    assert!(!lb.has_usable(&view));
+
+    // An active server that is up but full means "queue", not "use the backups".
+    let mut s = with_backups(&[false, true]);
+    s[0].maxconn = Some(1);
+    let lb = Lb::new(&Balance::Leastconn, &s, false);
+    let mut view = View::of(&s);
+    view.conns[0] = 1;
+    assert_eq!(lb.pick(&cursor, &view, None), None);
+}
+
+#[test]
+fn allbackups_balances_every_usable_backup() {
+    let s = with_backups(&[false, true, true, true]);
+    let lb = Lb::new(&Balance::Roundrobin, &s, true);
+    let mut view = View::of(&s);
+    view.up[0] = false;
+    view.up[2] = false;
+    let cursor = AtomicU64::new(0);
+    assert_eq!(counts(&picks(&lb, &cursor, &view, 100), 4), [0, 50, 0, 50]);
+    let lb = Lb::new(&Balance::Leastconn, &s, true);
+    view.conns = vec![0, 3, 0, 1];
+    assert_eq!(lb.pick(&cursor, &view, None), Some(3));
+    let lb = Lb::new(&Balance::First, &s, false);
+    assert_eq!(lb.pick(&cursor, &view, None), Some(1));
+    // Once the active server is back, backups get nothing.
+    view.up[0] = true;
+    let lb = Lb::new(&Balance::Roundrobin, &s, true);
+    assert_eq!(counts(&picks(&lb, &cursor, &view, 10), 4), [10, 0, 0, 0]);
+}
+
+#[test]
+fn redispatch_avoids_the_failed_server() {
+    let s = servers(&[1, 1, 1]);
+    let view = View::of(&s);
+    let cursor = AtomicU64::new(0);
+    let rr = Lb::new(&Balance::Roundrobin, &s, false);
+    let seq: Vec<usize> = (0..300)
+        .map(|_| rr.pick_excluding(&cursor, &view, None, Some(0)).unwrap())
+        .collect();
+    assert_eq!(counts(&seq, 3), [0, 150, 150]);
+
+    let lc = Lb::new(&Balance::Leastconn, &s, false);
+    let mut busy = view.clone();
+    busy.conns = vec![0, 2, 1];
+    assert_eq!(lc.pick_excluding(&cursor, &busy, None, Some(0)), Some(2));
+
+    let first = Lb::new(&Balance::First, &s, false);
+    assert_eq!(first.pick_excluding(&cursor, &view, None, Some(0)), Some(1));
+
+    let src = Lb::new(&Balance::Source, &s, false);
+    let ip = v4(0xc000_0207);
+    let usual = src.pick(&cursor, &view, Some(ip)).unwrap();
+    let other = src.pick_excluding(&cursor, &view, Some(ip), Some(usual));
+    assert!(other.is_some() && other != Some(usual));
+    assert_eq!(
+        src.pick_excluding(&cursor, &view, Some(ip), Some(usual)),
+        other
+    );
+
+    // The failed server is the only one left: it is retried.
+    let mut alone = view.clone();
+    alone.up = vec![true, false, false];
+    for lb in [&rr, &lc, &first, &src] {
+        assert_eq!(
+            lb.pick_excluding(&cursor, &alone, Some(ip), Some(0)),
+            Some(0)
+        );
+    }
+}
+
+#[test]
+fn nothing_to_pick_never_panics() {
+    let cursor = AtomicU64::new(u64::MAX);
+    let algos = [
+        Balance::Roundrobin,
+        Balance::StaticRr,
+        Balance::Leastconn,
+        Balance::First,
+        Balance::Source,
+    ];
+    let ip = Some(v4(1));
+    for algo in &algos {
+        let empty = Lb::new(algo, &[], true);
+        let view = View::of(&[]);
+        assert_eq!(empty.pick(&cursor, &view, ip), None);
+        assert_eq!(empty.pick_excluding(&cursor, &view, None, Some(3)), None);
+        assert!(!empty.has_usable(&view));
+
+        let zero = servers(&[0, 0]);
+        let lb = Lb::new(algo, &zero, false);
+        let view = View::of(&zero);
+        assert_eq!(lb.pick(&cursor, &view, ip), None);
+        assert_eq!(lb.rebuild(&view).pick(&cursor, &view, None), None);
+
+        // A view that knows fewer servers than the Lb: those count as unusable.
+        let s = servers(&[1, 1]);
+        let lb = Lb::new(algo, &s, false);
+        let short = View::of(&s[..1]);
+        assert_eq!(lb.pick(&cursor, &short, ip), Some(0));
+    }
+}
+
+#[test]
+fn from_config_copies_the_balancing_fields() {
+    use crate::config::model::{Loc, ServerOpts};
+    let server = Server {
+        name: "s1".into(),
+        addr: "127.0.0.1:80".parse().unwrap(),
+        id: 7,
+        opts: ServerOpts {
+            weight: 20,
+            maxconn: Some(30),
+            backup: true,
+            ..ServerOpts::default()
+        },
+        loc: Loc {
+            file: "t.cfg".into(),
+            line: 1,
+        },
+    };
+    assert_eq!(
+        LbServer::from_config(&server),
+        LbServer {
+            id: 7,
+            weight: 20,
+            backup: true,
+            maxconn: Some(30)
+        }
+    );
+}
