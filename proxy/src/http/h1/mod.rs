@@ -20,6 +20,8 @@ mod write;
 
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod tests;
 
 pub use body::{BodyDecoder, BodyProgress};
 pub use conn::{

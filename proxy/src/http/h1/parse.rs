@@ -177,6 +177,12 @@ fn scan(w: &[u8], limits: &Limits, kind: Kind) -> Result<Scan, H1Error> {
         });
     };
     let start_line = (start, cr);
+    // Report errors in line order: the start line before any field.
+    let line = w.get(start..cr).unwrap_or_default();
+    match kind {
+        Kind::Request => parse_request_line(line).map(drop)?,
+        Kind::Response => parse_status_line(line).map(drop)?,
+    }
     pos = cr + 2;
     let mut fields = Vec::new();
     loop {
