@@ -562,3 +562,59 @@ fn corpus_forwarded_heads_match_haproxy_where_it_matched_the_expectation() {
     );
     assert_eq!(compared, 32);
 }
+
+/// Mutated corpus inputs: whatever the verdict, it must not depend on how the bytes are split
+/// (and nothing may panic).
+#[test]
+fn mutated_corpus_outcome_is_independent_of_segmentation() {
+    let cases = load_corpus();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    const SPECIAL: &[u8] = b"\r\n \t\x00:;,0aF\xff=\"\\";
+    let mut runs = 0;
+    for c in cases.iter().filter(|c| c.raw.len() < 2000) {
+        for _ in 0..30 {
+            let mut raw = c.raw.clone();
+            for _ in 0..1 + rand(3) {
+                let at = rand(raw.len() + 1);
+                let b = SPECIAL[rand(SPECIAL.len())];
+                match rand(3) {
+                    0 if at < raw.len() => raw[at] = b,
+                    1 if at < raw.len() => {
+                        raw.remove(at);
+                    }
+                    _ => raw.insert(at, b),
+                }
+            }
+            for half_close in [false, true] {
+                let (whole, _) = run(&raw, half_close, &[&raw]);
+                let bytes: Vec<&[u8]> = raw.chunks(1).collect();
+                let (bytewise, _) = run(&raw, half_close, &bytes);
+                assert_eq!(
+                    bytewise,
+                    whole,
+                    "{}: {:?}",
+                    c.id,
+                    String::from_utf8_lossy(&raw)
+                );
+                let (a, rest) = raw.split_at(rand(raw.len() + 1));
+                let (b, d) = rest.split_at(rand(rest.len() + 1));
+                let (split, _) = run(&raw, half_close, &[a, b, d]);
+                assert_eq!(
+                    split,
+                    whole,
+                    "{}: {:?}",
+                    c.id,
+                    String::from_utf8_lossy(&raw)
+                );
+                runs += 1;
+            }
+        }
+    }
+    assert!(runs > 5000, "{runs}");
+}

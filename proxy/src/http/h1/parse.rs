@@ -149,7 +149,7 @@ fn scan(w: &[u8], limits: &Limits, kind: Kind) -> Result<Scan, H1Error> {
                 (Some(b'\r'), Some(b'\n')) => pos += 2,
                 (Some(b'\r'), None) => {
                     return Ok(Scan::Incomplete {
-                        in_start_line: true,
+                        in_start_line: false,
                     });
                 }
                 (Some(b'\r'), Some(_)) => return Err(H1Error::BareCr),
@@ -172,8 +172,9 @@ fn scan(w: &[u8], limits: &Limits, kind: Kind) -> Result<Scan, H1Error> {
                 Kind::Response => H1Error::BadStatusLine,
             });
         }
+        // Only empty lines so far is not an overlong URI.
         return Ok(Scan::Incomplete {
-            in_start_line: true,
+            in_start_line: start < w.len(),
         });
     };
     let start_line = (start, cr);

@@ -383,6 +383,10 @@ fn head_size_and_field_count_limits() {
     assert_eq!(parse_request_head(&head(33)[..60], &l), Ok(None));
     let long_line = [b"GET /".as_slice(), &[b'a'; 70]].concat();
     assert_eq!(parse_request_head(&long_line, &l), Err(H1Error::UriTooLong));
+    assert_eq!(
+        parse_request_head(&b"\r\n".repeat(40), &l),
+        Err(H1Error::HeadTooLarge)
+    );
     assert_eq!(H1Error::UriTooLong.status(), 414);
     assert_eq!(H1Error::HeadTooLarge.status(), 400);
     assert_eq!(
