@@ -1,0 +1,156 @@
+//! Connection management: the `Connection` token list, persistence, upgrades, hop-by-hop fields.
+
+use super::{is_token, list_elements};
+use crate::http::head::{Headers, RequestHead, Version};
+
+/// True if a `Connection` field lists `token` (ASCII case-insensitive).
+pub fn connection_has_token(headers: &Headers, token: &str) -> bool {
+    headers
+        .get_all("connection")
+        .flat_map(list_elements)
+        .any(|t| t.eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Whether the connection must close after this message (RFC 9112 §9.3): HTTP/1.0 without
+/// `keep-alive`, or any `close` token.
+pub fn wants_close(version: Version, headers: &Headers) -> bool {
+    connection_has_token(headers, "close")
+        || (version == Version::Http10 && !connection_has_token(headers, "keep-alive"))
+}
+
+fn upgrade_protocols(headers: &Headers) -> impl Iterator<Item = &[u8]> {
+    headers
+        .get_all("upgrade")
+        .flat_map(list_elements)
+        .filter(|p| !p.is_empty())
+}
+
+/// Protocol name of an Upgrade element (`websocket` in `websocket/13`).
+fn protocol_name(p: &[u8]) -> &[u8] {
+    p.split(|&b| b == b'/').next().unwrap_or_default()
+}
+
+/// An HTTP/1.1 request asking to switch protocols: `Connection: upgrade` plus a non-empty
+/// `Upgrade` (RFC 9110 §7.8; an HTTP/1.0 Upgrade is ignored). Only a 101 answer turns the
+/// connection into a tunnel.
+pub fn is_upgrade(head: &RequestHead) -> bool {
+    head.version == Version::Http11
+        && connection_has_token(&head.headers, "upgrade")
+        && upgrade_protocols(&head.headers).next().is_some()
+}
+
+/// `Connection: upgrade` with `websocket` among the Upgrade protocols, in any version (HAProxy
+/// validates the key of such requests even in HTTP/1.0).
+pub fn is_websocket_upgrade(head: &RequestHead) -> bool {
+    connection_has_token(&head.headers, "upgrade")
+        && upgrade_protocols(&head.headers)
+            .any(|p| protocol_name(p).eq_ignore_ascii_case(b"websocket"))
+}
+
+pub(crate) fn is_h2_upgrade_token(p: &[u8]) -> bool {
+    let name = protocol_name(p);
+    name.eq_ignore_ascii_case(b"h2c") || name.eq_ignore_ascii_case(b"h2")
+}
+
+/// Keeps, in every `name` field, the list elements for which `keep` is true. A field is left
+/// byte-for-byte alone when nothing is dropped, rewritten as `a, b` otherwise, and removed when
+/// nothing remains. Returns whether anything was dropped.
+pub(crate) fn retain_list_elements(
+    headers: &mut Headers,
+    name: &str,
+    mut keep: impl FnMut(&[u8]) -> bool,
+) -> bool {
+    let mut changed = false;
+    headers.0.retain_mut(|h| {
+        if !h.name.eq_ignore_ascii_case(name) {
+            return true;
+        }
+        let elems: Vec<&[u8]> = list_elements(&h.value).filter(|e| !e.is_empty()).collect();
+        let kept: Vec<&[u8]> = elems.iter().copied().filter(|e| keep(e)).collect();
+        if kept.len() == elems.len() {
+            return true;
+        }
+        changed = true;
+        if kept.is_empty() {
+            return false;
+        }
+        let new = kept.join(&b", "[..]);
+        h.value = new;
+        true
+    });
+    changed
+}
+
+/// Fields that a `Connection` token must never remove: dropping them would change framing or
+/// routing between what the proxy checked and what the server sees.
+const PROTECTED: [&str; 3] = ["content-length", "transfer-encoding", "host"];
+
+/// Removes hop-by-hop fields before forwarding (RFC 9110 §7.6.1): `Connection` and the fields
+/// it names, `Keep-Alive`, `Proxy-Connection`, and `Upgrade`. When the message carries an
+/// upgrade (`Connection: upgrade` and an `Upgrade` field, after [`super::normalize_request`]
+/// dropped the ones we refuse to forward), `Upgrade` is kept and `Connection` is reduced to its
+/// `upgrade` token, as spelled. Call [`wants_close`] / [`is_upgrade`] first: this erases what
+/// they read. HAProxy 2.6 itself only strips `close`/`keep-alive` ([`strip_close_keepalive`]).
+pub fn remove_hop_by_hop(headers: &mut Headers) {
+    let upgrading =
+        connection_has_token(headers, "upgrade") && upgrade_protocols(headers).next().is_some();
+    let named: Vec<String> = headers
+        .get_all("connection")
+        .flat_map(list_elements)
+        .filter(|t| is_token(t))
+        .map(|t| String::from_utf8_lossy(t).to_ascii_lowercase())
+        .filter(|t| !PROTECTED.contains(&t.as_str()) && t != "upgrade" && t != "connection")
+        .collect();
+    headers.0.retain(|h| {
+        let n = h.name.as_str();
+        !(n.eq_ignore_ascii_case("keep-alive")
+            || n.eq_ignore_ascii_case("proxy-connection")
+            || (!upgrading && n.eq_ignore_ascii_case("upgrade"))
+            || named.iter().any(|t| n.eq_ignore_ascii_case(t)))
+    });
+    if upgrading {
+        retain_list_elements(headers, "connection", |t| {
+            t.eq_ignore_ascii_case(b"upgrade")
+        });
+    } else {
+        headers.remove("connection");
+    }
+}
+
+/// HAProxy 2.6's own treatment: drop the `close` and `keep-alive` tokens (the proxy decides
+/// persistence per side and re-adds what the server needs); other tokens and fields stay.
+pub fn strip_close_keepalive(headers: &mut Headers) {
+    retain_list_elements(headers, "connection", |t| {
+        !(t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive"))
+    });
+    // An empty `Connection:` carries nothing either.
+    headers.0.retain(|h| {
+        !(h.name.eq_ignore_ascii_case("connection") && super::trim_ows(&h.value).is_empty())
+    });
+}
+
+/// Says what persistence the next hop gets, as HAProxy does after [`strip_close_keepalive`]:
+/// HTTP/1.1 is persistent unless `close` is sent, HTTP/1.0 only with `keep-alive`. The token is
+/// appended to an existing `Connection` field (e.g. `upgrade`) or added as a new field.
+pub fn set_connection_mode(version: Version, headers: &mut Headers, keep_alive: bool) {
+    let token: &[u8] = match (version, keep_alive) {
+        (Version::Http10, true) => b"keep-alive",
+        (Version::Http11 | Version::Http2, false) => b"close",
+        _ => return,
+    };
+    if connection_has_token(headers, std::str::from_utf8(token).unwrap_or_default()) {
+        return;
+    }
+    match headers
+        .0
+        .iter_mut()
+        .rfind(|h| h.name.eq_ignore_ascii_case("connection"))
+    {
+        Some(h) if !super::trim_ows(&h.value).is_empty() => {
+            h.value.extend_from_slice(b", ");
+            h.value.extend_from_slice(token);
+        }
+        Some(h) => h.value = token.to_vec(),
+        None => headers.append("Connection", token),
+    }
+}
