@@ -277,12 +277,16 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("req.len", Int, L6, None, || Fetch::ReqLen),
     fdef!("req.proto_http", Bool, HRQ, None, || Fetch::ReqProtoHttp),
     fdef!("req.ssl_alpn", Str, L6, None, || Fetch::ReqSslAlpn),
-    fdef!("req.ssl_hello_type", Int, L6, None, || Fetch::ReqSslHelloType),
+    fdef!("req.ssl_hello_type", Int, L6, None, || {
+        Fetch::ReqSslHelloType
+    }),
     fdef!("req.ssl_sni", Str, L6, None, || Fetch::ReqSslSni),
     fdef!("req.ver", Str, HRQ, None, || Fetch::ReqVer),
     fdef!("req_len", Int, L6, None, || Fetch::ReqLen),
     fdef!("req_proto_http", Bool, HRQ, None, || Fetch::ReqProtoHttp),
-    fdef!("req_ssl_hello_type", Int, L6, None, || Fetch::ReqSslHelloType),
+    fdef!("req_ssl_hello_type", Int, L6, None, || {
+        Fetch::ReqSslHelloType
+    }),
     fdef!("req_ssl_sni", Str, L6, None, || Fetch::ReqSslSni),
     fdef!("req_ver", Str, HRQ, None, || Fetch::ReqVer),
     fdef!("src", Ip, None, None, || Fetch::Src),
@@ -320,7 +324,9 @@ impl Conv {
     fn apply<'a>(self, v: SampleValue<'a>) -> SampleValue<'a> {
         match self {
             Conv::Lower => match v {
-                SampleValue::Str(Cow::Borrowed(s)) if !s.bytes().any(|b| b.is_ascii_uppercase()) => {
+                SampleValue::Str(Cow::Borrowed(s))
+                    if !s.bytes().any(|b| b.is_ascii_uppercase()) =>
+                {
                     SampleValue::Str(Cow::Borrowed(s))
                 }
                 other => SampleValue::Str(Cow::Owned(other.to_str().to_ascii_lowercase())),
@@ -358,12 +364,10 @@ pub(crate) enum Label<'a> {
     AclKw(&'a str),
 }
 
-/// A parse failure; `in_kw` is true when the keyword itself was recognised (the error is in its
-/// arguments or converters), which changes how ACL errors are worded.
+/// A parse failure, worded for the `Label` it was parsed under.
 #[derive(Debug)]
 pub(crate) struct ParseErr {
     pub msg: String,
-    pub kw_known: bool,
 }
 
 /// Parse `fetch[(args)][,conv[(args)]]*` from the start of `s`; returns the expression and the
@@ -396,7 +400,6 @@ pub(crate) fn parse_prefix_with(
     if fkw.is_empty() {
         return Err(ParseErr {
             msg: "missing fetch method".into(),
-            kw_known: false,
         });
     }
     let def = match def.or_else(|| find_fetch(fkw)) {
@@ -404,7 +407,6 @@ pub(crate) fn parse_prefix_with(
         None => {
             return Err(ParseErr {
                 msg: format!("unknown fetch method '{fkw}'"),
-                kw_known: false,
             });
         }
     };
@@ -412,10 +414,7 @@ pub(crate) fn parse_prefix_with(
         Label::Fetch => format!("fetch method '{fkw}'"),
         Label::AclKw(k) => format!("ACL keyword '{k}'"),
     };
-    let known = |msg: String| ParseErr {
-        msg,
-        kw_known: true,
-    };
+    let known = |msg: String| ParseErr { msg };
     let mut pos = kw_end;
     let mut fetch = (def.make)();
     if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
@@ -492,9 +491,11 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         .filter(|n| !n.is_empty())
         .map(|n| n.to_string());
     let occ = match args.get(1) {
-        Some(o) => Some(o.trim().parse::<i64>().map_err(|_| {
-            format!("failed to parse '{o}' as type 'integer' at position 2")
-        })?),
+        Some(o) => Some(
+            o.trim()
+                .parse::<i64>()
+                .map_err(|_| format!("failed to parse '{o}' as type 'integer' at position 2"))?,
+        ),
         None => None,
     };
     match fetch {
@@ -544,12 +545,14 @@ fn header_values<'a>(req: &'a RequestHead, name: Option<&str>, full: bool) -> Ve
 }
 
 /// Pick occurrence `occ` (1 = first, -1 = last) from `vals`.
-fn pick<'v, T: Copy>(vals: &'v [T], occ: i64) -> Option<T> {
+fn pick<T: Copy>(vals: &[T], occ: i64) -> Option<T> {
     if occ > 0 {
         vals.get(usize::try_from(occ - 1).ok()?).copied()
     } else if occ < 0 {
         let back = usize::try_from(occ.unsigned_abs()).ok()?;
-        vals.len().checked_sub(back).and_then(|i| vals.get(i).copied())
+        vals.len()
+            .checked_sub(back)
+            .and_then(|i| vals.get(i).copied())
     } else {
         None
     }
@@ -716,10 +719,7 @@ mod tests {
     }
 
     fn ev(expr: &str, c: &SampleCtx<'_>) -> Option<String> {
-        parse_sample(expr)
-            .unwrap()
-            .eval(c)
-            .map(|v| v.to_string())
+        parse_sample(expr).unwrap().eval(c).map(|v| v.to_string())
     }
 
     #[test]
