@@ -1,1 +1,826 @@
-//! Placeholder: filled in by its slice of the foundation issue.
+//! Sample fetches (`req.hdr(host)`, `src`, `path`, `ssl_fc_sni`, …) and a few converters
+//! (`,lower`, `,upper`, `,length`), compiled once from text and evaluated against a
+//! [`SampleCtx`] the proxy fills per transaction. Pure: no I/O, no clock.
+//!
+//! Names, argument rules and error messages follow HAProxy 2.6 (`haproxy -dKsmp` lists its
+//! fetches; ours is the subset in [`FETCHES`]).
+
+use std::borrow::Cow;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::http::head::{RequestHead, Version};
+
+/// What `tcp-request content` inspection learnt from a TLS ClientHello still in the buffer
+/// (`req.ssl_*` fetches); `None` in [`SampleCtx::ssl_hello`] means "not TLS / not parsed yet".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SslHello<'a> {
+    /// TLS handshake message type of the first record: 1 = ClientHello, 2 = ServerHello.
+    pub hello_type: i64,
+    pub sni: Option<&'a str>,
+    /// First ALPN protocol offered.
+    pub alpn: Option<&'a str>,
+}
+
+/// Everything a fetch may read for one transaction (or one connection in TCP mode).
+#[derive(Clone, Copy, Debug)]
+pub struct SampleCtx<'a> {
+    /// Client address (`src`, `src_port`).
+    pub src: SocketAddr,
+    /// Address the client connected to (`dst`, `dst_port`).
+    pub dst: SocketAddr,
+    pub frontend: &'a str,
+    pub backend: Option<&'a str>,
+    pub server: Option<&'a str>,
+    /// The frontend connection is TLS (`ssl_fc`).
+    pub ssl: bool,
+    /// SNI received on the frontend TLS handshake (`ssl_fc_sni`).
+    pub ssl_sni: Option<&'a str>,
+    /// ALPN negotiated on the frontend (`ssl_fc_alpn`).
+    pub alpn: Option<&'a str>,
+    /// The request head, once parsed (HTTP mode).
+    pub req: Option<&'a RequestHead>,
+    /// Raw ClientHello facts for TCP-mode content inspection (`req.ssl_sni`, …).
+    pub ssl_hello: Option<SslHello<'a>>,
+    /// Bytes waiting in the request buffer (`req.len`).
+    pub req_len: usize,
+}
+
+impl<'a> SampleCtx<'a> {
+    pub fn new(src: SocketAddr, dst: SocketAddr, frontend: &'a str) -> Self {
+        SampleCtx {
+            src,
+            dst,
+            frontend,
+            backend: None,
+            server: None,
+            ssl: false,
+            ssl_sni: None,
+            alpn: None,
+            req: None,
+            ssl_hello: None,
+            req_len: 0,
+        }
+    }
+}
+
+/// One fetched value. Strings borrow from the context when they can.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SampleValue<'a> {
+    Str(Cow<'a, str>),
+    Int(i64),
+    Bool(bool),
+    Ip(IpAddr),
+}
+
+impl SampleValue<'_> {
+    /// The value cast to a string, as HAProxy's `smp -> str` casts do.
+    pub fn to_str(&self) -> Cow<'_, str> {
+        match self {
+            SampleValue::Str(s) => Cow::Borrowed(s.as_ref()),
+            SampleValue::Int(i) => Cow::Owned(i.to_string()),
+            SampleValue::Bool(b) => Cow::Borrowed(if *b { "1" } else { "0" }),
+            SampleValue::Ip(ip) => Cow::Owned(ip.to_string()),
+        }
+    }
+    /// The value cast to an integer (strings must be a whole decimal number).
+    pub fn to_int(&self) -> Option<i64> {
+        match self {
+            SampleValue::Str(s) => s.trim().parse().ok(),
+            SampleValue::Int(i) => Some(*i),
+            SampleValue::Bool(b) => Some(i64::from(*b)),
+            SampleValue::Ip(_) => None,
+        }
+    }
+    pub fn to_bool(&self) -> bool {
+        match self {
+            SampleValue::Str(s) => !s.is_empty(),
+            SampleValue::Int(i) => *i != 0,
+            SampleValue::Bool(b) => *b,
+            SampleValue::Ip(_) => true,
+        }
+    }
+    pub fn to_ip(&self) -> Option<IpAddr> {
+        match self {
+            SampleValue::Ip(ip) => Some(*ip),
+            SampleValue::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+    pub fn into_owned(self) -> SampleValue<'static> {
+        match self {
+            SampleValue::Str(s) => SampleValue::Str(Cow::Owned(s.into_owned())),
+            SampleValue::Int(i) => SampleValue::Int(i),
+            SampleValue::Bool(b) => SampleValue::Bool(b),
+            SampleValue::Ip(ip) => SampleValue::Ip(ip),
+        }
+    }
+}
+
+impl std::fmt::Display for SampleValue<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_str())
+    }
+}
+
+/// Output type of a fetch, which picks the default ACL match method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmpType {
+    Str,
+    Int,
+    Bool,
+    Ip,
+    /// HTTP method (matched as a string).
+    Meth,
+}
+
+/// Which fetch a [`SampleExpr`] runs, with its parsed arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fetch {
+    AlwaysTrue,
+    AlwaysFalse,
+    Src,
+    Dst,
+    SrcPort,
+    DstPort,
+    SrcIsLocal,
+    FeName,
+    BeName,
+    SrvName,
+    SslFc,
+    SslFcSni,
+    SslFcHasSni,
+    SslFcAlpn,
+    ReqSslSni,
+    ReqSslHelloType,
+    ReqSslAlpn,
+    ReqLen,
+    Method,
+    Path,
+    PathQ,
+    Url,
+    Base,
+    Query,
+    ReqVer,
+    ReqProtoHttp,
+    /// `req.hdr` / `hdr` (comma-split values) or `req.fhdr` (`full`): name `None` = all headers;
+    /// `occ` `None` = last value for a plain fetch, every value in an ACL.
+    Hdr {
+        name: Option<String>,
+        occ: Option<i64>,
+        full: bool,
+    },
+    HdrCnt {
+        name: Option<String>,
+        full: bool,
+    },
+    HdrVal {
+        name: Option<String>,
+        occ: Option<i64>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArgSpec {
+    None,
+    /// `[string[,integer]]`
+    HdrOcc,
+    /// `[string]`
+    HdrName,
+}
+
+/// One row of the fetch table.
+#[derive(Clone, Copy, Debug)]
+pub struct FetchDef {
+    pub name: &'static str,
+    pub out: SmpType,
+    /// `None` if usable in log-format; else what it needs, in HAProxy's words.
+    pub log_needs: Option<&'static str>,
+    args: ArgSpec,
+    make: fn() -> Fetch,
+}
+
+const HRQ: Option<&str> = Some("HTTP request headers");
+const L6: Option<&str> = Some("request buffer");
+
+macro_rules! fdef {
+    ($name:expr, $out:ident, $needs:expr, $args:ident, $make:expr) => {
+        FetchDef {
+            name: $name,
+            out: SmpType::$out,
+            log_needs: $needs,
+            args: ArgSpec::$args,
+            make: $make,
+        }
+    };
+}
+
+fn hdr_any() -> Fetch {
+    Fetch::Hdr {
+        name: None,
+        occ: None,
+        full: false,
+    }
+}
+fn fhdr_any() -> Fetch {
+    Fetch::Hdr {
+        name: None,
+        occ: None,
+        full: true,
+    }
+}
+fn hdr_cnt_any() -> Fetch {
+    Fetch::HdrCnt {
+        name: None,
+        full: false,
+    }
+}
+fn fhdr_cnt_any() -> Fetch {
+    Fetch::HdrCnt {
+        name: None,
+        full: true,
+    }
+}
+fn hdr_val_any() -> Fetch {
+    Fetch::HdrVal {
+        name: None,
+        occ: None,
+    }
+}
+
+/// The supported sample fetches (a subset of HAProxy 2.6's).
+pub static FETCHES: &[FetchDef] = &[
+    fdef!("always_false", Bool, None, None, || Fetch::AlwaysFalse),
+    fdef!("always_true", Bool, None, None, || Fetch::AlwaysTrue),
+    fdef!("base", Str, HRQ, None, || Fetch::Base),
+    fdef!("be_name", Str, None, None, || Fetch::BeName),
+    fdef!("dst", Ip, None, None, || Fetch::Dst),
+    fdef!("dst_port", Int, None, None, || Fetch::DstPort),
+    fdef!("fe_name", Str, None, None, || Fetch::FeName),
+    fdef!(
+        "hdr",
+        Str,
+        Some("HTTP request headers,HTTP response headers"),
+        HdrOcc,
+        hdr_any
+    ),
+    fdef!("hdr_cnt", Int, HRQ, HdrName, hdr_cnt_any),
+    fdef!("hdr_val", Int, HRQ, HdrOcc, hdr_val_any),
+    fdef!("method", Meth, None, None, || Fetch::Method),
+    fdef!("path", Str, HRQ, None, || Fetch::Path),
+    fdef!("pathq", Str, HRQ, None, || Fetch::PathQ),
+    fdef!("query", Str, HRQ, None, || Fetch::Query),
+    fdef!("req.fhdr", Str, HRQ, HdrOcc, fhdr_any),
+    fdef!("req.fhdr_cnt", Int, HRQ, HdrName, fhdr_cnt_any),
+    fdef!("req.hdr", Str, HRQ, HdrOcc, hdr_any),
+    fdef!("req.hdr_cnt", Int, HRQ, HdrName, hdr_cnt_any),
+    fdef!("req.hdr_val", Int, HRQ, HdrOcc, hdr_val_any),
+    fdef!("req.len", Int, L6, None, || Fetch::ReqLen),
+    fdef!("req.proto_http", Bool, HRQ, None, || Fetch::ReqProtoHttp),
+    fdef!("req.ssl_alpn", Str, L6, None, || Fetch::ReqSslAlpn),
+    fdef!("req.ssl_hello_type", Int, L6, None, || {
+        Fetch::ReqSslHelloType
+    }),
+    fdef!("req.ssl_sni", Str, L6, None, || Fetch::ReqSslSni),
+    fdef!("req.ver", Str, HRQ, None, || Fetch::ReqVer),
+    fdef!("req_len", Int, L6, None, || Fetch::ReqLen),
+    fdef!("req_proto_http", Bool, HRQ, None, || Fetch::ReqProtoHttp),
+    fdef!("req_ssl_hello_type", Int, L6, None, || {
+        Fetch::ReqSslHelloType
+    }),
+    fdef!("req_ssl_sni", Str, L6, None, || Fetch::ReqSslSni),
+    fdef!("req_ver", Str, HRQ, None, || Fetch::ReqVer),
+    fdef!("src", Ip, None, None, || Fetch::Src),
+    fdef!("src_is_local", Bool, None, None, || Fetch::SrcIsLocal),
+    fdef!("src_port", Int, None, None, || Fetch::SrcPort),
+    fdef!("srv_name", Str, None, None, || Fetch::SrvName),
+    fdef!("ssl_fc", Bool, None, None, || Fetch::SslFc),
+    fdef!("ssl_fc_alpn", Str, None, None, || Fetch::SslFcAlpn),
+    fdef!("ssl_fc_has_sni", Bool, None, None, || Fetch::SslFcHasSni),
+    fdef!("ssl_fc_sni", Str, None, None, || Fetch::SslFcSni),
+    fdef!("url", Str, HRQ, None, || Fetch::Url),
+];
+
+pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
+    FETCHES.iter().find(|f| f.name == name)
+}
+
+/// Converters applied after the fetch (`path,lower`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conv {
+    Lower,
+    Upper,
+    Length,
+}
+
+impl Conv {
+    fn from_name(name: &str) -> Option<Conv> {
+        match name {
+            "lower" => Some(Conv::Lower),
+            "upper" => Some(Conv::Upper),
+            "length" => Some(Conv::Length),
+            _ => None,
+        }
+    }
+    fn apply<'a>(self, v: SampleValue<'a>) -> SampleValue<'a> {
+        match self {
+            Conv::Lower => match v {
+                SampleValue::Str(Cow::Borrowed(s))
+                    if !s.bytes().any(|b| b.is_ascii_uppercase()) =>
+                {
+                    SampleValue::Str(Cow::Borrowed(s))
+                }
+                other => SampleValue::Str(Cow::Owned(other.to_str().to_ascii_lowercase())),
+            },
+            Conv::Upper => SampleValue::Str(Cow::Owned(v.to_str().to_ascii_uppercase())),
+            Conv::Length => SampleValue::Int(i64::try_from(v.to_str().len()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+/// A compiled sample expression: one fetch and its converters.
+#[derive(Clone, Debug)]
+pub struct SampleExpr {
+    pub fetch: Fetch,
+    pub convs: Vec<Conv>,
+    def: &'static FetchDef,
+}
+
+impl PartialEq for SampleExpr {
+    fn eq(&self, other: &Self) -> bool {
+        self.fetch == other.fetch && self.convs == other.convs && self.def.name == other.def.name
+    }
+}
+impl Eq for SampleExpr {}
+
+/// Characters HAProxy accepts in fetch/converter keywords.
+pub(crate) fn is_idchar(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+')
+}
+
+/// How parse errors name the keyword: a plain fetch, or an ACL keyword (`hdr_beg`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Label<'a> {
+    Fetch,
+    AclKw(&'a str),
+}
+
+/// A parse failure, worded for the `Label` it was parsed under.
+#[derive(Debug)]
+pub(crate) struct ParseErr {
+    pub msg: String,
+}
+
+/// Parse `fetch[(args)][,conv[(args)]]*` from the start of `s`; returns the expression and the
+/// byte offset of the first character not part of it.
+pub fn parse_sample_prefix(s: &str) -> Result<(SampleExpr, usize), String> {
+    parse_prefix_with(s, None, Label::Fetch).map_err(|e| e.msg)
+}
+
+/// Parse a whole sample expression, e.g. `req.hdr(host,1),lower`.
+pub fn parse_sample(s: &str) -> Result<SampleExpr, String> {
+    let (expr, end) = parse_sample_prefix(s)?;
+    match s.get(end..) {
+        Some("") | None => Ok(expr),
+        Some(_) => Err(match expr.convs.is_empty() {
+            true => format!("missing comma after fetch keyword '{}'", expr.def.name),
+            false => "missing comma after converter".to_string(),
+        }),
+    }
+}
+
+/// `def` forces the fetch (ACL keywords such as `hdr_beg` map onto `req.hdr`); the keyword is
+/// still read from `s` to find where its arguments start.
+pub(crate) fn parse_prefix_with(
+    s: &str,
+    def: Option<&'static FetchDef>,
+    label: Label<'_>,
+) -> Result<(SampleExpr, usize), ParseErr> {
+    let kw_end = s.find(|c: char| !is_idchar(c)).unwrap_or(s.len());
+    let fkw = s.get(..kw_end).unwrap_or("");
+    if fkw.is_empty() {
+        return Err(ParseErr {
+            msg: "missing fetch method".into(),
+        });
+    }
+    let def = match def.or_else(|| find_fetch(fkw)) {
+        Some(d) => d,
+        None => {
+            return Err(ParseErr {
+                msg: format!("unknown fetch method '{fkw}'"),
+            });
+        }
+    };
+    let prefix = match label {
+        Label::Fetch => format!("fetch method '{fkw}'"),
+        Label::AclKw(k) => format!("ACL keyword '{k}'"),
+    };
+    let known = |msg: String| ParseErr { msg };
+    let mut pos = kw_end;
+    let mut fetch = (def.make)();
+    if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
+        let (args, next) = split_args(s, pos + 1).map_err(|m| known(format!("{prefix} : {m}")))?;
+        pos = next;
+        apply_args(&mut fetch, def.args, &args).map_err(|m| known(format!("{prefix} : {m}")))?;
+    }
+    let mut convs = Vec::new();
+    while s.get(pos..).is_some_and(|r| r.starts_with(',')) {
+        let rest = s.get(pos + 1..).unwrap_or("");
+        let cend = rest.find(|c: char| !is_idchar(c)).unwrap_or(rest.len());
+        let ckw = rest.get(..cend).unwrap_or("");
+        let conv = match Conv::from_name(ckw) {
+            Some(c) => c,
+            None => {
+                let m = format!("unknown converter '{ckw}'");
+                return Err(known(match label {
+                    Label::AclKw(k) => format!("ACL keyword '{k}' : {m}."),
+                    Label::Fetch => m,
+                }));
+            }
+        };
+        pos += 1 + cend;
+        if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
+            let (args, next) = split_args(s, pos + 1).map_err(known)?;
+            if !args.is_empty() {
+                return Err(known(format!(
+                    "converter '{ckw}' does not support any args"
+                )));
+            }
+            pos = next;
+        }
+        convs.push(conv);
+    }
+    Ok((SampleExpr { fetch, convs, def }, pos))
+}
+
+/// Split `a,b)` starting at `start` (just after `(`) into arguments; returns them and the offset
+/// after `)`.
+fn split_args(s: &str, start: usize) -> Result<(Vec<&str>, usize), String> {
+    let rest = s.get(start..).unwrap_or("");
+    match rest.find(')') {
+        Some(close) => {
+            let inner = rest.get(..close).unwrap_or("");
+            let args = if inner.is_empty() {
+                Vec::new()
+            } else {
+                inner.split(',').collect()
+            };
+            Ok((args, start + close + 1))
+        }
+        None => Err("expected ')'".into()),
+    }
+}
+
+fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), String> {
+    let max = match spec {
+        ArgSpec::None => 0,
+        ArgSpec::HdrName => 1,
+        ArgSpec::HdrOcc => 2,
+    };
+    if args.len() > max {
+        // HAProxy quotes what follows the last accepted argument.
+        let rest: Vec<&str> = args.get(max..).unwrap_or(&[]).to_vec();
+        let shown = if max == 0 {
+            format!("{})", rest.join(","))
+        } else {
+            format!(",{})", rest.join(","))
+        };
+        return Err(format!("expected ')' before '{shown}'"));
+    }
+    let name = args
+        .first()
+        .filter(|n| !n.is_empty())
+        .map(|n| n.to_string());
+    let occ = match args.get(1) {
+        Some(o) => Some(
+            o.trim()
+                .parse::<i64>()
+                .map_err(|_| format!("failed to parse '{o}' as type 'integer' at position 2"))?,
+        ),
+        None => None,
+    };
+    match fetch {
+        Fetch::Hdr {
+            name: n, occ: oc, ..
+        }
+        | Fetch::HdrVal { name: n, occ: oc } => {
+            *n = name;
+            *oc = occ;
+        }
+        Fetch::HdrCnt { name: n, .. } => *n = name,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Header values for `name` (all headers if `None`), split on commas outside quotes unless
+/// `full`, in order.
+fn header_values<'a>(req: &'a RequestHead, name: Option<&str>, full: bool) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    for h in &req.headers.0 {
+        if name.is_some_and(|n| !h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        let Ok(v) = std::str::from_utf8(&h.value) else {
+            continue;
+        };
+        if full {
+            out.push(v.trim_matches([' ', '\t']));
+            continue;
+        }
+        let mut in_quote = false;
+        let mut start = 0;
+        for (i, c) in v.char_indices() {
+            match c {
+                '"' => in_quote = !in_quote,
+                ',' if !in_quote => {
+                    out.push(v.get(start..i).unwrap_or("").trim_matches([' ', '\t']));
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(v.get(start..).unwrap_or("").trim_matches([' ', '\t']));
+    }
+    out
+}
+
+/// Pick occurrence `occ` (1 = first, -1 = last) from `vals`.
+fn pick<T: Copy>(vals: &[T], occ: i64) -> Option<T> {
+    if occ > 0 {
+        vals.get(usize::try_from(occ - 1).ok()?).copied()
+    } else if occ < 0 {
+        let back = usize::try_from(occ.unsigned_abs()).ok()?;
+        vals.len()
+            .checked_sub(back)
+            .and_then(|i| vals.get(i).copied())
+    } else {
+        None
+    }
+}
+
+fn is_local(ip: IpAddr) -> bool {
+    ip.is_loopback()
+}
+
+impl SampleExpr {
+    pub fn def(&self) -> &'static FetchDef {
+        self.def
+    }
+    /// Output type after converters.
+    pub fn out_type(&self) -> SmpType {
+        match self.convs.last() {
+            Some(Conv::Length) => SmpType::Int,
+            Some(_) => SmpType::Str,
+            None => self.def.out,
+        }
+    }
+
+    /// The value of the expression (for a header without occurrence: the last value).
+    pub fn eval<'a>(&self, ctx: &SampleCtx<'a>) -> Option<SampleValue<'a>> {
+        let v = self.fetch_one(ctx)?;
+        Some(self.convert(v))
+    }
+
+    /// Calls `f` with every value the fetch yields (all header values in an ACL), stopping at
+    /// the first `true`; returns whether any call returned `true`.
+    pub fn any_value<'a>(
+        &self,
+        ctx: &SampleCtx<'a>,
+        f: &mut dyn FnMut(&SampleValue<'a>) -> bool,
+    ) -> bool {
+        match &self.fetch {
+            Fetch::Hdr {
+                name,
+                occ: None,
+                full,
+            } => {
+                let Some(req) = ctx.req else { return false };
+                header_values(req, name.as_deref(), *full)
+                    .into_iter()
+                    .any(|v| f(&self.convert(SampleValue::Str(Cow::Borrowed(v)))))
+            }
+            Fetch::HdrVal { name, occ: None } => {
+                let Some(req) = ctx.req else { return false };
+                header_values(req, name.as_deref(), false)
+                    .into_iter()
+                    .filter_map(|v| v.parse::<i64>().ok())
+                    .any(|v| f(&self.convert(SampleValue::Int(v))))
+            }
+            _ => match self.eval(ctx) {
+                Some(v) => f(&v),
+                None => false,
+            },
+        }
+    }
+
+    fn convert<'a>(&self, mut v: SampleValue<'a>) -> SampleValue<'a> {
+        for c in &self.convs {
+            v = c.apply(v);
+        }
+        v
+    }
+
+    fn fetch_one<'a>(&self, ctx: &SampleCtx<'a>) -> Option<SampleValue<'a>> {
+        use SampleValue::*;
+        let s = |v: &'a str| Some(Str(Cow::Borrowed(v)));
+        match &self.fetch {
+            Fetch::AlwaysTrue => Some(Bool(true)),
+            Fetch::AlwaysFalse => Some(Bool(false)),
+            Fetch::Src => Some(Ip(ctx.src.ip())),
+            Fetch::Dst => Some(Ip(ctx.dst.ip())),
+            Fetch::SrcPort => Some(Int(i64::from(ctx.src.port()))),
+            Fetch::DstPort => Some(Int(i64::from(ctx.dst.port()))),
+            Fetch::SrcIsLocal => Some(Bool(is_local(ctx.src.ip()))),
+            Fetch::FeName => s(ctx.frontend),
+            Fetch::BeName => ctx.backend.and_then(s),
+            Fetch::SrvName => ctx.server.and_then(s),
+            Fetch::SslFc => Some(Bool(ctx.ssl)),
+            Fetch::SslFcSni => ctx.ssl_sni.filter(|_| ctx.ssl).and_then(s),
+            Fetch::SslFcHasSni => ctx.ssl.then_some(Bool(ctx.ssl_sni.is_some())),
+            Fetch::SslFcAlpn => ctx.alpn.filter(|_| ctx.ssl).and_then(s),
+            Fetch::ReqSslSni => ctx.ssl_hello.and_then(|h| h.sni).and_then(s),
+            Fetch::ReqSslAlpn => ctx.ssl_hello.and_then(|h| h.alpn).and_then(s),
+            Fetch::ReqSslHelloType => ctx.ssl_hello.map(|h| Int(h.hello_type)),
+            Fetch::ReqLen => Some(Int(i64::try_from(ctx.req_len).unwrap_or(i64::MAX))),
+            Fetch::ReqProtoHttp => Some(Bool(ctx.req.is_some())),
+            Fetch::Method => ctx.req.map(|r| r.method.as_str()).and_then(s),
+            Fetch::Path => ctx.req.map(|r| r.path()).and_then(s),
+            Fetch::PathQ => {
+                let r = ctx.req?;
+                let p = r.path();
+                match r.query() {
+                    Some(q) => Some(Str(Cow::Owned(format!("{p}?{q}")))),
+                    None => s(p),
+                }
+            }
+            Fetch::Url => ctx.req.map(|r| r.target.as_str()).and_then(s),
+            Fetch::Query => ctx.req.and_then(|r| r.query()).and_then(s),
+            Fetch::Base => {
+                let r = ctx.req?;
+                match r.headers.get_first("host") {
+                    Some(h) => {
+                        let host = String::from_utf8_lossy(h);
+                        Some(Str(Cow::Owned(format!("{host}{}", r.path()))))
+                    }
+                    None => s(r.path()),
+                }
+            }
+            Fetch::ReqVer => ctx.req.map(|r| match r.version {
+                Version::Http10 => Str(Cow::Borrowed("1.0")),
+                Version::Http11 => Str(Cow::Borrowed("1.1")),
+                Version::Http2 => Str(Cow::Borrowed("2.0")),
+            }),
+            Fetch::Hdr { name, occ, full } => {
+                let vals = header_values(ctx.req?, name.as_deref(), *full);
+                pick(&vals, occ.unwrap_or(-1)).and_then(s)
+            }
+            Fetch::HdrVal { name, occ } => {
+                let vals = header_values(ctx.req?, name.as_deref(), false);
+                pick(&vals, occ.unwrap_or(-1)).and_then(|v| v.parse().ok().map(Int))
+            }
+            Fetch::HdrCnt { name, full } => {
+                let n = header_values(ctx.req?, name.as_deref(), *full).len();
+                Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::head::Headers;
+
+    fn req() -> RequestHead {
+        let mut headers = Headers::default();
+        headers.append("Host", "Example.COM");
+        headers.append("X-Fwd", "a, b");
+        headers.append("x-fwd", "\"c,d\", e");
+        headers.append("Content-Length", "12");
+        RequestHead {
+            method: "GET".into(),
+            target: "/p/q?x=1&y".into(),
+            version: Version::Http11,
+            headers,
+        }
+    }
+
+    fn ctx(r: &RequestHead) -> SampleCtx<'_> {
+        let mut c = SampleCtx::new(
+            "192.168.1.10:4321".parse().unwrap(),
+            "[::1]:443".parse().unwrap(),
+            "fe1",
+        );
+        c.backend = Some("be1");
+        c.req = Some(r);
+        c.ssl = true;
+        c.ssl_sni = Some("www.example.com");
+        c
+    }
+
+    fn ev(expr: &str, c: &SampleCtx<'_>) -> Option<String> {
+        parse_sample(expr).unwrap().eval(c).map(|v| v.to_string())
+    }
+
+    #[test]
+    fn basic_fetches() {
+        let r = req();
+        let c = ctx(&r);
+        assert_eq!(ev("src", &c).as_deref(), Some("192.168.1.10"));
+        assert_eq!(ev("dst", &c).as_deref(), Some("::1"));
+        assert_eq!(ev("src_port", &c).as_deref(), Some("4321"));
+        assert_eq!(ev("dst_port", &c).as_deref(), Some("443"));
+        assert_eq!(ev("path", &c).as_deref(), Some("/p/q"));
+        assert_eq!(ev("url", &c).as_deref(), Some("/p/q?x=1&y"));
+        assert_eq!(ev("query", &c).as_deref(), Some("x=1&y"));
+        assert_eq!(ev("base", &c).as_deref(), Some("Example.COM/p/q"));
+        assert_eq!(ev("method", &c).as_deref(), Some("GET"));
+        assert_eq!(ev("fe_name", &c).as_deref(), Some("fe1"));
+        assert_eq!(ev("be_name", &c).as_deref(), Some("be1"));
+        assert_eq!(ev("srv_name", &c), None);
+        assert_eq!(ev("ssl_fc", &c).as_deref(), Some("1"));
+        assert_eq!(ev("ssl_fc_sni", &c).as_deref(), Some("www.example.com"));
+        assert_eq!(ev("req.ver", &c).as_deref(), Some("1.1"));
+        assert_eq!(ev("req.ssl_sni", &c), None);
+    }
+
+    #[test]
+    fn headers_and_converters() {
+        let r = req();
+        let c = ctx(&r);
+        assert_eq!(ev("req.hdr(host)", &c).as_deref(), Some("Example.COM"));
+        assert_eq!(ev("hdr(host),lower", &c).as_deref(), Some("example.com"));
+        assert_eq!(ev("hdr(host),upper", &c).as_deref(), Some("EXAMPLE.COM"));
+        assert_eq!(ev("req.hdr(x-fwd)", &c).as_deref(), Some("e"));
+        assert_eq!(ev("req.hdr(x-fwd,1)", &c).as_deref(), Some("a"));
+        assert_eq!(ev("req.hdr(x-fwd,3)", &c).as_deref(), Some("\"c,d\""));
+        assert_eq!(ev("req.hdr(x-fwd,-2)", &c).as_deref(), Some("\"c,d\""));
+        assert_eq!(ev("req.hdr(x-fwd,9)", &c), None);
+        assert_eq!(ev("req.fhdr(x-fwd)", &c).as_deref(), Some("\"c,d\", e"));
+        assert_eq!(ev("hdr_cnt(x-fwd)", &c).as_deref(), Some("4"));
+        assert_eq!(ev("req.fhdr_cnt(x-fwd)", &c).as_deref(), Some("2"));
+        assert_eq!(ev("req.hdr_val(content-length)", &c).as_deref(), Some("12"));
+        assert_eq!(ev("path,length", &c).as_deref(), Some("4"));
+        let e = parse_sample("req.hdr(x-fwd)").unwrap();
+        let mut seen = Vec::new();
+        e.any_value(&c, &mut |v| {
+            seen.push(v.to_string());
+            false
+        });
+        assert_eq!(seen, ["a", "b", "\"c,d\"", "e"]);
+    }
+
+    #[test]
+    fn ssl_hello() {
+        let r = req();
+        let mut c = ctx(&r);
+        c.ssl_hello = Some(SslHello {
+            hello_type: 1,
+            sni: Some("sni.test"),
+            alpn: None,
+        });
+        assert_eq!(ev("req.ssl_sni", &c).as_deref(), Some("sni.test"));
+        assert_eq!(ev("req_ssl_sni", &c).as_deref(), Some("sni.test"));
+        assert_eq!(ev("req.ssl_hello_type", &c).as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn errors_in_haproxy_words() {
+        assert_eq!(
+            parse_sample("foo").unwrap_err(),
+            "unknown fetch method 'foo'"
+        );
+        assert_eq!(parse_sample("").unwrap_err(), "missing fetch method");
+        assert_eq!(
+            parse_sample("src(1)").unwrap_err(),
+            "fetch method 'src' : expected ')' before '1)'"
+        );
+        assert_eq!(
+            parse_sample("req.hdr(a,1,2)").unwrap_err(),
+            "fetch method 'req.hdr' : expected ')' before ',2)'"
+        );
+        assert_eq!(
+            parse_sample("req.hdr(host,x)").unwrap_err(),
+            "fetch method 'req.hdr' : failed to parse 'x' as type 'integer' at position 2"
+        );
+        assert_eq!(
+            parse_sample("hdr(host").unwrap_err(),
+            "fetch method 'hdr' : expected ')'"
+        );
+        assert_eq!(
+            parse_sample("src,foo").unwrap_err(),
+            "unknown converter 'foo'"
+        );
+        assert_eq!(
+            parse_sample("path;x").unwrap_err(),
+            "missing comma after fetch keyword 'path'"
+        );
+    }
+
+    #[test]
+    fn prefix_stops_at_bracket() {
+        let (e, end) = parse_sample_prefix("src,lower] rest").unwrap();
+        assert_eq!(e.fetch, Fetch::Src);
+        assert_eq!(end, 9);
+    }
+}
