@@ -1,0 +1,3 @@
+pub fn run(_a: &[String]) -> crate::util::Result {
+    Err("todo".into())
+}
