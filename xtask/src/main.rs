@@ -23,7 +23,8 @@ commands:
   test                  run what CI runs: setup, fmt, clippy, tests with --io uring then epoll
   demo [--haproxy]      run the seed config on loopback against fake nodes (Ctrl-C to stop);
                         --haproxy runs HAProxy on the unstripped config instead
-  bench [--duration S]  tiny-response keep-alive benchmark: portcullis, HAProxy, direct";
+  bench [--duration S] [--backend nginx|node]
+                        tiny-response keep-alive benchmark: portcullis, HAProxy, direct";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
