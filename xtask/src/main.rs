@@ -1,4 +1,56 @@
-fn main() {
-    eprintln!("xtask: not yet");
-    std::process::exit(2);
+//! `cargo xtask <command>`: the developer tooling of the workspace (std only).
+//!
+//! - `setup`: installs what the builds and tests need (idempotent, fast when all is there).
+//! - `test`: everything CI runs, in order, failing fast; ends with `N passed, M failed`.
+//! - `demo`: the seed config on loopback with fake nodes, until Ctrl-C.
+//! - `bench`: portcullis vs HAProxy vs direct, same backend and load generator.
+
+// The fake backends are shared with the integration tests.
+#[path = "../../tests/support/backend.rs"]
+mod backend;
+mod bench;
+mod ci;
+mod demo;
+mod setup;
+mod util;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  setup                 install missing tools (apt packages, nightly rust-src)
+  test                  run what CI runs: setup, fmt, clippy, tests with --io uring then epoll
+  demo [--haproxy]      run the seed config on loopback against fake nodes (Ctrl-C to stop);
+                        --haproxy runs HAProxy on the unstripped config instead
+  bench [--duration S] [--backend nginx|node]
+                        tiny-response keep-alive benchmark: portcullis, HAProxy, direct";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = match args.split_first() {
+        Some((c, r)) => (c.as_str(), r),
+        None => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cmd {
+        "setup" => setup::run(),
+        "test" => ci::run(),
+        "demo" => demo::run(rest),
+        "bench" => bench::run(rest),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command '{other}'\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("xtask {cmd}: {msg}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,0 +1,136 @@
+//! `cargo xtask test`: what CI runs, in order, stopping at the first failure.
+//!
+//! setup → `cargo fmt --check` → clippy `-D warnings` → `cargo test --workspace` with
+//! `PORTCULLIS_IO=uring`, then again with `PORTCULLIS_IO=epoll` (the integration tests pass it to
+//! the binary as `--io`). The last line is `N passed, M failed`, summed over both test runs.
+
+use crate::util::{Result, exec, show};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+/// The I/O engines the test suite runs under, in order.
+const IO_ENGINES: &[&str] = &["uring", "epoll"];
+
+#[derive(Default, Debug, PartialEq, Eq)]
+pub struct Tally {
+    pub passed: u64,
+    pub failed: u64,
+}
+
+pub fn run() -> Result {
+    step("setup", crate::setup::run)?;
+    step("cargo fmt", || {
+        exec(&mut cargo(&["fmt", "--all", "--", "--check"]))
+    })?;
+    step("cargo clippy", || {
+        let args = [
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ];
+        exec(&mut cargo(&args))
+    })?;
+    let mut total = Tally::default();
+    for io in IO_ENGINES {
+        println!("==> cargo test --workspace (PORTCULLIS_IO={io})");
+        let outcome = cargo_test(io, &mut total);
+        if let Err(e) = outcome {
+            println!("{} passed, {} failed", total.passed, total.failed);
+            return Err(format!("cargo test with PORTCULLIS_IO={io}: {e}"));
+        }
+    }
+    println!("{} passed, {} failed", total.passed, total.failed);
+    if total.failed > 0 {
+        return Err(format!("{} test(s) failed", total.failed));
+    }
+    Ok(())
+}
+
+fn step(name: &str, f: impl FnOnce() -> Result) -> Result {
+    println!("==> {name}");
+    f().map_err(|e| format!("step '{name}' failed: {e}"))
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.args(args).current_dir(crate::util::root());
+    c
+}
+
+/// Runs the test suite once, echoing its output and adding its result lines to `total`.
+fn cargo_test(io: &str, total: &mut Tally) -> Result {
+    let mut cmd = cargo(&["test", "--workspace"]);
+    cmd.env("PORTCULLIS_IO", io).stdout(Stdio::piped());
+    println!("$ PORTCULLIS_IO={io} {}", show(&cmd));
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run cargo: {e}"))?;
+    let mut this_run = Tally::default();
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines().map_while(|l| l.ok()) {
+            println!("{line}");
+            if let Some(t) = parse_result_line(&line) {
+                this_run.passed += t.passed;
+                this_run.failed += t.failed;
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if !status.success() && this_run.failed == 0 {
+        // A build error or a crashed test binary: count it, so the summary cannot read clean.
+        this_run.failed = 1;
+    }
+    total.passed += this_run.passed;
+    total.failed += this_run.failed;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("failed ({status})"))
+    }
+}
+
+/// Reads `test result: ok. 15 passed; 0 failed; 0 ignored; …` into a tally.
+pub fn parse_result_line(line: &str) -> Option<Tally> {
+    let rest = line.trim().strip_prefix("test result:")?;
+    let mut t = Tally::default();
+    for part in rest.split(';') {
+        let mut words = part.split_whitespace().rev();
+        let (Some(kind), Some(n)) = (words.next(), words.next()) else {
+            continue;
+        };
+        match (kind, n.parse::<u64>()) {
+            ("passed", Ok(n)) => t.passed = n,
+            ("failed", Ok(n)) => t.failed = n,
+            _ => {}
+        }
+    }
+    Some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines() {
+        assert_eq!(
+            parse_result_line(
+                "test result: ok. 15 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.15s"
+            ),
+            Some(Tally {
+                passed: 15,
+                failed: 0
+            })
+        );
+        assert_eq!(
+            parse_result_line("test result: FAILED. 14 passed; 1 failed; 0 ignored; 0 measured"),
+            Some(Tally {
+                passed: 14,
+                failed: 1
+            })
+        );
+        assert_eq!(parse_result_line("running 15 tests"), None);
+        assert_eq!(parse_result_line("test foo ... ok"), None);
+    }
+}

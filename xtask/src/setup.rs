@@ -1,0 +1,158 @@
+//! `cargo xtask setup`: installs what the builds and tests need, only what is missing.
+
+use crate::util::{Result, exec, have, is_root, output};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// Debian packages and the command each one provides (checked when dpkg is absent).
+const APT_PACKAGES: &[(&str, &str)] = &[
+    ("haproxy", "haproxy"),
+    ("socat", "socat"),
+    ("wrk", "wrk"),
+    ("nghttp2-client", "nghttp"),
+    ("curl", "curl"),
+    ("nginx", "nginx"),
+    ("iproute2", "ip"),
+];
+
+const POLICY_RC: &str = "/usr/sbin/policy-rc.d";
+
+pub fn run() -> Result {
+    let started = Instant::now();
+    let mut did = Vec::new();
+    apt(&mut did)?;
+    rust_src(&mut did);
+    ebpf_tools(&mut did);
+    if did.is_empty() {
+        println!(
+            "setup: everything present ({:.1}s)",
+            started.elapsed().as_secs_f64()
+        );
+    } else {
+        println!(
+            "setup: {} ({:.1}s)",
+            did.join("; "),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// The packages of [`APT_PACKAGES`] that are not installed.
+fn missing_packages() -> Vec<&'static str> {
+    let names: Vec<&str> = APT_PACKAGES.iter().map(|(p, _)| *p).collect();
+    if !have("dpkg-query") {
+        return APT_PACKAGES
+            .iter()
+            .filter(|(_, bin)| !have(bin))
+            .map(|(p, _)| *p)
+            .collect();
+    }
+    // dpkg-query exits non-zero when one package is unknown, but still prints the others.
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Package} ${db:Status-Abbrev}\\n"])
+        .args(&names)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    names
+        .into_iter()
+        .filter(|p| {
+            !out.lines().any(|l| {
+                let mut w = l.split_whitespace();
+                w.next() == Some(p) && w.next().is_some_and(|s| s.starts_with("ii"))
+            })
+        })
+        .collect()
+}
+
+fn apt(did: &mut Vec<String>) -> Result {
+    let missing = missing_packages();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !have("apt-get") {
+        return Err(format!(
+            "missing packages {} and no apt-get: install them by hand",
+            missing.join(" ")
+        ));
+    }
+    let sudo = if is_root() {
+        None
+    } else if have("sudo") {
+        Some("sudo")
+    } else {
+        return Err(format!(
+            "missing packages {} and not root (no sudo)",
+            missing.join(" ")
+        ));
+    };
+    let apt_get = |args: &[&str]| {
+        let mut c = match sudo {
+            Some(s) => {
+                let mut c = Command::new(s);
+                c.arg("apt-get");
+                c
+            }
+            None => Command::new("apt-get"),
+        };
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    // Installing nginx must not start a system nginx on :80; Debian asks policy-rc.d first.
+    let guard = is_root() && !Path::new(POLICY_RC).exists();
+    if guard {
+        let _ = std::fs::write(POLICY_RC, "#!/bin/sh\nexit 101\n");
+        let _ = exec(Command::new("chmod").args(["755", POLICY_RC]));
+    }
+    let result = exec(&mut apt_get(&["update", "-q"])).and_then(|()| {
+        let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
+        args.extend(missing.iter().copied());
+        exec(&mut apt_get(&args))
+    });
+    if guard {
+        let _ = std::fs::remove_file(POLICY_RC);
+    }
+    result?;
+    did.push(format!("installed {}", missing.join(" ")));
+    Ok(())
+}
+
+/// rust-src for the nightly toolchain (the eBPF programs build with `-Z build-std`).
+fn rust_src(did: &mut Vec<String>) {
+    if !have("rustup") {
+        did.push("skipped rust-src: no rustup".into());
+        return;
+    }
+    let Some(installed) = output(Command::new("rustup").args([
+        "component",
+        "list",
+        "--installed",
+        "--toolchain",
+        "nightly",
+    ])) else {
+        did.push(
+            "skipped rust-src: no nightly toolchain (rustup toolchain install nightly)".into(),
+        );
+        return;
+    };
+    if installed.lines().any(|l| l.starts_with("rust-src")) {
+        return;
+    }
+    match exec(Command::new("rustup").args([
+        "component",
+        "add",
+        "rust-src",
+        "--toolchain",
+        "nightly",
+    ])) {
+        Ok(()) => did.push("added rust-src to nightly".into()),
+        Err(e) => did.push(format!("could not add rust-src: {e}")),
+    }
+}
+
+/// TODO(ebpf): install bpf-linker here (`cargo install bpf-linker` when missing) once the
+/// kernel-path issue lands and proxy/build.rs builds ebpf/.
+fn ebpf_tools(_did: &mut [String]) {}
