@@ -16,6 +16,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    if args.check_only {
+        let rc = portcullis::config::check_command(&args.files, args.quiet);
+        return ExitCode::from(u8::try_from(rc).unwrap_or(1));
+    }
     eprintln!("[ALERT]    (1) : no configuration parser yet");
     ExitCode::from(1)
 }

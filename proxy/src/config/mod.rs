@@ -1,5 +1,209 @@
 //! HAProxy's configuration language: lexer (quotes, `\` escapes, `"${ENV}"`), sections, keyword
-//! tables, the typed model (`model`) and diagnostics with file:line (`diag`). Pure: the caller
-//! supplies file contents and the environment.
+//! tables, the typed model (`model`) and diagnostics with file:line (`diag`).
+//!
+//! The parser is pure: file contents, the environment, certificate checks and name resolution
+//! come in through [`Sys`]. [`load`] and [`check_command`] are the thin shells that read files.
 
+pub mod addr;
+pub mod diag;
+mod kw_global;
+mod kw_proxy;
+mod kw_rules;
+mod kw_server;
+pub mod lexer;
 pub mod model;
+mod parser;
+pub mod suggest;
+pub mod values;
+
+pub use diag::{Diag, Severity};
+use model::Config;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// A parsed configuration and the warnings it produced.
+#[derive(Debug)]
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<Diag>,
+}
+
+/// What the parser asks of the outside world.
+pub struct Sys<'a> {
+    /// Environment variables for `"${VAR}"`.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// Whether a certificate path exists; `Err` is the reason (`No such file or directory`).
+    pub stat: &'a dyn Fn(&str) -> Result<(), String>,
+    /// Host name resolution for addresses that are not IP literals.
+    pub resolve: &'a dyn Fn(&str) -> Option<IpAddr>,
+}
+
+/// `stat(2)` with HAProxy's wording of the common failure.
+pub fn stat_path(p: &str) -> Result<(), String> {
+    match std::fs::metadata(p) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(io_reason(&e)),
+    }
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "No such file or directory".to_string(),
+        std::io::ErrorKind::PermissionDenied => "Permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// The system resolver (what HAProxy's `libc` resolution does at start-up).
+pub fn resolve_host(host: &str) -> Option<IpAddr> {
+    use std::net::ToSocketAddrs;
+    (host, 0).to_socket_addrs().ok()?.map(|sa| sa.ip()).next()
+}
+
+/// Parses already-read sources `(file name, text)` in order.
+pub fn parse_sources(sources: &[(String, String)], sys: &Sys) -> Result<Loaded, Vec<Diag>> {
+    let mut p = parser::Parser::new(sys);
+    for (name, text) in sources {
+        p.feed(name, text);
+    }
+    let (config, diags) = p.finish();
+    if diags.iter().any(Diag::is_alert) {
+        Err(diags)
+    } else {
+        Ok(Loaded {
+            config,
+            warnings: diags,
+        })
+    }
+}
+
+/// Parses one text (tests, tools). Certificates are checked and names resolved on this host.
+pub fn parse_str(
+    name: &str,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, Vec<Diag>> {
+    let sys = Sys {
+        env,
+        stat: &stat_path,
+        resolve: &resolve_host,
+    };
+    parse_sources(&[(name.to_string(), text.to_string())], &sys)
+}
+
+/// Reads `paths` like HAProxy's `-f`: a file, or a directory whose `*.cfg` files are read in
+/// lexical order.
+pub fn read_sources(paths: &[PathBuf]) -> Result<Vec<(String, String)>, Vec<Diag>> {
+    let mut out = Vec::new();
+    let mut errs = Vec::new();
+    let cannot = |p: &Path, e: &std::io::Error| {
+        Diag::global(
+            Severity::Alert,
+            format!(
+                "Cannot open configuration file/directory {} : {}",
+                p.display(),
+                io_reason(e)
+            ),
+        )
+    };
+    for path in paths {
+        let files = if path.is_dir() {
+            match std::fs::read_dir(path) {
+                Ok(rd) => {
+                    let mut v: Vec<PathBuf> = rd
+                        .filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "cfg"))
+                        .collect();
+                    v.sort();
+                    v
+                }
+                Err(e) => {
+                    errs.push(cannot(path, &e));
+                    continue;
+                }
+            }
+        } else {
+            vec![path.clone()]
+        };
+        for f in files {
+            match std::fs::read(&f) {
+                Ok(b) => out.push((
+                    f.display().to_string(),
+                    String::from_utf8_lossy(&b).into_owned(),
+                )),
+                Err(e) => errs.push(cannot(&f, &e)),
+            }
+        }
+    }
+    if errs.is_empty() { Ok(out) } else { Err(errs) }
+}
+
+/// Reads and parses the configuration files.
+pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<Diag>> {
+    let sources = read_sources(paths)?;
+    let sys = Sys {
+        env,
+        stat: &stat_path,
+        resolve: &resolve_host,
+    };
+    parse_sources(&sources, &sys)
+}
+
+/// True when nothing would listen (no `bind` in an enabled proxy and no stats socket).
+fn no_listener(c: &Config) -> bool {
+    c.global.stats_sockets.is_empty()
+        && !c
+            .proxies
+            .iter()
+            .any(|p| !p.disabled && p.cap.frontend && !p.binds.is_empty())
+}
+
+/// `portcullis -c`: exit status 0 (valid), 1 (errors) or 2 (valid but nothing listens), with
+/// HAProxy's messages. `quiet` silences everything, as HAProxy's `-q` does.
+pub fn check_command(paths: &[PathBuf], quiet: bool) -> i32 {
+    let pid = std::process::id();
+    let env = |k: &str| std::env::var(k).ok();
+    if paths.is_empty() {
+        if !quiet {
+            eprintln!(
+                "{:<10} ({pid}) : No configuration file specified.",
+                "[ALERT]"
+            );
+        }
+        return 1;
+    }
+    match load(paths, &env) {
+        Ok(l) => {
+            if !quiet {
+                for w in &l.warnings {
+                    eprintln!("{}", w.render(pid));
+                }
+                if !l.warnings.is_empty() {
+                    println!("Warnings were found.");
+                }
+            }
+            if no_listener(&l.config) {
+                if !quiet {
+                    println!(
+                        "Configuration file has no error but will not start (no listener) => exit(2)."
+                    );
+                }
+                return 2;
+            }
+            if !quiet {
+                println!("Configuration file is valid");
+            }
+            0
+        }
+        Err(diags) => {
+            if !quiet {
+                eprint!("{}", diag::render_failure(&diags, pid));
+            }
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -514,3 +514,48 @@ pub struct Proxy {
     /// Keywords parsed and validated whose feature has not landed (see `Global::pending`).
     pub pending: Vec<(String, Loc)>,
 }
+
+impl Proxy {
+    /// A proxy with HAProxy's built-in settings (what a proxy gets with no `defaults` section).
+    pub fn new(name: &str, cap: Cap, loc: Loc) -> Proxy {
+        Proxy {
+            name: name.to_string(),
+            cap,
+            id: 0,
+            loc,
+            mode: Mode::Tcp,
+            disabled: false,
+            binds: Vec::new(),
+            maxconn: None,
+            timeouts: Timeouts::default(),
+            retries: 3,
+            balance: Balance::Roundrobin,
+            http_reuse: HttpReuse::Safe,
+            options: Options::default(),
+            logs: Vec::new(),
+            log_format: None,
+            acls: Vec::new(),
+            default_backend: None,
+            use_backends: Vec::new(),
+            http_request: Vec::new(),
+            tcp_request: Vec::new(),
+            tcp_inspect_delay: None,
+            http_check: HttpCheck::default(),
+            tcp_checks: Vec::new(),
+            default_server: ServerOpts::default(),
+            servers: Vec::new(),
+            stats: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// HAProxy's word for this proxy in messages: `frontend`, `backend` or `proxy` (listen).
+    pub fn kind(&self) -> &'static str {
+        match (self.cap.frontend, self.cap.backend) {
+            (true, true) => "proxy",
+            (true, false) => "frontend",
+            (false, true) => "backend",
+            (false, false) => "defaults",
+        }
+    }
+}

@@ -1,0 +1,1135 @@
+//! The keyword table of proxy sections (`defaults`, `frontend`, `backend`, `listen`), with
+//! HAProxy's capability columns, and the parsers of the proxy-level keywords. Rules and checks
+//! live in `kw_rules`, server options in `kw_server`.
+
+use super::diag::{Diag, Severity};
+use super::model::{
+    Balance, Bind, BindSsl, Facility, ForwardFor, Global, HttpCheckSend, HttpReuse, Level,
+    LogFormatKind, LogTarget, Mode, Proxy, Redispatch, SslOptions, TlsVersion,
+};
+use super::parser::{Ctx, unknown_kw};
+use super::values::{parse_time, parse_u32, time_error_msg};
+use super::{addr, kw_rules, kw_server, suggest};
+
+/// Allowed in `defaults` sections (named or anonymous).
+pub(crate) const DEF: u8 = 1;
+/// Needs the frontend capability (frontend, listen).
+pub(crate) const FE: u8 = 2;
+/// Needs the backend capability (backend, listen).
+pub(crate) const BE: u8 = 4;
+/// Allowed in named `defaults` sections only (rules that inheriting proxies run first).
+pub(crate) const NDEF: u8 = 8;
+
+/// One proxy keyword: where it may appear, and whether a misplaced use is an error (`strict`)
+/// or, as HAProxy does, a warning and the line is ignored.
+pub(crate) struct ProxyKw {
+    pub kw: &'static str,
+    pub caps: u8,
+    pub strict: bool,
+    pub parse: fn(&mut P, &[String]),
+}
+
+/// The parse context of a proxy keyword.
+pub(crate) struct P<'a, 'b> {
+    pub px: &'a mut Proxy,
+    /// True while parsing a `defaults` section.
+    pub defaults: bool,
+    pub global: &'a Global,
+    pub c: &'a mut Ctx<'b>,
+    /// The line started with `no` (or `default`).
+    pub no: bool,
+}
+
+impl P<'_, '_> {
+    pub fn alert(&mut self, msg: impl Into<String>) {
+        self.c.alert(msg);
+    }
+    pub fn warn(&mut self, msg: impl Into<String>) {
+        self.c.warn(msg);
+    }
+    /// Records a keyword whose feature is not built yet.
+    pub fn pending(&mut self, kw: &str) {
+        let loc = self.c.loc.clone();
+        self.px.pending.push((kw.to_string(), loc));
+    }
+    /// `frontend 'x'`, `backend 'x'`, `proxy 'x'` (listen) or `defaults 'x'`.
+    pub fn desc(&self) -> String {
+        format!("{} '{}'", self.px.kind(), self.px.name)
+    }
+    pub fn section(&self) -> &'static str {
+        section_name(self.px, self.defaults)
+    }
+}
+
+fn section_name(px: &Proxy, defaults: bool) -> &'static str {
+    if defaults {
+        return "defaults";
+    }
+    match (px.cap.frontend, px.cap.backend) {
+        (true, true) => "listen",
+        (true, false) => "frontend",
+        _ => "backend",
+    }
+}
+
+pub(crate) static PROXY_KWS: &[ProxyKw] = &[
+    ProxyKw {
+        kw: "acl",
+        caps: FE | BE | NDEF,
+        strict: true,
+        parse: kw_rules::kw_acl,
+    },
+    ProxyKw {
+        kw: "balance",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_balance,
+    },
+    ProxyKw {
+        kw: "bind",
+        caps: FE,
+        strict: true,
+        parse: kw_bind,
+    },
+    ProxyKw {
+        kw: "default-server",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_server::kw_default_server,
+    },
+    ProxyKw {
+        kw: "default_backend",
+        caps: DEF | FE,
+        strict: true,
+        parse: kw_default_backend,
+    },
+    ProxyKw {
+        kw: "disabled",
+        caps: DEF | FE | BE,
+        strict: false,
+        parse: kw_disabled,
+    },
+    ProxyKw {
+        kw: "enabled",
+        caps: DEF | FE | BE,
+        strict: false,
+        parse: kw_enabled,
+    },
+    ProxyKw {
+        kw: "http-check",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_rules::kw_http_check,
+    },
+    ProxyKw {
+        kw: "http-request",
+        caps: FE | BE | NDEF,
+        strict: true,
+        parse: kw_rules::kw_http_request,
+    },
+    ProxyKw {
+        kw: "http-reuse",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_http_reuse,
+    },
+    ProxyKw {
+        kw: "id",
+        caps: FE | BE,
+        strict: true,
+        parse: kw_id,
+    },
+    ProxyKw {
+        kw: "log",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_log,
+    },
+    ProxyKw {
+        kw: "log-format",
+        caps: DEF | FE,
+        strict: false,
+        parse: kw_log_format,
+    },
+    ProxyKw {
+        kw: "maxconn",
+        caps: DEF | FE,
+        strict: false,
+        parse: kw_maxconn,
+    },
+    ProxyKw {
+        kw: "mode",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_mode,
+    },
+    ProxyKw {
+        kw: "option",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_option,
+    },
+    ProxyKw {
+        kw: "retries",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_retries,
+    },
+    ProxyKw {
+        kw: "server",
+        caps: BE,
+        strict: true,
+        parse: kw_server::kw_server,
+    },
+    ProxyKw {
+        kw: "stats",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_rules::kw_stats,
+    },
+    ProxyKw {
+        kw: "tcp-check",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_rules::kw_tcp_check,
+    },
+    ProxyKw {
+        kw: "tcp-request",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_rules::kw_tcp_request,
+    },
+    ProxyKw {
+        kw: "timeout",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_timeout,
+    },
+    ProxyKw {
+        kw: "use_backend",
+        caps: FE,
+        strict: true,
+        parse: kw_use_backend,
+    },
+];
+
+/// Runs one line of a proxy section. `defaults` is `Some(named)` inside a `defaults` section.
+pub(crate) fn dispatch(
+    px: &mut Proxy,
+    defaults: Option<bool>,
+    global: &Global,
+    c: &mut Ctx,
+    words: &[String],
+) {
+    let no = matches!(words.first().map(String::as_str), Some("no" | "default"));
+    let args = if no {
+        words.get(1..).unwrap_or_default()
+    } else {
+        words
+    };
+    let Some(kw) = args.first() else {
+        c.alert(format!("'{}' expects an option name.", words[0]));
+        return;
+    };
+    let section = section_name(px, defaults.is_some());
+    let Some(row) = PROXY_KWS.iter().find(|k| k.kw == kw) else {
+        c.alert(unknown_kw(kw, section, PROXY_KWS.iter().map(|k| k.kw)));
+        return;
+    };
+    if no && kw != "option" && kw != "log" {
+        c.alert("negation/default currently supported only for options and log.");
+        return;
+    }
+    match defaults {
+        Some(named) => {
+            if row.caps & (DEF | NDEF) == 0 {
+                c.alert(format!("'{kw}' not allowed in 'defaults' section."));
+                return;
+            }
+            if row.caps & DEF == 0 && !named {
+                c.alert(format!(
+                    "'{kw}' not allowed in anonymous 'defaults' section."
+                ));
+                return;
+            }
+        }
+        None => {
+            let fe_ok = row.caps & FE != 0 && px.cap.frontend;
+            let be_ok = row.caps & BE != 0 && px.cap.backend;
+            if !fe_ok && !be_ok {
+                let missing = if row.caps & FE != 0 {
+                    "frontend"
+                } else {
+                    "backend"
+                };
+                let what = format!("{} '{}'", px.kind(), px.name);
+                if row.strict {
+                    c.alert(format!(
+                        "'{kw}' not allowed because {what} has no {missing} capability."
+                    ));
+                } else {
+                    c.warn(format!(
+                        "'{kw}' ignored because {what} has no {missing} capability."
+                    ));
+                }
+                return;
+            }
+        }
+    }
+    let mut p = P {
+        px,
+        defaults: defaults.is_some(),
+        global,
+        c,
+        no,
+    };
+    (row.parse)(&mut p, args);
+}
+
+fn arg(args: &[String], i: usize) -> &str {
+    args.get(i).map_or("", String::as_str)
+}
+
+fn kw_mode(p: &mut P, args: &[String]) {
+    if p.c.too_many(args, 1, 1) {
+        return;
+    }
+    match arg(args, 1) {
+        "http" => p.px.mode = Mode::Http,
+        "tcp" => p.px.mode = Mode::Tcp,
+        other => p.alert(format!("unknown proxy mode '{other}'.")),
+    }
+}
+
+fn kw_balance(p: &mut P, args: &[String]) {
+    let algo = match arg(args, 1) {
+        "roundrobin" => Balance::Roundrobin,
+        "static-rr" => Balance::StaticRr,
+        "leastconn" => Balance::Leastconn,
+        "first" => Balance::First,
+        "source" => Balance::Source,
+        _ => {
+            p.alert("balance only supports 'roundrobin', 'static-rr', 'leastconn', 'first' and 'source' options.");
+            return;
+        }
+    };
+    if !p.c.too_many(args, 1, 1) {
+        p.px.balance = algo;
+    }
+}
+
+fn kw_http_reuse(p: &mut P, args: &[String]) {
+    let v = match arg(args, 1) {
+        "never" => HttpReuse::Never,
+        "safe" => HttpReuse::Safe,
+        "aggressive" => HttpReuse::Aggressive,
+        "always" => HttpReuse::Always,
+        _ => {
+            p.alert("'http-reuse' only supports 'never', 'safe', 'aggressive', 'always'.");
+            return;
+        }
+    };
+    if !p.c.too_many(args, 1, 1) {
+        p.px.http_reuse = v;
+    }
+}
+
+fn kw_retries(p: &mut P, args: &[String]) {
+    if p.c.too_many(args, 1, 1) {
+        return;
+    }
+    match parse_u32(arg(args, 1)) {
+        Some(n) => p.px.retries = n,
+        None => p.alert("'retries' expects an integer argument (dispatch counts for one)."),
+    }
+}
+
+fn kw_maxconn(p: &mut P, args: &[String]) {
+    if p.c.too_many(args, 1, 1) {
+        return;
+    }
+    match parse_u32(arg(args, 1)) {
+        Some(n) => p.px.maxconn = Some(n),
+        None => p.alert(format!(
+            "'maxconn' expects an integer argument (got '{}').",
+            arg(args, 1)
+        )),
+    }
+}
+
+fn kw_id(p: &mut P, args: &[String]) {
+    if p.c.too_many(args, 1, 1) {
+        return;
+    }
+    match parse_u32(arg(args, 1)) {
+        Some(n) if n > 0 => p.px.id = n,
+        _ => p.alert("custom id has to be > 0."),
+    }
+}
+
+fn kw_disabled(p: &mut P, args: &[String]) {
+    if !p.c.too_many(args, 1, 0) {
+        p.px.disabled = true;
+    }
+}
+
+fn kw_enabled(p: &mut P, args: &[String]) {
+    if !p.c.too_many(args, 1, 0) {
+        p.px.disabled = false;
+    }
+}
+
+fn kw_default_backend(p: &mut P, args: &[String]) {
+    if p.c.too_many(args, 1, 1) {
+        return;
+    }
+    match args.get(1).filter(|s| !s.is_empty()) {
+        Some(b) => p.px.default_backend = Some((b.clone(), p.c.loc.clone())),
+        None => p.alert("'default_backend' expects a backend name."),
+    }
+}
+
+fn kw_use_backend(p: &mut P, args: &[String]) {
+    let Some(b) = args.get(1).filter(|s| !s.is_empty()) else {
+        p.alert("'use_backend' expects a backend name.");
+        return;
+    };
+    let cond = match args.get(2).map(String::as_str) {
+        None => None,
+        Some("if" | "unless") => Some(kw_rules::cond(p, args, 2)),
+        Some(other) => {
+            p.alert(format!(
+                "unexpected keyword '{other}' after switching rule, only 'if' and 'unless' are allowed."
+            ));
+            return;
+        }
+    };
+    p.px.use_backends.push(super::model::UseBackend {
+        backend: b.clone(),
+        cond,
+        loc: p.c.loc.clone(),
+    });
+}
+
+fn kw_log_format(p: &mut P, args: &[String]) {
+    match args.len() {
+        0 | 1 => p.alert("log-format expects an argument."),
+        2 => p.px.log_format = Some((args[1].clone(), p.c.loc.clone())),
+        _ => p.alert("log-format expects only one argument, don't forget to escape spaces!"),
+    }
+}
+
+fn kw_log(p: &mut P, args: &[String]) {
+    if p.no {
+        if !p.c.too_many(args, 1, 0) {
+            p.px.logs.clear();
+        }
+        return;
+    }
+    if arg(args, 1) == "global" {
+        if !p.c.too_many(args, 2, 0) {
+            // HAProxy copies the global loggers known at this point.
+            let g = p.global.logs.clone();
+            p.px.logs.extend(g);
+        }
+        return;
+    }
+    if let Some(t) = parse_log_target(p.c, args) {
+        p.px.logs.push(t);
+    }
+}
+
+const FACILITIES: &[&str] = &[
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "auth2",
+    "ftp", "ntp", "audit", "alert", "cron2", "local0", "local1", "local2", "local3", "local4",
+    "local5", "local6", "local7",
+];
+
+const LEVELS: &[&str] = &[
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+];
+
+fn log_format_kind(s: &str) -> Option<LogFormatKind> {
+    Some(match s {
+        "local" => LogFormatKind::Local,
+        "rfc3164" => LogFormatKind::Rfc3164,
+        "rfc5424" => LogFormatKind::Rfc5424,
+        "short" => LogFormatKind::Short,
+        "priority" => LogFormatKind::Priority,
+        "timed" => LogFormatKind::Timed,
+        "iso" => LogFormatKind::Iso,
+        "raw" => LogFormatKind::Raw,
+        _ => return None,
+    })
+}
+
+fn index_of(list: &[&str], s: &str) -> Option<u8> {
+    list.iter()
+        .position(|x| *x == s)
+        .and_then(|i| u8::try_from(i).ok())
+}
+
+/// `log <target> [len <n>] [format <fmt>] [sample <r>:<s>] <facility> [<level> [<minlevel>]]`
+pub(crate) fn parse_log_target(c: &mut Ctx, args: &[String]) -> Option<LogTarget> {
+    let target = arg(args, 1);
+    if target.is_empty() || args.len() < 3 {
+        c.alert("log : expects <address> and <facility>  as arguments");
+        return None;
+    }
+    let mut i = 2;
+    let mut format = LogFormatKind::Local;
+    loop {
+        match arg(args, i) {
+            "len" => {
+                if parse_u32(arg(args, i + 1)).is_none_or(|n| n < 80) {
+                    c.alert(format!(
+                        "log : invalid max length '{}' (must be at least 80)",
+                        arg(args, i + 1)
+                    ));
+                    return None;
+                }
+            }
+            "format" => match log_format_kind(arg(args, i + 1)) {
+                Some(f) => format = f,
+                None => {
+                    c.alert(format!("log : unknown log format '{}'", arg(args, i + 1)));
+                    return None;
+                }
+            },
+            "sample" => {
+                c.alert("log : 'sample' is not supported yet");
+                return None;
+            }
+            _ => break,
+        }
+        i += 2;
+    }
+    let fac = arg(args, i);
+    let Some(facility) = index_of(FACILITIES, fac).map(Facility) else {
+        if fac.is_empty() {
+            c.alert("log : expects <address> and <facility>  as arguments");
+        } else {
+            c.alert(format!("log : unknown log facility '{fac}'"));
+        }
+        return None;
+    };
+    let mut level = None;
+    if let Some(l) = args.get(i + 1) {
+        match index_of(LEVELS, l) {
+            Some(n) => level = Some(Level(n)),
+            None => {
+                c.alert(format!("log : unknown optional log level '{l}'"));
+                return None;
+            }
+        }
+    }
+    if let Some(l) = args.get(i + 2)
+        && index_of(LEVELS, l).is_none()
+    {
+        c.alert(format!("log : unknown optional minimum log level '{l}'"));
+        return None;
+    }
+    if let Some(extra) = args.get(i + 3) {
+        c.alert(format!(
+            "log : cannot handle unexpected argument '{extra}'."
+        ));
+        return None;
+    }
+    Some(match target {
+        "stdout" | "fd@1" => LogTarget::Stdout {
+            stderr: false,
+            format,
+            facility,
+            level,
+        },
+        "stderr" | "fd@2" => LogTarget::Stdout {
+            stderr: true,
+            format,
+            facility,
+            level,
+        },
+        t if t.starts_with('/') || t.starts_with("unix@") => LogTarget::Unix {
+            path: t.trim_start_matches("unix@").to_string(),
+            format,
+            facility,
+            level,
+        },
+        t if t.starts_with("ring@") || t.starts_with("fd@") => {
+            c.alert(format!("log : target '{t}' is not supported yet"));
+            return None;
+        }
+        t => match addr::parse_log_inet(t, c.sys.resolve) {
+            Ok(a) => LogTarget::Udp {
+                addr: a,
+                format,
+                facility,
+                level,
+            },
+            Err(e) => {
+                c.alert(format!("log : {e}"));
+                return None;
+            }
+        },
+    })
+}
+
+const TIMEOUTS: &[(&str, u8)] = &[
+    ("client", FE),
+    ("server", BE),
+    ("connect", BE),
+    ("check", BE),
+    ("queue", BE),
+    ("http-keep-alive", FE | BE),
+    ("http-request", FE | BE),
+    ("tunnel", BE),
+    ("client-fin", FE),
+    ("server-fin", BE),
+];
+
+fn kw_timeout(p: &mut P, args: &[String]) {
+    let name = arg(args, 1);
+    let Some(&(_, caps)) = TIMEOUTS.iter().find(|(n, _)| *n == name) else {
+        p.alert(format!(
+            "'timeout' supports 'client', 'server', 'connect', 'check', 'queue', 'http-keep-alive', 'http-request', 'tunnel', 'client-fin' and 'server-fin' (got '{name}')"
+        ));
+        return;
+    };
+    if p.c.too_many(args, 2, 1) {
+        return;
+    }
+    let what = format!("timeout {name}");
+    let d = match parse_time(arg(args, 2)) {
+        Ok(d) => d,
+        Err(e) => {
+            p.alert(time_error_msg(&e, arg(args, 2), &what));
+            return;
+        }
+    };
+    if !p.defaults && !has_cap(p.px, caps) {
+        let missing = if caps & FE != 0 {
+            "frontend"
+        } else {
+            "backend"
+        };
+        let desc = p.desc();
+        p.warn(format!(
+            "'{what}' will be ignored because {desc} has no {missing} capability"
+        ));
+        return;
+    }
+    // 0 means "no timeout" in HAProxy.
+    let v = (!d.is_zero()).then_some(d);
+    let t = &mut p.px.timeouts;
+    match name {
+        "client" => t.client = v,
+        "server" => t.server = v,
+        "connect" => t.connect = v,
+        "check" => t.check = v,
+        "queue" => t.queue = v,
+        "http-keep-alive" => t.http_keep_alive = v,
+        "http-request" => t.http_request = v,
+        "tunnel" => t.tunnel = v,
+        "client-fin" => t.client_fin = v,
+        _ => t.server_fin = v,
+    }
+}
+
+/// `option` names: (name, caps FE/BE, pending).
+const OPTIONS: &[(&str, u8, bool)] = &[
+    ("abortonclose", BE, false),
+    ("allbackups", BE, false),
+    ("dontlognull", FE, false),
+    ("forwardfor", FE | BE, false),
+    ("http-keep-alive", FE | BE, false),
+    ("http-server-close", FE | BE, false),
+    ("httpchk", BE, true),
+    ("httpclose", FE | BE, false),
+    ("httplog", FE, false),
+    ("log-health-checks", BE, false),
+    ("redispatch", BE, false),
+    ("socket-stats", FE, false),
+    ("tcp-check", BE, true),
+    ("tcplog", FE, false),
+];
+
+fn kw_option(p: &mut P, args: &[String]) {
+    let name = arg(args, 1);
+    let Some(&(_, caps, pending)) = OPTIONS.iter().find(|(n, _, _)| *n == name) else {
+        if p.no {
+            p.alert(format!(
+                "negation/default is not supported for option '{name}'."
+            ));
+        } else {
+            let mut msg = format!("unknown option '{name}'.");
+            if let Some(m) = suggest::best_match(name, OPTIONS.iter().map(|o| o.0)) {
+                msg = format!("unknown option '{name}'; did you mean '{m}' maybe ?");
+            }
+            p.alert(msg);
+        }
+        return;
+    };
+    if !p.defaults && !has_cap(p.px, caps) {
+        let missing = if caps & FE != 0 {
+            "frontend"
+        } else {
+            "backend"
+        };
+        let desc = p.desc();
+        p.warn(format!(
+            "'option {name}' ignored because {desc} has no {missing} capability."
+        ));
+        return;
+    }
+    let on = !p.no;
+    if p.no && p.c.too_many(args, 2, 0) {
+        return;
+    }
+    let o = &mut p.px.options;
+    match name {
+        "abortonclose" | "allbackups" | "dontlognull" | "log-health-checks" | "socket-stats"
+        | "tcplog" | "httpclose" | "http-server-close" | "http-keep-alive" | "tcp-check" => {
+            if p.c.too_many(args, 2, 0) {
+                return;
+            }
+            let o = &mut p.px.options;
+            match name {
+                "abortonclose" => o.abortonclose = on,
+                "allbackups" => o.allbackups = on,
+                "dontlognull" => o.dontlognull = on,
+                "log-health-checks" => o.log_health_checks = on,
+                "socket-stats" => o.socket_stats = on,
+                "tcp-check" => o.tcp_check = on,
+                "tcplog" => {
+                    o.tcplog = on;
+                    if on {
+                        o.httplog = false;
+                        o.httplog_clf = false;
+                    }
+                }
+                // The three connection modes exclude each other; the last one wins.
+                _ => {
+                    if on {
+                        o.httpclose = false;
+                        o.http_server_close = false;
+                        o.http_keep_alive = false;
+                    }
+                    match name {
+                        "httpclose" => o.httpclose = on,
+                        "http-server-close" => o.http_server_close = on,
+                        _ => o.http_keep_alive = on,
+                    }
+                }
+            }
+        }
+        "httplog" => {
+            let clf = match args.get(2).map(String::as_str) {
+                None => false,
+                Some("clf") if args.len() == 3 => true,
+                _ => {
+                    p.alert("keyword 'httplog' only supports option 'clf'.");
+                    return;
+                }
+            };
+            o.httplog = on;
+            o.httplog_clf = on && clf;
+            if on {
+                o.tcplog = false;
+            }
+        }
+        "forwardfor" => {
+            if !on {
+                o.forwardfor = None;
+                return;
+            }
+            if let Some(ff) = parse_forwardfor(p, args) {
+                p.px.options.forwardfor = Some(ff);
+            }
+        }
+        "redispatch" => {
+            if !on {
+                o.redispatch = None;
+                return;
+            }
+            if p.c.too_many(args, 2, 1) {
+                return;
+            }
+            let interval = match args.get(2) {
+                None => -1,
+                Some(v) => match v.parse::<i32>() {
+                    Ok(n) => n,
+                    Err(_) => {
+                        p.alert(format!(
+                            "'option redispatch' expects an integer interval (got '{v}')."
+                        ));
+                        return;
+                    }
+                },
+            };
+            // `option redispatch 0` disables redispatching.
+            p.px.options.redispatch = (interval != 0).then_some(Redispatch { interval });
+        }
+        _ => {
+            // httpchk
+            if !on {
+                o.httpchk = None;
+                return;
+            }
+            if p.c.too_many(args, 2, 3) {
+                return;
+            }
+            let mut send = HttpCheckSend::default();
+            match args.len() {
+                3 => send.uri = args[2].clone(),
+                4 => {
+                    send.method = args[2].clone();
+                    send.uri = args[3].clone();
+                }
+                5 => {
+                    send.method = args[2].clone();
+                    send.uri = args[3].clone();
+                    send.version = args[4].clone();
+                }
+                _ => {}
+            }
+            p.px.options.httpchk = Some(super::model::HttpCheck {
+                send,
+                expect: None,
+                disable_on_404: false,
+            });
+        }
+    }
+    if pending && on {
+        p.pending(&format!("option {name}"));
+    }
+}
+
+fn parse_forwardfor(p: &mut P, args: &[String]) -> Option<ForwardFor> {
+    let mut ff = ForwardFor {
+        except: None,
+        header: "X-Forwarded-For".to_string(),
+        if_none: false,
+    };
+    let mut i = 2;
+    while let Some(w) = args.get(i) {
+        match w.as_str() {
+            "except" => match args.get(i + 1).and_then(|n| addr::parse_net(n)) {
+                Some(net) => {
+                    ff.except = Some(net);
+                    i += 2;
+                }
+                None => {
+                    p.alert("'option forwardfor except' expects <address>[/mask] as argument.");
+                    return None;
+                }
+            },
+            "header" => match args.get(i + 1).filter(|h| !h.is_empty()) {
+                Some(h) => {
+                    ff.header = h.clone();
+                    i += 2;
+                }
+                None => {
+                    p.alert("'option forwardfor header' requires a header name.");
+                    return None;
+                }
+            },
+            "if-none" => {
+                ff.if_none = true;
+                i += 1;
+            }
+            _ => {
+                p.alert("'option forwardfor' only supports optional values: 'except', 'header' and 'if-none'.");
+                return None;
+            }
+        }
+    }
+    Some(ff)
+}
+
+fn tls_version(s: &str) -> Option<TlsVersion> {
+    Some(match s {
+        "SSLv3" => TlsVersion::Ssl3,
+        "TLSv1.0" => TlsVersion::Tls10,
+        "TLSv1.1" => TlsVersion::Tls11,
+        "TLSv1.2" => TlsVersion::Tls12,
+        "TLSv1.3" => TlsVersion::Tls13,
+        _ => return None,
+    })
+}
+
+/// One TLS protocol option shared by `bind` and `ssl-default-bind-options`. Returns how many
+/// value words it consumed after `word`, or `Err` with HAProxy's message.
+pub(crate) fn parse_ssl_option(
+    o: &mut SslOptions,
+    word: &str,
+    next: Option<&String>,
+) -> Result<usize, String> {
+    let raise_min = |o: &mut SslOptions, v: TlsVersion| {
+        if o.min_ver.is_none_or(|m| m < v) {
+            o.min_ver = Some(v);
+        }
+    };
+    match word {
+        "ssl-min-ver" | "ssl-max-ver" => {
+            let v = next.map_or("", String::as_str);
+            if v.is_empty() {
+                return Err(format!("'{word}' : missing the ssl/tls version"));
+            }
+            let ver = tls_version(v).ok_or_else(|| format!("'{v}' : unknown ssl/tls version"))?;
+            if word == "ssl-min-ver" {
+                o.min_ver = Some(ver);
+            } else {
+                o.max_ver = Some(ver);
+            }
+            Ok(1)
+        }
+        "no-tls-tickets" => {
+            o.no_tls_tickets = true;
+            Ok(0)
+        }
+        // SSLv3 is never offered; the others map onto the version range.
+        "no-sslv3" => Ok(0),
+        "no-tlsv10" => {
+            raise_min(o, TlsVersion::Tls11);
+            Ok(0)
+        }
+        "no-tlsv11" => {
+            raise_min(o, TlsVersion::Tls12);
+            Ok(0)
+        }
+        "no-tlsv13" => {
+            o.max_ver = Some(TlsVersion::Tls12);
+            Ok(0)
+        }
+        "force-tlsv12" => {
+            o.min_ver = Some(TlsVersion::Tls12);
+            o.max_ver = Some(TlsVersion::Tls12);
+            Ok(0)
+        }
+        "force-tlsv13" => {
+            o.min_ver = Some(TlsVersion::Tls13);
+            o.max_ver = Some(TlsVersion::Tls13);
+            Ok(0)
+        }
+        other => Err(format!("unknown keyword '{other}'.")),
+    }
+}
+
+const BIND_OPTS: &[&str] = &[
+    "alpn",
+    "ciphers",
+    "ciphersuites",
+    "crt",
+    "crt-list",
+    "curves",
+    "force-tlsv12",
+    "force-tlsv13",
+    "maxconn",
+    "name",
+    "no-sslv3",
+    "no-tls-tickets",
+    "no-tlsv10",
+    "no-tlsv11",
+    "no-tlsv13",
+    "ssl",
+    "ssl-max-ver",
+    "ssl-min-ver",
+];
+
+fn kw_bind(p: &mut P, args: &[String]) {
+    let Some(spec) = args.get(1).filter(|s| !s.is_empty()) else {
+        p.alert(
+            "'bind' expects {<path>|[addr1]:port1[-end1]}{,[addr]:port[-end]}... as arguments.",
+        );
+        return;
+    };
+    let addrs = match addr::parse_bind(spec, p.c.sys.resolve) {
+        Ok(a) => a,
+        Err(e) => {
+            p.alert(format!("'bind' : {e}"));
+            return;
+        }
+    };
+    let head = format!("'bind {spec}' in section '{}'", p.section());
+    let mut ssl_on = false;
+    let mut ssl = BindSsl::default();
+    let mut name = None;
+    let mut maxconn = None;
+    let mut i = 2;
+    while let Some(opt) = args.get(i) {
+        let val = args.get(i + 1).filter(|v| !v.is_empty());
+        let missing = |what: &str| format!("{head} : '{opt}' : missing {what}");
+        let res: Result<usize, String> = match opt.as_str() {
+            "ssl" => {
+                ssl_on = true;
+                Ok(0)
+            }
+            "crt" => match val {
+                Some(v) => match (p.c.sys.stat)(v) {
+                    Ok(()) => {
+                        ssl.crts.push(v.clone());
+                        Ok(1)
+                    }
+                    Err(e) => Err(format!(
+                        "{head} : unable to stat SSL certificate from file '{v}' : {e}."
+                    )),
+                },
+                None => Err(format!("{head} : 'crt' : missing certificate location")),
+            },
+            "crt-list" => match val {
+                Some(v) => match (p.c.sys.stat)(v) {
+                    Ok(()) => {
+                        ssl.crt_list = Some(v.clone());
+                        Ok(1)
+                    }
+                    Err(e) => Err(format!(
+                        "{head} : 'crt-list' : cannot open file '{v}' : {e}."
+                    )),
+                },
+                None => Err(missing("certificate location")),
+            },
+            "alpn" => match val {
+                Some(v) => {
+                    ssl.alpn = v.split(',').map(str::to_string).collect();
+                    if ssl.alpn.iter().any(|a| a.is_empty() || a.len() > 255) {
+                        Err(format!(
+                            "{head} : 'alpn' : ALPN protocol name too long or empty"
+                        ))
+                    } else {
+                        Ok(1)
+                    }
+                }
+                None => Err(format!(
+                    "{head} : 'alpn' : missing the comma-delimited ALPN protocol suite"
+                )),
+            },
+            "ciphers" | "ciphersuites" | "curves" => match val {
+                Some(v) => {
+                    let slot = match opt.as_str() {
+                        "ciphers" => &mut ssl.ciphers,
+                        "ciphersuites" => &mut ssl.ciphersuites,
+                        _ => &mut ssl.curves,
+                    };
+                    *slot = Some(v.clone());
+                    Ok(1)
+                }
+                None => Err(missing("argument")),
+            },
+            "name" => match val {
+                Some(v) => {
+                    name = Some(v.clone());
+                    Ok(1)
+                }
+                None => Err(format!("{head} : 'name' : missing name")),
+            },
+            "maxconn" => match val.and_then(|v| parse_u32(v)) {
+                Some(n) => {
+                    maxconn = Some(n);
+                    Ok(1)
+                }
+                None => Err(format!("{head} : 'maxconn' : expects an integer argument")),
+            },
+            o if BIND_OPTS.contains(&o) => parse_ssl_option(&mut ssl.options, o, args.get(i + 1))
+                .map_err(|e| format!("{head} : {e}")),
+            other => {
+                let mut m = format!("{head}: unknown keyword '{other}'.");
+                if let Some(s) = suggest::best_match(other, BIND_OPTS.iter().copied()) {
+                    m = format!("{head}: unknown keyword '{other}'; did you mean '{s}' maybe ?");
+                }
+                Err(m)
+            }
+        };
+        match res {
+            Ok(n) => i += 1 + n,
+            Err(e) => {
+                p.alert(e);
+                return;
+            }
+        }
+    }
+    if ssl_on && ssl.crts.is_empty() && ssl.crt_list.is_none() {
+        let loc = p.c.loc.clone();
+        let px = p.px.name.clone();
+        p.alert(format!(
+            "Proxy '{px}': no SSL certificate specified for bind '{spec}' at [{loc}] (use 'crt')."
+        ));
+        return;
+    }
+    let loc = p.c.loc.clone();
+    for a in addrs {
+        p.px.binds.push(Bind {
+            addr: a,
+            name: name.clone(),
+            ssl: ssl_on.then(|| ssl.clone()),
+            maxconn,
+            loc: loc.clone(),
+        });
+    }
+    if ssl_on {
+        p.pending("bind ssl");
+    }
+}
+
+/// Derived settings once a proxy section is complete.
+pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag>) {
+    // `http-check` lines refine what `option httpchk` declared; both fields end up holding the
+    // effective check. A field still at its default keeps the `option httpchk` value.
+    let defaults = HttpCheckSend::default();
+    if let Some(base) = px.options.httpchk.as_mut() {
+        let hc = &px.http_check;
+        if hc.send.method != defaults.method {
+            base.send.method = hc.send.method.clone();
+        }
+        if hc.send.uri != defaults.uri {
+            base.send.uri = hc.send.uri.clone();
+        }
+        if hc.send.version != defaults.version {
+            base.send.version = hc.send.version.clone();
+        }
+        base.send.headers.extend(hc.send.headers.iter().cloned());
+        if hc.send.body.is_some() {
+            base.send.body = hc.send.body.clone();
+        }
+        base.expect = hc.expect.clone();
+        base.disable_on_404 = hc.disable_on_404;
+        px.http_check = base.clone();
+    } else if px.cap.backend && px.http_check != super::model::HttpCheck::default() {
+        diags.push(Diag::global(
+            Severity::Warning,
+            format!(
+                "{} '{}' uses http-check rules without 'option httpchk', so the rules are ignored.",
+                px.kind(),
+                px.name
+            ),
+        ));
+    }
+    if px.cap.backend && !px.options.tcp_check && !px.tcp_checks.is_empty() {
+        diags.push(Diag::global(
+            Severity::Warning,
+            format!(
+                "{} '{}' uses tcp-check rules without 'option tcp-check', so the rules are ignored.",
+                px.kind(),
+                px.name
+            ),
+        ));
+    }
+    for b in &mut px.binds {
+        if let Some(ssl) = b.ssl.as_mut() {
+            if ssl.ciphers.is_none() {
+                ssl.ciphers = global.ssl_default_bind_ciphers.clone();
+            }
+            if ssl.ciphersuites.is_none() {
+                ssl.ciphersuites = global.ssl_default_bind_ciphersuites.clone();
+            }
+            let g = &global.ssl_default_bind_options;
+            let o = &mut ssl.options;
+            o.min_ver = o.min_ver.or(g.min_ver);
+            o.max_ver = o.max_ver.or(g.max_ver);
+            o.no_tls_tickets |= g.no_tls_tickets;
+        }
+    }
+}
+
+/// Whether the proxy has one of the capabilities in `caps` (FE/BE).
+fn has_cap(px: &Proxy, caps: u8) -> bool {
+    (caps & FE != 0 && px.cap.frontend) || (caps & BE != 0 && px.cap.backend)
+}

@@ -1,0 +1,613 @@
+//! Rules and checks: `acl`, `http-request`, `tcp-request`, `http-check`, `tcp-check`, and the
+//! proxy `stats` page keywords. Conditions and ACL patterns stay as tokens (`http::acl` compiles
+//! them later).
+
+use super::kw_proxy::P;
+use super::model::{
+    AclDef, Cond, ExpectMatch, HttpCheckExpect, HttpRequestAction, HttpRequestRule, RedirectKind,
+    StatsPage, TcpCheckRule, TcpRequestAction, TcpRequestRule,
+};
+use super::values::{TimeError, invalid_name_char, parse_time, parse_u32};
+
+fn arg(args: &[String], i: usize) -> &str {
+    args.get(i).map_or("", String::as_str)
+}
+
+/// `args[at]` is `if` or `unless`: the condition is every word after it.
+pub(crate) fn cond(p: &P, args: &[String], at: usize) -> Cond {
+    Cond {
+        unless: arg(args, at) == "unless",
+        tokens: args.get(at + 1..).unwrap_or_default().to_vec(),
+        loc: p.c.loc.clone(),
+    }
+}
+
+pub(crate) fn kw_acl(p: &mut P, args: &[String]) {
+    let Some(name) = args.get(1).filter(|s| !s.is_empty()) else {
+        p.alert("'acl' expects an ACL name.");
+        return;
+    };
+    if let Some(c) = invalid_name_char(name) {
+        p.alert(format!(
+            "character '{c}' is not permitted in acl name '{name}'."
+        ));
+        return;
+    }
+    if args.len() < 3 {
+        p.alert(format!(
+            "error detected while parsing ACL '{name}' : missing fetch method in ACL expression ''."
+        ));
+        return;
+    }
+    let loc = p.c.loc.clone();
+    p.px.acls.push(AclDef {
+        name: name.clone(),
+        tokens: args.get(2..).unwrap_or_default().to_vec(),
+        loc,
+    });
+}
+
+const HTTP_ACTIONS: &[&str] = &[
+    "add-header",
+    "allow",
+    "del-header",
+    "deny",
+    "redirect",
+    "return",
+    "set-header",
+];
+
+/// Status codes HAProxy has an error message for (what `deny_status` accepts).
+const DENY_CODES: &[u16] = &[
+    200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429, 500, 501, 502, 503, 504,
+];
+
+pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
+    let action = arg(args, 1);
+    if !HTTP_ACTIONS.contains(&action) {
+        let list = HTTP_ACTIONS
+            .iter()
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        p.alert(format!(
+            "'http-request' expects {list}, but got '{action}'."
+        ));
+        return;
+    }
+    let head = format!(
+        "error detected in {} while parsing 'http-request {action}' rule :",
+        p.desc()
+    );
+    let mut i = 2;
+    let act = match action {
+        "set-header" | "add-header" => {
+            let (Some(n), Some(v)) = (args.get(2), args.get(3)) else {
+                p.alert(format!("{head} expects exactly 2 arguments."));
+                return;
+            };
+            if n.is_empty() || n == "if" || n == "unless" {
+                p.alert(format!("{head} expects exactly 2 arguments."));
+                return;
+            }
+            i = 4;
+            let (name, value) = (n.clone(), v.clone());
+            if action == "set-header" {
+                HttpRequestAction::SetHeader { name, value }
+            } else {
+                HttpRequestAction::AddHeader { name, value }
+            }
+        }
+        "del-header" => {
+            let Some(n) = args
+                .get(2)
+                .filter(|n| !n.is_empty() && *n != "if" && *n != "unless")
+            else {
+                p.alert(format!("{head} expects at least 1 argument."));
+                return;
+            };
+            i = 3;
+            HttpRequestAction::DelHeader { name: n.clone() }
+        }
+        "redirect" => match parse_redirect(args, &mut i) {
+            Ok(a) => a,
+            Err(e) => {
+                p.alert(format!("{head} {e}"));
+                return;
+            }
+        },
+        "deny" => {
+            let mut status = 403;
+            while matches!(arg(args, i), "deny_status" | "status") {
+                match parse_u32(arg(args, i + 1)).and_then(|n| u16::try_from(n).ok()) {
+                    Some(n) if DENY_CODES.contains(&n) => status = n,
+                    Some(_) => {
+                        p.alert(format!(
+                            "{head} Unexpected status code '{}'.",
+                            arg(args, i + 1)
+                        ));
+                        return;
+                    }
+                    None if arg(args, i + 1).is_empty() => {
+                        p.alert(format!(
+                            "{head} 'status' expects <status_code> as argument."
+                        ));
+                        return;
+                    }
+                    None => {
+                        p.alert(format!(
+                            "{head} Unexpected status code '{}'.",
+                            arg(args, i + 1)
+                        ));
+                        return;
+                    }
+                }
+                i += 2;
+            }
+            HttpRequestAction::Deny { status }
+        }
+        "return" => {
+            let mut status = 200u16;
+            let mut content_type = None;
+            let mut body = None;
+            loop {
+                let kw = arg(args, i);
+                let v = args.get(i + 1).filter(|v| !v.is_empty());
+                match kw {
+                    "status" => match v
+                        .and_then(|v| parse_u32(v))
+                        .and_then(|n| u16::try_from(n).ok())
+                    {
+                        Some(n) if (200..=599).contains(&n) => status = n,
+                        _ if v.is_none() => {
+                            p.alert(format!(
+                                "{head} 'status' expects <status_code> as argument."
+                            ));
+                            return;
+                        }
+                        _ => {
+                            p.alert(format!(
+                                "{head} Unexpected status code '{}'.",
+                                arg(args, i + 1)
+                            ));
+                            return;
+                        }
+                    },
+                    "content-type" => match v {
+                        Some(v) => content_type = Some(v.clone()),
+                        None => {
+                            p.alert(format!(
+                                "{head} 'content-type' expects a value as argument."
+                            ));
+                            return;
+                        }
+                    },
+                    "string" => match v {
+                        Some(v) => body = Some(v.clone()),
+                        None => {
+                            p.alert(format!("{head} 'string' expects <str> as argument."));
+                            return;
+                        }
+                    },
+                    _ => break,
+                }
+                i += 2;
+            }
+            if body.is_some() && content_type.is_none() {
+                p.alert(format!(
+                    "{head} a content type must be defined when non-empty payload is configured."
+                ));
+                return;
+            }
+            HttpRequestAction::Return {
+                status,
+                content_type,
+                body,
+            }
+        }
+        _ => HttpRequestAction::Allow,
+    };
+    let cond = match args.get(i).map(String::as_str) {
+        None => None,
+        Some("if" | "unless") => Some(cond(p, args, i)),
+        Some(other) => {
+            p.alert(format!(
+                "'http-request {action}' expects either 'if' or 'unless' followed by a condition but found '{other}'."
+            ));
+            return;
+        }
+    };
+    let loc = p.c.loc.clone();
+    p.px.http_request.push(HttpRequestRule {
+        action: act,
+        cond,
+        loc,
+    });
+}
+
+fn parse_redirect(args: &[String], i: &mut usize) -> Result<HttpRequestAction, String> {
+    let mut target: Option<(RedirectKind, String)> = None;
+    let mut code = 302u16;
+    let mut drop_query = false;
+    let mut append_slash = false;
+    while let Some(w) = args.get(*i) {
+        match w.as_str() {
+            "if" | "unless" => break,
+            k @ ("location" | "prefix" | "scheme") => {
+                let Some(v) = args.get(*i + 1).filter(|v| !v.is_empty()) else {
+                    return Err(format!("missing argument for '{k}'."));
+                };
+                let kind = match k {
+                    "location" => RedirectKind::Location,
+                    "prefix" => RedirectKind::Prefix,
+                    _ => RedirectKind::Scheme,
+                };
+                target = Some((kind, v.clone()));
+                *i += 2;
+            }
+            "code" => {
+                let v = arg(args, *i + 1);
+                match v.parse::<u16>() {
+                    Ok(c @ (301 | 302 | 303 | 307 | 308)) => code = c,
+                    _ if v.is_empty() => return Err("missing HTTP code.".to_string()),
+                    _ => {
+                        return Err(format!(
+                            "'code': unsupported HTTP code '{v}' (must be one of 301, 302, 303, 307 or 308)."
+                        ));
+                    }
+                }
+                *i += 2;
+            }
+            "drop-query" => {
+                drop_query = true;
+                *i += 1;
+            }
+            "append-slash" => {
+                append_slash = true;
+                *i += 1;
+            }
+            other => {
+                return Err(format!(
+                    "expects 'code', 'prefix', 'location', 'scheme', 'drop-query' or 'append-slash' (was '{other}')."
+                ));
+            }
+        }
+    }
+    let Some((kind, value)) = target else {
+        return Err("redirection type expected ('prefix', 'location', or 'scheme').".to_string());
+    };
+    Ok(HttpRequestAction::Redirect {
+        kind,
+        value,
+        code,
+        drop_query,
+        append_slash,
+    })
+}
+
+pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
+    let sub = arg(args, 1);
+    let desc = format!("proxy '{}'", p.px.name);
+    match sub {
+        "inspect-delay" => {
+            if p.c.too_many(args, 2, 1) {
+                return;
+            }
+            match parse_time(arg(args, 2)) {
+                Ok(d) => p.px.tcp_inspect_delay = Some(d),
+                Err(_) => p.alert(format!(
+                    "'tcp-request inspect-delay' expects a positive delay in milliseconds, in {desc}"
+                )),
+            }
+        }
+        "content" | "connection" => {
+            let connection = sub == "connection";
+            if p.defaults && p.px.name.is_empty() {
+                p.alert(format!(
+                    "'tcp-request {sub}' not allowed in anonymous 'defaults' section."
+                ));
+                return;
+            }
+            if connection && !p.defaults && !p.px.cap.frontend {
+                let d = p.desc();
+                p.alert(format!(
+                    "'tcp-request connection' not allowed because {d} has no frontend capability."
+                ));
+                return;
+            }
+            let action = match arg(args, 2) {
+                "accept" => TcpRequestAction::Accept,
+                "reject" => TcpRequestAction::Reject,
+                other => {
+                    p.alert(format!(
+                        "'tcp-request {sub}' expects 'accept' or 'reject' in {desc} (got '{other}')."
+                    ));
+                    return;
+                }
+            };
+            let cond = match args.get(3).map(String::as_str) {
+                None => None,
+                Some("if" | "unless") => Some(cond(p, args, 3)),
+                Some(other) => {
+                    p.alert(format!(
+                        "'tcp-request {sub} {}' only accepts 'if' or 'unless', in {desc} (got '{other}')",
+                        arg(args, 2)
+                    ));
+                    return;
+                }
+            };
+            let loc = p.c.loc.clone();
+            p.px.tcp_request.push(TcpRequestRule {
+                connection,
+                action,
+                cond,
+                loc,
+            });
+        }
+        other => p.alert(format!(
+            "'tcp-request' expects 'inspect-delay', 'connection', or 'content' in {desc} (got '{other}')"
+        )),
+    }
+}
+
+/// `200`, `200,300-310`: comma list of codes or inclusive ranges.
+fn parse_status_list(s: &str) -> Option<Vec<(u16, u16)>> {
+    s.split(',')
+        .map(|part| {
+            let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+            let lo = parse_u32(lo).and_then(|n| u16::try_from(n).ok())?;
+            let hi = parse_u32(hi).and_then(|n| u16::try_from(n).ok())?;
+            (lo <= hi && (100..=999).contains(&lo) && hi <= 999).then_some((lo, hi))
+        })
+        .collect()
+}
+
+/// `[!] <kind> <pattern>` from `args[i..]` for the checks' `expect`.
+fn parse_expect(
+    args: &[String],
+    i: usize,
+    what: &str,
+    kinds: &[&str],
+) -> Result<(bool, ExpectMatch), String> {
+    let mut i = i;
+    if args.len() <= i {
+        return Err(format!(
+            "'{what}' : expects at least a matching pattern as arguments."
+        ));
+    }
+    let negate = arg(args, i) == "!";
+    if negate {
+        i += 1;
+    }
+    let kind = arg(args, i);
+    if !kinds.contains(&kind) {
+        let list = kinds
+            .iter()
+            .map(|k| format!("'[!]{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(format!(
+            "'{what}' : only supports {list} but got '{kind}' as argument."
+        ));
+    }
+    let Some(v) = args.get(i + 1).filter(|v| !v.is_empty()) else {
+        return Err(format!(
+            "'{what}' : '{kind}' expects a <pattern> as argument."
+        ));
+    };
+    if let Some(extra) = args.get(i + 2) {
+        return Err(format!(
+            "'{what}' : cannot handle unexpected argument '{extra}'."
+        ));
+    }
+    let m = match kind {
+        "status" => ExpectMatch::Status(
+            parse_status_list(v)
+                .ok_or_else(|| format!("'{what}' : invalid status pattern '{v}'."))?,
+        ),
+        "rstatus" => ExpectMatch::Rstatus(v.clone()),
+        "string" => ExpectMatch::String(v.clone()),
+        _ => ExpectMatch::Rstring(v.clone()),
+    };
+    Ok((negate, m))
+}
+
+pub(crate) fn kw_http_check(p: &mut P, args: &[String]) {
+    let sub = arg(args, 1);
+    match sub {
+        "disable-on-404" => {
+            if p.c.too_many(args, 2, 0) {
+                return;
+            }
+            p.px.http_check.disable_on_404 = true;
+        }
+        "send" => {
+            let send = &mut p.px.http_check.send;
+            let mut i = 2;
+            let mut err = None;
+            while let Some(w) = args.get(i) {
+                let v = args.get(i + 1).filter(|v| !v.is_empty()).cloned();
+                match (w.as_str(), v) {
+                    ("meth", Some(v)) => send.method = v,
+                    ("uri", Some(v)) => send.uri = v,
+                    ("ver", Some(v)) => send.version = v,
+                    ("body", Some(v)) => send.body = Some(v),
+                    ("hdr", Some(n)) => match args.get(i + 2) {
+                        Some(v) => {
+                            send.headers.push((n, v.clone()));
+                            i += 1;
+                        }
+                        None => {
+                            err = Some("'http-check send' : 'hdr' expects <name> and <value> as arguments.".to_string());
+                            break;
+                        }
+                    },
+                    (k @ ("meth" | "uri" | "ver" | "body" | "hdr"), None) => {
+                        err = Some(format!(
+                            "'http-check send' : '{k}' expects a string as argument."
+                        ));
+                        break;
+                    }
+                    (other, _) => {
+                        err = Some(format!(
+                            "'http-check send' : expects 'meth', 'uri', 'ver', 'hdr' or 'body' but got '{other}' as argument."
+                        ));
+                        break;
+                    }
+                }
+                i += 2;
+            }
+            if let Some(e) = err {
+                p.alert(e);
+                return;
+            }
+        }
+        "expect" => match parse_expect(
+            args,
+            2,
+            "http-check expect",
+            &["status", "rstatus", "string", "rstring"],
+        ) {
+            Ok((negate, matcher)) => {
+                p.px.http_check.expect = Some(HttpCheckExpect { negate, matcher })
+            }
+            Err(e) => {
+                p.alert(e);
+                return;
+            }
+        },
+        other => {
+            p.alert(format!(
+                "'http-check' only supports 'disable-on-404', 'send', 'expect'. but got '{other}'"
+            ));
+            return;
+        }
+    }
+    p.pending(&format!("http-check {sub}"));
+}
+
+pub(crate) fn kw_tcp_check(p: &mut P, args: &[String]) {
+    let sub = arg(args, 1);
+    let rule = match sub {
+        "connect" => {
+            let mut port = None;
+            let mut i = 2;
+            while let Some(w) = args.get(i) {
+                if w != "port" {
+                    p.alert(format!(
+                        "'tcp-check connect' : expects 'port' but got '{w}' as argument."
+                    ));
+                    return;
+                }
+                match parse_u32(arg(args, i + 1)).and_then(|n| u16::try_from(n).ok()) {
+                    Some(n) if n > 0 => port = Some(n),
+                    _ => {
+                        p.alert(format!(
+                            "'tcp-check connect' : invalid port '{}'.",
+                            arg(args, i + 1)
+                        ));
+                        return;
+                    }
+                }
+                i += 2;
+            }
+            TcpCheckRule::Connect { port }
+        }
+        "send" => {
+            let Some(v) = args.get(2).filter(|v| !v.is_empty()) else {
+                p.alert("'tcp-check send' : 'string' expects a send as argument.");
+                return;
+            };
+            if p.c.too_many(args, 2, 1) {
+                return;
+            }
+            TcpCheckRule::Send(v.as_bytes().to_vec())
+        }
+        "expect" => match parse_expect(args, 2, "tcp-check expect", &["string", "rstring"]) {
+            Ok((negate, matcher)) => TcpCheckRule::Expect { negate, matcher },
+            Err(e) => {
+                p.alert(e);
+                return;
+            }
+        },
+        other => {
+            p.alert(format!(
+                "'tcp-check' only supports 'connect', 'send', 'expect'. but got '{other}'"
+            ));
+            return;
+        }
+    };
+    p.px.tcp_checks.push(rule);
+    p.pending(&format!("tcp-check {sub}"));
+}
+
+pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
+    let sub = arg(args, 1);
+    let mut st = p.px.stats.clone().unwrap_or_default();
+    let v = args.get(2).filter(|v| !v.is_empty());
+    match sub {
+        "enable" => st.enable = true,
+        "hide-version" => st.hide_version = true,
+        "uri" => match v {
+            Some(u) => st.uri = Some(u.clone()),
+            None => {
+                p.alert("'uri' needs an URI prefix.");
+                return;
+            }
+        },
+        "realm" => match v {
+            Some(r) => st.realm = Some(r.clone()),
+            None => {
+                p.alert("'realm' needs an realm name.");
+                return;
+            }
+        },
+        "auth" => match v.and_then(|a| a.split_once(':')) {
+            Some((u, pw)) if !u.is_empty() => st.auth.push((u.to_string(), pw.to_string())),
+            _ => {
+                p.alert("'auth' needs a user:password account.");
+                return;
+            }
+        },
+        "refresh" => match v.map(|s| parse_time(s)) {
+            Some(Ok(d)) => st.refresh = Some(d),
+            Some(Err(TimeError::BadChar(c))) => {
+                p.alert(format!(
+                    "unexpected character '{c}' in argument to stats refresh interval."
+                ));
+                return;
+            }
+            _ => {
+                p.alert("'refresh' needs a positive interval.");
+                return;
+            }
+        },
+        "admin" => match args.get(2).map(String::as_str) {
+            Some("if" | "unless") if args.len() > 3 => st.admin = Some(cond(p, args, 2)),
+            _ => {
+                p.alert("'stats admin' requires either 'if' or 'unless' followed by a condition.");
+                return;
+            }
+        },
+        other => {
+            p.alert(format!(
+                "unknown stats parameter '{other}', expects 'admin', 'uri', 'realm', 'auth', 'enable', 'hide-version' or 'refresh'."
+            ));
+            return;
+        }
+    }
+    let max = match sub {
+        "enable" | "hide-version" => 0,
+        "admin" => usize::MAX / 2,
+        _ => 1,
+    };
+    if p.c.too_many(args, 2, max) {
+        return;
+    }
+    // Every stats setting except `hide-version` turns the page on, as in HAProxy.
+    if sub != "hide-version" {
+        st.enable = true;
+    }
+    p.px.stats = Some(StatsPage { ..st });
+    p.pending(&format!("stats {sub}"));
+}

@@ -1,0 +1,434 @@
+//! `server` and `default-server`: the server keyword table (HAProxy's `srv_kw` with its
+//! "allowed in default-server" column).
+
+use super::addr;
+use super::kw_proxy::P;
+use super::model::{Server, ServerOpts};
+use super::suggest;
+use super::values::{TimeError, invalid_name_char, parse_time, parse_u32};
+use std::time::Duration;
+
+/// What a server keyword may change besides the shared options.
+pub(crate) struct SrvState {
+    pub name: String,
+    pub opts: ServerOpts,
+    pub id: Option<u32>,
+}
+
+pub(crate) struct SrvKw {
+    pub kw: &'static str,
+    /// Number of value words that follow the keyword.
+    pub args: usize,
+    /// Allowed on `default-server` lines.
+    pub default_ok: bool,
+    pub parse: fn(&mut SrvState, &str) -> Result<(), String>,
+}
+
+pub(crate) static SRV_KWS: &[SrvKw] = &[
+    SrvKw {
+        kw: "addr",
+        args: 1,
+        default_ok: true,
+        parse: srv_addr,
+    },
+    SrvKw {
+        kw: "backup",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.backup, true),
+    },
+    SrvKw {
+        kw: "ca-file",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| set_str(&mut s.opts.ca_file, v),
+    },
+    SrvKw {
+        kw: "check",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.check, true),
+    },
+    SrvKw {
+        kw: "check-ssl",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.check_ssl, true),
+    },
+    SrvKw {
+        kw: "disabled",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.disabled, true),
+    },
+    SrvKw {
+        kw: "downinter",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| opt_time(&mut s.opts.downinter, v, "downinter"),
+    },
+    SrvKw {
+        kw: "enabled",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.disabled, false),
+    },
+    SrvKw {
+        kw: "fall",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| positive(&mut s.opts.fall, v, "fall"),
+    },
+    SrvKw {
+        kw: "fastinter",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| opt_time(&mut s.opts.fastinter, v, "fastinter"),
+    },
+    SrvKw {
+        kw: "id",
+        args: 1,
+        default_ok: false,
+        parse: srv_id,
+    },
+    SrvKw {
+        kw: "inter",
+        args: 1,
+        default_ok: true,
+        parse: srv_inter,
+    },
+    SrvKw {
+        kw: "maxconn",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| opt_u32(&mut s.opts.maxconn, v, "maxconn"),
+    },
+    SrvKw {
+        kw: "maxqueue",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| opt_u32(&mut s.opts.maxqueue, v, "maxqueue"),
+    },
+    SrvKw {
+        kw: "no-backup",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.backup, false),
+    },
+    SrvKw {
+        kw: "no-check",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.check, false),
+    },
+    SrvKw {
+        kw: "no-check-ssl",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.check_ssl, false),
+    },
+    SrvKw {
+        kw: "no-ssl",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.ssl, false),
+    },
+    SrvKw {
+        kw: "on-marked-down",
+        args: 1,
+        default_ok: true,
+        parse: srv_on_marked_down,
+    },
+    SrvKw {
+        kw: "on-marked-up",
+        args: 1,
+        default_ok: true,
+        parse: srv_on_marked_up,
+    },
+    SrvKw {
+        kw: "port",
+        args: 1,
+        default_ok: true,
+        parse: srv_port,
+    },
+    SrvKw {
+        kw: "rise",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| positive(&mut s.opts.rise, v, "rise"),
+    },
+    SrvKw {
+        kw: "sni",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| set_str(&mut s.opts.sni, v),
+    },
+    SrvKw {
+        kw: "ssl",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.ssl, true),
+    },
+    SrvKw {
+        kw: "verify",
+        args: 1,
+        default_ok: true,
+        parse: srv_verify,
+    },
+    SrvKw {
+        kw: "weight",
+        args: 1,
+        default_ok: true,
+        parse: srv_weight,
+    },
+];
+
+fn flag(f: &mut bool, v: bool) -> Result<(), String> {
+    *f = v;
+    Ok(())
+}
+
+fn set_str(f: &mut Option<String>, v: &str) -> Result<(), String> {
+    *f = Some(v.to_string());
+    Ok(())
+}
+
+fn time_arg(v: &str, kw: &str) -> Result<Duration, String> {
+    match parse_time(v) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!("invalid value 0 for argument '{kw}'.")),
+        Err(TimeError::Empty) => Err(format!("'{kw}' expects a time value.")),
+        Err(TimeError::BadChar(c)) => {
+            Err(format!("unexpected character '{c}' in '{kw}' argument."))
+        }
+        Err(TimeError::Overflow) => Err(format!(
+            "timer overflow in argument '{v}' to '{kw}' (maximum value is 2147483647 ms or ~24.8 days)"
+        )),
+    }
+}
+
+fn opt_time(f: &mut Option<Duration>, v: &str, kw: &str) -> Result<(), String> {
+    *f = Some(time_arg(v, kw)?);
+    Ok(())
+}
+
+fn srv_inter(s: &mut SrvState, v: &str) -> Result<(), String> {
+    s.opts.inter = time_arg(v, "inter")?;
+    Ok(())
+}
+
+fn positive(f: &mut u32, v: &str, kw: &str) -> Result<(), String> {
+    match parse_u32(v) {
+        Some(n) if n > 0 => {
+            *f = n;
+            Ok(())
+        }
+        Some(_) => Err(format!("'{kw}' has to be > 0.")),
+        None => Err(format!("'{kw}' expects an integer argument (got '{v}').")),
+    }
+}
+
+fn opt_u32(f: &mut Option<u32>, v: &str, kw: &str) -> Result<(), String> {
+    match parse_u32(v) {
+        Some(n) => {
+            *f = Some(n);
+            Ok(())
+        }
+        None => Err(format!("'{kw}' expects an integer argument (got '{v}').")),
+    }
+}
+
+fn srv_weight(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match parse_u32(v) {
+        Some(n) if n <= 256 => {
+            s.opts.weight = n;
+            Ok(())
+        }
+        Some(n) => Err(format!(
+            "weight of server {} is not within 0 and 256 ({n}).",
+            s.name
+        )),
+        None => Err(format!("'weight' expects an integer argument (got '{v}').")),
+    }
+}
+
+fn srv_id(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match parse_u32(v) {
+        Some(n) if n > 0 => {
+            s.id = Some(n);
+            Ok(())
+        }
+        _ => Err("'id' : custom id has to be > 0.".to_string()),
+    }
+}
+
+fn srv_port(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match parse_u32(v) {
+        Some(n) if (1..=65535).contains(&n) => {
+            s.opts.check_port = u16::try_from(n).ok();
+            Ok(())
+        }
+        _ => Err(format!("'port' : invalid port '{v}' (expects 1-65535).")),
+    }
+}
+
+fn srv_addr(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match addr::parse_ip(v) {
+        Some(ip) => {
+            s.opts.check_addr = Some(ip);
+            Ok(())
+        }
+        None => Err(format!("'addr' : invalid address: '{v}' in '{v}'.")),
+    }
+}
+
+fn srv_verify(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match v {
+        "none" => s.opts.verify_none = true,
+        "required" => s.opts.verify_none = false,
+        _ => {
+            return Err(format!(
+                "'verify' : unknown verify method '{v}', only 'none' and 'required' are supported."
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn srv_on_marked_down(s: &mut SrvState, v: &str) -> Result<(), String> {
+    if v != "shutdown-sessions" {
+        return Err(format!(
+            "'on-marked-down' expects 'shutdown-sessions' but got '{v}'."
+        ));
+    }
+    s.opts.on_marked_down_shutdown_sessions = true;
+    Ok(())
+}
+
+fn srv_on_marked_up(s: &mut SrvState, v: &str) -> Result<(), String> {
+    if v != "shutdown-backup-sessions" {
+        return Err(format!(
+            "'on-marked-up' expects 'shutdown-backup-sessions' but got '{v}'."
+        ));
+    }
+    s.opts.on_marked_up_shutdown_backup_sessions = true;
+    Ok(())
+}
+
+/// Applies the option words `args[from..]`; `Err` carries the first error's text.
+fn apply(
+    st: &mut SrvState,
+    args: &[String],
+    from: usize,
+    default_line: bool,
+) -> Result<(), String> {
+    let mut i = from;
+    while let Some(w) = args.get(i) {
+        let Some(kw) = SRV_KWS.iter().find(|k| k.kw == w) else {
+            let mut m = format!("unknown keyword '{w}'.");
+            if let Some(s) = suggest::best_match(w, SRV_KWS.iter().map(|k| k.kw)) {
+                m = format!("unknown keyword '{w}'; did you mean '{s}' maybe ?");
+            }
+            return Err(m);
+        };
+        if default_line && !kw.default_ok {
+            return Err(format!(
+                "'{w}' option is not accepted in default-server sections."
+            ));
+        }
+        let val = if kw.args == 0 {
+            ""
+        } else {
+            match args.get(i + 1) {
+                Some(v) if !v.is_empty() => v.as_str(),
+                _ => return Err(format!("'{w}' expects an argument.")),
+            }
+        };
+        (kw.parse)(st, val)?;
+        i += 1 + kw.args;
+    }
+    Ok(())
+}
+
+pub(crate) fn kw_default_server(p: &mut P, args: &[String]) {
+    let mut st = SrvState {
+        name: "default-server".to_string(),
+        opts: p.px.default_server.clone(),
+        id: None,
+    };
+    match apply(&mut st, args, 1, true) {
+        Ok(()) => p.px.default_server = st.opts,
+        Err(e) => p.alert(format!("'default-server' : {e}")),
+    }
+}
+
+pub(crate) fn kw_server(p: &mut P, args: &[String]) {
+    let (Some(name), Some(spec)) = (args.get(1), args.get(2)) else {
+        p.alert("'server' expects <name> and <addr>[:<port>] as arguments.");
+        return;
+    };
+    if let Some(c) = invalid_name_char(name) {
+        p.alert(format!(
+            "character '{c}' is not permitted in server name '{name}'."
+        ));
+        return;
+    }
+    let who = format!("'server {}/{name}'", p.px.name);
+    let addr = match addr::parse_server(spec, p.c.sys.resolve) {
+        Ok(a) => a,
+        Err(e) => {
+            p.alert(format!("{who} : {e}"));
+            return;
+        }
+    };
+    let mut st = SrvState {
+        name: name.clone(),
+        opts: p.px.default_server.clone(),
+        id: None,
+    };
+    if let Err(e) = apply(&mut st, args, 3, false) {
+        p.alert(format!("{who} : {e}"));
+        return;
+    }
+    if let Some(prev) = p.px.servers.iter().find(|s| s.name == *name) {
+        let msg = format!(
+            "{} '{}', another server named '{name}' was already defined at line {}, please use distinct names.",
+            p.px.kind(),
+            p.px.name,
+            prev.loc.line
+        );
+        p.alert(msg);
+        return;
+    }
+    if let Some(id) = st.id
+        && let Some(prev) = p.px.servers.iter().find(|s| s.id == id)
+    {
+        let msg = format!(
+            "{who} : 'id' : custom id {id} already used at {} ('server {}').",
+            prev.loc, prev.name
+        );
+        p.alert(msg);
+        return;
+    }
+    let o = &st.opts;
+    let pending: Vec<&str> = [
+        (o.check, "check"),
+        (o.ssl, "ssl"),
+        (o.check_ssl, "check-ssl"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, k)| *k)
+    .collect();
+    for k in pending {
+        p.pending(&format!("server {k}"));
+    }
+    let loc = p.c.loc.clone();
+    p.px.servers.push(Server {
+        name: name.clone(),
+        addr,
+        id: st.id.unwrap_or(0),
+        opts: st.opts,
+        loc,
+    });
+}

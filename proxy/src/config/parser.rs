@@ -1,0 +1,545 @@
+//! The section state machine: feeds each line's words to the keyword tables of the current
+//! section, applies `defaults` inheritance when a proxy section opens, and runs the checks that
+//! need the whole configuration (references, ids, conflicting binds) at the end.
+
+use super::diag::{Diag, Severity};
+use super::model::{BindAddr, Cap, Config, Global, Loc, Mode, Proxy};
+use super::values::invalid_name_char;
+use super::{Sys, kw_global, kw_proxy, lexer, suggest};
+use std::sync::Arc;
+
+/// What a keyword parser needs besides its target: where it is and where to report.
+pub(crate) struct Ctx<'a> {
+    pub loc: Loc,
+    pub diags: &'a mut Vec<Diag>,
+    pub sys: &'a Sys<'a>,
+}
+
+impl Ctx<'_> {
+    pub fn alert(&mut self, msg: impl Into<String>) {
+        self.diags
+            .push(Diag::alert(&self.loc.file, self.loc.line, msg));
+    }
+    pub fn warn(&mut self, msg: impl Into<String>) {
+        self.diags
+            .push(Diag::warning(&self.loc.file, self.loc.line, msg));
+    }
+    /// HAProxy's `alertif_too_many_args`: true (and an alert) when `args` has more than `max`
+    /// words after the keyword (`kw_words` words long).
+    pub fn too_many(&mut self, args: &[String], kw_words: usize, max: usize) -> bool {
+        match args.get(kw_words + max) {
+            Some(extra) => {
+                let kw = args.get(..kw_words).unwrap_or_default().join(" ");
+                self.alert(format!(
+                    "'{kw}' cannot handle unexpected argument '{extra}'."
+                ));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+enum Section {
+    None,
+    Global,
+    Defaults(usize),
+    Proxy(usize),
+    /// After a broken section header or in a section kind we do not support: lines are ignored.
+    Skip,
+}
+
+pub(crate) const UNSUPPORTED_SECTIONS: &[&str] = &[
+    "userlist",
+    "peers",
+    "resolvers",
+    "mailers",
+    "program",
+    "http-errors",
+    "ring",
+    "cache",
+    "fcgi-app",
+    "crt-store",
+    "log-forward",
+];
+
+pub(crate) struct Parser<'s> {
+    sys: &'s Sys<'s>,
+    pub diags: Vec<Diag>,
+    pub global: Global,
+    pub proxies: Vec<Proxy>,
+    /// Every `defaults` section so far: (name, settings). The last one applies to new proxies.
+    defaults: Vec<(Option<String>, Proxy)>,
+    section: Section,
+}
+
+impl<'s> Parser<'s> {
+    pub fn new(sys: &'s Sys<'s>) -> Self {
+        Parser {
+            sys,
+            diags: Vec::new(),
+            global: Global::default(),
+            proxies: Vec::new(),
+            defaults: Vec::new(),
+            section: Section::None,
+        }
+    }
+
+    /// Parses one file's text. Sections do not continue across files (HAProxy's rule).
+    pub fn feed(&mut self, file: &str, text: &str) {
+        let file: Arc<str> = Arc::from(file);
+        self.section = Section::None;
+        for (i, raw) in text.split('\n').enumerate() {
+            let loc = Loc {
+                file: file.clone(),
+                line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+            };
+            self.line(loc, raw);
+        }
+    }
+
+    fn line(&mut self, loc: Loc, raw: &str) {
+        let words = match lexer::split_line(raw, self.sys.env) {
+            Ok(w) => w,
+            Err(e) => {
+                self.diags
+                    .push(Diag::alert(&loc.file, loc.line, e.describe(raw)));
+                return;
+            }
+        };
+        let Some(first) = words.first() else { return };
+        if first.is_empty() {
+            return;
+        }
+        match first.as_str() {
+            "global" => {
+                self.section = Section::Global;
+                return;
+            }
+            "defaults" => return self.open_defaults(loc, &words),
+            "frontend" | "backend" | "listen" => return self.open_proxy(loc, &words),
+            s if UNSUPPORTED_SECTIONS.contains(&s) => {
+                self.diags.push(Diag::alert(
+                    &loc.file,
+                    loc.line,
+                    format!("'{s}' sections are not supported by portcullis."),
+                ));
+                self.section = Section::Skip;
+                return;
+            }
+            _ => {}
+        }
+        let mut ctx = Ctx {
+            loc,
+            diags: &mut self.diags,
+            sys: self.sys,
+        };
+        match self.section {
+            Section::None => {
+                ctx.alert(format!("unknown keyword '{first}' out of section."));
+            }
+            Section::Skip => {}
+            Section::Global => kw_global::dispatch(&mut self.global, &mut ctx, &words),
+            Section::Defaults(i) => {
+                if let Some((name, px)) = self.defaults.get_mut(i) {
+                    kw_proxy::dispatch(px, Some(name.is_some()), &self.global, &mut ctx, &words);
+                }
+            }
+            Section::Proxy(i) => {
+                if let Some(px) = self.proxies.get_mut(i) {
+                    kw_proxy::dispatch(px, None, &self.global, &mut ctx, &words);
+                }
+            }
+        }
+    }
+
+    fn find_defaults(&self, name: &str) -> Option<&Proxy> {
+        self.defaults
+            .iter()
+            .rev()
+            .find(|(n, _)| n.as_deref() == Some(name))
+            .map(|(_, p)| p)
+    }
+
+    /// Settings a new section starts from: `from <name>`, else the last defaults section.
+    fn base(&mut self, loc: &Loc, from: Option<&str>, what: &str) -> Option<Proxy> {
+        match from {
+            Some(n) => match self.find_defaults(n) {
+                Some(p) => Some(p.clone()),
+                None => {
+                    self.diags.push(Diag::alert(
+                        &loc.file,
+                        loc.line,
+                        format!("defaults section '{n}' not found for {what}."),
+                    ));
+                    None
+                }
+            },
+            None => self.defaults.last().map(|(_, p)| p.clone()),
+        }
+    }
+
+    /// `[from <name>]` after a section name; `Err` for anything else.
+    fn parse_from<'w>(&mut self, loc: &Loc, words: &'w [String]) -> Result<Option<&'w str>, ()> {
+        match words.get(2).map(String::as_str) {
+            None => Ok(None),
+            Some("from") => match words.get(3) {
+                Some(n) if words.len() == 4 => Ok(Some(n.as_str())),
+                _ => {
+                    self.diags.push(Diag::alert(
+                        &loc.file,
+                        loc.line,
+                        format!("'{}' : 'from' expects a defaults section name.", words[0]),
+                    ));
+                    Err(())
+                }
+            },
+            Some(_) => {
+                let msg = if words[0] == "backend" || words[0] == "defaults" {
+                    format!("'{}' : 'from' or end of line expected.", words[0])
+                } else {
+                    "please use the 'bind' keyword for listening addresses.".to_string()
+                };
+                self.diags.push(Diag::alert(&loc.file, loc.line, msg));
+                Err(())
+            }
+        }
+    }
+
+    fn open_defaults(&mut self, loc: Loc, words: &[String]) {
+        let name = words.get(1).filter(|n| n.as_str() != "from").cloned();
+        let from_words: Vec<String> = if name.is_none() {
+            // `defaults from x`: shift so that `from` sits where parse_from expects it.
+            let mut w = vec![words[0].clone(), String::new()];
+            w.extend(words.iter().skip(1).cloned());
+            w
+        } else {
+            words.to_vec()
+        };
+        if let Some(n) = &name
+            && let Some(c) = invalid_name_char(n)
+        {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!("character '{c}' is not permitted in 'defaults' name '{n}'."),
+            ));
+        }
+        let Ok(from) = self.parse_from(&loc, &from_words) else {
+            self.section = Section::Skip;
+            return;
+        };
+        let what = format!("defaults '{}'", name.as_deref().unwrap_or(""));
+        let mut px = match from {
+            Some(f) => match self.base(&loc, Some(f), &what) {
+                Some(p) => p,
+                None => {
+                    self.section = Section::Skip;
+                    return;
+                }
+            },
+            // A defaults section without `from` resets everything to the built-in values.
+            None => Proxy::new("", Cap::default(), loc.clone()),
+        };
+        px.name = name.clone().unwrap_or_default();
+        px.loc = loc;
+        self.defaults.push((name, px));
+        self.section = Section::Defaults(self.defaults.len() - 1);
+    }
+
+    fn open_proxy(&mut self, loc: Loc, words: &[String]) {
+        let kw = words[0].as_str();
+        let cap = match kw {
+            "frontend" => Cap {
+                frontend: true,
+                backend: false,
+            },
+            "backend" => Cap {
+                frontend: false,
+                backend: true,
+            },
+            _ => Cap {
+                frontend: true,
+                backend: true,
+            },
+        };
+        self.section = Section::Skip;
+        let Some(name) = words.get(1).filter(|n| !n.is_empty()) else {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!("'{kw}' expects an <id> argument"),
+            ));
+            return;
+        };
+        if let Some(c) = invalid_name_char(name) {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!("character '{c}' is not permitted in '{kw}' name '{name}'."),
+            ));
+            return;
+        }
+        let Ok(from) = self.parse_from(&loc, words) else {
+            return;
+        };
+        let kind = Proxy::new("", cap, loc.clone()).kind();
+        if let Some(other) = self.proxies.iter().find(|p| {
+            p.name == *name && ((p.cap.frontend && cap.frontend) || (p.cap.backend && cap.backend))
+        }) {
+            let msg = format!(
+                "{kind} '{name}' has the same name as {} '{name}' declared at {}.",
+                other.kind(),
+                other.loc
+            );
+            self.diags.push(Diag::alert(&loc.file, loc.line, msg));
+        }
+        let what = format!("{kw} '{name}'");
+        let px = match self.base(&loc, from, &what) {
+            Some(base) => inherit(base, name, cap, loc),
+            None if from.is_some() => return,
+            None => Proxy::new(name, cap, loc),
+        };
+        self.proxies.push(px);
+        self.section = Section::Proxy(self.proxies.len() - 1);
+    }
+
+    /// Whole-configuration checks and derived values; returns the configuration.
+    pub fn finish(mut self) -> (Config, Vec<Diag>) {
+        for px in &mut self.proxies {
+            kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
+        }
+        assign_ids(&self.global, &mut self.proxies, &mut self.diags);
+        check_references(&self.proxies, &mut self.diags);
+        check_binds(&self.global, &self.proxies, &mut self.diags);
+        for px in &self.proxies {
+            warn_proxy(px, &mut self.diags);
+        }
+        (
+            Config {
+                global: self.global,
+                proxies: self.proxies,
+            },
+            self.diags,
+        )
+    }
+}
+
+/// A new proxy from a defaults section: what HAProxy copies (`proxy_preset_defaults` /
+/// `init_new_proxy`), not the per-proxy things (binds, servers, id).
+fn inherit(base: Proxy, name: &str, cap: Cap, loc: Loc) -> Proxy {
+    let mut px = base;
+    px.name = name.to_string();
+    px.cap = cap;
+    px.loc = loc;
+    px.id = 0;
+    px.binds.clear();
+    px.servers.clear();
+    px.use_backends.clear();
+    px.disabled = false;
+    if !cap.frontend {
+        px.default_backend = None;
+    }
+    px
+}
+
+fn assign_ids(global: &Global, proxies: &mut [Proxy], diags: &mut Vec<Diag>) {
+    let mut used: Vec<u32> = Vec::new();
+    for i in 0..proxies.len() {
+        let id = proxies[i].id;
+        if id == 0 {
+            continue;
+        }
+        if let Some(prev) = proxies[..i].iter().find(|p| p.id == id) {
+            let p = &proxies[i];
+            diags.push(Diag::alert(
+                &p.loc.file,
+                p.loc.line,
+                format!(
+                    "{} {} reuses same custom id as {} {} (declared at {}).",
+                    p.kind(),
+                    p.name,
+                    prev.kind(),
+                    prev.name,
+                    prev.loc
+                ),
+            ));
+        }
+        used.push(id);
+    }
+    let mut next = 1u32;
+    let mut take = |used: &mut Vec<u32>| {
+        while used.contains(&next) {
+            next += 1;
+        }
+        used.push(next);
+        next
+    };
+    // The hidden GLOBAL (stats socket) proxy consumes the first automatic id.
+    if !global.stats_sockets.is_empty() {
+        take(&mut used);
+    }
+    for px in proxies.iter_mut() {
+        if px.id == 0 {
+            px.id = take(&mut used);
+        }
+        let mut sused: Vec<u32> = px.servers.iter().map(|s| s.id).filter(|&i| i > 0).collect();
+        let mut snext = 1u32;
+        for s in &mut px.servers {
+            if s.id == 0 {
+                while sused.contains(&snext) {
+                    snext += 1;
+                }
+                s.id = snext;
+                sused.push(snext);
+            }
+        }
+    }
+}
+
+fn check_references(proxies: &[Proxy], diags: &mut Vec<Diag>) {
+    for px in proxies.iter().filter(|p| p.cap.frontend) {
+        let targets = px
+            .default_backend
+            .iter()
+            .map(|(n, l)| (n, l, "default_backend"))
+            .chain(
+                px.use_backends
+                    .iter()
+                    .map(|u| (&u.backend, &u.loc, "use_backend")),
+            );
+        for (name, loc, kw) in targets {
+            // Names built from a log-format expression are only known at run time.
+            if name.contains("%[") {
+                continue;
+            }
+            match proxies.iter().find(|p| p.cap.backend && p.name == *name) {
+                None => diags.push(Diag::alert(
+                    &loc.file,
+                    loc.line,
+                    format!(
+                        "Proxy '{}': unable to find required {kw}: '{name}'.",
+                        px.name
+                    ),
+                )),
+                Some(be) if be.mode == Mode::Tcp && px.mode == Mode::Http => {
+                    let role = if kw == "default_backend" {
+                        "default backend"
+                    } else {
+                        "backend"
+                    };
+                    diags.push(Diag::alert(
+                        &loc.file,
+                        loc.line,
+                        format!(
+                            "http {} '{}' ({}) tries to use incompatible tcp backend '{}' ({}) as its {role} (see 'mode').",
+                            px.kind(),
+                            px.name,
+                            px.loc,
+                            be.name,
+                            be.loc
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// Two listeners on the same address cannot both be bound (we bind without SO_REUSEPORT
+/// sharing between proxies), and a wildcard covers every address of its family.
+fn check_binds(global: &Global, proxies: &[Proxy], diags: &mut Vec<Diag>) {
+    let mut seen: Vec<(&BindAddr, &Loc, String)> = Vec::new();
+    for s in &global.stats_sockets {
+        seen.push((&s.addr, &s.loc, "'stats socket'".to_string()));
+    }
+    for px in proxies.iter().filter(|p| !p.disabled) {
+        for b in &px.binds {
+            if let Some((_, loc, owner)) = seen.iter().find(|(a, _, _)| overlaps(a, &b.addr)) {
+                diags.push(Diag::alert(
+                    &b.loc.file,
+                    b.loc.line,
+                    format!(
+                        "'bind {}' : address already used by {owner} at {loc}.",
+                        show_addr(&b.addr)
+                    ),
+                ));
+            }
+            seen.push((&b.addr, &b.loc, format!("{} '{}'", px.kind(), px.name)));
+        }
+    }
+}
+
+pub(crate) fn show_addr(a: &BindAddr) -> String {
+    match a {
+        BindAddr::Inet(sa) => sa.to_string(),
+        BindAddr::Unix(p) => p.clone(),
+        BindAddr::Fd(n) => format!("fd@{n}"),
+    }
+}
+
+fn overlaps(a: &BindAddr, b: &BindAddr) -> bool {
+    match (a, b) {
+        (BindAddr::Inet(x), BindAddr::Inet(y)) => {
+            x.port() == y.port()
+                && x.is_ipv4() == y.is_ipv4()
+                && (x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified())
+        }
+        (BindAddr::Unix(x), BindAddr::Unix(y)) => x == y,
+        (BindAddr::Fd(x), BindAddr::Fd(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn warn_proxy(px: &Proxy, diags: &mut Vec<Diag>) {
+    if px.disabled {
+        return;
+    }
+    let t = &px.timeouts;
+    if (px.cap.frontend && t.client.is_none())
+        || (px.cap.backend && (t.connect.is_none() || t.server.is_none()))
+    {
+        diags.push(Diag::global(
+            Severity::Warning,
+            format!(
+                "missing timeouts for {} '{}'.\n   | While not properly invalid, you will certainly encounter various problems\n   | with such a configuration. To fix this, please ensure that all following\n   | timeouts are set to a non-zero value: 'client', 'connect', 'server'.",
+                px.kind(),
+                px.name
+            ),
+        ));
+    }
+    if px.cap.frontend && px.binds.is_empty() {
+        diags.push(Diag::global(
+            Severity::Warning,
+            format!(
+                "{} '{}' has no 'bind' directive. Please declare it as a backend if this was intended.",
+                if px.cap.backend { "proxy" } else { "frontend" },
+                px.name
+            ),
+        ));
+    }
+    if px.mode == Mode::Tcp && !px.http_request.is_empty() {
+        diags.push(Diag::global(
+            Severity::Warning,
+            format!(
+                "'http-request' rules ignored for {} '{}' as they require HTTP mode.",
+                px.kind(),
+                px.name
+            ),
+        ));
+    }
+}
+
+/// "unknown keyword" with HAProxy's "did you mean" suffix when a candidate is close.
+pub(crate) fn unknown_kw<'a>(
+    word: &str,
+    section: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
+    let mut msg = format!("unknown keyword '{word}' in '{section}' section");
+    if let Some(m) = suggest::best_match(word, candidates) {
+        msg.push_str(&format!("; did you mean '{m}' maybe ?"));
+    }
+    msg
+}

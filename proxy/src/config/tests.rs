@@ -1,0 +1,508 @@
+//! Parser tests: sections, inheritance, ids, typed values, and the diagnostics of broken lines.
+
+use super::model::*;
+use super::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn stat_fake(p: &str) -> Result<(), String> {
+    if p.starts_with("/certs/") {
+        Ok(())
+    } else {
+        Err("No such file or directory".into())
+    }
+}
+
+fn resolve_fake(h: &str) -> Option<std::net::IpAddr> {
+    (h == "localhost").then(|| "127.0.0.1".parse().unwrap())
+}
+
+fn parse_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<Diag>> {
+    let sys = Sys {
+        env,
+        stat: &stat_fake,
+        resolve: &resolve_fake,
+    };
+    parse_sources(&[("t.cfg".to_string(), text.to_string())], &sys)
+}
+
+fn ok(text: &str) -> Config {
+    match parse_env(text, &no_env) {
+        Ok(l) => l.config,
+        Err(d) => panic!("unexpected errors: {d:#?}"),
+    }
+}
+
+/// The alert messages as `line: msg`.
+fn alerts(text: &str) -> Vec<String> {
+    match parse_env(text, &no_env) {
+        Ok(_) => panic!("expected errors for:\n{text}"),
+        Err(d) => d
+            .iter()
+            .filter(|d| d.is_alert())
+            .map(|d| format!("{}: {}", d.line, d.msg))
+            .collect(),
+    }
+}
+
+const T: &str = "defaults\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n";
+
+/// `../shared` seen from the crate (`$CARGO_MANIFEST_DIR/../../shared` in the workplace layout).
+pub(crate) fn shared_dir() -> PathBuf {
+    let m = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    [
+        m.join("../../shared"),
+        m.join("../../../shared"),
+        PathBuf::from("/work/shared"),
+    ]
+    .into_iter()
+    .find(|p| p.join("configs").is_dir())
+    .expect("shared/ directory with configs/")
+}
+
+fn seed(name: &str) -> String {
+    std::fs::read_to_string(shared_dir().join("configs").join(name)).unwrap()
+}
+
+#[test]
+fn seed_loopback_parses() {
+    let env = |k: &str| match k {
+        "CERT" => Some("/certs/lb.pem".to_string()),
+        "RUNDIR" => Some("/tmp".to_string()),
+        _ => None,
+    };
+    let l = parse_env(&seed("seed-loopback.cfg"), &env).unwrap();
+    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+    let c = l.config;
+    assert_eq!(c.global.maxconn, Some(4000));
+    let s = &c.global.stats_sockets[0];
+    assert_eq!(s.addr, BindAddr::Unix("/tmp/admin.sock".into()));
+    assert_eq!(
+        (s.mode, s.level, s.expose_fd_listeners),
+        (Some(0o600), CliLevel::Admin, true)
+    );
+    assert_eq!(c.global.stats_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(
+        c.global.ssl_default_bind_options,
+        SslOptions {
+            min_ver: Some(TlsVersion::Tls12),
+            max_ver: None,
+            no_tls_tickets: true
+        }
+    );
+    let names: Vec<_> = c.proxies.iter().map(|p| (p.name.as_str(), p.id)).collect();
+    assert_eq!(
+        names,
+        [
+            ("http-redirect", 2),
+            ("istio-https-l7", 3),
+            ("istio-http-backend", 4),
+            ("kube-apiserver", 5),
+            ("kube-apiserver", 6),
+            ("istio-grpc-passthrough", 7),
+            ("istio-grpc-backend", 8),
+            ("stats", 9)
+        ]
+    );
+    let redirect = &c.proxies[0];
+    assert_eq!(redirect.mode, Mode::Http);
+    assert_eq!(
+        redirect.binds[0].addr,
+        BindAddr::Inet("127.0.0.1:10080".parse().unwrap())
+    );
+    assert_eq!(
+        redirect.http_request[0].action,
+        HttpRequestAction::Redirect {
+            kind: RedirectKind::Scheme,
+            value: "https".into(),
+            code: 301,
+            drop_query: false,
+            append_slash: false
+        }
+    );
+    // defaults inherited
+    assert_eq!(redirect.timeouts.client, Some(Duration::from_secs(3600)));
+    assert_eq!(
+        redirect.timeouts.http_request,
+        Some(Duration::from_secs(10))
+    );
+    assert_eq!(redirect.timeouts.queue, Some(Duration::from_secs(60)));
+    assert_eq!(redirect.retries, 3);
+    assert!(redirect.options.dontlognull);
+    assert_eq!(
+        redirect.logs,
+        [LogTarget::Stdout {
+            stderr: false,
+            format: LogFormatKind::Raw,
+            facility: Facility(16),
+            level: None
+        }]
+    );
+
+    let l7 = &c.proxies[1];
+    let ssl = l7.binds[0].ssl.as_ref().unwrap();
+    assert_eq!(ssl.crts, ["/certs/lb.pem"]);
+    assert_eq!(ssl.alpn, ["h2", "http/1.1"]);
+    assert_eq!(ssl.ciphers.as_deref(), Some("ECDHE+AESGCM:ECDHE+CHACHA20"));
+    assert_eq!(ssl.options.min_ver, Some(TlsVersion::Tls12));
+    assert!(ssl.options.no_tls_tickets);
+    assert!(l7.options.httplog);
+    assert_eq!(
+        l7.options.forwardfor.as_ref().unwrap().header,
+        "X-Forwarded-For"
+    );
+    assert_eq!(l7.http_request.len(), 3);
+    assert_eq!(
+        l7.http_request[2].action,
+        HttpRequestAction::SetHeader {
+            name: "X-Forwarded-Host".into(),
+            value: "%[req.hdr(Host)]".into()
+        }
+    );
+    assert_eq!(l7.default_backend.as_ref().unwrap().0, "istio-http-backend");
+
+    let be = &c.proxies[2];
+    assert_eq!(be.balance, Balance::Roundrobin);
+    let chk = be.options.httpchk.as_ref().unwrap();
+    assert_eq!(
+        (
+            chk.send.method.as_str(),
+            chk.send.uri.as_str(),
+            chk.send.version.as_str()
+        ),
+        ("GET", "/health_check.html", "HTTP/1.0")
+    );
+    assert_eq!(
+        chk.expect,
+        Some(HttpCheckExpect {
+            negate: false,
+            matcher: ExpectMatch::Status(vec![(200, 200)])
+        })
+    );
+    assert_eq!(be.http_check, *chk);
+    let ids: Vec<_> = be.servers.iter().map(|s| (s.name.as_str(), s.id)).collect();
+    assert_eq!(ids, [("master1", 1), ("worker1", 2), ("worker2", 3)]);
+    let s = &be.servers[1];
+    assert_eq!(s.addr, "127.0.1.13:30080".parse().unwrap());
+    assert!(s.opts.check && s.opts.on_marked_down_shutdown_sessions);
+    assert_eq!(s.opts.check_port, Some(30180));
+    assert_eq!(s.opts.inter, Duration::from_secs(2));
+    assert_eq!((s.opts.rise, s.opts.fall, s.opts.weight), (2, 2, 1));
+    assert!(be.pending.iter().any(|(k, _)| k == "server check"));
+    assert!(be.pending.iter().any(|(k, _)| k == "option httpchk"));
+
+    let api = &c.proxies[4];
+    assert!(api.cap.backend && !api.cap.frontend && api.options.tcp_check);
+    assert_eq!(api.servers[0].opts.inter, Duration::from_secs(3));
+    assert_eq!(api.servers[0].opts.fall, 3);
+
+    let stats = c.proxies[7].stats.as_ref().unwrap();
+    assert!(stats.enable && stats.hide_version);
+    assert_eq!(stats.uri.as_deref(), Some("/"));
+    assert_eq!(stats.refresh, Some(Duration::from_secs(10)));
+    assert!(
+        c.global
+            .pending
+            .iter()
+            .any(|(k, l)| k == "stats socket" && l.line == 10)
+    );
+}
+
+#[test]
+fn seed_homelab_fails_only_on_the_certificate() {
+    let text = seed("seed-homelab.cfg");
+    let d = parse_env(&text, &no_env).unwrap_err();
+    let a: Vec<_> = d.iter().filter(|d| d.is_alert()).collect();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].line, 31);
+    assert!(
+        a[0].msg.contains(
+            "unable to stat SSL certificate from file '/etc/haproxy/certs/homelab-lb-bundle.pem' : No such file or directory"
+        ),
+        "{}",
+        a[0].msg
+    );
+    let fixed = text.replace("/etc/haproxy/certs/homelab-lb-bundle.pem", "/certs/b.pem");
+    let c = parse_env(&fixed, &no_env).unwrap().config;
+    assert_eq!(c.proxies.len(), 8);
+    assert_eq!(
+        c.proxies[0].binds[0].addr,
+        BindAddr::Inet("0.0.0.0:80".parse().unwrap())
+    );
+    assert_eq!(
+        c.global.logs,
+        [LogTarget::Unix {
+            path: "/dev/log".into(),
+            format: LogFormatKind::Local,
+            facility: Facility(16),
+            level: None
+        }]
+    );
+    assert_eq!(
+        c.proxies[2].servers[0].addr,
+        "203.0.113.212:30080".parse().unwrap()
+    );
+}
+
+#[test]
+fn defaults_inheritance() {
+    let c = ok(
+        "defaults base\n mode http\n timeout client 7s\n timeout server 1s\n timeout connect 1s\n\
+         defaults tcpd\n timeout client 2s\n timeout server 1s\n timeout connect 1s\n\
+         defaults child from base\n retries 9\n\
+         frontend a from base\n bind :1\n\
+         frontend b\n bind :2\n\
+         backend c from child\n",
+    );
+    assert_eq!(c.proxies[0].mode, Mode::Http);
+    assert_eq!(c.proxies[0].timeouts.client, Some(Duration::from_secs(7)));
+    // the last defaults section (named or not) applies without `from`
+    assert_eq!(c.proxies[1].mode, Mode::Http, "child inherits base");
+    assert_eq!(c.proxies[1].retries, 9);
+    assert_eq!(c.proxies[2].mode, Mode::Http);
+    assert_eq!(c.proxies[2].retries, 9);
+    let c = ok(
+        "defaults\n mode http\n timeout client 1s\ndefaults\n timeout client 2s\nfrontend f\n bind :1\n",
+    );
+    assert_eq!(
+        c.proxies[0].mode,
+        Mode::Tcp,
+        "a new defaults section resets"
+    );
+    assert_eq!(c.proxies[0].timeouts.client, Some(Duration::from_secs(2)));
+    assert_eq!(
+        alerts("defaults a\nfrontend f from nope\n bind :1\n"),
+        ["2: defaults section 'nope' not found for frontend 'f'."]
+    );
+}
+
+#[test]
+fn proxy_and_server_ids() {
+    let c = ok(&format!(
+        "{T}frontend a\n bind :1\nbackend b\n id 3\n server x 1.1.1.1:80\n server y 1.1.1.2:80 id 1\n server z 1.1.1.3:80\nbackend c\n"
+    ));
+    let ids: Vec<_> = c.proxies.iter().map(|p| p.id).collect();
+    assert_eq!(ids, [1, 3, 2]);
+    let sids: Vec<_> = c.proxies[1].servers.iter().map(|s| s.id).collect();
+    assert_eq!(sids, [2, 1, 3]);
+    let c = ok(&format!(
+        "global\n stats socket /tmp/x.sock\n{T}frontend a\n bind :1\n"
+    ));
+    assert_eq!(c.proxies[0].id, 2, "GLOBAL consumes the first id");
+}
+
+#[test]
+fn default_server_and_options() {
+    let c = ok(&format!(
+        "{T}backend b\n default-server inter 5s fall 5 weight 10\n server s 1.1.1.1:80 weight 20 backup maxconn 10 maxqueue 5 fastinter 1s downinter 1m addr 10.0.0.9 ssl verify none sni req.hdr(host) ca-file /x check-ssl disabled on-marked-up shutdown-backup-sessions\n server t localhost\n"
+    ));
+    let s = &c.proxies[0].servers;
+    assert_eq!(s[0].opts.weight, 20);
+    assert_eq!(s[0].opts.fall, 5);
+    assert_eq!(s[0].opts.inter, Duration::from_secs(5));
+    assert_eq!(s[0].opts.fastinter, Some(Duration::from_secs(1)));
+    assert_eq!(s[0].opts.downinter, Some(Duration::from_secs(60)));
+    assert_eq!(s[0].opts.check_addr, Some("10.0.0.9".parse().unwrap()));
+    assert!(s[0].opts.backup && s[0].opts.ssl && s[0].opts.verify_none && s[0].opts.disabled);
+    assert!(s[0].opts.check_ssl && s[0].opts.on_marked_up_shutdown_backup_sessions);
+    assert_eq!((s[0].opts.maxconn, s[0].opts.maxqueue), (Some(10), Some(5)));
+    assert_eq!(s[1].opts.weight, 10);
+    assert_eq!(s[1].addr, "127.0.0.1:0".parse().unwrap());
+}
+
+#[test]
+fn options_and_rules() {
+    let c = ok(&format!(
+        "{T}frontend f\n mode http\n bind :80 name web maxconn 100\n option forwardfor except 10.0.0.0/8 header X-Real-IP if-none\n option httplog clf\n no option dontlognull\n option http-server-close\n option socket-stats\n\
+         acl is_api path_beg /api\n use_backend b if is_api\n default_backend b\n\
+         http-request deny deny_status 429 if {{ src 1.2.3.4 }}\n http-request return status 404 content-type text/plain string nope unless is_api\n http-request del-header X-Foo\n http-request add-header X-A b\n http-request allow\n http-request redirect location /x code 308 drop-query append-slash\n\
+         tcp-request inspect-delay 5s\n tcp-request content accept if is_api\n tcp-request connection reject\n\
+         log 127.0.0.1:1514 format rfc5424 local3 info debug\n log-format \"%ci %b\"\n\
+         backend b\n mode http\n option redispatch 2\n option allbackups\n option httpchk\n http-check send meth HEAD uri /h ver HTTP/1.1 hdr Host x body hi\n http-check expect ! rstatus ^5\n http-check disable-on-404\n http-reuse always\n balance leastconn\n timeout check 3s\n\
+         server s 1.1.1.1:80\n"
+    ));
+    let f = &c.proxies[0];
+    assert_eq!(f.binds[0].name.as_deref(), Some("web"));
+    assert_eq!(f.binds[0].maxconn, Some(100));
+    assert_eq!(
+        f.options.forwardfor,
+        Some(ForwardFor {
+            except: Some(("10.0.0.0".parse().unwrap(), 8)),
+            header: "X-Real-IP".into(),
+            if_none: true
+        })
+    );
+    assert!(f.options.httplog_clf && !f.options.dontlognull && f.options.http_server_close);
+    assert_eq!(f.acls[0].tokens, ["path_beg", "/api"]);
+    assert_eq!(f.use_backends[0].cond.as_ref().unwrap().tokens, ["is_api"]);
+    assert_eq!(
+        f.http_request[0].action,
+        HttpRequestAction::Deny { status: 429 }
+    );
+    assert_eq!(
+        f.http_request[0].cond.as_ref().unwrap().tokens,
+        ["{", "src", "1.2.3.4", "}"]
+    );
+    assert_eq!(
+        f.http_request[1].action,
+        HttpRequestAction::Return {
+            status: 404,
+            content_type: Some("text/plain".into()),
+            body: Some("nope".into())
+        }
+    );
+    assert!(f.http_request[1].cond.as_ref().unwrap().unless);
+    assert_eq!(f.http_request.len(), 6);
+    assert_eq!(f.tcp_inspect_delay, Some(Duration::from_secs(5)));
+    assert_eq!(f.tcp_request.len(), 2);
+    assert!(f.tcp_request[1].connection);
+    assert_eq!(
+        f.logs[0],
+        LogTarget::Udp {
+            addr: "127.0.0.1:1514".parse().unwrap(),
+            format: LogFormatKind::Rfc5424,
+            facility: Facility(19),
+            level: Some(Level(6))
+        }
+    );
+    assert_eq!(f.log_format.as_ref().unwrap().0, "%ci %b");
+    let b = &c.proxies[1];
+    assert_eq!(b.options.redispatch, Some(Redispatch { interval: 2 }));
+    let hc = b.options.httpchk.as_ref().unwrap();
+    assert_eq!(hc.send.method, "HEAD");
+    assert_eq!(hc.send.headers, [("Host".to_string(), "x".to_string())]);
+    assert_eq!(hc.send.body.as_deref(), Some("hi"));
+    assert!(hc.disable_on_404 && hc.expect.as_ref().unwrap().negate);
+    assert_eq!(b.http_reuse, HttpReuse::Always);
+    assert_eq!(b.balance, Balance::Leastconn);
+    assert_eq!(b.timeouts.check, Some(Duration::from_secs(3)));
+}
+
+#[test]
+fn tcp_checks_and_global() {
+    let c = ok(&format!(
+        "global\n nbthread 4\n daemon\n pidfile /run/p.pid\n hard-stop-after 30s\n maxconn 500\n ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256\n log stderr local7 err\n\
+         {T}backend b\n option tcp-check\n tcp-check connect port 8080\n tcp-check send PING\\r\\n\n tcp-check expect string +PONG\n server s 1.1.1.1:80\n\
+         listen l\n bind ipv4@127.0.0.1:9000,fd@4 ssl crt /certs/a crt /certs/b alpn h2 ssl-max-ver TLSv1.3 ciphers X curves P-256\n log global\n"
+    ));
+    let g = &c.global;
+    assert_eq!(
+        (g.nbthread, g.daemon, g.maxconn),
+        (Some(4), true, Some(500))
+    );
+    assert_eq!(g.pidfile.as_deref(), Some("/run/p.pid"));
+    assert_eq!(g.hard_stop_after, Some(Duration::from_secs(30)));
+    let b = &c.proxies[0];
+    assert_eq!(
+        b.tcp_checks,
+        [
+            TcpCheckRule::Connect { port: Some(8080) },
+            TcpCheckRule::Send(b"PING\r\n".to_vec()),
+            TcpCheckRule::Expect {
+                negate: false,
+                matcher: ExpectMatch::String("+PONG".into())
+            }
+        ]
+    );
+    let l = &c.proxies[1];
+    assert_eq!(l.binds.len(), 2);
+    assert_eq!(l.binds[1].addr, BindAddr::Fd(4));
+    let ssl = l.binds[0].ssl.as_ref().unwrap();
+    assert_eq!(ssl.crts, ["/certs/a", "/certs/b"]);
+    assert_eq!(ssl.ciphers.as_deref(), Some("X"));
+    assert_eq!(ssl.ciphersuites.as_deref(), Some("TLS_AES_128_GCM_SHA256"));
+    assert_eq!(ssl.options.max_ver, Some(TlsVersion::Tls13));
+    assert_eq!(l.logs, g.logs);
+    assert!(l.pending.iter().any(|(k, _)| k == "bind ssl"));
+}
+
+#[test]
+fn lexer_errors_are_reported_with_context() {
+    assert_eq!(
+        alerts("global\n  \"unterminated\n"),
+        ["2: unmatched quote at position 3:\n  \"unterminated\n  ^"]
+    );
+}
+
+#[test]
+fn keyword_errors() {
+    let a = alerts(&format!(
+        "foo bar\nglobal\n frob\n nbthread x\n{T} mode htt\nfrontend f\n bindd :80\n bind :99999\n server s 1.1.1.1:80\n timeout client 5x\nbackend b\n bind :81\n default_backend x\n server s 1.1.1.1:80 rise 0\n server s 1.1.1.1:80\n server t 1.1.1.1:80 weight 300\n frobnicate\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "1: unknown keyword 'foo' out of section.",
+            "3: unknown keyword 'frob' in 'global' section",
+            "4: 'nbthread' passed a missing or unparsable integer value in 'x'",
+            "9: unknown proxy mode 'htt'.",
+            "11: unknown keyword 'bindd' in 'frontend' section; did you mean 'bind' maybe ?",
+            "12: 'bind' : invalid port '99999'",
+            "13: 'server' not allowed because frontend 'f' has no backend capability.",
+            "14: unexpected character 'x' in 'timeout client'",
+            "16: 'bind' not allowed because backend 'b' has no frontend capability.",
+            "17: 'default_backend' not allowed because backend 'b' has no frontend capability.",
+            "18: 'server b/s' : 'rise' has to be > 0.",
+            "20: 'server b/t' : weight of server t is not within 0 and 256 (300).",
+            "21: unknown keyword 'frobnicate' in 'backend' section",
+        ]
+    );
+}
+
+#[test]
+fn whole_config_errors() {
+    let a = alerts(&format!(
+        "{T}frontend f\n mode http\n bind 127.0.0.1:80\n default_backend nope\n use_backend t if TRUE\nfrontend f\n bind *:80\nbackend t\n mode tcp\nbackend b\n server s 1.1.1.1:80\n server s 1.1.1.2:80\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "10: frontend 'f' has the same name as frontend 'f' declared at t.cfg:5.",
+            "16: backend 'b', another server named 's' was already defined at line 15, please use distinct names.",
+            "8: Proxy 'f': unable to find required default_backend: 'nope'.",
+            "9: http frontend 'f' (t.cfg:5) tries to use incompatible tcp backend 't' (t.cfg:12) as its backend (see 'mode').",
+            "11: 'bind 0.0.0.0:80' : address already used by frontend 'f' at t.cfg:7.",
+        ]
+    );
+}
+
+#[test]
+fn sections_without_names_and_misplaced_defaults() {
+    assert_eq!(
+        alerts("frontend\n bind :80\nlisten l x\n"),
+        [
+            "1: 'frontend' expects an <id> argument",
+            "3: please use the 'bind' keyword for listening addresses."
+        ]
+    );
+    assert_eq!(
+        alerts("defaults\n server s 1.1.1.1:80\n bind :80\n use_backend x\n acl a b\n"),
+        [
+            "2: 'server' not allowed in 'defaults' section.",
+            "3: 'bind' not allowed in 'defaults' section.",
+            "4: 'use_backend' not allowed in 'defaults' section.",
+            "5: 'acl' not allowed in anonymous 'defaults' section."
+        ]
+    );
+}
+
+#[test]
+fn warnings_do_not_fail() {
+    let l = parse_env("frontend f\n bind :80\n timeout server 1s\n", &no_env).unwrap();
+    let w: Vec<_> = l
+        .warnings
+        .iter()
+        .map(|d| d.msg.lines().next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        w,
+        [
+            "'timeout server' will be ignored because frontend 'f' has no backend capability",
+            "missing timeouts for frontend 'f'."
+        ]
+    );
+}
