@@ -1,7 +1,9 @@
 //! HTTP: the strict HTTP/1 codec (`h1`, sans-I/O), message heads (`head`), ACL conditions and
-//! sample fetches (`acl`, `sample`), and the L7 proxy session (`proxy`, the I/O shell).
+//! sample fetches (`acl`, `sample`), the responses HAProxy generates itself (`errors`), and the L7
+//! proxy session (`proxy`, the I/O shell).
 
 pub mod acl;
+pub mod errors;
 pub mod h1;
 pub mod head;
 pub mod proxy;
