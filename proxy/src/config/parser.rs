@@ -312,8 +312,11 @@ impl<'s> Parser<'s> {
         assign_ids(&self.global, &mut self.proxies, &mut self.diags);
         check_references(&self.proxies, &mut self.diags);
         check_binds(&self.global, &self.proxies, &mut self.diags);
-        for px in &self.proxies {
-            warn_proxy(px, &mut self.diags);
+        // Advice about a configuration that does not parse is noise (HAProxy stops earlier).
+        if !self.diags.iter().any(Diag::is_alert) {
+            for px in &self.proxies {
+                warn_proxy(px, &mut self.diags);
+            }
         }
         (
             Config {

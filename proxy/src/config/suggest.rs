@@ -50,7 +50,7 @@ pub fn best_match<'a>(
         }
     }
     let (c, d) = best?;
-    (d <= 2 * word.len() && d <= 2 * c.len()).then_some(c)
+    (d * 3 <= word.len() + c.len()).then_some(c)
 }
 
 #[cfg(test)]
@@ -73,5 +73,6 @@ mod tests {
         assert_eq!(best_match("default-backend", kws), Some("default_backend"));
         assert_eq!(best_match("frobnicate", kws), None);
         assert_eq!(best_match("x", kws), None);
+        assert_eq!(best_match("frob", ["fall", "rise"]), None);
     }
 }

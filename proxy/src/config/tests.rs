@@ -506,3 +506,41 @@ fn warnings_do_not_fail() {
         ]
     );
 }
+
+#[test]
+fn truncated_lines_never_panic() {
+    let env = |k: &str| (k == "CERT").then(|| "/certs/x".to_string());
+    let text = seed("seed-loopback.cfg")
+        + "listen x\n bind :1 ssl crt /certs/a alpn h2 name n\n option forwardfor except 1.2.3.0/24 header X if-none\n http-request return status 200 content-type t string s if a\n tcp-check expect ! rstring x\n";
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        for (cut, _) in line.char_indices() {
+            let mut v = lines.clone();
+            v[i] = &line[..cut];
+            let _ = parse_env(&v.join("\n"), &env);
+            v[i] = &line[cut..];
+            let _ = parse_env(&v.join("\n"), &env);
+        }
+    }
+}
+
+#[test]
+fn stats_socket_forms_and_no_option() {
+    let c = ok(&format!(
+        "global\n stats socket ipv4@127.0.0.1:9999 level operator\n stats socket unix@/tmp/s.sock mode 0660 level user user haproxy\n{T}frontend f\n bind :1\n option tcplog\n no option tcplog\n option httpclose\n option http-keep-alive\n"
+    ));
+    let s = &c.global.stats_sockets;
+    assert_eq!(s[0].addr, BindAddr::Inet("127.0.0.1:9999".parse().unwrap()));
+    assert_eq!(s[0].level, CliLevel::Operator);
+    assert_eq!((s[1].mode, s[1].level), (Some(0o660), CliLevel::User));
+    let o = &c.proxies[0].options;
+    assert!(!o.tcplog && !o.httpclose && o.http_keep_alive);
+    assert_eq!(
+        alerts("frontend f\n no bind :1\n no option frob\n option httplog x\n"),
+        [
+            "2: negation/default currently supported only for options and log.",
+            "3: negation/default is not supported for option 'frob'.",
+            "4: keyword 'httplog' only supports option 'clf'."
+        ]
+    );
+}
