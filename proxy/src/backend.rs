@@ -3,13 +3,12 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::engine::io::{Backend as IoBackend, Stream};
-use crate::model::{Counters, Proxy, Server};
+use crate::model::{Counters, LiveView, Proxy, Server};
 
 /// HAProxy's default `timeout connect` is infinite; a connect still ends when the kernel gives up.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -47,25 +46,11 @@ pub struct Failed {
 
 /// Picks a usable server with the backend's algorithm. `exclude` is the server a redispatch moves
 /// away from (ignored when it is the only usable one).
-pub fn pick_server(
-    be: &Proxy,
-    src: Option<IpAddr>,
-    exclude: Option<&Arc<Server>>,
-) -> Option<Arc<Server>> {
-    let _ = src;
-    let usable: Vec<&Arc<Server>> = be.servers.iter().filter(|s| s.is_usable()).collect();
-    if usable.is_empty() {
-        return None;
-    }
-    for _ in 0..usable.len() {
-        let n = be.lb_cursor.fetch_add(1, Ordering::Relaxed) as usize % usable.len();
-        let s = usable[n];
-        if exclude.is_some_and(|x| Arc::ptr_eq(x, s)) && usable.len() > 1 {
-            continue;
-        }
-        return Some(Arc::clone(s));
-    }
-    usable.first().map(|s| Arc::clone(s))
+pub fn pick_server(be: &Proxy, src: Option<IpAddr>, exclude: Option<&Arc<Server>>) -> Option<Arc<Server>> {
+    let view = LiveView(&be.servers);
+    let ex = exclude.and_then(|x| be.servers.iter().position(|s| Arc::ptr_eq(s, x)));
+    let idx = be.lb.load().pick_excluding(&be.lb_cursor, &view, src, ex)?;
+    be.servers.get(idx).cloned()
 }
 
 /// Whether HAProxy's `stream_choose_redispatch` would move retry number `attempt` (1-based count
@@ -93,7 +78,7 @@ fn should_redispatch(be: &Proxy, srv: &Server, attempt: u32) -> bool {
         .iter()
         .filter(|s| !s.cfg.opts.backup && s.is_usable())
         .count();
-    let hash_based = matches!(be.cfg.balance, crate::config::model::Balance::Source);
+    let hash_based = be.lb.load().is_hash_based();
     matches || (active > 1 && !hash_based)
 }
 

@@ -20,6 +20,63 @@ fn main() -> ExitCode {
         let rc = portcullis::config::check_command(&args.files, args.quiet);
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
     }
-    eprintln!("[ALERT]    (1) : no configuration parser yet");
-    ExitCode::from(1)
+    run(args)
+}
+
+fn alert(msg: &str) {
+    eprintln!("[ALERT]    ({}) : {msg}", std::process::id());
+}
+
+fn run(args: portcullis::cmdline::Args) -> ExitCode {
+    if args.files.is_empty() {
+        alert("No configuration file specified (use -f).");
+        return ExitCode::from(1);
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let loaded = match portcullis::config::load(&args.files, &env) {
+        Ok(l) => l,
+        Err(diags) => {
+            eprint!("{}", portcullis::config::diag::render_failure(&diags, std::process::id()));
+            return ExitCode::from(1);
+        }
+    };
+    for w in &loaded.warnings {
+        eprint!("{}", w.render(std::process::id()));
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PORTCULLIS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_target(false)
+        .init();
+    let cfg = loaded.config;
+    if (args.daemon || cfg.global.daemon) && !args.foreground {
+        // Before any thread exists: fork is only safe in a single-threaded process.
+        if let Err(e) = nix::unistd::daemon(true, false) {
+            alert(&format!("cannot daemonize: {e}"));
+            return ExitCode::from(1);
+        }
+    }
+    let pidfile = args.pidfile.clone().or_else(|| cfg.global.pidfile.clone().map(Into::into));
+    if let Some(p) = &pidfile {
+        if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
+            alert(&format!("[{}] : cannot create pidfile {}: {e}", "portcullis", p.display()));
+            return ExitCode::from(1);
+        }
+    }
+    let res = portcullis::engine::start(cfg, args.io, args.maxconn);
+    if let Some(p) = &pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(errs) => {
+            for e in errs {
+                alert(&e);
+            }
+            ExitCode::from(1)
+        }
+    }
 }

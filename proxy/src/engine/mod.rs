@@ -71,8 +71,9 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         threads
     );
     let (stop_tx, _) = tokio::sync::watch::channel(false);
+    let log = crate::log::Logger::new(&model.cfg).map_err(|e| vec![e])?;
     let shared = Arc::new(worker::Shared {
-        log: crate::log::Logger::new(&model.cfg),
+        log,
         model,
         io,
         stopping: AtomicBool::new(false),

@@ -230,7 +230,8 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
                 });
             }
             Err(e) => {
-                drop(guard);
+                fe.feconn.cancel();
+                shared.model.actconn.cancel();
                 if shared.stopping.load(Ordering::Acquire) {
                     break;
                 }

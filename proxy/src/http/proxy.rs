@@ -1,10 +1,691 @@
-//! The L7 session (I/O shell): filled in next.
-use std::sync::Arc;
+//! The L7 session (I/O shell around the sans-I/O codec): one client connection, its keep-alive
+//! loop of transactions, each one parsed strictly, passed through the frontend rules, routed to a
+//! backend, sent over a fresh or pooled server connection (retries, redispatch), and answered with
+//! the server's response streamed back, then logged.
+//!
+//! Bodies are streamed in both directions through one buffer per side and never held whole;
+//! chunked bodies are forwarded verbatim once the decoder has validated their framing.
 
-use crate::engine::io::Accepted;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::{self, ConnectError};
+use crate::config::model::HttpReuse;
+use crate::engine::idle::{Activity, deadline_limited, idle_limited};
+use crate::engine::io::{Accepted, Stream};
 use crate::engine::worker::Shared;
-use crate::model::Proxy;
+use crate::http::errors;
+use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
+use crate::http::head::{RequestHead, Version};
+use crate::log::SessionLog;
+use crate::model::{Counters, Proxy, Server};
+
+const BUF: usize = 16 * 1024;
+const BODY_BUF: usize = 64 * 1024;
+/// Idle server connections a worker keeps per server address.
+const POOL_PER_SERVER: usize = 64;
+
+thread_local! {
+    /// This worker's idle server connections, by server address (no locks: one pool per thread).
+    static POOL: RefCell<HashMap<SocketAddr, Vec<Rc<Stream>>>> = RefCell::new(HashMap::new());
+}
+
+fn pool_take(addr: SocketAddr) -> Option<Rc<Stream>> {
+    POOL.with(|p| p.borrow_mut().get_mut(&addr).and_then(|v| v.pop()))
+}
+
+fn pool_put(addr: SocketAddr, s: Rc<Stream>) {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.entry(addr).or_default();
+        if v.len() < POOL_PER_SERVER {
+            v.push(s);
+        }
+    });
+}
+
+/// Why a transaction ended early, mapped to the termination state and counters.
+enum Abort {
+    /// Client went away or failed (`C`), at `state` (R, H, D …).
+    Client(u8),
+    /// Client timeout (`c`).
+    ClientTimeout(u8),
+    /// Server closed or failed (`S`).
+    Server(u8),
+    /// Server timeout (`s`).
+    ServerTimeout(u8),
+}
+
+struct Session {
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    client: Rc<Stream>,
+    peer: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+    /// Client bytes read but not yet consumed.
+    cbuf: Vec<u8>,
+    activity: Activity,
+    /// The server connection this session used last (kept for its next request).
+    own: Option<(Arc<Server>, Rc<Stream>)>,
+    requests: u64,
+}
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
-    let _ = (shared, fe, acc);
+    let client = Rc::new(acc.stream);
+    let local = client.local_addr();
+    let mut s = Session {
+        shared,
+        fe,
+        client,
+        peer: acc.peer,
+        local,
+        cbuf: Vec::with_capacity(BUF),
+        activity: Activity::default(),
+        own: None,
+        requests: 0,
+    };
+    while s.transaction().await {}
+    if let Some((srv, conn)) = s.own.take() {
+        let reuse = s.fe.cfg.http_reuse;
+        if reuse != HttpReuse::Never {
+            pool_put(srv.addr(), conn);
+        }
+    }
+}
+
+impl Session {
+    fn new_log(&self) -> SessionLog {
+        let mut log = SessionLog::new(&self.fe, self.peer, self.local, std::time::SystemTime::now());
+        log.actconn = self.shared.model.actconn.current();
+        log.feconn = self.fe.feconn.current();
+        log
+    }
+
+    /// Reads more client bytes into `cbuf`; Ok(0) at end of stream; Err(None) on timeout.
+    async fn read_client(&mut self, deadline: Option<Instant>, idle: Option<Duration>) -> Result<usize, Option<std::io::Error>> {
+        let buf = std::mem::take(&mut self.cbuf);
+        let fut = idle_limited(self.client.read(buf), idle, &self.activity);
+        match deadline_limited(fut, deadline).await {
+            Some(Some((res, buf))) => {
+                self.cbuf = buf;
+                match res {
+                    Ok(n) => {
+                        self.activity.touch();
+                        Ok(n)
+                    }
+                    Err(e) => Err(Some(e)),
+                }
+            }
+            _ => Err(None),
+        }
+    }
+
+    async fn send_client(&self, bytes: Vec<u8>) -> bool {
+        let (r, _) = self.client.write_all(bytes).await;
+        r.is_ok()
+    }
+
+    /// Sends a locally generated response, logs it, and tells whether the connection stays open.
+    async fn local_reply(&mut self, mut log: SessionLog, status: u16, bytes: Vec<u8>, term: [u8; 2], start: Instant) -> bool {
+        log.status = Some(status);
+        log.bytes_out = bytes.len() as u64;
+        log.term = term;
+        self.fe.counters.count_status(status);
+        let ok = self.send_client(bytes).await;
+        log.total = start.elapsed();
+        self.shared.log.session(&self.fe, &log);
+        let _ = ok;
+        false
+    }
+
+    /// One request/response exchange. Returns whether to read another request on this connection.
+    async fn transaction(&mut self) -> bool {
+        let first = self.requests == 0;
+        let t = self.fe.cfg.timeouts;
+        let wait_start = Instant::now();
+        let limits = Limits::default();
+        // Before the first byte of a follow-up request, `timeout http-keep-alive` applies (HAProxy
+        // falls back to http-request); then `timeout http-request` bounds the whole head.
+        let mut deadline: Option<Instant> = None;
+        let mut got_first_byte = !self.cbuf.is_empty();
+        let mut start = wait_start;
+        if got_first_byte {
+            deadline = t.http_request.map(|d| start + d);
+        }
+        let head = loop {
+            match h1::parse_request_head(&self.cbuf, &limits) {
+                Ok(Some(h)) => break h,
+                Ok(None) => {}
+                Err(e) => {
+                    let mut log = self.new_log();
+                    log.request = Some(start.elapsed());
+                    Counters::add(&self.fe.counters.errors_req, 1);
+                    let status = e.status();
+                    return self.local_reply(log, status, errors::error_response(status).to_vec(), *b"PR", start).await;
+                }
+            }
+            let idle_wait = if got_first_byte {
+                None
+            } else if first {
+                t.http_request.or(t.client)
+            } else {
+                t.http_keep_alive.or(t.http_request).or(t.client)
+            };
+            let dl = if got_first_byte { deadline } else { idle_wait.map(|d| wait_start + d) };
+            match self.read_client(dl, t.client).await {
+                Ok(0) => {
+                    if !got_first_byte {
+                        // Closed between requests: nothing to log (and a silent probe on the first
+                        // request is `dontlognull` territory).
+                        if first && !self.fe.cfg.options.dontlognull {
+                            let mut log = self.new_log();
+                            log.term = *b"CR";
+                            log.null = true;
+                            log.request_line = Some("<BADREQ>".into());
+                            self.shared.log.session(&self.fe, &log);
+                        }
+                        return false;
+                    }
+                    let mut log = self.new_log();
+                    log.term = *b"CR";
+                    log.request_line = Some("<BADREQ>".into());
+                    Counters::add(&self.fe.counters.errors_req, 1);
+                    log.status = Some(400);
+                    log.total = start.elapsed();
+                    self.shared.log.session(&self.fe, &log);
+                    return false;
+                }
+                Ok(_) => {
+                    if !got_first_byte {
+                        got_first_byte = true;
+                        start = Instant::now();
+                        deadline = t.http_request.map(|d| start + d);
+                    }
+                }
+                Err(None) => {
+                    if !got_first_byte && !first {
+                        return false;
+                    }
+                    // 408 with cR--, as HAProxy (also for a silent first connection).
+                    let mut log = self.new_log();
+                    log.request_line = Some("<BADREQ>".into());
+                    Counters::add(&self.fe.counters.errors_req, 1);
+                    let null = !got_first_byte;
+                    log.null = null;
+                    if null && self.fe.cfg.options.dontlognull {
+                        let _ = self.send_client(errors::error_response(408).to_vec()).await;
+                        return false;
+                    }
+                    return self.local_reply(log, 408, errors::error_response(408).to_vec(), *b"cR", start).await;
+                }
+                Err(Some(_)) => {
+                    if got_first_byte {
+                        let mut log = self.new_log();
+                        log.term = *b"CR";
+                        log.request_line = Some("<BADREQ>".into());
+                        log.total = start.elapsed();
+                        self.shared.log.session(&self.fe, &log);
+                    }
+                    return false;
+                }
+            }
+        };
+        let (mut req, consumed) = head;
+        self.cbuf.drain(..consumed);
+        self.requests += 1;
+        Counters::add(&self.fe.counters.req_tot, 1);
+        let mut log = self.new_log();
+        log.accept_date = std::time::SystemTime::now() - start.elapsed();
+        log.request = Some(start.elapsed());
+        log.request_line = Some(format!("{} {} {}", req.method, req.target, req.version.as_str()));
+        log.bytes_in = consumed as u64;
+
+        let framing = match h1::request_framing(&req) {
+            Ok(f) => f,
+            Err(e) => {
+                Counters::add(&self.fe.counters.errors_req, 1);
+                let status = e.status();
+                return self.local_reply(log, status, errors::error_response(status).to_vec(), *b"PR", start).await;
+            }
+        };
+        let client_close = h1::wants_close(req.version, &req.headers);
+        let upgrade = h1::is_upgrade(&req);
+        h1::normalize_request(&mut req, &framing);
+
+        // Frontend rules, then routing.
+        let Some(be) = crate::tcp::session::route(&self.shared, &self.fe) else {
+            return self.local_reply(log, 503, errors::error_response(503).to_vec(), *b"SC", start).await;
+        };
+        log.backend = Some(be.name.clone());
+        self.prepare_request(&mut req, &be, upgrade);
+
+        let mut head_bytes = Vec::with_capacity(1024);
+        h1::write_request_head(&req, &mut head_bytes);
+        be.beconn.fetch_add(1, Ordering::Relaxed);
+        Counters::add(&be.counters.stot, 1);
+        Counters::add(&be.counters.req_tot, 1);
+        let result = self.exchange(&be, &req, framing, head_bytes, client_close, upgrade, first, &mut log, start).await;
+        be.beconn.fetch_sub(1, Ordering::Relaxed);
+        log.total = start.elapsed();
+        self.shared.log.session(&self.fe, &log);
+        result
+    }
+
+    /// Header edits every forwarded request gets: hop-by-hop removal, `option forwardfor`.
+    fn prepare_request(&self, req: &mut RequestHead, be: &Proxy, upgrade: bool) {
+        let _ = upgrade;
+        h1::remove_hop_by_hop(&mut req.headers);
+        let ff = self.fe.cfg.options.forwardfor.as_ref().or(be.cfg.options.forwardfor.as_ref());
+        if let (Some(ff), Some(peer)) = (ff, self.peer) {
+            let ip = peer.ip();
+            let excepted = ff.except.is_some_and(|(net, len)| ip_in_net(ip, net, len));
+            if !excepted && !(ff.if_none && req.headers.contains(&ff.header)) {
+                req.headers.append(ff.header.clone(), ip.to_string());
+            }
+        }
+    }
+
+    /// Gets a server connection for `be`: the session's own if the LB picked the same server,
+    /// else an idle pooled one (per `http-reuse`), else a new one (with retries).
+    async fn server_conn(&mut self, be: &Proxy, first: bool, log: &mut SessionLog) -> Result<(Arc<Server>, Rc<Stream>, bool), ConnectError> {
+        let src = self.peer.map(|p| p.ip());
+        let reuse = be.cfg.http_reuse;
+        if let Some(srv) = backend::pick_server(be, src, None) {
+            if let Some((own_srv, conn)) = self.own.take() {
+                if Arc::ptr_eq(&own_srv, &srv) {
+                    Counters::add(&srv.counters.lbtot, 1);
+                    return Ok((srv, conn, true));
+                }
+                if reuse != HttpReuse::Never {
+                    pool_put(own_srv.addr(), conn);
+                }
+            }
+            let may_share = match reuse {
+                HttpReuse::Never => false,
+                HttpReuse::Safe => !first,
+                HttpReuse::Always | HttpReuse::Aggressive => true,
+            };
+            if may_share {
+                if let Some(conn) = pool_take(srv.addr()) {
+                    Counters::add(&srv.counters.lbtot, 1);
+                    return Ok((srv, conn, true));
+                }
+            }
+        }
+        match backend::connect(self.shared.io, be, src).await {
+            Ok(c) => {
+                log.retries = c.info.retries;
+                log.redispatched = c.info.redispatched;
+                log.connect = Some(c.info.connect_time);
+                Ok((c.server, Rc::new(c.stream), false))
+            }
+            Err(f) => {
+                log.server = f.server.as_ref().map(|s| s.name.clone());
+                log.retries = f.info.retries;
+                log.redispatched = f.info.redispatched;
+                Err(f.error)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange(
+        &mut self,
+        be: &Arc<Proxy>,
+        req: &RequestHead,
+        framing: BodyFraming,
+        head_bytes: Vec<u8>,
+        client_close: bool,
+        upgrade: bool,
+        first: bool,
+        log: &mut SessionLog,
+        start: Instant,
+    ) -> bool {
+        let tc_start = Instant::now();
+        let mut attempts = 0;
+        // A reused idle connection may have been closed by the server meanwhile: a bodiless
+        // request that got no response byte is replayed once on a fresh connection.
+        let (srv, server, resp) = loop {
+            attempts += 1;
+            let (srv, server, reused) = match self.server_conn(be, first || attempts > 1, log).await {
+                Ok(x) => x,
+                Err(e) => {
+                    let term = if e == ConnectError::Timeout { *b"sC" } else { *b"SC" };
+                    log.status = Some(503);
+                    log.term = term;
+                    self.fe.counters.count_status(503);
+                    be.counters.count_status(503);
+                    let bytes = errors::error_response(503).to_vec();
+                    log.bytes_out = bytes.len() as u64;
+                    let _ = self.send_client(bytes).await;
+                    return false;
+                }
+            };
+            if reused {
+                Counters::add(&srv.counters.reuse, 1);
+                Counters::add(&be.counters.reuse, 1);
+                log.connect = Some(tc_start.elapsed());
+            }
+            log.server = Some(srv.name.clone());
+            srv.cur_conns.fetch_add(1, Ordering::Relaxed);
+            Counters::add(&srv.counters.stot, 1);
+            Counters::add(&srv.counters.req_tot, 1);
+            log.beconn = be.beconn.load(Ordering::Relaxed);
+            log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
+            let r = self.send_request(be, &server, head_bytes.clone(), framing, log).await;
+            let r = match r {
+                Ok(()) => self.read_response(be, &srv, &server, req, log).await,
+                Err(a) => Err(a),
+            };
+            match r {
+                Err(Abort::Server(b'H')) if reused && framing == BodyFraming::None && attempts < 2 => {
+                    srv.cur_conns.fetch_sub(1, Ordering::Relaxed);
+                    server.abort(false);
+                    continue;
+                }
+                other => break (srv, server, other),
+            }
+        };
+        let outcome = match resp {
+            Ok(resp) => self.forward_response(be, &srv, &server, resp, req, client_close, upgrade, log, start).await,
+            Err(a) => {
+                self.fail(be, &srv, &server, a, log).await;
+                false
+            }
+        };
+        srv.cur_conns.fetch_sub(1, Ordering::Relaxed);
+        outcome
+    }
+
+    /// Sends the head and streams the request body (validated by the decoder) to the server.
+    async fn send_request(&mut self, be: &Proxy, server: &Stream, head: Vec<u8>, framing: BodyFraming, log: &mut SessionLog) -> Result<(), Abort> {
+        let st = be.cfg.timeouts.server;
+        match idle_limited(server.write_all(head), st, &self.activity).await {
+            Some((Ok(()), _)) => {}
+            Some((Err(_), _)) => return Err(Abort::Server(b'H')),
+            None => return Err(Abort::ServerTimeout(b'H')),
+        }
+        if framing == BodyFraming::None {
+            return Ok(());
+        }
+        let mut dec = BodyDecoder::new(framing);
+        let ct = self.fe.cfg.timeouts.client;
+        loop {
+            if !self.cbuf.is_empty() {
+                let p = dec.advance(&self.cbuf).map_err(|_| Abort::Client(b'D'))?;
+                if p.consumed > 0 {
+                    let tail = self.cbuf.split_off(p.consumed);
+                    let chunk = std::mem::replace(&mut self.cbuf, tail);
+                    log.bytes_in += chunk.len() as u64;
+                    match idle_limited(server.write_all(chunk), st, &self.activity).await {
+                        Some((Ok(()), _)) => self.activity.touch(),
+                        Some((Err(_), _)) => return Err(Abort::Server(b'D')),
+                        None => return Err(Abort::ServerTimeout(b'D')),
+                    }
+                }
+                if p.done {
+                    return Ok(());
+                }
+            }
+            if self.cbuf.capacity() < BODY_BUF {
+                self.cbuf.reserve(BODY_BUF - self.cbuf.len());
+            }
+            match self.read_client(None, ct).await {
+                Ok(0) => return Err(Abort::Client(b'D')),
+                Ok(_) => {}
+                Err(None) => return Err(Abort::ClientTimeout(b'D')),
+                Err(Some(_)) => return Err(Abort::Client(b'D')),
+            }
+        }
+    }
+
+    /// Reads the final response head (forwarding interim 1xx responses other than 101).
+    async fn read_response(
+        &mut self,
+        be: &Proxy,
+        srv: &Server,
+        server: &Stream,
+        req: &RequestHead,
+        log: &mut SessionLog,
+    ) -> Result<(crate::http::head::ResponseHead, Vec<u8>), Abort> {
+        let st = be.cfg.timeouts.server;
+        let sent_at = Instant::now();
+        let limits = Limits::default();
+        let mut sbuf: Vec<u8> = Vec::with_capacity(BUF);
+        loop {
+            match h1::parse_response_head(&sbuf, &limits) {
+                Ok(Some((resp, n))) => {
+                    if (100..200).contains(&resp.status) && resp.status != 101 {
+                        let interim: Vec<u8> = sbuf.drain(..n).collect();
+                        if !self.send_client(interim).await {
+                            return Err(Abort::Client(b'H'));
+                        }
+                        continue;
+                    }
+                    log.response = Some(sent_at.elapsed());
+                    sbuf.drain(..n);
+                    let _ = req;
+                    return Ok((resp, sbuf));
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    Counters::add(&srv.counters.errors_resp, 1);
+                    return Err(Abort::Server(b'H'));
+                }
+            }
+            let read = idle_limited(server.read(sbuf), st, &self.activity).await;
+            match read {
+                Some((Ok(0), _)) | Some((Err(_), _)) => return Err(Abort::Server(b'H')),
+                Some((Ok(_), b)) => {
+                    sbuf = b;
+                    self.activity.touch();
+                }
+                None => return Err(Abort::ServerTimeout(b'H')),
+            }
+        }
+    }
+
+    /// Answers an aborted transaction: 502 when the server failed before its response head, 504 on
+    /// a server timeout, nothing (just close) when the client is gone.
+    async fn fail(&mut self, be: &Proxy, srv: &Server, server: &Stream, a: Abort, log: &mut SessionLog) {
+        server.abort(true);
+        let (cause, state, status) = match a {
+            Abort::Client(s) => (b'C', s, None),
+            Abort::ClientTimeout(s) => (b'c', s, Some(408)),
+            Abort::Server(s) => (b'S', s, if s == b'H' { Some(502) } else { None }),
+            Abort::ServerTimeout(s) => (b's', s, if s == b'H' { Some(504) } else { None }),
+        };
+        log.term = [cause, state];
+        match cause {
+            b'C' | b'c' => {
+                Counters::add(&be.counters.cli_aborts, 1);
+                Counters::add(&srv.counters.cli_aborts, 1);
+            }
+            _ => {
+                Counters::add(&be.counters.srv_aborts, 1);
+                Counters::add(&srv.counters.srv_aborts, 1);
+            }
+        }
+        if let Some(st) = status {
+            if cause == b'c' && state != b'R' {
+                return;
+            }
+            log.status = Some(st);
+            self.fe.counters.count_status(st);
+            be.counters.count_status(st);
+            let bytes = errors::error_response(st).to_vec();
+            log.bytes_out = bytes.len() as u64;
+            let _ = self.send_client(bytes).await;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn forward_response(
+        &mut self,
+        be: &Arc<Proxy>,
+        srv: &Arc<Server>,
+        server: &Rc<Stream>,
+        resp: (crate::http::head::ResponseHead, Vec<u8>),
+        req: &RequestHead,
+        client_close: bool,
+        upgrade: bool,
+        log: &mut SessionLog,
+        _start: Instant,
+    ) -> bool {
+        let (mut head, mut sbuf) = resp;
+        let status = head.status;
+        log.status = Some(status);
+        self.fe.counters.count_status(status);
+        be.counters.count_status(status);
+        srv.counters.count_status(status);
+        let tunnel = upgrade && status == 101;
+        let framing = match h1::response_framing(&head, &req.method) {
+            Ok(BodyFraming::Tunnel) if !tunnel => Err(()),
+            Ok(f) => Ok(f),
+            Err(_) => Err(()),
+        };
+        let Ok(framing) = framing else {
+            Counters::add(&srv.counters.errors_resp, 1);
+            self.fail(be, srv, server, Abort::Server(b'H'), log).await;
+            return false;
+        };
+        let server_close = h1::wants_close(head.version, &head.headers);
+        let close = client_close || framing == BodyFraming::UntilClose;
+        h1::remove_hop_by_hop(&mut head.headers);
+        if close && !tunnel && req.version != Version::Http10 {
+            head.headers.append("connection", "close");
+        } else if !close && req.version == Version::Http10 {
+            head.headers.append("connection", "keep-alive");
+        }
+        let mut out = Vec::with_capacity(1024);
+        h1::write_response_head(&head, &mut out);
+        log.bytes_out = out.len() as u64;
+        if !self.send_client(out).await {
+            self.fail(be, srv, server, Abort::Client(b'D'), log).await;
+            return false;
+        }
+        if tunnel {
+            let client = Rc::clone(&self.client);
+            let initial = std::mem::take(&mut self.cbuf);
+            if !sbuf.is_empty() {
+                let (r, _) = client.write_all(std::mem::take(&mut sbuf)).await;
+                if r.is_err() {
+                    return false;
+                }
+            }
+            let t = crate::tcp::RelayTimeouts {
+                client: self.fe.cfg.timeouts.client,
+                server: be.cfg.timeouts.server,
+                tunnel: be.cfg.timeouts.tunnel,
+            };
+            let stats = crate::tcp::relay(client, Rc::clone(server), initial, t).await;
+            log.bytes_in += stats.c2s;
+            log.bytes_out += stats.s2c;
+            log.term = stats.end.codes();
+            return false;
+        }
+        // Stream the body.
+        let mut dec = BodyDecoder::new(framing);
+        let st = be.cfg.timeouts.server;
+        let mut done = framing == BodyFraming::None;
+        while !done {
+            if !sbuf.is_empty() {
+                let p = match dec.advance(&sbuf) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        Counters::add(&srv.counters.errors_resp, 1);
+                        log.term = *b"SD";
+                        server.abort(true);
+                        return false;
+                    }
+                };
+                if p.consumed > 0 {
+                    let tail = sbuf.split_off(p.consumed);
+                    let chunk = std::mem::replace(&mut sbuf, tail);
+                    log.bytes_out += chunk.len() as u64;
+                    let (r, _) = self.client.write_all(chunk).await;
+                    if r.is_err() {
+                        self.fail(be, srv, server, Abort::Client(b'D'), log).await;
+                        return false;
+                    }
+                    self.activity.touch();
+                }
+                done = p.done;
+                if done {
+                    break;
+                }
+            }
+            if sbuf.capacity() < BODY_BUF {
+                sbuf.reserve(BODY_BUF);
+            }
+            match idle_limited(server.read(sbuf), st, &self.activity).await {
+                Some((Ok(0), b)) => {
+                    sbuf = b;
+                    if framing == BodyFraming::UntilClose {
+                        done = true;
+                    } else {
+                        log.term = *b"SD";
+                        Counters::add(&srv.counters.srv_aborts, 1);
+                        return false;
+                    }
+                }
+                Some((Ok(_), b)) => {
+                    sbuf = b;
+                    self.activity.touch();
+                }
+                Some((Err(_), _)) => {
+                    log.term = *b"SD";
+                    Counters::add(&srv.counters.srv_aborts, 1);
+                    return false;
+                }
+                None => {
+                    log.term = *b"sD";
+                    server.abort(true);
+                    return false;
+                }
+            }
+        }
+        for c in [&self.fe.counters, &be.counters, &srv.counters] {
+            Counters::add(&c.bytes_out, log.bytes_out);
+            Counters::add(&c.bytes_in, log.bytes_in);
+        }
+        // Keep the server connection for the next request unless it is not reusable.
+        let reusable = !server_close && sbuf.is_empty() && framing != BodyFraming::UntilClose && req.version != Version::Http10;
+        if reusable {
+            self.own = Some((Arc::clone(srv), Rc::clone(server)));
+        }
+        if close {
+            let _ = self.client.shutdown_write();
+        }
+        !close
+    }
+}
+
+/// Whether `ip` lies in `net/len` (v4-mapped v6 addresses count as v4).
+fn ip_in_net(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
+    use std::net::IpAddr;
+    let canon = |a: IpAddr| match a {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(a, IpAddr::V4),
+        v4 => v4,
+    };
+    match (canon(ip), canon(net)) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let len = u32::from(len.min(32));
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let len = u32::from(len.min(128));
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
 }

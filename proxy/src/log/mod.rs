@@ -2,25 +2,159 @@
 //! and the sinks (stdout, syslog over UDP or a unix socket) fed without blocking a worker.
 
 pub mod format;
-pub mod sink;
 pub mod session;
+pub mod sink;
 
 pub use session::SessionLog;
 
+use std::time::UNIX_EPOCH;
+
+use crate::config::model::{Config, Level, Mode};
+use crate::http::sample::SampleCtx;
 use crate::model::Proxy;
+use format::{LogFormat, LogRecord, TermCause, TermState, Termination, Timers};
+
+/// HAProxy logs traffic at `info`.
+const INFO: Level = Level(6);
+
+/// How a proxy's sessions are logged.
+enum Style {
+    /// `option httplog`, `option tcplog` or `log-format`: one line when the session ends.
+    Format(LogFormat),
+    /// No format: HAProxy's "Connect from" line when a connection is accepted.
+    Connect,
+}
 
 /// The process's access logger, shared by all workers.
-#[derive(Default)]
-pub struct Logger {}
+pub struct Logger {
+    sink: Option<sink::LogSink>,
+    styles: Vec<Style>,
+    utc_offset: i32,
+    pid: u32,
+}
 
 impl Logger {
-    pub fn new(cfg: &crate::config::model::Config) -> Logger {
-        let _ = cfg;
-        Logger {}
+    /// Compiles each proxy's log format; errors name the proxy and the format's location.
+    pub fn new(cfg: &Config) -> Result<Logger, String> {
+        let mut styles = Vec::with_capacity(cfg.proxies.len());
+        for p in &cfg.proxies {
+            let http = p.mode == Mode::Http;
+            let style = if let Some((fmt, loc)) = &p.log_format {
+                Style::Format(
+                    LogFormat::parse(fmt, http)
+                        .map_err(|e| format!("parsing [{loc}] : failed to parse log-format : {e}."))?,
+                )
+            } else if p.options.httplog && http {
+                Style::Format(if p.options.httplog_clf { LogFormat::httplog_clf() } else { LogFormat::httplog() })
+            } else if p.options.tcplog || p.options.httplog {
+                Style::Format(LogFormat::tcplog())
+            } else {
+                Style::Connect
+            };
+            styles.push(style);
+        }
+        let any_target = cfg.proxies.iter().any(|p| !p.logs.is_empty());
+        let sink = if any_target {
+            let opts = sink::SinkOptions { hostname: cfg.global.log_send_hostname.clone(), ..Default::default() };
+            Some(sink::LogSink::new(opts).map_err(|e| format!("cannot start the log writer: {e}"))?)
+        } else {
+            None
+        };
+        let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        Ok(Logger { sink, styles, utc_offset: sink::local_utc_offset(now), pid: std::process::id() })
     }
 
-    /// Emits the session's line per the frontend's log settings.
-    pub fn session(&self, fe: &Proxy, rec: &SessionLog) {
-        let _ = (fe, rec);
+    fn emit(&self, fe: &Proxy, line: &str) {
+        let Some(sink) = &self.sink else { return };
+        for t in &fe.cfg.logs {
+            sink.log(t, None, INFO, line);
+        }
     }
+
+    /// At accept: the "Connect from" line of proxies that have no log format.
+    pub fn connect(&self, fe: &Proxy, rec: &SessionLog) {
+        if fe.cfg.logs.is_empty() || !matches!(self.styles.get(fe.index), Some(Style::Connect)) {
+            return;
+        }
+        let (Some(c), Some(f)) = (rec.client, rec.frontend_addr) else { return };
+        let mode = if fe.cfg.mode == Mode::Http { "HTTP" } else { "TCP" };
+        let line = format!("Connect from {}:{} to {}:{} ({}/{})", c.ip(), c.port(), f.ip(), f.port(), fe.name, mode);
+        self.emit(fe, &line);
+    }
+
+    /// When a session (TCP) or a transaction (HTTP) ends: its line per the frontend's format.
+    pub fn session(&self, fe: &Proxy, rec: &SessionLog) {
+        if fe.cfg.logs.is_empty() {
+            return;
+        }
+        let Some(Style::Format(fmt)) = self.styles.get(fe.index) else { return };
+        if fe.cfg.options.dontlognull && rec.null {
+            return;
+        }
+        let ms = |d: Option<std::time::Duration>| d.map_or(-1, |d| d.as_millis() as i64);
+        let tr = ms(rec.request).max(if fe.cfg.mode == Mode::Tcp { 0 } else { -1 });
+        let tc = ms(rec.connect);
+        let tw = if tc >= 0 || rec.server.is_some() { ms(rec.queue).max(0) } else { -1 };
+        let timers = Timers::from_phases(0, 0, tr, tw, tc, ms(rec.response), rec.total.as_millis() as i64);
+        let accept_us = rec.accept_date.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let client = rec.client.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let local = rec.frontend_addr.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let record = LogRecord {
+            client: rec.client,
+            frontend_addr: rec.frontend_addr,
+            frontend: &rec.frontend,
+            frontend_ssl: rec.ssl,
+            backend: rec.backend.as_deref().unwrap_or(&rec.frontend),
+            server: rec.server.as_deref(),
+            http: fe.cfg.mode == Mode::Http,
+            accept_date_us: accept_us,
+            utc_offset_secs: self.utc_offset,
+            timers,
+            status: rec.status.map_or(-1, i32::from),
+            bytes_out: rec.bytes_out,
+            bytes_in: rec.bytes_in,
+            term: termination(rec.term),
+            actconn: rec.actconn,
+            feconn: rec.feconn,
+            beconn: rec.beconn,
+            srv_conn: rec.srvconn,
+            retries: rec.retries,
+            redispatched: rec.redispatched,
+            request_line: rec.request_line.as_deref(),
+            pid: self.pid,
+            ..Default::default()
+        };
+        let ctx = SampleCtx::new(client, local, &rec.frontend);
+        let mut line = String::with_capacity(256);
+        fmt.render(&record, &ctx, &mut line);
+        self.emit(fe, &line);
+    }
+}
+
+fn termination(t: [u8; 2]) -> Termination {
+    let cause = match t[0] {
+        b'L' => TermCause::Local,
+        b'c' => TermCause::ClientTimeout,
+        b'C' => TermCause::ClientAbort,
+        b's' => TermCause::ServerTimeout,
+        b'S' => TermCause::ServerAbort,
+        b'P' => TermCause::Proxy,
+        b'R' => TermCause::Resource,
+        b'I' => TermCause::Internal,
+        b'D' => TermCause::Down,
+        b'K' => TermCause::Killed,
+        b'U' => TermCause::Up,
+        _ => TermCause::None,
+    };
+    let state = match t[1] {
+        b'R' => TermState::Request,
+        b'Q' => TermState::Queue,
+        b'C' => TermState::Connect,
+        b'H' => TermState::Headers,
+        b'D' => TermState::Data,
+        b'L' => TermState::Last,
+        b'T' => TermState::Tarpit,
+        _ => TermState::None,
+    };
+    Termination { cause, state }
 }

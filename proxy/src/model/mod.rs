@@ -13,7 +13,10 @@ use crate::config::model as cfg;
 /// Connection-count gate for `maxconn` (global, frontend): accepting pauses at the limit and
 /// resumes when a session ends.
 pub struct Gate {
+    /// Slots taken, including the one an accept loop reserves before it waits in accept().
     cur: AtomicU32,
+    /// Sessions actually running (`actconn`, `feconn`, `scur`).
+    active: AtomicU32,
     max: u32,
     waiters: tokio::sync::Notify,
 }
@@ -22,12 +25,23 @@ impl Gate {
     pub fn new(max: u32) -> Gate {
         Gate {
             cur: AtomicU32::new(0),
+            active: AtomicU32::new(0),
             max: max.max(1),
             waiters: tokio::sync::Notify::new(),
         }
     }
+    /// Sessions running now.
     pub fn current(&self) -> u32 {
-        self.cur.load(Ordering::Relaxed)
+        self.active.load(Ordering::Relaxed)
+    }
+    /// A reserved slot became a running session.
+    pub fn activate(&self) {
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Gives back a reserved slot that never became a session.
+    pub fn cancel(&self) {
+        self.cur.fetch_sub(1, Ordering::AcqRel);
+        self.waiters.notify_one();
     }
     pub fn max(&self) -> u32 {
         self.max
@@ -58,7 +72,9 @@ impl Gate {
             notified.await;
         }
     }
+    /// A running session ended.
     pub fn leave(&self) {
+        self.active.fetch_sub(1, Ordering::Relaxed);
         self.cur.fetch_sub(1, Ordering::AcqRel);
         self.waiters.notify_one();
     }
@@ -136,11 +152,33 @@ pub struct Proxy {
     pub feconn: Gate,
     pub beconn: AtomicU32,
     pub servers: Vec<Arc<Server>>,
+    pub lb: ArcSwap<crate::lb::Lb>,
     pub lb_cursor: AtomicU64,
     pub counters: Counters,
 }
 
+/// The live server state as the LB core sees it.
+pub struct LiveView<'a>(pub &'a [Arc<Server>]);
+
+impl crate::lb::ServerView for LiveView<'_> {
+    fn usable(&self, idx: usize) -> bool {
+        self.0.get(idx).is_some_and(|s| s.usable.load(Ordering::Acquire))
+    }
+    fn conns(&self, idx: usize) -> u32 {
+        self.0.get(idx).map_or(0, |s| s.cur_conns.load(Ordering::Relaxed))
+    }
+    fn weight(&self, idx: usize) -> u32 {
+        self.0.get(idx).map_or(0, |s| s.weight.load(Ordering::Relaxed))
+    }
+}
+
 impl Proxy {
+    /// Rebuilds the LB table after a state or weight change.
+    pub fn rebuild_lb(&self) {
+        let next = self.lb.load().rebuild(&LiveView(&self.servers));
+        self.lb.store(Arc::new(next));
+    }
+
     pub fn is_frontend(&self) -> bool {
         self.cfg.cap.frontend
     }
@@ -166,6 +204,8 @@ impl Model {
             .iter()
             .enumerate()
             .map(|(index, p)| {
+                let lb_servers: Vec<crate::lb::LbServer> = p.servers.iter().map(crate::lb::LbServer::from_config).collect();
+                let lb = crate::lb::Lb::new(&p.balance, &lb_servers, p.options.allbackups);
                 let servers = p
                     .servers
                     .iter()
@@ -191,6 +231,7 @@ impl Model {
                     feconn: Gate::new(fe_max),
                     beconn: AtomicU32::new(0),
                     servers,
+                    lb: ArcSwap::from_pointee(lb),
                     lb_cursor: AtomicU64::new(0),
                     counters: Counters::default(),
                 })
@@ -223,8 +264,13 @@ mod tests {
         assert!(g.try_enter());
         assert!(g.try_enter());
         assert!(!g.try_enter());
-        g.leave();
+        g.activate();
+        assert_eq!(g.current(), 1);
+        g.cancel();
         assert!(g.try_enter());
-        assert_eq!(g.current(), 2);
+        g.activate();
+        g.leave();
+        assert_eq!(g.current(), 0);
+        assert!(g.try_enter());
     }
 }

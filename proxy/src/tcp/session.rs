@@ -35,6 +35,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
     let mut log = SessionLog::new(&fe, acc.peer, local, accept_at);
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
+    shared.log.connect(&fe, &log);
     let Some(be) = route(&shared, &fe) else {
         log.term = *b"PR";
         log.total = start.elapsed();
