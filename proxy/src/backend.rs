@@ -46,7 +46,11 @@ pub struct Failed {
 
 /// Picks a usable server with the backend's algorithm. `exclude` is the server a redispatch moves
 /// away from (ignored when it is the only usable one).
-pub fn pick_server(be: &Proxy, src: Option<IpAddr>, exclude: Option<&Arc<Server>>) -> Option<Arc<Server>> {
+pub fn pick_server(
+    be: &Proxy,
+    src: Option<IpAddr>,
+    exclude: Option<&Arc<Server>>,
+) -> Option<Arc<Server>> {
     let view = LiveView(&be.servers);
     let ex = exclude.and_then(|x| be.servers.iter().position(|s| Arc::ptr_eq(s, x)));
     let idx = be.lb.load().pick_excluding(&be.lb_cursor, &view, src, ex)?;
@@ -83,10 +87,16 @@ fn should_redispatch(be: &Proxy, srv: &Server, attempt: u32) -> bool {
 }
 
 /// Connects to a server of `be`, retrying per `retries`/`redispatch`.
-pub async fn connect(io: IoBackend, be: &Proxy, src: Option<IpAddr>) -> Result<Connected, Failed> {
+/// `chosen` is a server the caller already picked with the LB (picking twice would skew it).
+pub async fn connect(
+    io: IoBackend,
+    be: &Proxy,
+    src: Option<IpAddr>,
+    chosen: Option<Arc<Server>>,
+) -> Result<Connected, Failed> {
     let start = Instant::now();
     let mut info = ConnectInfo::default();
-    let Some(mut srv) = pick_server(be, src, None) else {
+    let Some(mut srv) = chosen.or_else(|| pick_server(be, src, None)) else {
         return Err(Failed {
             server: None,
             error: ConnectError::NoServer,

@@ -17,10 +17,24 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if args.check_only {
-        let rc = portcullis::config::check_command(&args.files, args.quiet);
+        let rc = portcullis::config::check_command_with(&args.files, args.quiet, &validate);
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
     }
     run(args)
+}
+
+/// `-c` also compiles what the engine compiles at start: rules, ACLs and log formats.
+fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::Diag> {
+    let mut errs = portcullis::http::rules::compile(cfg)
+        .err()
+        .unwrap_or_default();
+    if let Err(e) = portcullis::log::Logger::formats_ok(cfg) {
+        errs.push(portcullis::config::Diag::global(
+            portcullis::config::Severity::Alert,
+            e,
+        ));
+    }
+    errs
 }
 
 fn alert(msg: &str) {
@@ -36,7 +50,10 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
     let loaded = match portcullis::config::load(&args.files, &env) {
         Ok(l) => l,
         Err(diags) => {
-            eprint!("{}", portcullis::config::diag::render_failure(&diags, std::process::id()));
+            eprint!(
+                "{}",
+                portcullis::config::diag::render_failure(&diags, std::process::id())
+            );
             return ExitCode::from(1);
         }
     };
@@ -59,12 +76,15 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let pidfile = args.pidfile.clone().or_else(|| cfg.global.pidfile.clone().map(Into::into));
-    if let Some(p) = &pidfile {
-        if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
-            alert(&format!("[{}] : cannot create pidfile {}: {e}", "portcullis", p.display()));
-            return ExitCode::from(1);
-        }
+    let pidfile = args
+        .pidfile
+        .clone()
+        .or_else(|| cfg.global.pidfile.clone().map(Into::into));
+    if let Some(p) = &pidfile
+        && let Err(e) = std::fs::write(p, format!("{}\n", std::process::id()))
+    {
+        alert(&format!("cannot create pidfile {}: {e}", p.display()));
+        return ExitCode::from(1);
     }
     let res = portcullis::engine::start(cfg, args.io, args.maxconn);
     if let Some(p) = &pidfile {

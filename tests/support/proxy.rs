@@ -90,17 +90,32 @@ impl Proc {
             if let Ok(Some(st)) = child.try_wait() {
                 panic!("{bin} exited with {st}: {:?}", stderr.lock().unwrap());
             }
-            assert!(Instant::now() < deadline, "{bin} did not listen on {wait_port}: {:?}", stderr.lock().unwrap());
+            assert!(
+                Instant::now() < deadline,
+                "{bin} did not listen on {wait_port}: {:?}",
+                stderr.lock().unwrap()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Proc { child, lines, stderr, _dir: dir }
+        Proc {
+            child,
+            lines,
+            stderr,
+            _dir: dir,
+        }
     }
 
     /// Waits for a log line containing `needle`.
     pub fn wait_log(&self, needle: &str, timeout: Duration) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(needle)) {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains(needle))
+            {
                 return Some(l.clone());
             }
             if Instant::now() > deadline {
@@ -137,7 +152,9 @@ impl Response {
     pub fn header(&self, name: &str) -> Option<String> {
         self.head.lines().skip(1).find_map(|l| {
             let (n, v) = l.split_once(':')?;
-            n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            n.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
         })
     }
     pub fn text(&self) -> String {
@@ -157,11 +174,17 @@ pub fn read_response(s: &mut TcpStream, head_request: bool) -> Option<Response> 
     }
     let head = String::from_utf8_lossy(&head).into_owned();
     let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
-    let mut r = Response { status, head, body: Vec::new() };
+    let mut r = Response {
+        status,
+        head,
+        body: Vec::new(),
+    };
     if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
         return Some(r);
     }
-    if r.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+    if r.header("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    {
         let mut rd = BufReader::new(s.try_clone().ok()?);
         loop {
             let mut line = String::new();
@@ -201,5 +224,8 @@ pub fn request(addr: SocketAddr, raw: &str) -> Response {
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> Response {
-    request(addr, &format!("GET {path} HTTP/1.1\r\nHost: test.local\r\nConnection: close\r\n\r\n"))
+    request(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: test.local\r\nConnection: close\r\n\r\n"),
+    )
 }

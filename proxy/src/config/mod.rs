@@ -162,6 +162,16 @@ fn no_listener(c: &Config) -> bool {
 /// `portcullis -c`: exit status 0 (valid), 1 (errors) or 2 (valid but nothing listens), with
 /// HAProxy's messages. `quiet` silences everything, as HAProxy's `-q` does.
 pub fn check_command(paths: &[PathBuf], quiet: bool) -> i32 {
+    check_command_with(paths, quiet, &|_| Vec::new())
+}
+
+/// `check_command` plus the checks of later stages (ACL and log-format compilation), whose
+/// errors are reported like the parser's.
+pub fn check_command_with(
+    paths: &[PathBuf],
+    quiet: bool,
+    validate: &dyn Fn(&Config) -> Vec<Diag>,
+) -> i32 {
     let pid = std::process::id();
     let env = |k: &str| std::env::var(k).ok();
     if paths.is_empty() {
@@ -173,7 +183,11 @@ pub fn check_command(paths: &[PathBuf], quiet: bool) -> i32 {
         }
         return 1;
     }
-    match load(paths, &env) {
+    let loaded = load(paths, &env).and_then(|l| {
+        let errs = validate(&l.config);
+        if errs.is_empty() { Ok(l) } else { Err(errs) }
+    });
+    match loaded {
         Ok(l) => {
             if !quiet {
                 for w in &l.warnings {

@@ -63,7 +63,14 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         .map(|n| n as usize)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let model = Arc::new(Model::build(cfg, maxconn));
+    let model = Arc::new(Model::build(cfg, maxconn).map_err(|ds| {
+        ds.iter()
+            .map(|d| match d.file.is_empty() {
+                true => format!("config : {}", d.msg),
+                false => format!("config : parsing [{}:{}] : {}", d.file, d.line, d.msg),
+            })
+            .collect::<Vec<_>>()
+    })?);
     let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
     tracing::info!(
         "using {} engine with {} worker thread(s)",

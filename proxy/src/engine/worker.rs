@@ -211,13 +211,15 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
             _ = gates => {}
             _ = stop.changed() => break,
         }
-        shared.sessions.fetch_add(1, Ordering::AcqRel);
-        let guard = SessionGuard {
-            shared: Arc::clone(&shared),
-            fe: Arc::clone(&fe),
-        };
         match listener.accept(shared.io).await {
             Ok(acc) => {
+                shared.sessions.fetch_add(1, Ordering::AcqRel);
+                fe.feconn.activate();
+                shared.model.actconn.activate();
+                let guard = SessionGuard {
+                    shared: Arc::clone(&shared),
+                    fe: Arc::clone(&fe),
+                };
                 crate::model::Counters::add(&fe.counters.stot, 1);
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);

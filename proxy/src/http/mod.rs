@@ -7,4 +7,5 @@ pub mod errors;
 pub mod h1;
 pub mod head;
 pub mod proxy;
+pub mod rules;
 pub mod sample;

@@ -21,9 +21,11 @@ use crate::config::model::HttpReuse;
 use crate::engine::idle::{Activity, deadline_limited, idle_limited};
 use crate::engine::io::{Accepted, Stream};
 use crate::engine::worker::Shared;
-use crate::http::errors;
+use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
 use crate::http::head::{RequestHead, Version};
+use crate::http::rules::{self, Verdict};
+use crate::http::sample::SampleCtx;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server};
 
@@ -102,14 +104,23 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
 
 impl Session {
     fn new_log(&self) -> SessionLog {
-        let mut log = SessionLog::new(&self.fe, self.peer, self.local, std::time::SystemTime::now());
+        let mut log = SessionLog::new(
+            &self.fe,
+            self.peer,
+            self.local,
+            std::time::SystemTime::now(),
+        );
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
         log
     }
 
     /// Reads more client bytes into `cbuf`; Ok(0) at end of stream; Err(None) on timeout.
-    async fn read_client(&mut self, deadline: Option<Instant>, idle: Option<Duration>) -> Result<usize, Option<std::io::Error>> {
+    async fn read_client(
+        &mut self,
+        deadline: Option<Instant>,
+        idle: Option<Duration>,
+    ) -> Result<usize, Option<std::io::Error>> {
         let buf = std::mem::take(&mut self.cbuf);
         let fut = idle_limited(self.client.read(buf), idle, &self.activity);
         match deadline_limited(fut, deadline).await {
@@ -133,7 +144,17 @@ impl Session {
     }
 
     /// Sends a locally generated response, logs it, and tells whether the connection stays open.
-    async fn local_reply(&mut self, mut log: SessionLog, status: u16, bytes: Vec<u8>, term: [u8; 2], start: Instant) -> bool {
+    /// `keep` keeps the connection for another request (HAProxy does after deny, redirect and
+    /// return, unless the client asked to close or a request body is left unread).
+    async fn local_reply(
+        &mut self,
+        mut log: SessionLog,
+        status: u16,
+        bytes: Vec<u8>,
+        term: [u8; 2],
+        start: Instant,
+        keep: bool,
+    ) -> bool {
         log.status = Some(status);
         log.bytes_out = bytes.len() as u64;
         log.term = term;
@@ -141,8 +162,10 @@ impl Session {
         let ok = self.send_client(bytes).await;
         log.total = start.elapsed();
         self.shared.log.session(&self.fe, &log);
-        let _ = ok;
-        false
+        if !keep {
+            let _ = self.client.shutdown_write();
+        }
+        ok && keep
     }
 
     /// One request/response exchange. Returns whether to read another request on this connection.
@@ -168,7 +191,16 @@ impl Session {
                     log.request = Some(start.elapsed());
                     Counters::add(&self.fe.counters.errors_req, 1);
                     let status = e.status();
-                    return self.local_reply(log, status, errors::error_response(status).to_vec(), *b"PR", start).await;
+                    return self
+                        .local_reply(
+                            log,
+                            status,
+                            errors::error_response(status).to_vec(),
+                            *b"PR",
+                            start,
+                            false,
+                        )
+                        .await;
                 }
             }
             let idle_wait = if got_first_byte {
@@ -178,7 +210,11 @@ impl Session {
             } else {
                 t.http_keep_alive.or(t.http_request).or(t.client)
             };
-            let dl = if got_first_byte { deadline } else { idle_wait.map(|d| wait_start + d) };
+            let dl = if got_first_byte {
+                deadline
+            } else {
+                idle_wait.map(|d| wait_start + d)
+            };
             match self.read_client(dl, t.client).await {
                 Ok(0) => {
                     if !got_first_byte {
@@ -223,7 +259,16 @@ impl Session {
                         let _ = self.send_client(errors::error_response(408).to_vec()).await;
                         return false;
                     }
-                    return self.local_reply(log, 408, errors::error_response(408).to_vec(), *b"cR", start).await;
+                    return self
+                        .local_reply(
+                            log,
+                            408,
+                            errors::error_response(408).to_vec(),
+                            *b"cR",
+                            start,
+                            false,
+                        )
+                        .await;
                 }
                 Err(Some(_)) => {
                     if got_first_byte {
@@ -244,7 +289,12 @@ impl Session {
         let mut log = self.new_log();
         log.accept_date = std::time::SystemTime::now() - start.elapsed();
         log.request = Some(start.elapsed());
-        log.request_line = Some(format!("{} {} {}", req.method, req.target, req.version.as_str()));
+        log.request_line = Some(format!(
+            "{} {} {}",
+            req.method,
+            req.target,
+            req.version.as_str()
+        ));
         log.bytes_in = consumed as u64;
 
         let framing = match h1::request_framing(&req) {
@@ -252,17 +302,111 @@ impl Session {
             Err(e) => {
                 Counters::add(&self.fe.counters.errors_req, 1);
                 let status = e.status();
-                return self.local_reply(log, status, errors::error_response(status).to_vec(), *b"PR", start).await;
+                return self
+                    .local_reply(
+                        log,
+                        status,
+                        errors::error_response(status).to_vec(),
+                        *b"PR",
+                        start,
+                        false,
+                    )
+                    .await;
             }
         };
         let client_close = h1::wants_close(req.version, &req.headers);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
 
-        // Frontend rules, then routing.
-        let Some(be) = crate::tcp::session::route(&self.shared, &self.fe) else {
-            return self.local_reply(log, 503, errors::error_response(503).to_vec(), *b"SC", start).await;
-        };
+        // Frontend rules, then routing, then the backend's rules.
+        let http10 = req.version == Version::Http10;
+        let keep = !client_close && framing == BodyFraming::None;
+        let conn_hdr = |closing: bool| ConnHeader::for_reply(http10, !client_close, closing);
+        let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let fe = Arc::clone(&self.fe);
+        let mut be = Arc::clone(&fe);
+        for stage in 0..2 {
+            let base = SampleCtx::new(src, dst, &fe.name);
+            let verdict = rules::apply_http_request(&be.rules.http_request, &mut req, &base);
+            let reply = match verdict {
+                Verdict::Continue => None,
+                Verdict::Deny(st) => {
+                    Counters::add(&fe.counters.denied_req, 1);
+                    Some((
+                        st,
+                        errors::with_connection(errors::error_response(st), conn_hdr(!keep)),
+                        *b"PR",
+                        keep,
+                    ))
+                }
+                Verdict::Redirect { code, location } => {
+                    let close = !keep;
+                    Some((
+                        code,
+                        errors::with_connection(
+                            &errors::redirect_response(code, &location, false),
+                            conn_hdr(close),
+                        ),
+                        *b"LR",
+                        keep,
+                    ))
+                }
+                Verdict::Return {
+                    status,
+                    content_type,
+                    body,
+                } => {
+                    let body = body.unwrap_or_default();
+                    let bytes = errors::return_response(
+                        status,
+                        content_type.as_deref(),
+                        body.as_bytes(),
+                        false,
+                    );
+                    Some((
+                        status,
+                        errors::with_connection(&bytes, conn_hdr(!keep)),
+                        *b"LR",
+                        keep,
+                    ))
+                }
+            };
+            if let Some((status, bytes, term, keep)) = reply {
+                if stage == 1 {
+                    log.backend = Some(be.name.clone());
+                }
+                return self
+                    .local_reply(log, status, bytes, term, start, keep)
+                    .await;
+            }
+            if stage == 1 {
+                break;
+            }
+            let ctx = SampleCtx {
+                req: Some(&req),
+                ..base
+            };
+            let Some(idx) = rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx) else {
+                return self
+                    .local_reply(
+                        log,
+                        503,
+                        errors::error_response(503).to_vec(),
+                        *b"SC",
+                        start,
+                        false,
+                    )
+                    .await;
+            };
+            let Some(next) = self.shared.model.proxies.get(idx).cloned() else {
+                return false;
+            };
+            if Arc::ptr_eq(&next, &fe) {
+                break;
+            }
+            be = next;
+        }
         log.backend = Some(be.name.clone());
         self.prepare_request(&mut req, &be, upgrade);
 
@@ -271,7 +415,19 @@ impl Session {
         be.beconn.fetch_add(1, Ordering::Relaxed);
         Counters::add(&be.counters.stot, 1);
         Counters::add(&be.counters.req_tot, 1);
-        let result = self.exchange(&be, &req, framing, head_bytes, client_close, upgrade, first, &mut log, start).await;
+        let result = self
+            .exchange(
+                &be,
+                &req,
+                framing,
+                head_bytes,
+                client_close,
+                upgrade,
+                first,
+                &mut log,
+                start,
+            )
+            .await;
         be.beconn.fetch_sub(1, Ordering::Relaxed);
         log.total = start.elapsed();
         self.shared.log.session(&self.fe, &log);
@@ -282,11 +438,17 @@ impl Session {
     fn prepare_request(&self, req: &mut RequestHead, be: &Proxy, upgrade: bool) {
         let _ = upgrade;
         h1::remove_hop_by_hop(&mut req.headers);
-        let ff = self.fe.cfg.options.forwardfor.as_ref().or(be.cfg.options.forwardfor.as_ref());
+        let ff = self
+            .fe
+            .cfg
+            .options
+            .forwardfor
+            .as_ref()
+            .or(be.cfg.options.forwardfor.as_ref());
         if let (Some(ff), Some(peer)) = (ff, self.peer) {
             let ip = peer.ip();
             let excepted = ff.except.is_some_and(|(net, len)| ip_in_net(ip, net, len));
-            if !excepted && !(ff.if_none && req.headers.contains(&ff.header)) {
+            if !(excepted || ff.if_none && req.headers.contains(&ff.header)) {
                 req.headers.append(ff.header.clone(), ip.to_string());
             }
         }
@@ -294,14 +456,20 @@ impl Session {
 
     /// Gets a server connection for `be`: the session's own if the LB picked the same server,
     /// else an idle pooled one (per `http-reuse`), else a new one (with retries).
-    async fn server_conn(&mut self, be: &Proxy, first: bool, log: &mut SessionLog) -> Result<(Arc<Server>, Rc<Stream>, bool), ConnectError> {
+    async fn server_conn(
+        &mut self,
+        be: &Proxy,
+        first: bool,
+        log: &mut SessionLog,
+    ) -> Result<(Arc<Server>, Rc<Stream>, bool), ConnectError> {
         let src = self.peer.map(|p| p.ip());
         let reuse = be.cfg.http_reuse;
-        if let Some(srv) = backend::pick_server(be, src, None) {
+        let picked = backend::pick_server(be, src, None);
+        if let Some(srv) = &picked {
             if let Some((own_srv, conn)) = self.own.take() {
-                if Arc::ptr_eq(&own_srv, &srv) {
+                if Arc::ptr_eq(&own_srv, srv) {
                     Counters::add(&srv.counters.lbtot, 1);
-                    return Ok((srv, conn, true));
+                    return Ok((Arc::clone(srv), conn, true));
                 }
                 if reuse != HttpReuse::Never {
                     pool_put(own_srv.addr(), conn);
@@ -312,14 +480,12 @@ impl Session {
                 HttpReuse::Safe => !first,
                 HttpReuse::Always | HttpReuse::Aggressive => true,
             };
-            if may_share {
-                if let Some(conn) = pool_take(srv.addr()) {
-                    Counters::add(&srv.counters.lbtot, 1);
-                    return Ok((srv, conn, true));
-                }
+            if let Some(conn) = pool_take(srv.addr()).filter(|_| may_share) {
+                Counters::add(&srv.counters.lbtot, 1);
+                return Ok((Arc::clone(srv), conn, true));
             }
         }
-        match backend::connect(self.shared.io, be, src).await {
+        match backend::connect(self.shared.io, be, src, picked).await {
             Ok(c) => {
                 log.retries = c.info.retries;
                 log.redispatched = c.info.redispatched;
@@ -354,10 +520,16 @@ impl Session {
         // request that got no response byte is replayed once on a fresh connection.
         let (srv, server, resp) = loop {
             attempts += 1;
-            let (srv, server, reused) = match self.server_conn(be, first || attempts > 1, log).await {
+            let (srv, server, reused) = match self.server_conn(be, first || attempts > 1, log).await
+            {
                 Ok(x) => x,
                 Err(e) => {
-                    let term = if e == ConnectError::Timeout { *b"sC" } else { *b"SC" };
+                    log.beconn = be.beconn.load(Ordering::Relaxed);
+                    let term = if e == ConnectError::Timeout {
+                        *b"sC"
+                    } else {
+                        *b"SC"
+                    };
                     log.status = Some(503);
                     log.term = term;
                     self.fe.counters.count_status(503);
@@ -379,13 +551,17 @@ impl Session {
             Counters::add(&srv.counters.req_tot, 1);
             log.beconn = be.beconn.load(Ordering::Relaxed);
             log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
-            let r = self.send_request(be, &server, head_bytes.clone(), framing, log).await;
+            let r = self
+                .send_request(be, &server, head_bytes.clone(), framing, log)
+                .await;
             let r = match r {
                 Ok(()) => self.read_response(be, &srv, &server, req, log).await,
                 Err(a) => Err(a),
             };
             match r {
-                Err(Abort::Server(b'H')) if reused && framing == BodyFraming::None && attempts < 2 => {
+                Err(Abort::Server(b'H'))
+                    if reused && framing == BodyFraming::None && attempts < 2 =>
+                {
                     srv.cur_conns.fetch_sub(1, Ordering::Relaxed);
                     server.abort(false);
                     continue;
@@ -394,7 +570,20 @@ impl Session {
             }
         };
         let outcome = match resp {
-            Ok(resp) => self.forward_response(be, &srv, &server, resp, req, client_close, upgrade, log, start).await,
+            Ok(resp) => {
+                self.forward_response(
+                    be,
+                    &srv,
+                    &server,
+                    resp,
+                    req,
+                    client_close,
+                    upgrade,
+                    log,
+                    start,
+                )
+                .await
+            }
             Err(a) => {
                 self.fail(be, &srv, &server, a, log).await;
                 false
@@ -405,7 +594,14 @@ impl Session {
     }
 
     /// Sends the head and streams the request body (validated by the decoder) to the server.
-    async fn send_request(&mut self, be: &Proxy, server: &Stream, head: Vec<u8>, framing: BodyFraming, log: &mut SessionLog) -> Result<(), Abort> {
+    async fn send_request(
+        &mut self,
+        be: &Proxy,
+        server: &Stream,
+        head: Vec<u8>,
+        framing: BodyFraming,
+        log: &mut SessionLog,
+    ) -> Result<(), Abort> {
         let st = be.cfg.timeouts.server;
         match idle_limited(server.write_all(head), st, &self.activity).await {
             Some((Ok(()), _)) => {}
@@ -494,7 +690,14 @@ impl Session {
 
     /// Answers an aborted transaction: 502 when the server failed before its response head, 504 on
     /// a server timeout, nothing (just close) when the client is gone.
-    async fn fail(&mut self, be: &Proxy, srv: &Server, server: &Stream, a: Abort, log: &mut SessionLog) {
+    async fn fail(
+        &mut self,
+        be: &Proxy,
+        srv: &Server,
+        server: &Stream,
+        a: Abort,
+        log: &mut SessionLog,
+    ) {
         server.abort(true);
         let (cause, state, status) = match a {
             Abort::Client(s) => (b'C', s, None),
@@ -657,7 +860,10 @@ impl Session {
             Counters::add(&c.bytes_in, log.bytes_in);
         }
         // Keep the server connection for the next request unless it is not reusable.
-        let reusable = !server_close && sbuf.is_empty() && framing != BodyFraming::UntilClose && req.version != Version::Http10;
+        let reusable = !server_close
+            && sbuf.is_empty()
+            && framing != BodyFraming::UntilClose
+            && req.version != Version::Http10;
         if reusable {
             self.own = Some((Arc::clone(srv), Rc::clone(server)));
         }
@@ -683,7 +889,11 @@ fn ip_in_net(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
         }
         (IpAddr::V6(a), IpAddr::V6(n)) => {
             let len = u32::from(len.min(128));
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,

@@ -521,6 +521,16 @@ impl LogFormat {
     /// text; the config layer prints it as
     /// `Parsing [file:line]: failed to parse log-format : <err>.`
     pub fn parse(fmt: &str, http: bool) -> Result<LogFormat, String> {
+        Self::parse_in(fmt, http, false)
+    }
+
+    /// Compile a log-format argument of an `http-request` rule (`set-header X %[req.hdr(Host)]`):
+    /// evaluated while the request is at hand, so request fetches are allowed.
+    pub fn parse_rule(fmt: &str) -> Result<LogFormat, String> {
+        Self::parse_in(fmt, true, true)
+    }
+
+    fn parse_in(fmt: &str, http: bool, in_request: bool) -> Result<LogFormat, String> {
         let mut nodes = Vec::new();
         let mut defopts = Opts {
             mandatory: true,
@@ -582,7 +592,7 @@ impl LogFormat {
                         let (expr, end) = parse_sample_prefix(rest).map_err(|e| {
                             format!("failed to parse sample expression <{rest}> : {e}")
                         })?;
-                        if let Some(needs) = expr.def().log_needs {
+                        if let Some(needs) = expr.def().log_needs.filter(|_| !in_request) {
                             return Err(format!(
                                 "sample fetch <{rest}> may not be reliably used here because it needs '{needs}' which is not available here"
                             ));

@@ -34,34 +34,61 @@ pub struct Logger {
 }
 
 impl Logger {
-    /// Compiles each proxy's log format; errors name the proxy and the format's location.
-    pub fn new(cfg: &Config) -> Result<Logger, String> {
+    /// Checks every `log-format` without starting anything (for `-c`).
+    pub fn formats_ok(cfg: &Config) -> Result<(), String> {
+        Self::styles(cfg).map(|_| ())
+    }
+
+    fn styles(cfg: &Config) -> Result<Vec<Style>, String> {
         let mut styles = Vec::with_capacity(cfg.proxies.len());
         for p in &cfg.proxies {
             let http = p.mode == Mode::Http;
-            let style = if let Some((fmt, loc)) = &p.log_format {
-                Style::Format(
-                    LogFormat::parse(fmt, http)
-                        .map_err(|e| format!("parsing [{loc}] : failed to parse log-format : {e}."))?,
-                )
-            } else if p.options.httplog && http {
-                Style::Format(if p.options.httplog_clf { LogFormat::httplog_clf() } else { LogFormat::httplog() })
-            } else if p.options.tcplog || p.options.httplog {
-                Style::Format(LogFormat::tcplog())
-            } else {
-                Style::Connect
-            };
+            let style =
+                if let Some((fmt, loc)) = &p.log_format {
+                    Style::Format(LogFormat::parse(fmt, http).map_err(|e| {
+                        format!("parsing [{loc}] : failed to parse log-format : {e}.")
+                    })?)
+                } else if p.options.httplog && http {
+                    Style::Format(if p.options.httplog_clf {
+                        LogFormat::httplog_clf()
+                    } else {
+                        LogFormat::httplog()
+                    })
+                } else if p.options.tcplog || p.options.httplog {
+                    Style::Format(LogFormat::tcplog())
+                } else {
+                    Style::Connect
+                };
             styles.push(style);
         }
+        Ok(styles)
+    }
+
+    /// Compiles each proxy's log format; errors name the proxy and the format's location.
+    pub fn new(cfg: &Config) -> Result<Logger, String> {
+        let styles = Self::styles(cfg)?;
         let any_target = cfg.proxies.iter().any(|p| !p.logs.is_empty());
         let sink = if any_target {
-            let opts = sink::SinkOptions { hostname: cfg.global.log_send_hostname.clone(), ..Default::default() };
-            Some(sink::LogSink::new(opts).map_err(|e| format!("cannot start the log writer: {e}"))?)
+            let opts = sink::SinkOptions {
+                hostname: cfg.global.log_send_hostname.clone(),
+                ..Default::default()
+            };
+            Some(
+                sink::LogSink::new(opts)
+                    .map_err(|e| format!("cannot start the log writer: {e}"))?,
+            )
         } else {
             None
         };
-        let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        Ok(Logger { sink, styles, utc_offset: sink::local_utc_offset(now), pid: std::process::id() })
+        let now = std::time::SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Ok(Logger {
+            sink,
+            styles,
+            utc_offset: sink::local_utc_offset(now),
+            pid: std::process::id(),
+        })
     }
 
     fn emit(&self, fe: &Proxy, line: &str) {
@@ -76,9 +103,23 @@ impl Logger {
         if fe.cfg.logs.is_empty() || !matches!(self.styles.get(fe.index), Some(Style::Connect)) {
             return;
         }
-        let (Some(c), Some(f)) = (rec.client, rec.frontend_addr) else { return };
-        let mode = if fe.cfg.mode == Mode::Http { "HTTP" } else { "TCP" };
-        let line = format!("Connect from {}:{} to {}:{} ({}/{})", c.ip(), c.port(), f.ip(), f.port(), fe.name, mode);
+        let (Some(c), Some(f)) = (rec.client, rec.frontend_addr) else {
+            return;
+        };
+        let mode = if fe.cfg.mode == Mode::Http {
+            "HTTP"
+        } else {
+            "TCP"
+        };
+        let line = format!(
+            "Connect from {}:{} to {}:{} ({}/{})",
+            c.ip(),
+            c.port(),
+            f.ip(),
+            f.port(),
+            fe.name,
+            mode
+        );
         self.emit(fe, &line);
     }
 
@@ -87,18 +128,37 @@ impl Logger {
         if fe.cfg.logs.is_empty() {
             return;
         }
-        let Some(Style::Format(fmt)) = self.styles.get(fe.index) else { return };
+        let Some(Style::Format(fmt)) = self.styles.get(fe.index) else {
+            return;
+        };
         if fe.cfg.options.dontlognull && rec.null {
             return;
         }
         let ms = |d: Option<std::time::Duration>| d.map_or(-1, |d| d.as_millis() as i64);
         let tr = ms(rec.request).max(if fe.cfg.mode == Mode::Tcp { 0 } else { -1 });
         let tc = ms(rec.connect);
-        let tw = if tc >= 0 || rec.server.is_some() { ms(rec.queue).max(0) } else { -1 };
-        let timers = Timers::from_phases(0, 0, tr, tw, tc, ms(rec.response), rec.total.as_millis() as i64);
-        let accept_us = rec.accept_date.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let tw = if tc >= 0 || rec.server.is_some() {
+            ms(rec.queue).max(0)
+        } else {
+            -1
+        };
+        let timers = Timers::from_phases(
+            0,
+            0,
+            tr,
+            tw,
+            tc,
+            ms(rec.response),
+            rec.total.as_millis() as i64,
+        );
+        let accept_us = rec
+            .accept_date
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
         let client = rec.client.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
-        let local = rec.frontend_addr.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let local = rec
+            .frontend_addr
+            .unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let record = LogRecord {
             client: rec.client,
             frontend_addr: rec.frontend_addr,

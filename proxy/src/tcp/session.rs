@@ -14,17 +14,22 @@ use crate::model::{Counters, Proxy};
 
 use super::relay::{RelayTimeouts, relay};
 
-/// The backend a frontend sends a session to: the first matching `use_backend`, else
-/// `default_backend`, else the proxy itself when it is a `listen`.
-pub fn route(shared: &Shared, fe: &Arc<Proxy>) -> Option<Arc<Proxy>> {
-    if let Some((name, _)) = &fe.cfg.default_backend {
-        return shared.model.backend(name).cloned();
-    }
-    if fe.is_backend() {
-        Some(Arc::clone(fe))
-    } else {
-        None
-    }
+/// The backend a frontend sends a session to (`use_backend` conditions evaluated on what is
+/// known of a TCP session: addresses).
+pub fn route(
+    shared: &Shared,
+    fe: &Arc<Proxy>,
+    src: Option<std::net::SocketAddr>,
+    dst: Option<std::net::SocketAddr>,
+) -> Option<Arc<Proxy>> {
+    let zero = || std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+    let ctx = crate::http::sample::SampleCtx::new(
+        src.unwrap_or_else(zero),
+        dst.unwrap_or_else(zero),
+        &fe.name,
+    );
+    let idx = crate::http::rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx)?;
+    shared.model.proxies.get(idx).cloned()
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
@@ -36,7 +41,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
     shared.log.connect(&fe, &log);
-    let Some(be) = route(&shared, &fe) else {
+    let Some(be) = route(&shared, &fe, acc.peer, local) else {
         log.term = *b"PR";
         log.total = start.elapsed();
         shared.log.session(&fe, &log);
@@ -46,7 +51,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
     be.beconn.fetch_add(1, Ordering::Relaxed);
     Counters::add(&be.counters.stot, 1);
     let src = acc.peer.map(|p| p.ip());
-    let connected = backend::connect(shared.io, &be, src).await;
+    let connected = backend::connect(shared.io, &be, src, None).await;
     match connected {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
