@@ -277,3 +277,44 @@ fn websocket_upgrade_becomes_a_tunnel() {
         assert_eq!(back, msg);
     }
 }
+
+#[test]
+fn server_maxconn_queues_then_times_out_with_sq() {
+    let n = node([127, 0, 1, 95], "one");
+    let port = free_port();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    timeout queue 300ms\n    server one {} maxconn 1\n",
+        n.addr()
+    );
+    let p = Proc::portcullis(&cfg, addr(port));
+    // Two requests wait behind a slow one: the first queued one is served when the slot frees
+    // (queue time > 0), the other one times out in the queue with 503 sQ--.
+    let slow = std::thread::spawn(move || get(addr(port), "/slow?ms=200"));
+    std::thread::sleep(Duration::from_millis(50));
+    let queued = std::thread::spawn(move || get(addr(port), "/after"));
+    let r = slow.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(queued.join().unwrap().status, 200);
+    let line = p
+        .wait_log("\"GET /after HTTP/1.1\"", Duration::from_secs(5))
+        .expect("log");
+    let timers = line.split(' ').nth(4).expect("timers");
+    let tw: i64 = timers
+        .split('/')
+        .nth(1)
+        .and_then(|t| t.parse().ok())
+        .expect("Tw");
+    assert!(
+        tw >= 100,
+        "queued request should show its wait in Tw: {line}"
+    );
+    let slow = std::thread::spawn(move || get(addr(port), "/slow?ms=1000"));
+    std::thread::sleep(Duration::from_millis(50));
+    let r = get(addr(port), "/late");
+    assert_eq!(r.status, 503);
+    let line = p
+        .wait_log("\"GET /late HTTP/1.1\"", Duration::from_secs(5))
+        .expect("log");
+    assert!(line.contains(" sQ-- "), "{line}");
+    assert_eq!(slow.join().unwrap().status, 200);
+}

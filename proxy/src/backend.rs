@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -30,6 +31,81 @@ pub enum ConnectError {
     Refused,
     /// The last attempt timed out (503, `sC`).
     Timeout,
+    /// Every usable server was full (`maxconn`) for `timeout queue` (503, `sQ`).
+    QueueTimeout,
+}
+
+impl ConnectError {
+    /// Termination state (`%ts`) of a stream that failed this way.
+    pub fn term(self) -> [u8; 2] {
+        match self {
+            ConnectError::NoServer | ConnectError::Refused => *b"SC",
+            ConnectError::Timeout => *b"sC",
+            ConnectError::QueueTimeout => *b"sQ",
+        }
+    }
+}
+
+/// Takes a connection slot on `srv` if its `maxconn` allows it.
+fn acquire(srv: &Server) -> bool {
+    let max = srv.cfg.opts.maxconn.filter(|m| *m > 0);
+    let prev = srv.cur_conns.fetch_add(1, Ordering::AcqRel);
+    if max.is_some_and(|m| prev >= m) {
+        srv.cur_conns.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    true
+}
+
+/// Gives back the slot taken by [`take_server`] or a successful [`connect`], and wakes one stream
+/// queued on the backend.
+pub fn release(be: &Proxy, srv: &Server) {
+    srv.cur_conns.fetch_sub(1, Ordering::AcqRel);
+    if be.queued.load(Ordering::Acquire) > 0 {
+        be.queue.notify_one();
+    }
+}
+
+/// Picks a server and takes a slot on it; when every usable server is full, waits in the
+/// backend's queue for `timeout queue` (default: `timeout connect`). Returns the time queued.
+pub async fn take_server(
+    be: &Proxy,
+    src: Option<IpAddr>,
+) -> Result<(Arc<Server>, Duration), ConnectError> {
+    let start = Instant::now();
+    let limit = be.cfg.timeouts.queue.or(be.cfg.timeouts.connect);
+    let deadline = limit.map(|l| start + l);
+    let mut queued = false;
+    let out = loop {
+        let notified = be.queue.notified();
+        if let Some(s) = pick_server(be, src, None) {
+            if acquire(&s) {
+                break Ok((s, start.elapsed()));
+            }
+            continue;
+        }
+        if !be.lb.load().has_usable(&LiveView(&be.servers)) {
+            break Err(ConnectError::NoServer);
+        }
+        if !queued {
+            queued = true;
+            be.queued.fetch_add(1, Ordering::AcqRel);
+        }
+        let woke = match deadline {
+            Some(d) => tokio::time::timeout_at(d, notified).await.is_ok(),
+            None => {
+                notified.await;
+                true
+            }
+        };
+        if !woke {
+            break Err(ConnectError::QueueTimeout);
+        }
+    };
+    if queued {
+        be.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+    out
 }
 
 pub struct Connected {
@@ -87,7 +163,9 @@ fn should_redispatch(be: &Proxy, srv: &Server, attempt: u32) -> bool {
 }
 
 /// Connects to a server of `be`, retrying per `retries`/`redispatch`.
-/// `chosen` is a server the caller already picked with the LB (picking twice would skew it).
+/// `chosen` is a server the caller already took with [`take_server`] (picking twice would skew
+/// the LB). On success the returned server holds a slot the caller gives back with [`release`];
+/// on failure no slot is held.
 pub async fn connect(
     io: IoBackend,
     be: &Proxy,
@@ -96,12 +174,18 @@ pub async fn connect(
 ) -> Result<Connected, Failed> {
     let start = Instant::now();
     let mut info = ConnectInfo::default();
-    let Some(mut srv) = chosen.or_else(|| pick_server(be, src, None)) else {
-        return Err(Failed {
-            server: None,
-            error: ConnectError::NoServer,
-            info,
-        });
+    let mut srv = match chosen {
+        Some(s) => s,
+        None => match take_server(be, src).await {
+            Ok((s, _)) => s,
+            Err(error) => {
+                return Err(Failed {
+                    server: None,
+                    error,
+                    info,
+                });
+            }
+        },
     };
     Counters::add(&srv.counters.lbtot, 1);
     let timeout = be.cfg.timeouts.connect;
@@ -132,6 +216,7 @@ pub async fn connect(
                     Counters::add(&srv.counters.errors_conn, 1);
                     Counters::add(&be.counters.errors_conn, 1);
                     info.connect_time = start.elapsed();
+                    release(be, &srv);
                     return Err(Failed {
                         server: Some(srv),
                         error,
@@ -146,7 +231,8 @@ pub async fn connect(
                 } else {
                     None
                 };
-                if let Some(other) = other.filter(|o| !Arc::ptr_eq(o, &srv)) {
+                if let Some(other) = other.filter(|o| !Arc::ptr_eq(o, &srv) && acquire(o)) {
+                    release(be, &srv);
                     info.redispatched = true;
                     Counters::add(&srv.counters.redispatches, 1);
                     Counters::add(&be.counters.redispatches, 1);

@@ -466,8 +466,11 @@ impl Session {
     ) -> Result<(Arc<Server>, Rc<Stream>, bool), ConnectError> {
         let src = self.peer.map(|p| p.ip());
         let reuse = be.cfg.http_reuse;
-        let picked = backend::pick_server(be, src, None);
-        if let Some(srv) = &picked {
+        let (srv, queued) = backend::take_server(be, src).await?;
+        log.queue = Some(queued);
+        let picked = Some(Arc::clone(&srv));
+        {
+            let srv = &srv;
             if let Some((own_srv, conn)) = self.own.take() {
                 if Arc::ptr_eq(&own_srv, srv) {
                     Counters::add(&srv.counters.lbtot, 1);
@@ -527,11 +530,7 @@ impl Session {
                 Ok(x) => x,
                 Err(e) => {
                     log.beconn = be.beconn.load(Ordering::Relaxed);
-                    let term = if e == ConnectError::Timeout {
-                        *b"sC"
-                    } else {
-                        *b"SC"
-                    };
+                    let term = e.term();
                     log.status = Some(503);
                     log.term = term;
                     self.fe.counters.count_status(503);
@@ -548,7 +547,6 @@ impl Session {
                 log.connect = Some(tc_start.elapsed());
             }
             log.server = Some(srv.name.clone());
-            srv.cur_conns.fetch_add(1, Ordering::Relaxed);
             Counters::add(&srv.counters.stot, 1);
             Counters::add(&srv.counters.req_tot, 1);
             log.beconn = be.beconn.load(Ordering::Relaxed);
@@ -564,7 +562,7 @@ impl Session {
                 Err(Abort::Server(b'H'))
                     if reused && framing == BodyFraming::None && attempts < 2 =>
                 {
-                    srv.cur_conns.fetch_sub(1, Ordering::Relaxed);
+                    backend::release(be, &srv);
                     server.abort(false);
                     continue;
                 }
@@ -591,7 +589,7 @@ impl Session {
                 false
             }
         };
-        srv.cur_conns.fetch_sub(1, Ordering::Relaxed);
+        backend::release(be, &srv);
         outcome
     }
 

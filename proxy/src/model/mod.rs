@@ -153,6 +153,10 @@ pub struct Proxy {
     pub beconn: AtomicU32,
     pub servers: Vec<Arc<Server>>,
     pub rules: crate::http::rules::ProxyRules,
+    /// Streams waiting for a server slot (`maxconn` reached everywhere): `qcur`, `%bq`.
+    pub queued: AtomicU32,
+    /// Woken when a server slot frees up.
+    pub queue: tokio::sync::Notify,
     pub lb: ArcSwap<crate::lb::Lb>,
     pub lb_cursor: AtomicU64,
     pub counters: Counters,
@@ -248,6 +252,8 @@ impl Model {
                     beconn: AtomicU32::new(0),
                     servers,
                     rules: rules.next().unwrap_or_default(),
+                    queued: AtomicU32::new(0),
+                    queue: tokio::sync::Notify::new(),
                     lb: ArcSwap::from_pointee(lb),
                     lb_cursor: AtomicU64::new(0),
                     counters: Counters::default(),

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use crate::backend::{self, ConnectError};
+use crate::backend;
 use crate::engine::io::Accepted;
 use crate::engine::worker::Shared;
 use crate::log::SessionLog;
@@ -57,11 +57,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
             log.redispatched = f.info.redispatched;
-            log.term = if f.error == ConnectError::Timeout {
-                *b"sC"
-            } else {
-                *b"SC"
-            };
+            log.term = f.error.term();
             log.total = start.elapsed();
             log.beconn = be.beconn.load(Ordering::Relaxed);
             be.beconn.fetch_sub(1, Ordering::Relaxed);
@@ -69,7 +65,6 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
         }
         Ok(c) => {
             let srv = c.server;
-            srv.cur_conns.fetch_add(1, Ordering::Relaxed);
             Counters::add(&srv.counters.stot, 1);
             log.server = Some(srv.name.clone());
             log.retries = c.info.retries;
@@ -91,7 +86,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             log.bytes_out = stats.s2c;
             log.term = stats.end.codes();
             log.total = start.elapsed();
-            srv.cur_conns.fetch_sub(1, Ordering::Relaxed);
+            backend::release(&be, &srv);
             be.beconn.fetch_sub(1, Ordering::Relaxed);
             shared.log.session(&fe, &log);
         }
