@@ -767,9 +767,27 @@ impl Session {
         } else if !close && req.version == Version::Http10 {
             head.headers.append("connection", "keep-alive");
         }
-        let mut out = Vec::with_capacity(1024);
+        let mut out = Vec::with_capacity(1024 + sbuf.len());
         h1::write_response_head(&head, &mut out);
         log.bytes_out = out.len() as u64;
+        // The body bytes already read go out with the head: one write for a small response.
+        let mut dec = BodyDecoder::new(framing);
+        let mut done = framing == BodyFraming::None;
+        if !tunnel && !done && !sbuf.is_empty() {
+            match dec.advance(&sbuf) {
+                Ok(p) => {
+                    out.extend_from_slice(&sbuf[..p.consumed]);
+                    log.bytes_out += p.consumed as u64;
+                    sbuf.drain(..p.consumed);
+                    done = p.done;
+                }
+                Err(_) => {
+                    Counters::add(&srv.counters.errors_resp, 1);
+                    self.fail(be, srv, server, Abort::Server(b'H'), log).await;
+                    return false;
+                }
+            }
+        }
         if !self.send_client(out).await {
             self.fail(be, srv, server, Abort::Client(b'D'), log).await;
             return false;
@@ -794,10 +812,8 @@ impl Session {
             log.term = stats.end.codes();
             return false;
         }
-        // Stream the body.
-        let mut dec = BodyDecoder::new(framing);
+        // Stream the rest of the body.
         let st = be.cfg.timeouts.server;
-        let mut done = framing == BodyFraming::None;
         while !done {
             if !sbuf.is_empty() {
                 let p = match dec.advance(&sbuf) {
