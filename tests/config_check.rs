@@ -431,3 +431,33 @@ fn haproxy_rejects_the_same_files() {
     }
     assert!(failures.is_empty(), "HAProxy accepted: {failures:?}");
 }
+
+/// A directive that parses but whose feature has not landed stops the start, naming it with its
+/// location: never silently ignored.
+#[test]
+fn pending_features_stop_the_start() {
+    let dir = std::env::temp_dir().join(format!("portcullis-pending-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        "global\n    stats socket /tmp/portcullis-pending.sock level admin\n\ndefaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend fe\n    bind 127.0.0.1:1\n    default_backend be\n\nbackend be\n    option httpchk GET /health\n    server s1 127.0.0.1:9 check\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("-f")
+        .arg(&cfg)
+        .arg("-db")
+        .output()
+        .expect("run");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "p.cfg:2] : 'stats socket' is not supported yet",
+        "p.cfg:15] : 'option httpchk' is not supported yet",
+        "p.cfg:16] : 'server check' is not supported yet",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}

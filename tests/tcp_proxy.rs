@@ -110,3 +110,45 @@ fn connect_from_line_without_log_option() {
         .expect("Connect from line");
     assert!(line.starts_with("Connect from 127.0.0.1:"), "{line}");
 }
+
+#[test]
+fn client_fin_timeout_ends_a_half_closed_session() {
+    // A server that answers then half-closes, while the client keeps its side open.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let srv = l.local_addr().unwrap();
+    l.set_nonblocking(true).unwrap();
+    let t = std::thread::spawn(move || {
+        let end = std::time::Instant::now() + Duration::from_secs(4);
+        let mut held = Vec::new();
+        while std::time::Instant::now() < end {
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    let _ = s.write_all(b"bye");
+                    let _ = s.shutdown(Shutdown::Write);
+                    held.push(s);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
+    let port = free_port();
+    let p = Proc::portcullis(
+        &cfg(
+            port,
+            srv,
+            "    option tcplog\n    timeout client-fin 300ms\n",
+        ),
+        addr(port),
+    );
+    let mut c = TcpStream::connect(addr(port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"bye");
+    let line = p
+        .wait_log(" cD ", Duration::from_secs(3))
+        .unwrap_or_else(|| panic!("cD line: {:?}", p.log_lines()));
+    assert!(line.contains(" fe be/echo "), "{line}");
+    drop(c);
+    t.join().unwrap();
+}

@@ -636,7 +636,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
 
 /// `option` names: (name, caps FE/BE, pending).
 const OPTIONS: &[(&str, u8, bool)] = &[
-    ("abortonclose", BE, false),
+    ("abortonclose", BE, true),
     ("allbackups", BE, false),
     ("dontlognull", FE, false),
     ("forwardfor", FE | BE, false),
@@ -645,9 +645,9 @@ const OPTIONS: &[(&str, u8, bool)] = &[
     ("httpchk", BE, true),
     ("httpclose", FE | BE, false),
     ("httplog", FE, false),
-    ("log-health-checks", BE, false),
+    ("log-health-checks", BE, true),
     ("redispatch", BE, false),
-    ("socket-stats", FE, false),
+    ("socket-stats", FE, true),
     ("tcp-check", BE, true),
     ("tcplog", FE, false),
 ];

@@ -294,7 +294,10 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                 return;
             }
             match parse_time(arg(args, 2)) {
-                Ok(d) => p.px.tcp_inspect_delay = Some(d),
+                Ok(d) => {
+                    p.px.tcp_inspect_delay = Some(d);
+                    p.pending("tcp-request inspect-delay");
+                }
                 Err(_) => p.alert(format!(
                     "'tcp-request inspect-delay' expects a positive delay in milliseconds, in {desc}"
                 )),
@@ -336,6 +339,7 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                     return;
                 }
             };
+            p.pending(&format!("tcp-request {sub}"));
             let loc = p.c.loc.clone();
             p.px.tcp_request.push(TcpRequestRule {
                 connection,

@@ -415,6 +415,7 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
         (o.check, "check"),
         (o.ssl, "ssl"),
         (o.check_ssl, "check-ssl"),
+        (o.maxqueue.is_some(), "maxqueue"),
     ]
     .iter()
     .filter(|(on, _)| *on)

@@ -52,6 +52,34 @@ pub async fn idle_limited<F: Future>(
     }
 }
 
+/// Like [`idle_limited`], with a timeout that may change while `fut` is pending (e.g. to
+/// `timeout client-fin` once the other direction has closed). Re-read at least every second.
+pub async fn idle_limited_by<F: Future>(
+    fut: F,
+    timeout: &Cell<Option<Duration>>,
+    activity: &Activity,
+) -> Option<F::Output> {
+    const RECHECK: Duration = Duration::from_secs(1);
+    let mut fut = pin!(fut);
+    loop {
+        let t = timeout.get();
+        let wake = match t {
+            Some(t) => (activity.last() + t).min(Instant::now() + RECHECK),
+            None => Instant::now() + RECHECK,
+        };
+        tokio::select! {
+            out = &mut fut => return Some(out),
+            _ = tokio::time::sleep_until(wake) => {
+                if let Some(t) = timeout.get()
+                    && activity.last() + t <= Instant::now()
+                {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 /// Awaits `fut` for at most `timeout` from now (a plain deadline, e.g. `timeout http-request`).
 pub async fn deadline_limited<F: Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output> {
     match deadline {

@@ -760,7 +760,12 @@ impl Session {
             return false;
         };
         let server_close = h1::wants_close(head.version, &head.headers);
-        let close = client_close || framing == BodyFraming::UntilClose;
+        let (fo, bo) = (&self.fe.cfg.options, &be.cfg.options);
+        // `option httpclose` closes both sides after each exchange; `http-server-close` only the
+        // server side.
+        let httpclose = fo.httpclose || bo.httpclose;
+        let server_keep = !(httpclose || fo.http_server_close || bo.http_server_close);
+        let close = client_close || httpclose || framing == BodyFraming::UntilClose;
         h1::remove_hop_by_hop(&mut head.headers);
         if close && !tunnel && req.version != Version::Http10 {
             head.headers.append("connection", "close");
@@ -805,6 +810,8 @@ impl Session {
                 client: self.fe.cfg.timeouts.client,
                 server: be.cfg.timeouts.server,
                 tunnel: be.cfg.timeouts.tunnel,
+                client_fin: self.fe.cfg.timeouts.client_fin,
+                server_fin: be.cfg.timeouts.server_fin,
             };
             let stats = crate::tcp::relay(client, Rc::clone(server), initial, t).await;
             log.bytes_in += stats.c2s;
@@ -876,7 +883,8 @@ impl Session {
             Counters::add(&c.bytes_in, log.bytes_in);
         }
         // Keep the server connection for the next request unless it is not reusable.
-        let reusable = !server_close
+        let reusable = server_keep
+            && !server_close
             && sbuf.is_empty()
             && framing != BodyFraming::UntilClose
             && req.version != Version::Http10;

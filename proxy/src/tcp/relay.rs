@@ -5,7 +5,9 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::engine::idle::{Activity, idle_limited};
+use std::cell::Cell;
+
+use crate::engine::idle::{Activity, idle_limited_by};
 use crate::engine::io::Stream;
 
 pub const RELAY_BUF: usize = 64 * 1024;
@@ -42,6 +44,10 @@ pub struct RelayTimeouts {
     pub server: Option<Duration>,
     /// `timeout tunnel` replaces both once the relay runs.
     pub tunnel: Option<Duration>,
+    /// `timeout client-fin`: the client side once the server has closed its direction.
+    pub client_fin: Option<Duration>,
+    /// `timeout server-fin`: the server side once the client has closed its direction.
+    pub server_fin: Option<Duration>,
 }
 
 enum DirEnd {
@@ -55,13 +61,13 @@ async fn pump(
     from: &Stream,
     to: &Stream,
     mut buf: Vec<u8>,
-    timeout: Option<Duration>,
+    timeout: &Cell<Option<Duration>>,
     activity: &Activity,
-    count: &std::cell::Cell<u64>,
+    count: &Cell<u64>,
 ) -> DirEnd {
     loop {
         buf.clear();
-        let (res, b) = match idle_limited(from.read(buf), timeout, activity).await {
+        let (res, b) = match idle_limited_by(from.read(buf), timeout, activity).await {
             Some(r) => r,
             None => return DirEnd::Timeout,
         };
@@ -77,7 +83,7 @@ async fn pump(
             }
             Err(_) => return DirEnd::ReadErr,
         }
-        let (res, b) = match idle_limited(to.write_all(buf), timeout, activity).await {
+        let (res, b) = match idle_limited_by(to.write_all(buf), timeout, activity).await {
             Some(r) => r,
             None => return DirEnd::Timeout,
         };
@@ -98,8 +104,8 @@ pub async fn relay(
     t: RelayTimeouts,
 ) -> RelayStats {
     let activity = Activity::default();
-    let c2s = std::cell::Cell::new(initial.len() as u64);
-    let s2c = std::cell::Cell::new(0u64);
+    let c2s = Cell::new(initial.len() as u64);
+    let s2c = Cell::new(0u64);
     if !initial.is_empty() {
         let (r, _) = server.write_all(initial).await;
         if r.is_err() {
@@ -110,13 +116,13 @@ pub async fn relay(
             };
         }
     }
-    let ct = t.tunnel.or(t.client);
-    let st = t.tunnel.or(t.server);
+    let ct = Cell::new(t.tunnel.or(t.client));
+    let st = Cell::new(t.tunnel.or(t.server));
     let up = pump(
         &client,
         &server,
         Vec::with_capacity(RELAY_BUF),
-        ct,
+        &ct,
         &activity,
         &c2s,
     );
@@ -124,7 +130,7 @@ pub async fn relay(
         &server,
         &client,
         Vec::with_capacity(RELAY_BUF),
-        st,
+        &st,
         &activity,
         &s2c,
     );
@@ -137,6 +143,12 @@ pub async fn relay(
     };
     let end = match first {
         DirEnd::Eof => {
+            // Half-closed: the side still sending is now under its `-fin` timeout.
+            if first_up {
+                st.set(t.server_fin.or(st.get()));
+            } else {
+                ct.set(t.client_fin.or(ct.get()));
+            }
             let second = if first_up { down.await } else { up.await };
             match second {
                 DirEnd::Eof => End::Normal,

@@ -76,6 +76,8 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
                 client: fe.cfg.timeouts.client,
                 server: be.cfg.timeouts.server,
                 tunnel: be.cfg.timeouts.tunnel,
+                client_fin: fe.cfg.timeouts.client_fin,
+                server_fin: be.cfg.timeouts.server_fin,
             };
             let stats = relay(client, Rc::new(c.stream), Vec::new(), t).await;
             for c in [&fe.counters, &be.counters, &srv.counters] {
