@@ -63,6 +63,9 @@ enum Abort {
     Server(u8),
     /// Server timeout (`s`).
     ServerTimeout(u8),
+    /// The request body is malformed or cut short by the client's close (`CD`): answered with
+    /// this status while no response has started.
+    BadBody(u16),
 }
 
 struct Session {
@@ -192,14 +195,7 @@ impl Session {
                     Counters::add(&self.fe.counters.errors_req, 1);
                     let status = e.status();
                     return self
-                        .local_reply(
-                            log,
-                            status,
-                            errors::error_response(status).to_vec(),
-                            *b"PR",
-                            start,
-                            false,
-                        )
+                        .local_reply(log, status, refusal(status), *b"PR", start, false)
                         .await;
                 }
             }
@@ -303,14 +299,7 @@ impl Session {
                 Counters::add(&self.fe.counters.errors_req, 1);
                 let status = e.status();
                 return self
-                    .local_reply(
-                        log,
-                        status,
-                        errors::error_response(status).to_vec(),
-                        *b"PR",
-                        start,
-                        false,
-                    )
+                    .local_reply(log, status, refusal(status), *b"PR", start, false)
                     .await;
             }
         };
@@ -615,7 +604,9 @@ impl Session {
         let ct = self.fe.cfg.timeouts.client;
         loop {
             if !self.cbuf.is_empty() {
-                let p = dec.advance(&self.cbuf).map_err(|_| Abort::Client(b'D'))?;
+                let p = dec
+                    .advance(&self.cbuf)
+                    .map_err(|e| Abort::BadBody(e.status()))?;
                 if p.consumed > 0 {
                     let tail = self.cbuf.split_off(p.consumed);
                     let chunk = std::mem::replace(&mut self.cbuf, tail);
@@ -634,7 +625,11 @@ impl Session {
                 self.cbuf.reserve(BODY_BUF - self.cbuf.len());
             }
             match self.read_client(None, ct).await {
-                Ok(0) => return Err(Abort::Client(b'D')),
+                Ok(0) => {
+                    return Err(dec
+                        .at_eof()
+                        .map_or_else(|e| Abort::BadBody(e.status()), |()| Abort::Client(b'D')));
+                }
                 Ok(_) => {}
                 Err(None) => return Err(Abort::ClientTimeout(b'D')),
                 Err(Some(_)) => return Err(Abort::Client(b'D')),
@@ -701,6 +696,7 @@ impl Session {
         server.abort(true);
         let (cause, state, status) = match a {
             Abort::Client(s) => (b'C', s, None),
+            Abort::BadBody(st) => (b'C', b'D', Some(st)),
             Abort::ClientTimeout(s) => (b'c', s, Some(408)),
             Abort::Server(s) => (b'S', s, if s == b'H' { Some(502) } else { None }),
             Abort::ServerTimeout(s) => (b's', s, if s == b'H' { Some(504) } else { None }),
@@ -872,6 +868,20 @@ impl Session {
         }
         !close
     }
+}
+
+/// The answer to a request the codec refused, on a connection about to close. A status without
+/// a canned page (414) gets a page of its own rather than HAProxy's 500 fallback.
+fn refusal(status: u16) -> Vec<u8> {
+    if status == 400 || status == 408 {
+        return errors::error_response(status).to_vec();
+    }
+    if errors::has_error_page(status) {
+        return errors::with_connection(errors::error_response(status), ConnHeader::Close);
+    }
+    let why = errors::reason(status);
+    let body = format!("<html><body><h1>{status} {why}</h1>\n</body></html>\n");
+    errors::return_response(status, Some("text/html"), body.as_bytes(), true)
 }
 
 /// Whether `ip` lies in `net/len` (v4-mapped v6 addresses count as v4).
