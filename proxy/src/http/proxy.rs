@@ -909,3 +909,22 @@ fn ip_in_net(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_keeps_the_codec_status_and_closes() {
+        let r = String::from_utf8(refusal(414)).unwrap();
+        assert!(
+            r.starts_with("HTTP/1.1 414 Request-URI Too Long\r\n"),
+            "{r}"
+        );
+        assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
+        let r = String::from_utf8(refusal(501)).unwrap();
+        assert!(r.starts_with("HTTP/1.1 501 "), "{r}");
+        assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
+        assert_eq!(refusal(400), errors::error_response(400));
+    }
+}
