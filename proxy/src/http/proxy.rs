@@ -63,6 +63,9 @@ enum Abort {
     Server(u8),
     /// Server timeout (`s`).
     ServerTimeout(u8),
+    /// The request body is malformed or cut short by the client's close (`CD`): answered with
+    /// this status while no response has started.
+    BadBody(u16),
 }
 
 struct Session {
@@ -194,14 +197,7 @@ impl Session {
                     Counters::add(&self.fe.counters.errors_req, 1);
                     let status = e.status();
                     return self
-                        .local_reply(
-                            log,
-                            status,
-                            errors::error_response(status).to_vec(),
-                            *b"PR",
-                            start,
-                            false,
-                        )
+                        .local_reply(log, status, refusal(status), *b"PR", start, false)
                         .await;
                 }
             }
@@ -305,14 +301,7 @@ impl Session {
                 Counters::add(&self.fe.counters.errors_req, 1);
                 let status = e.status();
                 return self
-                    .local_reply(
-                        log,
-                        status,
-                        errors::error_response(status).to_vec(),
-                        *b"PR",
-                        start,
-                        false,
-                    )
+                    .local_reply(log, status, refusal(status), *b"PR", start, false)
                     .await;
             }
         };
@@ -615,7 +604,9 @@ impl Session {
         let ct = self.fe.cfg.timeouts.client;
         loop {
             if !self.cbuf.is_empty() {
-                let p = dec.advance(&self.cbuf).map_err(|_| Abort::Client(b'D'))?;
+                let p = dec
+                    .advance(&self.cbuf)
+                    .map_err(|e| Abort::BadBody(e.status()))?;
                 if p.consumed > 0 {
                     let tail = self.cbuf.split_off(p.consumed);
                     let chunk = std::mem::replace(&mut self.cbuf, tail);
@@ -634,7 +625,11 @@ impl Session {
                 self.cbuf.reserve(BODY_BUF - self.cbuf.len());
             }
             match self.read_client(None, ct).await {
-                Ok(0) => return Err(Abort::Client(b'D')),
+                Ok(0) => {
+                    return Err(dec
+                        .at_eof()
+                        .map_or_else(|e| Abort::BadBody(e.status()), |()| Abort::Client(b'D')));
+                }
                 Ok(_) => {}
                 Err(None) => return Err(Abort::ClientTimeout(b'D')),
                 Err(Some(_)) => return Err(Abort::Client(b'D')),
@@ -701,6 +696,7 @@ impl Session {
         server.abort(true);
         let (cause, state, status) = match a {
             Abort::Client(s) => (b'C', s, None),
+            Abort::BadBody(st) => (b'C', b'D', Some(st)),
             Abort::ClientTimeout(s) => (b'c', s, Some(408)),
             Abort::Server(s) => (b'S', s, if s == b'H' { Some(502) } else { None }),
             Abort::ServerTimeout(s) => (b's', s, if s == b'H' { Some(504) } else { None }),
@@ -898,6 +894,20 @@ impl Session {
     }
 }
 
+/// The answer to a request the codec refused, on a connection about to close. A status without
+/// a canned page (414) gets a page of its own rather than HAProxy's 500 fallback.
+fn refusal(status: u16) -> Vec<u8> {
+    if status == 400 || status == 408 {
+        return errors::error_response(status).to_vec();
+    }
+    if errors::has_error_page(status) {
+        return errors::with_connection(errors::error_response(status), ConnHeader::Close);
+    }
+    let why = errors::reason(status);
+    let body = format!("<html><body><h1>{status} {why}</h1>\n</body></html>\n");
+    errors::return_response(status, Some("text/html"), body.as_bytes(), true)
+}
+
 /// Whether `ip` lies in `net/len` (v4-mapped v6 addresses count as v4).
 fn ip_in_net(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
     use std::net::IpAddr;
@@ -921,5 +931,24 @@ fn ip_in_net(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_keeps_the_codec_status_and_closes() {
+        let r = String::from_utf8(refusal(414)).unwrap();
+        assert!(
+            r.starts_with("HTTP/1.1 414 Request-URI Too Long\r\n"),
+            "{r}"
+        );
+        assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
+        let r = String::from_utf8(refusal(501)).unwrap();
+        assert!(r.starts_with("HTTP/1.1 501 "), "{r}");
+        assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
+        assert_eq!(refusal(400), errors::error_response(400));
     }
 }
