@@ -19,11 +19,7 @@ fn addr(port: u16) -> SocketAddr {
 
 fn node(ip: [u8; 4], name: &str) -> HttpNode {
     let ip = std::net::IpAddr::from(ip);
-    HttpNode::start(
-        SocketAddr::new(ip, backend::free_port_on(ip)),
-        HttpOpts::named(name),
-    )
-    .expect("start node")
+    HttpNode::start(SocketAddr::new(ip, 0), HttpOpts::named(name)).expect("start node")
 }
 
 const GLOBAL: &str = "global\n    nbthread 2\n\ndefaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n";

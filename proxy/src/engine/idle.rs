@@ -5,6 +5,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -39,6 +40,10 @@ pub async fn idle_limited<F: Future>(
         return Some(fut.await);
     };
     let mut fut = pin!(fut);
+    // Fast path: an operation that completes at once (data already there) needs no timer.
+    if let Poll::Ready(out) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        return Some(out);
+    }
     loop {
         let deadline = activity.last() + timeout;
         tokio::select! {
