@@ -39,7 +39,16 @@ pub fn uring_available() -> Result<(), String> {
 /// with [`spawn`] inside it run on the same thread.
 pub fn block_on<F: std::future::Future>(backend: Backend, fut: F) -> io::Result<F::Output> {
     match backend {
-        Backend::Uring => Ok(tokio_uring::builder().entries(1024).start(fut)),
+        Backend::Uring => {
+            // COOP_TASKRUN: completions are run when the worker next enters the kernel instead
+            // of interrupting it with an IPI (the worker is always about to enter it anyway).
+            let mut ring = tokio_uring::uring_builder();
+            ring.setup_coop_taskrun();
+            Ok(tokio_uring::builder()
+                .entries(1024)
+                .uring_builder(&ring)
+                .start(fut))
+        }
         Backend::Epoll => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
