@@ -11,6 +11,10 @@
 //! included, where the backend competes with wrk exactly as it does behind a proxy).
 //!
 //! A target that fails to start (or does not answer 200) is skipped with the reason.
+//!
+//! Besides req/s (bounded by what wrk and the backend leave of the load core: with 2 cores the
+//! direct figure is the ceiling for every proxy), the table gives each proxy's own CPU time per
+//! request, read from /proc: the efficiency comparison that this machine can make fairly.
 
 use crate::backend::{HttpNode, HttpOpts, free_port};
 use crate::util::{Result, exec, have, output, root, target_dir, which};
@@ -33,6 +37,9 @@ pub struct Measure {
     pub p99_ms: f64,
     /// Socket errors and non-2xx answers, when wrk reported any.
     pub errors: Option<String>,
+    /// The proxy's own CPU time (user + system) per request, in microseconds: its efficiency,
+    /// independent of how much of the load core wrk and the backend leave for it.
+    pub cpu_us_per_req: Option<f64>,
 }
 
 struct Row {
@@ -289,7 +296,15 @@ fn proxied(
             .unwrap_or_default();
         return Err(format!("{e}: {}", last.trim()));
     }
-    measure(addr, duration, pin)
+    let pid = proc.0.id();
+    let before = cpu_seconds(pid);
+    let mut m = measure(addr, duration, pin)?;
+    if let (Some(a), Some(b)) = (before, cpu_seconds(pid))
+        && m.rps > 0.0
+    {
+        m.cpu_us_per_req = Some((b - a) * 1e6 / (m.rps * duration as f64));
+    }
+    Ok(m)
 }
 
 /// Waits until `addr` answers `GET /` with a 2xx, or `child` exits, or a timeout.
@@ -380,7 +395,19 @@ pub fn parse_wrk(text: &str) -> Option<Measure> {
         p50_ms: p50?,
         p99_ms: p99?,
         errors: (!errors.is_empty()).then(|| errors.join("; ")),
+        cpu_us_per_req: None,
     })
+}
+
+/// CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    let hz = 100.0; // USER_HZ on Linux
+    Some(ticks / hz)
 }
 
 fn table(rows: &[Row]) -> String {
@@ -391,25 +418,37 @@ fn table(rows: &[Row]) -> String {
             .map(|m| m.rps)
     };
     let (haproxy, direct) = (rps_of("haproxy"), rps_of("direct"));
+    let haproxy_cpu = rows
+        .iter()
+        .find(|r| r.name.starts_with("haproxy"))
+        .and_then(|r| r.result.as_ref().ok())
+        .and_then(|m| m.cpu_us_per_req);
     let ratio = |rps: f64, base: Option<f64>| match base {
         Some(b) if b > 0.0 => format!("{:.2}x", rps / b),
         _ => "-".into(),
     };
     let mut out = format!(
-        "{:<18} {:>10} {:>9} {:>9} {:>11} {:>10}\n",
-        "target", "req/s", "p50", "p99", "vs haproxy", "vs direct"
+        "{:<18} {:>10} {:>9} {:>9} {:>11} {:>10} {:>12} {:>14}\n",
+        "target", "req/s", "p50", "p99", "vs haproxy", "vs direct", "cpu us/req", "cpu vs haproxy"
     );
     for r in rows {
         match &r.result {
             Ok(m) => {
+                let (cpu, cpu_ratio) = match (m.cpu_us_per_req, haproxy_cpu) {
+                    (Some(c), Some(h)) if c > 0.0 => (format!("{c:.1}"), format!("{:.2}x", h / c)),
+                    (Some(c), _) => (format!("{c:.1}"), "-".into()),
+                    _ => ("-".into(), "-".into()),
+                };
                 out.push_str(&format!(
-                    "{:<18} {:>10.0} {:>7.2}ms {:>7.2}ms {:>11} {:>10}\n",
+                    "{:<18} {:>10.0} {:>7.2}ms {:>7.2}ms {:>11} {:>10} {:>12} {:>14}\n",
                     r.name,
                     m.rps,
                     m.p50_ms,
                     m.p99_ms,
                     ratio(m.rps, haproxy),
-                    ratio(m.rps, direct)
+                    ratio(m.rps, direct),
+                    cpu,
+                    cpu_ratio
                 ));
                 if let Some(e) = &m.errors {
                     out.push_str(&format!("{:<18} ! {e}\n", ""));
@@ -488,6 +527,7 @@ Transfer/sec:      9.56MB
                 p50_ms: 0.5,
                 p99_ms: 1.0,
                 errors: None,
+                cpu_us_per_req: (rps < 100.0).then_some(20.0),
             })
         };
         let rows = [
@@ -508,11 +548,11 @@ Transfer/sec:      9.56MB
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[1],
-            "direct                    100    0.50ms    1.00ms       2.00x      1.00x"
+            "direct                    100    0.50ms    1.00ms       2.00x      1.00x            -              -"
         );
         assert_eq!(
             lines[2],
-            "haproxy 2.6.12             50    0.50ms    1.00ms       1.00x      0.50x"
+            "haproxy 2.6.12             50    0.50ms    1.00ms       1.00x      0.50x         20.0          1.00x"
         );
         assert_eq!(lines[3], "portcullis uring   skipped: exited at start");
     }
