@@ -1,0 +1,211 @@
+//! The engine with the real binary: bind forms (`unix@`, `fd@`), `maxconn` pausing accepts,
+//! clean stop on SIGTERM/SIGINT, syslog over UDP.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use backend::{HttpNode, HttpOpts, free_port};
+use proxy::{Proc, TempDir, io_engine, read_response};
+
+fn node(name: &str) -> HttpNode {
+    HttpNode::start(
+        SocketAddr::from(([127, 0, 1, 101], 0)),
+        HttpOpts::named(name),
+    )
+    .expect("node")
+}
+
+fn cfg(bind: &str, server: SocketAddr, extra_global: &str) -> String {
+    format!(
+        "global\n    nbthread 2\n{extra_global}\ndefaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind {bind}\n    default_backend be\n\nbackend be\n    server s {server}\n"
+    )
+}
+
+#[test]
+fn unix_socket_bind_serves_http() {
+    let n = node("unix");
+    let dir = TempDir::new("unix");
+    let path = dir.0.join("fe.sock");
+    let port = free_port();
+    // A second inet bind tells the harness when the proxy is up.
+    let text = cfg(
+        &format!("unix@{}\n    bind 127.0.0.1:{port}", path.display()),
+        n.addr(),
+        "",
+    );
+    let _p = Proc::portcullis(&text, SocketAddr::from(([127, 0, 0, 1], port)));
+    let mut s = UnixStream::connect(&path).expect("connect unix socket");
+    s.write_all(b"GET /over-unix HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.contains("path=/over-unix"), "{out}");
+}
+
+#[test]
+fn inherited_fd_bind_serves_http() {
+    let n = node("fd");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let fd = l.as_raw_fd();
+    // The child must inherit it: clear close-on-exec (std sets it on every socket).
+    // SAFETY: fcntl on a descriptor this test owns.
+    assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }, 0);
+    let dir = TempDir::new("fd");
+    let path = dir.0.join("fd.cfg");
+    std::fs::write(&path, cfg(&format!("fd@{fd}"), n.addr(), "")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["--io", &io_engine(), "-db", "-f"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    drop(l);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        if let Ok(mut s) = TcpStream::connect(addr) {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(b"GET /via-fd HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            if let Some(r) = read_response(&mut s, false) {
+                break r;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no answer on the inherited socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("path=/via-fd"), "{}", r.text());
+}
+
+#[test]
+fn maxconn_pauses_accepting_until_a_slot_frees() {
+    let n = node("max");
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let text = cfg(&format!("127.0.0.1:{port}"), n.addr(), "    maxconn 2\n");
+    let p = Proc::portcullis(&text, front);
+    std::thread::sleep(Duration::from_millis(200));
+    // Two idle connections take both slots; a third is accepted by the kernel but not served.
+    let a = TcpStream::connect(front).unwrap();
+    let b = TcpStream::connect(front).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = TcpStream::connect(front).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(700)))
+        .unwrap();
+    c.write_all(b"GET /third HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let waited = c.read(&mut buf);
+    assert!(waited.is_err(), "served beyond maxconn: {waited:?}");
+    // Freeing one slot lets it through.
+    drop(a);
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let r = read_response(&mut c, false).expect("served after a slot freed");
+    assert_eq!(r.status, 200);
+    drop(b);
+    assert!(
+        p.wait_log("\"GET /third HTTP/1.1\"", Duration::from_secs(5))
+            .is_some()
+    );
+}
+
+fn stop_with(signal: libc::c_int) {
+    let n = node("stop");
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let dir = TempDir::new("stop");
+    let path = dir.0.join("s.cfg");
+    std::fs::write(&path, cfg(&format!("127.0.0.1:{port}"), n.addr(), "")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["--io", &io_engine(), "-db", "-f"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(front).is_err() {
+        assert!(Instant::now() < deadline, "not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // An idle keep-alive client and pending accepts must not hold the stop.
+    let _idle = TcpStream::connect(front).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    let stopped = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(5),
+            "did not stop within 5 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert!(
+        TcpStream::connect(front).is_err(),
+        "still listening after stop"
+    );
+}
+
+#[test]
+fn sigterm_stops_cleanly() {
+    stop_with(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_stops_cleanly() {
+    stop_with(libc::SIGINT);
+}
+
+#[test]
+fn syslog_over_udp_with_haproxy_header() {
+    let n = node("syslog");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let text = format!(
+        "global\n    log {} local0\n\ndefaults\n    mode http\n    log global\n    option httplog\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server s {}\n",
+        udp.local_addr().unwrap(),
+        n.addr()
+    );
+    let _p = Proc::portcullis(&text, front);
+    let r = proxy::get(front, "/logged");
+    assert_eq!(r.status, 200);
+    let mut buf = [0u8; 2048];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let n = udp.recv(&mut buf).expect("a syslog datagram");
+        let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+        if !msg.contains("/logged") {
+            assert!(Instant::now() < deadline);
+            continue;
+        }
+        // local0.info = 16*8+6 = 134; HAProxy's default `local` format: no hostname.
+        assert!(msg.starts_with("<134>"), "{msg}");
+        assert!(msg.contains(" haproxy["), "{msg}");
+        assert!(msg.contains("fe be/s ") && msg.contains(" 200 "), "{msg}");
+        break;
+    }
+}
