@@ -324,6 +324,8 @@ impl Session {
                     .await;
             }
         };
+        // Without a log format, HAProxy logs "Connect from" per stream, i.e. per valid request.
+        self.shared.log.connect(&self.fe, &log);
         let client_close = h1::wants_close(req.version, &req.headers);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
