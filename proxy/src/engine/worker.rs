@@ -202,29 +202,29 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
         if shared.stopping.load(Ordering::Acquire) {
             break;
         }
-        // maxconn: stop accepting (the kernel queues) until a slot frees up.
-        let gates = async {
-            fe.feconn.enter().await;
-            shared.model.actconn.enter().await;
+        // maxconn: stop accepting (the kernel queues) while the frontend or the process is full.
+        let room = async {
+            fe.feconn.wait_room().await;
+            shared.model.actconn.wait_room().await;
         };
         tokio::select! {
-            _ = gates => {}
+            _ = room => {}
             _ = stop.changed() => break,
         }
         match listener.accept(shared.io).await {
             Ok(acc) => {
-                shared.sessions.fetch_add(1, Ordering::AcqRel);
-                fe.feconn.activate();
-                shared.model.actconn.activate();
-                let guard = SessionGuard {
-                    shared: Arc::clone(&shared),
-                    fe: Arc::clone(&fe),
-                };
                 crate::model::Counters::add(&fe.counters.stot, 1);
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
                 spawn(async move {
-                    let _guard = guard;
+                    // Another worker may have taken the last slot since we checked.
+                    fe2.feconn.enter().await;
+                    sh.model.actconn.enter().await;
+                    sh.sessions.fetch_add(1, Ordering::AcqRel);
+                    let _guard = SessionGuard {
+                        shared: Arc::clone(&sh),
+                        fe: Arc::clone(&fe2),
+                    };
                     match fe2.cfg.mode {
                         Mode::Tcp => crate::tcp::session::run(sh, fe2, acc).await,
                         Mode::Http => crate::http::proxy::run(sh, fe2, acc).await,
@@ -232,8 +232,6 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
                 });
             }
             Err(e) => {
-                fe.feconn.cancel();
-                shared.model.actconn.cancel();
                 if shared.stopping.load(Ordering::Acquire) {
                     break;
                 }

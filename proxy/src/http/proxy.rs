@@ -161,7 +161,12 @@ impl Session {
         keep: bool,
     ) -> bool {
         log.status = Some(status);
-        log.bytes_out = bytes.len() as u64;
+        // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`.
+        log.bytes_out = if log.request_line.as_deref() == Some("<BADREQ>") {
+            0
+        } else {
+            crate::log::htx::reply_size(&bytes)
+        };
         log.term = term;
         self.fe.counters.count_status(status);
         let ok = self.send_client(bytes).await;
@@ -193,7 +198,7 @@ impl Session {
                 Ok(None) => {}
                 Err(e) => {
                     let mut log = self.new_log();
-                    log.request = Some(start.elapsed());
+                    log.request_line = Some("<BADREQ>".into());
                     Counters::add(&self.fe.counters.errors_req, 1);
                     let status = e.status();
                     return self
@@ -222,6 +227,7 @@ impl Session {
                             let mut log = self.new_log();
                             log.term = *b"CR";
                             log.null = true;
+                            log.status = Some(400);
                             log.request_line = Some("<BADREQ>".into());
                             self.shared.log.session(&self.fe, &log);
                         }
@@ -232,6 +238,7 @@ impl Session {
                     log.request_line = Some("<BADREQ>".into());
                     Counters::add(&self.fe.counters.errors_req, 1);
                     log.status = Some(400);
+                    let _ = self.send_client(errors::error_response(400).to_vec()).await;
                     log.total = start.elapsed();
                     self.shared.log.session(&self.fe, &log);
                     return false;
@@ -272,6 +279,7 @@ impl Session {
                     if got_first_byte {
                         let mut log = self.new_log();
                         log.term = *b"CR";
+                        log.status = Some(400);
                         log.request_line = Some("<BADREQ>".into());
                         log.total = start.elapsed();
                         self.shared.log.session(&self.fe, &log);
@@ -299,19 +307,33 @@ impl Session {
             Ok(f) => f,
             Err(e) => {
                 Counters::add(&self.fe.counters.errors_req, 1);
+                log.request = None;
+                log.request_line = Some("<BADREQ>".into());
                 let status = e.status();
                 return self
                     .local_reply(log, status, refusal(status), *b"PR", start, false)
                     .await;
             }
         };
+        // Without a log format, HAProxy logs "Connect from" per stream, i.e. per valid request.
+        self.shared.log.connect(&self.fe, &log);
         let client_close = h1::wants_close(req.version, &req.headers);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
 
         // Frontend rules, then routing, then the backend's rules.
         let http10 = req.version == Version::Http10;
-        let keep = !client_close && framing == BodyFraming::None;
+        // A local reply keeps the connection when the request body, if any, is already wholly
+        // received (HAProxy's H1 mux then drops it): its length here.
+        let body_here = match framing {
+            BodyFraming::None => Some(0),
+            f => BodyDecoder::new(f)
+                .advance(&self.cbuf)
+                .ok()
+                .filter(|p| p.done)
+                .map(|p| p.consumed),
+        };
+        let keep = !client_close && body_here.is_some();
         let conn_hdr = |closing: bool| ConnHeader::for_reply(http10, !client_close, closing);
         let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
@@ -367,6 +389,14 @@ impl Session {
                 if stage == 1 {
                     log.backend = Some(be.name.clone());
                 }
+                if keep && let Some(n) = body_here {
+                    self.cbuf.drain(..n.min(self.cbuf.len()));
+                }
+                let bytes = if req.method == "HEAD" {
+                    errors::head_only(&bytes).to_vec()
+                } else {
+                    bytes
+                };
                 return self
                     .local_reply(log, status, bytes, term, start, keep)
                     .await;
@@ -420,6 +450,8 @@ impl Session {
             )
             .await;
         be.beconn.fetch_sub(1, Ordering::Relaxed);
+        // HAProxy releases the backend and server slots before logging.
+        log.beconn = be.beconn.load(Ordering::Relaxed);
         log.total = start.elapsed();
         self.shared.log.session(&self.fe, &log);
         result
@@ -442,6 +474,9 @@ impl Session {
             if !(excepted || ff.if_none && req.headers.contains(&ff.header)) {
                 req.headers.append(ff.header.clone(), ip.to_string());
             }
+        }
+        if req.version == Version::Http10 {
+            req.headers.append("connection", "keep-alive");
         }
     }
 
@@ -510,6 +545,11 @@ impl Session {
     ) -> bool {
         let tc_start = Instant::now();
         let mut attempts = 0;
+        // HAProxy keeps the client connection after its own 502/503/504 when it could after a
+        // normal response: keep-alive asked, no request body left behind.
+        let keep = !client_close && framing == BodyFraming::None;
+        let conn = ConnHeader::for_reply(req.version == Version::Http10, !client_close, !keep);
+        let head_req = req.method == "HEAD";
         // A reused idle connection may have been closed by the server meanwhile: a bodiless
         // request that got no response byte is replayed once on a fresh connection.
         let (srv, server, resp) = loop {
@@ -524,10 +564,13 @@ impl Session {
                     log.term = term;
                     self.fe.counters.count_status(503);
                     be.counters.count_status(503);
-                    let bytes = errors::error_response(503).to_vec();
-                    log.bytes_out = bytes.len() as u64;
-                    let _ = self.send_client(bytes).await;
-                    return false;
+                    let mut bytes = errors::with_connection(errors::error_response(503), conn);
+                    if head_req {
+                        bytes = errors::head_only(&bytes).to_vec();
+                    }
+                    log.bytes_out = crate::log::htx::reply_size(&bytes);
+                    let sent = self.send_client(bytes).await;
+                    return sent && keep;
                 }
             };
             if reused {
@@ -573,12 +616,10 @@ impl Session {
                 )
                 .await
             }
-            Err(a) => {
-                self.fail(be, &srv, &server, a, log).await;
-                false
-            }
+            Err(a) => self.fail(be, &srv, &server, a, log, (conn, head_req)).await && keep,
         };
         backend::release(be, &srv);
+        log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
         outcome
     }
 
@@ -684,7 +725,9 @@ impl Session {
     }
 
     /// Answers an aborted transaction: 502 when the server failed before its response head, 504 on
-    /// a server timeout, nothing (just close) when the client is gone.
+    /// a server timeout, nothing (just close) when the client is gone. The reply carries the
+    /// connection header of `reply.0`, and no body when `reply.1` (a HEAD request); returns
+    /// whether one was sent.
     async fn fail(
         &mut self,
         be: &Proxy,
@@ -692,7 +735,8 @@ impl Session {
         server: &Stream,
         a: Abort,
         log: &mut SessionLog,
-    ) {
+        reply: (ConnHeader, bool),
+    ) -> bool {
         server.abort(true);
         let (cause, state, status) = match a {
             Abort::Client(s) => (b'C', s, None),
@@ -714,15 +758,19 @@ impl Session {
         }
         if let Some(st) = status {
             if cause == b'c' && state != b'R' {
-                return;
+                return false;
             }
             log.status = Some(st);
             self.fe.counters.count_status(st);
             be.counters.count_status(st);
-            let bytes = errors::error_response(st).to_vec();
-            log.bytes_out = bytes.len() as u64;
-            let _ = self.send_client(bytes).await;
+            let mut bytes = errors::with_connection(errors::error_response(st), reply.0);
+            if reply.1 {
+                bytes = errors::head_only(&bytes).to_vec();
+            }
+            log.bytes_out = crate::log::htx::reply_size(&bytes);
+            return self.send_client(bytes).await;
         }
+        false
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -752,7 +800,15 @@ impl Session {
         };
         let Ok(framing) = framing else {
             Counters::add(&srv.counters.errors_resp, 1);
-            self.fail(be, srv, server, Abort::Server(b'H'), log).await;
+            self.fail(
+                be,
+                srv,
+                server,
+                Abort::Server(b'H'),
+                log,
+                (ConnHeader::Close, false),
+            )
+            .await;
             return false;
         };
         let server_close = h1::wants_close(head.version, &head.headers);
@@ -763,37 +819,31 @@ impl Session {
         let server_keep = !(httpclose || fo.http_server_close || bo.http_server_close);
         let close = client_close || httpclose || framing == BodyFraming::UntilClose;
         h1::remove_hop_by_hop(&mut head.headers);
-        if close && !tunnel && req.version != Version::Http10 {
+        // `%B` counts the head as HAProxy stores it, before the mux adds its connection header.
+        log.bytes_out = crate::log::htx::head_size(&head);
+        let mut htx_body = crate::log::htx::BodySize::new(framing == BodyFraming::Chunked);
+        // As HAProxy's H1 mux: `close` on an HTTP/1.1 response that ends the connection,
+        // `keep-alive` when either side is HTTP/1.0 and the connection stays.
+        if close && !tunnel && head.version == Version::Http11 {
             head.headers.append("connection", "close");
-        } else if !close && req.version == Version::Http10 {
+        } else if !close && (req.version == Version::Http10 || head.version == Version::Http10) {
             head.headers.append("connection", "keep-alive");
         }
         let mut out = Vec::with_capacity(1024 + sbuf.len());
         h1::write_response_head(&head, &mut out);
-        log.bytes_out = out.len() as u64;
-        // The body bytes already read go out with the head: one write for a small response.
-        let mut dec = BodyDecoder::new(framing);
-        let mut done = framing == BodyFraming::None;
-        if !tunnel && !done && !sbuf.is_empty() {
-            match dec.advance(&sbuf) {
-                Ok(p) => {
-                    out.extend_from_slice(&sbuf[..p.consumed]);
-                    log.bytes_out += p.consumed as u64;
-                    sbuf.drain(..p.consumed);
-                    done = p.done;
-                }
-                Err(_) => {
-                    Counters::add(&srv.counters.errors_resp, 1);
-                    self.fail(be, srv, server, Abort::Server(b'H'), log).await;
-                    return false;
-                }
-            }
-        }
-        if !self.send_client(out).await {
-            self.fail(be, srv, server, Abort::Client(b'D'), log).await;
-            return false;
-        }
         if tunnel {
+            if !self.send_client(out).await {
+                self.fail(
+                    be,
+                    srv,
+                    server,
+                    Abort::Client(b'D'),
+                    log,
+                    (ConnHeader::Close, false),
+                )
+                .await;
+                return false;
+            }
             let client = Rc::clone(&self.client);
             let initial = std::mem::take(&mut self.cbuf);
             if !sbuf.is_empty() {
@@ -815,8 +865,12 @@ impl Session {
             log.term = stats.end.codes();
             return false;
         }
-        // Stream the rest of the body.
+        // Stream the body. The head goes out with the body bytes already read, in one write as
+        // HAProxy does (a client gone meanwhile is then noticed the same way).
+        let mut pending_head = Some(out);
+        let mut dec = BodyDecoder::new(framing);
         let st = be.cfg.timeouts.server;
+        let mut done = framing == BodyFraming::None;
         while !done {
             if !sbuf.is_empty() {
                 let p = match dec.advance(&sbuf) {
@@ -831,10 +885,25 @@ impl Session {
                 if p.consumed > 0 {
                     let tail = sbuf.split_off(p.consumed);
                     let chunk = std::mem::replace(&mut sbuf, tail);
-                    log.bytes_out += chunk.len() as u64;
+                    log.bytes_out += htx_body.feed(&chunk);
+                    let chunk = match pending_head.take() {
+                        Some(mut h) => {
+                            h.extend_from_slice(&chunk);
+                            h
+                        }
+                        None => chunk,
+                    };
                     let (r, _) = self.client.write_all(chunk).await;
                     if r.is_err() {
-                        self.fail(be, srv, server, Abort::Client(b'D'), log).await;
+                        self.fail(
+                            be,
+                            srv,
+                            server,
+                            Abort::Client(b'D'),
+                            log,
+                            (ConnHeader::Close, false),
+                        )
+                        .await;
                         return false;
                     }
                     self.activity.touch();
@@ -843,6 +912,20 @@ impl Session {
                 if done {
                     break;
                 }
+            }
+            if let Some(h) = pending_head.take()
+                && !self.send_client(h).await
+            {
+                self.fail(
+                    be,
+                    srv,
+                    server,
+                    Abort::Client(b'D'),
+                    log,
+                    (ConnHeader::Close, false),
+                )
+                .await;
+                return false;
             }
             if sbuf.capacity() < BODY_BUF {
                 sbuf.reserve(BODY_BUF);
@@ -874,16 +957,27 @@ impl Session {
                 }
             }
         }
+        if let Some(h) = pending_head.take()
+            && !self.send_client(h).await
+        {
+            self.fail(
+                be,
+                srv,
+                server,
+                Abort::Client(b'D'),
+                log,
+                (ConnHeader::Close, false),
+            )
+            .await;
+            return false;
+        }
         for c in [&self.fe.counters, &be.counters, &srv.counters] {
             Counters::add(&c.bytes_out, log.bytes_out);
             Counters::add(&c.bytes_in, log.bytes_in);
         }
         // Keep the server connection for the next request unless it is not reusable.
-        let reusable = server_keep
-            && !server_close
-            && sbuf.is_empty()
-            && framing != BodyFraming::UntilClose
-            && req.version != Version::Http10;
+        let reusable =
+            server_keep && !server_close && sbuf.is_empty() && framing != BodyFraming::UntilClose;
         if reusable {
             self.own = Some((Arc::clone(srv), Rc::clone(server)));
         }

@@ -2,6 +2,7 @@
 //! and the sinks (stdout, syslog over UDP or a unix socket) fed without blocking a worker.
 
 pub mod format;
+pub mod htx;
 pub mod session;
 pub mod sink;
 

@@ -10,13 +10,12 @@ use arc_swap::ArcSwap;
 
 use crate::config::model as cfg;
 
-/// Connection-count gate for `maxconn` (global, frontend): accepting pauses at the limit and
-/// resumes when a session ends.
+/// Connection-count gate for `maxconn` (global, frontend). Accept loops wait until the gate has
+/// room without reserving a slot (an accept pending on an idle listener must not hold one: each
+/// worker has its own listener), then the accepted session takes a slot, waiting if another
+/// worker took the last one meanwhile. Sessions running never exceed `max`.
 pub struct Gate {
-    /// Slots taken, including the one an accept loop reserves before it waits in accept().
     cur: AtomicU32,
-    /// Sessions actually running (`actconn`, `feconn`, `scur`).
-    active: AtomicU32,
     max: u32,
     waiters: tokio::sync::Notify,
 }
@@ -25,23 +24,13 @@ impl Gate {
     pub fn new(max: u32) -> Gate {
         Gate {
             cur: AtomicU32::new(0),
-            active: AtomicU32::new(0),
             max: max.max(1),
             waiters: tokio::sync::Notify::new(),
         }
     }
-    /// Sessions running now.
+    /// Sessions holding a slot now (`actconn`, `feconn`, `scur`).
     pub fn current(&self) -> u32 {
-        self.active.load(Ordering::Relaxed)
-    }
-    /// A reserved slot became a running session.
-    pub fn activate(&self) {
-        self.active.fetch_add(1, Ordering::Relaxed);
-    }
-    /// Gives back a reserved slot that never became a session.
-    pub fn cancel(&self) {
-        self.cur.fetch_sub(1, Ordering::AcqRel);
-        self.waiters.notify_one();
+        self.cur.load(Ordering::Relaxed)
     }
     pub fn max(&self) -> u32 {
         self.max
@@ -62,21 +51,32 @@ impl Gate {
             }
         }
     }
-    /// Waits for a free slot and takes it.
-    pub async fn enter(&self) {
+    /// Waits until `check` holds, re-checking whenever a slot is released.
+    async fn wait_until(&self, check: impl Fn() -> bool) {
         loop {
             let notified = self.waiters.notified();
-            if self.try_enter() {
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check, so a release in between is not missed.
+            notified.as_mut().enable();
+            if check() {
                 return;
             }
             notified.await;
         }
     }
-    /// A running session ended.
+    /// Waits until a slot is free, without taking it.
+    pub async fn wait_room(&self) {
+        self.wait_until(|| self.cur.load(Ordering::Acquire) < self.max)
+            .await;
+    }
+    /// Waits for a free slot and takes it.
+    pub async fn enter(&self) {
+        self.wait_until(|| self.try_enter()).await;
+    }
+    /// Gives a slot back.
     pub fn leave(&self) {
-        self.active.fetch_sub(1, Ordering::Relaxed);
         self.cur.fetch_sub(1, Ordering::AcqRel);
-        self.waiters.notify_one();
+        self.waiters.notify_waiters();
     }
 }
 
@@ -287,13 +287,9 @@ mod tests {
         assert!(g.try_enter());
         assert!(g.try_enter());
         assert!(!g.try_enter());
-        g.activate();
-        assert_eq!(g.current(), 1);
-        g.cancel();
-        assert!(g.try_enter());
-        g.activate();
         g.leave();
         assert_eq!(g.current(), 1);
         assert!(g.try_enter());
+        assert_eq!(g.current(), 2);
     }
 }

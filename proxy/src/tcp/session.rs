@@ -59,8 +59,9 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             log.redispatched = f.info.redispatched;
             log.term = f.error.term();
             log.total = start.elapsed();
-            log.beconn = be.beconn.load(Ordering::Relaxed);
             be.beconn.fetch_sub(1, Ordering::Relaxed);
+            // HAProxy releases the backend slot before logging.
+            log.beconn = be.beconn.load(Ordering::Relaxed);
             shared.log.session(&fe, &log);
         }
         Ok(c) => {
@@ -70,8 +71,6 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             log.retries = c.info.retries;
             log.redispatched = c.info.redispatched;
             log.connect = Some(c.info.connect_time);
-            log.beconn = be.beconn.load(Ordering::Relaxed);
-            log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
             let t = RelayTimeouts {
                 client: fe.cfg.timeouts.client,
                 server: be.cfg.timeouts.server,
@@ -87,9 +86,14 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             log.bytes_in = stats.c2s;
             log.bytes_out = stats.s2c;
             log.term = stats.end.codes();
+            // `option dontlognull`: nothing came from the client.
+            log.null = stats.c2s == 0;
             log.total = start.elapsed();
             backend::release(&be, &srv);
             be.beconn.fetch_sub(1, Ordering::Relaxed);
+            // HAProxy releases the backend and server slots before logging.
+            log.beconn = be.beconn.load(Ordering::Relaxed);
+            log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
             shared.log.session(&fe, &log);
         }
     }
