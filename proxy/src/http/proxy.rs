@@ -96,8 +96,6 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
         own: None,
         requests: 0,
     };
-    let hello = s.new_log();
-    s.shared.log.connect(&s.fe, &hello);
     while s.transaction().await {}
     if let Some((srv, conn)) = s.own.take() {
         let reuse = s.fe.cfg.http_reuse;
