@@ -14,6 +14,15 @@ fn main() -> ExitCode {
             "portcullis version {} - HAProxy-compatible load balancer",
             env!("CARGO_PKG_VERSION")
         );
+        if args.version > 1 {
+            let uring = match portcullis::engine::io::uring_available() {
+                Ok(()) => "available".to_string(),
+                Err(e) => format!("unavailable ({e})"),
+            };
+            println!("Build options : edition 2024, minimum rustc {}", env!("CARGO_PKG_RUST_VERSION"));
+            println!("Available I/O engines : io_uring (tokio-uring) {uring}, epoll (tokio)");
+            println!("HTTP : HTTP/1.1 (strict RFC 9112 codec); TLS, HTTP/2, eBPF: not built yet");
+        }
         return ExitCode::SUCCESS;
     }
     if args.check_only {
