@@ -209,3 +209,54 @@ fn syslog_over_udp_with_haproxy_header() {
         break;
     }
 }
+
+#[test]
+fn daemon_mode_writes_the_pidfile() {
+    let n = node("daemon");
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let dir = TempDir::new("daemon");
+    let path = dir.0.join("d.cfg");
+    let pidfile = dir.0.join("portcullis.pid");
+    std::fs::write(&path, cfg(&format!("127.0.0.1:{port}"), n.addr(), "")).unwrap();
+    // -D returns at once: the parent exits 0 and the daemon keeps serving.
+    let status = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["--io", &io_engine(), "-D", "-p"])
+        .arg(&pidfile)
+        .arg("-f")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no pidfile");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let served = loop {
+        if let Ok(mut s) = TcpStream::connect(front) {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(b"GET /d HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            break read_response(&mut s, false);
+        }
+        assert!(Instant::now() < deadline, "daemon not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // SAFETY: stopping the daemon this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert_eq!(served.map(|r| r.status), Some(200));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pidfile.exists() {
+        assert!(Instant::now() < deadline, "pidfile left behind after stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

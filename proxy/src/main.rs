@@ -19,7 +19,10 @@ fn main() -> ExitCode {
                 Ok(()) => "available".to_string(),
                 Err(e) => format!("unavailable ({e})"),
             };
-            println!("Build options : edition 2024, minimum rustc {}", env!("CARGO_PKG_RUST_VERSION"));
+            println!(
+                "Build options : edition 2024, minimum rustc {}",
+                env!("CARGO_PKG_RUST_VERSION")
+            );
             println!("Available I/O engines : io_uring (tokio-uring) {uring}, epoll (tokio)");
             println!("HTTP : HTTP/1.1 (strict RFC 9112 codec); TLS, HTTP/2, eBPF: not built yet");
         }
