@@ -132,6 +132,15 @@ impl Stream {
                 }
                 match s.try_read_buf(&mut buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Ok(n) if n > 0 && n < cap - len => {
+                        // A short read drained the socket: drop the cached readiness now rather
+                        // than learn it from an EAGAIN on the next read (one syscall saved per
+                        // read; a new edge sets it again).
+                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
+                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                        });
+                        return (Ok(n), buf);
+                    }
                     r => return (r, buf),
                 }
             },
@@ -141,6 +150,12 @@ impl Stream {
                 }
                 match s.try_read_buf(&mut buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Ok(n) if n > 0 && n < cap - len => {
+                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
+                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                        });
+                        return (Ok(n), buf);
+                    }
                     r => return (r, buf),
                 }
             },
