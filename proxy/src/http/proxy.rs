@@ -77,6 +77,8 @@ struct Session {
     /// Client bytes read but not yet consumed.
     cbuf: Vec<u8>,
     activity: Activity,
+    /// Buffer kept between transactions for reading the server's responses.
+    spare: Vec<u8>,
     /// The server connection this session used last (kept for its next request).
     own: Option<(Arc<Server>, Rc<Stream>)>,
     requests: u64,
@@ -93,6 +95,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
         local,
         cbuf: Vec::with_capacity(BUF),
         activity: Activity::default(),
+        spare: Vec::new(),
         own: None,
         requests: 0,
     };
@@ -688,7 +691,11 @@ impl Session {
         let st = be.cfg.timeouts.server;
         let sent_at = Instant::now();
         let limits = Limits::default();
-        let mut sbuf: Vec<u8> = Vec::with_capacity(BUF);
+        let mut sbuf = std::mem::take(&mut self.spare);
+        sbuf.clear();
+        if sbuf.capacity() < BUF {
+            sbuf.reserve(BUF);
+        }
         loop {
             match h1::parse_response_head(&sbuf, &limits) {
                 Ok(Some((resp, n))) => {
@@ -881,17 +888,30 @@ impl Session {
                     }
                 };
                 if p.consumed > 0 {
-                    let tail = sbuf.split_off(p.consumed);
-                    let chunk = std::mem::replace(&mut sbuf, tail);
-                    log.bytes_out += htx_body.feed(&chunk);
-                    let chunk = match pending_head.take() {
+                    log.bytes_out += htx_body.feed(&sbuf[..p.consumed]);
+                    // The common case hands the whole buffer to the write and gets it back.
+                    let (chunk, tail) = if p.consumed == sbuf.len() {
+                        (std::mem::take(&mut sbuf), None)
+                    } else {
+                        let tail = sbuf.split_off(p.consumed);
+                        (std::mem::replace(&mut sbuf, Vec::new()), Some(tail))
+                    };
+                    let (chunk, head_owned) = match pending_head.take() {
                         Some(mut h) => {
                             h.extend_from_slice(&chunk);
-                            h
+                            (h, Some(chunk))
                         }
-                        None => chunk,
+                        None => (chunk, None),
                     };
-                    let (r, _) = self.client.write_all(chunk).await;
+                    let (r, mut back) = self.client.write_all(chunk).await;
+                    if let Some(b) = head_owned {
+                        back = b;
+                    }
+                    back.clear();
+                    sbuf = match tail {
+                        Some(t) => t,
+                        None => back,
+                    };
                     if r.is_err() {
                         self.fail(
                             be,
@@ -976,6 +996,10 @@ impl Session {
         // Keep the server connection for the next request unless it is not reusable.
         let reusable =
             server_keep && !server_close && sbuf.is_empty() && framing != BodyFraming::UntilClose;
+        if sbuf.capacity() <= 2 * BODY_BUF {
+            sbuf.clear();
+            self.spare = sbuf;
+        }
         if reusable {
             self.own = Some((Arc::clone(srv), Rc::clone(server)));
         }
