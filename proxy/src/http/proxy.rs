@@ -894,7 +894,7 @@ impl Session {
                         (std::mem::take(&mut sbuf), None)
                     } else {
                         let tail = sbuf.split_off(p.consumed);
-                        (std::mem::replace(&mut sbuf, Vec::new()), Some(tail))
+                        (std::mem::take(&mut sbuf), Some(tail))
                     };
                     let (chunk, head_owned) = match pending_head.take() {
                         Some(mut h) => {
