@@ -68,6 +68,54 @@ enum Abort {
     BadBody(u16),
 }
 
+/// The server a transaction is using, watched for `shutdown-sessions` from outside the
+/// transaction's future so that the kill can drop it wherever it is waiting.
+/// The server in use, its kill epoch when taken, and the connection to reset.
+type Armed = (Arc<Server>, u64, Rc<Stream>);
+
+#[derive(Default)]
+struct KillWatch {
+    cur: RefCell<Option<Armed>>,
+    changed: tokio::sync::Notify,
+    /// The response has started towards the client (a kill then cuts it).
+    streaming: std::cell::Cell<bool>,
+}
+
+impl KillWatch {
+    fn arm(&self, srv: &Arc<Server>, conn: &Rc<Stream>) {
+        *self.cur.borrow_mut() = Some((Arc::clone(srv), srv.kill_epoch(), Rc::clone(conn)));
+        self.changed.notify_waiters();
+    }
+
+    fn disarm(&self) {
+        *self.cur.borrow_mut() = None;
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves when the armed server's sessions are shut down.
+    async fn killed(&self) {
+        loop {
+            let changed = self.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            let armed = self
+                .cur
+                .borrow()
+                .as_ref()
+                .map(|(s, e, _)| (Arc::clone(s), *e));
+            match armed {
+                Some((srv, epoch)) => {
+                    tokio::select! {
+                        _ = srv.killed(epoch) => return,
+                        _ = changed => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+}
+
 struct Session {
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
@@ -544,6 +592,65 @@ impl Session {
         log: &mut SessionLog,
         start: Instant,
     ) -> bool {
+        let watch = KillWatch::default();
+        let done = {
+            let work = self.exchange_on(
+                be,
+                req,
+                framing,
+                head_bytes,
+                (client_close, upgrade, first),
+                log,
+                start,
+                &watch,
+            );
+            tokio::select! {
+                keep = work => Some(keep),
+                _ = watch.killed() => None,
+            }
+        };
+        if let Some(keep) = done {
+            return keep;
+        }
+        // The server was marked DOWN with `on-marked-down shutdown-sessions`: RST to the server,
+        // 502 (`DH--`, Tr = -1) if the client has no response yet, else the response is cut (`DD--`).
+        let Some((srv, _, conn)) = watch.cur.borrow_mut().take() else {
+            return false;
+        };
+        conn.abort(true);
+        backend::release(be, &srv);
+        log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
+        Counters::add(&srv.counters.srv_aborts, 1);
+        Counters::add(&be.counters.srv_aborts, 1);
+        if watch.streaming.get() {
+            log.term = *b"DD";
+            self.client.abort(false);
+            return false;
+        }
+        log.term = *b"DH";
+        log.response = None;
+        log.status = Some(502);
+        self.fe.counters.count_status(502);
+        be.counters.count_status(502);
+        let bytes = errors::with_connection(errors::error_response(502), ConnHeader::Close);
+        log.bytes_out = crate::log::htx::reply_size(&bytes);
+        let _ = self.send_client(bytes).await;
+        let _ = self.client.shutdown_write();
+        false
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange_on(
+        &mut self,
+        be: &Arc<Proxy>,
+        req: &RequestHead,
+        framing: BodyFraming,
+        head_bytes: Vec<u8>,
+        (client_close, upgrade, first): (bool, bool, bool),
+        log: &mut SessionLog,
+        start: Instant,
+        watch: &KillWatch,
+    ) -> bool {
         let tc_start = Instant::now();
         let mut attempts = 0;
         // HAProxy keeps the client connection after its own 502/503/504 when it could after a
@@ -580,6 +687,7 @@ impl Session {
                 log.connect = Some(tc_start.elapsed());
             }
             log.server = Some(srv.name.clone());
+            watch.arm(&srv, &server);
             Counters::add(&srv.counters.stot, 1);
             Counters::add(&srv.counters.req_tot, 1);
             log.beconn = be.beconn.load(Ordering::Relaxed);
@@ -595,6 +703,7 @@ impl Session {
                 Err(Abort::Server(b'H'))
                     if reused && framing == BodyFraming::None && attempts < 2 =>
                 {
+                    watch.disarm();
                     backend::release(be, &srv);
                     server.abort(false);
                     continue;
@@ -604,6 +713,7 @@ impl Session {
         };
         let outcome = match resp {
             Ok(resp) => {
+                watch.streaming.set(true);
                 self.forward_response(
                     be,
                     &srv,
@@ -619,6 +729,7 @@ impl Session {
             }
             Err(a) => self.fail(be, &srv, &server, a, log, (conn, head_req)).await && keep,
         };
+        watch.disarm();
         backend::release(be, &srv);
         log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
         outcome
@@ -864,7 +975,14 @@ impl Session {
                 client_fin: self.fe.cfg.timeouts.client_fin,
                 server_fin: be.cfg.timeouts.server_fin,
             };
-            let stats = crate::tcp::relay(client, Rc::clone(server), initial, t).await;
+            let stats = crate::tcp::relay(
+                client,
+                Rc::clone(server),
+                initial,
+                t,
+                std::future::pending(),
+            )
+            .await;
             log.bytes_in += stats.c2s;
             log.bytes_out += stats.s2c;
             log.term = stats.end.codes();

@@ -134,11 +134,36 @@ pub struct Server {
     /// Effective weight (drain = 0).
     pub weight: AtomicU32,
     pub counters: Counters,
+    /// Bumped by `shutdown_sessions`: sessions remember it when they take the server and end
+    /// when it moves (`on-marked-down shutdown-sessions`, reaching every worker).
+    kill_epoch: AtomicU64,
+    kill: tokio::sync::Notify,
 }
 
 impl Server {
     pub fn addr(&self) -> SocketAddr {
         **self.addr.load()
+    }
+    /// The epoch a session records when it starts using this server.
+    pub fn kill_epoch(&self) -> u64 {
+        self.kill_epoch.load(Ordering::Acquire)
+    }
+    /// Ends every session that uses this server now (they log `D`).
+    pub fn shutdown_sessions(&self) {
+        self.kill_epoch.fetch_add(1, Ordering::AcqRel);
+        self.kill.notify_waiters();
+    }
+    /// Resolves once `shutdown_sessions` has been called after `epoch` was read.
+    pub async fn killed(&self, epoch: u64) {
+        loop {
+            let notified = self.kill.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.kill_epoch() != epoch {
+                return;
+            }
+            notified.await;
+        }
     }
     pub fn is_usable(&self) -> bool {
         self.usable.load(Ordering::Acquire) && self.weight.load(Ordering::Relaxed) > 0
@@ -239,6 +264,8 @@ impl Model {
                             usable: AtomicBool::new(!s.opts.disabled),
                             weight: AtomicU32::new(s.opts.weight),
                             counters: Counters::default(),
+                            kill_epoch: AtomicU64::new(0),
+                            kill: tokio::sync::Notify::new(),
                         })
                     })
                     .collect();

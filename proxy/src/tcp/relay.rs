@@ -52,6 +52,7 @@ pub struct RelayTimeouts {
 
 enum DirEnd {
     Eof,
+    Killed,
     ReadErr,
     WriteErr,
     Timeout,
@@ -97,11 +98,14 @@ async fn pump(
 
 /// Relays until both directions end. `initial` is data already read from the client (e.g. during
 /// `tcp-request inspect-delay`) that must reach the server first.
+/// `kill` resolves when the session must end at once (server marked DOWN with
+/// `on-marked-down shutdown-sessions`): the relay then stops with [`End::Killed`].
 pub async fn relay(
     client: Rc<Stream>,
     server: Rc<Stream>,
     initial: Vec<u8>,
     t: RelayTimeouts,
+    kill: impl std::future::Future<Output = ()>,
 ) -> RelayStats {
     let activity = Activity::default();
     let c2s = Cell::new(initial.len() as u64);
@@ -137,9 +141,11 @@ pub async fn relay(
     // The first direction to fail ends the session; a clean EOF waits for the other direction.
     let mut up = std::pin::pin!(up);
     let mut down = std::pin::pin!(down);
+    let mut kill = std::pin::pin!(kill);
     let (first_up, first) = tokio::select! {
         e = &mut up => (true, e),
         e = &mut down => (false, e),
+        _ = &mut kill => (true, DirEnd::Killed),
     };
     let end = match first {
         DirEnd::Eof => {
@@ -149,7 +155,17 @@ pub async fn relay(
             } else {
                 ct.set(t.client_fin.or(ct.get()));
             }
-            let second = if first_up { down.await } else { up.await };
+            let rest = async {
+                if first_up {
+                    down.as_mut().await
+                } else {
+                    up.as_mut().await
+                }
+            };
+            let second = tokio::select! {
+                e = rest => e,
+                _ = &mut kill => DirEnd::Killed,
+            };
             match second {
                 DirEnd::Eof => End::Normal,
                 other => classify(!first_up, other),
@@ -175,6 +191,7 @@ pub async fn relay(
 fn classify(upstream: bool, e: DirEnd) -> End {
     match (upstream, e) {
         (_, DirEnd::Eof) => End::Normal,
+        (_, DirEnd::Killed) => End::Killed,
         (true, DirEnd::ReadErr) | (false, DirEnd::WriteErr) => End::ClientError,
         (true, DirEnd::WriteErr) | (false, DirEnd::ReadErr) => End::ServerError,
         (true, DirEnd::Timeout) => End::ClientTimeout,

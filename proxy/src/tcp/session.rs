@@ -78,7 +78,8 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
                 client_fin: fe.cfg.timeouts.client_fin,
                 server_fin: be.cfg.timeouts.server_fin,
             };
-            let stats = relay(client, Rc::new(c.stream), Vec::new(), t).await;
+            let epoch = srv.kill_epoch();
+            let stats = relay(client, Rc::new(c.stream), Vec::new(), t, srv.killed(epoch)).await;
             for c in [&fe.counters, &be.counters, &srv.counters] {
                 Counters::add(&c.bytes_in, stats.c2s);
                 Counters::add(&c.bytes_out, stats.s2c);
