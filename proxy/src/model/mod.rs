@@ -120,6 +120,33 @@ impl Counters {
     }
 }
 
+/// Server admin-state flags (HAProxy's `srv_admin`): forced maintenance and forced drain, set by
+/// the config (`disabled`) or the admin socket.
+pub const ADMIN_MAINT: u8 = 1;
+pub const ADMIN_DRAIN: u8 = 2;
+
+/// Server operational states (HAProxy's `srv_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Oper {
+    Stopped = 0,
+    Starting = 1,
+    Running = 2,
+    /// Up but taking no new LB traffic (`NOLB`: `health stopping`, 404 with disable-on-404).
+    Stopping = 3,
+}
+
+impl Oper {
+    fn from_u8(v: u8) -> Oper {
+        match v {
+            0 => Oper::Stopped,
+            1 => Oper::Starting,
+            3 => Oper::Stopping,
+            _ => Oper::Running,
+        }
+    }
+}
+
 pub struct Server {
     pub name: String,
     pub id: u32,
@@ -133,6 +160,18 @@ pub struct Server {
     pub usable: AtomicBool,
     /// Effective weight (drain = 0).
     pub weight: AtomicU32,
+    /// User weight (`set weight`); the initial one is `cfg.opts.weight`.
+    pub uweight: AtomicU32,
+    /// `ADMIN_*` flags.
+    pub admin: std::sync::atomic::AtomicU8,
+    /// `Oper` as u8.
+    pub oper: std::sync::atomic::AtomicU8,
+    /// When the server last went UP or DOWN (`lastchg`), in seconds since the process started.
+    pub last_change: AtomicU64,
+    /// Seconds spent DOWN before the current state (`downtime`).
+    pub down_time: AtomicU64,
+    /// UP→DOWN transitions (`chkdown`).
+    pub down_trans: AtomicU64,
     pub counters: Counters,
     /// Bumped by `shutdown_sessions`: sessions remember it when they take the server and end
     /// when it moves (`on-marked-down shutdown-sessions`, reaching every worker).
@@ -143,6 +182,25 @@ pub struct Server {
 impl Server {
     pub fn addr(&self) -> SocketAddr {
         **self.addr.load()
+    }
+    pub fn oper(&self) -> Oper {
+        Oper::from_u8(self.oper.load(Ordering::Acquire))
+    }
+    pub fn admin(&self) -> u8 {
+        self.admin.load(Ordering::Acquire)
+    }
+    /// Recomputes what the data path reads (`usable`, effective `weight`) from the admin and
+    /// operational states; the caller then rebuilds the backend's LB table.
+    pub fn apply_state(&self) {
+        let admin = self.admin();
+        let usable = admin & ADMIN_MAINT == 0 && self.oper() == Oper::Running;
+        let weight = if admin & ADMIN_DRAIN != 0 {
+            0
+        } else {
+            self.uweight.load(Ordering::Acquire)
+        };
+        self.weight.store(weight, Ordering::Release);
+        self.usable.store(usable, Ordering::Release);
     }
     /// The epoch a session records when it starts using this server.
     pub fn kill_epoch(&self) -> u64 {
@@ -224,6 +282,9 @@ impl Proxy {
 }
 
 pub struct Model {
+    /// When the process started (`show info` Uptime, `lastchg`).
+    pub started: std::time::Instant,
+    pub started_at: std::time::SystemTime,
     pub cfg: cfg::Config,
     pub proxies: Vec<Arc<Proxy>>,
     pub actconn: Gate,
@@ -263,6 +324,16 @@ impl Model {
                             cur_conns: AtomicU32::new(0),
                             usable: AtomicBool::new(!s.opts.disabled),
                             weight: AtomicU32::new(s.opts.weight),
+                            uweight: AtomicU32::new(s.opts.weight),
+                            admin: std::sync::atomic::AtomicU8::new(if s.opts.disabled {
+                                ADMIN_MAINT
+                            } else {
+                                0
+                            }),
+                            oper: std::sync::atomic::AtomicU8::new(Oper::Running as u8),
+                            last_change: AtomicU64::new(0),
+                            down_time: AtomicU64::new(0),
+                            down_trans: AtomicU64::new(0),
                             counters: Counters::default(),
                             kill_epoch: AtomicU64::new(0),
                             kill: tokio::sync::Notify::new(),
@@ -288,6 +359,8 @@ impl Model {
             })
             .collect();
         Ok(Model {
+            started: std::time::Instant::now(),
+            started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
             cfg,
