@@ -553,12 +553,18 @@ pub fn fmt_transition(ctx: &LogCtx, tr: Transition, check: Option<&CheckOutcome>
         ctx.server
     );
     let reason = check.map(fmt_reason).unwrap_or_default();
+    // Observed in 2.6: "… servers online. Running on backup. 0 sessions requeued, …".
+    let on_backup = if ctx.active == 0 && ctx.backups > 0 {
+        " Running on backup."
+    } else {
+        ""
+    };
     let left = format!(
-        "{} active and {} backup servers left. {} sessions active, {} requeued, {} remaining in queue.",
+        "{} active and {} backup servers left.{on_backup} {} sessions active, {} requeued, {} remaining in queue.",
         ctx.active, ctx.backups, ctx.sessions, ctx.requeued, ctx.queued
     );
     let online = format!(
-        "{} active and {} backup servers online. {} sessions requeued, {} total in queue.",
+        "{} active and {} backup servers online.{on_backup} {} sessions requeued, {} total in queue.",
         ctx.active, ctx.backups, ctx.requeued, ctx.queued
     );
     match tr {
@@ -916,6 +922,16 @@ mod tests {
             fmt_transition(&bk, Transition::Ready, None),
             "Backup Server be/srv is UP/READY (leaving forced maintenance)."
         );
+        let bko = LogCtx {
+            active: 0,
+            backups: 1,
+            ..CTX
+        };
+        assert_eq!(
+            fmt_transition(&bko, Transition::Nolb, None),
+            "Server be/srv is stopping. 0 active and 1 backup servers online. Running on backup. 0 sessions requeued, 0 total in queue."
+        );
+        assert_eq!(transition_level(Transition::Nolb, true), LOG_NOTICE);
         assert_eq!(
             fmt_no_server("be_503"),
             "backend be_503 has no server available!"
@@ -970,6 +986,14 @@ mod tests {
         assert_eq!(
             fmt_health_check(&CTX, &t, false),
             "Health check for server be/srv succeeded, reason: Layer7 check passed, code: 0, info: \"(tcp-check)\", check duration: 0ms, status: 3/3 UP."
+        );
+        let bk = LogCtx {
+            backup: true,
+            ..CTX
+        };
+        assert!(
+            fmt_health_check(&bk, &t, false)
+                .starts_with("Health check for backup server be/srv succeeded")
         );
         let mut l4 = st(2, 3);
         l4.on_result(CheckOutcome::new(Status::L4Ok, None, "", ms(0)));
