@@ -5,6 +5,7 @@
 //! I/O; the shells (`engine`, `tcp`, `http::proxy`, `log::sink`) stay thin.
 
 pub mod backend;
+pub mod check;
 pub mod cmdline;
 pub mod config;
 pub mod engine;
