@@ -642,13 +642,13 @@ const OPTIONS: &[(&str, u8, bool)] = &[
     ("forwardfor", FE | BE, false),
     ("http-keep-alive", FE | BE, false),
     ("http-server-close", FE | BE, false),
-    ("httpchk", BE, true),
+    ("httpchk", BE, false),
     ("httpclose", FE | BE, false),
     ("httplog", FE, false),
-    ("log-health-checks", BE, true),
+    ("log-health-checks", BE, false),
     ("redispatch", BE, false),
     ("socket-stats", FE, true),
-    ("tcp-check", BE, true),
+    ("tcp-check", BE, false),
     ("tcplog", FE, false),
 ];
 

@@ -463,7 +463,6 @@ pub(crate) fn kw_http_check(p: &mut P, args: &[String]) {
             }
             if let Some(e) = err {
                 p.alert(e);
-                return;
             }
         }
         "expect" => match parse_expect(
@@ -477,17 +476,14 @@ pub(crate) fn kw_http_check(p: &mut P, args: &[String]) {
             }
             Err(e) => {
                 p.alert(e);
-                return;
             }
         },
         other => {
             p.alert(format!(
                 "'http-check' only supports 'disable-on-404', 'send', 'expect'. but got '{other}'"
             ));
-            return;
         }
     }
-    p.pending(&format!("http-check {sub}"));
 }
 
 pub(crate) fn kw_tcp_check(p: &mut P, args: &[String]) {
@@ -542,7 +538,6 @@ pub(crate) fn kw_tcp_check(p: &mut P, args: &[String]) {
         }
     };
     p.px.tcp_checks.push(rule);
-    p.pending(&format!("tcp-check {sub}"));
 }
 
 pub(crate) fn kw_stats(p: &mut P, args: &[String]) {

@@ -412,7 +412,6 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
     }
     let o = &st.opts;
     let pending: Vec<&str> = [
-        (o.check, "check"),
         (o.ssl, "ssl"),
         (o.check_ssl, "check-ssl"),
         (o.maxqueue.is_some(), "maxqueue"),

@@ -1,6 +1,7 @@
 //! Worker threads and the I/O backends (io_uring, epoll): each worker is one thread with its own
 //! current-thread runtime and its own listening sockets; no work stealing, no locks on the hot path.
 
+pub mod control;
 pub mod idle;
 pub mod io;
 pub mod listen;
@@ -88,5 +89,7 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         stop_tx,
     });
     worker::block_stop_signals();
+    control::spawn(Arc::clone(&shared))
+        .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
     worker::run(shared, listeners).map_err(|e| vec![e])
 }

@@ -99,6 +99,18 @@ impl Logger {
         }
     }
 
+    /// A server or backend state change (check results, admin socket): to the proxy's log
+    /// targets at `level`, and to stderr as HAProxy prints it in the foreground.
+    pub fn event(&self, px: &Proxy, level: u8, line: &str, stderr_line: &str) {
+        if let Some(sink) = &self.sink {
+            for t in &px.cfg.logs {
+                sink.log(t, None, Level(level), line);
+            }
+        }
+        let tag = if level <= 1 { "[ALERT]" } else { "[WARNING]" };
+        eprintln!("{tag:<10} ({}) : {stderr_line}", self.pid);
+    }
+
     /// At accept: the "Connect from" line of proxies that have no log format.
     pub fn connect(&self, fe: &Proxy, rec: &SessionLog) {
         if fe.cfg.logs.is_empty() || !matches!(self.styles.get(fe.index), Some(Style::Connect)) {

@@ -172,6 +172,10 @@ pub struct Server {
     pub down_time: AtomicU64,
     /// UP→DOWN transitions (`chkdown`).
     pub down_trans: AtomicU64,
+    /// The health FSM (driven by the control thread's checks and by the admin socket).
+    pub check: std::sync::Mutex<crate::check::fsm::CheckState>,
+    /// What a check sends and expects; `None` without `check`.
+    pub check_spec: Option<crate::check::probe::CheckSpec>,
     pub counters: Counters,
     /// Bumped by `shutdown_sessions`: sessions remember it when they take the server and end
     /// when it moves (`on-marked-down shutdown-sessions`, reaching every worker).
@@ -300,6 +304,7 @@ impl Model {
         maxconn_override: Option<u32>,
     ) -> Result<Model, Vec<crate::config::Diag>> {
         let mut rules = crate::http::rules::compile(&cfg)?.into_iter();
+        let mut spec_errors = Vec::new();
         let global_max = cfg.global.maxconn.unwrap_or(DEFAULT_MAXCONN);
         let proxies = cfg
             .proxies
@@ -316,7 +321,22 @@ impl Model {
                     .servers
                     .iter()
                     .map(|s| {
+                        let check_spec = match crate::check::probe::CheckSpec::from_config(p, s) {
+                            Ok(spec) => spec,
+                            Err(e) => {
+                                spec_errors.push(crate::config::Diag::alert(
+                                    &s.loc.file,
+                                    s.loc.line,
+                                    e,
+                                ));
+                                None
+                            }
+                        };
                         Arc::new(Server {
+                            check: std::sync::Mutex::new(crate::check::fsm::CheckState::new(
+                                &s.opts,
+                            )),
+                            check_spec,
                             name: s.name.clone(),
                             id: s.id,
                             cfg: s.clone(),
@@ -358,6 +378,9 @@ impl Model {
                 })
             })
             .collect();
+        if !spec_errors.is_empty() {
+            return Err(spec_errors);
+        }
         Ok(Model {
             started: std::time::Instant::now(),
             started_at: std::time::SystemTime::now(),

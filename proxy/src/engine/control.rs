@@ -1,0 +1,184 @@
+//! The control thread: health checks (one task per checked server) and, with the admin-socket
+//! slice, the runtime API. It runs a plain tokio (epoll) runtime of its own so a slow check or
+//! client never touches a worker; what it changes reaches the workers through the model's
+//! atomics, the LB table swap and the servers' kill epochs.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::check::fsm::{self, LogCtx, OpState, Transition};
+use crate::check::probe;
+use crate::model::{Oper, Proxy, Server};
+
+use super::worker::Shared;
+
+/// Starts the control thread; it ends when the process stops.
+pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!("control thread: cannot start its runtime: {e}");
+                    return;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, run(shared));
+        })
+}
+
+async fn run(shared: Arc<Shared>) {
+    for be in shared.model.proxies.iter().filter(|p| p.is_backend()) {
+        let checked: Vec<&Arc<Server>> = be
+            .servers
+            .iter()
+            .filter(|s| s.check_spec.is_some())
+            .collect();
+        let n = checked.len();
+        for (i, srv) in checked.into_iter().enumerate() {
+            // First checks spread over the first interval, as HAProxy does.
+            let first = fsm::first_check_offset(i, n, srv.cfg.opts.inter);
+            tokio::task::spawn_local(check_loop(
+                Arc::clone(&shared),
+                Arc::clone(be),
+                Arc::clone(srv),
+                first,
+            ));
+        }
+    }
+    let mut stop = shared.stop_tx.subscribe();
+    while !*stop.borrow() {
+        if stop.changed().await.is_err() {
+            break;
+        }
+    }
+}
+
+async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first: Duration) {
+    let Some(spec) = srv.check_spec.clone() else {
+        return;
+    };
+    tokio::time::sleep(first).await;
+    loop {
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let started = {
+            let mut st = lock(&srv);
+            if st.is_maint() {
+                None
+            } else {
+                st.start();
+                Some(st.is_stopped())
+            }
+        };
+        if let Some(stopped) = started {
+            let outcome = probe::run(&spec, spec.target(srv.addr()), stopped).await;
+            let (update, was_usable) = {
+                let mut st = lock(&srv);
+                let was = st.is_usable();
+                (st.on_result(outcome), was)
+            };
+            if let Some(tr) = update.transition {
+                let last = lock(&srv).last().clone();
+                apply(&shared, &be, &srv, tr, Some(&last), was_usable);
+            }
+            if update.report && be.cfg.options.log_health_checks {
+                let st = lock(&srv).clone();
+                let drain = srv.admin() & crate::model::ADMIN_DRAIN != 0;
+                let line = fsm::fmt_health_check(&log_ctx(&be, &srv), &st, drain);
+                shared.log.event(&be, fsm::LOG_NOTICE, &line, &line);
+            }
+        }
+        let next = lock(&srv).next_interval();
+        tokio::time::sleep(next).await;
+    }
+}
+
+fn lock(srv: &Server) -> std::sync::MutexGuard<'_, fsm::CheckState> {
+    // A panic while holding it cannot leave the FSM half-updated in a way that matters more than
+    // stopping the checks of that server would.
+    srv.check.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn log_ctx<'a>(be: &'a Proxy, srv: &'a Server) -> LogCtx<'a> {
+    let active = be
+        .servers
+        .iter()
+        .filter(|s| !s.cfg.opts.backup && s.is_usable())
+        .count() as u32;
+    let backups = be
+        .servers
+        .iter()
+        .filter(|s| s.cfg.opts.backup && s.is_usable())
+        .count() as u32;
+    LogCtx {
+        proxy: &be.name,
+        server: &srv.name,
+        backup: srv.cfg.opts.backup,
+        active,
+        backups,
+        sessions: srv.cur_conns.load(Ordering::Relaxed),
+        requeued: 0,
+        queued: 0,
+    }
+}
+
+/// Applies a transition decided by the FSM to what the workers read, then logs it and, for a
+/// server going down with `on-marked-down shutdown-sessions`, ends its sessions everywhere.
+pub fn apply(
+    shared: &Shared,
+    be: &Proxy,
+    srv: &Server,
+    tr: Transition,
+    check: Option<&fsm::CheckOutcome>,
+    was_usable: bool,
+) {
+    let op = lock(srv).op();
+    let oper = match op {
+        OpState::Running => Oper::Running,
+        OpState::Stopping => Oper::Stopping,
+        OpState::Stopped => Oper::Stopped,
+    };
+    let now = shared.model.started.elapsed().as_secs();
+    let prev = srv.oper.swap(oper as u8, Ordering::AcqRel);
+    if prev != oper as u8 {
+        let since = srv.last_change.swap(now, Ordering::AcqRel);
+        if prev == Oper::Stopped as u8 {
+            srv.down_time
+                .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+        }
+    }
+    let going_down = matches!(tr, Transition::Down | Transition::Maint { .. });
+    if going_down && was_usable {
+        srv.down_trans.fetch_add(1, Ordering::Relaxed);
+    }
+    srv.apply_state();
+    be.rebuild_lb();
+    let ctx = log_ctx(be, srv);
+    let line = fsm::fmt_transition(
+        &ctx,
+        tr,
+        check.filter(|_| !be.cfg.options.log_health_checks),
+    );
+    shared
+        .log
+        .event(be, fsm::transition_level(tr, was_usable), &line, &line);
+    if going_down && srv.cfg.opts.on_marked_down_shutdown_sessions {
+        srv.shutdown_sessions();
+    }
+    if going_down && was_usable && ctx.active == 0 && ctx.backups == 0 {
+        shared.log.event(
+            be,
+            fsm::LOG_EMERG,
+            &fsm::fmt_no_server(&be.name),
+            &fsm::fmt_no_server_stderr(&be.name),
+        );
+    }
+}
