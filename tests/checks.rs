@@ -158,3 +158,43 @@ fn server_comes_back_after_rise_successes() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn active_server_back_up_ends_backup_sessions_with_u() {
+    let ip_a = IpAddr::from([127, 0, 1, 131]);
+    let ip_b = IpAddr::from([127, 0, 1, 132]);
+    let active =
+        HttpNode::start(SocketAddr::new(ip_a, 0), HttpOpts::named("active")).expect("active");
+    let active_health = HealthNode::start(SocketAddr::new(ip_a, 0)).expect("health");
+    let backup =
+        HttpNode::start(SocketAddr::new(ip_b, 0), HttpOpts::named("backup")).expect("backup");
+    active_health.set_healthy(false);
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let cfg = format!(
+        "defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    option httpchk GET /health_check.html\n    server active {} check port {} inter 300ms rise 2 fall 1\n    server spare {} backup on-marked-up shutdown-backup-sessions\n",
+        active.addr(),
+        active_health.addr().port(),
+        backup.addr()
+    );
+    let p = Proc::portcullis(&cfg, front);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(front, "/probe").header("x-node").as_deref() != Some("backup") {
+        assert!(
+            Instant::now() < deadline,
+            "traffic never moved to the backup"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let slow = std::thread::spawn(move || get(front, "/slow?ms=8000").status);
+    std::thread::sleep(Duration::from_millis(300));
+    active_health.set_healthy(true);
+    assert_eq!(slow.join().expect("client"), 502);
+    let line = p
+        .wait_log(" UH-- ", Duration::from_secs(3))
+        .unwrap_or_else(|| panic!("{:?}", p.log_lines()));
+    assert!(
+        line.contains(" be/spare ") && line.contains(" 502 "),
+        "{line}"
+    );
+}

@@ -25,8 +25,6 @@ pub enum Rule {
     Directive(&'static str),
     /// A word of `bind` lines and how many arguments follow it.
     BindOpt(&'static str, usize),
-    /// A word of `server` lines and how many arguments follow it.
-    ServerOpt(&'static str, usize),
 }
 
 /// What the demo strips today. Delete a row when portcullis runs that feature.
@@ -36,15 +34,6 @@ pub const NOT_YET: &[Rule] = &[
     Rule::BindOpt("ssl", 0),
     Rule::BindOpt("crt", 1),
     Rule::BindOpt("alpn", 1),
-    Rule::ServerOpt("check", 0),
-    Rule::ServerOpt("port", 1),
-    Rule::ServerOpt("inter", 1),
-    Rule::ServerOpt("rise", 1),
-    Rule::ServerOpt("fall", 1),
-    Rule::ServerOpt("on-marked-down", 1),
-    Rule::Directive("option httpchk"),
-    Rule::Directive("http-check"),
-    Rule::Directive("option tcp-check"),
 ];
 
 /// Also stripped when no certificate could be made (no `openssl`).
@@ -79,7 +68,6 @@ impl Rule {
             Rule::Section(k, n) => format!("{k} {n}"),
             Rule::Directive(d) => d.to_string(),
             Rule::BindOpt(w, _) => format!("bind {w}"),
-            Rule::ServerOpt(w, _) => format!("server {w}"),
         }
     }
 }
@@ -162,9 +150,7 @@ pub fn strip(cfg: &str, rules: &[Rule]) -> (String, Vec<(String, usize)>) {
             continue;
         }
         let opts = |r: &Rule| match (*first, r) {
-            ("bind", Rule::BindOpt(word, n)) | ("server", Rule::ServerOpt(word, n)) => {
-                Some((*word, *n))
-            }
+            ("bind", Rule::BindOpt(word, n)) => Some((*word, *n)),
             _ => None,
         };
         if !rules.iter().any(|r| opts(r).is_some()) {
@@ -391,15 +377,14 @@ mod tests {
         let (out, items) = strip(SEED_COPY, NOT_YET);
         let code: String = out.lines().filter(|l| !l.starts_with('#')).collect();
         assert!(!code.contains("stats"), "{out}");
-        assert!(!code.contains("check"), "{out}");
+        assert!(
+            code.contains("option httpchk GET /health_check.html"),
+            "{out}"
+        );
         assert!(!code.contains("ssl crt"), "{out}");
         assert!(out.contains("    bind 127.0.0.1:10443\n"), "{out}");
         assert!(
-            out.contains("    server master1 127.0.1.12:30080\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("    server worker2 127.0.1.14:31443\n"),
+            out.contains("    server master1 127.0.1.12:30080 check port 30180 inter 2s rise 2 fall 2 on-marked-down shutdown-sessions\n"),
             "{out}"
         );
         assert!(
@@ -409,9 +394,7 @@ mod tests {
         assert!(out.contains("frontend istio-grpc-passthrough\n"), "{out}");
         assert_eq!(
             summary(&items),
-            "stats ×2, bind ssl, bind crt, bind alpn, option httpchk, http-check, \
-             server check ×6, server port ×3, server inter ×6, server rise ×6, server fall ×6, \
-             server on-marked-down ×3, option tcp-check ×2, frontend stats"
+            "stats ×2, bind ssl, bind crt, bind alpn, frontend stats"
         );
     }
 

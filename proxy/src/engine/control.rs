@@ -171,7 +171,17 @@ pub fn apply(
         .log
         .event(be, fsm::transition_level(tr, was_usable), &line, &line);
     if going_down && srv.cfg.opts.on_marked_down_shutdown_sessions {
-        srv.shutdown_sessions();
+        srv.shutdown_sessions(b'D');
+    }
+    // An active server back in service takes over from the backups that asked for it.
+    if tr == Transition::Up && !srv.cfg.opts.backup && srv.is_usable() {
+        for b in be
+            .servers
+            .iter()
+            .filter(|b| b.cfg.opts.backup && b.cfg.opts.on_marked_up_shutdown_backup_sessions)
+        {
+            b.shutdown_sessions(b'U');
+        }
     }
     if going_down && was_usable && ctx.active == 0 && ctx.backups == 0 {
         shared.log.event(

@@ -622,12 +622,13 @@ impl Session {
         log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
         Counters::add(&srv.counters.srv_aborts, 1);
         Counters::add(&be.counters.srv_aborts, 1);
+        let cause = srv.kill_cause();
         if watch.streaming.get() {
-            log.term = *b"DD";
+            log.term = [cause, b'D'];
             self.client.abort(false);
             return false;
         }
-        log.term = *b"DH";
+        log.term = [cause, b'H'];
         log.response = None;
         log.status = Some(502);
         self.fe.counters.count_status(502);

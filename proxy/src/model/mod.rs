@@ -181,6 +181,9 @@ pub struct Server {
     /// when it moves (`on-marked-down shutdown-sessions`, reaching every worker).
     kill_epoch: AtomicU64,
     kill: tokio::sync::Notify,
+    /// Termination cause of the last kill: `D` (marked DOWN) or `U` (a backup's sessions when
+    /// an active server came UP, `on-marked-up shutdown-backup-sessions`).
+    kill_cause: std::sync::atomic::AtomicU8,
 }
 
 impl Server {
@@ -210,10 +213,15 @@ impl Server {
     pub fn kill_epoch(&self) -> u64 {
         self.kill_epoch.load(Ordering::Acquire)
     }
-    /// Ends every session that uses this server now (they log `D`).
-    pub fn shutdown_sessions(&self) {
+    /// Ends every session that uses this server now; they log `cause` (`D` or `U`).
+    pub fn shutdown_sessions(&self, cause: u8) {
+        self.kill_cause.store(cause, Ordering::Release);
         self.kill_epoch.fetch_add(1, Ordering::AcqRel);
         self.kill.notify_waiters();
+    }
+    /// Termination cause for a session this server's kill ended.
+    pub fn kill_cause(&self) -> u8 {
+        self.kill_cause.load(Ordering::Acquire)
     }
     /// Resolves once `shutdown_sessions` has been called after `epoch` was read.
     pub async fn killed(&self, epoch: u64) {
@@ -357,6 +365,7 @@ impl Model {
                             counters: Counters::default(),
                             kill_epoch: AtomicU64::new(0),
                             kill: tokio::sync::Notify::new(),
+                            kill_cause: std::sync::atomic::AtomicU8::new(b'D'),
                         })
                     })
                     .collect();

@@ -86,7 +86,10 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             }
             log.bytes_in = stats.c2s;
             log.bytes_out = stats.s2c;
-            log.term = stats.end.codes();
+            log.term = match stats.end {
+                crate::tcp::End::Killed => [srv.kill_cause(), b'D'],
+                other => other.codes(),
+            };
             // `option dontlognull`: nothing came from the client.
             log.null = stats.c2s == 0;
             log.total = start.elapsed();
