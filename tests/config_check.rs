@@ -1,24 +1,15 @@
 //! `portcullis -c`: the real binary on real files.
 
+#[path = "support/shared.rs"]
+mod shared;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use shared::shared_path;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_portcullis"))
-}
-
-/// `../shared` as seen from proxy/ (`$CARGO_MANIFEST_DIR/../../shared` in the workplace
-/// layout; a git worktree one level deeper, or /work/shared, also works).
-fn shared_dir() -> PathBuf {
-    let m = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    [
-        m.join("../../shared"),
-        m.join("../../../shared"),
-        PathBuf::from("/work/shared"),
-    ]
-    .into_iter()
-    .find(|p| p.join("configs").is_dir())
-    .expect("shared/ directory with configs/")
 }
 
 fn bad_dir() -> PathBuf {
@@ -50,7 +41,7 @@ fn version_flag() {
 
 #[test]
 fn seed_loopback_is_valid() {
-    let cfg = shared_dir().join("configs/seed-loopback.cfg");
+    let cfg = shared_path("configs/seed-loopback.cfg");
     // Any existing file stands in for the certificate: -c only checks that it exists.
     let out = check(
         &[&cfg],
@@ -68,7 +59,7 @@ fn seed_loopback_is_valid() {
 
 #[test]
 fn seed_homelab_fails_on_its_missing_certificate_only() {
-    let cfg = shared_dir().join("configs/seed-homelab.cfg");
+    let cfg = shared_path("configs/seed-homelab.cfg");
     let out = check(&[&cfg], &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -84,7 +75,7 @@ fn seed_homelab_fails_on_its_missing_certificate_only() {
 
 #[test]
 fn quiet_and_missing_files() {
-    let cfg = shared_dir().join("configs/seed-homelab.cfg");
+    let cfg = shared_path("configs/seed-homelab.cfg");
     let out = bin().args(["-c", "-q", "-f"]).arg(&cfg).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty() && out.stderr.is_empty());

@@ -22,16 +22,12 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use backend::{HttpNode, HttpOpts, RefusingPort, TcpEcho, free_port};
+use backend::{HttpNode, HttpOpts, RefusingPort, TcpEcho, free_port, lo};
 use proxy::{Proc, Response, read_response};
 
 const HAPROXY: &str = "/usr/sbin/haproxy";
 
 const DEFAULTS: &str = "defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n";
-
-fn lo(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
 
 fn have_haproxy() -> bool {
     let ok = std::path::Path::new(HAPROXY).exists();

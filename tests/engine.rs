@@ -6,15 +6,15 @@ mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use backend::{HttpNode, HttpOpts, free_port};
-use proxy::{Proc, TempDir, io_engine, read_response};
+use backend::{HttpNode, HttpOpts, free_port, lo};
+use proxy::{Proc, TempDir, portcullis_command, read_response};
 
 fn node(name: &str) -> HttpNode {
     HttpNode::start(
@@ -42,7 +42,7 @@ fn unix_socket_bind_serves_http() {
         n.addr(),
         "",
     );
-    let _p = Proc::portcullis(&text, SocketAddr::from(([127, 0, 0, 1], port)));
+    let _p = Proc::portcullis(&text, lo(port));
     let mut s = UnixStream::connect(&path).expect("connect unix socket");
     s.write_all(b"GET /over-unix HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -64,13 +64,7 @@ fn inherited_fd_bind_serves_http() {
     let dir = TempDir::new("fd");
     let path = dir.0.join("fd.cfg");
     std::fs::write(&path, cfg(&format!("fd@{fd}"), n.addr(), "")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["--io", &io_engine(), "-db", "-f"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut child = portcullis_command(&["-db"], &path).spawn().expect("spawn");
     drop(l);
     let deadline = Instant::now() + Duration::from_secs(10);
     let r = loop {
@@ -98,7 +92,7 @@ fn inherited_fd_bind_serves_http() {
 fn maxconn_pauses_accepting_until_a_slot_frees() {
     let n = node("max");
     let port = free_port();
-    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let front = lo(port);
     let text = cfg(&format!("127.0.0.1:{port}"), n.addr(), "    maxconn 2\n");
     let p = Proc::portcullis(&text, front);
     std::thread::sleep(Duration::from_millis(200));
@@ -129,17 +123,11 @@ fn maxconn_pauses_accepting_until_a_slot_frees() {
 fn stop_with(signal: libc::c_int) {
     let n = node("stop");
     let port = free_port();
-    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let front = lo(port);
     let dir = TempDir::new("stop");
     let path = dir.0.join("s.cfg");
     std::fs::write(&path, cfg(&format!("127.0.0.1:{port}"), n.addr(), "")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["--io", &io_engine(), "-db", "-f"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut child = portcullis_command(&["-db"], &path).spawn().expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(front).is_err() {
         assert!(Instant::now() < deadline, "not listening");
@@ -184,7 +172,7 @@ fn syslog_over_udp_with_haproxy_header() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let port = free_port();
-    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let front = lo(port);
     let text = format!(
         "global\n    log {} local0\n\ndefaults\n    mode http\n    log global\n    option httplog\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server s {}\n",
         udp.local_addr().unwrap(),
@@ -214,21 +202,18 @@ fn syslog_over_udp_with_haproxy_header() {
 fn daemon_mode_writes_the_pidfile() {
     let n = node("daemon");
     let port = free_port();
-    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let front = lo(port);
     let dir = TempDir::new("daemon");
     let path = dir.0.join("d.cfg");
     let pidfile = dir.0.join("portcullis.pid");
     std::fs::write(&path, cfg(&format!("127.0.0.1:{port}"), n.addr(), "")).unwrap();
     // -D returns at once: the parent exits 0 and the daemon keeps serving.
-    let status = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["--io", &io_engine(), "-D", "-p"])
-        .arg(&pidfile)
-        .arg("-f")
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run");
+    let status = portcullis_command(
+        &[OsStr::new("-D"), OsStr::new("-p"), pidfile.as_os_str()],
+        &path,
+    )
+    .status()
+    .expect("run");
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(10);
     let pid: i32 = loop {

@@ -8,6 +8,10 @@
 //! be attributed to exactly one case. `nbthread 1` and `http-reuse always` make the probe after
 //! each case pick up the server connection the case left in the pool.
 
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/corpus.rs"]
+mod corpus;
 #[path = "support/proxy.rs"]
 mod proxy;
 
@@ -16,6 +20,8 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use backend::{free_port, lo};
+use corpus::Case;
 use proxy::Proc;
 
 /// Lanes (frontend + recording backend pairs) run in parallel.
@@ -24,272 +30,6 @@ const LANES: usize = 6;
 const CASE_TIMEOUT: Duration = Duration::from_secs(3);
 /// After the expected responses, how long to wait for unexpected extra bytes or the close.
 const QUIET: Duration = Duration::from_millis(200);
-
-// ---- a tiny JSON reader, enough for the corpus lines ----
-
-#[derive(Clone, Debug, PartialEq)]
-enum J {
-    Null,
-    Bool(bool),
-    Num(f64),
-    Str(String),
-    Arr(Vec<J>),
-    Obj(Vec<(String, J)>),
-}
-
-impl J {
-    fn get(&self, key: &str) -> &J {
-        match self {
-            J::Obj(m) => m
-                .iter()
-                .find(|(k, _)| k == key)
-                .map_or(&J::Null, |(_, v)| v),
-            _ => &J::Null,
-        }
-    }
-    fn str(&self) -> Option<&str> {
-        match self {
-            J::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-    fn num(&self) -> Option<f64> {
-        match self {
-            J::Num(n) => Some(*n),
-            _ => None,
-        }
-    }
-    fn arr(&self) -> &[J] {
-        match self {
-            J::Arr(a) => a,
-            _ => &[],
-        }
-    }
-}
-
-struct Reader<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl Reader<'_> {
-    fn ws(&mut self) {
-        while matches!(self.s.get(self.i), Some(b' ' | b'\t' | b'\r' | b'\n')) {
-            self.i += 1;
-        }
-    }
-    fn eat(&mut self, b: u8) {
-        self.ws();
-        assert_eq!(
-            self.s[self.i], b,
-            "json: expected {} at {}",
-            b as char, self.i
-        );
-        self.i += 1;
-    }
-    fn value(&mut self) -> J {
-        self.ws();
-        match self.s[self.i] {
-            b'{' => {
-                self.i += 1;
-                let mut m = Vec::new();
-                self.ws();
-                if self.s[self.i] == b'}' {
-                    self.i += 1;
-                    return J::Obj(m);
-                }
-                loop {
-                    self.ws();
-                    let k = self.string();
-                    self.eat(b':');
-                    m.push((k, self.value()));
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b'}' {
-                        return J::Obj(m);
-                    }
-                }
-            }
-            b'[' => {
-                self.i += 1;
-                let mut a = Vec::new();
-                self.ws();
-                if self.s[self.i] == b']' {
-                    self.i += 1;
-                    return J::Arr(a);
-                }
-                loop {
-                    a.push(self.value());
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b']' {
-                        return J::Arr(a);
-                    }
-                }
-            }
-            b'"' => J::Str(self.string()),
-            b't' => {
-                self.i += 4;
-                J::Bool(true)
-            }
-            b'f' => {
-                self.i += 5;
-                J::Bool(false)
-            }
-            b'n' => {
-                self.i += 4;
-                J::Null
-            }
-            _ => {
-                let start = self.i;
-                while matches!(
-                    self.s.get(self.i),
-                    Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                ) {
-                    self.i += 1;
-                }
-                let t = std::str::from_utf8(&self.s[start..self.i]).unwrap();
-                J::Num(t.parse().unwrap())
-            }
-        }
-    }
-    fn hex4(&mut self) -> u32 {
-        let t = std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
-        self.i += 4;
-        u32::from_str_radix(t, 16).unwrap()
-    }
-    fn string(&mut self) -> String {
-        self.eat(b'"');
-        let mut out = String::new();
-        loop {
-            let start = self.i;
-            while !matches!(self.s[self.i], b'"' | b'\\') {
-                self.i += 1;
-            }
-            out.push_str(std::str::from_utf8(&self.s[start..self.i]).unwrap());
-            let c = self.s[self.i];
-            self.i += 1;
-            if c == b'"' {
-                return out;
-            }
-            let e = self.s[self.i];
-            self.i += 1;
-            match e {
-                b'n' => out.push('\n'),
-                b'r' => out.push('\r'),
-                b't' => out.push('\t'),
-                b'b' => out.push('\u{8}'),
-                b'f' => out.push('\u{c}'),
-                b'u' => {
-                    let mut cp = self.hex4();
-                    if (0xd800..0xdc00).contains(&cp)
-                        && self.s.get(self.i..self.i + 2) == Some(b"\\u")
-                    {
-                        self.i += 2;
-                        let lo = self.hex4();
-                        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                    }
-                    out.push(char::from_u32(cp).unwrap_or('\u{fffd}'));
-                }
-                other => out.push(other as char),
-            }
-        }
-    }
-}
-
-fn parse_json(line: &str) -> J {
-    Reader {
-        s: line.as_bytes(),
-        i: 0,
-    }
-    .value()
-}
-
-fn base64_decode(s: &str) -> Vec<u8> {
-    let val = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => u32::from(c - b'A'),
-            b'a'..=b'z' => u32::from(c - b'a') + 26,
-            b'0'..=b'9' => u32::from(c - b'0') + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("bad base64 {c}"),
-        }
-    };
-    let digits: Vec<u8> = s.bytes().filter(|&c| c != b'=').collect();
-    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
-    for group in digits.chunks(4) {
-        let mut n = 0u32;
-        for (k, &c) in group.iter().enumerate() {
-            n |= val(c) << (18 - 6 * k);
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..group.len() - 1]);
-    }
-    out
-}
-
-// ---- the corpus ----
-
-#[derive(Clone, Debug)]
-struct Case {
-    id: String,
-    raw: Vec<u8>,
-    expect: String,
-    status: Option<u16>,
-    alt_expect: Vec<String>,
-    alt_status: Vec<u16>,
-    backend_requests: usize,
-    forward_note: String,
-    half_close: bool,
-}
-
-fn corpus_path() -> std::path::PathBuf {
-    let manifest = env!("CARGO_MANIFEST_DIR");
-    let candidates = [
-        format!("{manifest}/../../shared/data/http1-corpus/corpus.jsonl"),
-        // A worktree sits one level deeper than the main checkout.
-        format!("{manifest}/../../../shared/data/http1-corpus/corpus.jsonl"),
-        "/work/shared/data/http1-corpus/corpus.jsonl".to_string(),
-    ];
-    candidates
-        .iter()
-        .map(std::path::PathBuf::from)
-        .find(|p| p.exists())
-        .expect("corpus.jsonl not found (shared/data/http1-corpus)")
-}
-
-fn load_corpus() -> Vec<Case> {
-    let text = std::fs::read_to_string(corpus_path()).unwrap();
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let j = parse_json(l);
-            Case {
-                id: j.get("id").str().unwrap().to_string(),
-                raw: base64_decode(j.get("raw_b64").str().unwrap()),
-                expect: j.get("expect").str().unwrap().to_string(),
-                status: j.get("status").num().map(|n| n as u16),
-                alt_expect: j
-                    .get("alt_expect")
-                    .arr()
-                    .iter()
-                    .filter_map(|v| v.str().map(str::to_string))
-                    .collect(),
-                alt_status: j
-                    .get("alt_status")
-                    .arr()
-                    .iter()
-                    .filter_map(J::num)
-                    .map(|n| n as u16)
-                    .collect(),
-                backend_requests: j.get("backend_requests").num().unwrap() as usize,
-                forward_note: j.get("forward_note").str().unwrap_or("").to_string(),
-                half_close: j.get("client_half_close") == &J::Bool(true),
-            }
-        })
-        .collect()
-}
 
 // ---- the recording backend ----
 
@@ -1144,20 +884,13 @@ fn run_case(lane: &Lane, lane_no: usize, c: &Case, bytewise: bool, seq: usize) -
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn corpus_against_the_real_proxy_whole_and_bytewise() {
-    let cases = load_corpus();
+    let cases = corpus::load();
     assert_eq!(cases.len(), 106, "corpus size changed");
     let lanes: Vec<Lane> = (0..LANES)
         .map(|_| Lane {
-            front: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            front: lo(free_port()),
             rec: Recorder::start(),
         })
         .collect();

@@ -10,12 +10,8 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use backend::{HttpNode, HttpOpts, RefusingPort, free_port};
+use backend::{HttpNode, HttpOpts, RefusingPort, free_port, lo};
 use proxy::{Proc, connect, get, read_response, request};
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
 
 fn node(ip: [u8; 4], name: &str) -> HttpNode {
     let ip = std::net::IpAddr::from(ip);
@@ -30,9 +26,9 @@ fn redirect_scheme_https_301() {
     let cfg = format!(
         "{GLOBAL}frontend http-redirect\n    bind 127.0.0.1:{port}\n    http-request redirect scheme https code 301\n"
     );
-    let p = Proc::portcullis(&cfg, addr(port));
+    let p = Proc::portcullis(&cfg, lo(port));
     let r = request(
-        addr(port),
+        lo(port),
         &format!("GET /x?y=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"),
     );
     assert_eq!(r.status, 301);
@@ -54,9 +50,9 @@ fn forwarded_headers_reach_the_backend() {
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    option forwardfor\n    http-request set-header X-Forwarded-Proto https\n    http-request set-header X-Forwarded-Port 443\n    http-request set-header X-Forwarded-Host %[req.hdr(Host)]\n    default_backend be\n\nbackend be\n    server n1 {}\n",
         n.addr()
     );
-    let _p = Proc::portcullis(&cfg, addr(port));
+    let _p = Proc::portcullis(&cfg, lo(port));
     let r = request(
-        addr(port),
+        lo(port),
         "GET /h HTTP/1.1\r\nHost: example.local\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(r.status, 200);
@@ -85,9 +81,9 @@ fn roundrobin_spreads_within_one() {
     let cfg = format!(
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    balance roundrobin\n{servers}"
     );
-    let _p = Proc::portcullis(&cfg, addr(port));
+    let _p = Proc::portcullis(&cfg, lo(port));
     for _ in 0..30 {
-        assert_eq!(get(addr(port), "/").status, 200);
+        assert_eq!(get(lo(port), "/").status, 200);
     }
     let counts: Vec<usize> = nodes.iter().map(|n| n.request_count()).collect();
     let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
@@ -103,8 +99,8 @@ fn keep_alive_reuses_server_connections() {
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server ka {}\n",
         n.addr()
     );
-    let _p = Proc::portcullis(&cfg, addr(port));
-    let mut s = connect(addr(port));
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let mut s = connect(lo(port));
     for i in 0..20 {
         s.write_all(format!("GET /k{i} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
             .unwrap();
@@ -128,40 +124,33 @@ fn chunked_and_large_bodies_intact() {
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server b {}\n",
         n.addr()
     );
-    let _p = Proc::portcullis(&cfg, addr(port));
+    let _p = Proc::portcullis(&cfg, lo(port));
     // 100 MB Content-Length upload, checksummed by the node.
     let size: usize = 100 * 1024 * 1024;
-    let mut s = connect(addr(port));
+    let mut s = connect(lo(port));
     s.write_all(
         format!("POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: {size}\r\n\r\n").as_bytes(),
     )
     .unwrap();
-    let mut sum = backend::Fnv1a::new();
     let block: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
-    let mut sent = 0;
-    while sent < size {
-        let n = block.len().min(size - sent);
-        s.write_all(&block[..n]).unwrap();
-        sum.update(&block[..n]);
-        sent += n;
-    }
+    let sum = backend::write_repeated(&mut s, &block, size).unwrap();
     let r = read_response(&mut s, false).expect("upload answer");
     assert_eq!(r.status, 200);
     assert_eq!(
         r.text().trim(),
-        format!("len={size} sum={:016x}", sum.finish()).trim_end(),
+        format!("len={size} sum={sum:016x}").trim_end(),
         "{}",
         r.text()
     );
     // 100 MB download.
     let r = request(
-        addr(port),
+        lo(port),
         &format!("GET /size?bytes={size} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"),
     );
     assert_eq!(r.body.len(), size);
     assert_eq!(r.body, backend::size_body(size));
     // Chunked request and response.
-    let mut s = connect(addr(port));
+    let mut s = connect(lo(port));
     s.write_all(b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n").unwrap();
     let r = read_response(&mut s, false).expect("chunked upload answer");
     assert_eq!(r.text(), backend::upload_answer(b"hello world"));
@@ -179,8 +168,8 @@ fn refused_server_retries_then_503_sc() {
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    retries 2\n    timeout connect 200ms\n    server dead {}\n",
         refusing.addr()
     );
-    let p = Proc::portcullis(&cfg, addr(port));
-    let r = get(addr(port), "/r");
+    let p = Proc::portcullis(&cfg, lo(port));
+    let r = get(lo(port), "/r");
     assert_eq!(r.status, 503);
     let line = p
         .wait_log("\"GET /r HTTP/1.1\"", Duration::from_secs(5))
@@ -209,9 +198,9 @@ fn redispatch_moves_the_retry_to_another_server() {
         refusing.addr(),
         good.addr()
     );
-    let p = Proc::portcullis(&cfg, addr(port));
+    let p = Proc::portcullis(&cfg, lo(port));
     for i in 0..4 {
-        let r = get(addr(port), &format!("/d{i}"));
+        let r = get(lo(port), &format!("/d{i}"));
         assert_eq!(r.status, 200, "request {i}");
     }
     let line = p
@@ -231,8 +220,8 @@ fn request_timeout_408_and_server_timeout_504() {
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    timeout http-request 500ms\n    default_backend be\n\nbackend be\n    timeout server 500ms\n    server slow {}\n",
         n.addr()
     );
-    let p = Proc::portcullis(&cfg, addr(port));
-    let mut s = connect(addr(port));
+    let p = Proc::portcullis(&cfg, lo(port));
+    let mut s = connect(lo(port));
     s.write_all(b"GET /partial HTTP/1.1\r\nHost: a\r\n")
         .unwrap();
     let r = read_response(&mut s, false).expect("408");
@@ -241,7 +230,7 @@ fn request_timeout_408_and_server_timeout_504() {
         .wait_log(" cR-- ", Duration::from_secs(5))
         .expect("cR-- log");
     assert!(line.contains(" 408 "), "{line}");
-    let r = get(addr(port), "/slow?ms=3000");
+    let r = get(lo(port), "/slow?ms=3000");
     assert_eq!(r.status, 504);
     let line = p
         .wait_log(" sH-- ", Duration::from_secs(5))
@@ -257,8 +246,8 @@ fn websocket_upgrade_becomes_a_tunnel() {
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server ws {}\n",
         n.addr()
     );
-    let _p = Proc::portcullis(&cfg, addr(port));
-    let mut s = connect(addr(port));
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let mut s = connect(lo(port));
     s.write_all(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
     let r = read_response(&mut s, false).expect("101");
     assert_eq!(r.status, 101, "{}", r.head);
@@ -282,12 +271,12 @@ fn server_maxconn_queues_then_times_out_with_sq() {
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    timeout queue 300ms\n    server one {} maxconn 1\n",
         n.addr()
     );
-    let p = Proc::portcullis(&cfg, addr(port));
+    let p = Proc::portcullis(&cfg, lo(port));
     // Two requests wait behind a slow one: the first queued one is served when the slot frees
     // (queue time > 0), the other one times out in the queue with 503 sQ--.
-    let slow = std::thread::spawn(move || get(addr(port), "/slow?ms=200"));
+    let slow = std::thread::spawn(move || get(lo(port), "/slow?ms=200"));
     std::thread::sleep(Duration::from_millis(50));
-    let queued = std::thread::spawn(move || get(addr(port), "/after"));
+    let queued = std::thread::spawn(move || get(lo(port), "/after"));
     let r = slow.join().unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(queued.join().unwrap().status, 200);
@@ -304,9 +293,9 @@ fn server_maxconn_queues_then_times_out_with_sq() {
         tw >= 100,
         "queued request should show its wait in Tw: {line}"
     );
-    let slow = std::thread::spawn(move || get(addr(port), "/slow?ms=1000"));
+    let slow = std::thread::spawn(move || get(lo(port), "/slow?ms=1000"));
     std::thread::sleep(Duration::from_millis(50));
-    let r = get(addr(port), "/late");
+    let r = get(lo(port), "/late");
     assert_eq!(r.status, 503);
     let line = p
         .wait_log("\"GET /late HTTP/1.1\"", Duration::from_secs(5))

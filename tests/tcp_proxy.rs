@@ -10,12 +10,8 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
-use backend::{RefusingPort, TcpEcho, free_port};
+use backend::{RefusingPort, TcpEcho, free_port, lo};
 use proxy::Proc;
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
 
 fn cfg(port: u16, server: SocketAddr, extra: &str) -> String {
     format!(
@@ -27,8 +23,8 @@ fn cfg(port: u16, server: SocketAddr, extra: &str) -> String {
 fn hundred_megabytes_both_ways_with_half_close() {
     let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 91], 0))).expect("echo");
     let port = free_port();
-    let p = Proc::portcullis(&cfg(port, echo.addr(), "    option tcplog\n"), addr(port));
-    let mut s = TcpStream::connect(addr(port)).expect("connect");
+    let p = Proc::portcullis(&cfg(port, echo.addr(), "    option tcplog\n"), lo(port));
+    let mut s = TcpStream::connect(lo(port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let size: usize = 100 * 1024 * 1024;
     let mut reader = s.try_clone().unwrap();
@@ -49,20 +45,13 @@ fn hundred_megabytes_both_ways_with_half_close() {
         (total, sum.finish())
     });
     let block: Vec<u8> = (0..65536u32).map(|i| (i * 7 % 253) as u8).collect();
-    let mut sum = backend::Fnv1a::new();
-    let mut sent = 0;
-    while sent < size {
-        let n = block.len().min(size - sent);
-        s.write_all(&block[..n]).unwrap();
-        sum.update(&block[..n]);
-        sent += n;
-    }
+    let sum = backend::write_repeated(&mut s, &block, size).unwrap();
     // Half-close: the echo sees EOF through the proxy, finishes, and closes its side; we must
     // still receive every byte, then EOF.
     s.shutdown(Shutdown::Write).unwrap();
     let (got, got_sum) = rx.join().expect("reader");
     assert_eq!(got, size);
-    assert_eq!(got_sum, sum.finish());
+    assert_eq!(got_sum, sum);
     let line = p
         .wait_log(&format!(" {size} -- "), Duration::from_secs(5))
         .unwrap_or_else(|| panic!("tcplog line: {:?}", p.log_lines()));
@@ -73,8 +62,8 @@ fn hundred_megabytes_both_ways_with_half_close() {
 fn refused_server_logs_sc_and_closes() {
     let dead = RefusingPort::new().expect("refusing port");
     let port = free_port();
-    let p = Proc::portcullis(&cfg(port, dead.addr(), "    option tcplog\n"), addr(port));
-    let mut s = TcpStream::connect(addr(port)).expect("connect");
+    let p = Proc::portcullis(&cfg(port, dead.addr(), "    option tcplog\n"), lo(port));
+    let mut s = TcpStream::connect(lo(port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut buf = [0u8; 16];
     assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "closed without data");
@@ -91,8 +80,8 @@ fn refused_server_logs_sc_and_closes() {
 fn connect_from_line_without_log_option() {
     let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 92], 0))).expect("echo");
     let port = free_port();
-    let p = Proc::portcullis(&cfg(port, echo.addr(), ""), addr(port));
-    let mut s = TcpStream::connect(addr(port)).expect("connect");
+    let p = Proc::portcullis(&cfg(port, echo.addr(), ""), lo(port));
+    let mut s = TcpStream::connect(lo(port)).expect("connect");
     s.write_all(b"x").unwrap();
     let line = p
         .wait_log(
@@ -130,9 +119,9 @@ fn client_fin_timeout_ends_a_half_closed_session() {
             srv,
             "    option tcplog\n    timeout client-fin 300ms\n",
         ),
-        addr(port),
+        lo(port),
     );
-    let mut c = TcpStream::connect(addr(port)).unwrap();
+    let mut c = TcpStream::connect(lo(port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut got = Vec::new();
     c.read_to_end(&mut got).unwrap();

@@ -66,6 +66,20 @@ pub fn fnv1a64(data: &[u8]) -> u64 {
     h.finish()
 }
 
+/// Writes `size` bytes to `w`: `block` over and over, the last copy cut short. Returns the
+/// FNV-1a 64 of what was written.
+pub fn write_repeated(w: &mut impl Write, block: &[u8], size: usize) -> io::Result<u64> {
+    let mut sum = Fnv1a::new();
+    let mut sent = 0;
+    while sent < size {
+        let n = block.len().min(size - sent);
+        w.write_all(&block[..n])?;
+        sum.update(&block[..n]);
+        sent += n;
+    }
+    Ok(sum.finish())
+}
+
 /// The body a `POST`/`PUT` of `body` is answered with: `len=<n> sum=<16 hex digits>\n`.
 pub fn upload_answer(body: &[u8]) -> String {
     format!("len={} sum={:016x}\n", body.len(), fnv1a64(body))
@@ -98,6 +112,11 @@ pub fn default_body(name: &str, target: &str) -> String {
 
 // ---------------------------------------------------------------------------------------------
 // Addresses.
+
+/// `127.0.0.1:port`.
+pub fn lo(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
 
 /// A port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> u16 {

@@ -47,6 +47,19 @@ fn capture(r: impl Read + Send + 'static, into: Arc<Mutex<Vec<String>>>) {
     });
 }
 
+/// The binary with `--io <engine>`, `args` and `-f cfg`, its output discarded: for tests that
+/// need the process itself (inherited descriptors, signals, daemon mode) rather than a [`Proc`].
+pub fn portcullis_command<S: AsRef<std::ffi::OsStr>>(args: &[S], cfg: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    c.args(["--io", &io_engine()])
+        .args(args)
+        .arg("-f")
+        .arg(cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
 impl Proc {
     /// Starts portcullis on `cfg` and waits until `wait_port` accepts connections.
     pub fn portcullis(cfg: &str, wait_port: SocketAddr) -> Proc {

@@ -2,7 +2,11 @@
 
 use super::model::*;
 use super::*;
-use std::path::PathBuf;
+
+// `http::h1`'s corpus test loads this file too; it is a few std-only lines.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../../tests/support/shared.rs"]
+mod shared;
 use std::time::Duration;
 
 fn no_env(_: &str) -> Option<String> {
@@ -51,21 +55,8 @@ fn alerts(text: &str) -> Vec<String> {
 
 const T: &str = "defaults\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n";
 
-/// `../shared` seen from the crate (`$CARGO_MANIFEST_DIR/../../shared` in the workplace layout).
-pub(crate) fn shared_dir() -> PathBuf {
-    let m = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    [
-        m.join("../../shared"),
-        m.join("../../../shared"),
-        PathBuf::from("/work/shared"),
-    ]
-    .into_iter()
-    .find(|p| p.join("configs").is_dir())
-    .expect("shared/ directory with configs/")
-}
-
 fn seed(name: &str) -> String {
-    std::fs::read_to_string(shared_dir().join("configs").join(name)).unwrap()
+    std::fs::read_to_string(shared::shared_path(&format!("configs/{name}"))).unwrap()
 }
 
 #[test]

@@ -126,39 +126,8 @@ impl Stream {
                 let (r, slice) = s.read(buf.slice(len..cap)).await;
                 (r, slice.into_inner())
             }
-            Stream::Tcp(s) => loop {
-                if let Err(e) = s.readable().await {
-                    return (Err(e), buf);
-                }
-                match s.try_read_buf(&mut buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Ok(n) if n > 0 && n < cap - len => {
-                        // A short read drained the socket: drop the cached readiness now rather
-                        // than learn it from an EAGAIN on the next read (one syscall saved per
-                        // read; a new edge sets it again).
-                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
-                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                        });
-                        return (Ok(n), buf);
-                    }
-                    r => return (r, buf),
-                }
-            },
-            Stream::Unix(s) => loop {
-                if let Err(e) = s.readable().await {
-                    return (Err(e), buf);
-                }
-                match s.try_read_buf(&mut buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Ok(n) if n > 0 && n < cap - len => {
-                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
-                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                        });
-                        return (Ok(n), buf);
-                    }
-                    r => return (r, buf),
-                }
-            },
+            Stream::Tcp(s) => epoll_read(s, buf, cap - len).await,
+            Stream::Unix(s) => epoll_read(s, buf, cap - len).await,
         }
     }
 
@@ -167,36 +136,8 @@ impl Stream {
         match self {
             Stream::UringTcp(s) => s.write_all(buf).await,
             Stream::UringUnix(s) => s.write_all(buf).await,
-            Stream::Tcp(s) => {
-                let mut off = 0;
-                while off < buf.len() {
-                    if let Err(e) = s.writable().await {
-                        return (Err(e), buf);
-                    }
-                    match s.try_write(&buf[off..]) {
-                        Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
-                        Ok(n) => off += n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) => return (Err(e), buf),
-                    }
-                }
-                (Ok(()), buf)
-            }
-            Stream::Unix(s) => {
-                let mut off = 0;
-                while off < buf.len() {
-                    if let Err(e) = s.writable().await {
-                        return (Err(e), buf);
-                    }
-                    match s.try_write(&buf[off..]) {
-                        Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
-                        Ok(n) => off += n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) => return (Err(e), buf),
-                    }
-                }
-                (Ok(()), buf)
-            }
+            Stream::Tcp(s) => epoll_write_all(s, buf).await,
+            Stream::Unix(s) => epoll_write_all(s, buf).await,
         }
     }
 
@@ -239,6 +180,83 @@ impl Stream {
             std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
         sock.local_addr().ok().and_then(|a| a.as_socket())
     }
+}
+
+/// The readiness calls of tokio's TCP and unix streams, which share no trait for them.
+trait Readiness {
+    async fn readable(&self) -> io::Result<()>;
+    async fn writable(&self) -> io::Result<()>;
+    fn try_read_buf(&self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Drops the cached read readiness.
+    fn clear_readable(&self);
+}
+
+macro_rules! readiness {
+    ($($t:ty),*) => {$(
+        impl Readiness for $t {
+            async fn readable(&self) -> io::Result<()> {
+                <$t>::readable(self).await
+            }
+            async fn writable(&self) -> io::Result<()> {
+                <$t>::writable(self).await
+            }
+            fn try_read_buf(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
+                <$t>::try_read_buf(self, buf)
+            }
+            fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+                <$t>::try_write(self, buf)
+            }
+            fn clear_readable(&self) {
+                let _ = <$t>::try_io(self, tokio::io::Interest::READABLE, || {
+                    Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                });
+            }
+        }
+    )*};
+}
+
+readiness!(tokio::net::TcpStream, tokio::net::UnixStream);
+
+/// `Stream::read` on epoll: `room` is the spare capacity of `buf`.
+async fn epoll_read(
+    s: &impl Readiness,
+    mut buf: Vec<u8>,
+    room: usize,
+) -> (io::Result<usize>, Vec<u8>) {
+    loop {
+        if let Err(e) = s.readable().await {
+            return (Err(e), buf);
+        }
+        match s.try_read_buf(&mut buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Ok(n) if n > 0 && n < room => {
+                // A short read drained the socket: drop the cached readiness now rather than
+                // learn it from an EAGAIN on the next read (one syscall saved per read; a new
+                // edge sets it again).
+                s.clear_readable();
+                return (Ok(n), buf);
+            }
+            r => return (r, buf),
+        }
+    }
+}
+
+/// `Stream::write_all` on epoll.
+async fn epoll_write_all(s: &impl Readiness, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+    let mut off = 0;
+    while off < buf.len() {
+        if let Err(e) = s.writable().await {
+            return (Err(e), buf);
+        }
+        match s.try_write(&buf[off..]) {
+            Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+            Ok(n) => off += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return (Err(e), buf),
+        }
+    }
+    (Ok(()), buf)
 }
 
 fn shutdown_fd(fd: RawFd, how: libc::c_int) -> io::Result<()> {

@@ -5,209 +5,10 @@
 use super::*;
 use crate::http::head::RequestHead;
 
-// ---- a tiny JSON reader, enough for the corpus lines ----
+#[path = "../../../../tests/support/corpus.rs"]
+mod corpus;
 
-#[derive(Clone, Debug, PartialEq)]
-enum J {
-    Null,
-    Bool(bool),
-    Num(f64),
-    Str(String),
-    Arr(Vec<J>),
-    Obj(Vec<(String, J)>),
-}
-
-impl J {
-    fn get(&self, key: &str) -> &J {
-        match self {
-            J::Obj(m) => m
-                .iter()
-                .find(|(k, _)| k == key)
-                .map_or(&J::Null, |(_, v)| v),
-            _ => &J::Null,
-        }
-    }
-    fn str(&self) -> &str {
-        match self {
-            J::Str(s) => s,
-            other => panic!("not a string: {other:?}"),
-        }
-    }
-    fn num(&self) -> Option<f64> {
-        match self {
-            J::Num(n) => Some(*n),
-            _ => None,
-        }
-    }
-    fn arr(&self) -> &[J] {
-        match self {
-            J::Arr(a) => a,
-            _ => &[],
-        }
-    }
-}
-
-struct Reader<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl Reader<'_> {
-    fn ws(&mut self) {
-        while matches!(self.s.get(self.i), Some(b' ' | b'\t' | b'\r' | b'\n')) {
-            self.i += 1;
-        }
-    }
-    fn eat(&mut self, b: u8) {
-        self.ws();
-        assert_eq!(
-            self.s[self.i], b,
-            "json: expected {} at {}",
-            b as char, self.i
-        );
-        self.i += 1;
-    }
-    fn value(&mut self) -> J {
-        self.ws();
-        match self.s[self.i] {
-            b'{' => {
-                self.i += 1;
-                let mut m = Vec::new();
-                self.ws();
-                if self.s[self.i] == b'}' {
-                    self.i += 1;
-                    return J::Obj(m);
-                }
-                loop {
-                    self.ws();
-                    let k = self.string();
-                    self.eat(b':');
-                    m.push((k, self.value()));
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b'}' {
-                        return J::Obj(m);
-                    }
-                }
-            }
-            b'[' => {
-                self.i += 1;
-                let mut a = Vec::new();
-                self.ws();
-                if self.s[self.i] == b']' {
-                    self.i += 1;
-                    return J::Arr(a);
-                }
-                loop {
-                    a.push(self.value());
-                    self.ws();
-                    self.i += 1;
-                    if self.s[self.i - 1] == b']' {
-                        return J::Arr(a);
-                    }
-                }
-            }
-            b'"' => J::Str(self.string()),
-            b't' => {
-                self.i += 4;
-                J::Bool(true)
-            }
-            b'f' => {
-                self.i += 5;
-                J::Bool(false)
-            }
-            b'n' => {
-                self.i += 4;
-                J::Null
-            }
-            _ => {
-                let start = self.i;
-                while matches!(
-                    self.s.get(self.i),
-                    Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                ) {
-                    self.i += 1;
-                }
-                let t = std::str::from_utf8(&self.s[start..self.i]).unwrap();
-                J::Num(t.parse().unwrap())
-            }
-        }
-    }
-    fn hex4(&mut self) -> u32 {
-        let t = std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
-        self.i += 4;
-        u32::from_str_radix(t, 16).unwrap()
-    }
-    fn string(&mut self) -> String {
-        self.eat(b'"');
-        let mut out = String::new();
-        loop {
-            let start = self.i;
-            while !matches!(self.s[self.i], b'"' | b'\\') {
-                self.i += 1;
-            }
-            out.push_str(std::str::from_utf8(&self.s[start..self.i]).unwrap());
-            let c = self.s[self.i];
-            self.i += 1;
-            if c == b'"' {
-                return out;
-            }
-            let e = self.s[self.i];
-            self.i += 1;
-            match e {
-                b'n' => out.push('\n'),
-                b'r' => out.push('\r'),
-                b't' => out.push('\t'),
-                b'b' => out.push('\u{8}'),
-                b'f' => out.push('\u{c}'),
-                b'u' => {
-                    let mut cp = self.hex4();
-                    if (0xd800..0xdc00).contains(&cp)
-                        && self.s.get(self.i..self.i + 2) == Some(b"\\u")
-                    {
-                        self.i += 2;
-                        let lo = self.hex4();
-                        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                    }
-                    out.push(char::from_u32(cp).unwrap_or('\u{fffd}'));
-                }
-                other => out.push(other as char),
-            }
-        }
-    }
-}
-
-fn parse_json(line: &str) -> J {
-    Reader {
-        s: line.as_bytes(),
-        i: 0,
-    }
-    .value()
-}
-
-fn base64_decode(s: &str) -> Vec<u8> {
-    let val = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => u32::from(c - b'A'),
-            b'a'..=b'z' => u32::from(c - b'a') + 26,
-            b'0'..=b'9' => u32::from(c - b'0') + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("bad base64 {c}"),
-        }
-    };
-    let digits: Vec<u8> = s.bytes().filter(|&c| c != b'=').collect();
-    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
-    for group in digits.chunks(4) {
-        let mut n = 0u32;
-        for (k, &c) in group.iter().enumerate() {
-            n |= val(c) << (18 - 6 * k);
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..group.len() - 1]);
-    }
-    out
-}
+use corpus::Case;
 
 // ---- the simulated proxy ----
 
@@ -370,70 +171,6 @@ enum Verdict {
     Fail,
 }
 
-struct Case {
-    id: String,
-    raw: Vec<u8>,
-    expect: String,
-    status: Option<u16>,
-    alt_expect: Vec<String>,
-    alt_status: Vec<u16>,
-    backend_requests: usize,
-    half_close: bool,
-    haproxy_heads: Vec<String>,
-}
-
-fn load_corpus() -> Vec<Case> {
-    let candidates = [
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/data/http1-corpus/corpus.jsonl"
-        ),
-        // A worktree one level deeper than the main checkout.
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/data/http1-corpus/corpus.jsonl"
-        ),
-    ];
-    let text = candidates
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-        .expect("corpus.jsonl not found beside the checkout");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let j = parse_json(l);
-            Case {
-                id: j.get("id").str().to_string(),
-                raw: base64_decode(j.get("raw_b64").str()),
-                expect: j.get("expect").str().to_string(),
-                status: j.get("status").num().map(|n| n as u16),
-                alt_expect: j
-                    .get("alt_expect")
-                    .arr()
-                    .iter()
-                    .map(|v| v.str().to_string())
-                    .collect(),
-                alt_status: j
-                    .get("alt_status")
-                    .arr()
-                    .iter()
-                    .filter_map(J::num)
-                    .map(|n| n as u16)
-                    .collect(),
-                backend_requests: j.get("backend_requests").num().unwrap() as usize,
-                half_close: j.get("client_half_close") == &J::Bool(true),
-                haproxy_heads: j
-                    .get("haproxy_2_6_observed")
-                    .get("forwarded_heads")
-                    .arr()
-                    .iter()
-                    .map(|v| v.str().to_string())
-                    .collect(),
-            }
-        })
-        .collect()
-}
-
 fn judge(c: &Case, o: &Outcome) -> Verdict {
     let accepts = |e: &str| e == "accept" || e == "accept-normalized";
     match *o {
@@ -468,7 +205,7 @@ fn judge(c: &Case, o: &Outcome) -> Verdict {
 
 #[test]
 fn corpus_all_cases_whole_bytewise_and_split() {
-    let cases = load_corpus();
+    let cases = corpus::load();
     assert_eq!(cases.len(), 106);
     let mut primary = 0;
     let mut alt = Vec::new();
@@ -524,7 +261,7 @@ fn corpus_all_cases_whole_bytewise_and_split() {
 /// Forwarded heads of accepted cases against what HAProxy 2.6 forwarded for the same bytes.
 #[test]
 fn corpus_forwarded_heads_match_haproxy_where_it_matched_the_expectation() {
-    let cases = load_corpus();
+    let cases = corpus::load();
     let mut compared = 0;
     let mut diffs = Vec::new();
     for c in &cases {
@@ -567,7 +304,7 @@ fn corpus_forwarded_heads_match_haproxy_where_it_matched_the_expectation() {
 /// (and nothing may panic).
 #[test]
 fn mutated_corpus_outcome_is_independent_of_segmentation() {
-    let cases = load_corpus();
+    let cases = corpus::load();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut rand = move |n: usize| {
         seed ^= seed << 13;
