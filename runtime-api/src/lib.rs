@@ -1,27 +1,20 @@
-//! The HAProxy runtime API (admin socket) as a pure library: command grammar and every reply
-//! format, byte-compatible with HAProxy 2.6. No I/O lives here; the proxy's `admin` module owns the
-//! socket. Filled in by the health-check/admin-socket issue; for now it holds the CLI framing rule
-//! that every later command shares.
+//! The HAProxy 2.6 runtime API (admin socket) as a pure library: command grammar, dispatch and
+//! every reply byte-compatible with HAProxy 2.6. No I/O, no clock: the proxy's admin module owns
+//! the socket, fills a [`model::Snapshot`] and applies state changes through [`Runtime`].
+//!
+//! Entry point: [`execute`] takes one received line (which may hold several `;`-separated
+//! commands), the session (level, prompt mode) and the runtime, and returns the exact bytes to
+//! write plus what to do with the connection.
 
-/// HAProxy ends every non-interactive command's output with one empty line.
-pub fn frame_reply(body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 2);
-    out.push_str(body);
-    if !body.is_empty() && !body.ends_with('\n') {
-        out.push('\n');
-    }
-    out.push('\n');
-    out
-}
+pub mod cli;
+pub mod field;
+pub mod info;
+pub mod model;
+pub mod servers;
+pub mod stat;
+
+pub use cli::{CliSession, Conn, Level, Output, Runtime, execute};
+pub use model::Snapshot;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn framing_adds_the_empty_line() {
-        assert_eq!(frame_reply(""), "\n");
-        assert_eq!(frame_reply("No such server."), "No such server.\n\n");
-        assert_eq!(frame_reply("a\n"), "a\n\n");
-    }
-}
+mod tests;
