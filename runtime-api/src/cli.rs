@@ -76,6 +76,16 @@ pub struct SrvRef {
     pub server_id: u32,
 }
 
+/// The port given to `set server … addr … port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortSpec {
+    /// A fixed port.
+    Fixed(u16),
+    /// `+N`/`-N`: an offset added to the client's destination port, stored as HAProxy stores
+    /// it (the 16-bit wrap of N, so `-5` is 65531).
+    Mapped(u16),
+}
+
 /// `set server … state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdminOp {
@@ -110,7 +120,8 @@ pub trait Runtime {
     /// New user weight (0..=256), already computed from a `%` when given so.
     fn set_weight(&mut self, srv: SrvRef, weight: u32);
     /// `set server … addr`: new address and/or port (only the parts that change are `Some`).
-    fn set_addr(&mut self, srv: SrvRef, addr: Option<IpAddr>, port: Option<u16>);
+    /// The proxy also clears a resolution maintenance (RMAINT) and drops idle connections.
+    fn set_addr(&mut self, srv: SrvRef, addr: Option<IpAddr>, port: Option<PortSpec>);
     fn set_check_addr(&mut self, srv: SrvRef, addr: IpAddr, port: Option<u16>);
     fn set_check_port(&mut self, srv: SrvRef, port: u16);
     fn set_agent_addr(&mut self, srv: SrvRef, addr: IpAddr, port: Option<u16>);
@@ -197,57 +208,49 @@ const fn kw(
     }
 }
 
-/// HAProxy 2.6's worker CLI keywords (`haproxy -dKcli`), in registration-like order.
+/// HAProxy 2.6's worker CLI keywords (`haproxy -dKcli`), in HAProxy's registration order (link
+/// order of its objects): lookups take the first match and fuzzy suggestions keep the first of
+/// equally distant keywords, so the order is part of the behaviour.
 pub static CLI_KWS: &[CliKw] = &[
     kw(
-        &["_getsocks"],
-        None,
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["abort", "ssl", "ca-file"],
-        Some("abort ssl ca-file <cafile>              : abort a transaction for a CA file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["abort", "ssl", "cert"],
+        &["show", "tls-keys"],
         Some(
-            "abort ssl cert <certfile>               : abort a transaction for a certificate file",
+            "show tls-keys [id|*]                    : show tls keys references or dump tls ticket keys when id specified",
         ),
         Vis::Normal,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["abort", "ssl", "crl-file"],
-        Some("abort ssl crl-file <crlfile>            : abort a transaction for a CRL file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["add", "acl"],
-        Some("add acl [@<ver>] <acl> <pattern>        : add an acl entry"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["add", "map"],
+        &["set", "ssl", "tls-key"],
         Some(
-            "add map [@<ver>] <map> <key> <val>      : add a map entry (payload supported instead of key/val)",
+            "set ssl tls-key [id|file] <key>         : set the next TLS key for the <id> or <file> listener to <key>",
         ),
         Vis::Normal,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["add", "server"],
-        Some("add server <bk>/<srv>                   : create a new server"),
+        &["set", "ssl", "ocsp-response"],
+        Some(
+            "set ssl ocsp-response <resp|payload>    : update a certificate's OCSP Response from a base64-encode DER",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "ssl", "ocsp-response"],
+        Some(
+            "show ssl ocsp-response [id]             : display the IDs of the OCSP responses used in memory, or the details of a single OCSP response",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "ssl", "providers"],
+        Some("show ssl providers                      : show loaded SSL providers"),
         Vis::Normal,
         Level::User,
         H::Unsupported,
@@ -262,11 +265,185 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["clear", "acl"],
-        Some("clear acl [@<ver>] <acl>                : clear the contents of this acl"),
+        &["del", "ssl", "crt-list"],
+        Some(
+            "del ssl crt-list <list> <cert[:line]>   : delete a line <cert> from crt-list file <list>",
+        ),
         Vis::Normal,
         Level::User,
         H::Unsupported,
+    ),
+    kw(
+        &["show", "ssl", "crt-list"],
+        Some(
+            "show ssl crt-list [-n] [<list>]         : show the list of crt-lists or the content of a crt-list file <list>",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["new", "ssl", "cert"],
+        Some(
+            "new ssl cert <certfile>                 : create a new certificate file to be used in a crt-list or a directory",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "ssl", "cert"],
+        Some("set ssl cert <certfile> <payload>       : replace a certificate file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["commit", "ssl", "cert"],
+        Some("commit ssl cert <certfile>              : commit a certificate file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["abort", "ssl", "cert"],
+        Some(
+            "abort ssl cert <certfile>               : abort a transaction for a certificate file",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["del", "ssl", "cert"],
+        Some("del ssl cert <certfile>                 : delete an unused certificate file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "ssl", "cert"],
+        Some(
+            "show ssl cert [<certfile>]              : display the SSL certificates used in memory, or the details of a file",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["new", "ssl", "ca-file"],
+        Some(
+            "new ssl ca-file <cafile>                : create a new CA file to be used in a crt-list",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "ssl", "ca-file"],
+        Some("set ssl ca-file <cafile> <payload>      : replace a CA file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["commit", "ssl", "ca-file"],
+        Some("commit ssl ca-file <cafile>             : commit a CA file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["abort", "ssl", "ca-file"],
+        Some("abort ssl ca-file <cafile>              : abort a transaction for a CA file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["del", "ssl", "ca-file"],
+        Some("del ssl ca-file <cafile>                : delete an unused CA file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "ssl", "ca-file"],
+        Some(
+            "show ssl ca-file [<cafile>[:<index>]]   : display the SSL CA files used in memory, or the details of a <cafile>, or a single certificate of index <index> of a CA file <cafile>",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["new", "ssl", "crl-file"],
+        Some(
+            "new ssl crlfile <crlfile>               : create a new CRL file to be used in a crt-list",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "ssl", "crl-file"],
+        Some("set ssl crl-file <crlfile> <payload>    : replace a CRL file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["commit", "ssl", "crl-file"],
+        Some("commit ssl crl-file <crlfile>           : commit a CRL file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["abort", "ssl", "crl-file"],
+        Some("abort ssl crl-file <crlfile>            : abort a transaction for a CRL file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["del", "ssl", "crl-file"],
+        Some("del ssl crl-file <crlfile>              : delete an unused CRL file"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "ssl", "crl-file"],
+        Some(
+            "show ssl crl-file [<crlfile[:<index>>]] : display the SSL CRL files used in memory, or the details of a <crlfile>, or a single CRL of index <index> of CRL file <crlfile>",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "sess"],
+        Some(
+            "show sess [id]                          : report the list of current sessions or dump this exact session",
+        ),
+        Vis::Normal,
+        Level::Operator,
+        H::Unsupported,
+    ),
+    kw(
+        &["shutdown", "session"],
+        Some("shutdown session [id]                   : kill a specific session"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["shutdown", "sessions", "server"],
+        Some("shutdown sessions server <bk>/<srv>     : kill sessions on a server"),
+        Vis::Normal,
+        Level::Admin,
+        H::ShutdownSessionsServer,
     ),
     kw(
         &["clear", "counters"],
@@ -278,8 +455,116 @@ pub static CLI_KWS: &[CliKw] = &[
         H::ClearCounters,
     ),
     kw(
-        &["clear", "map"],
-        Some("clear map [@<ver>] <map>                : clear the contents of this map"),
+        &["show", "info"],
+        Some(
+            "show info [desc|json|typed|float]*      : report information about the running process",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::ShowInfo,
+    ),
+    kw(
+        &["show", "stat"],
+        Some("show stat [desc|json|no-maint|typed|up]*: report counters for each proxy and server"),
+        Vis::Normal,
+        Level::User,
+        H::ShowStat,
+    ),
+    kw(
+        &["show", "schema", "json"],
+        Some("show schema json                        : report schema used for stats"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["disable", "agent"],
+        Some("disable agent                           : disable agent checks"),
+        Vis::Normal,
+        Level::Admin,
+        H::DisableAgent,
+    ),
+    kw(
+        &["disable", "health"],
+        Some("disable health                          : disable health checks"),
+        Vis::Normal,
+        Level::Admin,
+        H::DisableHealth,
+    ),
+    kw(
+        &["disable", "server"],
+        Some(
+            "disable server (DEPRECATED)             : disable a server for maintenance (use 'set server' instead)",
+        ),
+        Vis::Normal,
+        Level::Admin,
+        H::DisableServer,
+    ),
+    kw(
+        &["enable", "agent"],
+        Some("enable agent                            : enable agent checks"),
+        Vis::Normal,
+        Level::Admin,
+        H::EnableAgent,
+    ),
+    kw(
+        &["enable", "health"],
+        Some("enable health                           : enable health checks"),
+        Vis::Normal,
+        Level::Admin,
+        H::EnableHealth,
+    ),
+    kw(
+        &["enable", "server"],
+        Some(
+            "enable server  (DEPRECATED)             : enable a disabled server (use 'set server' instead)",
+        ),
+        Vis::Normal,
+        Level::Admin,
+        H::EnableServer,
+    ),
+    kw(
+        &["set", "maxconn", "server"],
+        Some("set maxconn server <bk>/<srv>           : change a server's maxconn setting"),
+        Vis::Normal,
+        Level::Admin,
+        H::SetMaxconnServer,
+    ),
+    kw(
+        &["set", "server"],
+        Some(
+            "set server <bk>/<srv> [opts]            : change a server's state, weight, address or ssl",
+        ),
+        Vis::Normal,
+        Level::Admin,
+        H::SetServer,
+    ),
+    kw(
+        &["get", "weight"],
+        Some("get weight <bk>/<srv>                   : report a server's current weight"),
+        Vis::Normal,
+        Level::User,
+        H::GetWeight,
+    ),
+    kw(
+        &["set", "weight"],
+        Some(
+            "set weight <bk>/<srv>  (DEPRECATED)     : change a server's weight (use 'set server' instead)",
+        ),
+        Vis::Normal,
+        Level::Admin,
+        H::SetWeight,
+    ),
+    kw(
+        &["add", "server"],
+        Some("add server <bk>/<srv>                   : create a new server"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["del", "server"],
+        Some("del server <bk>/<srv>                   : remove a dynamically added server"),
         Vis::Normal,
         Level::User,
         H::Unsupported,
@@ -294,37 +579,279 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["commit", "acl"],
-        Some("commit acl @<ver> <acl>                 : commit the ACL at this version"),
+        &["set", "table"],
+        Some("set table <table> key <k> [data.* <v>]* : update or create a table entry's data"),
         Vis::Normal,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["commit", "map"],
-        Some("commit map @<ver> <map>                 : commit the map at this version"),
+        &["show", "table"],
+        Some(
+            "show table <table> [<filter>]*          : report table usage stats or dump this table's contents (filter: data/key)",
+        ),
         Vis::Normal,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["commit", "ssl", "ca-file"],
-        Some("commit ssl ca-file <cafile>             : commit a CA file"),
+        &["show", "peers"],
+        Some(
+            "show peers [dict|-] [section]           : dump some information about all the peers or this peers section",
+        ),
         Vis::Normal,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["commit", "ssl", "cert"],
-        Some("commit ssl cert <certfile>              : commit a certificate file"),
+        &["show", "resolvers"],
+        Some(
+            "show resolvers [id]                     : dumps counters from all resolvers section and associated name servers",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(&["help"], None, Vis::Normal, Level::User, H::Help),
+    kw(&["prompt"], None, Vis::Normal, Level::User, H::Prompt),
+    kw(&["quit"], None, Vis::Normal, Level::User, H::Quit),
+    kw(
+        &["_getsocks"],
+        None,
         Vis::Normal,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["commit", "ssl", "crl-file"],
-        Some("commit ssl crl-file <crlfile>           : commit a CRL file"),
+        &["expert-mode"],
+        None,
         Vis::Normal,
+        Level::Admin,
+        H::Unsupported,
+    ),
+    kw(
+        &["experimental-mode"],
+        None,
+        Vis::Normal,
+        Level::Admin,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "maxconn", "global"],
+        Some("set maxconn global <value>              : change the per-process maxconn setting"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "rate-limit"],
+        Some("set rate-limit <setting> <value>        : change a rate limiting value"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "severity-output"],
+        Some(
+            "set severity-output [none|number|string]: set presence of severity level in feedback information",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "timeout"],
+        Some("set timeout [cli] <delay>               : change a timeout setting"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "env"],
+        Some(
+            "show env [var]                          : dump environment variables known to the process",
+        ),
+        Vis::Normal,
+        Level::Operator,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "cli", "sockets"],
+        Some("show cli sockets                        : dump list of cli sockets"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "cli", "level"],
+        Some(
+            "show cli level                          : display the level of the current CLI session",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::ShowCliLevel,
+    ),
+    kw(
+        &["show", "fd"],
+        Some(
+            "show fd [num]                           : dump list of file descriptors in use or a specific one",
+        ),
+        Vis::Normal,
+        Level::Operator,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "activity"],
+        Some(
+            "show activity                           : show per-thread activity stats (for support/developers)",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "version"],
+        Some("show version                            : show version of the current process"),
+        Vis::Normal,
+        Level::User,
+        H::ShowVersion,
+    ),
+    kw(
+        &["operator"],
+        Some(
+            "operator                                : lower the level of the current CLI session to operator",
+        ),
+        Vis::Normal,
+        Level::Operator,
+        H::Operator,
+    ),
+    kw(
+        &["user"],
+        Some(
+            "user                                    : lower the level of the current CLI session to user",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::User,
+    ),
+    kw(
+        &["disable", "frontend"],
+        Some("disable frontend <frontend>             : temporarily disable specific frontend"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["enable", "frontend"],
+        Some("enable frontend <frontend>              : re-enable specific frontend"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "maxconn", "frontend"],
+        Some("set maxconn frontend <frontend> <value> : change a frontend's maxconn setting"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "servers", "conn"],
+        Some(
+            "show servers conn [<backend>]           : dump server connections status (all or for a single backend)",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "servers", "state"],
+        Some(
+            "show servers state [<backend>]          : dump volatile server information (all or for a single backend)",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::ShowServersState,
+    ),
+    kw(
+        &["show", "backend"],
+        Some(
+            "show backend                            : list backends in the current running config",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::ShowBackend,
+    ),
+    kw(
+        &["shutdown", "frontend"],
+        Some("shutdown frontend <frontend>            : stop a specific frontend"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "dynamic-cookie-key", "backend"],
+        Some(
+            "set dynamic-cookie-key backend <bk> <k> : change a backend secret key for dynamic cookies",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["enable", "dynamic-cookie", "backend"],
+        Some(
+            "enable dynamic-cookie backend <bk>      : enable dynamic cookies on a specific backend",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["disable", "dynamic-cookie", "backend"],
+        Some(
+            "disable dynamic-cookie backend <bk>     : disable dynamic cookies on a specific backend",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "errors"],
+        Some(
+            "show errors [<px>] [request|response]   : report last request and/or response errors for each proxy",
+        ),
+        Vis::Normal,
+        Level::Operator,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "cache"],
+        Some("show cache                              : show cache status"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["httpclient"],
+        None,
+        Vis::Expert,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["get", "var"],
+        Some(
+            "get var <name>                          : retrieve contents of a process-wide variable",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["set", "var"],
+        None,
+        Vis::Experimental,
         Level::User,
         H::Unsupported,
     ),
@@ -357,14 +884,14 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["debug", "dev", "exit"],
+        &["debug", "dev", "fd"],
         None,
         Vis::Expert,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["debug", "dev", "fd"],
+        &["debug", "dev", "exit"],
         None,
         Vis::Expert,
         Level::User,
@@ -441,6 +968,48 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
+        &["show", "threads"],
+        Some("show threads                            : show some threads debugging information"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "libs"],
+        Some("show libs                               : show loaded object files and libraries"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "events"],
+        Some("show events [<sink>] [-w] [-n]          : show event sink state"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["add", "acl"],
+        Some("add acl [@<ver>] <acl> <pattern>        : add an acl entry"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["clear", "acl"],
+        Some("clear acl [@<ver>] <acl>                : clear the contents of this acl"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["commit", "acl"],
+        Some("commit acl @<ver> <acl>                 : commit the ACL at this version"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
         &["del", "acl"],
         Some("del acl <acl> [<key>|#<ref>]            : delete acl entries matching <key>"),
         Vis::Normal,
@@ -448,146 +1017,58 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["del", "map"],
-        Some("del map <map> [<key>|#<ref>]            : delete map entries matching <key>"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["del", "server"],
-        Some("del server <bk>/<srv>                   : remove a dynamically added server"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["del", "ssl", "ca-file"],
-        Some("del ssl ca-file <cafile>                : delete an unused CA file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["del", "ssl", "cert"],
-        Some("del ssl cert <certfile>                 : delete an unused certificate file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["del", "ssl", "crl-file"],
-        Some("del ssl crl-file <crlfile>              : delete an unused CRL file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["del", "ssl", "crt-list"],
-        Some(
-            "del ssl crt-list <list> <cert[:line]>   : delete a line <cert> from crt-list file <list>",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["disable", "agent"],
-        Some("disable agent                           : disable agent checks"),
-        Vis::Normal,
-        Level::Admin,
-        H::DisableAgent,
-    ),
-    kw(
-        &["disable", "dynamic-cookie", "backend"],
-        Some(
-            "disable dynamic-cookie backend <bk>     : disable dynamic cookies on a specific backend",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["disable", "frontend"],
-        Some("disable frontend <frontend>             : temporarily disable specific frontend"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["disable", "health"],
-        Some("disable health                          : disable health checks"),
-        Vis::Normal,
-        Level::Admin,
-        H::DisableHealth,
-    ),
-    kw(
-        &["disable", "server"],
-        Some(
-            "disable server (DEPRECATED)             : disable a server for maintenance (use 'set server' instead)",
-        ),
-        Vis::Normal,
-        Level::Admin,
-        H::DisableServer,
-    ),
-    kw(
-        &["enable", "agent"],
-        Some("enable agent                            : enable agent checks"),
-        Vis::Normal,
-        Level::Admin,
-        H::EnableAgent,
-    ),
-    kw(
-        &["enable", "dynamic-cookie", "backend"],
-        Some(
-            "enable dynamic-cookie backend <bk>      : enable dynamic cookies on a specific backend",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["enable", "frontend"],
-        Some("enable frontend <frontend>              : re-enable specific frontend"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["enable", "health"],
-        Some("enable health                           : enable health checks"),
-        Vis::Normal,
-        Level::Admin,
-        H::EnableHealth,
-    ),
-    kw(
-        &["enable", "server"],
-        Some(
-            "enable server  (DEPRECATED)             : enable a disabled server (use 'set server' instead)",
-        ),
-        Vis::Normal,
-        Level::Admin,
-        H::EnableServer,
-    ),
-    kw(
-        &["experimental-mode"],
-        None,
-        Vis::Normal,
-        Level::Admin,
-        H::Unsupported,
-    ),
-    kw(
-        &["expert-mode"],
-        None,
-        Vis::Normal,
-        Level::Admin,
-        H::Unsupported,
-    ),
-    kw(
         &["get", "acl"],
         Some(
             "get acl <acl> <value>                   : report the patterns matching a sample for an ACL",
         ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["prepare", "acl"],
+        Some(
+            "prepare acl <acl>                       : prepare a new version for atomic ACL replacement",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "acl"],
+        Some(
+            "show acl [@<ver>] <acl>]                : report available acls or dump an acl's contents",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["add", "map"],
+        Some(
+            "add map [@<ver>] <map> <key> <val>      : add a map entry (payload supported instead of key/val)",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["clear", "map"],
+        Some("clear map [@<ver>] <map>                : clear the contents of this map"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["commit", "map"],
+        Some("commit map @<ver> <map>                 : commit the map at this version"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["del", "map"],
+        Some("del map <map> [<key>|#<ref>]            : delete map entries matching <key>"),
         Vis::Normal,
         Level::User,
         H::Unsupported,
@@ -602,89 +1083,9 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["get", "var"],
-        Some(
-            "get var <name>                          : retrieve contents of a process-wide variable",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["get", "weight"],
-        Some("get weight <bk>/<srv>                   : report a server's current weight"),
-        Vis::Normal,
-        Level::User,
-        H::GetWeight,
-    ),
-    kw(&["help"], None, Vis::Normal, Level::User, H::Help),
-    kw(
-        &["httpclient"],
-        None,
-        Vis::Expert,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["new", "ssl", "ca-file"],
-        Some(
-            "new ssl ca-file <cafile>                : create a new CA file to be used in a crt-list",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["new", "ssl", "cert"],
-        Some(
-            "new ssl cert <certfile>                 : create a new certificate file to be used in a crt-list or a directory",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["new", "ssl", "crl-file"],
-        Some(
-            "new ssl crlfile <crlfile>               : create a new CRL file to be used in a crt-list",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["operator"],
-        Some(
-            "operator                                : lower the level of the current CLI session to operator",
-        ),
-        Vis::Normal,
-        Level::Operator,
-        H::Operator,
-    ),
-    kw(
-        &["prepare", "acl"],
-        Some(
-            "prepare acl <acl>                       : prepare a new version for atomic ACL replacement",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
         &["prepare", "map"],
         Some(
             "prepare map <acl>                       : prepare a new version for atomic map replacement",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(&["prompt"], None, Vis::Normal, Level::User, H::Prompt),
-    kw(&["quit"], None, Vis::Normal, Level::User, H::Quit),
-    kw(
-        &["set", "dynamic-cookie-key", "backend"],
-        Some(
-            "set dynamic-cookie-key backend <bk> <k> : change a backend secret key for dynamic cookies",
         ),
         Vis::Normal,
         Level::User,
@@ -698,242 +1099,9 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["set", "maxconn", "frontend"],
-        Some("set maxconn frontend <frontend> <value> : change a frontend's maxconn setting"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "maxconn", "global"],
-        Some("set maxconn global <value>              : change the per-process maxconn setting"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "maxconn", "server"],
-        Some("set maxconn server <bk>/<srv>           : change a server's maxconn setting"),
-        Vis::Normal,
-        Level::Admin,
-        H::SetMaxconnServer,
-    ),
-    kw(
-        &["set", "profiling"],
-        Some(
-            "set profiling <what> {auto|on|off}      : enable/disable resource profiling (tasks,memory)",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "rate-limit"],
-        Some("set rate-limit <setting> <value>        : change a rate limiting value"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "server"],
-        Some(
-            "set server <bk>/<srv> [opts]            : change a server's state, weight, address or ssl",
-        ),
-        Vis::Normal,
-        Level::Admin,
-        H::SetServer,
-    ),
-    kw(
-        &["set", "severity-output"],
-        Some(
-            "set severity-output [none|number|string]: set presence of severity level in feedback information",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "ssl", "ca-file"],
-        Some("set ssl ca-file <cafile> <payload>      : replace a CA file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "ssl", "cert"],
-        Some("set ssl cert <certfile> <payload>       : replace a certificate file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "ssl", "crl-file"],
-        Some("set ssl crl-file <crlfile> <payload>    : replace a CRL file"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "ssl", "ocsp-response"],
-        Some(
-            "set ssl ocsp-response <resp|payload>    : update a certificate's OCSP Response from a base64-encode DER",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "ssl", "tls-key"],
-        Some(
-            "set ssl tls-key [id|file] <key>         : set the next TLS key for the <id> or <file> listener to <key>",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "table"],
-        Some("set table <table> key <k> [data.* <v>]* : update or create a table entry's data"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "timeout"],
-        Some("set timeout [cli] <delay>               : change a timeout setting"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "var"],
-        None,
-        Vis::Experimental,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["set", "weight"],
-        Some(
-            "set weight <bk>/<srv>  (DEPRECATED)     : change a server's weight (use 'set server' instead)",
-        ),
-        Vis::Normal,
-        Level::Admin,
-        H::SetWeight,
-    ),
-    kw(
-        &["show", "acl"],
-        Some(
-            "show acl [@<ver>] <acl>]                : report available acls or dump an acl's contents",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "activity"],
-        Some(
-            "show activity                           : show per-thread activity stats (for support/developers)",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "backend"],
-        Some(
-            "show backend                            : list backends in the current running config",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::ShowBackend,
-    ),
-    kw(
-        &["show", "cache"],
-        Some("show cache                              : show cache status"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "cli", "level"],
-        Some(
-            "show cli level                          : display the level of the current CLI session",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::ShowCliLevel,
-    ),
-    kw(
-        &["show", "cli", "sockets"],
-        Some("show cli sockets                        : dump list of cli sockets"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "env"],
-        Some(
-            "show env [var]                          : dump environment variables known to the process",
-        ),
-        Vis::Normal,
-        Level::Operator,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "errors"],
-        Some(
-            "show errors [<px>] [request|response]   : report last request and/or response errors for each proxy",
-        ),
-        Vis::Normal,
-        Level::Operator,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "events"],
-        Some("show events [<sink>] [-w] [-n]          : show event sink state"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "fd"],
-        Some(
-            "show fd [num]                           : dump list of file descriptors in use or a specific one",
-        ),
-        Vis::Normal,
-        Level::Operator,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "info"],
-        Some(
-            "show info [desc|json|typed|float]*      : report information about the running process",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::ShowInfo,
-    ),
-    kw(
-        &["show", "libs"],
-        Some("show libs                               : show loaded object files and libraries"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
         &["show", "map"],
         Some(
             "show map [@ver] [map]                   : report available maps or dump a map's contents",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "peers"],
-        Some(
-            "show peers [dict|-] [section]           : dump some information about all the peers or this peers section",
         ),
         Vis::Normal,
         Level::User,
@@ -949,152 +1117,9 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["show", "profiling"],
+        &["trace"],
         Some(
-            "show profiling [<what>|<#lines>|byaddr]*: show profiling state (all,status,tasks,memory)",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "resolvers"],
-        Some(
-            "show resolvers [id]                     : dumps counters from all resolvers section and associated name servers",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "schema", "json"],
-        Some("show schema json                        : report schema used for stats"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "servers", "conn"],
-        Some(
-            "show servers conn [<backend>]           : dump server connections status (all or for a single backend)",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "servers", "state"],
-        Some(
-            "show servers state [<backend>]          : dump volatile server information (all or for a single backend)",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::ShowServersState,
-    ),
-    kw(
-        &["show", "sess"],
-        Some(
-            "show sess [id]                          : report the list of current sessions or dump this exact session",
-        ),
-        Vis::Normal,
-        Level::Operator,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "ssl", "ca-file"],
-        Some(
-            "show ssl ca-file [<cafile>[:<index>]]   : display the SSL CA files used in memory, or the details of a <cafile>, or a single certificate of index <index> of a CA file <cafile>",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "ssl", "cert"],
-        Some(
-            "show ssl cert [<certfile>]              : display the SSL certificates used in memory, or the details of a file",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "ssl", "crl-file"],
-        Some(
-            "show ssl crl-file [<crlfile[:<index>>]] : display the SSL CRL files used in memory, or the details of a <crlfile>, or a single CRL of index <index> of CRL file <crlfile>",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "ssl", "crt-list"],
-        Some(
-            "show ssl crt-list [-n] [<list>]         : show the list of crt-lists or the content of a crt-list file <list>",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "ssl", "ocsp-response"],
-        Some(
-            "show ssl ocsp-response [id]             : display the IDs of the OCSP responses used in memory, or the details of a single OCSP response",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "ssl", "providers"],
-        Some("show ssl providers                      : show loaded SSL providers"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "startup-logs"],
-        Some(
-            "show startup-logs                       : report logs emitted during HAProxy startup",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "stat"],
-        Some("show stat [desc|json|no-maint|typed|up]*: report counters for each proxy and server"),
-        Vis::Normal,
-        Level::User,
-        H::ShowStat,
-    ),
-    kw(
-        &["show", "table"],
-        Some(
-            "show table <table> [<filter>]*          : report table usage stats or dump this table's contents (filter: data/key)",
-        ),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "tasks"],
-        Some("show tasks                              : show running tasks"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "threads"],
-        Some("show threads                            : show some threads debugging information"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["show", "tls-keys"],
-        Some(
-            "show tls-keys [id|*]                    : show tls keys references or dump tls ticket keys when id specified",
+            "trace [<module>|0] [cmd [args...]]      : manage live tracing (empty to list, 0 to stop all)",
         ),
         Vis::Normal,
         Level::User,
@@ -1108,50 +1133,38 @@ pub static CLI_KWS: &[CliKw] = &[
         H::Unsupported,
     ),
     kw(
-        &["show", "version"],
-        Some("show version                            : show version of the current process"),
-        Vis::Normal,
-        Level::User,
-        H::ShowVersion,
-    ),
-    kw(
-        &["shutdown", "frontend"],
-        Some("shutdown frontend <frontend>            : stop a specific frontend"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["shutdown", "session"],
-        Some("shutdown session [id]                   : kill a specific session"),
-        Vis::Normal,
-        Level::User,
-        H::Unsupported,
-    ),
-    kw(
-        &["shutdown", "sessions", "server"],
-        Some("shutdown sessions server <bk>/<srv>     : kill sessions on a server"),
-        Vis::Normal,
-        Level::Admin,
-        H::ShutdownSessionsServer,
-    ),
-    kw(
-        &["trace"],
+        &["set", "profiling"],
         Some(
-            "trace [<module>|0] [cmd [args...]]      : manage live tracing (empty to list, 0 to stop all)",
+            "set profiling <what> {auto|on|off}      : enable/disable resource profiling (tasks,memory)",
         ),
         Vis::Normal,
         Level::User,
         H::Unsupported,
     ),
     kw(
-        &["user"],
+        &["show", "profiling"],
         Some(
-            "user                                    : lower the level of the current CLI session to user",
+            "show profiling [<what>|<#lines>|byaddr]*: show profiling state (all,status,tasks,memory)",
         ),
         Vis::Normal,
         Level::User,
-        H::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "tasks"],
+        Some("show tasks                              : show running tasks"),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
+    ),
+    kw(
+        &["show", "startup-logs"],
+        Some(
+            "show startup-logs                       : report logs emitted during HAProxy startup",
+        ),
+        Vis::Normal,
+        Level::User,
+        H::Unsupported,
     ),
 ];
 
@@ -1232,7 +1245,8 @@ fn find_kw(args: &[String]) -> Option<&'static CliKw> {
 }
 
 /// Letter-pair signature of words (HAProxy's `update_word_fingerprint`): counts of transitions
-/// between character classes (a-z, digits, other, with word start/end as "other").
+/// between character classes (a-z, digits, other, with word start/end as "other"), plus a
+/// presence mark per class.
 fn update_fingerprint(fp: &mut [u8; 1024], word: &str) {
     let class = |c: u8| -> usize {
         match c.to_ascii_lowercase() {
@@ -1244,6 +1258,10 @@ fn update_fingerprint(fp: &mut [u8; 1024], word: &str) {
     let mut from = 28;
     for b in word.bytes() {
         let to = class(b);
+        // Row 0 records which classes occur at all.
+        if let Some(slot) = fp.get_mut(to) {
+            *slot = 1;
+        }
         if let Some(slot) = fp.get_mut(32 * from + to) {
             *slot = slot.wrapping_add(1);
         }
@@ -1524,6 +1542,12 @@ fn run_one(args: &[String], s: &mut CliSession, rt: &mut dyn Runtime, out: &mut 
 /// C `strtol(s, &end, 10)`: leading blanks, optional sign, digits; returns the value (saturated)
 /// and the byte offset where parsing stopped (0 when no digits were read).
 fn strtol(s: &str) -> (i64, usize) {
+    let (v, end, _) = strtol_ext(s);
+    (v, end)
+}
+
+/// [`strtol`] that also reports an overflow (C's `ERANGE`).
+fn strtol_ext(s: &str) -> (i64, usize, bool) {
     let b = s.as_bytes();
     let mut i = 0;
     while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
@@ -1542,19 +1566,29 @@ fn strtol(s: &str) -> (i64, usize) {
     };
     let digits_start = i;
     let mut v: i64 = 0;
+    let mut overflow = false;
     while let Some(d) = b.get(i).filter(|c| c.is_ascii_digit()) {
         let d = i64::from(d - b'0');
-        v = if neg {
-            v.saturating_mul(10).saturating_sub(d)
-        } else {
-            v.saturating_mul(10).saturating_add(d)
-        };
+        let next = v.checked_mul(10).and_then(|x| {
+            if neg {
+                x.checked_sub(d)
+            } else {
+                x.checked_add(d)
+            }
+        });
+        match next {
+            Some(n) => v = n,
+            None => {
+                overflow = true;
+                v = if neg { i64::MIN } else { i64::MAX };
+            }
+        }
         i += 1;
     }
     if i == digits_start {
-        return (0, 0);
+        return (0, 0, false);
     }
-    (v, i)
+    (v, i, overflow)
 }
 
 /// Resolves `<backend>/<server>` (either part may be `#<id>`), writing HAProxy's error text.
@@ -1570,9 +1604,7 @@ fn find_server<'a>(
             return None;
         }
     };
-    let pi = snap
-        .find_proxy(b)
-        .filter(|&i| snap.proxies.get(i).is_some_and(|p| p.backend.is_some()));
+    let pi = snap.find_backend(b);
     let Some((pi, px)) = pi.and_then(|i| snap.proxies.get(i).map(|p| (i, p))) else {
         out.push_str("No such backend.\n");
         return None;
@@ -1820,12 +1852,12 @@ fn set_server_addr(
             let _ = write!(msg, "Invalid addr '{a4}'");
             break 'upd;
         };
-        if sv.addr != Some(ip) {
-            msg.push_str("IP changed from '");
-            if let Some(old) = sv.addr {
-                let _ = write!(msg, "{old}");
-            }
-            let _ = write!(msg, "' to '{a4}'");
+        let Some(old) = sv.addr else {
+            msg.push_str("Update for the current server address family is only supported through configuration file");
+            break 'upd;
+        };
+        if old != ip {
+            let _ = write!(msg, "IP changed from '{old}' to '{a4}'");
             new_addr = Some(ip);
         } else {
             msg.push_str("no need to change the addr");
@@ -1835,22 +1867,46 @@ fn set_server_addr(
         }
         let p = arg_at(args, 6);
         msg.push_str(", ");
-        if p.starts_with(['+', '-']) {
-            msg.push_str("can't change <port> to port map because it is incompatible with current health check port configuration (use 'port' statement from the 'server' directive.");
-            break 'upd;
-        }
-        let (v, end) = strtol(p);
-        if end == 0 {
+        let (v, end, overflow) = strtol_ext(p);
+        if end == 0 || overflow {
             let _ = write!(msg, "problem converting port '{p}' to an int");
             break 'upd;
         }
-        // HAProxy stores the parsed int in a 16-bit port.
-        let v = (v & 0xffff) as u16;
-        if v != sv.port {
-            let _ = write!(msg, "port changed from '{}' to '{v}'", sv.port);
-            new_port = Some(v);
-        } else {
+        // HAProxy keeps the C conversion of the long into its 16-bit port.
+        let v16 = v as u16;
+        let sign = p.bytes().next().filter(|c| *c == b'+' || *c == b'-');
+        let change = match sign {
+            Some(_) if !sv.port_map => {
+                if sv.check.port == 0 {
+                    msg.push_str("can't change <port> to port map because it is incompatible with current health check port configuration (use 'port' statement from the 'server' directive.");
+                    break 'upd;
+                }
+                true
+            }
+            _ => sv.port != v16,
+        };
+        if !change {
             msg.push_str("no need to change the port");
+            break 'upd;
+        }
+        msg.push_str("port changed from '");
+        if sv.port_map {
+            msg.push('+');
+        }
+        let _ = write!(msg, "{}' to '", sv.port);
+        match sign {
+            Some(b'-') => {
+                let _ = write!(msg, "-{}'", v16.wrapping_neg());
+                new_port = Some(PortSpec::Mapped(v16));
+            }
+            Some(_) => {
+                let _ = write!(msg, "+{v16}'");
+                new_port = Some(PortSpec::Mapped(v16));
+            }
+            None => {
+                let _ = write!(msg, "{v16}'");
+                new_port = Some(PortSpec::Fixed(v16));
+            }
         }
     }
     if new_addr.is_some() || new_port.is_some() {

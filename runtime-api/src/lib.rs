@@ -13,7 +13,9 @@ pub mod model;
 pub mod servers;
 pub mod stat;
 
-pub use cli::{CliSession, Conn, Level, Output, Runtime, execute};
+pub use cli::{
+    AdminOp, CliSession, Conn, HealthOp, Level, Output, PortSpec, Runtime, SrvRef, execute,
+};
 pub use model::Snapshot;
 
 #[cfg(test)]

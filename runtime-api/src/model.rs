@@ -335,6 +335,9 @@ pub struct ServerSnap {
     pub tracks: Option<(String, String)>,
     pub addr: Option<IpAddr>,
     pub port: u16,
+    /// The port is an offset added to the client's destination port (`+N`/`-N`, HAProxy's
+    /// SRV_F_MAPPORTS); `port` then holds that offset as HAProxy stores it (16-bit wrap).
+    pub port_map: bool,
     pub fqdn: Option<String>,
     pub use_ssl: bool,
     /// User weight (set by `weight`/CLI) and initial weight from the configuration.
@@ -516,6 +519,19 @@ impl Snapshot {
             return self.proxies.iter().position(|p| p.id == id);
         }
         self.proxies.iter().position(|p| p.name == key)
+    }
+}
+
+impl Snapshot {
+    /// Looks a backend up (`#<id>` or name), skipping frontends that share the name, as HAProxy's
+    /// `proxy_be_by_name` does.
+    pub fn find_backend(&self, key: &str) -> Option<usize> {
+        let is_be = |p: &ProxySnap| p.backend.is_some();
+        if let Some(id) = key.strip_prefix('#') {
+            let id: u32 = id.parse().ok()?;
+            return self.proxies.iter().position(|p| is_be(p) && p.id == id);
+        }
+        self.proxies.iter().position(|p| is_be(p) && p.name == key)
     }
 }
 

@@ -64,9 +64,9 @@ pub fn dump_servers_state(
     out: &mut String,
 ) -> Result<(), &'static str> {
     let only = match backend {
-        Some(name) => match snap.find_proxy(name) {
-            Some(i) if snap.proxies.get(i).is_some_and(|p| p.backend.is_some()) => Some(i),
-            _ => return Err("Can't find backend.\n"),
+        Some(name) => match snap.find_backend(name) {
+            Some(i) => Some(i),
+            None => return Err("Can't find backend.\n"),
         },
         None => None,
     };

@@ -442,7 +442,7 @@ impl Runtime for FakeRuntime {
         sv.uweight = w;
         sv.eweight = w;
     }
-    fn set_addr(&mut self, r: SrvRef, addr: Option<IpAddr>, port: Option<u16>) {
+    fn set_addr(&mut self, r: SrvRef, addr: Option<IpAddr>, port: Option<PortSpec>) {
         self.calls.push(format!(
             "addr {}/{} {addr:?} {port:?}",
             r.proxy_id, r.server_id
@@ -451,8 +451,16 @@ impl Runtime for FakeRuntime {
         if addr.is_some() {
             sv.addr = addr;
         }
-        if let Some(p) = port {
-            sv.port = p;
+        match port {
+            Some(PortSpec::Fixed(p)) => {
+                sv.port = p;
+                sv.port_map = false;
+            }
+            Some(PortSpec::Mapped(p)) => {
+                sv.port = p;
+                sv.port_map = true;
+            }
+            None => {}
         }
     }
     fn set_check_addr(&mut self, r: SrvRef, addr: IpAddr, port: Option<u16>) {
@@ -779,4 +787,39 @@ fn t2_snapshot() -> Snapshot {
 fn t2_statuses_listener_agent_track_backup_match_haproxy() {
     let mut rt = FakeRuntime::new(t2_snapshot());
     assert_eq!(admin(&mut rt, "show stat"), T2_CSV);
+}
+
+/// Replies captured from HAProxy 2.6 on seed-loopback.cfg with `socat` (one connection per
+/// case, `level admin|operator|user` sockets). Format: `### <level> <line>`, the exact reply
+/// bytes, `### END`.
+const CLI_REPLIES: &str = include_str!("../testdata/haproxy-2.6/cli-replies.txt");
+
+#[test]
+fn malformed_and_unauthorised_commands_reply_like_haproxy() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    let mut cases = 0;
+    let mut failures = Vec::new();
+    for block in CLI_REPLIES.split("### END\n").filter(|b| !b.is_empty()) {
+        let (head, want) = block.split_once('\n').unwrap();
+        let head = head.strip_prefix("### ").unwrap();
+        let (lvl, line) = head.split_once(' ').unwrap();
+        let level = match lvl {
+            "admin" => Level::Admin,
+            "oper" => Level::Operator,
+            _ => Level::User,
+        };
+        let mut s = CliSession::new(level);
+        let got = execute(line, &mut s, &mut rt).data;
+        cases += 1;
+        if got != want {
+            failures.push(format!("[{head}]\n--- got\n{got}--- want\n{want}"));
+        }
+    }
+    assert!(cases >= 100, "{cases}");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
