@@ -162,7 +162,7 @@ pub fn push_json_tags_value(tags: Tags, ty: Ty, v: &Val, out: &mut String) {
     } else {
         v.push_raw(out);
     }
-    out.push_str("}}");
+    out.push('}');
 }
 
 #[cfg(test)]
@@ -191,7 +191,7 @@ mod tests {
         push_json_tags_value(Tags(*b"SGP"), Ty::Str, &Val::S("UP"), &mut s);
         assert_eq!(
             s,
-            "\"tags\":{\"origin\":\"Status\",\"nature\":\"Gauge\",\"scope\":\"Process\"},\"value\":{\"type\":\"str\",\"value\":\"UP\"}}"
+            "\"tags\":{\"origin\":\"Status\",\"nature\":\"Gauge\",\"scope\":\"Process\"},\"value\":{\"type\":\"str\",\"value\":\"UP\"}"
         );
     }
 }
