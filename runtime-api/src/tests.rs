@@ -947,3 +947,205 @@ fn formats_and_filters_match_live_haproxy_captures() {
         assert_eq!(mask(&admin(&mut rt, cmd)), mask(want), "{cmd}");
     }
 }
+
+/// Interactive framing as captured from HAProxy 2.6 (`printf 'prompt\n…' | socat`).
+#[test]
+fn prompt_mode_framing_matches_haproxy() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    let mut s = CliSession::new(Level::Admin);
+    let mut all = String::new();
+    let backends = "# name\nistio-http-backend\nkube-apiserver\nistio-grpc-backend\n";
+    let lines = [
+        "prompt",
+        "show backend",
+        "get weight istio-http-backend/worker2;show backend",
+        "foo",
+    ];
+    for l in lines {
+        let o = execute(l, &mut s, &mut rt);
+        assert_eq!(o.conn, Conn::KeepOpen);
+        all.push_str(&o.data);
+    }
+    let foo = "Unknown command, but maybe one of the following ones is a better match:\n  add acl [@<ver>] <acl> <pattern>        : add an acl entry\n  show fd [num]                           : dump list of file descriptors in use or a specific one\n  show info [desc|json|typed|float]*      : report information about the running process\n  trace [<module>|0] [cmd [args...]]      : manage live tracing (empty to list, 0 to stop all)\n  user                                    : lower the level of the current CLI session to user\n  help [<command>]                        : list matching or all commands\n  prompt                                  : toggle interactive mode with prompt\n  quit                                    : disconnect\n";
+    assert_eq!(
+        all,
+        format!("\n> {backends}\n> 1 (initial 1)\n\n> {backends}\n> {foo}\n> ")
+    );
+    let o = execute("quit", &mut s, &mut rt);
+    assert_eq!((o.data.as_str(), o.conn), ("", Conn::Close));
+
+    // Toggling twice leaves interactive mode; later pipelined lines still run.
+    let mut s = CliSession::new(Level::Admin);
+    let mut all = String::new();
+    for l in ["prompt", "prompt", "show backend"] {
+        all.push_str(&execute(l, &mut s, &mut rt).data);
+    }
+    assert_eq!(all, format!("\n> \n{backends}\n"));
+    let o = execute("show backend", &mut s, &mut rt);
+    assert_eq!(o.conn, Conn::CloseIfIdle);
+
+    // `quit` stops the line: nothing after it runs.
+    let o = execute(
+        "get weight istio-http-backend/worker2;quit;show backend",
+        &mut s,
+        &mut rt,
+    );
+    assert_eq!(
+        (o.data.as_str(), o.conn),
+        ("1 (initial 1)\n\n", Conn::Close)
+    );
+    // CRLF and escaped separators.
+    let o = execute("show backend\r", &mut s, &mut rt);
+    assert_eq!(o.data, format!("{backends}\n"));
+    assert_eq!(split_commands("a\\;b;c"), vec!["a\\;b", "c"]);
+    assert_eq!(
+        split_args("set  server\\ x\t y"),
+        vec!["set", "server x", "y"]
+    );
+}
+
+/// A dump cut into 64-byte slices resumes to the same bytes (a socket shell flushing between
+/// calls, as HAProxy's io_handler does when its buffer is full).
+#[test]
+fn stat_dump_resumes_across_small_budgets() {
+    let snap = seed_snapshot(GOLDEN_CSV);
+    for format in [
+        crate::stat::StatFormat::Csv,
+        crate::stat::StatFormat::Typed,
+        crate::stat::StatFormat::Json,
+    ] {
+        let opts = crate::stat::StatOpts {
+            format,
+            legends: true,
+            ..Default::default()
+        };
+        let mut whole = String::new();
+        crate::stat::dump_stat(&snap, opts, &mut whole);
+        let mut d = crate::stat::StatDump::new(opts);
+        let mut pieces = String::new();
+        let mut calls = 0;
+        loop {
+            let mut buf = String::new();
+            let done = d.fill(&snap, &mut buf, 64);
+            calls += 1;
+            pieces.push_str(&buf);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(pieces, whole);
+        assert!(calls > 10, "{calls}");
+    }
+}
+
+/// Server commands reach the runtime with validated values; errors never do.
+#[test]
+fn server_commands_apply_validated_state() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    let be = "istio-http-backend";
+    for (cmd, reply) in [
+        ("set server istio-http-backend/worker2 state drain", "\n"),
+        ("set server istio-http-backend/worker2 state ready", "\n"),
+        ("set server #4/#2 state maint", "\n"),
+        ("enable server istio-http-backend/worker1", "\n"),
+        ("set server istio-http-backend/worker2 weight 50%", "\n"),
+        ("set weight istio-http-backend/worker2 200", "\n"),
+        ("set server istio-http-backend/master1 health up", "\n"),
+        (
+            "set server istio-http-backend/master1 health stopping",
+            "\n",
+        ),
+        ("set maxconn server istio-http-backend/worker2 -1", "\n"),
+        ("set maxconn server istio-http-backend/worker2 10", "\n"),
+        (
+            "set server istio-http-backend/worker2 check-port 30181",
+            "\n",
+        ),
+        (
+            "set server istio-http-backend/worker2 check-addr 127.0.1.99 port 5",
+            "\n",
+        ),
+        ("disable health istio-http-backend/worker2", "\n"),
+        ("enable health istio-http-backend/worker2", "\n"),
+        ("clear counters", "\n"),
+        ("clear counters all", "\n"),
+        ("shutdown sessions server istio-http-backend/worker2", "\n"),
+        (
+            "set server istio-http-backend/worker2 addr 127.0.1.15 port 30081",
+            "IP changed from '127.0.1.14' to '127.0.1.15', port changed from '30080' to '30081' by 'stats socket command'\n\n",
+        ),
+        (
+            "set server istio-http-backend/worker2 addr 127.0.1.15 port -1",
+            "no need to change the addr, port changed from '30081' to '-1' by 'stats socket command'\n\n",
+        ),
+        (
+            "set server istio-http-backend/worker2 addr 127.0.1.15 port 30080",
+            "no need to change the addr, port changed from '+65535' to '30080' by 'stats socket command'\n\n",
+        ),
+        (
+            "get weight istio-http-backend/worker2",
+            "200 (initial 1)\n\n",
+        ),
+    ] {
+        assert_eq!(admin(&mut rt, cmd), reply, "{cmd}");
+    }
+    let _ = be;
+    assert_eq!(
+        rt.calls,
+        [
+            "admin 4/3 Drain",
+            "admin 4/3 Ready",
+            "admin 4/2 Maint",
+            "admin 4/2 Ready",
+            "weight 4/3 0",
+            "weight 4/3 200",
+            "health 4/1 Up",
+            "health 4/1 Stopping",
+            "maxconn 4/3 4294967295",
+            "maxconn 4/3 10",
+            "check-port 4/3 30181",
+            "check-addr 4/3 127.0.1.99 Some(5)",
+            "check 4/3 false",
+            "check 4/3 true",
+            "clear false",
+            "clear true",
+            "shutdown 4/3",
+            "addr 4/3 Some(127.0.1.15) Some(Fixed(30081))",
+            "addr 4/3 None Some(Mapped(65535))",
+            "addr 4/3 None Some(Fixed(30080))",
+        ]
+    );
+    // A static algorithm only takes 0% / 100%.
+    rt.snap.proxies[2].backend.as_mut().unwrap().dynamic_weights = false;
+    assert_eq!(
+        admin(&mut rt, "set weight istio-http-backend/worker2 3"),
+        "Backend is using a static LB algorithm and only accepts weights '0%' and '100%'.\n\n"
+    );
+    assert_eq!(
+        admin(&mut rt, "set weight istio-http-backend/worker2 100%"),
+        "\n"
+    );
+    // Errors for servers without checks or agents, and disabled proxies.
+    let mut t2 = FakeRuntime::new(t2_snapshot());
+    let n = t2.calls.len();
+    assert_eq!(
+        admin(&mut t2, "enable health be/s5"),
+        "Health check was not configured on this server, cannot enable.\n\n"
+    );
+    assert_eq!(
+        admin(&mut t2, "set server be/s2 health up"),
+        "cannot change health on a tracking server.\n\n"
+    );
+    assert_eq!(
+        admin(&mut t2, "set server be/s1 agent foo"),
+        "'set server <srv> agent' expects 'up' or 'down'.\n\n"
+    );
+    assert_eq!(admin(&mut t2, "set server be/s1 agent down"), "\n");
+    assert_eq!(
+        admin(&mut t2, "set server be/s1 agent-port 70000"),
+        "provided port is invalid\n"
+    );
+    t2.snap.proxies[1].disabled = true;
+    assert_eq!(admin(&mut t2, "get weight be/s1"), "Proxy is disabled.\n\n");
+    assert_eq!(t2.calls[n..], ["agent 3/1 false"]);
+}
