@@ -1986,3 +1986,51 @@ fn show_info(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
     }
     dump_info(&rt.snapshot().info, format, desc, out);
 }
+
+impl CliKw {
+    /// Whether portcullis answers this command itself (others get [`UNSUPPORTED_REPLY`]).
+    pub fn implemented(&self) -> bool {
+        self.handler != H::Unsupported
+    }
+}
+
+/// The worker keyword inventory in `haproxy -dKcli` format (sorted, `[WORKER]` and mode tags),
+/// so it can be diffed against HAProxy's own list. The master CLI keywords (`@…`, `reload`,
+/// `show proc`, `mcli-debug-mode`) are not part of this crate.
+pub fn dump_cli_keywords(out: &mut String) {
+    let mut lines: Vec<String> = CLI_KWS
+        .iter()
+        .map(|k| {
+            let mut l = k.words.join(" ");
+            // Keywords shared with the master CLI carry both tags in HAProxy's dump.
+            const BOTH: &[&str] = &[
+                "experimental-mode",
+                "expert-mode",
+                "help",
+                "operator",
+                "prompt",
+                "quit",
+                "show cli level",
+                "show cli sockets",
+                "show version",
+                "user",
+            ];
+            if BOTH.contains(&l.as_str()) {
+                l.push_str(" [MASTER]");
+            }
+            l.push_str(" [WORKER] ");
+            match k.vis {
+                Vis::Expert => l.push_str("[EXPERT] "),
+                Vis::Experimental => l.push_str("[EXPERIM] "),
+                Vis::Normal => {}
+            }
+            l
+        })
+        .collect();
+    lines.sort();
+    out.push_str("# List of registered CLI keywords:\n");
+    for l in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
+}

@@ -1149,3 +1149,100 @@ fn server_commands_apply_validated_state() {
     assert_eq!(admin(&mut t2, "get weight be/s1"), "Proxy is disabled.\n\n");
     assert_eq!(t2.calls[n..], ["agent 3/1 false"]);
 }
+
+#[test]
+fn keyword_inventory_matches_haproxy_worker_keywords() {
+    let want: String = include_str!("../testdata/haproxy-2.6/keywords-cli.txt")
+        .lines()
+        .filter(|l| l.starts_with('#') || l.contains("[WORKER]"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut got = String::new();
+    dump_cli_keywords(&mut got);
+    assert_eq!(got, want);
+    let implemented: Vec<String> = CLI_KWS
+        .iter()
+        .filter(|k| k.implemented())
+        .map(|k| k.words.join(" "))
+        .collect();
+    assert_eq!(implemented.len(), 23, "{implemented:?}");
+}
+
+/// `level user` sessions do not see `addr`, `cookie` and `algo` (checked on HAProxy 2.6).
+#[test]
+fn user_level_hides_legends_in_show_stat() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    let want: String = GOLDEN_CSV
+        .split_inclusive('\n')
+        .map(|l| {
+            if l.starts_with('#') || l == "\n" {
+                return l.to_string();
+            }
+            let mut f: Vec<&str> = l.split(',').collect();
+            for i in [73, 74, 76] {
+                f[i] = "";
+            }
+            f.join(",")
+        })
+        .collect();
+    assert_eq!(run(&mut rt, Level::User, "show stat"), want);
+    assert_eq!(run(&mut rt, Level::Operator, "show stat"), GOLDEN_CSV);
+}
+
+/// Arbitrary word salad built from the keywords and odd tokens never panics, at any level.
+#[test]
+fn no_panic_on_arbitrary_lines() {
+    let mut words: Vec<&str> = CLI_KWS
+        .iter()
+        .flat_map(|k| k.words.iter().copied())
+        .collect();
+    words.extend([
+        "",
+        "-1",
+        "#4",
+        "#4/#1",
+        "istio-http-backend/worker1",
+        "x/y",
+        "/",
+        "%",
+        "300%",
+        "-9999999999999999999999",
+        "99999999999999999999",
+        "typed",
+        "json",
+        "desc",
+        "up",
+        "no-maint",
+        "\\",
+        ";",
+        "é",
+        "::1",
+        "+5",
+        "port",
+        "addr",
+        "state",
+        "weight",
+        "health",
+        "agent",
+        "all",
+        "domain",
+        "resolvers",
+    ]);
+    let mut seed = 0x2545F4914F6CDD1Du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut rt = FakeRuntime::new(t2_snapshot());
+    for _ in 0..1000 {
+        let n = (next() % 7) as usize;
+        let line: Vec<&str> = (0..n)
+            .map(|_| words[(next() % words.len() as u64) as usize])
+            .collect();
+        let level = [Level::User, Level::Operator, Level::Admin][(next() % 3) as usize];
+        let mut s = CliSession::new(level);
+        let _ = execute(&line.join(" "), &mut s, &mut rt);
+    }
+}
