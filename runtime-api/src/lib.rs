@@ -1,27 +1,34 @@
-//! The HAProxy runtime API (admin socket) as a pure library: command grammar and every reply
-//! format, byte-compatible with HAProxy 2.6. No I/O lives here; the proxy's `admin` module owns the
-//! socket. Filled in by the health-check/admin-socket issue; for now it holds the CLI framing rule
-//! that every later command shares.
+//! The HAProxy 2.6 runtime API (admin socket) as a pure library: command grammar, dispatch and
+//! every reply byte-compatible with HAProxy 2.6.12 (Debian 12 build). No I/O, no clock: the
+//! proxy's admin module owns the socket, fills a [`model::Snapshot`] and applies state changes
+//! through [`Runtime`].
+//!
+//! Integration, per connection:
+//! 1. `let mut s = CliSession::new(level)` with the `stats socket … level` (default operator).
+//! 2. For each received line (without its LF), `let out = execute(line, &mut s, &mut rt)`; write
+//!    `out.data`.
+//! 3. `out.conn`: [`Conn::KeepOpen`] (prompt mode) waits for the next line; [`Conn::CloseIfIdle`]
+//!    runs any further lines already buffered, then closes; [`Conn::Close`] (`quit`) closes now.
+//!
+//! Large dumps can also be streamed: [`stat::StatDump`] writes whole rows up to a byte budget and
+//! resumes where it stopped.
+//!
+//! Layout: [`model`] (what the proxy fills), [`stat`] (one column table for CSV/typed/JSON),
+//! [`info`], [`servers`] (`show servers state`, `show backend`), [`cli`] (keyword table,
+//! sessions, server commands, all reply texts), [`field`] (value encodings).
 
-/// HAProxy ends every non-interactive command's output with one empty line.
-pub fn frame_reply(body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 2);
-    out.push_str(body);
-    if !body.is_empty() && !body.ends_with('\n') {
-        out.push('\n');
-    }
-    out.push('\n');
-    out
-}
+pub mod cli;
+pub mod field;
+pub mod info;
+pub mod model;
+pub mod servers;
+pub mod stat;
+
+pub use cli::{
+    AdminOp, CliSession, Conn, HealthOp, Level, Output, PortSpec, Runtime, SrvRef,
+    dump_cli_keywords, execute,
+};
+pub use model::Snapshot;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn framing_adds_the_empty_line() {
-        assert_eq!(frame_reply(""), "\n");
-        assert_eq!(frame_reply("No such server."), "No such server.\n\n");
-        assert_eq!(frame_reply("a\n"), "a\n\n");
-    }
-}
+mod tests;
