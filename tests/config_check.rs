@@ -432,22 +432,35 @@ fn pending_features_stop_the_start() {
     let cfg = dir.join("p.cfg");
     std::fs::write(
         &cfg,
-        "global\n    stats socket /tmp/portcullis-pending.sock level admin\n\ndefaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend fe\n    bind 127.0.0.1:1\n    default_backend be\n\nbackend be\n    option httpchk GET /health\n    server s1 127.0.0.1:9 check\n",
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend fe\n    bind 127.0.0.1:1\n    stats enable\n    tcp-request inspect-delay 5s\n    default_backend be\n\nbackend be\n    option abortonclose\n    server s1 127.0.0.1:9 maxqueue 10\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+    // A start that wrongly goes ahead must not hang the test: it is killed after 10 s.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .arg("-f")
         .arg(&cfg)
         .arg("-db")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     for needle in [
-        "p.cfg:2] : 'stats socket' is not supported yet",
-        "p.cfg:15] : 'option httpchk' is not supported yet",
-        "p.cfg:16] : 'server check' is not supported yet",
+        "p.cfg:9] : 'stats enable' is not supported yet",
+        "p.cfg:10] : 'tcp-request inspect-delay' is not supported yet",
+        "p.cfg:14] : 'option abortonclose' is not supported yet",
+        "p.cfg:15] : 'server maxqueue' is not supported yet",
     ] {
         assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
     }

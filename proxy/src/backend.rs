@@ -48,7 +48,7 @@ impl ConnectError {
 
 /// Takes a connection slot on `srv` if its `maxconn` allows it.
 fn acquire(srv: &Server) -> bool {
-    let max = srv.cfg.opts.maxconn.filter(|m| *m > 0);
+    let max = Some(srv.maxconn.load(Ordering::Relaxed)).filter(|m| *m > 0);
     let prev = srv.cur_conns.fetch_add(1, Ordering::AcqRel);
     if max.is_some_and(|m| prev >= m) {
         srv.cur_conns.fetch_sub(1, Ordering::AcqRel);

@@ -4,6 +4,7 @@
 //! pure cores (`config`, `http::h1`, `lb`, `log::format`, `http::acl`, `http::sample`) carry no
 //! I/O; the shells (`engine`, `tcp`, `http::proxy`, `log::sink`) stay thin.
 
+pub mod admin;
 pub mod backend;
 pub mod check;
 pub mod cmdline;

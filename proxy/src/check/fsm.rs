@@ -425,6 +425,34 @@ impl CheckState {
         Some(Transition::Ready)
     }
 
+    /// `set server … health up|stopping|down` (a simulated result): H = rise+fall-1 for up and
+    /// stopping, 0 for down. Returns the transition when the operational state changes.
+    pub fn force_health(&mut self, op: OpState) -> Option<Transition> {
+        if self.maint {
+            return None;
+        }
+        self.health = if op == OpState::Stopped {
+            0
+        } else {
+            self.full()
+        };
+        if self.op == op {
+            return None;
+        }
+        let was_usable = self.is_usable();
+        self.op = op;
+        match op {
+            OpState::Running => Some(Transition::Up),
+            OpState::Stopping => Some(Transition::Nolb),
+            OpState::Stopped => {
+                if was_usable {
+                    self.chkdown += 1;
+                }
+                Some(Transition::Down)
+            }
+        }
+    }
+
     /// Delay before the next check, counted from the end of the last one: `inter` when fully
     /// UP, `downinter` (else `inter`) when fully DOWN, `fastinter` (else `inter`) in between
     /// and before the first result.
@@ -664,6 +692,26 @@ mod tests {
         requeued: 0,
         queued: 0,
     };
+
+    #[test]
+    fn forced_health_moves_between_states() {
+        let mut st = CheckState::with(
+            2,
+            3,
+            Intervals {
+                inter: Duration::from_secs(2),
+                fastinter: None,
+                downinter: None,
+            },
+        );
+        assert_eq!(st.force_health(OpState::Stopped), Some(Transition::Down));
+        assert_eq!((st.health(), st.chkdown), (0, 1));
+        assert_eq!(st.force_health(OpState::Stopped), None);
+        assert_eq!(st.force_health(OpState::Stopping), Some(Transition::Nolb));
+        assert_eq!(st.health(), 4);
+        assert_eq!(st.force_health(OpState::Running), Some(Transition::Up));
+        assert!(st.is_usable());
+    }
 
     #[test]
     fn table_is_indexed_by_status() {

@@ -313,5 +313,4 @@ fn stats_socket(g: &mut Global, c: &mut Ctx, args: &[String]) {
         i += 2;
     }
     g.stats_sockets.push(sock);
-    g.pending.push(("stats socket".to_string(), c.loc.clone()));
 }

@@ -14,7 +14,11 @@ use crate::model::{Oper, Proxy, Server};
 use super::worker::Shared;
 
 /// Starts the control thread; it ends when the process stops.
-pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
+pub fn spawn(
+    shared: Arc<Shared>,
+    admin: Vec<crate::admin::AdminListener>,
+    threads: usize,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
@@ -29,11 +33,14 @@ pub fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>
                 }
             };
             let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, run(shared));
+            local.block_on(&rt, run(shared, admin, threads));
         })
 }
 
-async fn run(shared: Arc<Shared>) {
+async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threads: usize) {
+    for l in admin {
+        tokio::task::spawn_local(crate::admin::accept_loop(l, Arc::clone(&shared), threads));
+    }
     for be in shared.model.proxies.iter().filter(|p| p.is_backend()) {
         let checked: Vec<&Arc<Server>> = be
             .servers
@@ -71,7 +78,7 @@ async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first
         }
         let started = {
             let mut st = lock(&srv);
-            if st.is_maint() {
+            if st.is_maint() || !srv.check_enabled.load(Ordering::Acquire) {
                 None
             } else {
                 st.start();
@@ -79,7 +86,12 @@ async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first
             }
         };
         if let Some(stopped) = started {
-            let outcome = probe::run(&spec, spec.target(srv.addr()), stopped).await;
+            let target = {
+                let (addr, port) = *srv.check_target.lock().unwrap_or_else(|p| p.into_inner());
+                let base = srv.addr();
+                std::net::SocketAddr::new(addr.unwrap_or(base.ip()), port.unwrap_or(base.port()))
+            };
+            let outcome = probe::run(&spec, target, stopped).await;
             let (update, was_usable) = {
                 let mut st = lock(&srv);
                 let was = st.is_usable();

@@ -73,6 +73,7 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
             .collect::<Vec<_>>()
     })?);
     let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
+    let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     tracing::info!(
         "using {} engine with {} worker thread(s)",
         io.name(),
@@ -89,7 +90,7 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         stop_tx,
     });
     worker::block_stop_signals();
-    control::spawn(Arc::clone(&shared))
+    control::spawn(Arc::clone(&shared), admin, threads)
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
     worker::run(shared, listeners).map_err(|e| vec![e])
 }

@@ -176,6 +176,12 @@ pub struct Server {
     pub check: std::sync::Mutex<crate::check::fsm::CheckState>,
     /// What a check sends and expects; `None` without `check`.
     pub check_spec: Option<crate::check::probe::CheckSpec>,
+    /// `disable health` / `enable health`.
+    pub check_enabled: AtomicBool,
+    /// `set server … check-addr|check-port`: replaces the configured check target.
+    pub check_target: std::sync::Mutex<(Option<std::net::IpAddr>, Option<u16>)>,
+    /// `maxconn` (0 = unlimited), changed by `set maxconn server`.
+    pub maxconn: AtomicU32,
     pub counters: Counters,
     /// Bumped by `shutdown_sessions`: sessions remember it when they take the server and end
     /// when it moves (`on-marked-down shutdown-sessions`, reaching every worker).
@@ -344,6 +350,12 @@ impl Model {
                             check: std::sync::Mutex::new(crate::check::fsm::CheckState::new(
                                 &s.opts,
                             )),
+                            check_enabled: AtomicBool::new(check_spec.is_some()),
+                            check_target: std::sync::Mutex::new((
+                                check_spec.as_ref().and_then(|c| c.check_addr),
+                                check_spec.as_ref().and_then(|c| c.check_port),
+                            )),
+                            maxconn: AtomicU32::new(s.opts.maxconn.unwrap_or(0)),
                             check_spec,
                             name: s.name.clone(),
                             id: s.id,

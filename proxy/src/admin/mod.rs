@@ -1,0 +1,310 @@
+//! The admin socket (`stats socket`): HAProxy's runtime API over unix or TCP sockets, served on
+//! the control thread. Parsing, permissions and every reply's bytes live in
+//! `portcullis-runtime-api`; this module only feeds it snapshots and applies what it decides.
+
+pub mod snapshot;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use portcullis_runtime_api::cli::{
+    self, AdminOp, CliSession, Conn, HealthOp, Level, PortSpec, Runtime, SrvRef,
+};
+use portcullis_runtime_api::model::Snapshot;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+use crate::check::fsm::{OpState, Transition};
+use crate::config::model::CliLevel;
+use crate::engine::control;
+use crate::engine::worker::Shared;
+use crate::model::{ADMIN_DRAIN, ADMIN_MAINT, Proxy, Server};
+
+/// HAProxy's default `stats timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A command line longer than this is refused (HAProxy's buffer is 16 kB).
+const MAX_LINE: usize = 16 * 1024;
+
+/// The runtime API's view of the running process.
+pub struct AdminRuntime {
+    pub shared: Arc<Shared>,
+    pub threads: usize,
+}
+
+impl AdminRuntime {
+    fn target(&self, r: SrvRef) -> Option<(&Arc<Proxy>, &Arc<Server>)> {
+        let be = self.shared.model.proxies.get(r.proxy)?;
+        Some((be, be.servers.get(r.server)?))
+    }
+
+    fn transition(&self, be: &Proxy, srv: &Server, tr: Option<Transition>, was_usable: bool) {
+        match tr {
+            Some(tr) => control::apply(&self.shared, be, srv, tr, None, was_usable),
+            None => {
+                srv.apply_state();
+                be.rebuild_lb();
+            }
+        }
+    }
+}
+
+fn fsm(srv: &Server) -> std::sync::MutexGuard<'_, crate::check::fsm::CheckState> {
+    srv.check.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Runtime for AdminRuntime {
+    fn snapshot(&self) -> Snapshot {
+        snapshot::take(
+            &self.shared.model,
+            self.threads,
+            self.shared.stopping.load(Ordering::Relaxed),
+        )
+    }
+
+    fn set_admin_state(&mut self, r: SrvRef, op: AdminOp) {
+        let Some((be, srv)) = self.target(r) else {
+            return;
+        };
+        let was_usable = srv.is_usable();
+        let tr = match op {
+            AdminOp::Maint => {
+                srv.admin.fetch_or(ADMIN_MAINT, Ordering::AcqRel);
+                fsm(srv).enter_maint()
+            }
+            AdminOp::Drain => {
+                srv.admin.fetch_or(ADMIN_DRAIN, Ordering::AcqRel);
+                None
+            }
+            AdminOp::Ready => {
+                srv.admin
+                    .fetch_and(!(ADMIN_MAINT | ADMIN_DRAIN), Ordering::AcqRel);
+                fsm(srv).leave_maint()
+            }
+        };
+        self.transition(be, srv, tr, was_usable);
+    }
+
+    fn set_health(&mut self, r: SrvRef, op: HealthOp) {
+        let Some((be, srv)) = self.target(r) else {
+            return;
+        };
+        let was_usable = srv.is_usable();
+        let op = match op {
+            HealthOp::Up => OpState::Running,
+            HealthOp::Stopping => OpState::Stopping,
+            HealthOp::Down => OpState::Stopped,
+        };
+        let tr = fsm(srv).force_health(op);
+        self.transition(be, srv, tr, was_usable);
+    }
+
+    fn set_agent(&mut self, _r: SrvRef, _up: bool) {}
+
+    fn set_weight(&mut self, r: SrvRef, weight: u32) {
+        let Some((be, srv)) = self.target(r) else {
+            return;
+        };
+        srv.uweight.store(weight, Ordering::Release);
+        srv.apply_state();
+        be.rebuild_lb();
+    }
+
+    fn set_addr(&mut self, r: SrvRef, addr: Option<IpAddr>, port: Option<PortSpec>) {
+        let Some((_, srv)) = self.target(r) else {
+            return;
+        };
+        let cur = srv.addr();
+        let ip = addr.unwrap_or(cur.ip());
+        let port = match port {
+            Some(PortSpec::Fixed(p)) | Some(PortSpec::Mapped(p)) => p,
+            None => cur.port(),
+        };
+        // New connections use it at once; pooled ones to the old address simply age out.
+        srv.addr
+            .store(Arc::new(std::net::SocketAddr::new(ip, port)));
+    }
+
+    fn set_check_addr(&mut self, r: SrvRef, addr: IpAddr, port: Option<u16>) {
+        let Some((_, srv)) = self.target(r) else {
+            return;
+        };
+        let mut t = srv.check_target.lock().unwrap_or_else(|p| p.into_inner());
+        t.0 = Some(addr);
+        if port.is_some() {
+            t.1 = port;
+        }
+    }
+
+    fn set_check_port(&mut self, r: SrvRef, port: u16) {
+        let Some((_, srv)) = self.target(r) else {
+            return;
+        };
+        srv.check_target.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(port);
+    }
+
+    fn set_agent_addr(&mut self, _r: SrvRef, _addr: IpAddr, _port: Option<u16>) {}
+    fn set_agent_port(&mut self, _r: SrvRef, _port: u16) {}
+    fn set_agent_send(&mut self, _r: SrvRef, _text: &str) {}
+
+    fn set_check_enabled(&mut self, r: SrvRef, on: bool) {
+        let Some((_, srv)) = self.target(r) else {
+            return;
+        };
+        srv.check_enabled
+            .store(on && srv.check_spec.is_some(), Ordering::Release);
+    }
+
+    fn set_agent_enabled(&mut self, _r: SrvRef, _on: bool) {}
+
+    fn set_maxconn_server(&mut self, r: SrvRef, maxconn: u32) {
+        let Some((be, srv)) = self.target(r) else {
+            return;
+        };
+        srv.maxconn.store(
+            if maxconn == u32::MAX { 0 } else { maxconn },
+            Ordering::Release,
+        );
+        // Streams queued for a slot may fit now.
+        be.queue.notify_waiters();
+    }
+
+    fn clear_counters(&mut self, _all: bool) {}
+
+    fn shutdown_sessions(&mut self, r: SrvRef) {
+        if let Some((_, srv)) = self.target(r) {
+            srv.shutdown_sessions(b'K');
+        }
+    }
+}
+
+fn level(l: CliLevel) -> Level {
+    match l {
+        CliLevel::User => Level::User,
+        CliLevel::Operator => Level::Operator,
+        CliLevel::Admin => Level::Admin,
+    }
+}
+
+/// Serves one admin-socket connection: a line, its reply, and HAProxy's framing rules
+/// (non-interactive: close once idle; `prompt`: stay; `quit`: close now). `timeout` is `stats
+/// timeout`: a silent client is dropped, and never blocks anyone else.
+pub async fn serve<S>(stream: S, lvl: CliLevel, rt: &mut AdminRuntime, timeout: Duration)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (rd, mut wr) = tokio::io::split(stream);
+    let mut rd = BufReader::new(rd);
+    let mut session = CliSession::new(level(lvl));
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = tokio::time::timeout(
+            timeout,
+            (&mut rd)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut line),
+        )
+        .await;
+        let n = match read {
+            Ok(Ok(n)) => n,
+            _ => return,
+        };
+        if n == 0 || line.len() > MAX_LINE {
+            return;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let out = cli::execute(text, &mut session, rt);
+        if wr.write_all(out.data.as_bytes()).await.is_err() {
+            return;
+        }
+        match out.conn {
+            Conn::KeepOpen => {}
+            Conn::Close => break,
+            // Lines already buffered are still served, as HAProxy does, then the connection ends.
+            Conn::CloseIfIdle => {
+                if rd.buffer().is_empty() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// A bound admin socket, created before the threads start (its errors stop the start).
+pub struct AdminListener {
+    pub sock: socket2::Socket,
+    pub unix: bool,
+    pub level: CliLevel,
+}
+
+/// Binds every `stats socket` of the global section.
+pub fn bind_all(cfg: &crate::config::model::Global) -> Result<Vec<AdminListener>, String> {
+    use crate::config::model::BindAddr;
+    use crate::engine::listen;
+    let mut out = Vec::new();
+    for s in &cfg.stats_sockets {
+        let fail = |kind: &str, e: std::io::Error| {
+            let msg = e.to_string();
+            let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
+            format!(
+                "Starting proxy GLOBAL: cannot bind {kind}socket ({msg}) [{}]",
+                listen::describe(&s.addr)
+            )
+        };
+        let (sock, unix) = match &s.addr {
+            BindAddr::Unix(path) => (
+                listen::unix(path, 16, s.mode).map_err(|e| fail("UNIX ", e))?,
+                true,
+            ),
+            BindAddr::Inet(a) => (listen::inet(*a, 16).map_err(|e| fail("", e))?, false),
+            BindAddr::Fd(n) => {
+                let sock = listen::inherited(*n).map_err(|e| fail("", e))?;
+                let unix = sock.local_addr().map(|a| a.is_unix()).unwrap_or(false);
+                (sock, unix)
+            }
+        };
+        out.push(AdminListener {
+            sock,
+            unix,
+            level: s.level,
+        });
+    }
+    Ok(out)
+}
+
+/// Accepts admin clients on one socket until the process stops; each client is its own task.
+pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) {
+    let timeout = shared
+        .model
+        .cfg
+        .global
+        .stats_timeout
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let level = l.level;
+    let rt = move || AdminRuntime {
+        shared: Arc::clone(&shared),
+        threads,
+    };
+    if l.unix {
+        let std = std::os::unix::net::UnixListener::from(std::os::fd::OwnedFd::from(l.sock));
+        let Ok(listener) = tokio::net::UnixListener::from_std(std) else {
+            return;
+        };
+        while let Ok((s, _)) = listener.accept().await {
+            let mut r = rt();
+            tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
+        }
+    } else {
+        let std: std::net::TcpListener = l.sock.into();
+        let Ok(listener) = tokio::net::TcpListener::from_std(std) else {
+            return;
+        };
+        while let Ok((s, _)) = listener.accept().await {
+            let mut r = rt();
+            tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The model as the runtime API sees it: a point-in-time copy of every proxy and server with
+//! the numbers `show stat`, `show servers state` and `show info` print.
+
+use std::sync::atomic::Ordering;
+
+use portcullis_runtime_api::model as api;
+
+use crate::config::model::{Balance, BindAddr, Mode};
+use crate::model::{self, ADMIN_DRAIN, ADMIN_MAINT, Model, Oper, Proxy, Server};
+
+fn counters(c: &model::Counters) -> api::Counters {
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    api::Counters {
+        stot: g(&c.stot),
+        bin: g(&c.bytes_in),
+        bout: g(&c.bytes_out),
+        dreq: g(&c.denied_req),
+        ereq: g(&c.errors_req),
+        econ: g(&c.errors_conn),
+        eresp: g(&c.errors_resp),
+        wretr: g(&c.retries),
+        wredis: g(&c.redispatches),
+        lbtot: g(&c.lbtot),
+        hrsp: [
+            g(&c.hrsp[0]),
+            g(&c.hrsp[1]),
+            g(&c.hrsp[2]),
+            g(&c.hrsp[3]),
+            g(&c.hrsp[4]),
+            g(&c.hrsp[5]),
+        ],
+        req_tot: g(&c.req_tot),
+        cli_abrt: g(&c.cli_aborts),
+        srv_abrt: g(&c.srv_aborts),
+        connect: g(&c.connect),
+        reuse: g(&c.reuse),
+        ..Default::default()
+    }
+}
+
+fn status(s: crate::check::fsm::Status) -> api::CheckStatus {
+    use api::CheckStatus as C;
+    // Both tables carry HAProxy's numbers (`show servers state` srv_check_status).
+    const ALL: [C; 21] = [
+        C::Unknown,
+        C::Ini,
+        C::Start,
+        C::Checked,
+        C::Hana,
+        C::SockErr,
+        C::L4Ok,
+        C::L4Tout,
+        C::L4Con,
+        C::L6Ok,
+        C::L6Tout,
+        C::L6Rsp,
+        C::L7Tout,
+        C::L7Rsp,
+        C::L57Data,
+        C::L7Ok,
+        C::L7Okc,
+        C::L7Sts,
+        C::ProcErr,
+        C::ProcTout,
+        C::ProcOk,
+    ];
+    ALL.get(s.num() as usize).copied().unwrap_or(C::Unknown)
+}
+
+fn server(model: &Model, srv: &Server) -> api::ServerSnap {
+    let st = srv
+        .check
+        .lock()
+        .map(|g| g.clone())
+        .unwrap_or_else(|p| p.into_inner().clone());
+    let admin = srv.admin();
+    let mut flags = 0;
+    if admin & ADMIN_MAINT != 0 {
+        flags |= api::AdminFlags::FMAINT;
+    }
+    if admin & ADMIN_DRAIN != 0 {
+        flags |= api::AdminFlags::FDRAIN;
+    }
+    let addr = srv.addr();
+    let (check_addr, check_port) = *srv.check_target.lock().unwrap_or_else(|p| p.into_inner());
+    let last = st.last();
+    let configured = srv.check_spec.is_some();
+    let now = model.started.elapsed().as_secs();
+    let changed = srv.last_change.load(Ordering::Relaxed);
+    let mut down = srv.down_time.load(Ordering::Relaxed);
+    if srv.oper() == Oper::Stopped {
+        down += now.saturating_sub(changed);
+    }
+    let mut c = counters(&srv.counters);
+    c.scur = srv.cur_conns.load(Ordering::Relaxed);
+    api::ServerSnap {
+        name: srv.name.clone(),
+        id: srv.id,
+        forced_id: false,
+        backup: srv.cfg.opts.backup,
+        op_state: match srv.oper() {
+            Oper::Stopped => api::OpState::Stopped,
+            Oper::Starting => api::OpState::Starting,
+            Oper::Running => api::OpState::Running,
+            Oper::Stopping => api::OpState::Stopping,
+        },
+        admin: api::AdminFlags(flags),
+        addr: Some(addr.ip()),
+        port: addr.port(),
+        uweight: srv.uweight.load(Ordering::Relaxed),
+        iweight: srv.cfg.opts.weight,
+        eweight: srv.weight.load(Ordering::Relaxed),
+        maxconn: srv.maxconn.load(Ordering::Relaxed),
+        maxqueue: srv.cfg.opts.maxqueue.unwrap_or(0),
+        check: api::CheckSnap {
+            configured,
+            enabled: configured && srv.check_enabled.load(Ordering::Relaxed),
+            paused: st.is_maint(),
+            in_progress: st.in_progress(),
+            status: if configured {
+                status(last.status)
+            } else {
+                api::CheckStatus::Unknown
+            },
+            code: last.code.map_or(0, u32::from),
+            duration_ms: last.duration.as_millis() as u64,
+            desc: last.info.clone(),
+            rise: st.rise(),
+            fall: st.fall(),
+            health: st.health(),
+            port: check_port.unwrap_or(0),
+            addr: check_addr,
+            failed: st.chkfail,
+            down_trans: st.chkdown,
+        },
+        last_change_secs: now.saturating_sub(changed) as u32,
+        downtime_secs: down as u32,
+        counters: c,
+        ..Default::default()
+    }
+}
+
+/// HAProxy's default `fullconn`: a tenth of the `maxconn` of the frontends that can reach it.
+fn fullconn(model: &Model, be: &Proxy) -> u32 {
+    let total: u32 = model
+        .proxies
+        .iter()
+        .filter(|fe| fe.is_frontend())
+        .filter(|fe| {
+            fe.index == be.index
+                || fe.rules.default_backend == Some(be.index)
+                || fe.rules.use_backends.iter().any(|(i, _)| *i == be.index)
+        })
+        .map(|fe| fe.feconn.max())
+        .sum();
+    total / 10
+}
+
+fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
+    let frontend = p.is_frontend().then(|| {
+        let mut c = counters(&p.counters);
+        c.scur = p.feconn.current();
+        api::FrontendSnap {
+            state: if stopping {
+                api::FrontendState::Stop
+            } else {
+                api::FrontendState::Open
+            },
+            maxconn: p.feconn.max(),
+            rate_limit: 0,
+            counters: c,
+        }
+    });
+    let listeners = p
+        .cfg
+        .binds
+        .iter()
+        .enumerate()
+        .map(|(i, b)| api::ListenerSnap {
+            name: b.name.clone().unwrap_or_else(|| format!("sock-{}", i + 1)),
+            id: i as u32 + 1,
+            state: api::ListenerState::Open,
+            maxconn: b.maxconn.unwrap_or(p.feconn.max()),
+            addr: match &b.addr {
+                BindAddr::Inet(a) => a.to_string(),
+                _ => "unix".into(),
+            },
+            counters: api::Counters::default(),
+        })
+        .collect();
+    let backend = p.is_backend().then(|| {
+        let mut c = counters(&p.counters);
+        c.scur = p.beconn.load(Ordering::Relaxed);
+        c.qcur = p.queued.load(Ordering::Relaxed);
+        api::BackendSnap {
+            fullconn: fullconn(model, p),
+            algo: p.cfg.balance.as_str().into(),
+            dynamic_weights: !matches!(p.cfg.balance, Balance::StaticRr),
+            all_backups: p.cfg.options.allbackups,
+            cookie: None,
+            down_trans: 0,
+            last_change_secs: model.started.elapsed().as_secs() as u32,
+            downtime_secs: 0,
+            counters: c,
+        }
+    });
+    api::ProxySnap {
+        name: p.name.clone(),
+        id: p.cfg.id,
+        forced_id: false,
+        mode: match p.cfg.mode {
+            Mode::Http => api::ProxyMode::Http,
+            Mode::Tcp => api::ProxyMode::Tcp,
+        },
+        disabled: p.cfg.disabled,
+        frontend,
+        socket_stats: p.cfg.options.socket_stats,
+        listeners,
+        backend,
+        servers: p.servers.iter().map(|s| server(model, s)).collect(),
+    }
+}
+
+/// The whole snapshot; `threads` and `stopping` describe the process.
+pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
+    let uptime = model.started.elapsed().as_secs() as u32;
+    let start = model
+        .started_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32);
+    let cum_conns: u64 = model
+        .proxies
+        .iter()
+        .filter(|p| p.is_frontend())
+        .map(|p| p.counters.stot.load(Ordering::Relaxed))
+        .sum();
+    let cum_req: u64 = model
+        .proxies
+        .iter()
+        .filter(|p| p.is_frontend())
+        .map(|p| p.counters.req_tot.load(Ordering::Relaxed))
+        .sum();
+    let maxconn = model.actconn.max();
+    api::Snapshot {
+        info: api::ProcessInfo {
+            name: "portcullis".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            release_date: String::new(),
+            nbthread: threads as u32,
+            pid: std::process::id(),
+            uptime_secs: uptime,
+            maxconn,
+            hard_maxconn: maxconn,
+            curr_conns: model.actconn.current(),
+            cum_conns: cum_conns as u32,
+            cum_req: cum_req as u32,
+            stopping,
+            node: nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            start_time_sec: start,
+            ..Default::default()
+        },
+        proxies: model
+            .proxies
+            .iter()
+            .map(|p| proxy(model, p, stopping))
+            .collect(),
+    }
+}
