@@ -21,15 +21,12 @@ use std::process::Command;
 pub enum Rule {
     /// A whole section: keyword and name (`frontend stats`).
     Section(&'static str, &'static str),
-    /// A line in any section, matched by its leading words (`option httpchk`).
-    Directive(&'static str),
     /// A word of `bind` lines and how many arguments follow it.
     BindOpt(&'static str, usize),
 }
 
 /// What the demo strips today. Delete a row when portcullis runs that feature.
 pub const NOT_YET: &[Rule] = &[
-    Rule::Directive("stats"),
     Rule::Section("frontend", "stats"),
     Rule::BindOpt("ssl", 0),
     Rule::BindOpt("crt", 1),
@@ -62,16 +59,6 @@ const SECTIONS: &[&str] = &[
 /// Embedded copy, used when `../shared/configs/seed-loopback.cfg` is not beside the repo.
 const SEED_COPY: &str = include_str!("seed-loopback.cfg");
 
-impl Rule {
-    fn label(&self) -> String {
-        match self {
-            Rule::Section(k, n) => format!("{k} {n}"),
-            Rule::Directive(d) => d.to_string(),
-            Rule::BindOpt(w, _) => format!("bind {w}"),
-        }
-    }
-}
-
 /// Splits a config line into words, keeping quoted words (quotes included) whole.
 fn words(line: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -100,11 +87,6 @@ fn words(line: &str) -> Vec<&str> {
         out.push(&line[s..]);
     }
     out
-}
-
-fn starts_with_words(words: &[&str], directive: &str) -> bool {
-    let d: Vec<&str> = directive.split_whitespace().collect();
-    words.len() >= d.len() && words.iter().zip(&d).all(|(a, b)| a == b)
 }
 
 /// Removes what `rules` name from `cfg`. Returns the new text and, in order of first
@@ -140,13 +122,6 @@ pub fn strip(cfg: &str, rules: &[Rule]) -> (String, Vec<(String, usize)>) {
             }
         }
         if skipping_section {
-            continue;
-        }
-        if let Some(r) = rules
-            .iter()
-            .find(|r| matches!(r, Rule::Directive(d) if starts_with_words(&w, d)))
-        {
-            note(r.label());
             continue;
         }
         let opts = |r: &Rule| match (*first, r) {
@@ -336,9 +311,9 @@ pub fn run(args: &[String]) -> Result {
     println!("  {https}");
     println!("  socat - TCP:127.0.0.1:16443           (kube-apiserver: echoes what you type)");
     println!("  socat - TCP:127.0.0.1:18443           (istio grpc passthrough: echoes)");
-    if !rules.contains(&Rule::Directive("stats")) {
-        let sock = run_dir.join("admin.sock");
-        println!("  echo 'show stat' | socat stdio {}", sock.display());
+    let sock = run_dir.join("admin.sock");
+    println!("  echo 'show stat' | socat stdio {}", sock.display());
+    if !rules.contains(&Rule::Section("frontend", "stats")) {
         println!("  curl http://127.0.0.1:19000/          (stats page)");
     }
     println!("Ctrl-C stops it and the nodes.\n");
@@ -376,7 +351,8 @@ mod tests {
     fn strips_the_seed() {
         let (out, items) = strip(SEED_COPY, NOT_YET);
         let code: String = out.lines().filter(|l| !l.starts_with('#')).collect();
-        assert!(!code.contains("stats"), "{out}");
+        assert!(!code.contains("stats enable"), "{out}");
+        assert!(code.contains("stats socket"), "{out}");
         assert!(
             code.contains("option httpchk GET /health_check.html"),
             "{out}"
@@ -394,7 +370,7 @@ mod tests {
         assert!(out.contains("frontend istio-grpc-passthrough\n"), "{out}");
         assert_eq!(
             summary(&items),
-            "stats ×2, bind ssl, bind crt, bind alpn, frontend stats"
+            "bind ssl, bind crt, bind alpn, frontend stats"
         );
     }
 
