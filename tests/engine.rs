@@ -245,3 +245,56 @@ fn daemon_mode_writes_the_pidfile() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// SIGUSR1 is HAProxy's soft stop: listeners close at once, sessions in flight finish, then the
+/// process exits.
+#[test]
+fn sigusr1_soft_stop_lets_requests_finish() {
+    let n = node("soft");
+    let port = free_port();
+    let front = lo(port);
+    let dir = TempDir::new("soft");
+    let path = dir.0.join("s.cfg");
+    std::fs::write(&path, cfg(&format!("127.0.0.1:{port}"), n.addr(), "")).unwrap();
+    let mut child = portcullis_command(&["-db"], &path).spawn().expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(front).is_err() {
+        assert!(Instant::now() < deadline, "not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let slow = std::thread::spawn(move || proxy::get(front, "/slow?ms=1500").status);
+    // An idle keep-alive client must not hold the stop.
+    let mut idle = TcpStream::connect(front).unwrap();
+    idle.write_all(b"GET /k HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(read_response(&mut idle, false).map(|r| r.status), Some(200));
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) }, 0);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        TcpStream::connect(front).is_err(),
+        "still accepting after soft stop"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "exited before its session ended"
+    );
+    let mut rest = Vec::new();
+    assert_eq!(
+        idle.read_to_end(&mut rest).map(|_| rest.len()).ok(),
+        Some(0),
+        "idle keep-alive closed"
+    );
+    assert_eq!(slow.join().expect("client"), 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "did not exit once idle");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}

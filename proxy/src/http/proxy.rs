@@ -147,7 +147,8 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
         own: None,
         requests: 0,
     };
-    while s.transaction().await {}
+    // A soft stop (SIGUSR1) ends keep-alive connections between requests.
+    while !s.shared.stopping.load(Ordering::Acquire) && s.transaction().await {}
     if let Some((srv, conn)) = s.own.take() {
         let reuse = s.fe.cfg.http_reuse;
         if reuse != HttpReuse::Never {
@@ -267,7 +268,24 @@ impl Session {
             } else {
                 idle_wait.map(|d| wait_start + d)
             };
-            match self.read_client(dl, t.client).await {
+            let read = if got_first_byte || first {
+                self.read_client(dl, t.client).await
+            } else {
+                // Idle between requests: a soft stop closes the connection now.
+                let mut stop = self.shared.stop_tx.subscribe();
+                let stopping = async move {
+                    while !*stop.borrow_and_update() {
+                        if stop.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                };
+                tokio::select! {
+                    r = self.read_client(dl, t.client) => r,
+                    _ = stopping => return false,
+                }
+            };
+            match read {
                 Ok(0) => {
                     if !got_first_byte {
                         // Closed between requests: nothing to log (and a silent probe on the first
