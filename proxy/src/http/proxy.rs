@@ -148,7 +148,11 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
         requests: 0,
     };
     // A soft stop (SIGUSR1) ends keep-alive connections between requests.
-    while !s.shared.stopping.load(Ordering::Acquire) && s.transaction().await {}
+    loop {
+        if s.shared.stopping.load(Ordering::Acquire) || !s.transaction().await {
+            break;
+        }
+    }
     if let Some((srv, conn)) = s.own.take() {
         let reuse = s.fe.cfg.http_reuse;
         if reuse != HttpReuse::Never {
