@@ -197,7 +197,11 @@ fn seed_loopback_parses() {
     assert_eq!(stats.refresh, Some(Duration::from_secs(10)));
     // The admin socket and the stats page run now: nothing is pending.
     assert!(c.global.pending.is_empty(), "{:?}", c.global.pending);
-    assert!(c.proxies[7].pending.is_empty(), "{:?}", c.proxies[7].pending);
+    assert!(
+        c.proxies[7].pending.is_empty(),
+        "{:?}",
+        c.proxies[7].pending
+    );
 }
 
 #[test]
@@ -541,7 +545,11 @@ fn use_service_prometheus_and_stats_admin() {
     assert_eq!(f.http_request[0].action, HttpRequestAction::UsePrometheus);
     assert!(f.http_request[0].cond.is_some());
     // POST actions of the page are not implemented: `stats admin` stays refused.
-    assert!(f.pending.iter().any(|(k, _)| k == "stats admin"), "{:?}", f.pending);
+    assert!(
+        f.pending.iter().any(|(k, _)| k == "stats admin"),
+        "{:?}",
+        f.pending
+    );
     for (rule, msg) in [
         ("use-service foo", "'foo' unknown service name.."),
         ("use-service", "'use-service' expects a service name.."),
