@@ -432,7 +432,7 @@ fn pending_features_stop_the_start() {
     let cfg = dir.join("p.cfg");
     std::fs::write(
         &cfg,
-        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend fe\n    bind 127.0.0.1:1\n    stats enable\n    tcp-request inspect-delay 5s\n    default_backend be\n\nbackend be\n    option abortonclose\n    server s1 127.0.0.1:9 maxqueue 10\n",
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend fe\n    bind 127.0.0.1:1\n    stats admin if TRUE\n    tcp-request inspect-delay 5s\n    default_backend be\n\nbackend be\n    option abortonclose\n    server s1 127.0.0.1:9 maxqueue 10\n",
     )
     .unwrap();
     // A start that wrongly goes ahead must not hang the test: it is killed after 10 s.
@@ -457,7 +457,7 @@ fn pending_features_stop_the_start() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     for needle in [
-        "p.cfg:9] : 'stats enable' is not supported yet",
+        "p.cfg:9] : 'stats admin' is not supported yet",
         "p.cfg:10] : 'tcp-request inspect-delay' is not supported yet",
         "p.cfg:14] : 'option abortonclose' is not supported yet",
         "p.cfg:15] : 'server maxqueue' is not supported yet",

@@ -19,8 +19,10 @@
 
 pub mod cli;
 pub mod field;
+pub mod html;
 pub mod info;
 pub mod model;
+pub mod prom;
 pub mod servers;
 pub mod stat;
 

@@ -854,12 +854,22 @@ pub struct StatOpts {
 
 /// Strings a row computes (status text, addresses) live here so field values can borrow them.
 #[derive(Default)]
-struct Scratch {
-    status: String,
-    check_status: String,
-    agent_status: String,
-    tracked: String,
-    addr: String,
+pub(crate) struct Scratch {
+    pub(crate) status: String,
+    pub(crate) check_status: String,
+    pub(crate) agent_status: String,
+    pub(crate) tracked: String,
+    pub(crate) addr: String,
+}
+
+impl Scratch {
+    pub(crate) fn clear(&mut self) {
+        self.status.clear();
+        self.check_status.clear();
+        self.agent_status.clear();
+        self.tracked.clear();
+        self.addr.clear();
+    }
 }
 
 /// Backend figures HAProxy derives from its servers (`recount_servers`).
@@ -1022,7 +1032,7 @@ fn push_addr(addr: Option<std::net::IpAddr>, port: u16, out: &mut String) {
     }
 }
 
-type Row<'a> = [Val<'a>; NB_COLS];
+pub(crate) type Row<'a> = [Val<'a>; NB_COLS];
 
 fn u(v: impl Into<u64>) -> Val<'static> {
     Val::U(v.into())
@@ -1046,7 +1056,7 @@ fn fill_modules<'a>(row: &mut Row<'a>, m: &ModuleCounters, h1h2: bool) {
     }
 }
 
-fn frontend_row<'a>(px: &'a ProxySnap, fe: &'a FrontendSnap) -> Row<'a> {
+pub(crate) fn frontend_row<'a>(px: &'a ProxySnap, fe: &'a FrontendSnap) -> Row<'a> {
     let c = &fe.counters;
     let http = px.mode == ProxyMode::Http;
     let mut r: Row = [Val::Empty; NB_COLS];
@@ -1100,7 +1110,7 @@ fn frontend_row<'a>(px: &'a ProxySnap, fe: &'a FrontendSnap) -> Row<'a> {
     r
 }
 
-fn listener_row<'a>(px: &'a ProxySnap, li: &'a ListenerSnap, legends: bool) -> Row<'a> {
+pub(crate) fn listener_row<'a>(px: &'a ProxySnap, li: &'a ListenerSnap, legends: bool) -> Row<'a> {
     let c = &li.counters;
     let mut r: Row = [Val::Empty; NB_COLS];
     r[0] = Val::S(&px.name);
@@ -1135,7 +1145,7 @@ fn listener_row<'a>(px: &'a ProxySnap, li: &'a ListenerSnap, legends: bool) -> R
     r
 }
 
-fn backend_row<'a>(
+pub(crate) fn backend_row<'a>(
     px: &'a ProxySnap,
     be: &'a BackendSnap,
     opts: &StatOpts,
@@ -1235,7 +1245,7 @@ fn push_check_status(ck: &CheckSnap, out: &mut String) {
     out.push_str(ck.status.code());
 }
 
-fn server_row<'a>(
+pub(crate) fn server_row<'a>(
     snap: &'a Snapshot,
     px: &'a ProxySnap,
     sv: &'a ServerSnap,
@@ -1508,7 +1518,7 @@ impl StatDump {
         }
     }
 
-    fn server_shown(&self, snap: &Snapshot, sv: &ServerSnap) -> bool {
+    pub(crate) fn server_shown(&self, snap: &Snapshot, sv: &ServerSnap) -> bool {
         if let Some(s) = self.opts.scope
             && s.sid != -1
             && i64::from(sv.id) != i64::from(s.sid)

@@ -21,14 +21,14 @@ const GOLDEN_STATE_AFTER: &str =
 const T2_CSV: &str = include_str!("../testdata/haproxy-2.6/t2-show-stat.csv");
 
 /// The golden CSV row of `px/sv`.
-fn row<'a>(csv: &'a str, px: &str, sv: &str) -> Vec<&'a str> {
+pub(crate) fn row<'a>(csv: &'a str, px: &str, sv: &str) -> Vec<&'a str> {
     csv.lines()
         .map(|l| l.split(',').collect::<Vec<_>>())
         .find(|f| f.first() == Some(&px) && f.get(1) == Some(&sv))
         .unwrap_or_else(|| panic!("no golden row {px}/{sv}"))
 }
 
-fn n(f: &[&str], name: &str) -> u64 {
+pub(crate) fn n(f: &[&str], name: &str) -> u64 {
     let i = STAT_COLS.iter().position(|c| c.name == name).unwrap();
     // Module columns sit one further right because of the "-" separator.
     let i = if i >= crate::stat::STATIC_COLS {
@@ -41,7 +41,7 @@ fn n(f: &[&str], name: &str) -> u64 {
 
 /// Traffic counters as HAProxy printed them in a golden row (test fixture only: the state
 /// fields are set explicitly by the scenarios).
-fn counters(f: &[&str]) -> Counters {
+pub(crate) fn counters(f: &[&str]) -> Counters {
     let g = |name| n(f, name);
     let g32 = |name| n(f, name) as u32;
     let mut m = ModuleCounters::default();
@@ -521,7 +521,7 @@ fn admin(rt: &mut FakeRuntime, line: &str) -> String {
 /// Drives the golden run's two commands through the CLI: traffic counters come from the later
 /// capture, state counters (chkdown, lastchg, downtime) from the earlier one, and the fake
 /// runtime moves them as HAProxy does.
-fn after_drain_maint() -> FakeRuntime {
+pub(crate) fn after_drain_maint() -> FakeRuntime {
     let mut snap = seed_snapshot(GOLDEN_CSV_AFTER);
     let before = seed_snapshot(GOLDEN_CSV);
     for (px, old) in snap.proxies.iter_mut().zip(&before.proxies) {

@@ -14,6 +14,7 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("curl", "curl"),
     ("nginx", "nginx"),
     ("iproute2", "ip"),
+    ("chromium", "chromium"),
 ];
 
 const POLICY_RC: &str = "/usr/sbin/policy-rc.d";

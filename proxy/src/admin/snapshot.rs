@@ -34,6 +34,7 @@ fn counters(c: &model::Counters) -> api::Counters {
         srv_abrt: g(&c.srv_aborts),
         connect: g(&c.connect),
         reuse: g(&c.reuse),
+        intercepted: g(&c.intercepted),
         ..Default::default()
     }
 }

@@ -55,6 +55,7 @@ const HTTP_ACTIONS: &[&str] = &[
     "redirect",
     "return",
     "set-header",
+    "use-service",
 ];
 
 /// Status codes HAProxy has an error message for (what `deny_status` accepts).
@@ -204,6 +205,21 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                 content_type,
                 body,
             }
+        }
+        "use-service" => {
+            match arg(args, 2) {
+                "prometheus-exporter" => {}
+                "" | "if" | "unless" => {
+                    p.alert(format!("{head} 'use-service' expects a service name.."));
+                    return;
+                }
+                other => {
+                    p.alert(format!("{head} '{other}' unknown service name.."));
+                    return;
+                }
+            }
+            i = 3;
+            HttpRequestAction::UsePrometheus
         }
         _ => HttpRequestAction::Allow,
     };
@@ -608,5 +624,8 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
         st.enable = true;
     }
     p.px.stats = Some(StatsPage { ..st });
-    p.pending(&format!("stats {sub}"));
+    // The page is served by `http::proxy`; its POST actions are not.
+    if sub == "admin" {
+        p.pending("stats admin");
+    }
 }

@@ -313,6 +313,8 @@ pub enum HttpRequestAction {
         body: Option<String>,
     },
     Allow,
+    /// `use-service prometheus-exporter`: the request is answered by the built-in exporter.
+    UsePrometheus,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -195,13 +195,12 @@ fn seed_loopback_parses() {
     assert!(stats.enable && stats.hide_version);
     assert_eq!(stats.uri.as_deref(), Some("/"));
     assert_eq!(stats.refresh, Some(Duration::from_secs(10)));
-    // The admin socket runs now; the stats frontend's `stats …` lines are still pending.
+    // The admin socket and the stats page run now: nothing is pending.
     assert!(c.global.pending.is_empty(), "{:?}", c.global.pending);
     assert!(
-        c.proxies[7]
-            .pending
-            .iter()
-            .any(|(k, _)| k == "stats enable")
+        c.proxies[7].pending.is_empty(),
+        "{:?}",
+        c.proxies[7].pending
     );
 }
 
@@ -536,4 +535,31 @@ fn stats_socket_forms_and_no_option() {
             "4: keyword 'httplog' only supports option 'clf'."
         ]
     );
+}
+
+#[test]
+fn use_service_prometheus_and_stats_admin() {
+    let text = "defaults\n mode http\nfrontend f\n bind :1\n http-request use-service prometheus-exporter if { path /metrics }\n stats admin if TRUE\n";
+    let c = parse_env(text, &no_env).unwrap().config;
+    let f = &c.proxies[0];
+    assert_eq!(f.http_request[0].action, HttpRequestAction::UsePrometheus);
+    assert!(f.http_request[0].cond.is_some());
+    // POST actions of the page are not implemented: `stats admin` stays refused.
+    assert!(
+        f.pending.iter().any(|(k, _)| k == "stats admin"),
+        "{:?}",
+        f.pending
+    );
+    for (rule, msg) in [
+        ("use-service foo", "'foo' unknown service name.."),
+        ("use-service", "'use-service' expects a service name.."),
+        (
+            "use-service prometheus-exporter bar",
+            "'http-request use-service' expects either 'if' or 'unless' followed by a condition but found 'bar'.",
+        ),
+    ] {
+        let text = format!("defaults\n mode http\nfrontend f\n bind :1\n http-request {rule}\n");
+        let d = parse_env(&text, &no_env).unwrap_err();
+        assert!(d.iter().any(|d| d.msg.ends_with(msg)), "{rule}: {d:?}");
+    }
 }

@@ -9,3 +9,4 @@ pub mod head;
 pub mod proxy;
 pub mod rules;
 pub mod sample;
+pub mod stats;

@@ -26,6 +26,7 @@ use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
 use crate::http::head::{RequestHead, Version};
 use crate::http::rules::{self, Verdict};
 use crate::http::sample::SampleCtx;
+use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server};
 
@@ -214,7 +215,8 @@ impl Session {
         start: Instant,
         keep: bool,
     ) -> bool {
-        log.status = Some(status);
+        // An applet may log another status than it sends (see `stats::Applet::log_status`).
+        log.status = Some(log.status.unwrap_or(status));
         // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`.
         log.bytes_out = if log.request_line.as_deref() == Some("<BADREQ>") {
             0
@@ -414,7 +416,28 @@ impl Session {
             let base = SampleCtx::new(src, dst, &fe.name);
             let verdict = rules::apply_http_request(&be.rules.http_request, &mut req, &base);
             let reply = match verdict {
-                Verdict::Continue => None,
+                // HAProxy checks `stats uri` once the proxy's http-request rules let it through.
+                Verdict::Continue => {
+                    match be.cfg.stats.as_ref().filter(|p| stats::matches(p, &req)) {
+                        Some(page) => {
+                            let stopping = self.shared.stopping.load(Ordering::Relaxed);
+                            let a = stats::stats_reply(
+                                &self.shared.model,
+                                stopping,
+                                page,
+                                &req,
+                                conn_hdr(!keep),
+                            );
+                            Some(applet_reply(&mut log, &fe, a, keep))
+                        }
+                        None => None,
+                    }
+                }
+                Verdict::Prometheus => {
+                    let stopping = self.shared.stopping.load(Ordering::Relaxed);
+                    let a = stats::prometheus_reply(&self.shared.model, stopping, conn_hdr(!keep));
+                    Some(applet_reply(&mut log, &fe, a, keep))
+                }
                 Verdict::Deny(st) => {
                     Counters::add(&fe.counters.denied_req, 1);
                     Some((
@@ -1153,6 +1176,23 @@ impl Session {
 
 /// The answer to a request the codec refused, on a connection about to close. A status without
 /// a canned page (414) gets a page of its own rather than HAProxy's 500 fallback.
+/// Log fields and counters of an applet answer (stats page, exporter): `<STATS>`/`<PROMEX>` as
+/// the server, Tw/Tc/Tr at 0 (Tr -1 for the auth challenge), `LR`, one intercepted request.
+fn applet_reply(
+    log: &mut SessionLog,
+    fe: &Proxy,
+    a: stats::Applet,
+    keep: bool,
+) -> (u16, Vec<u8>, [u8; 2], bool) {
+    log.server = Some(a.server.to_string());
+    log.queue = Some(Duration::ZERO);
+    log.connect = Some(Duration::ZERO);
+    log.response = a.served.then_some(Duration::ZERO);
+    log.status = Some(a.log_status);
+    Counters::add(&fe.counters.intercepted, 1);
+    (a.status, a.bytes, *b"LR", keep)
+}
+
 fn refusal(status: u16) -> Vec<u8> {
     if status == 400 || status == 408 {
         return errors::error_response(status).to_vec();

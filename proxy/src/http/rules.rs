@@ -27,6 +27,7 @@ pub enum Action {
         body: Option<String>,
     },
     Allow,
+    UsePrometheus,
 }
 
 pub struct Rule {
@@ -56,6 +57,8 @@ pub enum Verdict {
         content_type: Option<String>,
         body: Option<String>,
     },
+    /// `use-service prometheus-exporter`: answer with the exporter page.
+    Prometheus,
 }
 
 fn rule_name(a: &HttpRequestAction) -> &'static str {
@@ -67,6 +70,7 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
         HttpRequestAction::Deny { .. } => "http-request deny",
         HttpRequestAction::Return { .. } => "http-request return",
         HttpRequestAction::Allow => "http-request allow",
+        HttpRequestAction::UsePrometheus => "http-request use-service",
     }
 }
 
@@ -171,6 +175,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 body: body.clone(),
             },
             HttpRequestAction::Allow => Action::Allow,
+            HttpRequestAction::UsePrometheus => Action::UsePrometheus,
         };
         let c = cond(&rule.cond, name, errs);
         r.http_request.push(Rule { action, cond: c });
@@ -220,6 +225,7 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::DelHeader(name) => req.headers.remove(name),
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Allow => return Verdict::Continue,
+            Action::UsePrometheus => return Verdict::Prometheus,
             Action::Return {
                 status,
                 content_type,

@@ -101,6 +101,8 @@ pub struct Counters {
     pub hrsp: [AtomicU64; 6],
     pub connect: AtomicU64,
     pub reuse: AtomicU64,
+    /// Requests answered by an applet (stats page, exporter).
+    pub intercepted: AtomicU64,
 }
 
 impl Counters {
