@@ -19,15 +19,12 @@ use std::process::Command;
 /// A directive portcullis cannot run yet, removed from the generated config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
-    /// A whole section: keyword and name (`frontend stats`).
-    Section(&'static str, &'static str),
     /// A word of `bind` lines and how many arguments follow it.
     BindOpt(&'static str, usize),
 }
 
 /// What the demo strips today. Delete a row when portcullis runs that feature.
 pub const NOT_YET: &[Rule] = &[
-    Rule::Section("frontend", "stats"),
     Rule::BindOpt("ssl", 0),
     Rule::BindOpt("crt", 1),
     Rule::BindOpt("alpn", 1),
@@ -38,22 +35,6 @@ const NO_TLS: &[Rule] = &[
     Rule::BindOpt("ssl", 0),
     Rule::BindOpt("crt", 1),
     Rule::BindOpt("alpn", 1),
-];
-
-const SECTIONS: &[&str] = &[
-    "global",
-    "defaults",
-    "frontend",
-    "backend",
-    "listen",
-    "resolvers",
-    "peers",
-    "userlist",
-    "cache",
-    "program",
-    "http-errors",
-    "ring",
-    "mailers",
 ];
 
 /// Embedded copy, used when `../shared/configs/seed-loopback.cfg` is not beside the repo.
@@ -101,29 +82,13 @@ pub fn strip(cfg: &str, rules: &[Rule]) -> (String, Vec<(String, usize)>) {
         }
         *counts.entry(label).or_insert(0) += 1;
     };
-    let mut skipping_section = false;
     for line in cfg.lines() {
         let w = words(line);
         let Some(first) = w.first() else {
-            if !skipping_section {
-                out.push_str(line);
-                out.push('\n');
-            }
+            out.push_str(line);
+            out.push('\n');
             continue;
         };
-        if SECTIONS.contains(first) {
-            let name = w.get(1).copied().unwrap_or("");
-            skipping_section = rules
-                .iter()
-                .any(|r| matches!(r, Rule::Section(k, n) if k == first && *n == name));
-            if skipping_section {
-                note(format!("{first} {name}"));
-                continue;
-            }
-        }
-        if skipping_section {
-            continue;
-        }
         let opts = |r: &Rule| match (*first, r) {
             ("bind", Rule::BindOpt(word, n)) => Some((*word, *n)),
             _ => None,
@@ -313,9 +278,7 @@ pub fn run(args: &[String]) -> Result {
     println!("  socat - TCP:127.0.0.1:18443           (istio grpc passthrough: echoes)");
     let sock = run_dir.join("admin.sock");
     println!("  echo 'show stat' | socat stdio {}", sock.display());
-    if !rules.contains(&Rule::Section("frontend", "stats")) {
-        println!("  curl http://127.0.0.1:19000/          (stats page)");
-    }
+    println!("  curl http://127.0.0.1:19000/          (stats page; ;csv for CSV)");
     println!("Ctrl-C stops it and the nodes.\n");
     let status = child.wait().map_err(|e| e.to_string())?;
     let served: usize = nodes_http.iter().map(|n| n.request_count()).sum();
@@ -351,7 +314,7 @@ mod tests {
     fn strips_the_seed() {
         let (out, items) = strip(SEED_COPY, NOT_YET);
         let code: String = out.lines().filter(|l| !l.starts_with('#')).collect();
-        assert!(!code.contains("stats enable"), "{out}");
+        assert!(code.contains("stats enable"), "{out}");
         assert!(code.contains("stats socket"), "{out}");
         assert!(
             code.contains("option httpchk GET /health_check.html"),
@@ -368,10 +331,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("frontend istio-grpc-passthrough\n"), "{out}");
-        assert_eq!(
-            summary(&items),
-            "bind ssl, bind crt, bind alpn, frontend stats"
-        );
+        assert_eq!(summary(&items), "bind ssl, bind crt, bind alpn");
     }
 
     #[test]
@@ -380,14 +340,5 @@ mod tests {
         assert_eq!(out, SEED_COPY);
         assert!(items.is_empty());
         assert_eq!(summary(&items), "nothing");
-    }
-
-    #[test]
-    fn section_skip_ends_at_next_section() {
-        let cfg = "frontend stats\n    stats enable\n\nbackend b\n    server s 1.2.3.4:80 check\n";
-        let rules = [Rule::Section("frontend", "stats")];
-        let (out, items) = strip(cfg, &rules);
-        assert_eq!(out, "backend b\n    server s 1.2.3.4:80 check\n");
-        assert_eq!(items, vec![("frontend stats".to_string(), 1)]);
     }
 }
