@@ -10,6 +10,8 @@ use arc_swap::ArcSwap;
 
 use crate::config::model as cfg;
 
+pub mod stats;
+
 /// Connection-count gate for `maxconn` (global, frontend). Accept loops wait until the gate has
 /// room without reserving a slot (an accept pending on an idle listener must not hold one: each
 /// worker has its own listener), then the accepted session takes a slot, waiting if another
@@ -101,6 +103,22 @@ pub struct Counters {
     pub hrsp: [AtomicU64; 6],
     pub connect: AtomicU64,
     pub reuse: AtomicU64,
+    /// Highest `scur` / `qcur` seen.
+    pub smax: stats::Max,
+    pub qmax: stats::Max,
+    /// Sessions per second (`rate`, `SessRate`) and their max.
+    pub sess_rate: stats::Freq,
+    pub sess_rate_max: stats::Max,
+    /// Accepted connections (frontend `conn_tot`, `CumConns`) and their rate.
+    pub conn_tot: AtomicU64,
+    pub conn_rate: stats::Freq,
+    pub conn_rate_max: stats::Max,
+    /// HTTP requests per second (frontend `req_rate`).
+    pub req_rate: stats::Freq,
+    pub req_rate_max: stats::Max,
+    pub last_sess: stats::LastSess,
+    /// qtime/ctime/rtime/ttime (backends and servers).
+    pub times: stats::Timings,
 }
 
 impl Counters {
@@ -117,6 +135,32 @@ impl Counters {
             _ => 5,
         };
         self.hrsp[i].fetch_add(1, Ordering::Relaxed);
+    }
+    /// A session starts on this object (`stot`, `rate`, `lastsess`); `now_ms` since the start.
+    pub fn session(&self, now_ms: u64) {
+        self.stot.fetch_add(1, Ordering::Relaxed);
+        self.sess_rate_max.update(self.sess_rate.hit(now_ms));
+        self.last_sess.touch(now_ms);
+    }
+    /// A connection was accepted (`conn_tot`, `conn_rate`).
+    pub fn connection(&self, now_ms: u64) {
+        self.conn_tot.fetch_add(1, Ordering::Relaxed);
+        self.conn_rate_max.update(self.conn_rate.hit(now_ms));
+    }
+    /// An HTTP request was received, valid or not (`req_tot`, `req_rate`).
+    pub fn request(&self, now_ms: u64) {
+        self.req_tot.fetch_add(1, Ordering::Relaxed);
+        self.req_rate_max.update(self.req_rate.hit(now_ms));
+    }
+    /// Bytes of a finished stream (`bin`, `bout`).
+    pub fn bytes(&self, bin: u64, bout: u64) {
+        self.bytes_in.fetch_add(bin, Ordering::Relaxed);
+        self.bytes_out.fetch_add(bout, Ordering::Relaxed);
+    }
+    /// Times of a finished stream; the window is sized by the requests (HTTP) or LB picks (TCP).
+    pub fn times(&self, http: bool, s: stats::Sample) {
+        let count = if http { &self.req_tot } else { &self.lbtot };
+        self.times.record(count.load(Ordering::Relaxed), s);
     }
 }
 
@@ -261,6 +305,31 @@ pub struct Proxy {
     pub lb: ArcSwap<crate::lb::Lb>,
     pub lb_cursor: AtomicU64,
     pub counters: Counters,
+    /// The backend as a whole (BACKEND row `chkdown`, `lastchg`, `downtime`).
+    pub be_state: BackendState,
+}
+
+/// Whether a backend has a server to send traffic to, and its history: times it lost the last
+/// one, when it last went DOWN or UP, seconds spent DOWN before that (seconds since the start).
+pub struct BackendState {
+    up: AtomicBool,
+    pub down_trans: AtomicU64,
+    pub last_change: AtomicU64,
+    pub down_time: AtomicU64,
+}
+
+impl BackendState {
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+    /// Seconds DOWN in total at `now` (seconds since the start).
+    pub fn downtime(&self, now: u64) -> u64 {
+        let mut d = self.down_time.load(Ordering::Relaxed);
+        if !self.is_up() {
+            d += now.saturating_sub(self.last_change.load(Ordering::Relaxed));
+        }
+        d
+    }
 }
 
 /// The live server state as the LB core sees it.
@@ -291,6 +360,23 @@ impl Proxy {
         self.lb.store(Arc::new(next));
     }
 
+    /// Records whether the backend still has a usable server after a state change, at `now`
+    /// (seconds since the start); HAProxy counts the backend DOWN when it has none.
+    pub fn note_state(&self, now: u64) {
+        let up = self.servers.is_empty() || self.servers.iter().any(|s| s.is_usable());
+        let st = &self.be_state;
+        if st.up.swap(up, Ordering::Relaxed) == up {
+            return;
+        }
+        let since = st.last_change.swap(now, Ordering::Relaxed);
+        if up {
+            st.down_time
+                .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+        } else {
+            st.down_trans.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub fn is_frontend(&self) -> bool {
         self.cfg.cap.frontend
     }
@@ -306,6 +392,9 @@ pub struct Model {
     pub cfg: cfg::Config,
     pub proxies: Vec<Arc<Proxy>>,
     pub actconn: Gate,
+    /// Process-wide counters for `show info`: `stot`/`sess_rate` are sessions (`CumConns`,
+    /// `SessRate`), `conn_rate` connections, `req_tot` requests (`CumReq`).
+    pub totals: Counters,
 }
 
 /// HAProxy's default global maxconn when none is set and no ulimit forces another value.
@@ -396,6 +485,17 @@ impl Model {
                     lb: ArcSwap::from_pointee(lb),
                     lb_cursor: AtomicU64::new(0),
                     counters: Counters::default(),
+                    be_state: BackendState {
+                        up: AtomicBool::new(
+                            p.servers.is_empty()
+                                || p.servers
+                                    .iter()
+                                    .any(|s| !s.opts.disabled && s.opts.weight > 0),
+                        ),
+                        down_trans: AtomicU64::new(0),
+                        last_change: AtomicU64::new(0),
+                        down_time: AtomicU64::new(0),
+                    },
                 })
             })
             .collect();
@@ -407,8 +507,14 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
+            totals: Counters::default(),
             cfg,
         })
+    }
+
+    /// Milliseconds since the process started: the clock every counter runs on.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
     }
 
     pub fn proxy(&self, name: &str) -> Option<&Arc<Proxy>> {
