@@ -44,6 +44,7 @@ impl AdminRuntime {
             None => {
                 srv.apply_state();
                 be.rebuild_lb();
+                be.note_state(self.shared.model.started.elapsed().as_secs());
             }
         }
     }
@@ -108,6 +109,7 @@ impl Runtime for AdminRuntime {
         srv.uweight.store(weight, Ordering::Release);
         srv.apply_state();
         be.rebuild_lb();
+        be.note_state(self.shared.model.started.elapsed().as_secs());
     }
 
     fn set_addr(&mut self, r: SrvRef, addr: Option<IpAddr>, port: Option<PortSpec>) {
@@ -284,6 +286,14 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
         .stats_timeout
         .unwrap_or(DEFAULT_TIMEOUT);
     let level = l.level;
+    // HAProxy counts CLI connections in `CumConns` and `CumReq`, but its stats listeners are
+    // "unlimited" ones, left out of the connection and session rates.
+    let totals = Arc::clone(&shared);
+    let count = move || {
+        let t = &totals.model.totals;
+        t.conn_tot.fetch_add(1, Ordering::Relaxed);
+        t.req_tot.fetch_add(1, Ordering::Relaxed);
+    };
     let rt = move || AdminRuntime {
         shared: Arc::clone(&shared),
         threads,
@@ -294,6 +304,7 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
             return;
         };
         while let Ok((s, _)) = listener.accept().await {
+            count();
             let mut r = rt();
             tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
         }
@@ -303,6 +314,7 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
             return;
         };
         while let Ok((s, _)) = listener.accept().await {
+            count();
             let mut r = rt();
             tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
         }

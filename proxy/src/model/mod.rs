@@ -304,7 +304,10 @@ pub struct Proxy {
     pub queue: tokio::sync::Notify,
     pub lb: ArcSwap<crate::lb::Lb>,
     pub lb_cursor: AtomicU64,
+    /// The backend role's counters (BACKEND row).
     pub counters: Counters,
+    /// The frontend role's (FRONTEND row): a `listen` section has both rows, counted apart.
+    pub fe_counters: Counters,
     /// The backend as a whole (BACKEND row `chkdown`, `lastchg`, `downtime`).
     pub be_state: BackendState,
 }
@@ -397,6 +400,17 @@ pub struct Model {
     pub totals: Counters,
 }
 
+static CLOCK: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Milliseconds since the first model was built: the clock every counter runs on (rates,
+/// `lastsess`), readable where no model is at hand.
+pub fn clock_ms() -> u64 {
+    CLOCK
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}
+
 /// HAProxy's default global maxconn when none is set and no ulimit forces another value.
 pub const DEFAULT_MAXCONN: u32 = 4096;
 
@@ -406,6 +420,7 @@ impl Model {
         cfg: cfg::Config,
         maxconn_override: Option<u32>,
     ) -> Result<Model, Vec<crate::config::Diag>> {
+        clock_ms();
         let mut rules = crate::http::rules::compile(&cfg)?.into_iter();
         let mut spec_errors = Vec::new();
         let global_max = cfg.global.maxconn.unwrap_or(DEFAULT_MAXCONN);
@@ -485,6 +500,7 @@ impl Model {
                     lb: ArcSwap::from_pointee(lb),
                     lb_cursor: AtomicU64::new(0),
                     counters: Counters::default(),
+                    fe_counters: Counters::default(),
                     be_state: BackendState {
                         up: AtomicBool::new(
                             p.servers.is_empty()
@@ -512,9 +528,9 @@ impl Model {
         })
     }
 
-    /// Milliseconds since the process started: the clock every counter runs on.
+    /// Milliseconds on the counters' clock.
     pub fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        clock_ms()
     }
 
     pub fn proxy(&self, name: &str) -> Option<&Arc<Proxy>> {
