@@ -68,6 +68,7 @@ impl Runtime for AdminRuntime {
             return;
         };
         let was_usable = srv.is_usable();
+        let admin_before = srv.admin();
         let tr = match op {
             AdminOp::Maint => {
                 srv.admin.fetch_or(ADMIN_MAINT, Ordering::AcqRel);
@@ -84,6 +85,16 @@ impl Runtime for AdminRuntime {
             }
         };
         self.transition(be, srv, tr, was_usable);
+        // HAProxy restarts `lastchg` on any admin state change (drain included), not only when
+        // the server goes UP or DOWN.
+        if srv.admin() != admin_before {
+            let now = self.shared.model.started.elapsed().as_secs();
+            let since = srv.last_change.swap(now, Ordering::AcqRel);
+            if srv.oper() == crate::model::Oper::Stopped {
+                srv.down_time
+                    .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+            }
+        }
     }
 
     fn set_health(&mut self, r: SrvRef, op: HealthOp) {

@@ -131,7 +131,9 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
         port: addr.port(),
         uweight: srv.uweight.load(Ordering::Relaxed),
         iweight: srv.cfg.opts.weight,
-        eweight: srv.weight.load(Ordering::Relaxed),
+        // HAProxy 2.6 keeps a drained server's effective weight (`weight` column): drain only
+        // takes it out of the LB. Without slowstart that is the user weight.
+        eweight: srv.uweight.load(Ordering::Relaxed),
         maxconn: srv.maxconn.load(Ordering::Relaxed),
         maxqueue: srv.cfg.opts.maxqueue.unwrap_or(0),
         check: api::CheckSnap {
@@ -154,6 +156,16 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
             addr: check_addr,
             failed: st.chkfail,
             down_trans: st.chkdown,
+        },
+        // 2.6 reports the configured check `port` as the agent's too (`srv_agent_port`): it
+        // copies it there when no agent port is set.
+        agent: api::CheckSnap {
+            port: srv
+                .check_spec
+                .as_ref()
+                .and_then(|c| c.check_port)
+                .unwrap_or(0),
+            ..Default::default()
         },
         last_change_secs: now.saturating_sub(changed) as u32,
         downtime_secs: down as u32,

@@ -281,6 +281,11 @@ impl Session {
             match self.read_client(dl, t.client).await {
                 Ok(0) => {
                     if !got_first_byte {
+                        // HAProxy 2.6 counts a connection closed before its first byte as a
+                        // request (`req_tot`), not one closed between requests.
+                        if first {
+                            self.count_request();
+                        }
                         // Closed between requests: nothing to log (and a silent probe on the first
                         // request is `dontlognull` territory).
                         if first && !self.fe.cfg.options.dontlognull {
