@@ -292,6 +292,9 @@ fn traffic_counters(s: &Side) -> Vec<(String, String)> {
             (HTTP_BE, "BACKEND") => &[8, 9, 31, 41, 49],
             ("tcp-in", "FRONTEND") => &[8, 9, 10],
             (TCP_BE, "BACKEND") => &[8, 9, 10, 31],
+            // Servers: stot, bin, bout, lbtot, hrsp_2xx, req_tot.
+            (HTTP_BE, _) => &[8, 9, 10, 31, 41, 49],
+            (TCP_BE, _) => &[8, 9, 10, 31],
             _ => continue,
         };
         for &f in fields {
@@ -417,6 +420,23 @@ fn admin_socket_matches_haproxy_through_a_scenario() {
             format!("set server {HTTP_BE}/master1 state ready"),
             Box::new(|s: &Side| s.status(HTTP_BE, "master1") == "UP"),
         ),
+        // The TCP backend loses its last server: BACKEND DOWN, chkdown 1; then back.
+        (
+            format!("disable server {TCP_BE}/t1"),
+            Box::new(|s: &Side| s.status(TCP_BE, "BACKEND") == "DOWN"),
+        ),
+        (
+            format!("enable server {TCP_BE}/t1"),
+            Box::new(|s: &Side| s.status(TCP_BE, "t1") == "UP"),
+        ),
+        (
+            format!("set server {HTTP_BE}/worker2 health down"),
+            Box::new(|s: &Side| s.status(HTTP_BE, "worker2").starts_with("DOWN")),
+        ),
+        (
+            format!("set server {HTTP_BE}/worker2 health up"),
+            Box::new(|s: &Side| s.status(HTTP_BE, "worker2") == "UP"),
+        ),
     ];
     for (cmd, done) in &steps {
         let (ha, pa) = (h.cli(cmd), p.cli(cmd));
@@ -472,6 +492,19 @@ fn admin_socket_matches_haproxy_through_a_scenario() {
     }
     diffs.extend(compare("set addr", &h, &p, settle));
 
+    // The comparisons above saw real values: the TCP backend went down once, master1 twice
+    // (its failing health, then `state maint`), worker1 failed two checks before going DOWN.
+    for s in both {
+        let be = s.row(TCP_BE, "BACKEND");
+        let m1 = s.row(HTTP_BE, "master1");
+        assert_eq!(
+            (be[22].as_str(), m1[22].as_str()),
+            ("1", "2"),
+            "{}",
+            s.label
+        );
+        assert_eq!(s.row(HTTP_BE, "worker1")[21], "2", "{}", s.label);
+    }
     assert!(
         diffs.is_empty(),
         "differences from HAProxy 2.6:\n{}",
