@@ -330,6 +330,19 @@ fn admin_socket_matches_haproxy_through_a_scenario() {
         );
     }
     diffs.extend(compare("initial", &h, &p, settle));
+    // `show info`: the same socket budget (both run one thread per CPU by default).
+    let info = |s: &Side, key: &str| {
+        s.cli("show info")
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(str::to_string))
+            .unwrap_or_default()
+    };
+    for key in ["Maxsock: ", "Maxconn: ", "Nbthread: "] {
+        let (a, b) = (info(&h, key), info(&p, key));
+        if a != b || a.is_empty() {
+            diffs.push(format!("[show info] {key}haproxy {a:?} portcullis {b:?}"));
+        }
+    }
 
     // Traffic: the same requests through both.
     for s in both {

@@ -259,6 +259,33 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
     }
 }
 
+/// Raises the soft `RLIMIT_NOFILE` to `want` (bounded by the hard limit) as HAProxy does for
+/// its `Maxsock`; never lowers it (the pools of idle server connections need room beyond
+/// HAProxy's count). Returns the limit now in force.
+pub fn raise_nofile(want: u32) -> u32 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read or write the struct they are given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        let target = libc::rlim_t::from(want).min(r.rlim_max);
+        if target > r.rlim_cur {
+            let next = libc::rlimit {
+                rlim_cur: target,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &next) == 0 {
+                r.rlim_cur = target;
+            }
+        }
+    }
+    u32::try_from(r.rlim_cur).unwrap_or(u32::MAX)
+}
+
 /// The soft `RLIMIT_NOFILE` (`Ulimit-n`).
 fn nofile_limit() -> u32 {
     let mut r = libc::rlimit {
@@ -274,15 +301,18 @@ fn nofile_limit() -> u32 {
 
 /// HAProxy's `Maxsock` for a configured `maxconn`: two sockets per connection, one poller and a
 /// wake-up pipe per thread, one per listener (stats sockets included) and per health check, and
-/// 20 reserved (checked against 2.6 with 1 and 2 threads, 1 to 3 listeners, 0 to 2 checks).
-fn maxsock(model: &Model, maxconn: u32, threads: u32) -> u32 {
+/// 20 reserved (checked against 2.6 with 1 and 2 threads, 1 to 3 listeners, 0 to 5 checks).
+pub fn maxsock(model: &Model, maxconn: u32, threads: u32) -> u32 {
     let proxies = model.proxies.iter().filter(|p| !p.cfg.disabled);
     let listeners: usize = proxies.clone().map(|p| p.cfg.binds.len()).sum::<usize>()
         + model.cfg.global.stats_sockets.len();
-    let checks = proxies
+    // A check `port` also counts once more: 2.6 copies it to the agent, whose socket is then
+    // reserved too.
+    let checks: usize = proxies
         .flat_map(|p| p.servers.iter())
-        .filter(|s| s.check_spec.is_some())
-        .count();
+        .filter_map(|s| s.check_spec.as_ref())
+        .map(|c| 1 + usize::from(c.check_port.is_some()))
+        .sum();
     maxconn
         .saturating_mul(2)
         .saturating_add(3 * threads)
