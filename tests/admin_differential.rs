@@ -166,21 +166,21 @@ impl Side {
 }
 
 /// 1-based awk field numbers compared on server rows (compat doc §1.2): pxname, svname, status,
-/// weight, act, bck, chkfail, chkdown, lastchg, check_status, check_code, last_chk, check_desc,
-/// agent_desc, check_rise, check_fall, check_health.
-const SERVER_FIELDS: [usize; 17] = [
-    1, 2, 18, 19, 20, 21, 22, 23, 24, 37, 38, 57, 66, 67, 68, 69, 70,
+/// weight, act, bck, chkfail, chkdown, lastchg, downtime, check_status, check_code, last_chk,
+/// check_desc, agent_desc, check_rise, check_fall, check_health.
+const SERVER_FIELDS: [usize; 18] = [
+    1, 2, 18, 19, 20, 21, 22, 23, 24, 25, 37, 38, 57, 66, 67, 68, 69, 70,
 ];
-/// On BACKEND rows: status, weight, act, bck, chkdown, lastchg.
-const BACKEND_FIELDS: [usize; 8] = [1, 2, 18, 19, 20, 21, 23, 24];
-/// Seconds two `lastchg` may differ by: the two proxies' checks do not run at the same instants.
+/// On BACKEND rows: status, weight, act, bck, chkdown, lastchg, downtime.
+const BACKEND_FIELDS: [usize; 9] = [1, 2, 18, 19, 20, 21, 23, 24, 25];
+/// Seconds two `lastchg` (or `downtime`) may differ by: the two proxies' checks do not run at the same instants.
 const LASTCHG_SLACK: i64 = 2;
 
 fn same_field(awk: usize, a: &str, b: &str) -> bool {
     match awk {
         // A check running right now is shown with "* ": not a difference of state.
         37 => a.trim_start_matches("* ") == b.trim_start_matches("* "),
-        24 => match (a.parse::<i64>(), b.parse::<i64>()) {
+        24 | 25 => match (a.parse::<i64>(), b.parse::<i64>()) {
             (Ok(x), Ok(y)) => (x - y).abs() <= LASTCHG_SLACK,
             _ => a == b,
         },
