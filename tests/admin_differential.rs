@@ -304,6 +304,17 @@ fn traffic_counters(s: &Side) -> Vec<(String, String)> {
     out
 }
 
+/// The given columns of every row of the test's proxies.
+fn columns(s: &Side, fields: &[usize]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for r in s.stat() {
+        for &f in fields {
+            out.push((format!("{}/{} ${f}", r[0], r[1]), r[f - 1].clone()));
+        }
+    }
+    out
+}
+
 #[test]
 fn admin_socket_matches_haproxy_through_a_scenario() {
     if !Path::new(HAPROXY).exists() {
@@ -368,6 +379,27 @@ fn admin_socket_matches_haproxy_through_a_scenario() {
         }
     }
     diffs.extend(compare("traffic", &h, &p, settle));
+
+    // `clear counters` resets the maxima (smax, rate_max, req_rate_max, conn_rate_max, the
+    // *time_max); `all` every counter, the current rates excepted.
+    for cmd in ["clear counters", "clear counters all"] {
+        let (ha, pa) = (h.cli(cmd), p.cli(cmd));
+        if ha != pa {
+            diffs.push(format!("[{cmd}] reply: haproxy {ha:?} portcullis {pa:?}"));
+        }
+        let (hc, pc) = (
+            columns(&h, &[6, 8, 9, 10, 31, 36, 41, 48, 49, 80, 91, 92]),
+            columns(&p, &[6, 8, 9, 10, 31, 36, 41, 48, 49, 80, 91, 92]),
+        );
+        for (a, b) in hc.iter().zip(&pc) {
+            if a != b {
+                diffs.push(format!(
+                    "[{cmd}] {}: haproxy {} portcullis {}",
+                    a.0, a.1, b.1
+                ));
+            }
+        }
+    }
 
     // master1's health answers 503: DOWN after `fall` checks.
     for s in both {

@@ -182,7 +182,24 @@ impl Runtime for AdminRuntime {
         be.queue.notify_waiters();
     }
 
-    fn clear_counters(&mut self, _all: bool) {}
+    fn clear_counters(&mut self, all: bool) {
+        let model = &self.shared.model;
+        for p in &model.proxies {
+            p.counters.clear(all);
+            p.fe_counters.clear(all);
+            for s in &p.servers {
+                s.counters.clear(all);
+                if all {
+                    let mut st = fsm(s);
+                    st.chkfail = 0;
+                    st.chkdown = 0;
+                    s.down_trans.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        // `show info`'s maxima; its cumulated totals survive even `all`, as in HAProxy.
+        model.totals.clear(false);
+    }
 
     fn shutdown_sessions(&mut self, r: SrvRef) {
         if let Some((_, srv)) = self.target(r) {

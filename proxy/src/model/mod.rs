@@ -157,6 +157,45 @@ impl Counters {
         self.bytes_in.fetch_add(bin, Ordering::Relaxed);
         self.bytes_out.fetch_add(bout, Ordering::Relaxed);
     }
+    /// `clear counters`: every maximum; `all`: every counter too (HAProxy keeps the current
+    /// rates either way: they are not counters but windows).
+    pub fn clear(&self, all: bool) {
+        for m in [
+            &self.smax,
+            &self.qmax,
+            &self.sess_rate_max,
+            &self.conn_rate_max,
+            &self.req_rate_max,
+        ] {
+            m.reset();
+        }
+        self.times.clear(all);
+        if !all {
+            return;
+        }
+        let totals = [
+            &self.stot,
+            &self.bytes_in,
+            &self.bytes_out,
+            &self.req_tot,
+            &self.denied_req,
+            &self.errors_req,
+            &self.errors_conn,
+            &self.errors_resp,
+            &self.retries,
+            &self.redispatches,
+            &self.cli_aborts,
+            &self.srv_aborts,
+            &self.lbtot,
+            &self.connect,
+            &self.reuse,
+            &self.conn_tot,
+        ];
+        for c in totals.into_iter().chain(self.hrsp.iter()) {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.last_sess.reset();
+    }
     /// Times of a finished stream; the window is sized by the requests (HTTP) or LB picks (TCP).
     pub fn times(&self, http: bool, s: stats::Sample) {
         let count = if http { &self.req_tot } else { &self.lbtot };
@@ -546,6 +585,39 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clear_counters_resets_maxima_then_everything() {
+        let c = Counters::default();
+        c.session(1_000);
+        c.request(1_000);
+        c.smax.update(3);
+        c.count_status(200);
+        c.times(
+            true,
+            stats::Sample {
+                queue: 0,
+                connect: 1,
+                response: 2,
+                total: 9,
+            },
+        );
+        c.clear(false);
+        assert_eq!(
+            (c.smax.get(), c.sess_rate_max.get(), c.req_rate_max.get()),
+            (0, 0, 0)
+        );
+        assert_eq!(c.times.t_max.get(), 0);
+        assert_eq!(c.times.averages(1).total, 9);
+        assert_eq!(c.stot.load(Ordering::Relaxed), 1);
+        c.clear(true);
+        assert_eq!(c.stot.load(Ordering::Relaxed), 0);
+        assert_eq!(c.hrsp[1].load(Ordering::Relaxed), 0);
+        assert_eq!(c.times.averages(1).total, 0);
+        assert_eq!(c.last_sess.ago(2_000), None);
+        // The current rate is a window, not a counter: it stays.
+        assert_eq!(c.sess_rate.read(1_500), 1);
+    }
 
     #[test]
     fn gate_limits_and_releases() {

@@ -78,6 +78,9 @@ impl Max {
     pub fn get(&self) -> u32 {
         self.0.load(Ordering::Relaxed)
     }
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
 }
 
 /// HAProxy's `TIME_STATS_SAMPLES`: averages run over this many samples (documented as "the last
@@ -110,6 +113,10 @@ impl SwRate {
                 Err(o) => old = o,
             }
         }
+    }
+
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
     }
 
     /// The average for an object whose total is `count`.
@@ -156,6 +163,17 @@ impl Timings {
         self.r_max.update(s.response);
         self.t_max.update(s.total);
     }
+    /// `clear counters`: the maxima only; `all`: the averages too.
+    pub fn clear(&self, all: bool) {
+        for m in [&self.q_max, &self.c_max, &self.r_max, &self.t_max] {
+            m.reset();
+        }
+        if all {
+            for s in [&self.q, &self.c, &self.r, &self.t] {
+                s.reset();
+            }
+        }
+    }
     /// Averages for an object whose total is `count`: (q, c, r, t).
     pub fn averages(&self, count: u64) -> Sample {
         Sample {
@@ -177,6 +195,9 @@ pub fn ms(d: std::time::Duration) -> u32 {
 pub struct LastSess(AtomicU64);
 
 impl LastSess {
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
     pub fn touch(&self, now_ms: u64) {
         self.0.store(now_ms / 1000 + 1, Ordering::Relaxed);
     }
