@@ -19,6 +19,8 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
 pub struct ConnectInfo {
     pub retries: u32,
     pub redispatched: bool,
+    /// Time spent waiting for a server slot (`Tw`).
+    pub queue: Duration,
     /// Time from the first attempt to the established connection (`Tc`).
     pub connect_time: Duration,
 }
@@ -54,6 +56,7 @@ fn acquire(srv: &Server) -> bool {
         srv.cur_conns.fetch_sub(1, Ordering::AcqRel);
         return false;
     }
+    srv.counters.smax.update(prev + 1);
     true
 }
 
@@ -89,7 +92,8 @@ pub async fn take_server(
         }
         if !queued {
             queued = true;
-            be.queued.fetch_add(1, Ordering::AcqRel);
+            let q = be.queued.fetch_add(1, Ordering::AcqRel) + 1;
+            be.counters.qmax.update(q);
         }
         let woke = match deadline {
             Some(d) => tokio::time::timeout_at(d, notified).await.is_ok(),
@@ -177,7 +181,10 @@ pub async fn connect(
     let mut srv = match chosen {
         Some(s) => s,
         None => match take_server(be, src).await {
-            Ok((s, _)) => s,
+            Ok((s, q)) => {
+                info.queue = q;
+                s
+            }
             Err(error) => {
                 return Err(Failed {
                     server: None,
@@ -188,10 +195,13 @@ pub async fn connect(
         },
     };
     Counters::add(&srv.counters.lbtot, 1);
+    Counters::add(&be.counters.lbtot, 1);
     let timeout = be.cfg.timeouts.connect;
     loop {
         Counters::add(&srv.counters.connect, 1);
         Counters::add(&be.counters.connect, 1);
+        // HAProxy counts a server session per connection attempt.
+        srv.counters.session(crate::model::clock_ms());
         let addr = srv.addr();
         let attempt = match timeout {
             Some(t) => match tokio::time::timeout(t, Stream::connect(io, addr)).await {
@@ -237,6 +247,7 @@ pub async fn connect(
                     Counters::add(&srv.counters.redispatches, 1);
                     Counters::add(&be.counters.redispatches, 1);
                     Counters::add(&other.counters.lbtot, 1);
+                    Counters::add(&be.counters.lbtot, 1);
                     srv = other;
                     continue;
                 }

@@ -44,6 +44,7 @@ impl AdminRuntime {
             None => {
                 srv.apply_state();
                 be.rebuild_lb();
+                be.note_state(self.shared.model.started.elapsed().as_secs());
             }
         }
     }
@@ -67,6 +68,7 @@ impl Runtime for AdminRuntime {
             return;
         };
         let was_usable = srv.is_usable();
+        let admin_before = srv.admin();
         let tr = match op {
             AdminOp::Maint => {
                 srv.admin.fetch_or(ADMIN_MAINT, Ordering::AcqRel);
@@ -83,6 +85,16 @@ impl Runtime for AdminRuntime {
             }
         };
         self.transition(be, srv, tr, was_usable);
+        // HAProxy restarts `lastchg` on any admin state change (drain included), not only when
+        // the server goes UP or DOWN.
+        if srv.admin() != admin_before {
+            let now = self.shared.model.started.elapsed().as_secs();
+            let since = srv.last_change.swap(now, Ordering::AcqRel);
+            if srv.oper() == crate::model::Oper::Stopped {
+                srv.down_time
+                    .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+            }
+        }
     }
 
     fn set_health(&mut self, r: SrvRef, op: HealthOp) {
@@ -108,6 +120,7 @@ impl Runtime for AdminRuntime {
         srv.uweight.store(weight, Ordering::Release);
         srv.apply_state();
         be.rebuild_lb();
+        be.note_state(self.shared.model.started.elapsed().as_secs());
     }
 
     fn set_addr(&mut self, r: SrvRef, addr: Option<IpAddr>, port: Option<PortSpec>) {
@@ -169,7 +182,24 @@ impl Runtime for AdminRuntime {
         be.queue.notify_waiters();
     }
 
-    fn clear_counters(&mut self, _all: bool) {}
+    fn clear_counters(&mut self, all: bool) {
+        let model = &self.shared.model;
+        for p in &model.proxies {
+            p.counters.clear(all);
+            p.fe_counters.clear(all);
+            for s in &p.servers {
+                s.counters.clear(all);
+                if all {
+                    let mut st = fsm(s);
+                    st.chkfail = 0;
+                    st.chkdown = 0;
+                    s.down_trans.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        // `show info`'s maxima; its cumulated totals survive even `all`, as in HAProxy.
+        model.totals.clear(false);
+    }
 
     fn shutdown_sessions(&mut self, r: SrvRef) {
         if let Some((_, srv)) = self.target(r) {
@@ -284,6 +314,14 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
         .stats_timeout
         .unwrap_or(DEFAULT_TIMEOUT);
     let level = l.level;
+    // HAProxy counts CLI connections in `CumConns` and `CumReq`, but its stats listeners are
+    // "unlimited" ones, left out of the connection and session rates.
+    let totals = Arc::clone(&shared);
+    let count = move || {
+        let t = &totals.model.totals;
+        t.conn_tot.fetch_add(1, Ordering::Relaxed);
+        t.req_tot.fetch_add(1, Ordering::Relaxed);
+    };
     let rt = move || AdminRuntime {
         shared: Arc::clone(&shared),
         threads,
@@ -294,6 +332,7 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
             return;
         };
         while let Ok((s, _)) = listener.accept().await {
+            count();
             let mut r = rt();
             tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
         }
@@ -303,6 +342,7 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
             return;
         };
         while let Ok((s, _)) = listener.accept().await {
+            count();
             let mut r = rt();
             tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
         }

@@ -8,9 +8,31 @@ use portcullis_runtime_api::model as api;
 use crate::config::model::{Balance, BindAddr, Mode};
 use crate::model::{self, ADMIN_DRAIN, ADMIN_MAINT, Model, Oper, Proxy, Server};
 
-fn counters(c: &model::Counters) -> api::Counters {
+/// The counters of one row at `now_ms`; `http` sizes the time averages' window by requests
+/// rather than LB picks, as HAProxy does.
+fn counters(c: &model::Counters, now_ms: u64, http: bool) -> api::Counters {
     let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let samples = if http { g(&c.req_tot) } else { g(&c.lbtot) };
+    let avg = c.times.averages(samples);
     api::Counters {
+        qmax: c.qmax.get(),
+        smax: c.smax.get(),
+        rate: c.sess_rate.read(now_ms),
+        rate_max: c.sess_rate_max.get(),
+        req_rate: c.req_rate.read(now_ms),
+        req_rate_max: c.req_rate_max.get(),
+        conn_rate: c.conn_rate.read(now_ms),
+        conn_rate_max: c.conn_rate_max.get(),
+        conn_tot: g(&c.conn_tot),
+        lastsess_secs: c.last_sess.ago(now_ms),
+        qtime: avg.queue,
+        ctime: avg.connect,
+        rtime: avg.response,
+        ttime: avg.total,
+        qtime_max: c.times.q_max.get(),
+        ctime_max: c.times.c_max.get(),
+        rtime_max: c.times.r_max.get(),
+        ttime_max: c.times.t_max.get(),
         stot: g(&c.stot),
         bin: g(&c.bytes_in),
         bout: g(&c.bytes_out),
@@ -68,7 +90,7 @@ fn status(s: crate::check::fsm::Status) -> api::CheckStatus {
     ALL.get(s.num() as usize).copied().unwrap_or(C::Unknown)
 }
 
-fn server(model: &Model, srv: &Server) -> api::ServerSnap {
+fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
     let st = srv
         .check
         .lock()
@@ -92,7 +114,7 @@ fn server(model: &Model, srv: &Server) -> api::ServerSnap {
     if srv.oper() == Oper::Stopped {
         down += now.saturating_sub(changed);
     }
-    let mut c = counters(&srv.counters);
+    let mut c = counters(&srv.counters, model.now_ms(), http);
     c.scur = srv.cur_conns.load(Ordering::Relaxed);
     api::ServerSnap {
         name: srv.name.clone(),
@@ -110,7 +132,9 @@ fn server(model: &Model, srv: &Server) -> api::ServerSnap {
         port: addr.port(),
         uweight: srv.uweight.load(Ordering::Relaxed),
         iweight: srv.cfg.opts.weight,
-        eweight: srv.weight.load(Ordering::Relaxed),
+        // HAProxy 2.6 keeps a drained server's effective weight (`weight` column): drain only
+        // takes it out of the LB. Without slowstart that is the user weight.
+        eweight: srv.uweight.load(Ordering::Relaxed),
         maxconn: srv.maxconn.load(Ordering::Relaxed),
         maxqueue: srv.cfg.opts.maxqueue.unwrap_or(0),
         check: api::CheckSnap {
@@ -133,6 +157,16 @@ fn server(model: &Model, srv: &Server) -> api::ServerSnap {
             addr: check_addr,
             failed: st.chkfail,
             down_trans: st.chkdown,
+        },
+        // 2.6 reports the configured check `port` as the agent's too (`srv_agent_port`): it
+        // copies it there when no agent port is set.
+        agent: api::CheckSnap {
+            port: srv
+                .check_spec
+                .as_ref()
+                .and_then(|c| c.check_port)
+                .unwrap_or(0),
+            ..Default::default()
         },
         last_change_secs: now.saturating_sub(changed) as u32,
         downtime_secs: down as u32,
@@ -158,8 +192,10 @@ fn fullconn(model: &Model, be: &Proxy) -> u32 {
 }
 
 fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
+    let http = p.cfg.mode == Mode::Http;
+    let now_ms = model.now_ms();
     let frontend = p.is_frontend().then(|| {
-        let mut c = counters(&p.counters);
+        let mut c = counters(&p.fe_counters, now_ms, http);
         c.scur = p.feconn.current();
         api::FrontendSnap {
             state: if stopping {
@@ -189,8 +225,9 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
             counters: api::Counters::default(),
         })
         .collect();
+    let now = now_ms / 1000;
     let backend = p.is_backend().then(|| {
-        let mut c = counters(&p.counters);
+        let mut c = counters(&p.counters, now_ms, http);
         c.scur = p.beconn.load(Ordering::Relaxed);
         c.qcur = p.queued.load(Ordering::Relaxed);
         api::BackendSnap {
@@ -199,9 +236,10 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
             dynamic_weights: !matches!(p.cfg.balance, Balance::StaticRr),
             all_backups: p.cfg.options.allbackups,
             cookie: None,
-            down_trans: 0,
-            last_change_secs: model.started.elapsed().as_secs() as u32,
-            downtime_secs: 0,
+            down_trans: p.be_state.down_trans.load(Ordering::Relaxed),
+            last_change_secs: now.saturating_sub(p.be_state.last_change.load(Ordering::Relaxed))
+                as u32,
+            downtime_secs: p.be_state.downtime(now) as u32,
             counters: c,
         }
     });
@@ -218,8 +256,69 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
         socket_stats: p.cfg.options.socket_stats,
         listeners,
         backend,
-        servers: p.servers.iter().map(|s| server(model, s)).collect(),
+        servers: p.servers.iter().map(|s| server(model, s, http)).collect(),
     }
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to `want` (bounded by the hard limit) as HAProxy does for
+/// its `Maxsock`; never lowers it (the pools of idle server connections need room beyond
+/// HAProxy's count). Returns the limit now in force.
+pub fn raise_nofile(want: u32) -> u32 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read or write the struct they are given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        let target = libc::rlim_t::from(want).min(r.rlim_max);
+        if target > r.rlim_cur {
+            let next = libc::rlimit {
+                rlim_cur: target,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &next) == 0 {
+                r.rlim_cur = target;
+            }
+        }
+    }
+    u32::try_from(r.rlim_cur).unwrap_or(u32::MAX)
+}
+
+/// The soft `RLIMIT_NOFILE` (`Ulimit-n`).
+fn nofile_limit() -> u32 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 0;
+    }
+    u32::try_from(r.rlim_cur).unwrap_or(u32::MAX)
+}
+
+/// HAProxy's `Maxsock` for a configured `maxconn`: two sockets per connection, one poller and a
+/// wake-up pipe per thread, one per listener (stats sockets included) and per health check, and
+/// 20 reserved (checked against 2.6 with 1 and 2 threads, 1 to 3 listeners, 0 to 5 checks).
+pub fn maxsock(model: &Model, maxconn: u32, threads: u32) -> u32 {
+    let proxies = model.proxies.iter().filter(|p| !p.cfg.disabled);
+    let listeners: usize = proxies.clone().map(|p| p.cfg.binds.len()).sum::<usize>()
+        + model.cfg.global.stats_sockets.len();
+    // A check `port` also counts once more: 2.6 copies it to the agent, whose socket is then
+    // reserved too.
+    let checks: usize = proxies
+        .flat_map(|p| p.servers.iter())
+        .filter_map(|s| s.check_spec.as_ref())
+        .map(|c| 1 + usize::from(c.check_port.is_some()))
+        .sum();
+    maxconn
+        .saturating_mul(2)
+        .saturating_add(3 * threads)
+        .saturating_add((listeners + checks) as u32)
+        .saturating_add(20)
 }
 
 /// The whole snapshot; `threads` and `stopping` describe the process.
@@ -229,19 +328,15 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
         .started_at
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as u32);
-    let cum_conns: u64 = model
-        .proxies
-        .iter()
-        .filter(|p| p.is_frontend())
-        .map(|p| p.counters.stot.load(Ordering::Relaxed))
-        .sum();
-    let cum_req: u64 = model
-        .proxies
-        .iter()
-        .filter(|p| p.is_frontend())
-        .map(|p| p.counters.req_tot.load(Ordering::Relaxed))
-        .sum();
+    let t = &model.totals;
+    let now_ms = model.now_ms();
     let maxconn = model.actconn.max();
+    let ulimit = nofile_limit();
+    let maxsock = if model.cfg.global.maxconn.is_some() {
+        maxsock(model, maxconn, threads as u32)
+    } else {
+        ulimit
+    };
     api::Snapshot {
         info: api::ProcessInfo {
             name: "portcullis".into(),
@@ -253,8 +348,14 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
             maxconn,
             hard_maxconn: maxconn,
             curr_conns: model.actconn.current(),
-            cum_conns: cum_conns as u32,
-            cum_req: cum_req as u32,
+            cum_conns: t.conn_tot.load(Ordering::Relaxed) as u32,
+            cum_req: t.req_tot.load(Ordering::Relaxed) as u32,
+            conn_rate: t.conn_rate.read(now_ms),
+            max_conn_rate: t.conn_rate_max.get(),
+            sess_rate: t.sess_rate.read(now_ms),
+            max_sess_rate: t.sess_rate_max.get(),
+            ulimit_n: ulimit,
+            maxsock,
             stopping,
             node: nix::unistd::gethostname()
                 .map(|h| h.to_string_lossy().into_owned())

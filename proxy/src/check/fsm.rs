@@ -410,6 +410,9 @@ impl CheckState {
         self.maint = true;
         self.in_progress = false;
         self.op = OpState::Stopped;
+        // HAProxy 2.6 zeroes the health of a server forced into maintenance (`show servers
+        // state` srv_check_health 0); leaving it restarts from `rise`.
+        self.health = 0;
         Some(Transition::Maint { was_down })
     }
 

@@ -74,8 +74,11 @@ pub enum TcpStep {
 
 #[derive(Clone, Debug)]
 pub enum CheckKind {
-    /// A connect only (`check` alone, or `option tcp-check` without rules): L4OK.
+    /// A connect only (`check` alone): L4OK.
     Connect,
+    /// `option tcp-check` without rules: a connect too, but its failures name the tcp-check
+    /// step as HAProxy 2.6 does (`Connection refused at initial connection step of tcp-check`).
+    TcpConnect,
     Http(HttpProbe),
     Tcp(Vec<TcpStep>),
 }
@@ -170,6 +173,8 @@ impl CheckSpec {
                 });
             }
             CheckKind::Tcp(steps)
+        } else if proxy.options.tcp_check {
+            CheckKind::TcpConnect
         } else {
             CheckKind::Connect
         };
@@ -211,6 +216,14 @@ pub async fn run(spec: &CheckSpec, target: SocketAddr, server_stopped: bool) -> 
         CheckKind::Connect => match p.connect(target).await {
             Ok(_) => (Status::L4Ok, None, String::new()),
             Err(e) => (e.status, None, e.text),
+        },
+        CheckKind::TcpConnect => match p.connect(target).await {
+            Ok(_) => (Status::L4Ok, None, String::new()),
+            Err(e) => (
+                e.status,
+                None,
+                format!("{} at initial connection step of tcp-check", e.text),
+            ),
         },
         CheckKind::Http(h) => p.http(h, target, server_stopped).await,
         CheckKind::Tcp(steps) => p.tcp(steps, target).await,
@@ -718,10 +731,10 @@ mod tests {
             e.starts_with("'tcp-check expect' : regex '(' is invalid"),
             "{e}"
         );
-        // Without rules, `option tcp-check` is a connect.
+        // Without rules, `option tcp-check` is a connect (its failures name the step).
         p.tcp_checks.clear();
         let spec = CheckSpec::from_config(&p, &s).unwrap().unwrap();
-        assert!(matches!(spec.kind, CheckKind::Connect));
+        assert!(matches!(spec.kind, CheckKind::TcpConnect));
         // Budget: inter alone, or min(connect, inter) with `timeout check`.
         assert_eq!(spec.connect_budget(), Duration::from_millis(400));
         p.timeouts.check = Some(Duration::from_millis(100));
@@ -739,6 +752,24 @@ mod tests {
         assert!(o.duration < Duration::from_millis(200));
         let o = check(&p, refused(), false);
         assert_eq!(brief(&o), (Status::L4Con, None, "Connection refused"));
+    }
+
+    // Seen in 2.6.12: the same connect under `option tcp-check` names the step when it fails.
+    #[test]
+    fn tcp_check_without_rules_names_the_step() {
+        let (a, _) = serve(|_| Some(Vec::new()));
+        let mut p = proxy();
+        p.options.tcp_check = true;
+        assert_eq!(brief(&check(&p, a, false)), (Status::L4Ok, None, ""));
+        let o = check(&p, refused(), false);
+        assert_eq!(
+            brief(&o),
+            (
+                Status::L4Con,
+                None,
+                "Connection refused at initial connection step of tcp-check"
+            )
+        );
     }
 
     #[test]

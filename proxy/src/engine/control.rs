@@ -173,6 +173,7 @@ pub fn apply(
     }
     srv.apply_state();
     be.rebuild_lb();
+    be.note_state(now);
     let ctx = log_ctx(be, srv);
     let line = fsm::fmt_transition(
         &ctx,

@@ -72,6 +72,10 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
             })
             .collect::<Vec<_>>()
     })?);
+    if model.cfg.global.maxconn.is_some() {
+        let want = crate::admin::snapshot::maxsock(&model, model.actconn.max(), threads as u32);
+        crate::admin::snapshot::raise_nofile(want);
+    }
     let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
     let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     tracing::info!(

@@ -213,13 +213,18 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
         }
         match listener.accept(shared.io).await {
             Ok(acc) => {
-                crate::model::Counters::add(&fe.counters.stot, 1);
+                let now = shared.model.now_ms();
+                for c in [&fe.fe_counters, &shared.model.totals] {
+                    c.connection(now);
+                    c.session(now);
+                }
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
                 spawn(async move {
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
                     sh.model.actconn.enter().await;
+                    fe2.fe_counters.smax.update(fe2.feconn.current());
                     sh.sessions.fetch_add(1, Ordering::AcqRel);
                     let _guard = SessionGuard {
                         shared: Arc::clone(&sh),

@@ -28,7 +28,7 @@ use crate::http::rules::{self, Verdict};
 use crate::http::sample::SampleCtx;
 use crate::http::stats;
 use crate::log::SessionLog;
-use crate::model::{Counters, Proxy, Server};
+use crate::model::{Counters, Proxy, Server, stats as counters};
 
 const BUF: usize = 16 * 1024;
 const BODY_BUF: usize = 64 * 1024;
@@ -163,6 +163,13 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
 }
 
 impl Session {
+    /// An HTTP request arrived (valid or not): frontend and process `req_tot`, `req_rate`.
+    fn count_request(&self) {
+        let now = self.shared.model.now_ms();
+        self.fe.fe_counters.request(now);
+        self.shared.model.totals.request(now);
+    }
+
     fn new_log(&self) -> SessionLog {
         let mut log = SessionLog::new(
             &self.fe,
@@ -224,7 +231,10 @@ impl Session {
             crate::log::htx::reply_size(&bytes)
         };
         log.term = term;
-        self.fe.counters.count_status(status);
+        self.fe.fe_counters.count_status(status);
+        if log.request_line.as_deref() != Some("<BADREQ>") {
+            self.fe.fe_counters.bytes(log.bytes_in, log.bytes_out);
+        }
         let ok = self.send_client(bytes).await;
         log.total = start.elapsed();
         self.shared.log.session(&self.fe, &log);
@@ -255,7 +265,8 @@ impl Session {
                 Err(e) => {
                     let mut log = self.new_log();
                     log.request_line = Some("<BADREQ>".into());
-                    Counters::add(&self.fe.counters.errors_req, 1);
+                    Counters::add(&self.fe.fe_counters.errors_req, 1);
+                    self.count_request();
                     let status = e.status();
                     return self
                         .local_reply(log, status, refusal(status), *b"PR", start, false)
@@ -294,6 +305,11 @@ impl Session {
             match read {
                 Ok(0) => {
                     if !got_first_byte {
+                        // HAProxy 2.6 counts a connection closed before its first byte as a
+                        // request (`req_tot`), not one closed between requests.
+                        if first {
+                            self.count_request();
+                        }
                         // Closed between requests: nothing to log (and a silent probe on the first
                         // request is `dontlognull` territory).
                         if first && !self.fe.cfg.options.dontlognull {
@@ -309,7 +325,7 @@ impl Session {
                     let mut log = self.new_log();
                     log.term = *b"CR";
                     log.request_line = Some("<BADREQ>".into());
-                    Counters::add(&self.fe.counters.errors_req, 1);
+                    Counters::add(&self.fe.fe_counters.errors_req, 1);
                     log.status = Some(400);
                     let _ = self.send_client(errors::error_response(400).to_vec()).await;
                     log.total = start.elapsed();
@@ -330,7 +346,7 @@ impl Session {
                     // 408 with cR--, as HAProxy (also for a silent first connection).
                     let mut log = self.new_log();
                     log.request_line = Some("<BADREQ>".into());
-                    Counters::add(&self.fe.counters.errors_req, 1);
+                    Counters::add(&self.fe.fe_counters.errors_req, 1);
                     let null = !got_first_byte;
                     log.null = null;
                     if null && self.fe.cfg.options.dontlognull {
@@ -364,7 +380,7 @@ impl Session {
         let (mut req, consumed) = head;
         self.cbuf.drain(..consumed);
         self.requests += 1;
-        Counters::add(&self.fe.counters.req_tot, 1);
+        self.count_request();
         let mut log = self.new_log();
         log.accept_date = std::time::SystemTime::now() - start.elapsed();
         log.request = Some(start.elapsed());
@@ -374,12 +390,12 @@ impl Session {
             req.target,
             req.version.as_str()
         ));
-        log.bytes_in = consumed as u64;
+        log.bytes_in = crate::log::htx::request_head_size(&req);
 
         let framing = match h1::request_framing(&req) {
             Ok(f) => f,
             Err(e) => {
-                Counters::add(&self.fe.counters.errors_req, 1);
+                Counters::add(&self.fe.fe_counters.errors_req, 1);
                 log.request = None;
                 log.request_line = Some("<BADREQ>".into());
                 let status = e.status();
@@ -439,7 +455,7 @@ impl Session {
                     Some(applet_reply(&mut log, &fe, a, keep))
                 }
                 Verdict::Deny(st) => {
-                    Counters::add(&fe.counters.denied_req, 1);
+                    Counters::add(&fe.fe_counters.denied_req, 1);
                     Some((
                         st,
                         errors::with_connection(errors::error_response(st), conn_hdr(!keep)),
@@ -527,8 +543,9 @@ impl Session {
 
         let mut head_bytes = Vec::with_capacity(1024);
         h1::write_request_head(&req, &mut head_bytes);
-        be.beconn.fetch_add(1, Ordering::Relaxed);
-        Counters::add(&be.counters.stot, 1);
+        let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
+        be.counters.smax.update(n);
+        be.counters.session(self.shared.model.now_ms());
         Counters::add(&be.counters.req_tot, 1);
         let result = self
             .exchange(
@@ -544,6 +561,9 @@ impl Session {
             )
             .await;
         be.beconn.fetch_sub(1, Ordering::Relaxed);
+        for c in [&self.fe.fe_counters, &be.counters] {
+            c.bytes(log.bytes_in, log.bytes_out);
+        }
         // HAProxy releases the backend and server slots before logging.
         log.beconn = be.beconn.load(Ordering::Relaxed);
         log.total = start.elapsed();
@@ -581,10 +601,10 @@ impl Session {
         be: &Proxy,
         first: bool,
         log: &mut SessionLog,
-    ) -> Result<(Arc<Server>, Rc<Stream>, bool), ConnectError> {
+    ) -> Result<(Arc<Server>, Rc<Stream>, bool), (ConnectError, Option<Arc<Server>>)> {
         let src = self.peer.map(|p| p.ip());
         let reuse = be.cfg.http_reuse;
-        let (srv, queued) = backend::take_server(be, src).await?;
+        let (srv, queued) = backend::take_server(be, src).await.map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let picked = Some(Arc::clone(&srv));
         {
@@ -592,6 +612,8 @@ impl Session {
             if let Some((own_srv, conn)) = self.own.take() {
                 if Arc::ptr_eq(&own_srv, srv) {
                     Counters::add(&srv.counters.lbtot, 1);
+                    Counters::add(&be.counters.lbtot, 1);
+                    srv.counters.session(self.shared.model.now_ms());
                     return Ok((Arc::clone(srv), conn, true));
                 }
                 if reuse != HttpReuse::Never {
@@ -605,6 +627,8 @@ impl Session {
             };
             if let Some(conn) = pool_take(srv.addr()).filter(|_| may_share) {
                 Counters::add(&srv.counters.lbtot, 1);
+                Counters::add(&be.counters.lbtot, 1);
+                srv.counters.session(self.shared.model.now_ms());
                 return Ok((Arc::clone(srv), conn, true));
             }
         }
@@ -619,7 +643,7 @@ impl Session {
                 log.server = f.server.as_ref().map(|s| s.name.clone());
                 log.retries = f.info.retries;
                 log.redispatched = f.info.redispatched;
-                Err(f.error)
+                Err((f.error, f.server))
             }
         }
     }
@@ -676,7 +700,7 @@ impl Session {
         log.term = [cause, b'H'];
         log.response = None;
         log.status = Some(502);
-        self.fe.counters.count_status(502);
+        self.fe.fe_counters.count_status(502);
         be.counters.count_status(502);
         let bytes = errors::with_connection(errors::error_response(502), ConnHeader::Close);
         log.bytes_out = crate::log::htx::reply_size(&bytes);
@@ -711,18 +735,22 @@ impl Session {
             let (srv, server, reused) = match self.server_conn(be, first || attempts > 1, log).await
             {
                 Ok(x) => x,
-                Err(e) => {
+                Err((e, failed)) => {
                     log.beconn = be.beconn.load(Ordering::Relaxed);
                     let term = e.term();
                     log.status = Some(503);
                     log.term = term;
-                    self.fe.counters.count_status(503);
+                    self.fe.fe_counters.count_status(503);
                     be.counters.count_status(503);
                     let mut bytes = errors::with_connection(errors::error_response(503), conn);
                     if head_req {
                         bytes = errors::head_only(&bytes).to_vec();
                     }
                     log.bytes_out = crate::log::htx::reply_size(&bytes);
+                    // HAProxy counts the error's bytes on the server that failed too.
+                    if let Some(s) = failed {
+                        s.counters.bytes(log.bytes_in, log.bytes_out);
+                    }
                     let sent = self.send_client(bytes).await;
                     return sent && keep;
                 }
@@ -734,7 +762,6 @@ impl Session {
             }
             log.server = Some(srv.name.clone());
             watch.arm(&srv, &server);
-            Counters::add(&srv.counters.stot, 1);
             Counters::add(&srv.counters.req_tot, 1);
             log.beconn = be.beconn.load(Ordering::Relaxed);
             log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
@@ -776,6 +803,18 @@ impl Session {
             Err(a) => self.fail(be, &srv, &server, a, log, (conn, head_req)).await && keep,
         };
         watch.disarm();
+        srv.counters.bytes(log.bytes_in, log.bytes_out);
+        // A stream that got a response gives a time sample (HAProxy's `stream_update_time_stats`).
+        if let (Some(c), Some(r)) = (log.connect, log.response) {
+            let t = counters::Sample {
+                queue: counters::ms(log.queue.unwrap_or_default()),
+                connect: counters::ms(c),
+                response: counters::ms(r),
+                total: counters::ms(start.elapsed()),
+            };
+            srv.counters.times(true, t);
+            be.counters.times(true, t);
+        }
         backend::release(be, &srv);
         log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
         outcome
@@ -800,6 +839,7 @@ impl Session {
             return Ok(());
         }
         let mut dec = BodyDecoder::new(framing);
+        let mut htx_body = crate::log::htx::BodySize::new(framing == BodyFraming::Chunked);
         let ct = self.fe.cfg.timeouts.client;
         loop {
             if !self.cbuf.is_empty() {
@@ -809,7 +849,7 @@ impl Session {
                 if p.consumed > 0 {
                     let tail = self.cbuf.split_off(p.consumed);
                     let chunk = std::mem::replace(&mut self.cbuf, tail);
-                    log.bytes_in += chunk.len() as u64;
+                    log.bytes_in += htx_body.feed(&chunk);
                     match idle_limited(server.write_all(chunk), st, &self.activity).await {
                         Some((Ok(()), _)) => self.activity.touch(),
                         Some((Err(_), _)) => return Err(Abort::Server(b'D')),
@@ -871,6 +911,7 @@ impl Session {
                 Ok(None) => {}
                 Err(_) => {
                     Counters::add(&srv.counters.errors_resp, 1);
+                    Counters::add(&be.counters.errors_resp, 1);
                     return Err(Abort::Server(b'H'));
                 }
             }
@@ -923,7 +964,7 @@ impl Session {
                 return false;
             }
             log.status = Some(st);
-            self.fe.counters.count_status(st);
+            self.fe.fe_counters.count_status(st);
             be.counters.count_status(st);
             let mut bytes = errors::with_connection(errors::error_response(st), reply.0);
             if reply.1 {
@@ -951,7 +992,7 @@ impl Session {
         let (mut head, mut sbuf) = resp;
         let status = head.status;
         log.status = Some(status);
-        self.fe.counters.count_status(status);
+        self.fe.fe_counters.count_status(status);
         be.counters.count_status(status);
         srv.counters.count_status(status);
         let tunnel = upgrade && status == 101;
@@ -962,6 +1003,7 @@ impl Session {
         };
         let Ok(framing) = framing else {
             Counters::add(&srv.counters.errors_resp, 1);
+            Counters::add(&be.counters.errors_resp, 1);
             self.fail(
                 be,
                 srv,
@@ -1046,6 +1088,7 @@ impl Session {
                     Ok(p) => p,
                     Err(_) => {
                         Counters::add(&srv.counters.errors_resp, 1);
+                        Counters::add(&be.counters.errors_resp, 1);
                         log.term = *b"SD";
                         server.abort(true);
                         return false;
@@ -1120,6 +1163,7 @@ impl Session {
                     } else {
                         log.term = *b"SD";
                         Counters::add(&srv.counters.srv_aborts, 1);
+                        Counters::add(&be.counters.srv_aborts, 1);
                         return false;
                     }
                 }
@@ -1130,6 +1174,7 @@ impl Session {
                 Some((Err(_), _)) => {
                     log.term = *b"SD";
                     Counters::add(&srv.counters.srv_aborts, 1);
+                    Counters::add(&be.counters.srv_aborts, 1);
                     return false;
                 }
                 None => {
@@ -1152,10 +1197,6 @@ impl Session {
             )
             .await;
             return false;
-        }
-        for c in [&self.fe.counters, &be.counters, &srv.counters] {
-            Counters::add(&c.bytes_out, log.bytes_out);
-            Counters::add(&c.bytes_in, log.bytes_in);
         }
         // Keep the server connection for the next request unless it is not reusable.
         let reusable =
@@ -1189,7 +1230,7 @@ fn applet_reply(
     log.connect = Some(Duration::ZERO);
     log.response = a.served.then_some(Duration::ZERO);
     log.status = Some(a.log_status);
-    Counters::add(&fe.counters.intercepted, 1);
+    Counters::add(&fe.fe_counters.intercepted, 1);
     (a.status, a.bytes, *b"LR", keep)
 }
 

@@ -11,7 +11,7 @@
 //!
 //! Errors the H1 mux answers itself (bad request, `timeout http-request`) count 0.
 
-use crate::http::head::ResponseHead;
+use crate::http::head::{RequestHead, ResponseHead};
 
 /// `struct htx_sl`: flags, info, and the three part lengths.
 const START_LINE: u64 = 20;
@@ -55,6 +55,23 @@ pub fn head_size(head: &ResponseHead) -> u64 {
         + head.version.as_str().len() as u64
         + 3
         + head.reason.len() as u64
+        + fields
+        + END_BLOCK
+}
+
+/// HTX size of a request head as received (`%U`, `bin`): the start line's three parts, the
+/// fields, the end of headers (checked against 2.6.12's `bin`).
+pub fn request_head_size(head: &RequestHead) -> u64 {
+    let fields: u64 = head
+        .headers
+        .0
+        .iter()
+        .map(|h| field_size(h.name.as_bytes(), &h.value))
+        .sum();
+    START_LINE
+        + head.method.len() as u64
+        + head.target.len() as u64
+        + head.version.as_str().len() as u64
         + fields
         + END_BLOCK
 }
@@ -216,6 +233,24 @@ mod tests {
             head_size(&head(&[("content-length", "2"), ("connection", "close")])),
             49
         );
+    }
+
+    // HAProxy 2.6.12's FRONTEND `bin` after each of these requests.
+    #[test]
+    fn request_heads_match_haproxy() {
+        let parse = |raw: &str| {
+            crate::http::h1::parse_request_head(raw.as_bytes(), &Default::default())
+                .unwrap()
+                .unwrap()
+                .0
+        };
+        let r = parse("GET /f.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        assert_eq!(request_head_size(&r), 43);
+        let r = parse(
+            "GET /f.txt HTTP/1.1\r\nHost: a\r\nX-Long-Header: aaaaaaaaaaaaaaaaaaaa\r\nConnection: close\r\n\r\n",
+        );
+        assert_eq!(request_head_size(&r), 76);
+        assert_eq!(request_head_size(&parse("GET /f.txt HTTP/1.0\r\n\r\n")), 38);
     }
 
     #[test]

@@ -10,6 +10,8 @@ use arc_swap::ArcSwap;
 
 use crate::config::model as cfg;
 
+pub mod stats;
+
 /// Connection-count gate for `maxconn` (global, frontend). Accept loops wait until the gate has
 /// room without reserving a slot (an accept pending on an idle listener must not hold one: each
 /// worker has its own listener), then the accepted session takes a slot, waiting if another
@@ -103,6 +105,22 @@ pub struct Counters {
     pub reuse: AtomicU64,
     /// Requests answered by an applet (stats page, exporter).
     pub intercepted: AtomicU64,
+    /// Highest `scur` / `qcur` seen.
+    pub smax: stats::Max,
+    pub qmax: stats::Max,
+    /// Sessions per second (`rate`, `SessRate`) and their max.
+    pub sess_rate: stats::Freq,
+    pub sess_rate_max: stats::Max,
+    /// Accepted connections (frontend `conn_tot`, `CumConns`) and their rate.
+    pub conn_tot: AtomicU64,
+    pub conn_rate: stats::Freq,
+    pub conn_rate_max: stats::Max,
+    /// HTTP requests per second (frontend `req_rate`).
+    pub req_rate: stats::Freq,
+    pub req_rate_max: stats::Max,
+    pub last_sess: stats::LastSess,
+    /// qtime/ctime/rtime/ttime (backends and servers).
+    pub times: stats::Timings,
 }
 
 impl Counters {
@@ -119,6 +137,71 @@ impl Counters {
             _ => 5,
         };
         self.hrsp[i].fetch_add(1, Ordering::Relaxed);
+    }
+    /// A session starts on this object (`stot`, `rate`, `lastsess`); `now_ms` since the start.
+    pub fn session(&self, now_ms: u64) {
+        self.stot.fetch_add(1, Ordering::Relaxed);
+        self.sess_rate_max.update(self.sess_rate.hit(now_ms));
+        self.last_sess.touch(now_ms);
+    }
+    /// A connection was accepted (`conn_tot`, `conn_rate`).
+    pub fn connection(&self, now_ms: u64) {
+        self.conn_tot.fetch_add(1, Ordering::Relaxed);
+        self.conn_rate_max.update(self.conn_rate.hit(now_ms));
+    }
+    /// An HTTP request was received, valid or not (`req_tot`, `req_rate`).
+    pub fn request(&self, now_ms: u64) {
+        self.req_tot.fetch_add(1, Ordering::Relaxed);
+        self.req_rate_max.update(self.req_rate.hit(now_ms));
+    }
+    /// Bytes of a finished stream (`bin`, `bout`).
+    pub fn bytes(&self, bin: u64, bout: u64) {
+        self.bytes_in.fetch_add(bin, Ordering::Relaxed);
+        self.bytes_out.fetch_add(bout, Ordering::Relaxed);
+    }
+    /// `clear counters`: every maximum; `all`: every counter too (HAProxy keeps the current
+    /// rates either way: they are not counters but windows).
+    pub fn clear(&self, all: bool) {
+        for m in [
+            &self.smax,
+            &self.qmax,
+            &self.sess_rate_max,
+            &self.conn_rate_max,
+            &self.req_rate_max,
+        ] {
+            m.reset();
+        }
+        self.times.clear(all);
+        if !all {
+            return;
+        }
+        let totals = [
+            &self.stot,
+            &self.bytes_in,
+            &self.bytes_out,
+            &self.req_tot,
+            &self.denied_req,
+            &self.errors_req,
+            &self.errors_conn,
+            &self.errors_resp,
+            &self.retries,
+            &self.redispatches,
+            &self.cli_aborts,
+            &self.srv_aborts,
+            &self.lbtot,
+            &self.connect,
+            &self.reuse,
+            &self.conn_tot,
+        ];
+        for c in totals.into_iter().chain(self.hrsp.iter()) {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.last_sess.reset();
+    }
+    /// Times of a finished stream; the window is sized by the requests (HTTP) or LB picks (TCP).
+    pub fn times(&self, http: bool, s: stats::Sample) {
+        let count = if http { &self.req_tot } else { &self.lbtot };
+        self.times.record(count.load(Ordering::Relaxed), s);
     }
 }
 
@@ -262,7 +345,35 @@ pub struct Proxy {
     pub queue: tokio::sync::Notify,
     pub lb: ArcSwap<crate::lb::Lb>,
     pub lb_cursor: AtomicU64,
+    /// The backend role's counters (BACKEND row).
     pub counters: Counters,
+    /// The frontend role's (FRONTEND row): a `listen` section has both rows, counted apart.
+    pub fe_counters: Counters,
+    /// The backend as a whole (BACKEND row `chkdown`, `lastchg`, `downtime`).
+    pub be_state: BackendState,
+}
+
+/// Whether a backend has a server to send traffic to, and its history: times it lost the last
+/// one, when it last went DOWN or UP, seconds spent DOWN before that (seconds since the start).
+pub struct BackendState {
+    up: AtomicBool,
+    pub down_trans: AtomicU64,
+    pub last_change: AtomicU64,
+    pub down_time: AtomicU64,
+}
+
+impl BackendState {
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+    /// Seconds DOWN in total at `now` (seconds since the start).
+    pub fn downtime(&self, now: u64) -> u64 {
+        let mut d = self.down_time.load(Ordering::Relaxed);
+        if !self.is_up() {
+            d += now.saturating_sub(self.last_change.load(Ordering::Relaxed));
+        }
+        d
+    }
 }
 
 /// The live server state as the LB core sees it.
@@ -293,6 +404,23 @@ impl Proxy {
         self.lb.store(Arc::new(next));
     }
 
+    /// Records whether the backend still has a usable server after a state change, at `now`
+    /// (seconds since the start); HAProxy counts the backend DOWN when it has none.
+    pub fn note_state(&self, now: u64) {
+        let up = self.servers.is_empty() || self.servers.iter().any(|s| s.is_usable());
+        let st = &self.be_state;
+        if st.up.swap(up, Ordering::Relaxed) == up {
+            return;
+        }
+        let since = st.last_change.swap(now, Ordering::Relaxed);
+        if up {
+            st.down_time
+                .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+        } else {
+            st.down_trans.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub fn is_frontend(&self) -> bool {
         self.cfg.cap.frontend
     }
@@ -308,6 +436,20 @@ pub struct Model {
     pub cfg: cfg::Config,
     pub proxies: Vec<Arc<Proxy>>,
     pub actconn: Gate,
+    /// Process-wide counters for `show info`: `stot`/`sess_rate` are sessions (`CumConns`,
+    /// `SessRate`), `conn_rate` connections, `req_tot` requests (`CumReq`).
+    pub totals: Counters,
+}
+
+static CLOCK: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Milliseconds since the first model was built: the clock every counter runs on (rates,
+/// `lastsess`), readable where no model is at hand.
+pub fn clock_ms() -> u64 {
+    CLOCK
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
 }
 
 /// HAProxy's default global maxconn when none is set and no ulimit forces another value.
@@ -319,6 +461,7 @@ impl Model {
         cfg: cfg::Config,
         maxconn_override: Option<u32>,
     ) -> Result<Model, Vec<crate::config::Diag>> {
+        clock_ms();
         let mut rules = crate::http::rules::compile(&cfg)?.into_iter();
         let mut spec_errors = Vec::new();
         let global_max = cfg.global.maxconn.unwrap_or(DEFAULT_MAXCONN);
@@ -398,6 +541,18 @@ impl Model {
                     lb: ArcSwap::from_pointee(lb),
                     lb_cursor: AtomicU64::new(0),
                     counters: Counters::default(),
+                    fe_counters: Counters::default(),
+                    be_state: BackendState {
+                        up: AtomicBool::new(
+                            p.servers.is_empty()
+                                || p.servers
+                                    .iter()
+                                    .any(|s| !s.opts.disabled && s.opts.weight > 0),
+                        ),
+                        down_trans: AtomicU64::new(0),
+                        last_change: AtomicU64::new(0),
+                        down_time: AtomicU64::new(0),
+                    },
                 })
             })
             .collect();
@@ -409,8 +564,14 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
+            totals: Counters::default(),
             cfg,
         })
+    }
+
+    /// Milliseconds on the counters' clock.
+    pub fn now_ms(&self) -> u64 {
+        clock_ms()
     }
 
     pub fn proxy(&self, name: &str) -> Option<&Arc<Proxy>> {
@@ -426,6 +587,39 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clear_counters_resets_maxima_then_everything() {
+        let c = Counters::default();
+        c.session(1_000);
+        c.request(1_000);
+        c.smax.update(3);
+        c.count_status(200);
+        c.times(
+            true,
+            stats::Sample {
+                queue: 0,
+                connect: 1,
+                response: 2,
+                total: 9,
+            },
+        );
+        c.clear(false);
+        assert_eq!(
+            (c.smax.get(), c.sess_rate_max.get(), c.req_rate_max.get()),
+            (0, 0, 0)
+        );
+        assert_eq!(c.times.t_max.get(), 0);
+        assert_eq!(c.times.averages(1).total, 9);
+        assert_eq!(c.stot.load(Ordering::Relaxed), 1);
+        c.clear(true);
+        assert_eq!(c.stot.load(Ordering::Relaxed), 0);
+        assert_eq!(c.hrsp[1].load(Ordering::Relaxed), 0);
+        assert_eq!(c.times.averages(1).total, 0);
+        assert_eq!(c.last_sess.ago(2_000), None);
+        // The current rate is a window, not a counter: it stays.
+        assert_eq!(c.sess_rate.read(1_500), 1);
+    }
 
     #[test]
     fn gate_limits_and_releases() {

@@ -10,7 +10,7 @@ use crate::backend;
 use crate::engine::io::Accepted;
 use crate::engine::worker::Shared;
 use crate::log::SessionLog;
-use crate::model::{Counters, Proxy};
+use crate::model::{Counters, Proxy, stats};
 
 use super::relay::{RelayTimeouts, relay};
 
@@ -48,8 +48,9 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
         return;
     };
     log.backend = Some(be.name.clone());
-    be.beconn.fetch_add(1, Ordering::Relaxed);
-    Counters::add(&be.counters.stot, 1);
+    let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
+    be.counters.smax.update(n);
+    be.counters.session(shared.model.now_ms());
     let src = acc.peer.map(|p| p.ip());
     let connected = backend::connect(shared.io, &be, src, None).await;
     match connected {
@@ -66,7 +67,6 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
         }
         Ok(c) => {
             let srv = c.server;
-            Counters::add(&srv.counters.stot, 1);
             log.server = Some(srv.name.clone());
             log.retries = c.info.retries;
             log.redispatched = c.info.redispatched;
@@ -80,7 +80,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             };
             let epoch = srv.kill_epoch();
             let stats = relay(client, Rc::new(c.stream), Vec::new(), t, srv.killed(epoch)).await;
-            for c in [&fe.counters, &be.counters, &srv.counters] {
+            for c in [&fe.fe_counters, &be.counters, &srv.counters] {
                 Counters::add(&c.bytes_in, stats.c2s);
                 Counters::add(&c.bytes_out, stats.s2c);
             }
@@ -93,6 +93,15 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             // `option dontlognull`: nothing came from the client.
             log.null = stats.c2s == 0;
             log.total = start.elapsed();
+            // TCP has no response time: HAProxy's rtime stays 0.
+            let times = stats::Sample {
+                queue: stats::ms(c.info.queue),
+                connect: stats::ms(c.info.connect_time),
+                response: 0,
+                total: stats::ms(log.total),
+            };
+            be.counters.times(false, times);
+            srv.counters.times(false, times);
             backend::release(&be, &srv);
             be.beconn.fetch_sub(1, Ordering::Relaxed);
             // HAProxy releases the backend and server slots before logging.
