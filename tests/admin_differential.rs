@@ -60,10 +60,25 @@ impl Side {
         let mut nodes = Vec::new();
         for (i, n) in NAMES.iter().enumerate() {
             let host = ip(10 + i as u8);
-            let d = HttpNode::start(SocketAddr::new(host, 0), HttpOpts::named(n)).expect("data");
-            let h = HealthNode::start(SocketAddr::new(host, 0)).expect("health");
-            names.push((host.to_string(), format!("IP-{n}")));
+            // Ports are masked by name, so every one must be distinct within a side (nodes on
+            // different addresses may otherwise get the same number).
+            let taken =
+                |p: u16, names: &[(String, String)]| names.iter().any(|(v, _)| *v == p.to_string());
+            let d = loop {
+                let d =
+                    HttpNode::start(SocketAddr::new(host, 0), HttpOpts::named(n)).expect("data");
+                if !taken(d.addr().port(), &names) {
+                    break d;
+                }
+            };
             names.push((d.addr().port().to_string(), format!("PORT-{n}")));
+            let h = loop {
+                let h = HealthNode::start(SocketAddr::new(host, 0)).expect("health");
+                if !taken(h.addr().port(), &names) {
+                    break h;
+                }
+            };
+            names.push((host.to_string(), format!("IP-{n}")));
             names.push((h.addr().port().to_string(), format!("CHECK-{n}")));
             nodes.push((d, h));
         }
