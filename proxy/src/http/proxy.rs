@@ -931,6 +931,32 @@ impl Session {
     /// a server timeout, nothing (just close) when the client is gone. The reply carries the
     /// connection header of `reply.0`, and no body when `reply.1` (a HEAD request); returns
     /// whether one was sent.
+    /// Sends the response head still held back for the first body bytes. False when the client
+    /// is gone (the transaction is then already failed and logged as `CD`).
+    async fn flush_head(
+        &mut self,
+        head: &mut Option<Vec<u8>>,
+        be: &Proxy,
+        srv: &Server,
+        server: &Stream,
+        log: &mut SessionLog,
+    ) -> bool {
+        let Some(h) = head.take() else { return true };
+        if self.send_client(h).await {
+            return true;
+        }
+        self.fail(
+            be,
+            srv,
+            server,
+            Abort::Client(b'D'),
+            log,
+            (ConnHeader::Close, false),
+        )
+        .await;
+        false
+    }
+
     async fn fail(
         &mut self,
         be: &Proxy,
@@ -1138,18 +1164,10 @@ impl Session {
                     break;
                 }
             }
-            if let Some(h) = pending_head.take()
-                && !self.send_client(h).await
+            if !self
+                .flush_head(&mut pending_head, be, srv, server, log)
+                .await
             {
-                self.fail(
-                    be,
-                    srv,
-                    server,
-                    Abort::Client(b'D'),
-                    log,
-                    (ConnHeader::Close, false),
-                )
-                .await;
                 return false;
             }
             if sbuf.capacity() < BODY_BUF {
@@ -1184,18 +1202,10 @@ impl Session {
                 }
             }
         }
-        if let Some(h) = pending_head.take()
-            && !self.send_client(h).await
+        if !self
+            .flush_head(&mut pending_head, be, srv, server, log)
+            .await
         {
-            self.fail(
-                be,
-                srv,
-                server,
-                Abort::Client(b'D'),
-                log,
-                (ConnHeader::Close, false),
-            )
-            .await;
             return false;
         }
         // Keep the server connection for the next request unless it is not reusable.
