@@ -120,3 +120,6 @@ pub fn check_bind(ssl: &BindSsl) -> Result<(), String> {
         .map(|_| ())
         .map_err(|e| e.message().to_string())
 }
+
+#[cfg(test)]
+mod tests;
