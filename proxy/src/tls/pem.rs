@@ -73,25 +73,17 @@ pub fn load_bundle(path: &str, provider: &CryptoProvider) -> Result<Bundle, Stri
     if certs.is_empty() {
         return Err(no_cert());
     }
-    let key = match PrivateKeyDer::from_pem_slice(&bytes) {
-        Ok(k) => k,
-        Err(rustls_pki_types::pem::Error::NoItemsFound) => {
-            let key_path = format!("{path}.key");
-            std::fs::read(&key_path)
-                .ok()
-                .and_then(|b| PrivateKeyDer::from_pem_slice(&b).ok())
-                .ok_or_else(|| format!("No Private Key found in '{key_path}'."))?
-        }
-        Err(_) => {
-            return Err(format!(
-                "unable to load SSL private key from PEM file '{path}'."
-            ));
-        }
+    // As HAProxy 2.6: a key missing from the bundle, or one that does not load, is looked for in
+    // `<path>.key`, and only that file is named when both fail.
+    let load_key = |pem: &[u8]| {
+        PrivateKeyDer::from_pem_slice(pem)
+            .ok()
+            .and_then(|k| provider.key_provider.load_private_key(k).ok())
     };
-    let signer = provider
-        .key_provider
-        .load_private_key(key)
-        .map_err(|_| format!("unable to load SSL private key from PEM file '{path}'."))?;
+    let key_path = format!("{path}.key");
+    let signer = load_key(&bytes)
+        .or_else(|| std::fs::read(&key_path).ok().and_then(|b| load_key(&b)))
+        .ok_or_else(|| format!("No Private Key found in '{key_path}'."))?;
     let ck = CertifiedKey::new(certs, signer);
     match ck.keys_match() {
         Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
@@ -107,7 +99,8 @@ pub fn load_bundle(path: &str, provider: &CryptoProvider) -> Result<Bundle, Stri
     })
 }
 
-/// DNS names a certificate answers SNI for: its SAN DNS entries, or its CN when it has none.
+/// DNS names a certificate answers SNI for: its SAN DNS entries and its CNs (HAProxy 2.6 indexes
+/// the CN even when SANs are present; checked with `openssl s_client -servername`).
 pub fn cert_names(der: &[u8]) -> Vec<String> {
     use x509_parser::prelude::*;
     let Ok((_, cert)) = X509Certificate::from_der(der) else {
@@ -121,13 +114,13 @@ pub fn cert_names(der: &[u8]) -> Vec<String> {
             }
         }
     }
-    if out.is_empty() {
-        out.extend(
-            cert.subject()
-                .iter_common_name()
-                .filter_map(|cn| cn.as_str().ok())
-                .map(str::to_ascii_lowercase),
-        );
+    for cn in cert.subject().iter_common_name() {
+        if let Ok(cn) = cn.as_str() {
+            let cn = cn.to_ascii_lowercase();
+            if !out.contains(&cn) {
+                out.push(cn);
+            }
+        }
     }
     out
 }

@@ -98,7 +98,11 @@ fn bundle_with_chain_keeps_file_order() {
     assert_eq!(b.key.cert.len(), 2);
     assert_eq!(&b.key.cert[0], leaf_cert.der());
     assert_eq!(&b.key.cert[1], ca.der());
-    assert_eq!(pem::cert_names(leaf_cert.der()), ["a.example"]);
+    // rcgen's default subject CN is indexed too.
+    assert_eq!(
+        pem::cert_names(leaf_cert.der()),
+        ["a.example", "rcgen self signed cert"]
+    );
 }
 
 #[test]
@@ -197,6 +201,15 @@ fn key_in_side_file_and_error_texts() {
         pem::load_bundle(&p, &ring()).unwrap_err(),
         format!("unable to load certificate from file '{p}'.")
     );
+    // A key that does not load sends HAProxy to the side file too.
+    let bad_key = m
+        .key_pem
+        .replacen("\n", "\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n", 1);
+    let p = t.write("badkey.pem", &format!("{}{bad_key}", m.cert_pem));
+    assert_eq!(
+        pem::load_bundle(&p, &ring()).unwrap_err(),
+        format!("No Private Key found in '{p}.key'.")
+    );
     let p = t.write("mism.pem", &format!("{}{}", m.cert_pem, other.key_pem));
     assert_eq!(
         pem::load_bundle(&p, &ring()).unwrap_err(),
@@ -255,11 +268,17 @@ fn sni_exact_wildcard_default() {
         None,
     );
     let cn = make(&PKCS_ECDSA_P256_SHA256, &[], Some("cn.example"));
+    let both = make(
+        &PKCS_ECDSA_P256_SHA256,
+        &["san.example"],
+        Some("cn2.example"),
+    );
     let f = [
         t.write("1.pem", &bundle(&first)),
         t.write("2.pem", &bundle(&wild)),
         t.write("3.pem", &bundle(&exact)),
         t.write("4.pem", &bundle(&cn)),
+        t.write("5.pem", &bundle(&both)),
     ];
     let res = load_certs(
         &ssl(&f.iter().map(String::as_str).collect::<Vec<_>>()),
@@ -275,6 +294,9 @@ fn sni_exact_wildcard_default() {
     assert_eq!(pick(Some("a.b.example.com")), first.der);
     assert_eq!(pick(Some("example.com")), first.der);
     assert_eq!(pick(Some("cn.example")), cn.der);
+    // The CN counts even beside SANs, as in HAProxy 2.6.
+    assert_eq!(pick(Some("san.example")), both.der);
+    assert_eq!(pick(Some("cn2.example")), both.der);
     assert_eq!(pick(Some("unknown.test")), first.der);
     assert_eq!(pick(None), first.der);
 }
