@@ -15,3 +15,4 @@ pub mod lb;
 pub mod log;
 pub mod model;
 pub mod tcp;
+pub mod tls;
