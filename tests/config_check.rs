@@ -42,11 +42,21 @@ fn version_flag() {
 #[test]
 fn seed_loopback_is_valid() {
     let cfg = shared_path("configs/seed-loopback.cfg");
-    // Any existing file stands in for the certificate: -c only checks that it exists.
+    // -c loads the certificate as HAProxy does: a real PEM bundle (certificate + key).
+    let dir = std::env::temp_dir().join(format!("portcullis-cert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bundle = dir.join("bundle.pem");
+    let key = rcgen::generate_simple_self_signed(vec!["example.local".to_string()]).expect("cert");
+    std::fs::write(
+        &bundle,
+        format!("{}{}", key.cert.pem(), key.key_pair.serialize_pem()),
+    )
+    .unwrap();
     let out = check(
         &[&cfg],
-        &[("CERT", cfg.to_str().unwrap()), ("RUNDIR", "/tmp")],
+        &[("CERT", bundle.to_str().unwrap()), ("RUNDIR", "/tmp")],
     );
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         text(&out.stdout),
         "Configuration file is valid\n",
@@ -464,4 +474,20 @@ fn pending_features_stop_the_start() {
     ] {
         assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
     }
+}
+
+/// `-c` loads certificates: a file that is not a PEM bundle is refused in HAProxy's words.
+#[test]
+fn bad_certificate_is_refused_by_check() {
+    let cfg = shared_path("configs/seed-loopback.cfg");
+    let out = check(
+        &[&cfg],
+        &[("CERT", cfg.to_str().unwrap()), ("RUNDIR", "/tmp")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("seed-loopback.cfg:33] : 'bind 127.0.0.1:10443' in section 'frontend' : unable to load certificate from file '"),
+        "{err}"
+    );
 }

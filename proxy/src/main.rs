@@ -40,6 +40,32 @@ fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::
     let mut errs = portcullis::http::rules::compile(cfg)
         .err()
         .unwrap_or_default();
+    // Certificates and TLS settings are loaded as HAProxy's -c does, errors in its words.
+    for p in &cfg.proxies {
+        for b in &p.binds {
+            let Some(ssl) = &b.ssl else { continue };
+            let addr = portcullis::engine::listen::describe(&b.addr);
+            match portcullis::tls::server_config(ssl) {
+                Ok(_) => {}
+                Err(portcullis::tls::TlsError::Cert(m)) => {
+                    errs.push(portcullis::config::Diag::alert(
+                        &b.loc.file,
+                        b.loc.line,
+                        format!("'bind {addr}' in section '{}' : {m}", p.kind()),
+                    ))
+                }
+                Err(portcullis::tls::TlsError::Setting(m)) => {
+                    errs.push(portcullis::config::Diag::global(
+                        portcullis::config::Severity::Alert,
+                        format!(
+                            "Proxy '{}': {m} for bind '{addr}' at [{}:{}].",
+                            p.name, b.loc.file, b.loc.line
+                        ),
+                    ))
+                }
+            }
+        }
+    }
     if let Err(e) = portcullis::log::Logger::formats_ok(cfg) {
         errs.push(portcullis::config::Diag::global(
             portcullis::config::Severity::Alert,
