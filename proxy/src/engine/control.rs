@@ -162,7 +162,9 @@ pub fn apply(
     let prev = srv.oper.swap(oper as u8, Ordering::AcqRel);
     if prev != oper as u8 {
         let since = srv.last_change.swap(now, Ordering::AcqRel);
-        if prev == Oper::Stopped as u8 {
+        // Leaving maintenance does not add the maintenance period to `downtime` (seen on 2.6:
+        // it shows while in MAINT, then drops back).
+        if prev == Oper::Stopped as u8 && tr != Transition::Ready {
             srv.down_time
                 .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
         }
