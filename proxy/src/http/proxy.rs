@@ -456,6 +456,10 @@ impl Session {
                 }
                 Verdict::Deny(st) => {
                     Counters::add(&fe.fe_counters.denied_req, 1);
+                    // Once a backend is assigned (its own rules), HAProxy counts it there too.
+                    if stage == 1 {
+                        Counters::add(&be.counters.denied_req, 1);
+                    }
                     Some((
                         st,
                         errors::with_connection(errors::error_response(st), conn_hdr(!keep)),
