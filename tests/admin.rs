@@ -174,3 +174,31 @@ fn silent_and_garbage_clients_do_not_block_others() {
     // Operator level: admin commands are refused in HAProxy's words.
     assert_eq!(cli(&sock, "disable server be/s"), "Permission denied\n\n");
 }
+
+#[test]
+fn backend_denials_count_on_both_rows() {
+    let dir = TempDir::new("admin3");
+    let sock = dir.0.join("d.sock");
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let cfg = format!(
+        "global\n    stats socket {}\n\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    http-request deny\n    server s1 127.0.0.1:9\n",
+        sock.display()
+    );
+    let _p = Proc::portcullis(&cfg, front);
+    assert_eq!(get(front, "/").status, 403);
+    let stat = cli(&sock, "show stat");
+    let dreq: Vec<String> = stat
+        .lines()
+        .filter(|l| l.starts_with("fe,") || l.starts_with("be,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            format!("{},{} dreq={}", f[0], f[1], f[10])
+        })
+        .collect();
+    assert_eq!(
+        dreq,
+        ["fe,FRONTEND dreq=1", "be,s1 dreq=", "be,BACKEND dreq=1"],
+        "{stat}"
+    );
+}
