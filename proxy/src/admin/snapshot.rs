@@ -340,8 +340,8 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
     api::Snapshot {
         info: api::ProcessInfo {
             name: "portcullis".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            release_date: String::new(),
+            version: concat!(env!("CARGO_PKG_VERSION"), " (portcullis)").into(),
+            release_date: "-".into(),
             nbthread: threads as u32,
             pid: std::process::id(),
             uptime_secs: uptime,
