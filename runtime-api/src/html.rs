@@ -295,6 +295,46 @@ impl F<'_, '_> {
     }
 }
 
+/// Tooltip rows shared by FRONTEND and BACKEND: requests and the response classes.
+fn push_http_responses(f: &F, out: &mut String) {
+    let _ = write!(
+        out,
+        "<tr><th>Cum. HTTP requests:</th><td>{}</td></tr>\
+<tr><th>- HTTP 1xx responses:</th><td>{}</td></tr>\
+<tr><th>- HTTP 2xx responses:</th><td>{}</td></tr>\
+<tr><th>&nbsp;&nbsp;Compressed 2xx:</th><td>{}</td><td>({}%)</td></tr>\
+<tr><th>- HTTP 3xx responses:</th><td>{}</td></tr>\
+<tr><th>- HTTP 4xx responses:</th><td>{}</td></tr>\
+<tr><th>- HTTP 5xx responses:</th><td>{}</td></tr>\
+<tr><th>- other responses:</th><td>{}</td></tr>",
+        f.h(REQ_TOT),
+        f.h(HRSP_1XX),
+        f.h(HRSP_1XX + 1),
+        f.h(COMP_RSP),
+        pct(f.n(COMP_RSP), f.n(HRSP_1XX + 1)),
+        f.h(HRSP_1XX + 2),
+        f.h(HRSP_1XX + 3),
+        f.h(HRSP_1XX + 4),
+        f.h(HRSP_1XX + 5),
+    );
+}
+
+/// Tooltip rows shared by FRONTEND and BACKEND: cache, rewrites, internal errors.
+fn push_cache_and_errors(f: &F, out: &mut String) {
+    let _ = write!(
+        out,
+        "<tr><th>Cache lookups:</th><td>{}</td></tr>\
+<tr><th>Cache hits:</th><td>{}</td><td>({}%)</td></tr>\
+<tr><th>Failed hdr rewrites:</th><td>{}</td></tr>\
+<tr><th>Internal errors:</th><td>{}</td></tr>",
+        f.h(CACHE_LOOKUPS),
+        f.h(CACHE_HITS),
+        pct(f.n(CACHE_HITS), f.n(CACHE_LOOKUPS)),
+        f.h(WREW),
+        f.h(EINT)
+    );
+}
+
 fn pct(part: u64, whole: u64) -> u64 {
     part.saturating_mul(100).checked_div(whole).unwrap_or(0)
 }
@@ -666,37 +706,13 @@ fn frontend_html(f: &F, out: &mut String) {
         f.h(STOT)
     );
     if http {
+        push_http_responses(f, out);
         let _ = write!(
             out,
-            "<tr><th>Cum. HTTP requests:</th><td>{}</td></tr>\
-<tr><th>- HTTP 1xx responses:</th><td>{}</td></tr>\
-<tr><th>- HTTP 2xx responses:</th><td>{}</td></tr>\
-<tr><th>&nbsp;&nbsp;Compressed 2xx:</th><td>{}</td><td>({}%)</td></tr>\
-<tr><th>- HTTP 3xx responses:</th><td>{}</td></tr>\
-<tr><th>- HTTP 4xx responses:</th><td>{}</td></tr>\
-<tr><th>- HTTP 5xx responses:</th><td>{}</td></tr>\
-<tr><th>- other responses:</th><td>{}</td></tr>\
-<tr><th>Intercepted requests:</th><td>{}</td></tr>\
-<tr><th>Cache lookups:</th><td>{}</td></tr>\
-<tr><th>Cache hits:</th><td>{}</td><td>({}%)</td></tr>\
-<tr><th>Failed hdr rewrites:</th><td>{}</td></tr>\
-<tr><th>Internal errors:</th><td>{}</td></tr>",
-            f.h(REQ_TOT),
-            f.h(HRSP_1XX),
-            f.h(HRSP_1XX + 1),
-            f.h(COMP_RSP),
-            pct(f.n(COMP_RSP), f.n(HRSP_1XX + 1)),
-            f.h(HRSP_1XX + 2),
-            f.h(HRSP_1XX + 3),
-            f.h(HRSP_1XX + 4),
-            f.h(HRSP_1XX + 5),
-            f.h(INTERCEPTED),
-            f.h(CACHE_LOOKUPS),
-            f.h(CACHE_HITS),
-            pct(f.n(CACHE_HITS), f.n(CACHE_LOOKUPS)),
-            f.h(WREW),
-            f.h(EINT)
+            "<tr><th>Intercepted requests:</th><td>{}</td></tr>",
+            f.h(INTERCEPTED)
         );
+        push_cache_and_errors(f, out);
     }
     let _ = write!(
         out,
@@ -1015,37 +1031,13 @@ fn backend_html(f: &F, out: &mut String) {
         let _ = write!(
             out,
             "<tr><th>New connections:</th><td>{}</td></tr>\
-<tr><th>Reused connections:</th><td>{}</td><td>({}%)</td></tr>\
-<tr><th>Cum. HTTP requests:</th><td>{}</td></tr>\
-<tr><th>- HTTP 1xx responses:</th><td>{}</td></tr>\
-<tr><th>- HTTP 2xx responses:</th><td>{}</td></tr>\
-<tr><th>&nbsp;&nbsp;Compressed 2xx:</th><td>{}</td><td>({}%)</td></tr>\
-<tr><th>- HTTP 3xx responses:</th><td>{}</td></tr>\
-<tr><th>- HTTP 4xx responses:</th><td>{}</td></tr>\
-<tr><th>- HTTP 5xx responses:</th><td>{}</td></tr>\
-<tr><th>- other responses:</th><td>{}</td></tr>\
-<tr><th>Cache lookups:</th><td>{}</td></tr>\
-<tr><th>Cache hits:</th><td>{}</td><td>({}%)</td></tr>\
-<tr><th>Failed hdr rewrites:</th><td>{}</td></tr>\
-<tr><th>Internal errors:</th><td>{}</td></tr>",
+<tr><th>Reused connections:</th><td>{}</td><td>({}%)</td></tr>",
             f.h(CONNECT),
             f.h(REUSE),
             pct(f.n(REUSE), f.n(CONNECT) + f.n(REUSE)),
-            f.h(REQ_TOT),
-            f.h(HRSP_1XX),
-            f.h(HRSP_1XX + 1),
-            f.h(COMP_RSP),
-            pct(f.n(COMP_RSP), f.n(HRSP_1XX + 1)),
-            f.h(HRSP_1XX + 2),
-            f.h(HRSP_1XX + 3),
-            f.h(HRSP_1XX + 4),
-            f.h(HRSP_1XX + 5),
-            f.h(CACHE_LOOKUPS),
-            f.h(CACHE_HITS),
-            pct(f.n(CACHE_HITS), f.n(CACHE_LOOKUPS)),
-            f.h(WREW),
-            f.h(EINT)
         );
+        push_http_responses(f, out);
+        push_cache_and_errors(f, out);
     }
     push_times(f, http, out);
     let _ = write!(
