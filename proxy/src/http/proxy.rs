@@ -384,12 +384,15 @@ impl Session {
         let mut log = self.new_log();
         log.accept_date = std::time::SystemTime::now() - start.elapsed();
         log.request = Some(start.elapsed());
-        log.request_line = Some(format!(
-            "{} {} {}",
-            req.method,
-            req.target,
-            req.version.as_str()
-        ));
+        // Only a log line reads it: no allocation per request when the frontend does not log.
+        if !self.fe.cfg.logs.is_empty() {
+            log.request_line = Some(format!(
+                "{} {} {}",
+                req.method,
+                req.target,
+                req.version.as_str()
+            ));
+        }
         log.bytes_in = crate::log::htx::request_head_size(&req);
 
         let framing = match h1::request_framing(&req) {
