@@ -1064,13 +1064,17 @@ fn kw_bind(p: &mut P, args: &[String]) {
             loc: loc.clone(),
         });
     }
-    if ssl_on {
-        p.pending("bind ssl");
-    }
 }
 
 /// Derived settings once a proxy section is complete.
 pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag>) {
+    // TLS offload serves HTTP frontends; a TLS-terminating `mode tcp` listener comes later.
+    if px.mode == Mode::Tcp
+        && let Some(b) = px.binds.iter().find(|b| b.ssl.is_some())
+    {
+        px.pending
+            .push(("bind ssl (in mode tcp)".to_string(), b.loc.clone()));
+    }
     // `http-check` lines refine what `option httpchk` declared; both fields end up holding the
     // effective check. A field still at its default keeps the `option httpchk` value.
     let defaults = HttpCheckSend::default();

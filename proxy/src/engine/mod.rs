@@ -1,6 +1,7 @@
 //! Worker threads and the I/O backends (io_uring, epoll): each worker is one thread with its own
 //! current-thread runtime and its own listening sockets; no work stealing, no locks on the hot path.
 
+pub mod conn;
 pub mod control;
 pub mod idle;
 pub mod io;
@@ -76,6 +77,7 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         let want = crate::admin::snapshot::maxsock(&model, model.actconn.max(), threads as u32);
         crate::admin::snapshot::raise_nofile(want);
     }
+    let tls = tls_configs(&model).map_err(|e| vec![e])?;
     let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
     let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     tracing::info!(
@@ -92,9 +94,34 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         stopping: AtomicBool::new(false),
         sessions: AtomicUsize::new(0),
         stop_tx,
+        tls,
     });
     worker::block_stop_signals();
     control::spawn(Arc::clone(&shared), admin, threads)
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
     worker::run(shared, listeners).map_err(|e| vec![e])
+}
+
+/// The rustls settings of every `bind … ssl` line, `[proxy][bind]`, built once at start.
+fn tls_configs(model: &Model) -> Result<Vec<Vec<Option<Arc<rustls::ServerConfig>>>>, String> {
+    let mut out = Vec::with_capacity(model.proxies.len());
+    for p in &model.proxies {
+        let mut binds = Vec::with_capacity(p.cfg.binds.len());
+        for b in &p.cfg.binds {
+            binds.push(match &b.ssl {
+                None => None,
+                Some(ssl) => Some(Arc::new(crate::tls::server_config(ssl).map_err(|e| {
+                    format!(
+                        "Proxy '{}': {} for bind '{}' at [{}].",
+                        p.name,
+                        e.message(),
+                        listen::describe(&b.addr),
+                        b.loc
+                    )
+                })?)),
+            });
+        }
+        out.push(binds);
+    }
+    Ok(out)
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::io::{Backend as IoBackend, Listener, spawn};
+use super::conn::Conn;
+use super::io::{Accepted, Backend as IoBackend, Listener, spawn};
 use super::listen;
 use crate::config::model::{BindAddr, Mode};
 use crate::model::{Model, Proxy};
@@ -23,10 +24,12 @@ pub struct Shared {
     pub sessions: AtomicUsize,
     pub stop_tx: watch::Sender<bool>,
     pub log: crate::log::Logger,
+    /// TLS settings of each `bind … ssl` line: `[proxy index][bind index]`.
+    pub tls: Vec<Vec<Option<Arc<rustls::ServerConfig>>>>,
 }
 
-/// One worker's listening sockets: (proxy index, socket).
-type WorkerListeners = Vec<(usize, socket2::Socket, bool)>;
+/// One worker's listening sockets: (proxy index, socket, unix, bind index).
+type WorkerListeners = Vec<(usize, socket2::Socket, bool, usize)>;
 
 /// Creates every listener for every worker. Errors are HAProxy's start-up alerts.
 pub fn bind_all(model: &Model, workers: usize) -> Result<Vec<WorkerListeners>, String> {
@@ -36,7 +39,7 @@ pub fn bind_all(model: &Model, workers: usize) -> Result<Vec<WorkerListeners>, S
         .iter()
         .filter(|p| p.is_frontend() && !p.cfg.disabled)
     {
-        for b in &p.cfg.binds {
+        for (bidx, b) in p.cfg.binds.iter().enumerate() {
             let backlog = b
                 .maxconn
                 .or(p.cfg.maxconn)
@@ -53,7 +56,12 @@ pub fn bind_all(model: &Model, workers: usize) -> Result<Vec<WorkerListeners>, S
             match &b.addr {
                 BindAddr::Inet(a) => {
                     for w in out.iter_mut() {
-                        w.push((p.index, listen::inet(*a, backlog).map_err(fail)?, false));
+                        w.push((
+                            p.index,
+                            listen::inet(*a, backlog).map_err(fail)?,
+                            false,
+                            bidx,
+                        ));
                     }
                 }
                 BindAddr::Unix(path) => {
@@ -63,6 +71,7 @@ pub fn bind_all(model: &Model, workers: usize) -> Result<Vec<WorkerListeners>, S
                             p.index,
                             super::io::dup_socket(s.as_raw_fd()).map_err(fail)?,
                             true,
+                            bidx,
                         ));
                     }
                 }
@@ -74,6 +83,7 @@ pub fn bind_all(model: &Model, workers: usize) -> Result<Vec<WorkerListeners>, S
                             p.index,
                             super::io::dup_socket(s.as_raw_fd()).map_err(fail)?,
                             unix,
+                            bidx,
                         ));
                     }
                 }
@@ -96,7 +106,7 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<WorkerListeners>) -> Result<(), S
     let fds: Vec<RawFd> = listeners
         .iter()
         .flatten()
-        .map(|(_, s, _)| s.as_raw_fd())
+        .map(|(_, s, _, _)| s.as_raw_fd())
         .collect();
     let mut threads = Vec::new();
     for (i, ls) in listeners.into_iter().enumerate() {
@@ -162,10 +172,16 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
     let sh = Arc::clone(&shared);
     let res = super::io::block_on(io, async move {
         let mut loops = Vec::new();
-        for (pidx, sock, unix) in listeners {
+        for (pidx, sock, unix, bidx) in listeners {
             let fe = Arc::clone(&sh.model.proxies[pidx]);
+            let tls = sh
+                .tls
+                .get(pidx)
+                .and_then(|b| b.get(bidx))
+                .cloned()
+                .flatten();
             match Listener::from_socket(io, sock, unix) {
-                Ok(l) => loops.push(spawn(accept_loop(Arc::clone(&sh), fe, l))),
+                Ok(l) => loops.push(spawn(accept_loop(Arc::clone(&sh), fe, l, tls, bidx))),
                 Err(e) => tracing::error!("proxy {}: cannot adopt listener: {e}", pidx),
             }
         }
@@ -196,7 +212,13 @@ impl Drop for SessionGuard {
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
+async fn accept_loop(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    listener: Listener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    bidx: usize,
+) {
     let mut stop = shared.stop_tx.subscribe();
     loop {
         if shared.stopping.load(Ordering::Acquire) {
@@ -220,6 +242,7 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
                 }
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
+                let tls = tls.clone();
                 spawn(async move {
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
@@ -232,7 +255,17 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
                     };
                     match fe2.cfg.mode {
                         Mode::Tcp => crate::tcp::session::run(sh, fe2, acc).await,
-                        Mode::Http => crate::http::proxy::run(sh, fe2, acc).await,
+                        Mode::Http => {
+                            let peer = acc.peer;
+                            let conn = match tls {
+                                None => Conn::Plain(acc.stream),
+                                Some(cfg) => match handshake(&sh, &fe2, acc, bidx, cfg).await {
+                                    Some(c) => c,
+                                    None => return,
+                                },
+                            };
+                            crate::http::proxy::run(sh, fe2, conn, peer).await
+                        }
                     }
                 });
             }
@@ -244,6 +277,40 @@ async fn accept_loop(shared: Arc<Shared>, fe: Arc<Proxy>, listener: Listener) {
                 tracing::warn!("accept on {}: {e}", fe.name);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        }
+    }
+}
+
+/// The TLS handshake of an accepted connection, bounded by `timeout client` as HAProxy bounds
+/// an embryonic session. A failure is logged as HAProxy logs it and ends the connection.
+async fn handshake(
+    shared: &Shared,
+    fe: &Proxy,
+    acc: Accepted,
+    bidx: usize,
+    cfg: Arc<rustls::ServerConfig>,
+) -> Option<Conn> {
+    let accept_date = std::time::SystemTime::now();
+    match crate::tls::stream::TlsStream::accept(acc.stream, cfg, fe.cfg.timeouts.client).await {
+        Ok(t) => Some(Conn::Tls(Box::new(t))),
+        Err((e, received)) => {
+            tracing::debug!("{}: TLS handshake failed: {e}", fe.name);
+            // HAProxy names the listener by its `name`, else by its number in the frontend.
+            let listener = fe
+                .cfg
+                .binds
+                .get(bidx)
+                .and_then(|b| b.name.clone())
+                .unwrap_or_else(|| (bidx + 1).to_string());
+            shared.log.embryonic(
+                fe,
+                acc.peer,
+                accept_date,
+                &listener,
+                e.log_message(),
+                !received,
+            );
+            None
         }
     }
 }

@@ -19,7 +19,9 @@ use tokio::time::Instant;
 use crate::backend::{self, ConnectError};
 use crate::config::model::HttpReuse;
 use crate::engine::idle::{Activity, deadline_limited, idle_limited};
-use crate::engine::io::{Accepted, Stream};
+use crate::engine::conn::Conn;
+use crate::engine::io::Stream;
+use crate::tls::stream::TlsInfo;
 use crate::engine::worker::Shared;
 use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
@@ -120,7 +122,9 @@ impl KillWatch {
 struct Session {
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
-    client: Rc<Stream>,
+    client: Rc<Conn>,
+    /// The frontend TLS connection's facts (None: plain).
+    tls: Option<Arc<TlsInfo>>,
     peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
     /// Client bytes read but not yet consumed.
@@ -133,14 +137,16 @@ struct Session {
     requests: u64,
 }
 
-pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
-    let client = Rc::new(acc.stream);
+pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
+    let tls = conn.tls().map(|t| Arc::new(t.clone()));
+    let client = Rc::new(conn);
     let local = client.local_addr();
     let mut s = Session {
         shared,
         fe,
         client,
-        peer: acc.peer,
+        tls,
+        peer,
         local,
         cbuf: Vec::with_capacity(BUF),
         activity: Activity::default(),
@@ -179,6 +185,8 @@ impl Session {
         );
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
+        log.ssl = self.tls.is_some();
+        log.tls = self.tls.clone();
         log
     }
 
@@ -239,7 +247,7 @@ impl Session {
         log.total = start.elapsed();
         self.shared.log.session(&self.fe, &log);
         if !keep {
-            let _ = self.client.shutdown_write();
+            let _ = self.client.shutdown_write().await;
         }
         ok && keep
     }
@@ -432,7 +440,7 @@ impl Session {
         let fe = Arc::clone(&self.fe);
         let mut be = Arc::clone(&fe);
         for stage in 0..2 {
-            let base = SampleCtx::new(src, dst, &fe.name);
+            let base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
             let verdict = rules::apply_http_request(&be.rules.http_request, &mut req, &base);
             let reply = match verdict {
                 // HAProxy checks `stats uri` once the proxy's http-request rules let it through.
@@ -712,7 +720,7 @@ impl Session {
         let bytes = errors::with_connection(errors::error_response(502), ConnHeader::Close);
         log.bytes_out = crate::log::htx::reply_size(&bytes);
         let _ = self.send_client(bytes).await;
-        let _ = self.client.shutdown_write();
+        let _ = self.client.shutdown_write().await;
         false
     }
 
@@ -1226,7 +1234,7 @@ impl Session {
             self.own = Some((Arc::clone(srv), Rc::clone(server)));
         }
         if close {
-            let _ = self.client.shutdown_write();
+            let _ = self.client.shutdown_write().await;
         }
         !close
     }

@@ -37,6 +37,10 @@ pub struct SampleCtx<'a> {
     pub ssl_sni: Option<&'a str>,
     /// ALPN negotiated on the frontend (`ssl_fc_alpn`).
     pub alpn: Option<&'a str>,
+    /// Protocol version of the frontend TLS connection (`ssl_fc_protocol`: `TLSv1.3`).
+    pub ssl_protocol: Option<&'a str>,
+    /// OpenSSL's name of the frontend cipher (`ssl_fc_cipher`).
+    pub ssl_cipher: Option<&'a str>,
     /// The request head, once parsed (HTTP mode).
     pub req: Option<&'a RequestHead>,
     /// Raw ClientHello facts for TCP-mode content inspection (`req.ssl_sni`, …).
@@ -56,10 +60,24 @@ impl<'a> SampleCtx<'a> {
             ssl: false,
             ssl_sni: None,
             alpn: None,
+            ssl_protocol: None,
+            ssl_cipher: None,
             req: None,
             ssl_hello: None,
             req_len: 0,
         }
+    }
+
+    /// Fills the `ssl_fc*` facts from a frontend TLS connection.
+    pub fn with_tls(mut self, tls: Option<&'a crate::tls::stream::TlsInfo>) -> Self {
+        if let Some(t) = tls {
+            self.ssl = true;
+            self.ssl_sni = t.sni.as_deref();
+            self.alpn = t.alpn.as_deref();
+            self.ssl_protocol = Some(t.protocol);
+            self.ssl_cipher = Some(t.cipher);
+        }
+        self
     }
 }
 
@@ -150,6 +168,8 @@ pub enum Fetch {
     SslFcSni,
     SslFcHasSni,
     SslFcAlpn,
+    SslFcCipher,
+    SslFcProtocol,
     ReqSslSni,
     ReqSslHelloType,
     ReqSslAlpn,
@@ -295,7 +315,9 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("srv_name", Str, None, None, || Fetch::SrvName),
     fdef!("ssl_fc", Bool, None, None, || Fetch::SslFc),
     fdef!("ssl_fc_alpn", Str, None, None, || Fetch::SslFcAlpn),
+    fdef!("ssl_fc_cipher", Str, None, None, || Fetch::SslFcCipher),
     fdef!("ssl_fc_has_sni", Bool, None, None, || Fetch::SslFcHasSni),
+    fdef!("ssl_fc_protocol", Str, None, None, || Fetch::SslFcProtocol),
     fdef!("ssl_fc_sni", Str, None, None, || Fetch::SslFcSni),
     fdef!("url", Str, HRQ, None, || Fetch::Url),
 ];
@@ -638,6 +660,8 @@ impl SampleExpr {
             Fetch::SslFcSni => ctx.ssl_sni.filter(|_| ctx.ssl).and_then(s),
             Fetch::SslFcHasSni => ctx.ssl.then_some(Bool(ctx.ssl_sni.is_some())),
             Fetch::SslFcAlpn => ctx.alpn.filter(|_| ctx.ssl).and_then(s),
+            Fetch::SslFcCipher => ctx.ssl_cipher.filter(|_| ctx.ssl).and_then(s),
+            Fetch::SslFcProtocol => ctx.ssl_protocol.filter(|_| ctx.ssl).and_then(s),
             Fetch::ReqSslSni => ctx.ssl_hello.and_then(|h| h.sni).and_then(s),
             Fetch::ReqSslAlpn => ctx.ssl_hello.and_then(|h| h.alpn).and_then(s),
             Fetch::ReqSslHelloType => ctx.ssl_hello.map(|h| Int(h.hello_type)),

@@ -8,6 +8,7 @@ pub mod sink;
 
 pub use session::SessionLog;
 
+use std::fmt::Write as _;
 use std::time::UNIX_EPOCH;
 
 use crate::config::model::{Config, Level, Mode};
@@ -136,6 +137,37 @@ impl Logger {
         self.emit(fe, &line);
     }
 
+    /// A connection that ended before it became a session (failed TLS handshake), as HAProxy
+    /// logs it: `ip:port [date] frontend/listener: message`. With `option dontlognull`, a
+    /// connection that sent nothing is not logged.
+    pub fn embryonic(
+        &self,
+        fe: &Proxy,
+        client: Option<std::net::SocketAddr>,
+        accept_date: std::time::SystemTime,
+        listener: &str,
+        msg: &str,
+        null: bool,
+    ) {
+        if fe.cfg.logs.is_empty() || (null && fe.cfg.options.dontlognull) {
+            return;
+        }
+        let mut line = String::with_capacity(128);
+        match client {
+            Some(c) => {
+                let _ = write!(line, "{}:{}", c.ip(), c.port());
+            }
+            None => line.push_str("unix:1"),
+        }
+        line.push_str(" [");
+        let us = accept_date
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        format::date_log(&mut line, us, self.utc_offset);
+        let _ = write!(line, "] {}/{}: {}", fe.name, listener, msg);
+        self.emit(fe, &line);
+    }
+
     /// When a session (TCP) or a transaction (HTTP) ends: its line per the frontend's format.
     pub fn session(&self, fe: &Proxy, rec: &SessionLog) {
         if fe.cfg.logs.is_empty() {
@@ -197,7 +229,7 @@ impl Logger {
             pid: self.pid,
             ..Default::default()
         };
-        let ctx = SampleCtx::new(client, local, &rec.frontend);
+        let ctx = SampleCtx::new(client, local, &rec.frontend).with_tls(rec.tls.as_deref());
         let mut line = String::with_capacity(256);
         fmt.render(&record, &ctx, &mut line);
         self.emit(fe, &line);

@@ -13,6 +13,8 @@ pub struct SessionLog {
     pub frontend_addr: Option<SocketAddr>,
     pub frontend: String,
     pub ssl: bool,
+    /// The frontend TLS connection's facts (`%[ssl_fc_*]` in log formats).
+    pub tls: Option<std::sync::Arc<crate::tls::stream::TlsInfo>>,
     pub accept_date: SystemTime,
     pub backend: Option<String>,
     pub server: Option<String>,
@@ -57,6 +59,7 @@ impl SessionLog {
             frontend_addr,
             frontend: fe.name.clone(),
             ssl: false,
+            tls: None,
             accept_date,
             backend: None,
             server: None,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use std::cell::Cell;
 
 use crate::engine::idle::{Activity, idle_limited_by};
+use crate::engine::conn::Duplex;
 use crate::engine::io::Stream;
 
 pub const RELAY_BUF: usize = 64 * 1024;
@@ -59,8 +60,8 @@ enum DirEnd {
 }
 
 async fn pump(
-    from: &Stream,
-    to: &Stream,
+    from: &impl Duplex,
+    to: &impl Duplex,
     mut buf: Vec<u8>,
     timeout: &Cell<Option<Duration>>,
     activity: &Activity,
@@ -75,7 +76,7 @@ async fn pump(
         buf = b;
         match res {
             Ok(0) => {
-                let _ = to.shutdown_write();
+                let _ = to.shutdown_write().await;
                 return DirEnd::Eof;
             }
             Ok(n) => {
@@ -100,8 +101,8 @@ async fn pump(
 /// `tcp-request inspect-delay`) that must reach the server first.
 /// `kill` resolves when the session must end at once (server marked DOWN with
 /// `on-marked-down shutdown-sessions`): the relay then stops with [`End::Killed`].
-pub async fn relay(
-    client: Rc<Stream>,
+pub async fn relay<C: Duplex>(
+    client: Rc<C>,
     server: Rc<Stream>,
     initial: Vec<u8>,
     t: RelayTimeouts,
@@ -123,16 +124,16 @@ pub async fn relay(
     let ct = Cell::new(t.tunnel.or(t.client));
     let st = Cell::new(t.tunnel.or(t.server));
     let up = pump(
-        &client,
-        &server,
+        &*client,
+        &*server,
         Vec::with_capacity(RELAY_BUF),
         &ct,
         &activity,
         &c2s,
     );
     let down = pump(
-        &server,
-        &client,
+        &*server,
+        &*client,
         Vec::with_capacity(RELAY_BUF),
         &st,
         &activity,

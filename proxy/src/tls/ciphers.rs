@@ -225,6 +225,16 @@ pub fn versions(
     Ok(out)
 }
 
+/// OpenSSL's name of a negotiated suite (`ssl_fc_cipher`).
+pub fn openssl_name(cs: CipherSuite) -> &'static str {
+    TLS12_NAMES
+        .iter()
+        .map(|(c, n, _)| (*c, *n))
+        .chain(TLS13_NAMES.iter().copied())
+        .find(|(c, _)| *c == cs)
+        .map_or("", |(_, n)| n)
+}
+
 pub fn version_name(v: TlsVersion) -> &'static str {
     match v {
         TlsVersion::Ssl3 => "SSLv3",

@@ -6,6 +6,7 @@
 pub mod ciphers;
 pub mod pem;
 pub mod sni;
+pub mod stream;
 
 use std::sync::Arc;
 

@@ -1,0 +1,104 @@
+//! A client connection: a plain engine stream or TLS over one, behind the same owned-buffer
+//! interface so that the HTTP session does not care which.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+
+use super::io::Stream;
+use crate::tls::stream::{TlsInfo, TlsStream};
+
+pub enum Conn {
+    Plain(Stream),
+    Tls(Box<TlsStream>),
+}
+
+impl Conn {
+    /// Reads into the spare capacity of `buf`; Ok(0) is end of stream.
+    pub async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        match self {
+            Conn::Plain(s) => s.read(buf).await,
+            Conn::Tls(t) => t.read(buf).await,
+        }
+    }
+
+    pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        match self {
+            Conn::Plain(s) => s.write_all(buf).await,
+            Conn::Tls(t) => t.write_all(buf).await,
+        }
+    }
+
+    /// No more data from us: FIN (after close_notify on TLS).
+    pub async fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.shutdown_write(),
+            Conn::Tls(t) => t.shutdown_write().await,
+        }
+    }
+
+    pub fn abort(&self, rst: bool) {
+        self.socket().abort(rst)
+    }
+
+    pub fn socket(&self) -> &Stream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(t) => t.socket(),
+        }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.socket().raw_fd()
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.socket().local_addr()
+    }
+
+    pub fn tls(&self) -> Option<&TlsInfo> {
+        match self {
+            Conn::Plain(_) => None,
+            Conn::Tls(t) => Some(t.info()),
+        }
+    }
+}
+
+/// What a relay needs of either side of a session (futures stay on the worker thread).
+#[allow(async_fn_in_trait)]
+pub trait Duplex {
+    async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>);
+    async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>);
+    async fn shutdown_write(&self) -> io::Result<()>;
+    fn abort(&self, rst: bool);
+}
+
+impl Duplex for Stream {
+    async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        Stream::read(self, buf).await
+    }
+    async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        Stream::write_all(self, buf).await
+    }
+    async fn shutdown_write(&self) -> io::Result<()> {
+        Stream::shutdown_write(self)
+    }
+    fn abort(&self, rst: bool) {
+        Stream::abort(self, rst)
+    }
+}
+
+impl Duplex for Conn {
+    async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        Conn::read(self, buf).await
+    }
+    async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        Conn::write_all(self, buf).await
+    }
+    async fn shutdown_write(&self) -> io::Result<()> {
+        Conn::shutdown_write(self).await
+    }
+    fn abort(&self, rst: bool) {
+        Conn::abort(self, rst)
+    }
+}
