@@ -6,11 +6,14 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use super::io::Stream;
+use crate::http::h2::H2Pipe;
 use crate::tls::stream::{TlsInfo, TlsStream};
 
 pub enum Conn {
     Plain(Stream),
     Tls(Box<TlsStream>),
+    /// One HTTP/2 stream, seen as an HTTP/1.1 connection (see `http::h2`).
+    H2(Box<H2Pipe>),
 }
 
 impl Conn {
@@ -19,6 +22,7 @@ impl Conn {
         match self {
             Conn::Plain(s) => s.read(buf).await,
             Conn::Tls(t) => t.read(buf).await,
+            Conn::H2(p) => p.read(buf).await,
         }
     }
 
@@ -26,6 +30,7 @@ impl Conn {
         match self {
             Conn::Plain(s) => s.write_all(buf).await,
             Conn::Tls(t) => t.write_all(buf).await,
+            Conn::H2(p) => p.write_all(buf).await,
         }
     }
 
@@ -34,32 +39,54 @@ impl Conn {
         match self {
             Conn::Plain(s) => s.shutdown_write(),
             Conn::Tls(t) => t.shutdown_write().await,
+            Conn::H2(p) => p.shutdown_write().await,
         }
     }
 
     pub fn abort(&self, rst: bool) {
-        self.socket().abort(rst)
-    }
-
-    pub fn socket(&self) -> &Stream {
         match self {
-            Conn::Plain(s) => s,
-            Conn::Tls(t) => t.socket(),
+            Conn::H2(p) => p.abort(),
+            _ => {
+                if let Some(s) = self.socket() {
+                    s.abort(rst)
+                }
+            }
         }
     }
 
-    pub fn raw_fd(&self) -> RawFd {
-        self.socket().raw_fd()
+    /// The socket under the connection (none for an h2 stream).
+    pub fn socket(&self) -> Option<&Stream> {
+        match self {
+            Conn::Plain(s) => Some(s),
+            Conn::Tls(t) => Some(t.socket()),
+            Conn::H2(_) => None,
+        }
+    }
+
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.socket().map(Stream::raw_fd)
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.socket().local_addr()
+        match self {
+            Conn::H2(p) => p.local_addr(),
+            _ => self.socket().and_then(Stream::local_addr),
+        }
     }
 
     pub fn tls(&self) -> Option<&TlsInfo> {
         match self {
             Conn::Plain(_) => None,
             Conn::Tls(t) => Some(t.info()),
+            Conn::H2(p) => p.tls(),
+        }
+    }
+
+    /// For an h2 stream, the request line HAProxy logs (`GET https://host/ HTTP/2.0`).
+    pub fn h2_log_line(&self) -> Option<&str> {
+        match self {
+            Conn::H2(p) => Some(p.log_line()),
+            _ => None,
         }
     }
 }

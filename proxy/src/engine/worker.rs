@@ -264,7 +264,11 @@ async fn accept_loop(
                                     None => return,
                                 },
                             };
-                            crate::http::proxy::run(sh, fe2, conn, peer).await
+                            if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") {
+                                crate::http::h2::serve(sh, fe2, conn, peer).await
+                            } else {
+                                crate::http::proxy::run(sh, fe2, conn, peer).await
+                            }
                         }
                     }
                 });

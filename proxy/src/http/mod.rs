@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod errors;
 pub mod h1;
+pub mod h2;
 pub mod head;
 pub mod proxy;
 pub mod rules;

@@ -394,12 +394,10 @@ impl Session {
         log.request = Some(start.elapsed());
         // Only a log line reads it: no allocation per request when the frontend does not log.
         if !self.fe.cfg.logs.is_empty() {
-            log.request_line = Some(format!(
-                "{} {} {}",
-                req.method,
-                req.target,
-                req.version.as_str()
-            ));
+            log.request_line = Some(match self.client.h2_log_line() {
+                Some(l) => l.to_string(),
+                None => format!("{} {} {}", req.method, req.target, req.version.as_str()),
+            });
         }
         log.bytes_in = crate::log::htx::request_head_size(&req);
 

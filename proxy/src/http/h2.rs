@@ -1,0 +1,779 @@
+//! HTTP/2 on the frontend (ALPN `h2`). The `h2` crate runs the protocol (flow control, HPACK,
+//! limits, rapid-reset and CONTINUATION-flood defences); each stream is bridged to one HTTP/1.1
+//! transaction run by the same L7 session code as an HTTP/1 client's — as HAProxy 1.8's h2 mux
+//! did — so rules, routing, server pools, shutdown-sessions and logs are shared.
+//!
+//! The bridge is a [`H2Pipe`]: reading it yields the request serialised as HTTP/1.1 (origin-form,
+//! `host` from `:authority`, lowercase names as HAProxy sends them); what the session writes back
+//! is parsed as an HTTP/1.1 response and re-framed as HEADERS and DATA.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::engine::conn::Conn;
+use crate::engine::io::spawn;
+use crate::engine::worker::Shared;
+use crate::http::h1::{self, BodyFraming, Limits};
+use crate::model::Proxy;
+use crate::tls::stream::TlsInfo;
+
+/// HAProxy's `tune.h2.max-concurrent-streams` default.
+const MAX_CONCURRENT_STREAMS: u32 = 100;
+/// Largest header list accepted (HAProxy's is bounded by `tune.bufsize`, 16 KiB, per block; a
+/// little more room here, still far from a CONTINUATION flood's).
+const MAX_HEADER_LIST: u32 = 64 * 1024;
+/// Bytes buffered towards the socket before the writer is made to wait.
+const WBUF_MAX: usize = 64 * 1024;
+
+type ReadFut = Pin<Box<dyn Future<Output = (io::Result<usize>, Vec<u8>)>>>;
+type WriteFut = Pin<Box<dyn Future<Output = (io::Result<()>, Vec<u8>)>>>;
+type ShutFut = Pin<Box<dyn Future<Output = io::Result<()>>>>;
+
+/// Poll-based I/O over a client connection's owned-buffer interface, for the `h2` crate.
+struct H2Io {
+    conn: Rc<Conn>,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    reading: Option<ReadFut>,
+    wbuf: Vec<u8>,
+    spare: Vec<u8>,
+    writing: Option<WriteFut>,
+    shut: Option<ShutFut>,
+}
+
+impl H2Io {
+    fn new(conn: Rc<Conn>) -> H2Io {
+        H2Io {
+            conn,
+            rbuf: Vec::with_capacity(16 * 1024),
+            rpos: 0,
+            reading: None,
+            wbuf: Vec::with_capacity(16 * 1024),
+            spare: Vec::new(),
+            writing: None,
+            shut: None,
+        }
+    }
+
+    /// Drives the write in flight; Ready once none is.
+    fn poll_writing(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(f) = self.writing.as_mut() {
+            let (r, mut b) = std::task::ready!(f.as_mut().poll(cx));
+            self.writing = None;
+            b.clear();
+            self.spare = b;
+            r?;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn start_write(&mut self) {
+        let next = std::mem::take(&mut self.spare);
+        let b = std::mem::replace(&mut self.wbuf, next);
+        let c = Rc::clone(&self.conn);
+        self.writing = Some(Box::pin(async move { c.write_all(b).await }));
+    }
+}
+
+impl AsyncRead for H2Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.rpos < this.rbuf.len() {
+                let n = out.remaining().min(this.rbuf.len() - this.rpos);
+                out.put_slice(&this.rbuf[this.rpos..this.rpos + n]);
+                this.rpos += n;
+                return Poll::Ready(Ok(()));
+            }
+            if this.reading.is_none() {
+                let mut b = std::mem::take(&mut this.rbuf);
+                b.clear();
+                this.rpos = 0;
+                let c = Rc::clone(&this.conn);
+                this.reading = Some(Box::pin(async move { c.read(b).await }));
+            }
+            let Some(f) = this.reading.as_mut() else {
+                continue;
+            };
+            let (r, b) = std::task::ready!(f.as_mut().poll(cx));
+            this.reading = None;
+            this.rbuf = b;
+            this.rpos = 0;
+            match r {
+                Ok(0) => return Poll::Ready(Ok(())),
+                Ok(_) => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for H2Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.writing.is_some() {
+            match this.poll_writing(cx) {
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if this.wbuf.len() >= WBUF_MAX => return Poll::Pending,
+                _ => {}
+            }
+        }
+        this.wbuf.extend_from_slice(data);
+        if this.writing.is_none() && this.wbuf.len() >= WBUF_MAX {
+            this.start_write();
+        }
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            std::task::ready!(this.poll_writing(cx))?;
+            if this.wbuf.is_empty() {
+                return Poll::Ready(Ok(()));
+            }
+            this.start_write();
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.as_mut().poll_flush(cx))?;
+        let this = self.get_mut();
+        let f = this.shut.get_or_insert_with(|| {
+            let c = Rc::clone(&this.conn);
+            Box::pin(async move { c.shutdown_write().await })
+        });
+        f.as_mut().poll(cx)
+    }
+}
+
+/// Serves an HTTP/2 client connection until it closes, the client goes idle, or the process
+/// stops (GOAWAY, then the streams in flight finish).
+pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
+    let local = conn.local_addr();
+    let tls = conn.tls().cloned();
+    let io = H2Io::new(Rc::new(conn));
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(MAX_HEADER_LIST);
+    let t = fe.cfg.timeouts;
+    let hs = builder.handshake::<_, Bytes>(io);
+    let mut h2c = match t.client {
+        Some(d) => match tokio::time::timeout(d, hs).await {
+            Ok(Ok(c)) => c,
+            _ => return,
+        },
+        None => match hs.await {
+            Ok(c) => c,
+            Err(_) => return,
+        },
+    };
+    let active = Rc::new(Cell::new(0usize));
+    let ended = Rc::new(tokio::sync::Notify::new());
+    let mut stop = shared.stop_tx.subscribe();
+    let mut stopping = *stop.borrow_and_update();
+    if stopping {
+        h2c.graceful_shutdown();
+    }
+    let idle = t.http_keep_alive.or(t.client);
+    loop {
+        let idle_timer = async {
+            match idle {
+                Some(d) if active.get() == 0 => tokio::time::sleep(d).await,
+                _ => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            r = h2c.accept() => match r {
+                Some(Ok((req, respond))) => {
+                    active.set(active.get() + 1);
+                    let (sh, fe2, tls2) = (Arc::clone(&shared), Arc::clone(&fe), tls.clone());
+                    let (active2, ended2) = (Rc::clone(&active), Rc::clone(&ended));
+                    spawn(async move {
+                        stream(sh, fe2, req, respond, peer, local, tls2).await;
+                        active2.set(active2.get().saturating_sub(1));
+                        ended2.notify_one();
+                    });
+                }
+                Some(Err(e)) => {
+                    tracing::debug!("{}: h2 connection error: {e}", fe.name);
+                    break;
+                }
+                None => break,
+            },
+            r = stop.changed(), if !stopping => {
+                if r.is_ok() && *stop.borrow_and_update() {
+                    stopping = true;
+                    h2c.graceful_shutdown();
+                }
+            }
+            _ = ended.notified() => {}
+            _ = idle_timer => {
+                h2c.graceful_shutdown();
+                if active.get() == 0 {
+                    // Lets the GOAWAY out before the connection is dropped.
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_millis(100),
+                        std::future::poll_fn(|cx| h2c.poll_closed(cx)),
+                    )
+                    .await;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// One stream: the request as HTTP/1.1 into a fresh L7 session, its response back as h2.
+async fn stream(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    req: http::Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+    peer: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+    tls: Option<TlsInfo>,
+) {
+    let (parts, body) = req.into_parts();
+    let end = body.is_end_stream();
+    let (head, chunked, log_line) = request_head(&parts, end);
+    let pipe = H2Pipe {
+        head: RefCell::new(Some(head)),
+        body: RefCell::new(if end { None } else { Some(body) }),
+        chunked,
+        resp: RefCell::new(Resp::Head {
+            respond,
+            buf: Vec::new(),
+        }),
+        head_request: parts.method == http::Method::HEAD,
+        done: Cell::new(false),
+        done_notify: tokio::sync::Notify::new(),
+        local,
+        tls,
+        log_line,
+    };
+    crate::http::proxy::run(shared, fe, Conn::H2(Box::new(pipe)), peer).await;
+}
+
+/// The HTTP/1.1 request head for a stream, whether its body goes chunked, and the request line
+/// HAProxy logs for it (`GET https://host/path HTTP/2.0`).
+fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool, String) {
+    let method = parts.method.as_str();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    let target = if parts.method == http::Method::CONNECT {
+        authority.unwrap_or("")
+    } else {
+        path
+    };
+    let log_line = match (parts.uri.scheme_str(), authority) {
+        (Some(s), Some(a)) if parts.method != http::Method::CONNECT => {
+            format!("{method} {s}://{a}{path} HTTP/2.0")
+        }
+        _ => format!("{method} {target} HTTP/2.0"),
+    };
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if let Some(a) = authority {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(a.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    let mut has_length = false;
+    for (name, value) in &parts.headers {
+        match name.as_str() {
+            "host" if authority.is_some() => continue,
+            // Connection-specific fields are illegal in h2 (the crate refuses them already).
+            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+            | "te" => continue,
+            // RFC 9113 §8.2.3: split cookie fields are joined again for HTTP/1.1.
+            "cookie" => {
+                cookies.push(value.as_bytes());
+                continue;
+            }
+            "content-length" => has_length = true,
+            _ => {}
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !cookies.is_empty() {
+        out.extend_from_slice(b"cookie: ");
+        out.extend_from_slice(&cookies.join(&b"; "[..]));
+        out.extend_from_slice(b"\r\n");
+    }
+    let chunked = !end && !has_length;
+    if chunked {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    (out, chunked, log_line)
+}
+
+/// Where the response written by the session stands.
+enum Resp {
+    /// Collecting the head (interim responses are forwarded as they come).
+    Head {
+        respond: SendResponse<Bytes>,
+        buf: Vec<u8>,
+    },
+    Body {
+        send: SendStream<Bytes>,
+        framing: Framing,
+    },
+    /// Taken while an await is in progress.
+    Busy,
+    Done,
+}
+
+enum Framing {
+    Length(u64),
+    Chunked(Dechunk),
+    UntilClose,
+}
+
+/// One stream seen by the L7 session as an HTTP/1.1 client connection.
+pub struct H2Pipe {
+    head: RefCell<Option<Vec<u8>>>,
+    body: RefCell<Option<RecvStream>>,
+    chunked: bool,
+    resp: RefCell<Resp>,
+    head_request: bool,
+    done: Cell<bool>,
+    done_notify: tokio::sync::Notify,
+    local: Option<SocketAddr>,
+    tls: Option<TlsInfo>,
+    log_line: String,
+}
+
+impl H2Pipe {
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local
+    }
+
+    pub fn tls(&self) -> Option<&TlsInfo> {
+        self.tls.as_ref()
+    }
+
+    /// The request line HAProxy logs for an h2 request.
+    pub fn log_line(&self) -> &str {
+        &self.log_line
+    }
+
+    fn finish(&self) {
+        self.done.set(true);
+        self.done_notify.notify_one();
+    }
+
+    /// The request, then its body; once both are delivered, waits for the response to end and
+    /// reports end of stream (the session then ends without logging anything more).
+    pub async fn read(&self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        if let Some(h) = self.head.borrow_mut().take() {
+            buf.extend_from_slice(&h);
+            return (Ok(h.len()), buf);
+        }
+        let body = self.body.borrow_mut().take();
+        if let Some(mut rs) = body {
+            loop {
+                match rs.data().await {
+                    Some(Ok(data)) if data.is_empty() => continue,
+                    Some(Ok(data)) => {
+                        let _ = rs.flow_control().release_capacity(data.len());
+                        let before = buf.len();
+                        if self.chunked {
+                            buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                            buf.extend_from_slice(&data);
+                            buf.extend_from_slice(b"\r\n");
+                        } else {
+                            buf.extend_from_slice(&data);
+                        }
+                        *self.body.borrow_mut() = Some(rs);
+                        return (Ok(buf.len() - before), buf);
+                    }
+                    Some(Err(e)) => return (Err(io::Error::other(e)), buf),
+                    None => {
+                        if self.chunked {
+                            buf.extend_from_slice(b"0\r\n\r\n");
+                            return (Ok(5), buf);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        while !self.done.get() {
+            self.done_notify.notified().await;
+        }
+        (Ok(0), buf)
+    }
+
+    /// Takes HTTP/1.1 response bytes from the session.
+    pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        let r = self.take_response(&buf).await;
+        if r.is_err() {
+            self.abort();
+        }
+        (r, buf)
+    }
+
+    async fn take_response(&self, input: &[u8]) -> io::Result<()> {
+        {
+            let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Busy);
+            match state {
+                Resp::Head { mut respond, mut buf } => {
+                    buf.extend_from_slice(input);
+                    let parsed = h1::parse_response_head(&buf, &Limits::default())
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
+                    let Some((head, used)) = parsed else {
+                        *self.resp.borrow_mut() = Resp::Head { respond, buf };
+                        return Ok(());
+                    };
+                    let rest = buf.split_off(used);
+                    let mut resp = http::Response::builder().status(head.status);
+                    for h in &head.headers.0 {
+                        let (lower, value) = (h.name.to_ascii_lowercase(), h.value.as_slice());
+                        if matches!(
+                            lower.as_str(),
+                            "connection"
+                                | "keep-alive"
+                                | "proxy-connection"
+                                | "transfer-encoding"
+                                | "upgrade"
+                                | "te"
+                        ) {
+                            continue;
+                        }
+                        resp = resp.header(lower, value);
+                    }
+                    let resp = resp
+                        .body(())
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    if (100..200).contains(&head.status) {
+                        if head.status != 101 {
+                            let _ = respond.send_informational(resp);
+                        }
+                        *self.resp.borrow_mut() = Resp::Head {
+                            respond,
+                            buf: Vec::new(),
+                        };
+                        return Box::pin(self.take_response(&rest)).await;
+                    }
+                    let method = if self.head_request { "HEAD" } else { "GET" };
+                    let framing = h1::response_framing(&head, method)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
+                    let framing = match framing {
+                        BodyFraming::None | BodyFraming::Length(0) => None,
+                        BodyFraming::Length(n) => Some(Framing::Length(n)),
+                        BodyFraming::Chunked => Some(Framing::Chunked(Dechunk::default())),
+                        BodyFraming::UntilClose | BodyFraming::Tunnel => {
+                            Some(Framing::UntilClose)
+                        }
+                    };
+                    let send = respond
+                        .send_response(resp, framing.is_none())
+                        .map_err(io::Error::other)?;
+                    match framing {
+                        None => {
+                            *self.resp.borrow_mut() = Resp::Done;
+                            self.finish();
+                            Ok(())
+                        }
+                        Some(framing) => {
+                            *self.resp.borrow_mut() = Resp::Body { send, framing };
+                            if rest.is_empty() {
+                                return Ok(());
+                            }
+                            Box::pin(self.take_response(&rest)).await
+                        }
+                    }
+                }
+                Resp::Body {
+                    mut send,
+                    mut framing,
+                } => {
+                    let mut payload: Vec<(usize, usize)> = Vec::new();
+                    let end = match &mut framing {
+                        Framing::Length(left) => {
+                            let n = usize::try_from(*left)
+                                .map_or(input.len(), |l| l.min(input.len()));
+                            payload.push((0, n));
+                            *left -= n as u64;
+                            *left == 0
+                        }
+                        Framing::UntilClose => {
+                            payload.push((0, input.len()));
+                            false
+                        }
+                        Framing::Chunked(d) => d.feed(input, &mut payload).map_err(|_| {
+                            io::Error::new(io::ErrorKind::InvalidData, "bad chunked body")
+                        })?,
+                    };
+                    let total: usize = payload.iter().map(|(_, n)| n).sum();
+                    let mut sent = 0;
+                    for (off, n) in payload {
+                        sent += n;
+                        send_data(&mut send, &input[off..off + n], end && sent == total).await?;
+                    }
+                    if end && total == 0 {
+                        send.send_data(Bytes::new(), true)
+                            .map_err(io::Error::other)?;
+                    }
+                    if end {
+                        *self.resp.borrow_mut() = Resp::Done;
+                        self.finish();
+                    } else {
+                        *self.resp.borrow_mut() = Resp::Body { send, framing };
+                    }
+                    Ok(())
+                }
+                // Nothing more is expected once the response ended.
+                Resp::Busy | Resp::Done => {
+                    *self.resp.borrow_mut() = state;
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// The session is done sending: ends an until-close body; a response left unfinished
+    /// resets the stream.
+    pub async fn shutdown_write(&self) -> io::Result<()> {
+        let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Done);
+        match state {
+            Resp::Body {
+                mut send,
+                framing: Framing::UntilClose,
+            } => {
+                let _ = send.send_data(Bytes::new(), true);
+            }
+            Resp::Body { mut send, .. } => send.send_reset(h2::Reason::INTERNAL_ERROR),
+            Resp::Head { mut respond, .. } => respond.send_reset(h2::Reason::CANCEL),
+            Resp::Busy | Resp::Done => {}
+        }
+        self.finish();
+        Ok(())
+    }
+
+    /// Ends the stream at once (RST_STREAM).
+    pub fn abort(&self) {
+        let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Done);
+        match state {
+            Resp::Body { mut send, .. } => send.send_reset(h2::Reason::CANCEL),
+            Resp::Head { mut respond, .. } => respond.send_reset(h2::Reason::CANCEL),
+            Resp::Busy | Resp::Done => {}
+        }
+        self.finish();
+    }
+}
+
+/// Sends `data` as flow control allows.
+async fn send_data(send: &mut SendStream<Bytes>, mut data: &[u8], end: bool) -> io::Result<()> {
+    while !data.is_empty() {
+        send.reserve_capacity(data.len());
+        let cap = match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Err(io::Error::other(e)),
+            None => return Err(io::ErrorKind::BrokenPipe.into()),
+        };
+        if cap == 0 {
+            continue;
+        }
+        let n = cap.min(data.len());
+        send.send_data(Bytes::copy_from_slice(&data[..n]), end && n == data.len())
+            .map_err(io::Error::other)?;
+        data = &data[n..];
+    }
+    Ok(())
+}
+
+/// Extracts the payload of a chunked body the session already validated.
+#[derive(Default)]
+struct Dechunk {
+    state: DState,
+    left: u64,
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum DState {
+    /// In the chunk-size line (size digits, then extensions up to LF).
+    #[default]
+    Size,
+    SizeExt,
+    Data,
+    /// CRLF after a chunk's data.
+    DataEnd,
+    /// Trailer section after the last chunk: up to an empty line.
+    Trailer { line_empty: bool },
+    Done,
+}
+
+struct BadChunk;
+
+impl Dechunk {
+    /// Feeds `input`; pushes the (offset, length) of payload pieces; true once the body ended.
+    fn feed(&mut self, input: &[u8], out: &mut Vec<(usize, usize)>) -> Result<bool, BadChunk> {
+        let mut i = 0;
+        while i < input.len() {
+            match self.state {
+                DState::Size => {
+                    let b = input[i];
+                    match (b as char).to_digit(16) {
+                        Some(d) => {
+                            self.left = self
+                                .left
+                                .checked_mul(16)
+                                .and_then(|v| v.checked_add(u64::from(d)))
+                                .ok_or(BadChunk)?;
+                        }
+                        None if b == b'\n' => self.end_size_line(),
+                        None => self.state = DState::SizeExt,
+                    }
+                    i += 1;
+                }
+                DState::SizeExt => {
+                    if input[i] == b'\n' {
+                        self.end_size_line();
+                    }
+                    i += 1;
+                }
+                DState::Data => {
+                    let n = usize::try_from(self.left)
+                        .map_or(input.len() - i, |l| l.min(input.len() - i));
+                    out.push((i, n));
+                    self.left -= n as u64;
+                    i += n;
+                    if self.left == 0 {
+                        self.state = DState::DataEnd;
+                    }
+                }
+                DState::DataEnd => {
+                    if input[i] == b'\n' {
+                        self.state = DState::Size;
+                    }
+                    i += 1;
+                }
+                DState::Trailer { line_empty } => {
+                    match input[i] {
+                        b'\n' if line_empty => self.state = DState::Done,
+                        b'\n' => self.state = DState::Trailer { line_empty: true },
+                        b'\r' => {}
+                        _ => self.state = DState::Trailer { line_empty: false },
+                    }
+                    i += 1;
+                }
+                DState::Done => return Ok(true),
+            }
+        }
+        Ok(self.state == DState::Done)
+    }
+
+    fn end_size_line(&mut self) {
+        self.state = if self.left == 0 {
+            DState::Trailer { line_empty: true }
+        } else {
+            DState::Data
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dechunk_all(input: &[u8], step: usize) -> (Vec<u8>, bool) {
+        let mut d = Dechunk::default();
+        let mut out = Vec::new();
+        let mut done = false;
+        for piece in input.chunks(step) {
+            let mut p = Vec::new();
+            done = d.feed(piece, &mut p).ok().unwrap_or(false);
+            for (o, n) in p {
+                out.extend_from_slice(&piece[o..o + n]);
+            }
+        }
+        (out, done)
+    }
+
+    #[test]
+    fn dechunk_any_split() {
+        let body = b"5;ext=1\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nx-t: 1\r\n\r\n";
+        for step in 1..body.len() {
+            let (out, done) = dechunk_all(body, step);
+            assert_eq!(out, b"helloabcdefghijklmnopqrstuvwxyz", "step {step}");
+            assert!(done, "step {step}");
+        }
+        let (out, done) = dechunk_all(b"3\r\nabc\r\n", 4);
+        assert_eq!(out, b"abc");
+        assert!(!done);
+        let (_, done) = dechunk_all(b"0\r\n\r\n", 1);
+        assert!(done);
+    }
+
+    #[test]
+    fn dechunk_refuses_huge_size() {
+        let mut d = Dechunk::default();
+        let mut p = Vec::new();
+        assert!(d.feed(b"fffffffffffffffffffff\r\n", &mut p).is_err());
+    }
+
+    #[test]
+    fn request_head_from_h2() {
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("https://example.local/p?q=1")
+            .header("cookie", "a=1")
+            .header("x-y", "z")
+            .header("cookie", "b=2")
+            .body(())
+            .unwrap();
+        let (parts, _) = req.into_parts();
+        let (head, chunked, line) = request_head(&parts, false);
+        assert_eq!(line, "POST https://example.local/p?q=1 HTTP/2.0");
+        assert!(chunked);
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "POST /p?q=1 HTTP/1.1\r\nhost: example.local\r\nx-y: z\r\ncookie: a=1; b=2\r\n\
+             transfer-encoding: chunked\r\n\r\n"
+        );
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("https://example.local/")
+            .header("host", "other")
+            .header("content-length", "0")
+            .body(())
+            .unwrap();
+        let (parts, _) = req.into_parts();
+        let (head, chunked, _) = request_head(&parts, true);
+        assert!(!chunked);
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "GET / HTTP/1.1\r\nhost: example.local\r\ncontent-length: 0\r\n\r\n"
+        );
+    }
+}
