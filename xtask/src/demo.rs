@@ -24,11 +24,7 @@ pub enum Rule {
 }
 
 /// What the demo strips today. Delete a row when portcullis runs that feature.
-pub const NOT_YET: &[Rule] = &[
-    Rule::BindOpt("ssl", 0),
-    Rule::BindOpt("crt", 1),
-    Rule::BindOpt("alpn", 1),
-];
+pub const NOT_YET: &[Rule] = &[];
 
 /// Also stripped when no certificate could be made (no `openssl`).
 const NO_TLS: &[Rule] = &[
@@ -312,7 +308,7 @@ mod tests {
 
     #[test]
     fn strips_the_seed() {
-        let (out, items) = strip(SEED_COPY, NOT_YET);
+        let (out, items) = strip(SEED_COPY, NO_TLS);
         let code: String = out.lines().filter(|l| !l.starts_with('#')).collect();
         assert!(code.contains("stats enable"), "{out}");
         assert!(code.contains("stats socket"), "{out}");

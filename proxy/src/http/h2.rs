@@ -446,7 +446,10 @@ impl H2Pipe {
         {
             let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Busy);
             match state {
-                Resp::Head { mut respond, mut buf } => {
+                Resp::Head {
+                    mut respond,
+                    mut buf,
+                } => {
                     buf.extend_from_slice(input);
                     let parsed = h1::parse_response_head(&buf, &Limits::default())
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
@@ -491,9 +494,7 @@ impl H2Pipe {
                         BodyFraming::None | BodyFraming::Length(0) => None,
                         BodyFraming::Length(n) => Some(Framing::Length(n)),
                         BodyFraming::Chunked => Some(Framing::Chunked(Dechunk::default())),
-                        BodyFraming::UntilClose | BodyFraming::Tunnel => {
-                            Some(Framing::UntilClose)
-                        }
+                        BodyFraming::UntilClose | BodyFraming::Tunnel => Some(Framing::UntilClose),
                     };
                     let send = respond
                         .send_response(resp, framing.is_none())
@@ -520,8 +521,8 @@ impl H2Pipe {
                     let mut payload: Vec<(usize, usize)> = Vec::new();
                     let end = match &mut framing {
                         Framing::Length(left) => {
-                            let n = usize::try_from(*left)
-                                .map_or(input.len(), |l| l.min(input.len()));
+                            let n =
+                                usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
                             payload.push((0, n));
                             *left -= n as u64;
                             *left == 0
@@ -629,7 +630,9 @@ enum DState {
     /// CRLF after a chunk's data.
     DataEnd,
     /// Trailer section after the last chunk: up to an empty line.
-    Trailer { line_empty: bool },
+    Trailer {
+        line_empty: bool,
+    },
     Done,
 }
 

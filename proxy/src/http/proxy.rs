@@ -18,10 +18,9 @@ use tokio::time::Instant;
 
 use crate::backend::{self, ConnectError};
 use crate::config::model::HttpReuse;
-use crate::engine::idle::{Activity, deadline_limited, idle_limited};
 use crate::engine::conn::Conn;
+use crate::engine::idle::{Activity, deadline_limited, idle_limited};
 use crate::engine::io::Stream;
-use crate::tls::stream::TlsInfo;
 use crate::engine::worker::Shared;
 use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
@@ -31,6 +30,7 @@ use crate::http::sample::SampleCtx;
 use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server, stats as counters};
+use crate::tls::stream::TlsInfo;
 
 const BUF: usize = 16 * 1024;
 const BODY_BUF: usize = 64 * 1024;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use std::cell::Cell;
 
-use crate::engine::idle::{Activity, idle_limited_by};
 use crate::engine::conn::Duplex;
+use crate::engine::idle::{Activity, idle_limited_by};
 use crate::engine::io::Stream;
 
 pub const RELAY_BUF: usize = 64 * 1024;

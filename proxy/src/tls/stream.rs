@@ -343,9 +343,6 @@ fn info_of(c: &ServerConnection) -> TlsInfo {
         cipher: c
             .negotiated_cipher_suite()
             .map_or("", |s| super::ciphers::openssl_name(s.suite())),
-        resumed: matches!(
-            c.handshake_kind(),
-            Some(rustls::HandshakeKind::Resumed)
-        ),
+        resumed: matches!(c.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
     }
 }

@@ -1,0 +1,514 @@
+//! TLS offload and HTTP/2 through the seed's 443 frontend: real curl, openssl and h2load clients
+//! against the real binary, a recording backend behind it, and hostile clients (malformed
+//! ClientHello, stalled handshake, h2 rapid reset, CONTINUATION flood) next to healthy ones.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backend::{HttpNode, HttpOpts, free_port, lo};
+use proxy::{Proc, TempDir};
+
+/// A self-signed ECDSA P-256 certificate for `example.local` as a PEM bundle (cert + key, as
+/// HAProxy reads them). Returns the bundle path and the certificate's DER.
+fn bundle(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let ck = rcgen::generate_simple_self_signed(vec!["example.local".to_string()]).expect("cert");
+    let path = dir.join("bundle.pem");
+    let pem = format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem());
+    std::fs::write(&path, pem).expect("write bundle");
+    (path, ck.cert.der().to_vec())
+}
+
+/// The seed's global TLS policy and its 443 frontend, on `port`, in front of `nodes`.
+fn config(port: u16, cert: &Path, nodes: &[&HttpNode], bind_extra: &str) -> String {
+    let mut servers = String::new();
+    for (i, n) in nodes.iter().enumerate() {
+        servers.push_str(&format!("    server s{i} {}\n", n.addr()));
+    }
+    format!(
+        "global\n\
+         \x20   ssl-default-bind-ciphers ECDHE+AESGCM:ECDHE+CHACHA20\n\
+         \x20   ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets\n\
+         defaults\n\
+         \x20   log stdout format raw local0\n\
+         \x20   timeout connect 5s\n\
+         \x20   timeout client 3s\n\
+         \x20   timeout server 10s\n\
+         \x20   timeout http-request 10s\n\
+         frontend istio-https-l7\n\
+         \x20   mode http\n\
+         \x20   option httplog\n\
+         \x20   bind 127.0.0.1:{port} ssl crt \"{}\" alpn h2,http/1.1 {bind_extra}\n\
+         \x20   option forwardfor\n\
+         \x20   http-request set-header X-Forwarded-Proto https\n\
+         \x20   http-request set-header X-Forwarded-Port 443\n\
+         \x20   http-request set-header X-Forwarded-Host %[req.hdr(Host)]\n\
+         \x20   http-request set-header X-Tls \"%[ssl_fc] %[ssl_fc_sni] %[ssl_fc_protocol] %[ssl_fc_alpn]\"\n\
+         \x20   default_backend be\n\
+         backend be\n\
+         \x20   mode http\n\
+         \x20   balance roundrobin\n\
+         {servers}",
+        cert.display()
+    )
+}
+
+struct Setup {
+    proc: Proc,
+    node: HttpNode,
+    port: u16,
+    _dir: TempDir,
+    der: Vec<u8>,
+}
+
+fn setup(bind_extra: &str) -> Setup {
+    let dir = TempDir::new("tls");
+    let (cert, der) = bundle(&dir.0);
+    let node = HttpNode::start(lo(0), HttpOpts::named("node1")).expect("node");
+    let port = free_port();
+    let proc = Proc::portcullis(&config(port, &cert, &[&node], bind_extra), lo(port));
+    Setup {
+        proc,
+        node,
+        port,
+        _dir: dir,
+        der,
+    }
+}
+
+/// curl through the frontend: (exit code, stdout). `-w` output follows the body.
+fn curl(port: u16, args: &[&str], path: &str) -> (i32, String) {
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "10", "--resolve"])
+        .arg(format!("example.local:{port}:127.0.0.1"))
+        .args(args)
+        .arg(format!("https://example.local:{port}{path}"))
+        .output()
+        .expect("curl is installed by cargo xtask setup");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn http1_and_h2_through_the_seed_frontend() {
+    let s = setup("");
+    for (flag, version, logged) in [
+        ("--http1.1", "1.1", "\"GET /v1 HTTP/1.1\""),
+        (
+            "--http2",
+            "2",
+            "\"GET https://example.local:PORT/v2 HTTP/2.0\"",
+        ),
+    ] {
+        let path = if version == "2" { "/v2" } else { "/v1" };
+        let (rc, out) = curl(
+            s.port,
+            &[flag, "-w", "\n%{http_code} %{http_version}"],
+            path,
+        );
+        assert_eq!(rc, 0, "curl {flag}: {out}");
+        assert!(
+            out.ends_with(&format!("\n200 {version}")),
+            "curl {flag}: {out}"
+        );
+        assert!(out.contains("node1"), "served by the node: {out}");
+        let rec = s
+            .node
+            .requests()
+            .into_iter()
+            .find(|r| r.target == path)
+            .expect("the node saw the request");
+        assert_eq!(rec.header("x-forwarded-proto").as_deref(), Some("https"));
+        assert_eq!(rec.header("x-forwarded-port").as_deref(), Some("443"));
+        let host = format!("example.local:{}", s.port);
+        assert_eq!(
+            rec.header("x-forwarded-host").as_deref(),
+            Some(host.as_str())
+        );
+        assert_eq!(rec.header("x-forwarded-for").as_deref(), Some("127.0.0.1"));
+        let alpn = if version == "2" { "h2" } else { "http/1.1" };
+        assert_eq!(
+            rec.header("x-tls").as_deref(),
+            Some(format!("1 example.local TLSv1.3 {alpn}").as_str())
+        );
+        let logged = logged.replace("PORT", &s.port.to_string());
+        let line = s
+            .proc
+            .wait_log(&logged, Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("no log line {logged}: {:?}", s.proc.log_lines()));
+        assert!(
+            line.contains(" istio-https-l7~ be/s0 "),
+            "TLS frontends carry ~ in the log: {line}"
+        );
+    }
+    // h2 requests reach the server as HTTP/1.1 in origin form with host from :authority.
+    let rec = s
+        .node
+        .requests()
+        .into_iter()
+        .find(|r| r.target == "/v2")
+        .expect("h2 request");
+    assert!(rec.head.starts_with("GET /v2 HTTP/1.1\r\n"), "{}", rec.head);
+}
+
+#[test]
+fn h2_post_bodies_and_chunked_responses() {
+    let s = setup("");
+    let dir = TempDir::new("tls-body");
+    let file = dir.0.join("up.bin");
+    let body = backend::size_body(300_000);
+    std::fs::write(&file, &body).expect("write");
+    let data = format!("@{}", file.display());
+    for flag in ["--http1.1", "--http2"] {
+        let (rc, out) = curl(s.port, &[flag, "--data-binary", &data], "/up");
+        assert_eq!(rc, 0, "{flag}");
+        assert_eq!(out, backend::upload_answer(&body), "{flag}");
+        // A chunked response re-framed as DATA frames.
+        let (rc, out) = curl(s.port, &[flag], "/chunked?n=50");
+        assert_eq!(rc, 0, "{flag}");
+        assert_eq!(out, backend::chunked_body(50), "{flag}");
+        let (rc, out) = curl(s.port, &[flag], "/size?bytes=1000000");
+        assert_eq!(rc, 0, "{flag}");
+        assert_eq!(out.len(), 1_000_000, "{flag}");
+        assert!(out.as_bytes() == backend::size_body(1_000_000), "{flag}");
+    }
+    // An upload without a length (h2 DATA until END_STREAM) reaches the node chunked.
+    let mut child = Command::new("curl")
+        .args(["-sk", "--http2", "--max-time", "10", "-T", "-", "--resolve"])
+        .arg(format!("example.local:{}:127.0.0.1", s.port))
+        .arg(format!("https://example.local:{}/put", s.port))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&body)
+        .expect("feed curl");
+    let out = child.wait_with_output().expect("curl");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        backend::upload_answer(&body)
+    );
+    let rec = s
+        .node
+        .requests()
+        .into_iter()
+        .find(|r| r.target == "/put")
+        .expect("put");
+    assert_eq!(rec.header("transfer-encoding").as_deref(), Some("chunked"));
+    assert_eq!(rec.body_len, body.len() as u64);
+}
+
+#[test]
+fn tls11_is_refused_under_ssl_min_ver_tls12() {
+    let s = setup("");
+    // The client offers only TLS 1.1 (at the lowest security level so OpenSSL really sends it).
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect"])
+        .arg(format!("127.0.0.1:{}", s.port))
+        .args(["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    assert!(!out.status.success(), "TLS 1.1 handshake must fail");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Cipher is (NONE)"), "{text}");
+    let line = s
+        .proc
+        .wait_log("SSL handshake failure", Duration::from_secs(5))
+        .expect("the refusal is logged as HAProxy logs it");
+    assert!(
+        line.contains("] istio-https-l7/1: SSL handshake failure"),
+        "{line}"
+    );
+    // TLS 1.2 and 1.3 are served.
+    for v in ["--tlsv1.2", "--tlsv1.3"] {
+        let (rc, _) = curl(s.port, &["--http1.1", v], "/");
+        assert_eq!(rc, 0, "{v}");
+    }
+    let (rc, _) = curl(s.port, &["--http1.1", "--tls-max", "1.2"], "/");
+    assert_eq!(rc, 0);
+}
+
+/// Whether `openssl s_client` got a session ticket from a TLS 1.2 handshake on `port`.
+fn tls12_ticket(port: u16, dir: &Path) -> bool {
+    let sess = dir.join(format!("sess-{port}.pem"));
+    let _ = std::fs::remove_file(&sess);
+    let st = Command::new("openssl")
+        .args(["s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-tls1_2", "-ign_eof", "-sess_out"])
+        .arg(&sess)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(st.success());
+    let out = Command::new("openssl")
+        .args(["sess_id", "-text", "-noout", "-in"])
+        .arg(&sess)
+        .output()
+        .expect("openssl sess_id");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Session-ID:"), "{text}");
+    text.contains("TLS session ticket lifetime hint")
+}
+
+#[test]
+fn session_tickets_follow_no_tls_tickets() {
+    let dir = TempDir::new("tickets");
+    let (cert, _) = bundle(&dir.0);
+    let node = HttpNode::start(lo(0), HttpOpts::named("n")).expect("node");
+    let port = free_port();
+    let port2 = free_port();
+    // `no-tls-tickets` on the first bind only (the global options are defaults every bind
+    // inherits, so the seed's global form would cover both).
+    let mut cfg = config(port, &cert, &[&node], "no-tls-tickets");
+    cfg = cfg.replace(
+        "option forwardfor\n",
+        &format!(
+            "option forwardfor\n    bind 127.0.0.1:{port2} ssl crt \"{}\"\n",
+            cert.display()
+        ),
+    );
+    cfg = cfg.replace("ssl-min-ver TLSv1.2 no-tls-tickets", "ssl-min-ver TLSv1.2");
+    let proc = Proc::portcullis(&cfg, lo(port));
+    assert!(
+        !tls12_ticket(port, &dir.0),
+        "no ticket under no-tls-tickets"
+    );
+    assert!(
+        tls12_ticket(port2, &dir.0),
+        "a ticket without no-tls-tickets"
+    );
+    // Resumption by session ID still works without tickets.
+    let sess = dir.0.join(format!("sess-{port}.pem"));
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-tls1_2", "-ign_eof", "-sess_in"])
+        .arg(&sess)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Reused, TLSv1.2"), "{text}");
+    drop(proc);
+}
+
+#[test]
+fn h2load_all_responses_2xx() {
+    let s = setup("");
+    let n = std::env::var("TLS_H2LOAD_N").unwrap_or_else(|_| "100000".into());
+    let out = Command::new("h2load")
+        .args(["-n", &n, "-c", "10", "-m", "10"])
+        .arg(format!("https://127.0.0.1:{}/", s.port))
+        .output()
+        .expect("h2load is installed by cargo xtask setup");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want = format!("requests: {n} total, {n} started, {n} done, {n} succeeded, 0 failed");
+    assert!(text.contains(&want), "{text}");
+    assert!(text.contains(&format!("status codes: {n} 2xx")), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile clients.
+
+/// A TLS client speaking raw HTTP/2 frames (rustls, ALPN h2), trusting the test certificate.
+fn h2_raw(port: u16, der: &[u8]) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(der.to_vec()))
+        .expect("root");
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("example.local").expect("name");
+    let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("client");
+    let sock = TcpStream::connect(lo(port)).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .expect("preface");
+    tls.write_all(&frame(4, 0, 0, &[])).expect("settings");
+    assert_eq!(tls.conn.alpn_protocol(), Some(&b"h2"[..]));
+    tls
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// HPACK for `GET https://example.local/` (static-table indices, literal authority).
+fn get_block() -> Vec<u8> {
+    let mut b = vec![0x82, 0x87, 0x84, 0x01, 13];
+    b.extend_from_slice(b"example.local");
+    b
+}
+
+/// Reads until the server closes (or `limit`); returns whether it closed in time and whether a
+/// GOAWAY frame was seen on the way.
+fn drain_until_closed(
+    tls: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    limit: Duration,
+) -> (bool, bool) {
+    let deadline = Instant::now() + limit;
+    let mut buf = vec![0u8; 65536];
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        match tls.read(&mut buf) {
+            Ok(0) => return (true, has_goaway(&seen)),
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return (true, has_goaway(&seen)),
+        }
+    }
+    (false, has_goaway(&seen))
+}
+
+fn has_goaway(mut b: &[u8]) -> bool {
+    while b.len() >= 9 {
+        let len = (usize::from(b[0]) << 16) | (usize::from(b[1]) << 8) | usize::from(b[2]);
+        if b[3] == 7 {
+            return true;
+        }
+        if b.len() < 9 + len {
+            break;
+        }
+        b = &b[9 + len..];
+    }
+    false
+}
+
+fn healthy(s: &Setup) {
+    for flag in ["--http1.1", "--http2"] {
+        let (rc, out) = curl(s.port, &[flag, "-w", "\n%{http_code}"], "/after");
+        assert_eq!(rc, 0, "{flag} after the attack");
+        assert!(out.ends_with("\n200"), "{flag}: {out}");
+    }
+}
+
+#[test]
+fn h2_rapid_reset_is_cut_off() {
+    let s = setup("");
+    let mut tls = h2_raw(s.port, &s.der);
+    let block = get_block();
+    let mut burst = Vec::new();
+    for i in 0..2000u32 {
+        let id = 1 + 2 * i;
+        burst.extend_from_slice(&frame(1, 0x5, id, &block));
+        burst.extend_from_slice(&frame(3, 0, id, &8u32.to_be_bytes()));
+    }
+    // The server may hang up mid-burst: a write error is the defence working.
+    let _ = tls.write_all(&burst);
+    let _ = tls.flush();
+    let (closed, goaway) = drain_until_closed(&mut tls, Duration::from_secs(10));
+    assert!(closed && goaway, "closed={closed} goaway={goaway}");
+    assert!(
+        s.node.request_count() < 2000,
+        "the reset streams were not all forwarded"
+    );
+    healthy(&s);
+}
+
+#[test]
+fn h2_continuation_flood_is_cut_off() {
+    let s = setup("");
+    let mut tls = h2_raw(s.port, &s.der);
+    tls.write_all(&frame(1, 0x1, 1, &get_block()))
+        .expect("headers");
+    // Endless CONTINUATION frames, each adding never-indexed literal fields.
+    let mut field = vec![0x10, 8];
+    field.extend_from_slice(b"x-filler");
+    field.push(0x7f);
+    field.push(0x81);
+    field.push(0x7f); // value length 127 + 255 = 382
+    field.extend_from_slice(&[b'a'; 382]);
+    let mut block = Vec::new();
+    while block.len() + field.len() <= 16384 {
+        block.extend_from_slice(&field);
+    }
+    let cont = frame(9, 0, 1, &block);
+    let mut sent = 0usize;
+    let mut cut = false;
+    while sent < 64 * 1024 * 1024 {
+        if tls.write_all(&cont).and_then(|_| tls.flush()).is_err() {
+            cut = true;
+            break;
+        }
+        sent += cont.len();
+    }
+    let (closed, _) = drain_until_closed(&mut tls, Duration::from_secs(10));
+    assert!(
+        cut || closed,
+        "the flood was not stopped after {sent} bytes"
+    );
+    assert_eq!(s.node.request_count(), 0);
+    healthy(&s);
+}
+
+#[test]
+fn malformed_and_stalled_handshakes_leave_others_served() {
+    let s = setup("");
+    // Not TLS at all.
+    let mut c = TcpStream::connect(lo(s.port)).expect("connect");
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut buf = [0u8; 256];
+    let n = c.read(&mut buf).unwrap_or(0);
+    // rustls answers with an alert record (content type 21) or just closes.
+    assert!(n == 0 || buf[0] == 21, "{:?}", &buf[..n]);
+    // A ClientHello record with a truncated, inconsistent body.
+    let mut c2 = TcpStream::connect(lo(s.port)).expect("connect");
+    c2.write_all(&[
+        0x16, 0x03, 0x01, 0x00, 0x08, 0x01, 0x00, 0xff, 0xff, 0x03, 0x03, 0, 0,
+    ])
+    .expect("write");
+    // A client that connects and says nothing (timeout client 3s).
+    let stalled = TcpStream::connect(lo(s.port)).expect("connect");
+    // Another that stops mid-ClientHello.
+    let mut half = TcpStream::connect(lo(s.port)).expect("connect");
+    half.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+        .expect("write");
+    healthy(&s);
+    assert!(
+        s.proc
+            .wait_log("SSL handshake failure", Duration::from_secs(5))
+            .is_some()
+    );
+    let t = s
+        .proc
+        .wait_log("Timeout during SSL handshake", Duration::from_secs(8))
+        .expect("the stalled handshakes time out at timeout client");
+    assert!(t.contains("istio-https-l7/1: "), "{t}");
+    drop((stalled, half, c2));
+    healthy(&s);
+}
