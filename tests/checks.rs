@@ -1,11 +1,14 @@
 //! Health checks with real probes against fake nodes: the seed's separate health port,
 //! `inter 2s rise 2 fall 2`, and `on-marked-down shutdown-sessions` ending in-flight requests
-//! with 502 `DH--` (the golden httplog-shutdown-sessions run, over plain HTTP until TLS lands).
+//! with 502 `DH--` — and the golden httplog-shutdown-sessions run itself, on the seed-loopback
+//! config verbatim over TLS.
 
 #[path = "support/backend.rs"]
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/shared.rs"]
+mod shared;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -196,5 +199,129 @@ fn active_server_back_up_ends_backup_sessions_with_u() {
     assert!(
         line.contains(" be/spare ") && line.contains(" 502 "),
         "{line}"
+    );
+}
+
+/// The golden run (`../shared/docs/haproxy-2.6-golden/httplog-shutdown-sessions.txt`): the seed's
+/// loopback config verbatim, six concurrent `GET /slow?ms=9000` over TLS through 10443, worker1's
+/// health flipped to 503 at t≈0.5 s. HAProxy 2.6 answered the two requests on worker1 with 502
+/// logged `DH--`, Tr = -1, Ta ≈ 4000 ms; the other four got 200.
+#[test]
+fn golden_seed_loopback_shutdown_sessions_over_tls() {
+    let dir = proxy::TempDir::new("seed-golden");
+    let ck = rcgen::generate_simple_self_signed(vec!["example.local".to_string()]).expect("cert");
+    let cert = dir.0.join("seed.pem");
+    std::fs::write(
+        &cert,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .expect("cert");
+    let cfg = std::fs::read_to_string(shared::shared_path("configs/seed-loopback.cfg"))
+        .expect("seed-loopback.cfg");
+    let names = ["master1", "worker1", "worker2"];
+    let nodes: Vec<Node> = (0..3u8)
+        .map(|i| {
+            let ip = IpAddr::from([127, 0, 1, 12 + i]);
+            Node {
+                data: HttpNode::start(
+                    SocketAddr::new(ip, 30080),
+                    HttpOpts::named(names[i as usize]),
+                )
+                .expect("data port 30080"),
+                health: HealthNode::start(SocketAddr::new(ip, 30180)).expect("health port 30180"),
+            }
+        })
+        .collect();
+    let front = SocketAddr::from(([127, 0, 0, 1], 10443));
+    let p = Proc::portcullis_env(
+        &cfg,
+        front,
+        &[
+            ("CERT", cert.to_str().expect("utf-8 path")),
+            ("RUNDIR", dir.0.to_str().expect("utf-8 path")),
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let out = std::process::Command::new("curl")
+                    .args(["-sk", "--http1.1", "--max-time", "20", "-o", "/dev/null"])
+                    .args(["-w", "%{http_code}"])
+                    .arg("https://127.0.0.1:10443/slow?ms=9000")
+                    .output()
+                    .expect("curl is installed by cargo xtask setup");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    nodes[1].health.set_healthy(false);
+    let mut codes: Vec<String> = clients
+        .into_iter()
+        .map(|c| c.join().expect("client"))
+        .collect();
+    codes.sort();
+    assert_eq!(codes, ["200", "200", "200", "200", "502", "502"]);
+    let cut = regex::Regex::new(
+        r#"^127\.0\.0\.1:\d+ \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3}\] istio-https-l7~ istio-http-backend/worker1 0/0/\d+/-1/(\d+) 502 209 - - DH-- \d+/\d+/\d+/\d+/0 0/0 "GET /slow\?ms=9000 HTTP/1\.1"$"#,
+    )
+    .expect("regex");
+    let ok = regex::Regex::new(
+        r#" istio-https-l7~ istio-http-backend/(master1|worker2) 0/0/\d+/\d+/\d+ 200 \d+ - - ---- .* "GET /slow\?ms=9000 HTTP/1\.1"$"#,
+    )
+    .expect("regex");
+    let done = |l: &String| cut.is_match(l) || ok.is_match(l);
+    backend::wait_until(Duration::from_secs(3), || {
+        p.log_lines().iter().filter(|l| done(l)).count() >= 6
+    });
+    let lines = p.log_lines();
+    let cut_lines: Vec<&String> = lines.iter().filter(|l| cut.is_match(l)).collect();
+    assert_eq!(cut_lines.len(), 2, "{lines:#?}");
+    for l in cut_lines {
+        let ta: u64 = cut.captures(l).and_then(|c| c[1].parse().ok()).expect("Ta");
+        assert!(
+            (3000..=5500).contains(&ta),
+            "Ta {ta} is the detection window: {l}"
+        );
+    }
+    assert_eq!(
+        lines.iter().filter(|l| ok.is_match(l)).count(),
+        4,
+        "{lines:#?}"
+    );
+    let stderr = p.stderr.lock().expect("stderr").join("\n");
+    assert!(
+        stderr.contains(
+            "Server istio-http-backend/worker1 is DOWN, reason: Layer7 wrong status, code: 503, \
+             info: \"Service Unavailable\", check duration: "
+        ) && stderr.contains(
+            "2 active and 0 backup servers left. 2 sessions active, 0 requeued, 0 remaining in queue."
+        ),
+        "{stderr}"
+    );
+    // The seed's awk recipe on the admin socket.
+    let mut sock =
+        std::os::unix::net::UnixStream::connect(dir.0.join("admin.sock")).expect("admin socket");
+    use std::io::{Read, Write};
+    sock.write_all(b"show stat\n").expect("write");
+    let mut csv = String::new();
+    sock.read_to_string(&mut csv).expect("read");
+    let recipe: Vec<String> = csv
+        .lines()
+        .filter(|l| l.contains("istio-http-backend"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            format!("{}={} check={}", f[1], f[17], f[36])
+        })
+        .collect();
+    assert_eq!(
+        recipe,
+        [
+            "master1=UP check=L7OK",
+            "worker1=DOWN check=L7STS",
+            "worker2=UP check=L7OK",
+            "BACKEND=UP check="
+        ]
     );
 }

@@ -68,6 +68,13 @@ impl Proc {
         Self::start(env!("CARGO_BIN_EXE_portcullis"), &args, cfg, wait_port)
     }
 
+    /// Like [`Proc::portcullis`], with extra environment variables (`"${VAR}"` in configs).
+    pub fn portcullis_env(cfg: &str, wait_port: SocketAddr, env: &[(&str, &str)]) -> Proc {
+        let mut args = vec!["--io".to_string(), io_engine()];
+        args.push("-db".into());
+        Self::start_env(env!("CARGO_BIN_EXE_portcullis"), &args, cfg, wait_port, env)
+    }
+
     /// Starts Debian's HAProxy on `cfg`, or None when it is not installed.
     pub fn haproxy(cfg: &str, wait_port: SocketAddr) -> Option<Proc> {
         let bin = "/usr/sbin/haproxy";
@@ -79,10 +86,21 @@ impl Proc {
     }
 
     fn start(bin: &str, extra: &[String], cfg: &str, wait_port: SocketAddr) -> Proc {
+        Self::start_env(bin, extra, cfg, wait_port, &[])
+    }
+
+    fn start_env(
+        bin: &str,
+        extra: &[String],
+        cfg: &str,
+        wait_port: SocketAddr,
+        env: &[(&str, &str)],
+    ) -> Proc {
         let dir = TempDir::new("cfg");
         let path = dir.0.join("test.cfg");
         std::fs::write(&path, cfg).expect("write cfg");
         let mut child = Command::new(bin)
+            .envs(env.iter().copied())
             .args(extra)
             .arg("-f")
             .arg(&path)
