@@ -512,3 +512,249 @@ fn malformed_and_stalled_handshakes_leave_others_served() {
     drop((stalled, half, c2));
     healthy(&s);
 }
+
+// ---------------------------------------------------------------------------------------------
+// TLS towards the servers.
+
+/// An HTTP/1.1-over-TLS server for one certificate: answers every request with
+/// `tls-node sni=<sni> path=<target>` (keep-alive) and counts requests per path.
+struct TlsNode {
+    addr: std::net::SocketAddr,
+    seen: Arc<std::sync::Mutex<Vec<(Option<String>, String)>>>,
+}
+
+impl TlsNode {
+    fn start(names: &[&str]) -> (TlsNode, String) {
+        let ck = rcgen::generate_simple_self_signed(
+            names.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+        )
+        .expect("cert");
+        let cert_pem = ck.cert.pem();
+        let key =
+            rustls::pki_types::PrivateKeyDer::try_from(ck.key_pair.serialize_der()).expect("key");
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![ck.cert.der().clone()], key)
+        .expect("server config");
+        let cfg = Arc::new(cfg);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen2 = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { break };
+                let (cfg, seen) = (Arc::clone(&cfg), Arc::clone(&seen2));
+                std::thread::spawn(move || {
+                    let Ok(conn) = rustls::ServerConnection::new(cfg) else {
+                        return;
+                    };
+                    let mut tls = rustls::StreamOwned::new(conn, s);
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            match tls.read(&mut chunk) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        let target = head.split(' ').nth(1).unwrap_or("").to_string();
+                        let sni = tls.conn.server_name().map(str::to_string);
+                        seen.lock().unwrap().push((sni.clone(), target.clone()));
+                        let body =
+                            format!("tls-node sni={} path={target}", sni.unwrap_or_default());
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if tls.write_all(resp.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (TlsNode { addr, seen }, cert_pem)
+    }
+
+    fn paths(&self, p: &str) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, t)| t == p)
+            .count()
+    }
+}
+
+fn plain_front(port: u16, server_line: &str, extra: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n\
+         \x20   timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n{extra}    {server_line}\n"
+    )
+}
+
+#[test]
+fn servers_over_tls_verify_none_required_and_sni() {
+    let dir = TempDir::new("srv-tls");
+    let (node, cert_pem) = TlsNode::start(&["backend.local"]);
+    let ca = dir.0.join("ca.pem");
+    std::fs::write(&ca, &cert_pem).expect("ca");
+    let (_, other_pem) = TlsNode::start(&["other.local"]);
+    let wrong_ca = dir.0.join("wrong-ca.pem");
+    std::fs::write(&wrong_ca, &other_pem).expect("ca");
+    let a = node.addr;
+    let cases = [
+        (
+            format!("server s {a} ssl verify none"),
+            Some("tls-node sni= path=/n"),
+        ),
+        (
+            format!("server s {a} ssl verify required ca-file {}", ca.display()),
+            Some("tls-node sni= path=/r"),
+        ),
+        (
+            format!(
+                "server s {a} ssl verify required ca-file {} sni str(backend.local)",
+                ca.display()
+            ),
+            Some("tls-node sni=backend.local path=/s"),
+        ),
+        // The chain does not lead to the CA file.
+        (
+            format!(
+                "server s {a} ssl verify required ca-file {}",
+                wrong_ca.display()
+            ),
+            None,
+        ),
+        // The name asked by `sni` is not on the certificate.
+        (
+            format!(
+                "server s {a} ssl verify required ca-file {} sni str(nope.local)",
+                ca.display()
+            ),
+            None,
+        ),
+    ];
+    for (i, (line, want)) in cases.iter().enumerate() {
+        let port = free_port();
+        let p = Proc::portcullis(&plain_front(port, line, "    retries 0\n"), lo(port));
+        let path = match (i, want) {
+            (0, _) => "/n",
+            (1, _) => "/r",
+            (2, _) => "/s",
+            _ => "/x",
+        };
+        let r = proxy::get(lo(port), path);
+        match want {
+            Some(body) => {
+                assert_eq!(r.status, 200, "{line}");
+                assert_eq!(r.text(), *body, "{line}");
+            }
+            None => {
+                assert_eq!(r.status, 503, "{line}");
+                let l = p
+                    .wait_log("\"GET /x HTTP/1.1\"", Duration::from_secs(5))
+                    .expect("log line");
+                assert!(
+                    l.contains(" fe be/s ") && l.contains(" SC-- "),
+                    "{line}: {l}"
+                );
+            }
+        }
+    }
+    assert_eq!(node.paths("/x"), 0);
+}
+
+#[test]
+fn checks_over_tls() {
+    let (node, _) = TlsNode::start(&["backend.local"]);
+    let port = free_port();
+    // `ssl` without a check port: checks go over TLS too.
+    let cfg = plain_front(
+        port,
+        &format!(
+            "server s {} ssl verify none check inter 1s rise 1 fall 1",
+            node.addr
+        ),
+        "    option httpchk GET /health\n",
+    );
+    let p = Proc::portcullis(&cfg, lo(port));
+    assert!(backend::wait_until(Duration::from_secs(5), || node
+        .paths("/health")
+        >= 3));
+    let r = proxy::get(lo(port), "/after-checks");
+    assert_eq!(r.status, 200);
+    assert!(
+        !p.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("is DOWN")),
+        "{:?}",
+        p.stderr.lock().unwrap()
+    );
+    // `check-ssl` against a plain server fails at Layer 6.
+    let plain = HttpNode::start(lo(0), HttpOpts::named("plain")).expect("node");
+    let port2 = free_port();
+    let cfg = plain_front(
+        port2,
+        &format!(
+            "server s {} check check-ssl verify none inter 200ms rise 1 fall 1",
+            plain.addr()
+        ),
+        "",
+    );
+    let p2 = Proc::portcullis(&cfg, lo(port2));
+    assert!(
+        backend::wait_until(Duration::from_secs(5), || {
+            p2.stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains("Server be/s is DOWN, reason: Layer6 "))
+        }),
+        "{:?}",
+        p2.stderr.lock().unwrap()
+    );
+}
+
+#[test]
+fn verify_without_ca_file_is_refused_in_haproxys_words() {
+    let dir = TempDir::new("verify");
+    let cfg = dir.0.join("v.cfg");
+    std::fs::write(
+        &cfg,
+        "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n\
+         backend be\n server s 127.0.0.1:1 ssl\n server s2 127.0.0.1:1 ssl verify none\n",
+    )
+    .expect("cfg");
+    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("-c")
+        .arg("-f")
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "config : [{}:7] : 'server be/s' : verify is enabled by default but no CA file specified. \
+         If you're running on a LAN where you're certain to trust the server's certificate, please \
+         set an explicit 'verify none' statement on the 'server' line, or use 'ssl-server-verify \
+         none' in the global section to disable server-side verifications by default.",
+        cfg.display()
+    );
+    assert!(err.contains(&want), "{err}");
+    assert!(!err.contains("'server be/s2'"), "{err}");
+}

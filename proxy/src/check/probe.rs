@@ -11,6 +11,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// A probe's connection: plain TCP, or TLS for `check-ssl`.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+type ProbeIo = Box<dyn Io>;
 use tokio::time::Instant;
 
 use super::fsm::{CheckOutcome, Status};
@@ -206,14 +211,25 @@ impl CheckSpec {
 
 /// Runs one check. `server_stopped`: the server is DOWN (`CheckState::is_stopped`), where a 404
 /// with `disable-on-404` is a plain failure rather than NOLB.
-pub async fn run(spec: &CheckSpec, target: SocketAddr, server_stopped: bool) -> CheckOutcome {
+/// `tls`: the server's TLS settings when its checks go over TLS (`check-ssl`).
+pub async fn run(
+    spec: &CheckSpec,
+    target: SocketAddr,
+    server_stopped: bool,
+    tls: Option<&crate::tls::client::ServerTls>,
+) -> CheckOutcome {
     let mut p = Run {
         spec,
         start: Instant::now(),
         deadline: Instant::now(),
+        tls: tls
+            .filter(|t| t.checks)
+            .map(|t| std::sync::Arc::clone(&t.config)),
     };
     let (status, code, info) = match &spec.kind {
         CheckKind::Connect => match p.connect(target).await {
+            // A completed handshake is a Layer6 success.
+            Ok(_) if p.tls.is_some() => (Status::L6Ok, None, String::new()),
             Ok(_) => (Status::L4Ok, None, String::new()),
             Err(e) => (e.status, None, e.text),
         },
@@ -251,12 +267,33 @@ struct Run<'a> {
     start: Instant,
     /// Deadline of the current phase.
     deadline: Instant,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 type Verdict = (Status, Option<u16>, String);
 
 impl Run<'_> {
-    async fn connect(&mut self, addr: SocketAddr) -> Result<TcpStream, Fail> {
+    async fn connect(&mut self, addr: SocketAddr) -> Result<ProbeIo, Fail> {
+        let s = self.connect_tcp(addr).await?;
+        let Some(cfg) = self.tls.clone() else {
+            return Ok(Box::new(s));
+        };
+        let name = crate::tls::client::server_name(None, addr.ip());
+        let hs = tokio_rustls::TlsConnector::from(cfg).connect(name, s);
+        match tokio::time::timeout_at(self.deadline, hs).await {
+            Ok(Ok(t)) => Ok(Box::new(t)),
+            Ok(Err(e)) => Err(Fail {
+                status: Status::L6Rsp,
+                text: format!("SSL handshake failure ({})", err_text(&e)),
+            }),
+            Err(_) => Err(Fail {
+                status: Status::L6Tout,
+                text: String::new(),
+            }),
+        }
+    }
+
+    async fn connect_tcp(&mut self, addr: SocketAddr) -> Result<TcpStream, Fail> {
         let now = Instant::now();
         self.deadline = if self.spec.timeout_check.is_some() {
             now + self.spec.connect_budget()
@@ -286,7 +323,7 @@ impl Run<'_> {
     }
 
     /// Writes `data`; `Err` is a timeout (`None`) or an I/O error.
-    async fn send(&self, s: &mut TcpStream, data: &[u8]) -> Result<(), Option<std::io::Error>> {
+    async fn send(&self, s: &mut ProbeIo, data: &[u8]) -> Result<(), Option<std::io::Error>> {
         match tokio::time::timeout_at(self.deadline, s.write_all(data)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Some(e)),
@@ -297,7 +334,7 @@ impl Run<'_> {
     /// Reads more into `buf`: `Ok(false)` at EOF (or a full buffer), `Err` on timeout/error.
     async fn read_more(
         &self,
-        s: &mut TcpStream,
+        s: &mut ProbeIo,
         buf: &mut Vec<u8>,
     ) -> Result<bool, Option<std::io::Error>> {
         if buf.len() >= BUFSIZE {
@@ -666,7 +703,7 @@ mod tests {
     fn check(p: &Proxy, addr: SocketAddr, stopped: bool) -> CheckOutcome {
         let srv = server(addr);
         let spec = CheckSpec::from_config(p, &srv).unwrap().unwrap();
-        rt().block_on(run(&spec, spec.target(srv.addr), stopped))
+        rt().block_on(run(&spec, spec.target(srv.addr), stopped, None))
     }
 
     fn reply(s: &'static str) -> impl Fn(&[u8]) -> Option<Vec<u8>> + Send + 'static {

@@ -64,6 +64,11 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "ssl-server-verify",
+        parse: kw_ssl_server_verify,
+        pending: false,
+    },
+    GlobalKw {
         kw: "stats",
         parse: kw_stats,
         pending: false,
@@ -163,6 +168,19 @@ fn kw_pidfile(g: &mut Global, c: &mut Ctx, args: &[String]) {
     match args.get(1).filter(|s| !s.is_empty()) {
         Some(p) => g.pidfile = Some(p.clone()),
         None => c.alert("'pidfile' expects a file name as an argument."),
+    }
+}
+
+fn kw_ssl_server_verify(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if c.too_many(args, 1, 1) {
+        return;
+    }
+    match args.get(1).map(String::as_str) {
+        Some("none") => g.ssl_server_verify_none = true,
+        Some("required") => g.ssl_server_verify_none = false,
+        // HAProxy 2.6's words for a missing argument.
+        None | Some("") => c.alert("'ssl-server-verify' expects an integer argument."),
+        Some(_) => c.alert("'ssl-server-verify' expects 'none' or 'required' as argument."),
     }
 }
 

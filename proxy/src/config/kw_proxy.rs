@@ -1075,6 +1075,12 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
         px.pending
             .push(("bind ssl (in mode tcp)".to_string(), b.loc.clone()));
     }
+    if px.mode == Mode::Tcp
+        && let Some(s) = px.servers.iter().find(|s| s.opts.ssl)
+    {
+        px.pending
+            .push(("server ssl (in mode tcp)".to_string(), s.loc.clone()));
+    }
     // `http-check` lines refine what `option httpchk` declared; both fields end up holding the
     // effective check. A field still at its default keeps the `option httpchk` value.
     let defaults = HttpCheckSend::default();

@@ -283,6 +283,7 @@ fn srv_addr(s: &mut SrvState, v: &str) -> Result<(), String> {
 }
 
 fn srv_verify(s: &mut SrvState, v: &str) -> Result<(), String> {
+    s.opts.verify_set = true;
     match v {
         "none" => s.opts.verify_none = true,
         "required" => s.opts.verify_none = false,
@@ -411,15 +412,11 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
         return;
     }
     let o = &st.opts;
-    let pending: Vec<&str> = [
-        (o.ssl, "ssl"),
-        (o.check_ssl, "check-ssl"),
-        (o.maxqueue.is_some(), "maxqueue"),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, k)| *k)
-    .collect();
+    let pending: Vec<&str> = [(o.maxqueue.is_some(), "maxqueue")]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, k)| *k)
+        .collect();
     for k in pending {
         p.pending(&format!("server {k}"));
     }

@@ -50,6 +50,8 @@ pub struct Global {
     pub ssl_default_bind_ciphers: Option<String>,
     pub ssl_default_bind_ciphersuites: Option<String>,
     pub ssl_default_bind_options: SslOptions,
+    /// `ssl-server-verify none`: servers' default is `verify none` instead of `required`.
+    pub ssl_server_verify_none: bool,
     pub hard_stop_after: Option<Duration>,
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
     /// with any of them (never silently ignored). (keyword, location)
@@ -421,6 +423,8 @@ pub struct ServerOpts {
     pub on_marked_up_shutdown_backup_sessions: bool,
     pub ssl: bool,
     pub verify_none: bool,
+    /// `verify` was given on the line (else the global `ssl-server-verify` decides).
+    pub verify_set: bool,
     pub ca_file: Option<String>,
     pub sni: Option<String>,
     pub check_ssl: bool,
@@ -446,6 +450,7 @@ impl Default for ServerOpts {
             on_marked_up_shutdown_backup_sessions: false,
             ssl: false,
             verify_none: false,
+            verify_set: false,
             ca_file: None,
             sni: None,
             check_ssl: false,

@@ -312,6 +312,7 @@ impl<'s> Parser<'s> {
         assign_ids(&self.global, &mut self.proxies, &mut self.diags);
         check_references(&self.proxies, &mut self.diags);
         check_binds(&self.global, &self.proxies, &mut self.diags);
+        check_server_tls(&self.global, &self.proxies, &mut self.diags);
         // Advice about a configuration that does not parse is noise (HAProxy stops earlier).
         if !self.diags.iter().any(Diag::is_alert) {
             for px in &self.proxies {
@@ -470,6 +471,38 @@ fn check_binds(global: &Global, proxies: &[Proxy], diags: &mut Vec<Diag>) {
                 ));
             }
             seen.push((&b.addr, &b.loc, format!("{} '{}'", px.kind(), px.name)));
+        }
+    }
+}
+
+/// A server that verifies its peer needs a CA file (HAProxy refuses to start otherwise).
+fn check_server_tls(global: &Global, proxies: &[Proxy], diags: &mut Vec<Diag>) {
+    for px in proxies.iter().filter(|p| !p.disabled) {
+        for s in px.servers.iter().filter(|s| s.opts.ssl || s.opts.check_ssl) {
+            let verify_none = if s.opts.verify_set {
+                s.opts.verify_none
+            } else {
+                global.ssl_server_verify_none
+            };
+            if verify_none || s.opts.ca_file.is_some() {
+                continue;
+            }
+            let why = if global.ssl_server_verify_none {
+                "verify is enabled but no CA file specified."
+            } else {
+                "verify is enabled by default but no CA file specified. If you're running on a \
+                 LAN where you're certain to trust the server's certificate, please set an \
+                 explicit 'verify none' statement on the 'server' line, or use \
+                 'ssl-server-verify none' in the global section to disable server-side \
+                 verifications by default."
+            };
+            diags.push(Diag::global(
+                Severity::Alert,
+                format!(
+                    "[{}:{}] : 'server {}/{}' : {why}",
+                    s.loc.file, s.loc.line, px.name, s.name
+                ),
+            ));
         }
     }
 }

@@ -91,7 +91,7 @@ async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first
                 let base = srv.addr();
                 std::net::SocketAddr::new(addr.unwrap_or(base.ip()), port.unwrap_or(base.port()))
             };
-            let outcome = probe::run(&spec, target, stopped).await;
+            let outcome = probe::run(&spec, target, stopped, srv.tls.as_ref()).await;
             let (update, was_usable) = {
                 let mut st = lock(&srv);
                 let was = st.is_usable();

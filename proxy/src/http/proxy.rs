@@ -39,14 +39,14 @@ const POOL_PER_SERVER: usize = 64;
 
 thread_local! {
     /// This worker's idle server connections, by server address (no locks: one pool per thread).
-    static POOL: RefCell<HashMap<SocketAddr, Vec<Rc<Stream>>>> = RefCell::new(HashMap::new());
+    static POOL: RefCell<HashMap<SocketAddr, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
 }
 
-fn pool_take(addr: SocketAddr) -> Option<Rc<Stream>> {
+fn pool_take(addr: SocketAddr) -> Option<Rc<Conn>> {
     POOL.with(|p| p.borrow_mut().get_mut(&addr).and_then(|v| v.pop()))
 }
 
-fn pool_put(addr: SocketAddr, s: Rc<Stream>) {
+fn pool_put(addr: SocketAddr, s: Rc<Conn>) {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
         let v = p.entry(addr).or_default();
@@ -74,7 +74,7 @@ enum Abort {
 /// The server a transaction is using, watched for `shutdown-sessions` from outside the
 /// transaction's future so that the kill can drop it wherever it is waiting.
 /// The server in use, its kill epoch when taken, and the connection to reset.
-type Armed = (Arc<Server>, u64, Rc<Stream>);
+type Armed = (Arc<Server>, u64, Rc<Conn>);
 
 #[derive(Default)]
 struct KillWatch {
@@ -85,7 +85,7 @@ struct KillWatch {
 }
 
 impl KillWatch {
-    fn arm(&self, srv: &Arc<Server>, conn: &Rc<Stream>) {
+    fn arm(&self, srv: &Arc<Server>, conn: &Rc<Conn>) {
         *self.cur.borrow_mut() = Some((Arc::clone(srv), srv.kill_epoch(), Rc::clone(conn)));
         self.changed.notify_waiters();
     }
@@ -133,7 +133,7 @@ struct Session {
     /// Buffer kept between transactions for reading the server's responses.
     spare: Vec<u8>,
     /// The server connection this session used last (kept for its next request).
-    own: Option<(Arc<Server>, Rc<Stream>)>,
+    own: Option<(Arc<Server>, Rc<Conn>)>,
     requests: u64,
 }
 
@@ -614,7 +614,7 @@ impl Session {
         be: &Proxy,
         first: bool,
         log: &mut SessionLog,
-    ) -> Result<(Arc<Server>, Rc<Stream>, bool), (ConnectError, Option<Arc<Server>>)> {
+    ) -> Result<(Arc<Server>, Rc<Conn>, bool), (ConnectError, Option<Arc<Server>>)> {
         let src = self.peer.map(|p| p.ip());
         let reuse = be.cfg.http_reuse;
         let (srv, queued) = backend::take_server(be, src).await.map_err(|e| (e, None))?;
@@ -650,13 +650,58 @@ impl Session {
                 log.retries = c.info.retries;
                 log.redispatched = c.info.redispatched;
                 log.connect = Some(c.info.connect_time);
-                Ok((c.server, Rc::new(c.stream), false))
+                let conn = match c.server.tls.as_ref().filter(|t| t.traffic) {
+                    None => Conn::Plain(c.stream),
+                    Some(t) => match self.server_handshake(be, &c.server, t, c.stream).await {
+                        Some(conn) => conn,
+                        None => {
+                            backend::release(be, &c.server);
+                            log.server = Some(c.server.name.clone());
+                            return Err((ConnectError::Refused, Some(c.server)));
+                        }
+                    },
+                };
+                Ok((c.server, Rc::new(conn), false))
             }
             Err(f) => {
                 log.server = f.server.as_ref().map(|s| s.name.clone());
                 log.retries = f.info.retries;
                 log.redispatched = f.info.redispatched;
                 Err((f.error, f.server))
+            }
+        }
+    }
+
+    /// TLS towards a `server … ssl`, within `timeout connect`. A failed handshake counts as a
+    /// connection error on the server (HAProxy: `SC`, `econ`).
+    async fn server_handshake(
+        &self,
+        be: &Proxy,
+        srv: &Server,
+        tls: &crate::tls::client::ServerTls,
+        sock: Stream,
+    ) -> Option<Conn> {
+        let sni = tls.sni.as_ref().and_then(|e| {
+            let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+            let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+            let ctx = SampleCtx::new(src, dst, &self.fe.name).with_tls(self.tls.as_deref());
+            e.eval(&ctx).map(|v| v.to_str().into_owned())
+        });
+        let name = crate::tls::client::server_name(sni.as_deref(), srv.addr().ip());
+        match crate::tls::stream::TlsStream::connect(
+            sock,
+            Arc::clone(&tls.config),
+            name,
+            be.cfg.timeouts.connect,
+        )
+        .await
+        {
+            Ok(t) => Some(Conn::Tls(Box::new(t))),
+            Err(e) => {
+                tracing::debug!("{}/{}: TLS handshake failed: {e}", be.name, srv.name);
+                Counters::add(&srv.counters.errors_conn, 1);
+                Counters::add(&be.counters.errors_conn, 1);
+                None
             }
         }
     }
@@ -837,7 +882,7 @@ impl Session {
     async fn send_request(
         &mut self,
         be: &Proxy,
-        server: &Stream,
+        server: &Conn,
         head: Vec<u8>,
         framing: BodyFraming,
         log: &mut SessionLog,
@@ -894,7 +939,7 @@ impl Session {
         &mut self,
         be: &Proxy,
         srv: &Server,
-        server: &Stream,
+        server: &Conn,
         req: &RequestHead,
         log: &mut SessionLog,
     ) -> Result<(crate::http::head::ResponseHead, Vec<u8>), Abort> {
@@ -951,7 +996,7 @@ impl Session {
         head: &mut Option<Vec<u8>>,
         be: &Proxy,
         srv: &Server,
-        server: &Stream,
+        server: &Conn,
         log: &mut SessionLog,
     ) -> bool {
         let Some(h) = head.take() else { return true };
@@ -974,7 +1019,7 @@ impl Session {
         &mut self,
         be: &Proxy,
         srv: &Server,
-        server: &Stream,
+        server: &Conn,
         a: Abort,
         log: &mut SessionLog,
         reply: (ConnHeader, bool),
@@ -1020,7 +1065,7 @@ impl Session {
         &mut self,
         be: &Arc<Proxy>,
         srv: &Arc<Server>,
-        server: &Rc<Stream>,
+        server: &Rc<Conn>,
         resp: (crate::http::head::ResponseHead, Vec<u8>),
         req: &RequestHead,
         client_close: bool,

@@ -267,6 +267,8 @@ pub struct Server {
     pub check_target: std::sync::Mutex<(Option<std::net::IpAddr>, Option<u16>)>,
     /// `maxconn` (0 = unlimited), changed by `set maxconn server`.
     pub maxconn: AtomicU32,
+    /// `ssl` / `check-ssl`: the TLS client settings.
+    pub tls: Option<crate::tls::client::ServerTls>,
     pub counters: Counters,
     /// Bumped by `shutdown_sessions`: sessions remember it when they take the server and end
     /// when it moves (`on-marked-down shutdown-sessions`, reaching every worker).
@@ -491,7 +493,19 @@ impl Model {
                                 None
                             }
                         };
+                        let tls = match crate::tls::client::server_tls(&cfg.global, s) {
+                            Ok(t) => t,
+                            Err(e) => {
+                                spec_errors.push(crate::config::Diag::alert(
+                                    &s.loc.file,
+                                    s.loc.line,
+                                    e,
+                                ));
+                                None
+                            }
+                        };
                         Arc::new(Server {
+                            tls,
                             check: std::sync::Mutex::new(crate::check::fsm::CheckState::new(
                                 &s.opts,
                             )),

@@ -9,7 +9,6 @@ use std::cell::Cell;
 
 use crate::engine::conn::Duplex;
 use crate::engine::idle::{Activity, idle_limited_by};
-use crate::engine::io::Stream;
 
 pub const RELAY_BUF: usize = 64 * 1024;
 
@@ -101,9 +100,9 @@ async fn pump(
 /// `tcp-request inspect-delay`) that must reach the server first.
 /// `kill` resolves when the session must end at once (server marked DOWN with
 /// `on-marked-down shutdown-sessions`): the relay then stops with [`End::Killed`].
-pub async fn relay<C: Duplex>(
+pub async fn relay<C: Duplex, S: Duplex>(
     client: Rc<C>,
-    server: Rc<Stream>,
+    server: Rc<S>,
     initial: Vec<u8>,
     t: RelayTimeouts,
     kill: impl std::future::Future<Output = ()>,

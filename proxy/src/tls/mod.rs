@@ -4,6 +4,7 @@
 //! machines don't carry). Reads certificate files; opens no sockets.
 
 pub mod ciphers;
+pub mod client;
 pub mod pem;
 pub mod sni;
 pub mod stream;

@@ -1,4 +1,5 @@
-//! A TLS server connection over an engine stream, with the stream's owned-buffer interface.
+//! A TLS connection (server side for `bind … ssl`, client side for `server … ssl`) over an
+//! engine stream, with the stream's owned-buffer interface.
 //!
 //! rustls' buffered API does the record work; the socket I/O stays the engine's (io_uring or
 //! epoll). Both directions of a session share the connection (`Rc`): the rustls state sits in a
@@ -9,7 +10,7 @@ use std::cell::RefCell;
 use std::io::{self, BufRead, Write};
 use std::sync::Arc;
 
-use rustls::{ServerConfig, ServerConnection};
+use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 
 use crate::engine::io::Stream;
 
@@ -61,7 +62,7 @@ const READ_CHUNK: usize = 16 * 1024 + 256;
 
 pub struct TlsStream {
     sock: Stream,
-    conn: RefCell<ServerConnection>,
+    conn: RefCell<Connection>,
     /// Ciphertext read from the socket and not yet taken by rustls, from `.1` on.
     pending: RefCell<(Vec<u8>, usize)>,
     /// Reused buffer for sealed records.
@@ -81,6 +82,27 @@ impl TlsStream {
         timeout: Option<std::time::Duration>,
     ) -> Result<TlsStream, (HandshakeError, bool)> {
         let conn = ServerConnection::new(cfg).map_err(|e| (HandshakeError::Tls(e), false))?;
+        Self::handshake_within(sock, Connection::Server(conn), timeout).await
+    }
+
+    /// Runs the client handshake towards a server, within `timeout`.
+    pub async fn connect(
+        sock: Stream,
+        cfg: Arc<ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<TlsStream, HandshakeError> {
+        let conn = ClientConnection::new(cfg, name).map_err(HandshakeError::Tls)?;
+        Self::handshake_within(sock, Connection::Client(conn), timeout)
+            .await
+            .map_err(|(e, _)| e)
+    }
+
+    async fn handshake_within(
+        sock: Stream,
+        conn: Connection,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<TlsStream, (HandshakeError, bool)> {
         let t = TlsStream {
             sock,
             conn: RefCell::new(conn),
@@ -328,14 +350,17 @@ impl TlsStream {
     }
 }
 
-fn info_of(c: &ServerConnection) -> TlsInfo {
+fn info_of(c: &Connection) -> TlsInfo {
     let protocol = match c.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
         Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
         _ => "",
     };
     TlsInfo {
-        sni: c.server_name().map(str::to_string),
+        sni: match c {
+            Connection::Server(s) => s.server_name().map(str::to_string),
+            Connection::Client(_) => None,
+        },
         alpn: c
             .alpn_protocol()
             .map(|a| String::from_utf8_lossy(a).into_owned()),

@@ -1,0 +1,197 @@
+//! TLS towards servers: `server … ssl [verify none|required] [ca-file <f>] [sni <expr>]` and
+//! `check-ssl`, turned into a rustls `ClientConfig` per server.
+//!
+//! HAProxy without `verifyhost` checks the chain but not the name unless `sni` is set (the SNI
+//! is then what the name must match); rustls' verifier always checks the name, so a verifier
+//! wrapper forgives a name mismatch when no name was asked for.
+
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+
+use crate::config::model::{Global, Server};
+use crate::http::sample::SampleExpr;
+
+/// A server's TLS settings, ready for connections and checks.
+#[derive(Debug)]
+pub struct ServerTls {
+    pub config: Arc<ClientConfig>,
+    /// `sni <expr>`, evaluated per connection; without it no SNI is sent.
+    pub sni: Option<SampleExpr>,
+    /// Traffic goes over TLS (`ssl`).
+    pub traffic: bool,
+    /// Health checks go over TLS (`check-ssl`, or `ssl` without a check port/addr override).
+    pub checks: bool,
+}
+
+/// Builds the TLS settings of a server, or None when neither its traffic nor its checks use TLS.
+pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, String> {
+    let o = &s.opts;
+    let checks = o.check_ssl || (o.ssl && o.check_port.is_none() && o.check_addr.is_none());
+    if !o.ssl && !checks {
+        return Ok(None);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verify_none = if o.verify_set {
+        o.verify_none
+    } else {
+        global.ssl_server_verify_none
+    };
+    let verifier: Arc<dyn ServerCertVerifier> = if verify_none {
+        Arc::new(NoVerify(Arc::clone(&provider)))
+    } else {
+        let ca = o.ca_file.as_deref().ok_or_else(|| {
+            format!(
+                "'server {}' : verify is enabled but no CA file specified.",
+                s.name
+            )
+        })?;
+        let mut roots = rustls::RootCertStore::empty();
+        let certs = CertificateDer::pem_file_iter(ca)
+            .map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
+        for c in certs {
+            let c = c.map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
+            roots
+                .add(c)
+                .map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
+        }
+        let inner =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+                .build()
+                .map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
+        Arc::new(NameOptional {
+            inner,
+            check_name: o.sni.is_some(),
+        })
+    };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("unable to set SSL/TLS versions: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    let sni = match &o.sni {
+        Some(e) => Some(
+            crate::http::sample::parse_sample(e)
+                .map_err(|m| format!("'server {}' : 'sni' : {m}", s.name))?,
+        ),
+        None => None,
+    };
+    Ok(Some(ServerTls {
+        config: Arc::new(config),
+        sni,
+        traffic: o.ssl,
+        checks,
+    }))
+}
+
+/// The name a connection presents: the SNI if one is configured and valid, else the server's
+/// IP address (rustls then sends no SNI extension, as HAProxy without `sni`).
+pub fn server_name(sni: Option<&str>, ip: std::net::IpAddr) -> ServerName<'static> {
+    sni.and_then(|n| ServerName::try_from(n.to_string()).ok())
+        .unwrap_or(ServerName::IpAddress(ip.into()))
+}
+
+/// `verify none`: any certificate; handshake signatures are still checked.
+#[derive(Debug)]
+struct NoVerify(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify required`: the chain must lead to the CA file; the name only when `sni` is set.
+#[derive(Debug)]
+struct NameOptional {
+    inner: Arc<WebPkiServerVerifier>,
+    check_name: bool,
+}
+
+impl ServerCertVerifier for NameOptional {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
+            r => r,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
