@@ -324,30 +324,32 @@ fn alpn(data: &[u8]) -> Option<Vec<Cow<'_, str>>> {
 }
 
 #[cfg(test)]
+/// A real ClientHello from rustls (TLS 1.2 + 1.3, X25519, ALPN as given).
+pub(crate) fn test_hello(sni: Option<&str>, alpn: &[&str]) -> Vec<u8> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
+    // An IP address as server name makes rustls omit SNI.
+    cfg.enable_sni = sni.is_some();
+    let name = rustls_pki_types::ServerName::try_from(sni.unwrap_or("127.0.0.1").to_string())
+        .unwrap();
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
+    let mut out = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut out).unwrap();
+    }
+    out
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
-    /// A real ClientHello from rustls (TLS 1.2 + 1.3, X25519, ALPN as given).
-    fn rustls_hello(sni: Option<&str>, alpn: &[&str]) -> Vec<u8> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-        cfg.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
-        // An IP address as server name makes rustls omit SNI.
-        cfg.enable_sni = sni.is_some();
-        let name = rustls_pki_types::ServerName::try_from(sni.unwrap_or("127.0.0.1").to_string())
-            .unwrap();
-        let mut conn = rustls::ClientConnection::new(Arc::new(cfg), name).unwrap();
-        let mut out = Vec::new();
-        while conn.wants_write() {
-            conn.write_tls(&mut out).unwrap();
-        }
-        out
-    }
+    use super::test_hello as rustls_hello;
 
     /// Re-frames a single-record handshake into records of at most `n` bytes each.
     fn fragment(rec: &[u8], n: usize) -> Vec<u8> {
