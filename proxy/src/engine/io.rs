@@ -376,3 +376,112 @@ pub unsafe fn socket_from_raw(fd: RawFd) -> socket2::Socket {
 pub fn into_raw(s: socket2::Socket) -> RawFd {
     s.into_raw_fd()
 }
+
+/// A descriptor borrowed for readiness only (never closed here).
+struct BorrowedFd(RawFd);
+
+impl AsRawFd for BorrowedFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// Looks at what a client has sent without consuming it (`MSG_PEEK`), for `tcp-request content`
+/// inspection: the bytes stay in the socket for the relay, so a wait abandoned when
+/// `inspect-delay` expires loses nothing (an io_uring read cannot be cancelled that safely).
+/// Readiness comes from tokio's reactor on both backends (tokio-uring runs one too).
+pub struct Peeker<'a> {
+    stream: &'a Stream,
+    /// io_uring streams are registered with the reactor for the inspection only.
+    uring: Option<tokio::io::unix::AsyncFd<BorrowedFd>>,
+}
+
+impl<'a> Peeker<'a> {
+    pub fn new(stream: &'a Stream) -> io::Result<Peeker<'a>> {
+        let uring = match stream {
+            // SAFETY: the descriptor outlives the registration: `Peeker` borrows the stream, and
+            // dropping the AsyncFd deregisters it without closing it.
+            Stream::UringTcp(_) | Stream::UringUnix(_) => Some(unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    BorrowedFd(stream.raw_fd()),
+                    tokio::io::Interest::READABLE,
+                )?
+            }),
+            _ => None,
+        };
+        Ok(Peeker { stream, uring })
+    }
+
+    /// Copies the pending bytes into `buf` at once, without waiting (0 if none yet).
+    pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match peek_fd(self.stream.raw_fd(), buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            other => other,
+        }
+    }
+
+    /// Waits until bytes arrive that were not there at the previous call (or the client
+    /// closes), then copies everything pending into `buf`. Returns the byte count and whether
+    /// the client has closed its side (no more will come). Cancel-safe.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<(usize, bool)> {
+        use tokio::io::Interest;
+        let fd = self.stream.raw_fd();
+        loop {
+            // The peek runs inside `try_io` and reports WouldBlock so the readiness is cleared
+            // (data left in the socket would otherwise keep it set): the next wait is for new
+            // bytes. The readiness tick taken before the peek keeps a later arrival from being
+            // cleared with it.
+            let mut got = None;
+            let closed = match (&self.uring, self.stream) {
+                (Some(afd), _) => {
+                    let mut g = afd.readable().await?;
+                    let closed = g.ready().is_read_closed();
+                    let _ = g.try_io(|_| {
+                        got = Some(peek_fd(fd, buf));
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                    closed
+                }
+                (None, Stream::Tcp(s)) => {
+                    let r = s.ready(Interest::READABLE).await?;
+                    let _ = s.try_io(Interest::READABLE, || {
+                        got = Some(peek_fd(fd, buf));
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                    r.is_read_closed()
+                }
+                (None, Stream::Unix(s)) => {
+                    let r = s.ready(Interest::READABLE).await?;
+                    let _ = s.try_io(Interest::READABLE, || {
+                        got = Some(peek_fd(fd, buf));
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                    r.is_read_closed()
+                }
+                (None, _) => return Err(io::ErrorKind::Unsupported.into()),
+            };
+            match got {
+                Some(Ok(n)) => return Ok((n, closed || n == 0)),
+                Some(Err(e)) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn peek_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: recv into a buffer we own, bounded by its length.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
