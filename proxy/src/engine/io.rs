@@ -157,6 +157,13 @@ impl Stream {
         let _ = shutdown_fd(fd, libc::SHUT_RDWR);
     }
 
+    /// Makes the coming close send a RST (SO_LINGER 0) without shutting down first.
+    pub fn reset_on_close(&self) {
+        let sock =
+            std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
+        let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+    }
+
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         match self {
             Stream::UringTcp(s) => s.set_nodelay(on),
