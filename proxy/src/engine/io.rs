@@ -384,44 +384,30 @@ pub fn into_raw(s: socket2::Socket) -> RawFd {
     s.into_raw_fd()
 }
 
-/// A descriptor borrowed for readiness only (never closed here).
-struct BorrowedFd(RawFd);
-
-impl AsRawFd for BorrowedFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
-    }
-}
-
 /// Looks at what a client has sent without consuming it (`MSG_PEEK`), for `tcp-request content`
 /// inspection: the bytes stay in the socket for the relay, so a wait abandoned when
 /// `inspect-delay` expires loses nothing (an io_uring read cannot be cancelled that safely).
-/// Readiness comes from tokio's reactor on both backends (tokio-uring runs one too).
-pub struct Peeker<'a> {
-    stream: &'a Stream,
-    /// io_uring streams are registered with the reactor for the inspection only.
-    uring: Option<tokio::io::unix::AsyncFd<BorrowedFd>>,
+///
+/// Readiness comes from tokio's reactor (tokio-uring runs one too) through a duplicate of the
+/// descriptor: its own registration, so clearing its readiness after each peek (the unread
+/// bytes would otherwise keep it set) leaves the stream's own readiness untouched for the relay.
+pub struct Peeker {
+    fd: tokio::io::unix::AsyncFd<socket2::Socket>,
 }
 
-impl<'a> Peeker<'a> {
-    pub fn new(stream: &'a Stream) -> io::Result<Peeker<'a>> {
-        let uring = match stream {
-            // SAFETY: the descriptor outlives the registration: `Peeker` borrows the stream, and
-            // dropping the AsyncFd deregisters it without closing it.
-            Stream::UringTcp(_) | Stream::UringUnix(_) => Some(unsafe {
-                tokio::io::unix::AsyncFd::register_with_interest(
-                    BorrowedFd(stream.raw_fd()),
-                    tokio::io::Interest::READABLE,
-                )?
-            }),
-            _ => None,
+impl Peeker {
+    pub fn new(stream: &Stream) -> io::Result<Peeker> {
+        let dup = dup_socket(stream.raw_fd())?;
+        // SAFETY: the duplicate is owned by the AsyncFd, which deregisters it before closing it.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(dup, tokio::io::Interest::READABLE)?
         };
-        Ok(Peeker { stream, uring })
+        Ok(Peeker { fd })
     }
 
     /// Copies the pending bytes into `buf` at once, without waiting (0 if none yet).
     pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match peek_fd(self.stream.raw_fd(), buf) {
+        match peek_fd(self.fd.as_raw_fd(), buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             other => other,
         }
@@ -431,42 +417,18 @@ impl<'a> Peeker<'a> {
     /// closes), then copies everything pending into `buf`. Returns the byte count and whether
     /// the client has closed its side (no more will come). Cancel-safe.
     pub async fn peek(&self, buf: &mut [u8]) -> io::Result<(usize, bool)> {
-        use tokio::io::Interest;
-        let fd = self.stream.raw_fd();
+        let fd = self.fd.as_raw_fd();
         loop {
-            // The peek runs inside `try_io` and reports WouldBlock so the readiness is cleared
-            // (data left in the socket would otherwise keep it set): the next wait is for new
-            // bytes. The readiness tick taken before the peek keeps a later arrival from being
+            let mut g = self.fd.readable().await?;
+            let closed = g.ready().is_read_closed();
+            // The peek reports WouldBlock so the readiness is cleared and the next wait is for
+            // new bytes; the readiness tick taken before it keeps a later arrival from being
             // cleared with it.
             let mut got = None;
-            let closed = match (&self.uring, self.stream) {
-                (Some(afd), _) => {
-                    let mut g = afd.readable().await?;
-                    let closed = g.ready().is_read_closed();
-                    let _ = g.try_io(|_| {
-                        got = Some(peek_fd(fd, buf));
-                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                    });
-                    closed
-                }
-                (None, Stream::Tcp(s)) => {
-                    let r = s.ready(Interest::READABLE).await?;
-                    let _ = s.try_io(Interest::READABLE, || {
-                        got = Some(peek_fd(fd, buf));
-                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                    });
-                    r.is_read_closed()
-                }
-                (None, Stream::Unix(s)) => {
-                    let r = s.ready(Interest::READABLE).await?;
-                    let _ = s.try_io(Interest::READABLE, || {
-                        got = Some(peek_fd(fd, buf));
-                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                    });
-                    r.is_read_closed()
-                }
-                (None, _) => return Err(io::ErrorKind::Unsupported.into()),
-            };
+            let _ = g.try_io(|_| {
+                got = Some(peek_fd(fd, buf));
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
             match got {
                 Some(Ok(n)) => return Ok((n, closed || n == 0)),
                 Some(Err(e)) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
