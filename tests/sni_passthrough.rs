@@ -226,7 +226,11 @@ fn sni_chooses_backend_and_client_sees_its_certificate() {
     let s = setup("5s");
     let px = lo(s.port);
     let (t, cert) = tls_via(px, Some("A.Example"), &[], Duration::ZERO);
-    assert_eq!((t.as_str(), &cert), ("A\n", &s.a.cert), "-i matches any case");
+    assert_eq!(
+        (t.as_str(), &cert),
+        ("A\n", &s.a.cert),
+        "-i matches any case"
+    );
     let (t, cert) = tls_via(px, Some("shop.b.example"), &[], Duration::ZERO);
     assert_eq!((t.as_str(), &cert), ("B\n", &s.b.cert));
     let (t, cert) = tls_via(px, None, &[], Duration::ZERO);
@@ -259,10 +263,14 @@ fn malformed_and_stalled_hellos_leave_others_served() {
     let stalled = TcpStream::connect(px).unwrap();
     // A ClientHello whose record announces more than will ever come.
     let mut partial = TcpStream::connect(px).unwrap();
-    partial.write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03").unwrap();
+    partial
+        .write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+        .unwrap();
     // Garbage in a handshake record, and a ClientHello with lengths past its end.
     let mut garbage = TcpStream::connect(px).unwrap();
-    garbage.write_all(b"\x16\x03\x01\x00\x08\x01\x00\x00\x04\xff\xff\xff\xff").unwrap();
+    garbage
+        .write_all(b"\x16\x03\x01\x00\x08\x01\x00\x00\x04\xff\xff\xff\xff")
+        .unwrap();
     let mut hello = Vec::new();
     let name = ServerName::try_from("a.example").unwrap();
     rustls::ClientConnection::new(client_config(), name)
@@ -279,7 +287,11 @@ fn malformed_and_stalled_hellos_leave_others_served() {
         let (t, cert) = tls_via(px, Some("a.example"), &[], Duration::ZERO);
         assert_eq!((t.as_str(), &cert), ("A\n", &s.a.cert));
     }
-    assert!(t0.elapsed() < Duration::from_millis(900), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        t0.elapsed()
+    );
     // The stalled and partial ones go to the default backend once the delay expires, the
     // invalid ones at once: all four reach `d` (whose TLS server fails their handshakes) and
     // are logged when they end.
@@ -329,7 +341,9 @@ fn rejects_log_and_count_as_haproxy() {
         .wait_log(" PR ", Duration::from_secs(5))
         .expect("PR line");
     assert!(
-        line.contains(" strict strict/<NOSRV> -1/-1/") && line.contains(" 0 PR ") && line.ends_with("/0/0/0 0/0"),
+        line.contains(" strict strict/<NOSRV> -1/-1/")
+            && line.contains(" 0 PR ")
+            && line.ends_with("/0/0/0 0/0"),
         "{line}"
     );
     // A ClientHello passes.
@@ -390,13 +404,7 @@ fn name_server(name: &'static str) -> SocketAddr {
 }
 
 /// What one input produced: the answer the client got (empty when refused).
-fn run_case(
-    px: SocketAddr,
-    src: [u8; 4],
-    chunks: &[&[u8]],
-    gap: Duration,
-    fin: bool,
-) -> String {
+fn run_case(px: SocketAddr, src: [u8; 4], chunks: &[&[u8]], gap: Duration, fin: bool) -> String {
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     sock.bind(&SocketAddr::from((src, 0)).into()).unwrap();
     sock.connect(&px.into()).unwrap();
@@ -431,7 +439,12 @@ struct Observed {
     stats: Vec<(String, String, String, String, String, String)>,
 }
 
-fn differential_config(port: u16, port2: u16, sock: &std::path::Path, be: [SocketAddr; 3]) -> String {
+fn differential_config(
+    port: u16,
+    port2: u16,
+    sock: &std::path::Path,
+    be: [SocketAddr; 3],
+) -> String {
     format!(
         "global\n    stats socket {sock} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n\
          frontend fe\n    bind 127.0.0.1:{port}\n    tcp-request inspect-delay 1s\n    tcp-request content accept if {{ req.ssl_hello_type 1 }}\n    use_backend a if {{ req.ssl_sni -i a.example }}\n    use_backend b if {{ req_ssl_sni -m dom b.example }}\n    default_backend d\n\n\
@@ -443,6 +456,9 @@ fn differential_config(port: u16, port2: u16, sock: &std::path::Path, be: [Socke
         sock = sock.display(),
     )
 }
+
+/// An input: proxy port, client address, segments, gap between them, FIN after.
+type Case<'a> = (SocketAddr, [u8; 4], Vec<&'a [u8]>, Duration, bool);
 
 /// A rustls ClientHello (no SNI for None).
 fn hello(sni: Option<&str>) -> Vec<u8> {
@@ -465,20 +481,36 @@ fn observe(haproxy: bool, be: [SocketAddr; 3]) -> Option<Observed> {
     } else {
         Proc::portcullis(&cfg, lo(port))
     };
-    let (ha, hb, hn) = (hello(Some("A.Example")), hello(Some("x.B.example")), hello(None));
+    let (ha, hb, hn) = (
+        hello(Some("A.Example")),
+        hello(Some("x.B.example")),
+        hello(None),
+    );
     let hb2 = hello(Some("b.example.org"));
     let lo_ = [127, 0, 0, 1];
     let z = Duration::ZERO;
     let (fe, st) = (lo(port), lo(port2));
-    let cases: Vec<(SocketAddr, [u8; 4], Vec<&[u8]>, Duration, bool)> = vec![
+    let cases: Vec<Case> = vec![
         (fe, lo_, vec![&ha], z, false),
         (fe, lo_, vec![&hb], z, false),
         (fe, lo_, vec![&hn], z, false),
         (fe, lo_, vec![&hb2], z, false),
-        (fe, lo_, vec![&ha[..1], &ha[1..5], &ha[5..40], &ha[40..]], Duration::from_millis(80), false),
+        (
+            fe,
+            lo_,
+            vec![&ha[..1], &ha[1..5], &ha[5..40], &ha[40..]],
+            Duration::from_millis(80),
+            false,
+        ),
         (fe, lo_, vec![b"GET / HTTP/1.0\r\n\r\n"], z, false),
         (fe, lo_, vec![b"abc"], z, false),
-        (fe, lo_, vec![b"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00"], z, false),
+        (
+            fe,
+            lo_,
+            vec![b"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00"],
+            z,
+            false,
+        ),
         (fe, lo_, vec![], z, false),
         (fe, lo_, vec![b"\x16\x03\x01\x02\x00\x01"], z, true),
         (fe, lo_, vec![&ha], z, true),
@@ -538,7 +570,12 @@ fn same_routing_as_haproxy() {
     let Some(h) = observe(true, be) else { return };
     let p = observe(false, be).expect("portcullis");
     let n = |sni| hello(Some(sni)).len();
-    let (a, b, none, b2) = (n("A.Example"), n("x.B.example"), hello(None).len(), n("b.example.org"));
+    let (a, b, none, b2) = (
+        n("A.Example"),
+        n("x.B.example"),
+        hello(None).len(),
+        n("b.example.org"),
+    );
     // What HAProxy does, spelled out: SNI compared verbatim unless -i (x.B.example is not in
     // domain b.example, A.Example does not end with .example); `-m dom` matches whole labels
     // anywhere; non-TLS goes to the default at once; an incomplete record or nothing at all

@@ -952,7 +952,10 @@ mod tests {
         c.partial = true;
         assert!(m("req.ssl_hello_type 1", &c));
         assert!(m("req_ssl_sni -i shop.a.example", &c));
-        assert!(!m("req.ssl_sni shop.a.example", &c), "verbatim, case-sensitive");
+        assert!(
+            !m("req.ssl_sni shop.a.example", &c),
+            "verbatim, case-sensitive"
+        );
         assert!(m("req.ssl_sni -m end .A.Example", &c));
         assert!(!m("req.ssl_sni -m end .a.example", &c));
         assert!(m("req.ssl_sni -i -m end .a.example", &c));
@@ -964,12 +967,18 @@ mod tests {
         assert!(m("req.ssl_sni -m reg ^Shop\\.[A-Z]\\.", &c));
         assert!(m("req.ssl_sni -i -m reg ^shop\\.a", &c));
         assert!(m("req.ssl_sni,lower -m end .a.example", &c));
-        assert!(m("req.ssl_alpn http/1.1", &c), "every offered protocol is tried");
+        assert!(
+            m("req.ssl_alpn http/1.1", &c),
+            "every offered protocol is tried"
+        );
         assert!(m("req.len gt 100", &c));
         assert!(m("req_ssl_ver 3.3", &c));
         assert!(m("req.ssl_ver ge 3.1", &c));
         assert!(!m("req_ssl_ver 3.1:3.2", &c));
-        assert!(!m("req.ssl_ver 3", &c), "a bare number is a major version (3.0)");
+        assert!(
+            !m("req.ssl_ver 3", &c),
+            "a bare number is a major version (3.0)"
+        );
     }
 
     /// `tcp-request content` semantics: a condition that fails on a fetch still waiting for
@@ -989,13 +998,26 @@ mod tests {
         assert_eq!(pc("{ req.ssl_hello_type 1 }", half, false), Some(false));
         assert_eq!(pc("{ req.ssl_hello_type 1 }", &h, true), Some(true));
         assert_eq!(pc("!{ req.ssl_hello_type 1 }", half, true), None);
-        assert_eq!(pc("{ req.ssl_hello_type 1 }", b"GET / HTTP/1.0", true), Some(false));
+        assert_eq!(
+            pc("{ req.ssl_hello_type 1 }", b"GET / HTTP/1.0", true),
+            Some(false)
+        );
         assert_eq!(pc("{ req_ssl_sni b.example }", &h, true), Some(false));
-        assert_eq!(pc("{ req.len eq 3 }", &h, true), None, "req.len may always grow");
+        assert_eq!(
+            pc("{ req.len eq 3 }", &h, true),
+            None,
+            "req.len may always grow"
+        );
         assert_eq!(pc("{ req.len eq 3 }", &h, false), Some(false));
         assert_eq!(pc("{ req.len gt 3 }", &h, true), Some(true));
-        assert_eq!(pc("{ src 127.0.0.1 } || { req.len eq 3 }", &h, true), Some(true));
-        assert_eq!(pc("{ src 10.0.0.1 } { req.len eq 3 }", &h, true), Some(false));
+        assert_eq!(
+            pc("{ src 127.0.0.1 } || { req.len eq 3 }", &h, true),
+            Some(true)
+        );
+        assert_eq!(
+            pc("{ src 10.0.0.1 } { req.len eq 3 }", &h, true),
+            Some(false)
+        );
         assert_eq!(pc("{ req.len eq 3 } { src 10.0.0.1 }", &h, true), None);
         let mut c = ctx(None, "127.0.0.1");
         c.payload = Some(half);

@@ -453,28 +453,46 @@ mod tests {
         let b = leak(crate::tcp::hello::test_hello(Some("x.b.example"), &[]));
         let none = leak(crate::tcp::hello::test_hello(None, &[]));
         let c = ctx("127.0.0.1:9", a, true);
-        assert_eq!(apply_tcp_rules(&fe.tcp_connection, &c), Some(TcpRequestAction::Accept));
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_connection, &c),
+            Some(TcpRequestAction::Accept)
+        );
         assert_eq!(
             apply_tcp_rules(&fe.tcp_connection, &ctx("10.1.1.1:9", a, true)),
             Some(TcpRequestAction::Reject)
         );
-        assert_eq!(apply_tcp_rules(&fe.tcp_content, &c), Some(TcpRequestAction::Accept));
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &c),
+            Some(TcpRequestAction::Accept)
+        );
         assert_eq!(route(fe, 0, false, &c), Some(1));
         assert_eq!(route(fe, 0, false, &ctx("127.0.0.1:9", b, true)), Some(2));
-        assert_eq!(route(fe, 0, false, &ctx("127.0.0.1:9", none, true)), Some(3));
+        assert_eq!(
+            route(fe, 0, false, &ctx("127.0.0.1:9", none, true)),
+            Some(3)
+        );
         // Half a ClientHello waits; at expiry it is accepted and goes to the default backend.
         let half: &'static [u8] = &a[..a.len() / 2];
-        assert_eq!(apply_tcp_rules(&fe.tcp_content, &ctx("127.0.0.1:9", half, true)), None);
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &ctx("127.0.0.1:9", half, true)),
+            None
+        );
         assert_eq!(
             apply_tcp_rules(&fe.tcp_content, &ctx("127.0.0.1:9", half, false)),
             Some(TcpRequestAction::Reject),
             "final: not a ClientHello, and past 10 bytes"
         );
         let fin = ctx("127.0.0.1:9", &a[..8], false);
-        assert_eq!(apply_tcp_rules(&fe.tcp_content, &fin), Some(TcpRequestAction::Accept));
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &fin),
+            Some(TcpRequestAction::Accept)
+        );
         assert_eq!(route(fe, 0, false, &fin), Some(3));
         // Plain text past 10 bytes is rejected at once.
         let http = ctx("127.0.0.1:9", b"GET / HTTP/1.1\r\n", true);
-        assert_eq!(apply_tcp_rules(&fe.tcp_content, &http), Some(TcpRequestAction::Reject));
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &http),
+            Some(TcpRequestAction::Reject)
+        );
     }
 }

@@ -643,9 +643,7 @@ impl SampleExpr {
         let Some(p) = ctx.payload else { return false };
         match self.fetch {
             Fetch::ReqLen => true,
-            Fetch::ReqSslSni | Fetch::ReqSslAlpn => {
-                hello::client_hello(p) == hello::Peek::NeedMore
-            }
+            Fetch::ReqSslSni | Fetch::ReqSslAlpn => hello::client_hello(p) == hello::Peek::NeedMore,
             Fetch::ReqSslHelloType => hello::hello_type(p) == hello::Peek::NeedMore,
             Fetch::ReqSslVer => hello::ssl_ver(p) == hello::Peek::NeedMore,
             _ => false,

@@ -304,7 +304,9 @@ fn server_name(data: &[u8]) -> Option<Option<Cow<'_, str>>> {
             if name.is_empty() {
                 return None;
             }
-            return std::str::from_utf8(name).ok().map(|s| Some(Cow::Borrowed(s)));
+            return std::str::from_utf8(name)
+                .ok()
+                .map(|s| Some(Cow::Borrowed(s)));
         }
     }
     Some(None)
@@ -335,8 +337,8 @@ pub(crate) fn test_hello(sni: Option<&str>, alpn: &[&str]) -> Vec<u8> {
     cfg.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
     // An IP address as server name makes rustls omit SNI.
     cfg.enable_sni = sni.is_some();
-    let name = rustls_pki_types::ServerName::try_from(sni.unwrap_or("127.0.0.1").to_string())
-        .unwrap();
+    let name =
+        rustls_pki_types::ServerName::try_from(sni.unwrap_or("127.0.0.1").to_string()).unwrap();
     let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
     let mut out = Vec::new();
     while conn.wants_write() {
@@ -418,7 +420,9 @@ mod tests {
         let h = rustls_hello(Some("frag.example"), &["h2"]);
         for n in [1, 2, 3, 5, 40, 100, 200] {
             let f = fragment(&h, n);
-            let ch = client_hello(&f).found().unwrap_or_else(|| panic!("records of {n}"));
+            let ch = client_hello(&f)
+                .found()
+                .unwrap_or_else(|| panic!("records of {n}"));
             assert_eq!(ch.sni.as_deref(), Some("frag.example"), "records of {n}");
             assert_eq!(ch.alpn, ["h2"]);
             assert_eq!(hello_type(&f), Peek::Found(1));
