@@ -37,6 +37,8 @@ fn counters(c: &model::Counters, now_ms: u64, http: bool) -> api::Counters {
         bin: g(&c.bytes_in),
         bout: g(&c.bytes_out),
         dreq: g(&c.denied_req),
+        dcon: g(&c.denied_conn),
+        dses: g(&c.denied_sess),
         ereq: g(&c.errors_req),
         econ: g(&c.errors_conn),
         eresp: g(&c.errors_resp),

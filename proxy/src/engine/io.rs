@@ -157,6 +157,13 @@ impl Stream {
         let _ = shutdown_fd(fd, libc::SHUT_RDWR);
     }
 
+    /// Makes the coming close send a RST (SO_LINGER 0) without shutting down first.
+    pub fn reset_on_close(&self) {
+        let sock =
+            std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
+        let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+    }
+
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         match self {
             Stream::UringTcp(s) => s.set_nodelay(on),
@@ -375,4 +382,75 @@ pub unsafe fn socket_from_raw(fd: RawFd) -> socket2::Socket {
 
 pub fn into_raw(s: socket2::Socket) -> RawFd {
     s.into_raw_fd()
+}
+
+/// Looks at what a client has sent without consuming it (`MSG_PEEK`), for `tcp-request content`
+/// inspection: the bytes stay in the socket for the relay, so a wait abandoned when
+/// `inspect-delay` expires loses nothing (an io_uring read cannot be cancelled that safely).
+///
+/// Readiness comes from tokio's reactor (tokio-uring runs one too) through a duplicate of the
+/// descriptor: its own registration, so clearing its readiness after each peek (the unread
+/// bytes would otherwise keep it set) leaves the stream's own readiness untouched for the relay.
+pub struct Peeker {
+    fd: tokio::io::unix::AsyncFd<socket2::Socket>,
+}
+
+impl Peeker {
+    pub fn new(stream: &Stream) -> io::Result<Peeker> {
+        let dup = dup_socket(stream.raw_fd())?;
+        // SAFETY: the duplicate is owned by the AsyncFd, which deregisters it before closing it.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(dup, tokio::io::Interest::READABLE)?
+        };
+        Ok(Peeker { fd })
+    }
+
+    /// Copies the pending bytes into `buf` at once, without waiting (0 if none yet).
+    pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match peek_fd(self.fd.as_raw_fd(), buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            other => other,
+        }
+    }
+
+    /// Waits until bytes arrive that were not there at the previous call (or the client
+    /// closes), then copies everything pending into `buf`. Returns the byte count and whether
+    /// the client has closed its side (no more will come). Cancel-safe.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<(usize, bool)> {
+        let fd = self.fd.as_raw_fd();
+        loop {
+            let mut g = self.fd.readable().await?;
+            let closed = g.ready().is_read_closed();
+            // The peek reports WouldBlock so the readiness is cleared and the next wait is for
+            // new bytes; the readiness tick taken before it keeps a later arrival from being
+            // cleared with it.
+            let mut got = None;
+            let _ = g.try_io(|_| {
+                got = Some(peek_fd(fd, buf));
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
+            match got {
+                Some(Ok(n)) => return Ok((n, closed || n == 0)),
+                Some(Err(e)) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn peek_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: recv into a buffer we own, bounded by its length.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }

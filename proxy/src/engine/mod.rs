@@ -42,7 +42,14 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
         ));
     }
     for p in &cfg.proxies {
-        for (kw, loc) in &p.pending {
+        // `tcp-request connection` runs at accept in every mode; inspection (`inspect-delay`,
+        // `content`) in `mode tcp` frontends only: not before HTTP parsing, nor in backends.
+        let tcp_fe = p.mode == crate::config::model::Mode::Tcp && p.cap.frontend;
+        let done = |kw: &str| {
+            kw == "tcp-request connection"
+                || (tcp_fe && matches!(kw, "tcp-request inspect-delay" | "tcp-request content"))
+        };
+        for (kw, loc) in p.pending.iter().filter(|(kw, _)| !done(kw)) {
             out.push(format!(
                 "parsing [{loc}] : '{kw}' is not supported yet by portcullis (proxy '{}').",
                 p.name

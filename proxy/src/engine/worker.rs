@@ -238,6 +238,15 @@ async fn accept_loop(
                 let now = shared.model.now_ms();
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.connection(now);
+                }
+                // `tcp-request connection reject`: counted in `dcon`, never a session, not
+                // logged, closed with a reset (as HAProxy).
+                if crate::tcp::session::connection_rejected(&fe, &acc) {
+                    fe.fe_counters.denied_conn.fetch_add(1, Ordering::Relaxed);
+                    acc.stream.reset_on_close();
+                    continue;
+                }
+                for c in [&fe.fe_counters, &shared.model.totals] {
                     c.session(now);
                 }
                 let sh = Arc::clone(&shared);

@@ -83,7 +83,9 @@ static ACL_KWS: &[(&str, &str, MatchMethod)] = {
         ("path_len", "path", Len),
         ("path_reg", "path", Reg),
         ("path_sub", "path", Sub),
+        ("req.ssl_ver", "req.ssl_ver", Int),
         ("req_ssl_sni", "req.ssl_sni", Str),
+        ("req_ssl_ver", "req.ssl_ver", Int),
         ("ssl_fc_sni_end", "ssl_fc_sni", End),
         ("ssl_fc_sni_reg", "ssl_fc_sni", Reg),
         ("url", "url", Str),
@@ -151,9 +153,38 @@ pub struct Acl {
     exprs: Vec<AclExpr>,
 }
 
+/// HAProxy's three-valued ACL result: bit-encoded so that AND is `&`, OR is `|`, and a miss
+/// (the answer needs more data) survives negation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tri(u8);
+
+impl Tri {
+    pub const FAIL: Tri = Tri(0);
+    pub const MISS: Tri = Tri(1);
+    pub const PASS: Tri = Tri(3);
+    fn neg(self) -> Tri {
+        match self {
+            Tri::PASS => Tri::FAIL,
+            Tri::FAIL => Tri::PASS,
+            other => other,
+        }
+    }
+}
+
 impl Acl {
     pub fn eval(&self, ctx: &SampleCtx<'_>) -> bool {
         self.exprs.iter().any(|e| e.eval(ctx))
+    }
+    /// OR of the expressions: a single pass is enough; a miss keeps the door open.
+    pub fn eval3(&self, ctx: &SampleCtx<'_>) -> Tri {
+        let mut res = Tri::FAIL;
+        for e in &self.exprs {
+            res = Tri(res.0 | e.eval3(ctx).0);
+            if res == Tri::PASS {
+                break;
+            }
+        }
+        res
     }
 }
 
@@ -217,6 +248,30 @@ impl Condition {
             .iter()
             .any(|suite| suite.iter().all(|(neg, acl)| acl.eval(ctx) != *neg));
         res != self.unless
+    }
+
+    /// For rules evaluated while data may still arrive (`tcp-request content`): `None` when the
+    /// answer needs more data (the rule must wait), else whether the rule applies.
+    pub fn eval_partial(&self, ctx: &SampleCtx<'_>) -> Option<bool> {
+        let mut res = Tri::FAIL;
+        for suite in &self.suites {
+            let mut s = Tri::PASS;
+            for (neg, acl) in suite {
+                let r = acl.eval3(ctx);
+                s = Tri(s.0 & if *neg { r.neg() } else { r }.0);
+                if s != Tri::PASS {
+                    break;
+                }
+            }
+            res = Tri(res.0 | s.0);
+            if res == Tri::PASS {
+                break;
+            }
+        }
+        match res {
+            Tri::MISS => None,
+            r => Some((r == Tri::PASS) != self.unless),
+        }
     }
 
     /// A rule without a condition always applies.
@@ -415,6 +470,11 @@ pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
         }
         rest = rest.get(1..).unwrap_or(&[]);
     }
+    let dotted;
+    if acl_kw.is_some_and(|(n, _, _)| n.ends_with("ssl_ver")) && method == MatchMethod::Int {
+        dotted = rest.iter().map(|t| dotted_ver(t)).collect::<Vec<_>>();
+        rest = &dotted;
+    }
     let pats = parse_patterns(method, icase, rest)?;
     Ok(AclExpr {
         expr,
@@ -422,6 +482,21 @@ pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
         icase,
         pats,
     })
+}
+
+/// `req_ssl_ver` patterns are `major.minor` versions (ranges with `:`), compared as
+/// `major << 16 | minor`: rewritten here into the integers the fetch returns.
+fn dotted_ver(t: &str) -> String {
+    let one = |v: &str| -> Option<String> {
+        if v.is_empty() {
+            return Some(String::new());
+        }
+        let (maj, min) = v.split_once('.').unwrap_or((v, "0"));
+        let (maj, min) = (maj.parse::<i64>().ok()?, min.parse::<i64>().ok()?);
+        Some((maj << 16 | min).to_string())
+    };
+    let parts: Option<Vec<String>> = t.split(':').map(one).collect();
+    parts.map_or_else(|| t.to_string(), |p| p.join(":"))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -641,6 +716,17 @@ impl AclExpr {
         self.method
     }
 
+    /// [`AclExpr::eval`], with a miss when it fails on a fetch that may still change.
+    pub fn eval3(&self, ctx: &SampleCtx<'_>) -> Tri {
+        if self.eval(ctx) {
+            Tri::PASS
+        } else if self.expr.may_change(ctx) {
+            Tri::MISS
+        } else {
+            Tri::FAIL
+        }
+    }
+
     pub fn eval(&self, ctx: &SampleCtx<'_>) -> bool {
         use MatchMethod::*;
         let icase = self.icase;
@@ -856,6 +942,90 @@ mod tests {
         assert!(m("req_ssl_sni tls.example.net", &c));
         assert!(m("req.ssl_sni -m end .example.net", &c));
         assert!(m("req.ssl_sni -i TLS.EXAMPLE.NET", &c));
+    }
+
+    #[test]
+    fn client_hello_in_payload() {
+        let h = crate::tcp::hello::test_hello(Some("Shop.A.Example"), &["h2", "http/1.1"]);
+        let mut c = ctx(None, "127.0.0.1");
+        c.payload = Some(&h);
+        c.partial = true;
+        assert!(m("req.ssl_hello_type 1", &c));
+        assert!(m("req_ssl_sni -i shop.a.example", &c));
+        assert!(
+            !m("req.ssl_sni shop.a.example", &c),
+            "verbatim, case-sensitive"
+        );
+        assert!(m("req.ssl_sni -m end .A.Example", &c));
+        assert!(!m("req.ssl_sni -m end .a.example", &c));
+        assert!(m("req.ssl_sni -i -m end .a.example", &c));
+        assert!(m("req.ssl_sni -i -m dom a.example", &c));
+        assert!(m("req.ssl_sni -m dom A", &c));
+        assert!(!m("req.ssl_sni -m dom a", &c));
+        assert!(m("req.ssl_sni -i -m beg shop.", &c));
+        assert!(m("req.ssl_sni -i -m sub p.a.e", &c));
+        assert!(m("req.ssl_sni -m reg ^Shop\\.[A-Z]\\.", &c));
+        assert!(m("req.ssl_sni -i -m reg ^shop\\.a", &c));
+        assert!(m("req.ssl_sni,lower -m end .a.example", &c));
+        assert!(
+            m("req.ssl_alpn http/1.1", &c),
+            "every offered protocol is tried"
+        );
+        assert!(m("req.len gt 100", &c));
+        assert!(m("req_ssl_ver 3.3", &c));
+        assert!(m("req.ssl_ver ge 3.1", &c));
+        assert!(!m("req_ssl_ver 3.1:3.2", &c));
+        assert!(
+            !m("req.ssl_ver 3", &c),
+            "a bare number is a major version (3.0)"
+        );
+    }
+
+    /// `tcp-request content` semantics: a condition that fails on a fetch still waiting for
+    /// bytes is a miss (wait), and a miss survives negation; once final, it is a plain failure.
+    #[test]
+    fn partial_conditions() {
+        let h = crate::tcp::hello::test_hello(Some("a.example"), &[]);
+        let set = AclSet::default();
+        let pc = |s: &str, payload: &[u8], partial: bool| {
+            let mut c = ctx(None, "127.0.0.1");
+            c.payload = Some(payload);
+            c.partial = partial;
+            cond(s, &set).eval_partial(&c)
+        };
+        let half = &h[..h.len() / 2];
+        assert_eq!(pc("{ req.ssl_hello_type 1 }", half, true), None);
+        assert_eq!(pc("{ req.ssl_hello_type 1 }", half, false), Some(false));
+        assert_eq!(pc("{ req.ssl_hello_type 1 }", &h, true), Some(true));
+        assert_eq!(pc("!{ req.ssl_hello_type 1 }", half, true), None);
+        assert_eq!(
+            pc("{ req.ssl_hello_type 1 }", b"GET / HTTP/1.0", true),
+            Some(false)
+        );
+        assert_eq!(pc("{ req_ssl_sni b.example }", &h, true), Some(false));
+        assert_eq!(
+            pc("{ req.len eq 3 }", &h, true),
+            None,
+            "req.len may always grow"
+        );
+        assert_eq!(pc("{ req.len eq 3 }", &h, false), Some(false));
+        assert_eq!(pc("{ req.len gt 3 }", &h, true), Some(true));
+        assert_eq!(
+            pc("{ src 127.0.0.1 } || { req.len eq 3 }", &h, true),
+            Some(true)
+        );
+        assert_eq!(
+            pc("{ src 10.0.0.1 } { req.len eq 3 }", &h, true),
+            Some(false)
+        );
+        assert_eq!(pc("{ req.len eq 3 } { src 10.0.0.1 }", &h, true), None);
+        let mut c = ctx(None, "127.0.0.1");
+        c.payload = Some(half);
+        c.partial = true;
+        let u = compile_cond_tokens(true, &toks("{ req.ssl_hello_type 1 }"), &set).unwrap();
+        assert_eq!(u.eval_partial(&c), None);
+        c.payload = Some(&h);
+        assert_eq!(u.eval_partial(&c), Some(false));
     }
 
     #[test]

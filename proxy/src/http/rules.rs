@@ -42,6 +42,8 @@ pub struct ProxyRules {
     pub default_backend: Option<usize>,
     pub http_request: Vec<Rule>,
     pub tcp_content: Vec<(TcpRequestAction, Option<Condition>)>,
+    /// `tcp-request connection` rules, evaluated at accept on addresses only.
+    pub tcp_connection: Vec<(TcpRequestAction, Option<Condition>)>,
 }
 
 /// What the `http-request` rules decided.
@@ -181,7 +183,10 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
         r.http_request.push(Rule { action, cond: c });
     }
     for t in &p.tcp_request {
-        if !t.connection {
+        if t.connection {
+            let c = cond(&t.cond, "tcp-request connection", errs);
+            r.tcp_connection.push((t.action.clone(), c));
+        } else {
             let c = cond(&t.cond, "tcp-request content", errs);
             r.tcp_content.push((t.action.clone(), c));
         }
@@ -298,6 +303,26 @@ pub fn redirect_location(
     }
 }
 
+/// Runs `tcp-request content` (or `connection`) rules in order, as HAProxy does: the first rule
+/// whose condition holds decides; a condition still waiting for bytes (`ctx.partial`) stops the
+/// evaluation with `None` (wait for more data or for `inspect-delay` to expire); past the last
+/// rule the connection is accepted.
+pub fn apply_tcp_rules(
+    rules: &[(TcpRequestAction, Option<Condition>)],
+    ctx: &SampleCtx<'_>,
+) -> Option<TcpRequestAction> {
+    for (action, cond) in rules {
+        let applies = match cond {
+            None => true,
+            Some(c) => c.eval_partial(ctx)?,
+        };
+        if applies {
+            return Some(action.clone());
+        }
+    }
+    Some(TcpRequestAction::Accept)
+}
+
 /// The backend a frontend sends a stream to: the first `use_backend` whose condition holds,
 /// else `default_backend`, else the proxy itself when it is a `listen`/backend.
 pub fn route(
@@ -409,5 +434,65 @@ mod tests {
             apply_http_request(&fe.http_request, &mut blocked, &base),
             Verdict::Deny(429)
         ));
+    }
+
+    /// Seed 004's passthrough: wait for the ClientHello, then route on its SNI.
+    #[test]
+    fn sni_passthrough_rules() {
+        let cfg = "defaults\n  mode tcp\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\nfrontend f\n  bind 127.0.0.1:1\n  tcp-request inspect-delay 5s\n  tcp-request connection reject if { src 10.0.0.0/8 }\n  tcp-request content reject if { req.len gt 10 } !{ req.ssl_hello_type 1 }\n  tcp-request content accept if { req.ssl_hello_type 1 }\n  use_backend a if { req.ssl_sni -i a.example }\n  use_backend b if { req_ssl_sni -m dom b.example }\n  default_backend d\nbackend a\n  server s 127.0.0.1:2\nbackend b\n  server s 127.0.0.1:3\nbackend d\n  server s 127.0.0.1:4\n";
+        let rules = compile_one(cfg).expect("compiles");
+        let fe = &rules[0];
+        let ctx = |src: &str, payload: &'static [u8], partial: bool| {
+            let mut c = SampleCtx::new(src.parse().unwrap(), "127.0.0.1:1".parse().unwrap(), "f");
+            c.payload = Some(payload);
+            c.partial = partial;
+            c
+        };
+        let leak = |v: Vec<u8>| -> &'static [u8] { Box::leak(v.into_boxed_slice()) };
+        let a = leak(crate::tcp::hello::test_hello(Some("A.example"), &[]));
+        let b = leak(crate::tcp::hello::test_hello(Some("x.b.example"), &[]));
+        let none = leak(crate::tcp::hello::test_hello(None, &[]));
+        let c = ctx("127.0.0.1:9", a, true);
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_connection, &c),
+            Some(TcpRequestAction::Accept)
+        );
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_connection, &ctx("10.1.1.1:9", a, true)),
+            Some(TcpRequestAction::Reject)
+        );
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &c),
+            Some(TcpRequestAction::Accept)
+        );
+        assert_eq!(route(fe, 0, false, &c), Some(1));
+        assert_eq!(route(fe, 0, false, &ctx("127.0.0.1:9", b, true)), Some(2));
+        assert_eq!(
+            route(fe, 0, false, &ctx("127.0.0.1:9", none, true)),
+            Some(3)
+        );
+        // Half a ClientHello waits; at expiry it is accepted and goes to the default backend.
+        let half: &'static [u8] = &a[..a.len() / 2];
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &ctx("127.0.0.1:9", half, true)),
+            None
+        );
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &ctx("127.0.0.1:9", half, false)),
+            Some(TcpRequestAction::Reject),
+            "final: not a ClientHello, and past 10 bytes"
+        );
+        let fin = ctx("127.0.0.1:9", &a[..8], false);
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &fin),
+            Some(TcpRequestAction::Accept)
+        );
+        assert_eq!(route(fe, 0, false, &fin), Some(3));
+        // Plain text past 10 bytes is rejected at once.
+        let http = ctx("127.0.0.1:9", b"GET / HTTP/1.1\r\n", true);
+        assert_eq!(
+            apply_tcp_rules(&fe.tcp_content, &http),
+            Some(TcpRequestAction::Reject)
+        );
     }
 }

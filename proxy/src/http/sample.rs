@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
 use crate::http::head::{RequestHead, Version};
+use crate::tcp::hello;
 
 /// What `tcp-request content` inspection learnt from a TLS ClientHello still in the buffer
 /// (`req.ssl_*` fetches); `None` in [`SampleCtx::ssl_hello`] means "not TLS / not parsed yet".
@@ -47,6 +48,12 @@ pub struct SampleCtx<'a> {
     pub ssl_hello: Option<SslHello<'a>>,
     /// Bytes waiting in the request buffer (`req.len`).
     pub req_len: usize,
+    /// The request buffer under `tcp-request content` inspection: the `req.ssl_*` fetches and
+    /// `req.len` read it (unless `ssl_hello` is set).
+    pub payload: Option<&'a [u8]>,
+    /// More bytes may still arrive (inspection not final): a fetch that needs them makes a
+    /// content rule wait instead of failing (HAProxy's `SMP_F_MAY_CHANGE`).
+    pub partial: bool,
 }
 
 impl<'a> SampleCtx<'a> {
@@ -65,6 +72,8 @@ impl<'a> SampleCtx<'a> {
             req: None,
             ssl_hello: None,
             req_len: 0,
+            payload: None,
+            partial: false,
         }
     }
 
@@ -173,6 +182,7 @@ pub enum Fetch {
     ReqSslSni,
     ReqSslHelloType,
     ReqSslAlpn,
+    ReqSslVer,
     ReqLen,
     Method,
     Path,
@@ -301,6 +311,7 @@ pub static FETCHES: &[FetchDef] = &[
         Fetch::ReqSslHelloType
     }),
     fdef!("req.ssl_sni", Str, L6, None, || Fetch::ReqSslSni),
+    fdef!("req.ssl_ver", Int, L6, None, || Fetch::ReqSslVer),
     fdef!("req.ver", Str, HRQ, None, || Fetch::ReqVer),
     fdef!("req_len", Int, L6, None, || Fetch::ReqLen),
     fdef!("req_proto_http", Bool, HRQ, None, || Fetch::ReqProtoHttp),
@@ -308,6 +319,7 @@ pub static FETCHES: &[FetchDef] = &[
         Fetch::ReqSslHelloType
     }),
     fdef!("req_ssl_sni", Str, L6, None, || Fetch::ReqSslSni),
+    fdef!("req_ssl_ver", Int, L6, None, || Fetch::ReqSslVer),
     fdef!("req_ver", Str, HRQ, None, || Fetch::ReqVer),
     fdef!("src", Ip, None, None, || Fetch::Src),
     fdef!("src_is_local", Bool, None, None, || Fetch::SrcIsLocal),
@@ -621,6 +633,14 @@ impl SampleExpr {
                     .into_iter()
                     .any(|v| f(&self.convert(SampleValue::Str(Cow::Borrowed(v)))))
             }
+            Fetch::ReqSslAlpn if ctx.ssl_hello.is_none() => {
+                let Some(h) = ctx.payload.and_then(|p| hello::client_hello(p).found()) else {
+                    return false;
+                };
+                h.alpn
+                    .into_iter()
+                    .any(|v| f(&self.convert(SampleValue::Str(v))))
+            }
             Fetch::HdrVal { name, occ: None } => {
                 let Some(req) = ctx.req else { return false };
                 header_values(req, name.as_deref(), false)
@@ -632,6 +652,23 @@ impl SampleExpr {
                 Some(v) => f(&v),
                 None => false,
             },
+        }
+    }
+
+    /// Whether the fetch's answer may still change as more request bytes arrive (only while
+    /// `ctx.partial`): `req.len` always, the `req.ssl_*` fetches while the buffer is a valid but
+    /// incomplete handshake. An ACL that fails on such a fetch waits rather than fails.
+    pub fn may_change(&self, ctx: &SampleCtx<'_>) -> bool {
+        if !ctx.partial || ctx.ssl_hello.is_some() {
+            return false;
+        }
+        let Some(p) = ctx.payload else { return false };
+        match self.fetch {
+            Fetch::ReqLen => true,
+            Fetch::ReqSslSni | Fetch::ReqSslAlpn => hello::client_hello(p) == hello::Peek::NeedMore,
+            Fetch::ReqSslHelloType => hello::hello_type(p) == hello::Peek::NeedMore,
+            Fetch::ReqSslVer => hello::ssl_ver(p) == hello::Peek::NeedMore,
+            _ => false,
         }
     }
 
@@ -662,10 +699,31 @@ impl SampleExpr {
             Fetch::SslFcAlpn => ctx.alpn.filter(|_| ctx.ssl).and_then(s),
             Fetch::SslFcCipher => ctx.ssl_cipher.filter(|_| ctx.ssl).and_then(s),
             Fetch::SslFcProtocol => ctx.ssl_protocol.filter(|_| ctx.ssl).and_then(s),
-            Fetch::ReqSslSni => ctx.ssl_hello.and_then(|h| h.sni).and_then(s),
-            Fetch::ReqSslAlpn => ctx.ssl_hello.and_then(|h| h.alpn).and_then(s),
-            Fetch::ReqSslHelloType => ctx.ssl_hello.map(|h| Int(h.hello_type)),
-            Fetch::ReqLen => Some(Int(i64::try_from(ctx.req_len).unwrap_or(i64::MAX))),
+            Fetch::ReqSslSni => match (ctx.ssl_hello, ctx.payload) {
+                (Some(h), _) => h.sni.and_then(s),
+                (None, Some(p)) => hello::client_hello(p).found()?.sni.map(Str),
+                (None, None) => None,
+            },
+            Fetch::ReqSslAlpn => match (ctx.ssl_hello, ctx.payload) {
+                (Some(h), _) => h.alpn.and_then(s),
+                (None, Some(p)) => hello::client_hello(p)
+                    .found()?
+                    .alpn
+                    .into_iter()
+                    .next()
+                    .map(Str),
+                (None, None) => None,
+            },
+            Fetch::ReqSslHelloType => match (ctx.ssl_hello, ctx.payload) {
+                (Some(h), _) => Some(Int(h.hello_type)),
+                (None, Some(p)) => hello::hello_type(p).found().map(|t| Int(i64::from(t))),
+                (None, None) => None,
+            },
+            Fetch::ReqSslVer => ctx.payload.and_then(|p| hello::ssl_ver(p).found()).map(Int),
+            Fetch::ReqLen => {
+                let n = ctx.payload.map_or(ctx.req_len, <[u8]>::len);
+                Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
+            }
             Fetch::ReqProtoHttp => Some(Bool(ctx.req.is_some())),
             Fetch::Method => ctx.req.map(|r| r.method.as_str()).and_then(s),
             Fetch::Path => ctx.req.map(|r| r.path()).and_then(s),

@@ -91,6 +91,10 @@ pub struct Counters {
     pub bytes_out: AtomicU64,
     pub req_tot: AtomicU64,
     pub denied_req: AtomicU64,
+    /// Connections refused by `tcp-request connection` (`dcon`).
+    pub denied_conn: AtomicU64,
+    /// Sessions refused by `tcp-request session` (`dses`).
+    pub denied_sess: AtomicU64,
     pub errors_req: AtomicU64,
     pub errors_conn: AtomicU64,
     pub errors_resp: AtomicU64,
@@ -181,6 +185,8 @@ impl Counters {
             &self.bytes_out,
             &self.req_tot,
             &self.denied_req,
+            &self.denied_conn,
+            &self.denied_sess,
             &self.errors_req,
             &self.errors_conn,
             &self.errors_resp,

@@ -1,5 +1,6 @@
 //! `mode tcp`: the userspace passthrough relay (`relay`) and the session around it (`session`).
 
+pub mod hello;
 pub mod relay;
 pub mod session;
 

@@ -1,10 +1,21 @@
-//! One `mode tcp` session: backend choice, server connect (retries, redispatch), relay, log line.
+//! One `mode tcp` session: `tcp-request` rules, backend choice, server connect (retries,
+//! redispatch), relay, log line.
+//!
+//! Content inspection peeks at the client's first bytes (they stay in the socket, so the server
+//! receives them unmodified through the relay) and evaluates the rules as HAProxy does: at once,
+//! then on every arrival; a rule whose fetch needs more bytes waits until `inspect-delay`
+//! expires, the client closes, or the buffer is full, and is then evaluated on what is there.
 
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
+
+use crate::config::model::TcpRequestAction;
+use crate::engine::io::{Peeker, Stream};
+use crate::http::rules::apply_tcp_rules;
+use crate::http::sample::SampleCtx;
 
 use crate::backend;
 use crate::engine::io::Accepted;
@@ -14,22 +25,87 @@ use crate::model::{Counters, Proxy, stats};
 
 use super::relay::{RelayTimeouts, relay};
 
+/// HAProxy's request buffer (`tune.bufsize` 16384) less the rewrite reserve (`tune.maxrewrite`
+/// 1024): once that much is waiting, inspection is final.
+pub const INSPECT_MAX: usize = 16384 - 1024;
+
+fn base_ctx(
+    fe: &Proxy,
+    src: Option<std::net::SocketAddr>,
+    dst: Option<std::net::SocketAddr>,
+) -> SampleCtx<'_> {
+    let zero = || std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+    SampleCtx::new(src.unwrap_or_else(zero), dst.unwrap_or_else(zero), &fe.name)
+}
+
 /// The backend a frontend sends a session to (`use_backend` conditions evaluated on what is
-/// known of a TCP session: addresses).
+/// known of a TCP session: addresses, and the inspected bytes if any).
 pub fn route(
     shared: &Shared,
     fe: &Arc<Proxy>,
     src: Option<std::net::SocketAddr>,
     dst: Option<std::net::SocketAddr>,
+    payload: Option<&[u8]>,
 ) -> Option<Arc<Proxy>> {
-    let zero = || std::net::SocketAddr::from(([0, 0, 0, 0], 0));
-    let ctx = crate::http::sample::SampleCtx::new(
-        src.unwrap_or_else(zero),
-        dst.unwrap_or_else(zero),
-        &fe.name,
-    );
+    let ctx = SampleCtx {
+        payload,
+        ..base_ctx(fe, src, dst)
+    };
     let idx = crate::http::rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx)?;
     shared.model.proxies.get(idx).cloned()
+}
+
+/// Whether `tcp-request connection` rules refuse a just-accepted connection.
+pub fn connection_rejected(fe: &Proxy, acc: &crate::engine::io::Accepted) -> bool {
+    if fe.rules.tcp_connection.is_empty() {
+        return false;
+    }
+    let ctx = base_ctx(fe, acc.peer, acc.stream.local_addr());
+    apply_tcp_rules(&fe.rules.tcp_connection, &ctx) == Some(TcpRequestAction::Reject)
+}
+
+/// Runs the `tcp-request content` rules over the client's first bytes, copied into `buf`;
+/// returns the verdict and how many bytes were looked at.
+async fn inspect(
+    fe: &Proxy,
+    client: &Stream,
+    base: SampleCtx<'_>,
+    start: Instant,
+    buf: &mut [u8],
+) -> (TcpRequestAction, usize) {
+    let delay = fe.cfg.tcp_inspect_delay.filter(|d| !d.is_zero());
+    let deadline = delay.map(|d| start + d);
+    let peeker = Peeker::new(client).ok();
+    // What came with the connection counts from the first evaluation on, as in HAProxy.
+    let mut len = peeker
+        .as_ref()
+        .and_then(|p| p.try_peek(buf).ok())
+        .unwrap_or(0);
+    let mut closed = peeker.is_none();
+    loop {
+        let expired = deadline.is_none_or(|d| Instant::now() >= d);
+        let partial = !(expired || closed || len >= buf.len());
+        let ctx = SampleCtx {
+            payload: Some(buf.get(..len).unwrap_or(&[])),
+            partial,
+            ..base
+        };
+        if let Some(verdict) = apply_tcp_rules(&fe.rules.tcp_content, &ctx) {
+            return (verdict, len);
+        }
+        let (Some(p), Some(d)) = (&peeker, deadline) else {
+            return (TcpRequestAction::Accept, len);
+        };
+        match tokio::time::timeout_at(d, p.peek(buf)).await {
+            Ok(Ok((n, c))) => {
+                len = n;
+                closed = c;
+            }
+            Ok(Err(_)) => closed = true,
+            // Expired: the next pass is final.
+            Err(_) => {}
+        }
+    }
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
@@ -41,7 +117,28 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
     shared.log.connect(&fe, &log);
-    let Some(be) = route(&shared, &fe, acc.peer, local) else {
+    let mut peeked = Vec::new();
+    if !fe.rules.tcp_content.is_empty() {
+        peeked.resize(INSPECT_MAX, 0);
+        let base = base_ctx(&fe, acc.peer, local);
+        let (verdict, len) = inspect(&fe, &client, base, start, &mut peeked).await;
+        peeked.truncate(len);
+        if verdict == TcpRequestAction::Reject {
+            // HAProxy had read the bytes: they count in `bin`, and the close is a plain one.
+            if len > 0 {
+                let _ = client.read(Vec::with_capacity(len)).await;
+            }
+            Counters::add(&fe.fe_counters.denied_req, 1);
+            Counters::add(&fe.fe_counters.bytes_in, len as u64);
+            log.term = *b"PR";
+            log.total = start.elapsed();
+            shared.log.session(&fe, &log);
+            return;
+        }
+    }
+    let inspected = start.elapsed();
+    let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
+    let Some(be) = route(&shared, &fe, acc.peer, local, payload) else {
         log.term = *b"PR";
         log.total = start.elapsed();
         shared.log.session(&fe, &log);
@@ -58,6 +155,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
             log.redispatched = f.info.redispatched;
+            log.queue = Some(inspected + f.info.queue);
             log.term = f.error.term();
             log.total = start.elapsed();
             be.beconn.fetch_sub(1, Ordering::Relaxed);
@@ -71,6 +169,8 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
             log.retries = c.info.retries;
             log.redispatched = c.info.redispatched;
             log.connect = Some(c.info.connect_time);
+            // HAProxy's Tw counts from the end of the handshake: inspection time included.
+            log.queue = Some(inspected + c.info.queue);
             let t = RelayTimeouts {
                 client: fe.cfg.timeouts.client,
                 server: be.cfg.timeouts.server,
