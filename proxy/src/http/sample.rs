@@ -207,6 +207,8 @@ pub enum Fetch {
         name: Option<String>,
         occ: Option<i64>,
     },
+    /// `str(<string>)`: a constant.
+    Str(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +218,8 @@ enum ArgSpec {
     HdrOcc,
     /// `[string]`
     HdrName,
+    /// `string` (mandatory)
+    Str,
 }
 
 /// One row of the fetch table.
@@ -322,6 +326,7 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("req_ssl_ver", Int, L6, None, || Fetch::ReqSslVer),
     fdef!("req_ver", Str, HRQ, None, || Fetch::ReqVer),
     fdef!("src", Ip, None, None, || Fetch::Src),
+    fdef!("str", Str, None, Str, || Fetch::Str(String::new())),
     fdef!("src_is_local", Bool, None, None, || Fetch::SrcIsLocal),
     fdef!("src_port", Int, None, None, || Fetch::SrcPort),
     fdef!("srv_name", Str, None, None, || Fetch::SrvName),
@@ -507,9 +512,21 @@ fn split_args(s: &str, start: usize) -> Result<(Vec<&str>, usize), String> {
 fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), String> {
     let max = match spec {
         ArgSpec::None => 0,
-        ArgSpec::HdrName => 1,
+        ArgSpec::HdrName | ArgSpec::Str => 1,
         ArgSpec::HdrOcc => 2,
     };
+    if spec == ArgSpec::Str {
+        if let Fetch::Str(v) = fetch {
+            match args {
+                [a] => *v = a.to_string(),
+                // HAProxy 2.6 accepts `str` and `str()` as the empty string.
+                _ => {}
+            }
+        }
+        if args.len() <= 1 {
+            return Ok(());
+        }
+    }
     if args.len() > max {
         // HAProxy quotes what follows the last accepted argument.
         let rest: Vec<&str> = args.get(max..).unwrap_or(&[]).to_vec();
@@ -725,6 +742,7 @@ impl SampleExpr {
                 Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
             }
             Fetch::ReqProtoHttp => Some(Bool(ctx.req.is_some())),
+            Fetch::Str(v) => Some(Str(Cow::Owned(v.clone()))),
             Fetch::Method => ctx.req.map(|r| r.method.as_str()).and_then(s),
             Fetch::Path => ctx.req.map(|r| r.path()).and_then(s),
             Fetch::PathQ => {
@@ -802,6 +820,18 @@ mod tests {
 
     fn ev(expr: &str, c: &SampleCtx<'_>) -> Option<String> {
         parse_sample(expr).unwrap().eval(c).map(|v| v.to_string())
+    }
+
+    #[test]
+    fn str_constant() {
+        let r = req();
+        let c = ctx(&r);
+        assert_eq!(
+            ev("str(backend.local)", &c).as_deref(),
+            Some("backend.local")
+        );
+        assert_eq!(ev("str()", &c).as_deref(), Some(""));
+        assert_eq!(ev("str(Ab),lower", &c).as_deref(), Some("ab"));
     }
 
     #[test]
