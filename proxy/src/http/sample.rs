@@ -517,10 +517,9 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
     };
     if spec == ArgSpec::Str {
         if let Fetch::Str(v) = fetch {
-            match args {
-                [a] => *v = a.to_string(),
-                // HAProxy 2.6 accepts `str` and `str()` as the empty string.
-                _ => {}
+            // HAProxy 2.6 accepts `str` and `str()` as the empty string.
+            if let [a] = args {
+                *v = a.to_string();
             }
         }
         if args.len() <= 1 {
