@@ -518,9 +518,12 @@ fn malformed_and_stalled_handshakes_leave_others_served() {
 
 /// An HTTP/1.1-over-TLS server for one certificate: answers every request with
 /// `tls-node sni=<sni> path=<target>` (keep-alive) and counts requests per path.
+/// (SNI, request target) of every request a [`TlsNode`] answered.
+type Seen = Arc<std::sync::Mutex<Vec<(Option<String>, String)>>>;
+
 struct TlsNode {
     addr: std::net::SocketAddr,
-    seen: Arc<std::sync::Mutex<Vec<(Option<String>, String)>>>,
+    seen: Seen,
 }
 
 impl TlsNode {
@@ -543,7 +546,7 @@ impl TlsNode {
         let cfg = Arc::new(cfg);
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().expect("addr");
-        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen: Seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen2 = Arc::clone(&seen);
         std::thread::spawn(move || {
             for s in l.incoming() {
