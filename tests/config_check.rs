@@ -467,7 +467,6 @@ fn pending_features_stop_the_start() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     for needle in [
-        "p.cfg:9] : 'stats admin' is not supported yet",
         "p.cfg:10] : 'tcp-request inspect-delay' is not supported yet",
         "p.cfg:14] : 'option abortonclose' is not supported yet",
         "p.cfg:15] : 'server maxqueue' is not supported yet",

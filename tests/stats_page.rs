@@ -97,7 +97,7 @@ fn setup() -> Setup {
         "global\n    stats socket \"{sock}\" mode 600 level admin\n\n\
 defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\n\
 frontend stats\n    bind 127.0.0.1:{p1}\n    stats enable\n    stats uri /\n    stats refresh 10s\n\n\
-frontend secure\n    bind 127.0.0.1:{p2}\n    stats uri /admin?stats\n    stats realm Portcullis\\ Test\n    stats auth admin:secret\n    stats hide-version\n\n\
+frontend secure\n    bind 127.0.0.1:{p2}\n    stats uri /admin?stats\n    stats realm Portcullis\\ Test\n    stats auth admin:secret\n    stats hide-version\n    stats admin if {{ src 127.0.0.1 }}\n\n\
 frontend prom\n    bind 127.0.0.1:{p3}\n    http-request use-service prometheus-exporter if {{ path /metrics }}\n    default_backend app\n\n\
 backend app\n    balance roundrobin\n    option httpchk GET /health_check.html\n{servers}",
         sock = sock.display()
@@ -338,4 +338,105 @@ fn browser(s: &Setup) {
         assert!(row.starts_with(&format!("<tr class=\"{class}\">")), "{row}");
         assert!(row.contains(&format!(" {state}</td>")), "{sv}: {row}");
     }
+}
+
+/// `stats admin`: the page's form changes servers as HAProxy's does, answering 303 back to the
+/// page with the outcome; a page without admin rights answers `;st=DENY` and changes nothing.
+#[test]
+fn stats_admin_form_changes_servers() {
+    let s = setup();
+    let auth = "Authorization: Basic YWRtaW46c2VjcmV0\r\n";
+    let post = |addr: SocketAddr, path: &str, body: &str, auth: &str| {
+        proxy::request(
+            addr,
+            &format!(
+                "POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    let page = proxy::request(
+        s.secure,
+        &format!("GET /admin?stats HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"),
+    );
+    assert_eq!(page.status, 200);
+    let html = page.text();
+    assert!(
+        html.contains("<input class='app-checkbox' type=\"checkbox\" name=\"s\" value=\"up1\">")
+    );
+    assert!(html.contains("<option value=\"drain\">Set state to DRAIN</option>"));
+    // The plain page has no form.
+    let plain = proxy::get(s.stats, "/");
+    assert!(!plain.text().contains("checkbox"));
+
+    let r = post(s.secure, "/admin?stats", "s=up1&action=drain&b=app", auth);
+    assert_eq!(r.status, 303);
+    assert_eq!(
+        r.header("location").as_deref(),
+        Some("/admin?stats;st=DONE")
+    );
+    assert_eq!(
+        status_of(&cli(&s.sock, "show stat"), "app", "up1").as_deref(),
+        Some("DRAIN")
+    );
+    let done = proxy::request(
+        s.secure,
+        &format!("GET /admin?stats;st=DONE HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"),
+    );
+    assert!(done.text().contains("Action processed successfully."));
+    // Unknown server only → ERRP; one known, one unknown → PART; no server → NONE.
+    for (body, code) in [
+        ("s=nope&action=maint&b=app", "ERRP"),
+        ("s=nope&s=bk1&action=maint&b=app", "PART"),
+        ("action=maint&b=app", "NONE"),
+        ("s=up1&action=bogus&b=app", "ERRP"),
+        ("s=up1&action=maint&b=nobe", "ERRP"),
+    ] {
+        let r = post(s.secure, "/admin?stats;up", body, auth);
+        assert_eq!(
+            r.header("location").as_deref(),
+            Some(format!("/admin?stats;st={code};up").as_str()),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        status_of(&cli(&s.sock, "show stat"), "app", "bk1").as_deref(),
+        Some("MAINT")
+    );
+    // `b=#<id>` as the page's hidden field sends it, and the old `enable` action.
+    let csv = cli(&s.sock, "show stat");
+    let iid = csv
+        .lines()
+        .find(|l| l.starts_with("app,BACKEND,"))
+        .and_then(|l| l.split(',').nth(27))
+        .expect("iid")
+        .to_string();
+    let r = post(
+        s.secure,
+        "/admin?stats",
+        &format!("s=bk1&s=up1&action=ready&b=%23{iid}"),
+        auth,
+    );
+    assert_eq!(
+        r.header("location").as_deref(),
+        Some("/admin?stats;st=DONE")
+    );
+    let csv = cli(&s.sock, "show stat");
+    assert_eq!(status_of(&csv, "app", "up1").as_deref(), Some("UP"));
+    assert_eq!(status_of(&csv, "app", "bk1").as_deref(), Some("UP"));
+    // No admin rights on the other page: denied, nothing changed.
+    let r = post(s.stats, "/", "s=up1&action=maint&b=app", "");
+    assert_eq!(r.status, 303);
+    assert_eq!(r.header("location").as_deref(), Some("/;st=DENY"));
+    assert_eq!(
+        status_of(&cli(&s.sock, "show stat"), "app", "up1").as_deref(),
+        Some("UP")
+    );
+    // Without credentials the POST is challenged like the page.
+    let r = post(s.secure, "/admin?stats", "s=up1&action=maint&b=app", "");
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        status_of(&cli(&s.sock, "show stat"), "app", "up1").as_deref(),
+        Some("UP")
+    );
 }

@@ -25,6 +25,198 @@ pub struct HtmlOpts {
     pub hide_version: bool,
     /// Options from the request URI.
     pub req: StatsRequest,
+    /// `stats admin` matched this request: checkboxes and action forms on backends.
+    pub admin: bool,
+}
+
+/// Outcome of a stats page POST, carried back in `;st=<code>` and shown as a banner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatStatus {
+    Unkn,
+    Done,
+    Errp,
+    Excd,
+    Deny,
+    None,
+    Part,
+    Ival,
+}
+
+const STATUS_CODES: &[(StatStatus, &str)] = &[
+    (StatStatus::Unkn, "UNKN"),
+    (StatStatus::Done, "DONE"),
+    (StatStatus::Errp, "ERRP"),
+    (StatStatus::Excd, "EXCD"),
+    (StatStatus::Deny, "DENY"),
+    (StatStatus::None, "NONE"),
+    (StatStatus::Part, "PART"),
+    (StatStatus::Ival, "IVAL"),
+];
+
+impl StatStatus {
+    pub fn code(self) -> &'static str {
+        STATUS_CODES
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map_or("UNKN", |(_, c)| c)
+    }
+
+    fn from_code(c: &str) -> Option<StatStatus> {
+        STATUS_CODES.iter().find(|(_, n)| *n == c).map(|(s, _)| *s)
+    }
+
+    /// The banner's class and text, as HAProxy 2.6 prints them.
+    fn banner(self) -> (&'static str, &'static str) {
+        match self {
+            StatStatus::Done => ("active_up", "Action processed successfully."),
+            StatStatus::None => ("active_going_down", "Nothing has changed."),
+            StatStatus::Part => (
+                "active_going_down",
+                "Action partially processed.<br>Some server names are probably unknown or ambiguous (duplicated names in the backend).",
+            ),
+            StatStatus::Errp => (
+                "active_down",
+                "Action not processed because of invalid parameters.<ul><li>The action is maybe unknown.</li><li>Invalid key parameter (empty or too long).</li><li>The backend name is probably unknown or ambiguous (duplicated names).</li><li>Some server names are probably unknown or ambiguous (duplicated names in the backend).</li></ul>",
+            ),
+            StatStatus::Excd => (
+                "active_down",
+                "<b>Action not processed : the buffer couldn't store all the data.<br>You should retry with less servers at a time.</b>",
+            ),
+            StatStatus::Deny => ("active_down", "<b>Action denied.</b>"),
+            StatStatus::Ival => (
+                "active_down",
+                "<b>Invalid requests (unsupported method or chunked encoded request).</b>",
+            ),
+            StatStatus::Unkn => ("active_no_check", "Unexpected result."),
+        }
+    }
+
+    /// HAProxy's verdict once a POST was applied: `total` servers named, `altered` changed.
+    pub fn of_post(total: usize, altered: usize) -> StatStatus {
+        if total == 0 {
+            StatStatus::None
+        } else if altered == 0 {
+            StatStatus::Errp
+        } else if altered == total {
+            StatStatus::Done
+        } else {
+            StatStatus::Part
+        }
+    }
+}
+
+/// An action of the stats page form (`action=` in the POST body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostAction {
+    Ready,
+    Drain,
+    Maint,
+    Shutdown,
+    DisableHealth,
+    EnableHealth,
+    HealthUp,
+    HealthNolb,
+    HealthDown,
+    DisableAgent,
+    EnableAgent,
+    AgentUp,
+    AgentDown,
+    /// The pre-1.6 names still accepted: `disable`, `enable`, `stop`, `start`.
+    Disable,
+    Enable,
+    Stop,
+    Start,
+}
+
+impl PostAction {
+    fn from_name(v: &str) -> Option<PostAction> {
+        Some(match v {
+            "ready" => PostAction::Ready,
+            "drain" => PostAction::Drain,
+            "maint" => PostAction::Maint,
+            "shutdown" => PostAction::Shutdown,
+            "dhlth" => PostAction::DisableHealth,
+            "ehlth" => PostAction::EnableHealth,
+            "hrunn" => PostAction::HealthUp,
+            "hnolb" => PostAction::HealthNolb,
+            "hdown" => PostAction::HealthDown,
+            "dagent" => PostAction::DisableAgent,
+            "eagent" => PostAction::EnableAgent,
+            "arunn" => PostAction::AgentUp,
+            "adown" => PostAction::AgentDown,
+            "disable" => PostAction::Disable,
+            "enable" => PostAction::Enable,
+            "stop" => PostAction::Stop,
+            "start" => PostAction::Start,
+            _ => return None,
+        })
+    }
+}
+
+/// A stats page POST body (`s=<srv>&…&action=<a>&b=<backend>`), read as HAProxy reads it: the
+/// last `b` and the last `action` count, every `s` is a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostForm {
+    /// `b`: a backend name or `#<id>`.
+    pub backend: Option<String>,
+    pub action: Option<PostAction>,
+    pub servers: Vec<String>,
+}
+
+impl PostForm {
+    /// Parses the body; an unknown action or an undecodable field is `Err(Errp)`.
+    pub fn parse(body: &[u8]) -> Result<PostForm, StatStatus> {
+        let mut f = PostForm {
+            backend: None,
+            action: None,
+            servers: Vec::new(),
+        };
+        let mut action: Option<String> = None;
+        for pair in body.split(|b| *b == b'&').filter(|p| !p.is_empty()) {
+            let (k, v) = match pair.iter().position(|b| *b == b'=') {
+                Some(i) => (&pair[..i], &pair[i + 1..]),
+                None => (pair, &b""[..]),
+            };
+            let (Some(k), Some(v)) = (url_decode(k), url_decode(v)) else {
+                return Err(StatStatus::Errp);
+            };
+            match k.as_str() {
+                "b" => f.backend = Some(v),
+                "action" => action = Some(v),
+                "s" => f.servers.push(v),
+                _ => {}
+            }
+        }
+        if let Some(a) = action {
+            f.action = Some(PostAction::from_name(&a).ok_or(StatStatus::Errp)?);
+        }
+        Ok(f)
+    }
+}
+
+/// Form decoding: `%XX` escapes and `+` as a space; None on a bad escape or non-UTF-8 text.
+fn url_decode(s: &[u8]) -> Option<String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'%' => {
+                let hex = s.get(i + 1..i + 3)?;
+                let txt = std::str::from_utf8(hex).ok()?;
+                out.push(u8::from_str_radix(txt, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Output format asked in the request URI.
@@ -46,6 +238,8 @@ pub struct StatsRequest {
     pub no_refresh: bool,
     /// `scope=<text>`: only proxies whose name contains it (case-insensitive).
     pub scope: String,
+    /// `;st=<code>`: the outcome of the POST that redirected here.
+    pub status: Option<StatStatus>,
 }
 
 /// HAProxy caps the scope text at 20 bytes (`STAT_SCOPE_TXT_MAXLEN`).
@@ -64,6 +258,11 @@ impl StatsRequest {
             r.format = StatsFormat::Csv;
         } else if rest.contains(";json") {
             r.format = StatsFormat::Json;
+        }
+        if let Some(at) = rest.find(";st=") {
+            r.status = rest
+                .get(at + 4..at + 8)
+                .map(|c| StatStatus::from_code(c).unwrap_or(StatStatus::Unkn));
         }
         if let Some(at) = rest.find("scope=") {
             let v = rest.get(at + 6..).unwrap_or("");
@@ -486,12 +685,31 @@ pub fn render_html(snap: &Snapshot, o: &HtmlOpts, out: &mut String) {
         if !o.req.scope_allows(&px.name) {
             continue;
         }
-        push_px_head(&px.name, out);
+        // HAProxy 2.6: in admin mode every table gains a first column; a backend with servers
+        // is wrapped in a form with a checkbox per server and the action list.
+        let form = o.admin && px.backend.is_some() && !px.servers.is_empty();
+        if form {
+            out.push_str("<form method=\"post\">");
+        }
+        let admin_th = match (o.admin, form) {
+            (false, _) => String::new(),
+            (true, false) => "<th rowspan=2></th>".to_string(),
+            (true, true) => format!(
+                "<th rowspan=2 width=1><input type=\"checkbox\" onclick=\"for(c in document.getElementsByClassName('{n}-checkbox')) document.getElementsByClassName('{n}-checkbox').item(c).checked = this.checked\"></th>",
+                n = esc(&px.name)
+            ),
+        };
+        push_px_head(&px.name, &admin_th, out);
+        let empty_cell = if o.admin { "<td></td>" } else { "" };
         if let Some(fe) = &px.frontend {
+            let at = out.len();
             frontend_html(&F(&stat::frontend_row(px, fe)), out);
+            admin_cell(out, at, empty_cell);
             if px.socket_stats {
                 for li in &px.listeners {
+                    let at = out.len();
                     listener_html(&F(&stat::listener_row(px, li, false)), out);
+                    admin_cell(out, at, empty_cell);
                 }
             }
         }
@@ -501,13 +719,32 @@ pub fn render_html(snap: &Snapshot, o: &HtmlOpts, out: &mut String) {
                     continue;
                 }
                 sc.clear();
+                let at = out.len();
                 server_html(&F(&stat::server_row(snap, px, sv, &sopts, &mut sc)), out);
+                if o.admin {
+                    let cell = format!(
+                        "<td><input class='{}-checkbox' type=\"checkbox\" name=\"s\" value=\"{}\"></td>",
+                        esc(&px.name),
+                        esc(&sv.name)
+                    );
+                    admin_cell(out, at, &cell);
+                }
             }
             sc.clear();
             let row = stat::backend_row(px, be, &sopts, &mut sc.status);
+            let at = out.len();
             backend_html(&F(&row), out);
+            admin_cell(out, at, empty_cell);
         }
-        out.push_str("</table><p>\n");
+        if form {
+            let _ = write!(
+                out,
+                "</table>Choose the action to perform on the checked servers : <select name=action>{ADMIN_ACTIONS}</select><input type=\"hidden\" name=\"b\" value=\"#{}\">&nbsp;<input type=\"submit\" value=\"Apply\"></form><p>\n",
+                px.id
+            );
+        } else {
+            out.push_str("</table><p>\n");
+        }
     }
     out.push_str("</body></html>\n");
 }
@@ -624,16 +861,36 @@ Running tasks: {rq}/{tasks}; idle = {idle} %<br>\n\
 <li><a href=\"http://www.haproxy.org/#docs\">Online manual</a><br>\n\
 </ul></td></tr></table>\n",
     );
+    if let Some(st) = r.status {
+        let (class, text) = st.banner();
+        let _ = write!(
+            out,
+            "<p><div class={class}><a class=lfsb href=\"{uri}{up_opt}{norefresh}{scope_txt}\" title=\"Remove this message\">[X]</a> {text}</div>\n<p>\n"
+        );
+    }
 }
 
-fn push_px_head(name: &str, out: &mut String) {
+/// The stats page's action list (admin mode).
+const ADMIN_ACTIONS: &str = "<option value=\"\"></option><option value=\"ready\">Set state to READY</option><option value=\"drain\">Set state to DRAIN</option><option value=\"maint\">Set state to MAINT</option><option value=\"dhlth\">Health: disable checks</option><option value=\"ehlth\">Health: enable checks</option><option value=\"hrunn\">Health: force UP</option><option value=\"hnolb\">Health: force NOLB</option><option value=\"hdown\">Health: force DOWN</option><option value=\"dagent\">Agent: disable checks</option><option value=\"eagent\">Agent: enable checks</option><option value=\"arunn\">Agent: force UP</option><option value=\"adown\">Agent: force DOWN</option><option value=\"shutdown\">Kill Sessions</option>";
+
+/// Puts the admin-mode first cell right after the `<tr …>` that starts at `at`.
+fn admin_cell(out: &mut String, at: usize, cell: &str) {
+    if cell.is_empty() {
+        return;
+    }
+    if let Some(i) = out.get(at..).and_then(|r| r.find('>')) {
+        out.insert_str(at + i + 1, cell);
+    }
+}
+
+fn push_px_head(name: &str, admin_th: &str, out: &mut String) {
     let _ = write!(
         out,
         "<table class=\"tbl\" width=\"100%\">\n\
 <tr class=\"titre\"><th class=\"pxname\" width=\"10%\"><a name=\"{name}\"></a><a class=px href=\"#{name}\">{name}</a></th><th class=\"empty\" width=\"90%\"></th></tr>\n\
 </table>\n\
 <table class=\"tbl\" width=\"100%\">\n\
-<tr class=\"titre\">{COLUMN_HEADS}"
+<tr class=\"titre\">{admin_th}{COLUMN_HEADS}"
     );
 }
 
@@ -1112,7 +1369,102 @@ mod tests {
             refresh: 10,
             hide_version: true,
             req: StatsRequest::default(),
+            admin: false,
         }
+    }
+
+    /// Admin mode (`stats admin`), with the strings of HAProxy 2.6.12's page and banners.
+    #[test]
+    fn admin_mode_adds_checkboxes_forms_and_banners() {
+        let snap = golden_snapshot();
+        let mut o = golden_opts();
+        o.admin = true;
+        o.req = StatsRequest::parse(";up;st=DONE");
+        let mut out = String::new();
+        render_html(&snap, &o, &mut out);
+        assert!(out.contains("</ul></td></tr></table>\n<p><div class=active_up><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> Action processed successfully.</div>\n<p>\n<table class=\"tbl\""), "{out}");
+        let be = "istio-http-backend";
+        assert!(out.contains(&format!("<form method=\"post\"><table class=\"tbl\" width=\"100%\">\n<tr class=\"titre\"><th class=\"pxname\" width=\"10%\"><a name=\"{be}\">")));
+        assert!(out.contains(&format!("<tr class=\"titre\"><th rowspan=2 width=1><input type=\"checkbox\" onclick=\"for(c in document.getElementsByClassName('{be}-checkbox')) document.getElementsByClassName('{be}-checkbox').item(c).checked = this.checked\"></th><th rowspan=2></th><th colspan=3>Queue</th>")));
+        assert!(out.contains(&format!("<td><input class='{be}-checkbox' type=\"checkbox\" name=\"s\" value=\"worker2\"></td><td class=ac><a name=\"{be}/worker2\"></a>")));
+        assert!(out.contains(&format!(
+            "<tr class=\"backend\"><td></td><td class=ac><a name=\"{be}/Backend\">"
+        )));
+        assert!(
+            out.contains(
+                "<tr class=\"frontend\"><td></td><td class=ac><a name=\"stats/Frontend\">"
+            )
+        );
+        assert!(out.contains(
+            "<tr class=\"titre\"><th rowspan=2></th><th rowspan=2></th><th colspan=3>Queue</th>"
+        ));
+        let id = snap.proxies.iter().find(|p| p.name == be).unwrap().id;
+        assert!(out.contains(&format!("</tr></table>Choose the action to perform on the checked servers : <select name=action><option value=\"\"></option><option value=\"ready\">Set state to READY</option><option value=\"drain\">Set state to DRAIN</option><option value=\"maint\">Set state to MAINT</option><option value=\"dhlth\">Health: disable checks</option><option value=\"ehlth\">Health: enable checks</option><option value=\"hrunn\">Health: force UP</option><option value=\"hnolb\">Health: force NOLB</option><option value=\"hdown\">Health: force DOWN</option><option value=\"dagent\">Agent: disable checks</option><option value=\"eagent\">Agent: enable checks</option><option value=\"arunn\">Agent: force UP</option><option value=\"adown\">Agent: force DOWN</option><option value=\"shutdown\">Kill Sessions</option></select><input type=\"hidden\" name=\"b\" value=\"#{id}\">&nbsp;<input type=\"submit\" value=\"Apply\"></form><p>\n")));
+        // Without admin rights the page is the plain one.
+        let mut plain = String::new();
+        render_html(&snap, &golden_opts(), &mut plain);
+        assert!(!plain.contains("checkbox") && !plain.contains("<form method=\"post\">"));
+        // Every banner, as HAProxy 2.6 prints it after `;up;st=<code>`.
+        for (code, want) in [
+            (
+                "PART",
+                "<p><div class=active_going_down><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> Action partially processed.<br>Some server names are probably unknown or ambiguous (duplicated names in the backend).</div>",
+            ),
+            (
+                "ERRP",
+                "<p><div class=active_down><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> Action not processed because of invalid parameters.<ul><li>The action is maybe unknown.</li><li>Invalid key parameter (empty or too long).</li><li>The backend name is probably unknown or ambiguous (duplicated names).</li><li>Some server names are probably unknown or ambiguous (duplicated names in the backend).</li></ul></div>",
+            ),
+            (
+                "EXCD",
+                "<p><div class=active_down><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> <b>Action not processed : the buffer couldn't store all the data.<br>You should retry with less servers at a time.</b></div>",
+            ),
+            (
+                "DENY",
+                "<p><div class=active_down><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> <b>Action denied.</b></div>",
+            ),
+            (
+                "NONE",
+                "<p><div class=active_going_down><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> Nothing has changed.</div>",
+            ),
+            (
+                "IVAL",
+                "<p><div class=active_down><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> <b>Invalid requests (unsupported method or chunked encoded request).</b></div>",
+            ),
+            (
+                "XXXX",
+                "<p><div class=active_no_check><a class=lfsb href=\"/;up\" title=\"Remove this message\">[X]</a> Unexpected result.</div>",
+            ),
+        ] {
+            let mut o = golden_opts();
+            o.req = StatsRequest::parse(&format!(";up;st={code}"));
+            let mut out = String::new();
+            render_html(&snap, &o, &mut out);
+            assert!(out.contains(&format!("{want}\n<p>\n")), "{code}");
+        }
+    }
+
+    #[test]
+    fn post_forms_parse_like_haproxy() {
+        let f = PostForm::parse(b"s=worker1&s=worker%32&action=drain&b=%232").unwrap();
+        assert_eq!(f.backend.as_deref(), Some("#2"));
+        assert_eq!(f.action, Some(PostAction::Drain));
+        assert_eq!(f.servers, ["worker1", "worker2"]);
+        let f = PostForm::parse(b"action=maint&b=be&action=ready").unwrap();
+        assert_eq!(f.action, Some(PostAction::Ready));
+        assert!(f.servers.is_empty());
+        assert_eq!(
+            PostForm::parse(b"s=a&action=bogus&b=be"),
+            Err(StatStatus::Errp)
+        );
+        assert_eq!(
+            PostForm::parse(b"s=%zz&action=maint&b=be"),
+            Err(StatStatus::Errp)
+        );
+        assert_eq!(PostForm::parse(b"zzz").unwrap().action, None);
+        assert_eq!(StatStatus::of_post(0, 0), StatStatus::None);
+        assert_eq!(StatStatus::of_post(2, 0), StatStatus::Errp);
+        assert_eq!(StatStatus::of_post(2, 1), StatStatus::Part);
+        assert_eq!(StatStatus::of_post(2, 2), StatStatus::Done);
     }
 
     /// Everything before the `stats` frontend table (whose counters moved between the CSV

@@ -624,8 +624,4 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
         st.enable = true;
     }
     p.px.stats = Some(StatsPage { ..st });
-    // The page is served by `http::proxy`; its POST actions are not.
-    if sub == "admin" {
-        p.pending("stats admin");
-    }
 }

@@ -31,9 +31,12 @@ use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server, stats as counters};
 use crate::tls::stream::TlsInfo;
+use portcullis_runtime_api::html::StatStatus;
 
 const BUF: usize = 16 * 1024;
 const BODY_BUF: usize = 64 * 1024;
+/// Largest stats page form accepted (HAProxy's buffer: `tune.bufsize`).
+const STATS_POST_MAX: usize = 16384;
 /// Idle server connections a worker keeps per server address.
 const POOL_PER_SERVER: usize = 64;
 
@@ -421,6 +424,26 @@ impl Session {
 
         // Frontend rules, then routing, then the backend's rules.
         let http10 = req.version == Version::Http10;
+        // A stats page POST carries its form in a small body: have it all before the rules run
+        // (only where a `stats admin` could use it).
+        if req.method == "POST"
+            && let BodyFraming::Length(n) = framing
+            && n <= STATS_POST_MAX as u64
+            && self
+                .shared
+                .model
+                .proxies
+                .iter()
+                .any(|p| p.rules.stats_admin.is_some())
+        {
+            let dl = t.http_request.map(|d| start + d);
+            while (self.cbuf.len() as u64) < n {
+                match self.read_client(dl, t.client).await {
+                    Ok(m) if m > 0 => {}
+                    _ => break,
+                }
+            }
+        }
         // A local reply keeps the connection when the request body, if any, is already wholly
         // received (HAProxy's H1 mux then drops it): its length here.
         let body_here = match framing {
@@ -445,14 +468,41 @@ impl Session {
                 Verdict::Continue => {
                     match be.cfg.stats.as_ref().filter(|p| stats::matches(p, &req)) {
                         Some(page) => {
+                            let ctx = SampleCtx {
+                                req: Some(&req),
+                                ..base
+                            };
+                            let admin = be.rules.stats_admin.as_ref().is_some_and(|c| c.eval(&ctx));
                             let stopping = self.shared.stopping.load(Ordering::Relaxed);
-                            let a = stats::stats_reply(
-                                &self.shared.model,
-                                stopping,
-                                page,
-                                &req,
-                                conn_hdr(!keep),
-                            );
+                            let a = if req.method == "POST" {
+                                let body = match (framing, body_here) {
+                                    (BodyFraming::None, _) => Ok(&[][..]),
+                                    (BodyFraming::Length(n), Some(_))
+                                        if n <= STATS_POST_MAX as u64 =>
+                                    {
+                                        Ok(self.cbuf.get(..n as usize).unwrap_or(&[]))
+                                    }
+                                    (BodyFraming::Length(_), _) => Err(StatStatus::Excd),
+                                    _ => Err(StatStatus::Ival),
+                                };
+                                stats::stats_post_reply(
+                                    &self.shared,
+                                    page,
+                                    &req,
+                                    admin,
+                                    body,
+                                    conn_hdr(!keep),
+                                )
+                            } else {
+                                stats::stats_reply(
+                                    &self.shared.model,
+                                    stopping,
+                                    page,
+                                    &req,
+                                    admin,
+                                    conn_hdr(!keep),
+                                )
+                            };
                             Some(applet_reply(&mut log, &fe, a, keep))
                         }
                         None => None,

@@ -44,6 +44,8 @@ pub struct ProxyRules {
     pub tcp_content: Vec<(TcpRequestAction, Option<Condition>)>,
     /// `tcp-request connection` rules, evaluated at accept on addresses only.
     pub tcp_connection: Vec<(TcpRequestAction, Option<Condition>)>,
+    /// `stats admin if|unless <cond>`: the stats page may change servers.
+    pub stats_admin: Option<Condition>,
 }
 
 /// What the `http-request` rules decided.
@@ -130,6 +132,8 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     if let Some((name, _)) = &p.default_backend {
         r.default_backend = index_of(name);
     }
+    let admin = p.stats.as_ref().and_then(|s| s.admin.clone());
+    r.stats_admin = cond(&admin, "stats admin", errs);
     let fmt = |s: &str, loc: &crate::config::model::Loc, rule: &str, errs: &mut Vec<Diag>| {
         match LogFormat::parse_rule(s) {
             Ok(f) => f,

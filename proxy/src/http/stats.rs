@@ -3,7 +3,10 @@
 //! (`http-request use-service prometheus-exporter`). Builds the whole response (head as HAProxy
 //! 2.6 sends it, one-chunk chunked body) from a snapshot of the live model; the session sends it.
 
-use portcullis_runtime_api::html::{self, HtmlOpts, StatsFormat, StatsRequest};
+use portcullis_runtime_api::cli::{AdminOp, HealthOp, Runtime, SrvRef};
+use portcullis_runtime_api::html::{
+    self, HtmlOpts, PostAction, PostForm, StatStatus, StatsFormat, StatsRequest,
+};
 use portcullis_runtime_api::{prom, stat};
 
 use crate::config::model::StatsPage;
@@ -118,12 +121,14 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 
 const UNAUTHORIZED_BODY: &str = "<html><body><h1>401 Unauthorized</h1>\nYou need a valid user and password to access this content.\n</body></html>\n";
 
-/// The stats applet's answer to `req` (which [`matches`] the page).
+/// The stats applet's answer to `req` (which [`matches`] the page). `admin`: `stats admin`
+/// matched this request.
 pub fn stats_reply(
     model: &Model,
     stopping: bool,
     page: &StatsPage,
     req: &RequestHead,
+    admin: bool,
     conn: ConnHeader,
 ) -> Applet {
     if !authorized(page, req) {
@@ -154,6 +159,7 @@ pub fn stats_reply(
                 refresh: page.refresh.map_or(0, |d| d.as_secs() as u32),
                 hide_version: page.hide_version,
                 req: r.clone(),
+                admin,
             };
             html::render_html(&snap, &o, &mut body);
             "text/html"
@@ -230,4 +236,145 @@ mod tests {
             "HTTP/1.1 200 OK\r\ncache-control: no-cache\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
         );
     }
+}
+
+/// The answer to a POST on the stats page: the form applied (when `stats admin` allows it), then
+/// HAProxy's 303 back to the page with the outcome in `;st=<code>`. `body` is the request body,
+/// or the status that refuses it (too large, chunked).
+pub fn stats_post_reply(
+    shared: &std::sync::Arc<crate::engine::worker::Shared>,
+    page: &StatsPage,
+    req: &RequestHead,
+    admin: bool,
+    body: Result<&[u8], StatStatus>,
+    conn: ConnHeader,
+) -> Applet {
+    if !authorized(page, req) {
+        return stats_reply(&shared.model, false, page, req, admin, conn);
+    }
+    let st = if !admin {
+        StatStatus::Deny
+    } else {
+        match body.and_then(PostForm::parse) {
+            Ok(form) => apply_post(shared, &form),
+            Err(st) => st,
+        }
+    };
+    let uri = page.uri.as_deref().unwrap_or(DEFAULT_URI);
+    let r = StatsRequest::parse(req.target.get(uri.len()..).unwrap_or(""));
+    let mut location = format!("{uri};st={}", st.code());
+    if r.hide_down {
+        location.push_str(";up");
+    }
+    if r.no_refresh {
+        location.push_str(";norefresh");
+    }
+    let head = format!(
+        "HTTP/1.1 303 See Other\r\ncache-control: no-cache\r\ncontent-type: text/plain\r\ncontent-length: 0\r\nlocation: {location}\r\n\r\n"
+    );
+    Applet {
+        status: 303,
+        log_status: 303,
+        server: "<STATS>",
+        bytes: errors::with_connection(head.as_bytes(), conn),
+        served: true,
+    }
+}
+
+/// Applies a stats page form as HAProxy 2.6 does, counting the servers named and those changed.
+fn apply_post(shared: &std::sync::Arc<crate::engine::worker::Shared>, f: &PostForm) -> StatStatus {
+    let model = &shared.model;
+    let (Some(b), Some(action)) = (f.backend.as_deref(), f.action) else {
+        return StatStatus::None;
+    };
+    let be = model.proxies.iter().find(|p| {
+        p.is_backend()
+            && match b.strip_prefix('#') {
+                Some(id) => id.parse::<u32>().ok() == Some(p.cfg.id),
+                None => p.name == b,
+            }
+    });
+    let Some(be) = be else {
+        return StatStatus::Errp;
+    };
+    let mut rt = crate::admin::AdminRuntime {
+        shared: std::sync::Arc::clone(shared),
+        threads: threads(model),
+    };
+    let (mut total, mut altered) = (0, 0);
+    for name in &f.servers {
+        let Some((si, srv)) = be.servers.iter().enumerate().find(|(_, s)| &s.name == name) else {
+            total += 1;
+            continue;
+        };
+        let r = SrvRef {
+            proxy: be.index,
+            server: si,
+            proxy_id: be.cfg.id,
+            server_id: srv.id,
+        };
+        let admin = srv.admin();
+        let checked = srv.check_spec.is_some();
+        let applied = match action {
+            PostAction::Ready => {
+                rt.set_admin_state(r, AdminOp::Ready);
+                true
+            }
+            PostAction::Drain => {
+                rt.set_admin_state(r, AdminOp::Drain);
+                true
+            }
+            PostAction::Maint => {
+                rt.set_admin_state(r, AdminOp::Maint);
+                true
+            }
+            PostAction::Disable if admin & crate::model::ADMIN_MAINT == 0 => {
+                rt.set_admin_state(r, AdminOp::Maint);
+                true
+            }
+            PostAction::Enable if admin & crate::model::ADMIN_MAINT != 0 => {
+                rt.set_admin_state(r, AdminOp::Ready);
+                true
+            }
+            PostAction::Stop if admin & crate::model::ADMIN_DRAIN == 0 => {
+                rt.set_admin_state(r, AdminOp::Drain);
+                true
+            }
+            PostAction::Start if admin & crate::model::ADMIN_DRAIN != 0 => {
+                rt.set_admin_state(r, AdminOp::Ready);
+                true
+            }
+            PostAction::DisableHealth if checked => {
+                rt.set_check_enabled(r, false);
+                true
+            }
+            PostAction::EnableHealth if checked => {
+                rt.set_check_enabled(r, true);
+                true
+            }
+            PostAction::HealthUp => {
+                rt.set_health(r, HealthOp::Up);
+                true
+            }
+            PostAction::HealthNolb => {
+                rt.set_health(r, HealthOp::Stopping);
+                true
+            }
+            PostAction::HealthDown => {
+                rt.set_health(r, HealthOp::Down);
+                true
+            }
+            PostAction::Shutdown => {
+                rt.shutdown_sessions(r);
+                true
+            }
+            // Agent checks are not configured on any server (not supported): nothing to change.
+            _ => false,
+        };
+        if applied {
+            total += 1;
+            altered += 1;
+        }
+    }
+    StatStatus::of_post(total, altered)
 }
