@@ -737,9 +737,9 @@ pub fn render_html(snap: &Snapshot, o: &HtmlOpts, out: &mut String) {
             admin_cell(out, at, empty_cell);
         }
         if form {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "</table>Choose the action to perform on the checked servers : <select name=action>{ADMIN_ACTIONS}</select><input type=\"hidden\" name=\"b\" value=\"#{}\">&nbsp;<input type=\"submit\" value=\"Apply\"></form><p>\n",
+                "</table>Choose the action to perform on the checked servers : <select name=action>{ADMIN_ACTIONS}</select><input type=\"hidden\" name=\"b\" value=\"#{}\">&nbsp;<input type=\"submit\" value=\"Apply\"></form><p>",
                 px.id
             );
         } else {
