@@ -209,35 +209,6 @@ pub fn prometheus_reply(model: &Model, stopping: bool, conn: ConnHeader) -> Appl
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn basic_credentials_decode() {
-        assert_eq!(base64_decode("YWRtaW46c2VjcmV0").unwrap(), b"admin:secret");
-        assert_eq!(base64_decode("YQ==").unwrap(), b"a");
-        assert!(base64_decode("!!").is_none());
-    }
-
-    #[test]
-    fn chunked_reply_has_haproxy_head() {
-        let r = chunked(
-            200,
-            &[
-                ("cache-control", "no-cache"),
-                ("content-type", "text/plain"),
-            ],
-            b"abc",
-            ConnHeader::None,
-        );
-        assert_eq!(
-            String::from_utf8(r).unwrap(),
-            "HTTP/1.1 200 OK\r\ncache-control: no-cache\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
-        );
-    }
-}
-
 /// The answer to a POST on the stats page: the form applied (when `stats admin` allows it), then
 /// HAProxy's 303 back to the page with the outcome in `;st=<code>`. `body` is the request body,
 /// or the status that refuses it (too large, chunked).
@@ -377,4 +348,33 @@ fn apply_post(shared: &std::sync::Arc<crate::engine::worker::Shared>, f: &PostFo
         }
     }
     StatStatus::of_post(total, altered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_decode() {
+        assert_eq!(base64_decode("YWRtaW46c2VjcmV0").unwrap(), b"admin:secret");
+        assert_eq!(base64_decode("YQ==").unwrap(), b"a");
+        assert!(base64_decode("!!").is_none());
+    }
+
+    #[test]
+    fn chunked_reply_has_haproxy_head() {
+        let r = chunked(
+            200,
+            &[
+                ("cache-control", "no-cache"),
+                ("content-type", "text/plain"),
+            ],
+            b"abc",
+            ConnHeader::None,
+        );
+        assert_eq!(
+            String::from_utf8(r).unwrap(),
+            "HTTP/1.1 200 OK\r\ncache-control: no-cache\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+        );
+    }
 }
