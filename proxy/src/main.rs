@@ -1,5 +1,10 @@
 use std::process::ExitCode;
 
+// Per-request head parsing and buffers allocate a lot of small objects; mimalloc's thread-local
+// free lists cut glibc malloc's share of a worker's CPU (measured with perf on the L7 path).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let args = match portcullis::cmdline::parse(&argv) {

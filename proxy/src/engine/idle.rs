@@ -47,6 +47,7 @@ pub async fn idle_limited<F: Future>(
     loop {
         let deadline = activity.last() + timeout;
         tokio::select! {
+            biased;
             out = &mut fut => return Some(out),
             _ = tokio::time::sleep_until(deadline) => {
                 if activity.last() + timeout <= Instant::now() {
@@ -73,6 +74,7 @@ pub async fn idle_limited_by<F: Future>(
             None => Instant::now() + RECHECK,
         };
         tokio::select! {
+            biased;
             out = &mut fut => return Some(out),
             _ = tokio::time::sleep_until(wake) => {
                 if let Some(t) = timeout.get()

@@ -112,6 +112,7 @@ impl KillWatch {
             match armed {
                 Some((srv, epoch)) => {
                     tokio::select! {
+                        biased;
                         _ = srv.killed(epoch) => return,
                         _ = changed => {}
                     }
@@ -782,6 +783,7 @@ impl Session {
                 &watch,
             );
             tokio::select! {
+                biased;
                 keep = work => Some(keep),
                 _ = watch.killed() => None,
             }

@@ -143,6 +143,7 @@ pub async fn relay<C: Duplex, S: Duplex>(
     let mut down = std::pin::pin!(down);
     let mut kill = std::pin::pin!(kill);
     let (first_up, first) = tokio::select! {
+            biased;
         e = &mut up => (true, e),
         e = &mut down => (false, e),
         _ = &mut kill => (true, DirEnd::Killed),
@@ -163,6 +164,7 @@ pub async fn relay<C: Duplex, S: Duplex>(
                 }
             };
             let second = tokio::select! {
+            biased;
                 e = rest => e,
                 _ = &mut kill => DirEnd::Killed,
             };
