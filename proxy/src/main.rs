@@ -45,6 +45,13 @@ fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::
         for b in &p.binds {
             let Some(ssl) = &b.ssl else { continue };
             let addr = portcullis::engine::listen::describe(&b.addr);
+            for w in portcullis::tls::bind_warnings(ssl) {
+                errs.push(portcullis::config::Diag::warning(
+                    &b.loc.file,
+                    b.loc.line,
+                    format!("'bind {addr}' in section '{}' : {w}", p.kind()),
+                ));
+            }
             match portcullis::tls::server_config(ssl) {
                 Ok(_) => {}
                 Err(portcullis::tls::TlsError::Cert(m)) => {
