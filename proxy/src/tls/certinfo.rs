@@ -42,14 +42,11 @@ pub fn asn1_time(ts: i64) -> String {
 
 /// `/C=FR/O=Acme/CN=x`: OpenSSL's short names, dotted OIDs for unknown attributes.
 pub fn oneline(name: &X509Name<'_>) -> String {
-    let reg = x509_parser::objects::oid_registry();
     let mut out = String::new();
     for rdn in name.iter() {
         for attr in rdn.iter() {
-            let oid = attr.attr_type();
-            let sn = x509_parser::objects::oid2sn(oid, reg)
-                .map(str::to_string)
-                .unwrap_or_else(|_| oid.to_id_string());
+            let id = attr.attr_type().to_id_string();
+            let sn = short_name(&id).map_or(id.clone(), str::to_string);
             let val = attr
                 .as_str()
                 .map(str::to_string)
@@ -61,6 +58,35 @@ pub fn oneline(name: &X509Name<'_>) -> String {
         }
     }
     out
+}
+
+/// OpenSSL's short name of a distinguished-name attribute.
+fn short_name(oid: &str) -> Option<&'static str> {
+    Some(match oid {
+        "2.5.4.3" => "CN",
+        "2.5.4.4" => "SN",
+        "2.5.4.5" => "serialNumber",
+        "2.5.4.6" => "C",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.9" => "street",
+        "2.5.4.10" => "O",
+        "2.5.4.11" => "OU",
+        "2.5.4.12" => "title",
+        "2.5.4.15" => "businessCategory",
+        "2.5.4.17" => "postalCode",
+        "2.5.4.42" => "GN",
+        "2.5.4.43" => "initials",
+        "2.5.4.44" => "generationQualifier",
+        "2.5.4.46" => "dnQualifier",
+        "2.5.4.65" => "pseudonym",
+        "2.5.4.97" => "organizationIdentifier",
+        "1.2.840.113549.1.9.1" => "emailAddress",
+        "0.9.2342.19200300.100.1.1" => "UID",
+        "0.9.2342.19200300.100.1.25" => "DC",
+        "1.3.6.1.4.1.311.60.2.1.3" => "jurisdictionC",
+        _ => return None,
+    })
 }
 
 /// `RSA2048`, `EC256`…; `None` for key types HAProxy 2.6 cannot name (Ed25519, Ed448).
