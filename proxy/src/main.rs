@@ -61,15 +61,10 @@ fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::
                         format!("'bind {addr}' in section '{}' : {m}", p.kind()),
                     ))
                 }
-                Err(portcullis::tls::TlsError::Setting(m)) => {
-                    errs.push(portcullis::config::Diag::global(
-                        portcullis::config::Severity::Alert,
-                        format!(
-                            "Proxy '{}': {m} for bind '{addr}' at [{}:{}].",
-                            p.name, b.loc.file, b.loc.line
-                        ),
-                    ))
-                }
+                Err(e) => errs.push(portcullis::config::Diag::global(
+                    portcullis::config::Severity::Alert,
+                    e.bind_alert(&p.name, &addr, &format!("{}:{}", b.loc.file, b.loc.line)),
+                )),
             }
         }
     }

@@ -116,15 +116,7 @@ fn tls_configs(
             binds.push(match &b.ssl {
                 None => None,
                 Some(ssl) => Some(Arc::new(crate::tls::server_config_in(ssl, certs).map_err(
-                    |e| {
-                        format!(
-                            "Proxy '{}': {} for bind '{}' at [{}].",
-                            p.name,
-                            e.message(),
-                            listen::describe(&b.addr),
-                            b.loc
-                        )
-                    },
+                    |e| e.bind_alert(&p.name, &listen::describe(&b.addr), &b.loc.to_string()),
                 )?)),
             });
         }

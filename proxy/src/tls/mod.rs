@@ -34,7 +34,24 @@ pub enum TlsError {
     Setting(String),
 }
 
+/// The settings error a bind with no certificate at all gets (e.g. a crt-list of comments).
+pub const NO_CERT: &str = "no SSL certificate specified";
+
 impl TlsError {
+    /// HAProxy's start-up alert for a settings error: `Proxy 'p': <msg> for bind '<addr>' at
+    /// [<file:line>].` (the missing-certificate one ends with ` (use 'crt').`).
+    pub fn bind_alert(&self, proxy: &str, addr: &str, loc: &str) -> String {
+        let hint = if self.message() == NO_CERT {
+            " (use 'crt')"
+        } else {
+            ""
+        };
+        format!(
+            "Proxy '{proxy}': {} for bind '{addr}' at [{loc}]{hint}.",
+            self.message()
+        )
+    }
+
     pub fn message(&self) -> &str {
         match self {
             TlsError::Cert(m) | TlsError::Setting(m) => m,
@@ -165,9 +182,7 @@ pub fn server_config_in(ssl: &BindSsl, store: &CertStore) -> Result<ServerConfig
     let provider = provider_for(ssl)?;
     let resolver = load_into(ssl, &provider, store)?;
     if resolver.resolver().is_empty() {
-        return Err(TlsError::Setting(
-            "no SSL certificate specified".to_string(),
-        ));
+        return Err(TlsError::Setting(NO_CERT.to_string()));
     }
     let versions =
         ciphers::versions(ssl.options.min_ver, ssl.options.max_ver).map_err(TlsError::Setting)?;
