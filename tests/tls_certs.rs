@@ -399,3 +399,73 @@ fn cli_replies_match_haproxy() {
     let m = mismatches.lock().unwrap();
     assert!(m.is_empty(), "{}", m.join("\n"));
 }
+
+/// `-c` on crt-list files: the same alerts and warnings as HAProxy 2.6 (PIDs masked), and our
+/// own refusal of per-certificate settings rustls cannot honour.
+#[test]
+fn check_mode_crt_list_messages_match_haproxy() {
+    let f = files();
+    let cfg_path = f.path("c.cfg");
+    let list = f.path("l.txt");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\nfrontend f\n    bind 127.0.0.1:{} ssl crt-list {} alpn h2\n    default_backend be\nbackend be\n    server s 127.0.0.1:9\n",
+            free_port(),
+            list.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(f.path("garbage.txt"), "garbage\n").unwrap();
+    let run = |bin: &str| -> String {
+        let out = std::process::Command::new(bin)
+            .arg("-c")
+            .arg("-f")
+            .arg(&cfg_path)
+            .current_dir(&f.dir.0)
+            .output()
+            .expect("run -c");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .filter(|l| l.starts_with("[ALERT]") || l.starts_with("[WARNING]"))
+            .filter(|l| !l.contains("Error(s) found") && !l.contains("Fatal errors"))
+            .map(|l| {
+                let (head, rest) = l.split_once(") :").unwrap_or((l, ""));
+                format!("{}) :{rest}\n", head.split('(').next().unwrap_or(""))
+            })
+            .collect()
+    };
+    let a = f.p("a.pem");
+    let cases = [
+        format!("{}\n", f.p("nope.pem")),
+        format!("# c\n\n{a} [foo bar] x\n"),
+        format!("{a} [ssl-min-ver TLSv9] x\n"),
+        format!("{a} [alpn] x\n"),
+        format!("{a} [alpn h2 alpn]\n"),
+        format!("{a} ]\n"),
+        format!("[alpn h2] {a}\n"),
+        "garbage.txt\n".to_string(),
+        "# only a comment\n".to_string(),
+        format!("{a} x.example.com [alpn h2]\n"),
+        format!("{a} [alpn h2] a.example.com\n"),
+    ];
+    let haproxy = std::path::Path::new("/usr/sbin/haproxy").exists();
+    for c in &cases {
+        std::fs::write(&list, c).unwrap();
+        let ours = run(env!("CARGO_BIN_EXE_portcullis"));
+        assert!(!ours.is_empty() || c.contains("[alpn h2] a.example"), "{c}");
+        if haproxy {
+            assert_eq!(ours, run("/usr/sbin/haproxy"), "crt-list:\n{c}");
+        }
+    }
+    std::fs::write(&list, format!("{a} [alpn http/1.1] a.example.com\n")).unwrap();
+    let ours = run(env!("CARGO_BIN_EXE_portcullis"));
+    assert!(
+        ours.ends_with(&format!(
+            "'crt-list' : parsing [{}:1]: 'alpn http/1.1' is not supported per certificate (rustls sets it once per bind); use the bind line's value or move the certificate to its own bind\n",
+            list.display()
+        )),
+        "{ours}"
+    );
+}

@@ -984,7 +984,7 @@ fn kw_bind(p: &mut P, args: &[String]) {
                         Ok(1)
                     }
                     Err(e) => Err(format!(
-                        "{head} : 'crt-list' : cannot open file '{v}' : {e}."
+                        "{head} : 'crt-list' : cannot open file '{v}' : {e}"
                     )),
                 },
                 None => Err(missing("certificate location")),

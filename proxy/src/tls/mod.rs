@@ -78,7 +78,7 @@ fn sources(ssl: &BindSsl) -> Vec<CrtSource> {
 fn read_crt_list(path: &str) -> Result<crtlist::CrtList, TlsError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         TlsError::Cert(format!(
-            "'crt-list' : cannot open file '{path}' : {}.",
+            "'crt-list' : cannot open file '{path}' : {}",
             pem::errno_text(&e)
         ))
     })?;
