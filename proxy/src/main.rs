@@ -50,6 +50,13 @@ fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::
         for b in &p.binds {
             let Some(ssl) = &b.ssl else { continue };
             let addr = portcullis::engine::listen::describe(&b.addr);
+            for w in portcullis::tls::bind_warnings(ssl) {
+                errs.push(portcullis::config::Diag::warning(
+                    &b.loc.file,
+                    b.loc.line,
+                    format!("'bind {addr}' in section '{}' : {w}", p.kind()),
+                ));
+            }
             match portcullis::tls::server_config(ssl) {
                 Ok(_) => {}
                 Err(portcullis::tls::TlsError::Cert(m)) => {
@@ -59,15 +66,10 @@ fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::
                         format!("'bind {addr}' in section '{}' : {m}", p.kind()),
                     ))
                 }
-                Err(portcullis::tls::TlsError::Setting(m)) => {
-                    errs.push(portcullis::config::Diag::global(
-                        portcullis::config::Severity::Alert,
-                        format!(
-                            "Proxy '{}': {m} for bind '{addr}' at [{}:{}].",
-                            p.name, b.loc.file, b.loc.line
-                        ),
-                    ))
-                }
+                Err(e) => errs.push(portcullis::config::Diag::global(
+                    portcullis::config::Severity::Alert,
+                    e.bind_alert(&p.name, &addr, &format!("{}:{}", b.loc.file, b.loc.line)),
+                )),
             }
         }
     }

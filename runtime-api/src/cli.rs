@@ -8,6 +8,7 @@
 use crate::info::{InfoFormat, dump_info};
 use crate::model::{ProxySnap, ServerSnap, Snapshot};
 use crate::servers::{dump_backends, dump_servers_state};
+use crate::ssl::{AbortCertError, CertDetails, CertList, CommitCertError, SetCertError, SetCertOk};
 use crate::stat::{StatFormat, StatOpts, StatScope, dump_stat};
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -137,6 +138,25 @@ pub trait Runtime {
     fn clear_counters(&mut self, all: bool);
     /// `shutdown sessions server`.
     fn shutdown_sessions(&mut self, srv: SrvRef);
+    /// `show ssl cert`.
+    fn ssl_cert_list(&self) -> CertList {
+        CertList::default()
+    }
+    /// `show ssl cert <name>`: a loaded file, or `*<file>` for the transaction's copy.
+    fn ssl_cert_details(&self, _name: &str) -> Option<CertDetails> {
+        None
+    }
+    /// `set ssl cert <file>` with its payload (the PEM text).
+    fn ssl_cert_set(&mut self, _file: &str, _payload: &str) -> Result<SetCertOk, SetCertError> {
+        Err(SetCertError::NotReferenced)
+    }
+    /// `commit ssl cert <file>`: how many certificate uses were rebuilt.
+    fn ssl_cert_commit(&mut self, _file: &str) -> Result<usize, CommitCertError> {
+        Err(CommitCertError::NoTransaction)
+    }
+    fn ssl_cert_abort(&mut self, _file: &str) -> Result<(), AbortCertError> {
+        Err(AbortCertError::NoTransaction)
+    }
 }
 
 /// Reply for a command HAProxy 2.6 knows but portcullis does not implement.
@@ -177,6 +197,10 @@ enum H {
     SetMaxconnServer,
     ClearCounters,
     ShutdownSessionsServer,
+    ShowSslCert,
+    SetSslCert,
+    CommitSslCert,
+    AbortSslCert,
     Unsupported,
 }
 
@@ -296,14 +320,14 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("set ssl cert <certfile> <payload>       : replace a certificate file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetSslCert,
     ),
     kw(
         &["commit", "ssl", "cert"],
         Some("commit ssl cert <certfile>              : commit a certificate file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::CommitSslCert,
     ),
     kw(
         &["abort", "ssl", "cert"],
@@ -312,7 +336,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::AbortSslCert,
     ),
     kw(
         &["del", "ssl", "cert"],
@@ -328,7 +352,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ShowSslCert,
     ),
     kw(
         &["new", "ssl", "ca-file"],
@@ -1387,10 +1411,25 @@ pub fn usage_message(args: &[String], ishelp: bool, out: &mut String) {
 
 /// Runs one received line (one or more `;`-separated commands) and returns the bytes to write.
 pub fn execute(line: &str, session: &mut CliSession, rt: &mut dyn Runtime) -> Output {
+    execute_with_payload(line, None, session, rt)
+}
+
+/// As [`execute`], for a line that ended in `<<` (given here without it) followed by
+/// `payload`: the lines up to the first empty one, each with its LF. The last command of the
+/// line receives it (see [`crate::ssl::payload_command`]).
+pub fn execute_with_payload(
+    line: &str,
+    payload: Option<&str>,
+    session: &mut CliSession,
+    rt: &mut dyn Runtime,
+) -> Output {
     let mut data = String::new();
-    for cmd in split_commands(line) {
+    let cmds = split_commands(line);
+    let last = cmds.len().saturating_sub(1);
+    for (i, cmd) in cmds.into_iter().enumerate() {
         let args = split_args(cmd);
-        if run_one(&args, session, rt, &mut data) == Flow::Quit {
+        let p = if i == last { payload } else { None };
+        if run_one(&args, p, session, rt, &mut data) == Flow::Quit {
             return Output {
                 data,
                 conn: Conn::Close,
@@ -1415,7 +1454,13 @@ enum Flow {
     Quit,
 }
 
-fn run_one(args: &[String], s: &mut CliSession, rt: &mut dyn Runtime, out: &mut String) -> Flow {
+fn run_one(
+    args: &[String],
+    payload: Option<&str>,
+    s: &mut CliSession,
+    rt: &mut dyn Runtime,
+    out: &mut String,
+) -> Flow {
     let Some(k) = find_kw(args) else {
         usage_message(args, false, out);
         return Flow::Continue;
@@ -1534,9 +1579,57 @@ fn run_one(args: &[String], s: &mut CliSession, rt: &mut dyn Runtime, out: &mut 
                 rt.shutdown_sessions(r);
             }
         }
+        H::ShowSslCert => show_ssl_cert(args, s, rt, out),
+        H::SetSslCert | H::CommitSslCert | H::AbortSslCert => {
+            ssl_cert_txn(k.handler, args, payload, s, rt, out)
+        }
         H::Unsupported => out.push_str(UNSUPPORTED_REPLY),
     }
     Flow::Continue
+}
+
+fn show_ssl_cert(args: &[String], s: &CliSession, rt: &dyn Runtime, out: &mut String) {
+    // HAProxy 2.6 answers a user-level session so.
+    if s.level < Level::Operator {
+        out.push_str("Can't allocate memory!\n");
+        return;
+    }
+    match args.get(3) {
+        None => crate::ssl::format_list(&rt.ssl_cert_list(), out),
+        Some(name) => match rt.ssl_cert_details(name) {
+            Some(d) => crate::ssl::format_details(&d, out),
+            None => out.push_str(crate::ssl::SHOW_NOT_FOUND),
+        },
+    }
+}
+
+fn ssl_cert_txn(
+    h: H,
+    args: &[String],
+    payload: Option<&str>,
+    s: &CliSession,
+    rt: &mut dyn Runtime,
+    out: &mut String,
+) {
+    if s.level < Level::Admin {
+        out.push_str(PERMISSION_DENIED);
+        return;
+    }
+    let file = args.get(3).map(String::as_str).filter(|f| !f.is_empty());
+    match h {
+        H::SetSslCert => match (file, payload) {
+            (Some(f), Some(p)) => crate::ssl::set_reply(f, &rt.ssl_cert_set(f, p), out),
+            _ => out.push_str("'set ssl cert expects a filename and a certificate as a payload\n"),
+        },
+        H::CommitSslCert => match file {
+            Some(f) => crate::ssl::commit_reply(f, &rt.ssl_cert_commit(f), out),
+            None => out.push_str("'commit ssl cert expects a filename\n"),
+        },
+        _ => match file {
+            Some(f) => crate::ssl::abort_reply(f, &rt.ssl_cert_abort(f), out),
+            None => out.push_str("'abort ssl cert' expects a filename\n"),
+        },
+    }
 }
 
 /// C `strtol(s, &end, 10)`: leading blanks, optional sign, digits; returns the value (saturated)

@@ -24,11 +24,12 @@ pub mod info;
 pub mod model;
 pub mod prom;
 pub mod servers;
+pub mod ssl;
 pub mod stat;
 
 pub use cli::{
     AdminOp, CliSession, Conn, HealthOp, Level, Output, PortSpec, Runtime, SrvRef,
-    dump_cli_keywords, execute,
+    dump_cli_keywords, execute, execute_with_payload,
 };
 pub use model::Snapshot;
 

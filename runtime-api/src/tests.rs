@@ -1165,7 +1165,7 @@ fn keyword_inventory_matches_haproxy_worker_keywords() {
         .filter(|k| k.implemented())
         .map(|k| k.words.join(" "))
         .collect();
-    assert_eq!(implemented.len(), 23, "{implemented:?}");
+    assert_eq!(implemented.len(), 27, "{implemented:?}");
 }
 
 /// `level user` sessions do not see `addr`, `cookie` and `algo` (checked on HAProxy 2.6).
@@ -1245,4 +1245,75 @@ fn no_panic_on_arbitrary_lines() {
         let mut s = CliSession::new(level);
         let _ = execute(&line.join(" "), &mut s, &mut rt);
     }
+}
+
+/// `ssl cert` commands: levels, missing arguments and the payload, as HAProxy 2.6 answers
+/// (testdata/haproxy-2.6/ssl-cert-replies.txt). FakeRuntime references no certificate.
+#[test]
+fn ssl_cert_commands_grammar_and_levels() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    assert_eq!(
+        run(&mut rt, Level::User, "show ssl cert"),
+        "Can't allocate memory!\n\n"
+    );
+    assert_eq!(
+        run(&mut rt, Level::Operator, "show ssl cert"),
+        "# filename\n\n"
+    );
+    assert_eq!(
+        run(&mut rt, Level::Operator, "show ssl cert a.pem"),
+        "Can't display the certificate: Not found or the certificate is a bundle!\n\n"
+    );
+    for cmd in [
+        "set ssl cert a.pem",
+        "commit ssl cert a.pem",
+        "abort ssl cert a.pem",
+    ] {
+        assert_eq!(
+            run(&mut rt, Level::Operator, cmd),
+            "Permission denied\n\n",
+            "{cmd}"
+        );
+    }
+    assert_eq!(
+        admin(&mut rt, "set ssl cert a.pem"),
+        "'set ssl cert expects a filename and a certificate as a payload\n\n"
+    );
+    assert_eq!(
+        admin(&mut rt, "set ssl cert"),
+        "'set ssl cert expects a filename and a certificate as a payload\n\n"
+    );
+    assert_eq!(
+        admin(&mut rt, "commit ssl cert"),
+        "'commit ssl cert expects a filename\n\n"
+    );
+    assert_eq!(
+        admin(&mut rt, "abort ssl cert"),
+        "'abort ssl cert' expects a filename\n\n"
+    );
+    assert_eq!(
+        admin(&mut rt, "commit ssl cert a.pem"),
+        "No ongoing transaction! !\nCan't commit a.pem!\n\n"
+    );
+    assert_eq!(
+        admin(&mut rt, "abort ssl cert a.pem"),
+        "No ongoing transaction!\n\n"
+    );
+    let mut s = CliSession::new(Level::Admin);
+    let line = crate::ssl::payload_command("set ssl cert nope.pem <<").unwrap();
+    assert_eq!(
+        execute_with_payload(line, Some("-----BEGIN…\n"), &mut s, &mut rt).data,
+        "Can't replace a certificate which is not referenced by the configuration!\nCan't update nope.pem!\n\n"
+    );
+    // Only the last command of the line gets the payload.
+    assert_eq!(
+        execute_with_payload(
+            "show cli level; set ssl cert x ",
+            Some("p\n"),
+            &mut s,
+            &mut rt
+        )
+        .data,
+        "admin\n\nCan't replace a certificate which is not referenced by the configuration!\nCan't update x!\n\n"
+    );
 }

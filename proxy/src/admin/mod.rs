@@ -13,6 +13,9 @@ use portcullis_runtime_api::cli::{
     self, AdminOp, CliSession, Conn, HealthOp, Level, PortSpec, Runtime, SrvRef,
 };
 use portcullis_runtime_api::model::Snapshot;
+use portcullis_runtime_api::ssl::{
+    AbortCertError, CertDetails, CertList, CommitCertError, SetCertError, SetCertOk,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::check::fsm::{OpState, Transition};
@@ -25,6 +28,9 @@ use crate::model::{ADMIN_DRAIN, ADMIN_MAINT, Proxy, Server};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A command line longer than this is refused (HAProxy's buffer is 16 kB).
 const MAX_LINE: usize = 16 * 1024;
+/// A `<<` payload larger than this drops the connection (HAProxy's is bounded by its buffer
+/// too; certificate bundles with a chain fit easily).
+const MAX_PAYLOAD: usize = 1024 * 1024;
 
 /// The runtime API's view of the running process.
 pub struct AdminRuntime {
@@ -206,6 +212,26 @@ impl Runtime for AdminRuntime {
             srv.shutdown_sessions(b'K');
         }
     }
+
+    fn ssl_cert_list(&self) -> CertList {
+        self.shared.certs.list()
+    }
+
+    fn ssl_cert_details(&self, name: &str) -> Option<CertDetails> {
+        self.shared.certs.details(name)
+    }
+
+    fn ssl_cert_set(&mut self, file: &str, payload: &str) -> Result<SetCertOk, SetCertError> {
+        self.shared.certs.set(file, payload)
+    }
+
+    fn ssl_cert_commit(&mut self, file: &str) -> Result<usize, CommitCertError> {
+        self.shared.certs.commit(file)
+    }
+
+    fn ssl_cert_abort(&mut self, file: &str) -> Result<(), AbortCertError> {
+        self.shared.certs.abort(file)
+    }
 }
 
 fn level(l: CliLevel) -> Level {
@@ -243,9 +269,44 @@ where
         if n == 0 || line.len() > MAX_LINE {
             return;
         }
-        let text = String::from_utf8_lossy(&line);
+        let text = String::from_utf8_lossy(&line).into_owned();
         let text = text.trim_end_matches(['\n', '\r']);
-        let out = cli::execute(text, &mut session, rt);
+        let out = match portcullis_runtime_api::ssl::payload_command(text) {
+            None => cli::execute(text, &mut session, rt),
+            Some(cmd) => {
+                // The payload runs up to the first empty line; interactive sessions see HAProxy's
+                // `+ ` prompt before each of its lines. A client leaving mid-payload runs nothing.
+                let mut payload = String::new();
+                loop {
+                    if session.prompt && wr.write_all(b"+ ").await.is_err() {
+                        return;
+                    }
+                    line.clear();
+                    let read = tokio::time::timeout(
+                        timeout,
+                        (&mut rd)
+                            .take(MAX_LINE as u64 + 1)
+                            .read_until(b'\n', &mut line),
+                    )
+                    .await;
+                    match read {
+                        Ok(Ok(n)) if n > 0 && line.len() <= MAX_LINE => {}
+                        _ => return,
+                    }
+                    let l = String::from_utf8_lossy(&line);
+                    let l = l.trim_end_matches(['\n', '\r']);
+                    if l.is_empty() {
+                        break;
+                    }
+                    if payload.len() + l.len() >= MAX_PAYLOAD {
+                        return;
+                    }
+                    payload.push_str(l);
+                    payload.push('\n');
+                }
+                cli::execute_with_payload(cmd, Some(&payload), &mut session, rt)
+            }
+        };
         if wr.write_all(out.data.as_bytes()).await.is_err() {
             return;
         }

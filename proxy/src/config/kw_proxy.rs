@@ -4,8 +4,8 @@
 
 use super::diag::{Diag, Severity};
 use super::model::{
-    Balance, Bind, BindSsl, Facility, ForwardFor, Global, HttpCheckSend, HttpReuse, Level,
-    LogFormatKind, LogTarget, Mode, Proxy, Redispatch, SslOptions, TlsVersion,
+    Balance, Bind, BindSsl, CrtSource, Facility, ForwardFor, Global, HttpCheckSend, HttpReuse,
+    Level, LogFormatKind, LogTarget, Mode, Proxy, Redispatch, SslOptions, TlsVersion,
 };
 use super::parser::{Ctx, unknown_kw};
 use super::values::{parse_time, parse_u32, time_error_msg};
@@ -967,6 +967,7 @@ fn kw_bind(p: &mut P, args: &[String]) {
                 Some(v) => match (p.c.sys.stat)(v) {
                     Ok(()) => {
                         ssl.crts.push(v.clone());
+                        ssl.sources.push(CrtSource::Crt(v.clone()));
                         Ok(1)
                     }
                     Err(e) => Err(format!(
@@ -979,10 +980,11 @@ fn kw_bind(p: &mut P, args: &[String]) {
                 Some(v) => match (p.c.sys.stat)(v) {
                     Ok(()) => {
                         ssl.crt_list = Some(v.clone());
+                        ssl.sources.push(CrtSource::List(v.clone()));
                         Ok(1)
                     }
                     Err(e) => Err(format!(
-                        "{head} : 'crt-list' : cannot open file '{v}' : {e}."
+                        "{head} : 'crt-list' : cannot open file '{v}' : {e}"
                     )),
                 },
                 None => Err(missing("certificate location")),

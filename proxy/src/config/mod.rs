@@ -183,8 +183,11 @@ pub fn check_command_with(
         }
         return 1;
     }
-    let loaded = load(paths, &env).and_then(|l| {
-        let errs = validate(&l.config);
+    let loaded = load(paths, &env).and_then(|mut l| {
+        // `validate` may also warn (crt-list lines HAProxy only warns about).
+        let (errs, warns): (Vec<Diag>, Vec<Diag>) =
+            validate(&l.config).into_iter().partition(Diag::is_alert);
+        l.warnings.extend(warns);
         if errs.is_empty() { Ok(l) } else { Err(errs) }
     });
     match loaded {

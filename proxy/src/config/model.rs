@@ -186,12 +186,25 @@ pub struct Bind {
 pub struct BindSsl {
     /// `crt` arguments: a PEM bundle or a directory of them (checked to exist at parse time).
     pub crts: Vec<String>,
+    /// The last `crt-list` argument (see `sources` for all of them).
     pub crt_list: Option<String>,
+    /// Every `crt` and `crt-list` argument in line order: the first certificate loaded is the
+    /// default one, so the order of the two kinds matters.
+    pub sources: Vec<CrtSource>,
     pub alpn: Vec<String>,
     pub ciphers: Option<String>,
     pub ciphersuites: Option<String>,
     pub curves: Option<String>,
     pub options: SslOptions,
+}
+
+/// Where a bind's certificates come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CrtSource {
+    /// `crt <file|dir>`
+    Crt(String),
+    /// `crt-list <file>`
+    List(String),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -544,12 +544,9 @@ fn use_service_prometheus_and_stats_admin() {
     let f = &c.proxies[0];
     assert_eq!(f.http_request[0].action, HttpRequestAction::UsePrometheus);
     assert!(f.http_request[0].cond.is_some());
-    // POST actions of the page are not implemented: `stats admin` stays refused.
-    assert!(
-        f.pending.iter().any(|(k, _)| k == "stats admin"),
-        "{:?}",
-        f.pending
-    );
+    // The page's POST actions are served: nothing left pending.
+    assert!(f.pending.is_empty(), "{:?}", f.pending);
+    assert!(f.stats.as_ref().is_some_and(|s| s.admin.is_some()));
     for (rule, msg) in [
         ("use-service foo", "'foo' unknown service name.."),
         ("use-service", "'use-service' expects a service name.."),

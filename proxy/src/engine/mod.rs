@@ -84,7 +84,8 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         let want = crate::admin::snapshot::maxsock(&model, model.actconn.max(), threads as u32);
         crate::admin::snapshot::raise_nofile(want);
     }
-    let tls = tls_configs(&model).map_err(|e| vec![e])?;
+    let certs = Arc::new(crate::tls::CertStore::new());
+    let tls = tls_configs(&model, &certs).map_err(|e| vec![e])?;
     let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
     let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     tracing::info!(
@@ -102,6 +103,7 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         sessions: AtomicUsize::new(0),
         stop_tx,
         tls,
+        certs,
     });
     worker::block_stop_signals();
     control::spawn(Arc::clone(&shared), admin, threads)
@@ -110,22 +112,19 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
 }
 
 /// The rustls settings of every `bind … ssl` line, `[proxy][bind]`, built once at start.
-fn tls_configs(model: &Model) -> Result<Vec<Vec<Option<Arc<rustls::ServerConfig>>>>, String> {
+fn tls_configs(
+    model: &Model,
+    certs: &crate::tls::CertStore,
+) -> Result<Vec<Vec<Option<Arc<rustls::ServerConfig>>>>, String> {
     let mut out = Vec::with_capacity(model.proxies.len());
     for p in &model.proxies {
         let mut binds = Vec::with_capacity(p.cfg.binds.len());
         for b in &p.cfg.binds {
             binds.push(match &b.ssl {
                 None => None,
-                Some(ssl) => Some(Arc::new(crate::tls::server_config(ssl).map_err(|e| {
-                    format!(
-                        "Proxy '{}': {} for bind '{}' at [{}].",
-                        p.name,
-                        e.message(),
-                        listen::describe(&b.addr),
-                        b.loc
-                    )
-                })?)),
+                Some(ssl) => Some(Arc::new(crate::tls::server_config_in(ssl, certs).map_err(
+                    |e| e.bind_alert(&p.name, &listen::describe(&b.addr), &b.loc.to_string()),
+                )?)),
             });
         }
         out.push(binds);

@@ -26,6 +26,8 @@ pub struct Shared {
     pub log: crate::log::Logger,
     /// TLS settings of each `bind … ssl` line: `[proxy index][bind index]`.
     pub tls: Vec<Vec<Option<Arc<rustls::ServerConfig>>>>,
+    /// The certificates behind `tls`, replaceable through the admin socket.
+    pub certs: Arc<crate::tls::CertStore>,
 }
 
 /// One worker's listening sockets: (proxy index, socket, unix, bind index).

@@ -3,10 +3,13 @@
 //! Crypto provider: rustls' `ring` (aws-lc-rs needs cmake and a C toolchain setup this project's
 //! machines don't carry). Reads certificate files; opens no sockets.
 
+pub mod certinfo;
 pub mod ciphers;
 pub mod client;
+pub mod crtlist;
 pub mod pem;
 pub mod sni;
+pub mod store;
 pub mod stream;
 
 use std::sync::Arc;
@@ -15,9 +18,10 @@ use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::ServerSessionMemoryCache;
 
-use crate::config::model::BindSsl;
+use crate::config::model::{BindSsl, CrtSource};
 
 pub use sni::SniResolver;
+pub use store::{BindCerts, CertStore, CertUse};
 
 /// HAProxy's `tune.ssl.cachesize` default (entries).
 pub const SESSION_CACHE_SIZE: usize = 20000;
@@ -31,7 +35,24 @@ pub enum TlsError {
     Setting(String),
 }
 
+/// The settings error a bind with no certificate at all gets (e.g. a crt-list of comments).
+pub const NO_CERT: &str = "no SSL certificate specified";
+
 impl TlsError {
+    /// HAProxy's start-up alert for a settings error: `Proxy 'p': <msg> for bind '<addr>' at
+    /// [<file:line>].` (the missing-certificate one ends with ` (use 'crt').`).
+    pub fn bind_alert(&self, proxy: &str, addr: &str, loc: &str) -> String {
+        let hint = if self.message() == NO_CERT {
+            " (use 'crt')"
+        } else {
+            ""
+        };
+        format!(
+            "Proxy '{proxy}': {} for bind '{addr}' at [{loc}]{hint}.",
+            self.message()
+        )
+    }
+
     pub fn message(&self) -> &str {
         match self {
             TlsError::Cert(m) | TlsError::Setting(m) => m,
@@ -45,20 +66,83 @@ impl std::fmt::Display for TlsError {
     }
 }
 
-/// Loads every `crt` of the bind (files and directories, in order) into an SNI resolver.
-pub fn load_certs(ssl: &BindSsl, provider: &CryptoProvider) -> Result<SniResolver, TlsError> {
-    let mut res = SniResolver::new();
-    for crt in &ssl.crts {
-        for b in pem::load_crt(crt, provider).map_err(TlsError::Cert)? {
-            let names = b
-                .key
-                .end_entity_cert()
-                .map(|c| pem::cert_names(c))
-                .unwrap_or_default();
-            res.add(b.key, &names);
+/// The bind's certificate sources in line order (`crt` and `crt-list` arguments).
+fn sources(ssl: &BindSsl) -> Vec<CrtSource> {
+    if !ssl.sources.is_empty() {
+        return ssl.sources.clone();
+    }
+    let mut v: Vec<CrtSource> = ssl.crts.iter().cloned().map(CrtSource::Crt).collect();
+    v.extend(ssl.crt_list.iter().cloned().map(CrtSource::List));
+    v
+}
+
+fn read_crt_list(path: &str) -> Result<crtlist::CrtList, TlsError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        TlsError::Cert(format!(
+            "'crt-list' : cannot open file '{path}' : {}",
+            pem::errno_text(&e)
+        ))
+    })?;
+    crtlist::parse(path, &text).map_err(|m| TlsError::Cert(format!("'crt-list' : {m}")))
+}
+
+/// HAProxy's warnings about the bind's crt-lists (`-c` prints them), located in the list.
+pub fn bind_warnings(ssl: &BindSsl) -> Vec<String> {
+    sources(ssl)
+        .iter()
+        .filter_map(|s| match s {
+            CrtSource::List(p) => read_crt_list(p).ok(),
+            CrtSource::Crt(_) => None,
+        })
+        .flat_map(|l| l.warnings)
+        .map(|w| format!("'crt-list' : {w}"))
+        .collect()
+}
+
+/// Loads every certificate of the bind (`crt` files and directories, `crt-list` lines, in line
+/// order) into `store`, each file once, and registers the bind's uses.
+pub fn load_into(
+    ssl: &BindSsl,
+    provider: &CryptoProvider,
+    store: &CertStore,
+) -> Result<Arc<BindCerts>, TlsError> {
+    let mut uses = Vec::new();
+    let mut load = |path: &str, filters: Vec<String>, list: bool| -> Result<(), TlsError> {
+        if store.get(path).is_none() {
+            let b = pem::load_bundle(path, provider)
+                .map_err(|m| TlsError::Cert(if list { format!("'crt-list' : {m}") } else { m }))?;
+            store.insert(path, b.key);
+        }
+        uses.push(CertUse {
+            path: path.to_string(),
+            filters,
+        });
+        Ok(())
+    };
+    for src in sources(ssl) {
+        match src {
+            CrtSource::Crt(crt) => {
+                for p in pem::crt_files(&crt).map_err(TlsError::Cert)? {
+                    load(&p, Vec::new(), false)?;
+                }
+            }
+            CrtSource::List(list) => {
+                for l in read_crt_list(&list)?.lines {
+                    crtlist::check_opts(&list, &l, ssl)
+                        .map_err(|m| TlsError::Cert(format!("'crt-list' : {m}")))?;
+                    load(&l.crt, l.filters, true)?;
+                }
+            }
         }
     }
-    Ok(res)
+    Ok(store.register(uses))
+}
+
+/// Loads the bind's certificates into an SNI resolver of its own (no shared store).
+pub fn load_certs(ssl: &BindSsl, provider: &CryptoProvider) -> Result<SniResolver, TlsError> {
+    let store = CertStore::new();
+    let b = load_into(ssl, provider, &store)?;
+    Ok((*b.resolver()).clone())
 }
 
 /// The provider restricted to the bind's ciphers, ciphersuites and curves.
@@ -88,14 +172,18 @@ pub fn provider_for(ssl: &BindSsl) -> Result<CryptoProvider, TlsError> {
     Ok(p)
 }
 
-/// Builds the server config for one `bind … ssl` line.
+/// Builds the server config for one `bind … ssl` line, with certificates of its own.
 pub fn server_config(ssl: &BindSsl) -> Result<ServerConfig, TlsError> {
+    server_config_in(ssl, &CertStore::new())
+}
+
+/// Builds the server config for one `bind … ssl` line; its certificates live in `store`, where
+/// the runtime API can replace them.
+pub fn server_config_in(ssl: &BindSsl, store: &CertStore) -> Result<ServerConfig, TlsError> {
     let provider = provider_for(ssl)?;
-    let resolver = load_certs(ssl, &provider)?;
-    if resolver.is_empty() {
-        return Err(TlsError::Setting(
-            "no SSL certificate specified".to_string(),
-        ));
+    let resolver = load_into(ssl, &provider, store)?;
+    if resolver.resolver().is_empty() {
+        return Err(TlsError::Setting(NO_CERT.to_string()));
     }
     let versions =
         ciphers::versions(ssl.options.min_ver, ssl.options.max_ver).map_err(TlsError::Setting)?;
@@ -103,7 +191,7 @@ pub fn server_config(ssl: &BindSsl) -> Result<ServerConfig, TlsError> {
         .with_protocol_versions(&versions)
         .map_err(|e| TlsError::Setting(format!("unable to set SSL/TLS versions: {e}")))?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        .with_cert_resolver(resolver);
     // HAProxy sets SSL_OP_CIPHER_SERVER_PREFERENCE unless `prefer-client-ciphers`.
     cfg.ignore_client_order = true;
     cfg.alpn_protocols = ssl.alpn.iter().map(|a| a.as_bytes().to_vec()).collect();

@@ -15,7 +15,7 @@ pub struct Bundle {
     pub key: Arc<CertifiedKey>,
 }
 
-fn errno_text(e: &std::io::Error) -> String {
+pub(crate) fn errno_text(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
         None => e.to_string(),
@@ -31,8 +31,8 @@ pub fn skipped_in_dir(name: &str) -> bool {
             .any(|ext| name.ends_with(ext))
 }
 
-/// Loads `crt <path>`: one bundle, or every bundle of a directory in name order.
-pub fn load_crt(path: &str, provider: &CryptoProvider) -> Result<Vec<Bundle>, String> {
+/// The files of `crt <path>`: the file itself, or every bundle of a directory in name order.
+pub fn crt_files(path: &str) -> Result<Vec<String>, String> {
     let meta = std::fs::metadata(path).map_err(|e| {
         format!(
             "unable to stat SSL certificate from file '{path}' : {}.",
@@ -40,7 +40,7 @@ pub fn load_crt(path: &str, provider: &CryptoProvider) -> Result<Vec<Bundle>, St
         )
     })?;
     if !meta.is_dir() {
-        return Ok(vec![load_bundle(path, provider)?]);
+        return Ok(vec![path.to_string()]);
     }
     let rd = std::fs::read_dir(path)
         .map_err(|e| format!("unable to scan directory '{path}' : {}.", errno_text(&e)))?;
@@ -52,9 +52,14 @@ pub fn load_crt(path: &str, provider: &CryptoProvider) -> Result<Vec<Bundle>, St
         .collect();
     names.sort();
     let base = path.trim_end_matches('/');
-    names
+    Ok(names.iter().map(|n| format!("{base}/{n}")).collect())
+}
+
+/// Loads `crt <path>`: one bundle, or every bundle of a directory in name order.
+pub fn load_crt(path: &str, provider: &CryptoProvider) -> Result<Vec<Bundle>, String> {
+    crt_files(path)?
         .iter()
-        .map(|n| load_bundle(&format!("{base}/{n}"), provider))
+        .map(|p| load_bundle(p, provider))
         .collect()
 }
 

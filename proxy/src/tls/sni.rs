@@ -1,21 +1,25 @@
 //! Certificate choice by SNI: exact name, then a `*.domain` wildcard covering one label, else the
-//! first certificate loaded (HAProxy's default certificate). Among several certificates for one
+//! first certificate loaded (HAProxy's default certificate). A crt-list's negative filter
+//! (`!name`) makes that name skip the wildcards and fall to the default unless some certificate
+//! names it exactly (HAProxy 2.6 behaves so). Among several certificates for one
 //! name (RSA and ECDSA), the first whose key can sign with a scheme the client offers wins.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rustls::SignatureScheme;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SniResolver {
     /// Every certificate in load order; the first is the default.
     all: Vec<Arc<CertifiedKey>>,
     exact: HashMap<String, Vec<usize>>,
     /// Keyed by the part after `*.`.
     wildcard: HashMap<String, Vec<usize>>,
+    /// Names of `!name` filters.
+    negative: HashSet<String>,
 }
 
 impl SniResolver {
@@ -23,11 +27,18 @@ impl SniResolver {
         Self::default()
     }
 
-    /// Adds a certificate under `names` (lowercase; `*.x` entries are wildcards).
+    /// Adds a certificate under `names`: `*.x` entries are wildcards, `!x` negative filters
+    /// (`!*.x` means nothing, as in HAProxy).
     pub fn add(&mut self, key: Arc<CertifiedKey>, names: &[String]) {
         let idx = self.all.len();
         self.all.push(key);
         for n in names {
+            if let Some(neg) = n.strip_prefix('!') {
+                if !neg.starts_with('*') && !neg.is_empty() {
+                    self.negative.insert(neg.to_ascii_lowercase());
+                }
+                continue;
+            }
             let (map, k) = match n.strip_prefix("*.") {
                 Some(rest) => (&mut self.wildcard, rest),
                 None => (&mut self.exact, n.as_str()),
@@ -62,6 +73,9 @@ impl SniResolver {
         if let Some(name) = sni.map(|s| s.trim_end_matches('.').to_ascii_lowercase()) {
             if let Some(v) = self.exact.get(&name) {
                 return pick_in(v).cloned();
+            }
+            if self.negative.contains(&name) {
+                return self.all.first().cloned();
             }
             if let Some((_, parent)) = name.split_once('.')
                 && let Some(v) = self.wildcard.get(parent)

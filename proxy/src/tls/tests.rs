@@ -9,7 +9,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, ServerConnection};
 
 use super::*;
-use crate::config::model::{SslOptions, TlsVersion};
+use crate::config::model::{CrtSource, SslOptions, TlsVersion};
 
 struct Tmp(PathBuf);
 
@@ -468,5 +468,173 @@ fn settings_errors_and_tickets() {
     assert_eq!(
         check_bind(&bind).unwrap_err(),
         "all SSL/TLS versions are disabled"
+    );
+}
+
+fn pick_der(r: &SniResolver, sni: &str) -> CertificateDer<'static> {
+    leaf(&r.pick(Some(sni), &[]).unwrap())
+}
+
+#[test]
+fn crt_list_filters_select_by_sni() {
+    let t = Tmp::new("crtlist");
+    let def = make(&PKCS_ECDSA_P256_SHA256, &["default.local"], None);
+    let a = make(
+        &PKCS_ECDSA_P256_SHA256,
+        &["a.example.com", "a2.example.com"],
+        None,
+    );
+    let wild = make(&PKCS_ECDSA_P256_SHA256, &["*.example.com"], None);
+    let b = make(&PKCS_ECDSA_P256_SHA256, &["b.example.com"], None);
+    let pd = t.write("default.pem", &bundle(&def));
+    let pa = t.write("a.pem", &bundle(&a));
+    let pw = t.write("wild.pem", &bundle(&wild));
+    let pb = t.write("b.pem", &bundle(&b));
+    let list = t.write(
+        "list.txt",
+        &format!(
+            "# the first line is the default\n{pd}\n\n{pa} [alpn h2] a.example.com\n{pw} *.example.com !secure.example.com\n{pb}\n"
+        ),
+    );
+    let mut s = ssl(&[]);
+    s.alpn = vec!["h2".into()];
+    s.sources = vec![CrtSource::List(list.clone())];
+    let r = load_certs(&s, &ring()).unwrap();
+    assert_eq!(pick_der(&r, "default.local"), def.der);
+    assert_eq!(pick_der(&r, "a.example.com"), a.der);
+    // The filter replaces the certificate's own names: a2 falls to the wildcard.
+    assert_eq!(pick_der(&r, "a2.example.com"), wild.der);
+    assert_eq!(pick_der(&r, "x.example.com"), wild.der);
+    // A negative filter keeps the name off the wildcards: default certificate.
+    assert_eq!(pick_der(&r, "secure.example.com"), def.der);
+    assert_eq!(pick_der(&r, "b.example.com"), b.der);
+    assert_eq!(pick_der(&r, "other.org"), def.der);
+
+    // `crt` before `crt-list` on the line: its certificate is the default.
+    s.sources = vec![CrtSource::Crt(pb.clone()), CrtSource::List(list.clone())];
+    let r = load_certs(&s, &ring()).unwrap();
+    assert_eq!(pick_der(&r, "other.org"), b.der);
+
+    // A per-certificate ALPN that differs from the bind's is refused at load (and so at -c).
+    s.alpn = vec!["h2".into(), "http/1.1".into()];
+    let e = load_certs(&s, &ring()).unwrap_err();
+    assert_eq!(
+        e,
+        TlsError::Cert(format!(
+            "'crt-list' : parsing [{list}:4]: 'alpn h2' is not supported per certificate (rustls sets it once per bind); use the bind line's value or move the certificate to its own bind"
+        ))
+    );
+    // Errors from the list's certificates name the line's file, as HAProxy's.
+    let bad = t.write("bad.txt", "nope.pem\n");
+    s.sources = vec![CrtSource::List(bad)];
+    assert_eq!(
+        load_certs(&s, &ring()).unwrap_err(),
+        TlsError::Cert(
+            "'crt-list' : unable to stat SSL certificate from file 'nope.pem' : No such file or directory."
+                .into()
+        )
+    );
+    let warn = t.write("warn.txt", &format!("{pa} zz.example.com [alpn h2]\n"));
+    s.sources = vec![CrtSource::List(warn.clone())];
+    assert_eq!(
+        bind_warnings(&s),
+        vec![format!(
+            "'crt-list' : parsing [{warn}:1]: malformated line, filters can't be between filename and options!"
+        )]
+    );
+}
+
+#[test]
+fn store_transaction_swaps_certificates_on_every_bind() {
+    use portcullis_runtime_api::ssl::{AbortCertError, CommitCertError, SetCertError, SetCertOk};
+    let t = Tmp::new("store");
+    let a = make(
+        &PKCS_ECDSA_P256_SHA256,
+        &["a.example.com"],
+        Some("a.example.com"),
+    );
+    let b = make(&PKCS_ECDSA_P256_SHA256, &["b.example.com"], None);
+    let a2 = make(&PKCS_ECDSA_P384_SHA384, &["a2.example.com"], Some("a2"));
+    let pa = t.write("a.pem", &bundle(&a));
+    let pb = t.write("b.pem", &bundle(&b));
+    let list = t.write("l.txt", &format!("{pb}\n{pa} a.example.com\n"));
+    let store = CertStore::new();
+    let mut s1 = ssl(&[]);
+    s1.sources = vec![CrtSource::List(list)];
+    let bind1 = load_into(&s1, &ring(), &store).unwrap();
+    let bind2 = load_into(&ssl(&[&pa]), &ring(), &store).unwrap();
+    let l = store.list();
+    assert_eq!(l.transaction, None);
+    let mut want = vec![pa.clone(), pb.clone()];
+    want.sort();
+    assert_eq!(l.files, want);
+
+    assert_eq!(
+        store.set("nope.pem", &bundle(&a2)),
+        Err(SetCertError::NotReferenced)
+    );
+    assert_eq!(
+        store.set(&pa, "garbage\n"),
+        Err(SetCertError::Load(format!(
+            "unable to load certificate from file '{pa}'."
+        )))
+    );
+    assert_eq!(store.commit(&pa), Err(CommitCertError::NoTransaction));
+    assert_eq!(store.abort(&pa), Err(AbortCertError::NoTransaction));
+    // Certificate only: accepted by set, refused by commit (HAProxy 2.6 does the same).
+    assert_eq!(
+        store.set(&pa, &a2.cert_pem),
+        Ok(SetCertOk::Created(pa.clone()))
+    );
+    assert_eq!(store.commit(&pa), Err(CommitCertError::Incomplete));
+    assert_eq!(
+        store.set(&pa, &bundle(&a2)),
+        Ok(SetCertOk::Updated(pa.clone()))
+    );
+    assert_eq!(
+        store.set(&pb, &bundle(&a2)),
+        Err(SetCertError::OtherTransaction(pa.clone()))
+    );
+    assert_eq!(
+        store.commit(&pb),
+        Err(CommitCertError::OtherTransaction(pa.clone()))
+    );
+    assert_eq!(store.list().transaction, Some(pa.clone()));
+    let d = store.details(&format!("*{pa}")).unwrap();
+    assert_eq!(d.subject, "/CN=a2");
+    assert_eq!(d.algorithm.as_deref(), Some("EC384"));
+    assert!(!d.used);
+    assert_eq!(store.details(&pa).unwrap().subject, "/CN=a.example.com");
+    assert_eq!(store.details(&pa).unwrap().san, "DNS:a.example.com");
+    // Nothing changed before the commit.
+    assert_eq!(pick_der(&bind1.resolver(), "a.example.com"), a.der);
+    let before = bind2.resolver();
+    assert_eq!(store.commit(&pa), Ok(2));
+    assert_eq!(store.list().transaction, None);
+    // The crt-list line keeps its filter; the `crt` bind takes the new certificate's names.
+    assert_eq!(pick_der(&bind1.resolver(), "a.example.com"), a2.der);
+    assert_eq!(pick_der(&bind1.resolver(), "a2.example.com"), b.der);
+    assert_eq!(pick_der(&bind2.resolver(), "a2.example.com"), a2.der);
+    // A table taken before the commit (a handshake in progress) still holds the old key.
+    assert_eq!(pick_der(&before, "a.example.com"), a.der);
+    // Abort discards.
+    assert_eq!(
+        store.set(&pb, &bundle(&a)),
+        Ok(SetCertOk::Created(pb.clone()))
+    );
+    assert_eq!(
+        store.abort(&pa),
+        Err(AbortCertError::OtherTransaction(pb.clone()))
+    );
+    assert_eq!(store.abort(&pb), Ok(()));
+    assert_eq!(pick_der(&bind1.resolver(), "b.example.com"), b.der);
+    // A key that does not match its certificate is refused at commit.
+    let mismatch = format!("{}{}", a.cert_pem, b.key_pem);
+    assert!(store.set(&pb, &mismatch).is_ok());
+    assert_eq!(
+        store.commit(&pb),
+        Err(CommitCertError::Load(format!(
+            "inconsistencies between private key and certificate loaded '{pb}'."
+        )))
     );
 }
