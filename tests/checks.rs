@@ -264,11 +264,11 @@ fn golden_seed_loopback_shutdown_sessions_over_tls() {
     codes.sort();
     assert_eq!(codes, ["200", "200", "200", "200", "502", "502"]);
     let cut = regex::Regex::new(
-        r#"^127\.0\.0\.1:\d+ \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3}\] istio-https-l7~ istio-http-backend/worker1 0/0/\d+/-1/(\d+) 502 209 - - DH-- \d+/\d+/\d+/\d+/0 0/0 "GET /slow\?ms=9000 HTTP/1\.1"$"#,
+        r#"^127\.0\.0\.1:\d+ \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3}\] istio-https-l7~ istio-http-backend/worker1 \d+/\d+/\d+/-1/(\d+) 502 209 - - DH-- \d+/\d+/\d+/\d+/0 0/0 "GET /slow\?ms=9000 HTTP/1\.1"$"#,
     )
     .expect("regex");
     let ok = regex::Regex::new(
-        r#" istio-https-l7~ istio-http-backend/(master1|worker2) 0/0/\d+/\d+/\d+ 200 \d+ - - ---- .* "GET /slow\?ms=9000 HTTP/1\.1"$"#,
+        r#" istio-https-l7~ istio-http-backend/(master1|worker2) \d+/\d+/\d+/\d+/\d+ 200 \d+ - - ---- .* "GET /slow\?ms=9000 HTTP/1\.1"$"#,
     )
     .expect("regex");
     let done = |l: &String| cut.is_match(l) || ok.is_match(l);
