@@ -116,6 +116,12 @@ impl Proc {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if TcpStream::connect_timeout(&wait_port, Duration::from_millis(200)).is_ok() {
+                // Someone else may hold the port (another process on a shared machine): make
+                // sure it is the child that answers, i.e. that it did not exit on a bind error.
+                std::thread::sleep(Duration::from_millis(30));
+                if let Ok(Some(st)) = child.try_wait() {
+                    panic!("{bin} exited with {st}: {:?}", stderr.lock().unwrap());
+                }
                 break;
             }
             if let Ok(Some(st)) = child.try_wait() {
