@@ -124,7 +124,12 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         alert(&format!("cannot create pidfile {}: {e}", p.display()));
         return ExitCode::from(1);
     }
-    let res = portcullis::engine::start(cfg, args.io, args.maxconn);
+    let reload = portcullis::engine::Reload {
+        old_socket: args.old_socket.clone(),
+        finish: args.finish_pids.clone(),
+        terminate: args.terminate_pids.clone(),
+    };
+    let res = portcullis::engine::start_with(cfg, args.io, args.maxconn, &reload);
     if let Some(p) = &pidfile {
         let _ = std::fs::remove_file(p);
     }

@@ -2,6 +2,7 @@
 //! current-thread runtime and its own listening sockets; no work stealing, no locks on the hot path.
 
 pub mod control;
+pub mod handover;
 pub mod idle;
 pub mod io;
 pub mod listen;
@@ -53,6 +54,46 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
 
 /// Builds the runtime model, binds every listener and runs the workers until stopped.
 pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(), Vec<String>> {
+    start_with(cfg, io_choice, maxconn, &Reload::default())
+}
+
+/// A reload from the command line: `-x <old admin socket>`, `-sf <pid>…`, `-st <pid>…`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reload {
+    /// Fetch the listening sockets from the process behind this admin socket.
+    pub old_socket: Option<std::path::PathBuf>,
+    /// Sent SIGUSR1 (finish, then exit) once this process accepts.
+    pub finish: Vec<i32>,
+    /// Sent SIGTERM (stop now) once this process accepts.
+    pub terminate: Vec<i32>,
+}
+
+impl Reload {
+    fn signal_old(&self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let sigs = self
+            .finish
+            .iter()
+            .map(|p| (*p, Signal::SIGUSR1))
+            .chain(self.terminate.iter().map(|p| (*p, Signal::SIGTERM)));
+        for (pid, sig) in sigs {
+            if let Err(e) = kill(Pid::from_raw(pid), sig) {
+                tracing::warn!("cannot send {sig} to old process {pid}: {e}");
+            }
+        }
+    }
+}
+
+/// [`start`] for a reload: the old process' sockets are reused and it is told to finish once
+/// this one runs. Nothing is signalled when the configuration or a bind fails: the old process
+/// keeps serving.
+pub fn start_with(
+    cfg: Config,
+    io_choice: IoChoice,
+    maxconn: Option<u32>,
+    reload: &Reload,
+) -> Result<(), Vec<String>> {
     let pending = pending_features(&cfg);
     if !pending.is_empty() {
         return Err(pending);
@@ -76,7 +117,18 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         let want = crate::admin::snapshot::maxsock(&model, model.actconn.max(), threads as u32);
         crate::admin::snapshot::raise_nofile(want);
     }
-    let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
+    // Before the admin sockets are bound: the old one may be at the same path.
+    let received = match &reload.old_socket {
+        Some(path) => handover::fetch(path).map_err(|e| {
+            vec![
+                e,
+                "Failed to get the sockets from the old process!".to_string(),
+            ]
+        })?,
+        None => Vec::new(),
+    };
+    let (listeners, exported) =
+        worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
     let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     tracing::info!(
         "using {} engine with {} worker thread(s)",
@@ -92,9 +144,10 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         stopping: AtomicBool::new(false),
         sessions: AtomicUsize::new(0),
         stop_tx,
+        handover: handover::Registry::new(exported),
     });
     worker::block_stop_signals();
     control::spawn(Arc::clone(&shared), admin, threads)
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
-    worker::run(shared, listeners).map_err(|e| vec![e])
+    worker::run_with(shared, listeners, || reload.signal_old()).map_err(|e| vec![e])
 }
