@@ -241,17 +241,20 @@ pub fn assign(wants: &[Want], offers: &[Offer], workers: usize) -> (Vec<Assign>,
     (plans, unused)
 }
 
+/// Listening sockets with what `_getsocks` tells about them.
+pub type Exported = Vec<(OwnedFd, Meta)>;
+
 /// The sockets this process may hand over, with their metadata.
 #[derive(Default)]
 pub struct Registry {
-    socks: Mutex<Vec<(OwnedFd, Meta)>>,
+    socks: Mutex<Exported>,
     /// Set once a `_getsocks` sent them: stopping then closes them instead of shutting them down
     /// (a shutdown acts on the socket itself, so also on the new process' copy).
     pub exported: AtomicBool,
 }
 
 impl Registry {
-    pub fn new(socks: Vec<(OwnedFd, Meta)>) -> Registry {
+    pub fn new(socks: Exported) -> Registry {
         Registry {
             socks: Mutex::new(socks),
             exported: AtomicBool::new(false),
@@ -271,11 +274,12 @@ impl Registry {
         if fds.is_empty() {
             return Ok(());
         }
-        let r = with_blocking(fd, || send_sockets(fd, &fds, &metas));
-        if r.is_ok() {
-            self.exported.store(true, Ordering::SeqCst);
-        }
-        r
+        // Set before the first descriptor leaves: the new process may signal us as soon as it
+        // has them, before this thread is back from the transfer. A failed transfer keeps it set,
+        // which costs nothing: every listener here is then closed rather than shut down, and no
+        // accept of them is left pending in the kernel (see `Listener::from_socket_cancellable`).
+        self.exported.store(true, Ordering::SeqCst);
+        with_blocking(fd, || send_sockets(fd, &fds, &metas))
     }
 }
 
@@ -409,12 +413,8 @@ pub fn fetch(path: &std::path::Path) -> Result<Vec<Received>, String> {
         }
         let (len, got) = {
             let mut iov = [IoSliceMut::new(&mut buf)];
-            let msg = match recvmsg::<()>(
-                fd,
-                &mut iov,
-                Some(&mut cmsg),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            ) {
+            let msg = match recvmsg::<()>(fd, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC)
+            {
                 Ok(m) => m,
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => {
@@ -544,7 +544,10 @@ mod tests {
         let (r, t) = decode(&data, 2).unwrap();
         assert_eq!(t, Trailer::Complete);
         assert_eq!(r[0].meta, Some(meta(0, "fe")));
-        assert_eq!(r[1].meta.as_ref().map(|m| m.frontend.as_str()), Some("fe x"));
+        assert_eq!(
+            r[1].meta.as_ref().map(|m| m.frontend.as_str()),
+            Some("fe x")
+        );
     }
 
     #[test]
@@ -608,7 +611,10 @@ mod tests {
         let offers = vec![offer(inet(80), None, None), offer(u.clone(), None, None)];
         let (plans, unused) = assign(&[want(inet(80), "a"), want(u, "a")], &offers, 3);
         assert_eq!(plans[0].slots, vec![Slot::Adopt(0), Slot::Bind, Slot::Bind]);
-        assert_eq!(plans[1].slots, vec![Slot::Adopt(1), Slot::Dup(1), Slot::Dup(1)]);
+        assert_eq!(
+            plans[1].slots,
+            vec![Slot::Adopt(1), Slot::Dup(1), Slot::Dup(1)]
+        );
         assert!(unused.is_empty());
     }
 

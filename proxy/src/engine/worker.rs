@@ -60,9 +60,9 @@ pub fn bind_all_adopting(
     model: &Model,
     workers: usize,
     received: Vec<Received>,
-) -> Result<(Vec<WorkerListeners>, Vec<(OwnedFd, Meta)>), String> {
+) -> Result<(Vec<WorkerListeners>, handover::Exported), String> {
     let mut out: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
-    let mut registry: Vec<(OwnedFd, Meta)> = Vec::new();
+    let mut registry: handover::Exported = Vec::new();
     let fronts: Vec<(&Arc<Proxy>, &crate::config::model::Bind)> = model
         .proxies
         .iter()
@@ -117,9 +117,9 @@ pub fn bind_all_adopting(
                 true => o.as_ref().and_then(|f| f.try_clone().ok()),
                 false => o.take(),
             });
-            let sock = socket2::Socket::from(fd.ok_or_else(|| {
-                fail(std::io::Error::from(std::io::ErrorKind::NotFound))
-            })?);
+            let sock = socket2::Socket::from(
+                fd.ok_or_else(|| fail(std::io::Error::from(std::io::ErrorKind::NotFound)))?,
+            );
             // The new backlog applies to the socket (listen again only resizes the queue).
             sock.listen(backlog).map_err(fail)?;
             sock.set_nonblocking(true).map_err(fail)?;

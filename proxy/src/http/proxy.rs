@@ -305,7 +305,7 @@ impl Session {
                 tokio::select! {
                     r = &mut read => r,
                     _ = stopping => {
-                        match tokio::time::timeout_at(idle_limit.into(), read).await {
+                        match tokio::time::timeout_at(idle_limit, read).await {
                             Ok(r) => r,
                             Err(_) => return false,
                         }

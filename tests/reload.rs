@@ -1,0 +1,437 @@
+//! Hitless reload with the real binary: `-x <admin.sock> -sf <old pid>` under continuous load
+//! (keep-alive and one-request-per-connection clients) must fail no request; a broken
+//! configuration leaves the old process serving; `_getsocks` as HAProxy 2.6 answers it; HAProxy
+//! itself as the old or the new process.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use backend::{HttpNode, HttpOpts, free_port, lo, wait_until};
+use proxy::{TempDir, io_engine, read_response};
+
+const HAPROXY: &str = "/usr/sbin/haproxy";
+
+fn node() -> HttpNode {
+    HttpNode::start(
+        SocketAddr::from(([127, 0, 1, 111], 0)),
+        HttpOpts::named("reload"),
+    )
+    .expect("node")
+}
+
+fn cfg(port: u16, sock: &Path, server: SocketAddr, nbthread: u32, expose: bool) -> String {
+    format!(
+        "global\n    nbthread {nbthread}\n    stats socket \"{}\" mode 600 level admin{}\n    hard-stop-after 20s\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server s1 {server}\n",
+        sock.display(),
+        if expose { " expose-fd listeners" } else { "" }
+    )
+}
+
+/// A portcullis process with its stderr in a file (shown when an assertion fails).
+struct Instance {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Instance {
+    fn start(dir: &Path, tag: &str, cfg: &Path, extra: &[String]) -> Instance {
+        let log = dir.join(format!("{tag}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["--io", &io_engine(), "-db", "-f"])
+            .arg(cfg)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn portcullis");
+        Instance { child, log }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for the process to exit; None if it still runs after `timeout`.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        wait_child(&mut self.child, timeout)
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_listening(addr: SocketAddr) {
+    assert!(
+        wait_until(Duration::from_secs(10), || TcpStream::connect(addr).is_ok()),
+        "nothing listens on {addr}"
+    );
+}
+
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn get_ok(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    if s.write_all(b"GET /probe HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    read_response(&mut s, false).is_some_and(|r| r.status == 200)
+}
+
+/// Client threads sending requests until stopped: every request must get a whole 200.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    errors: Arc<std::sync::Mutex<Vec<String>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addr: SocketAddr, keep_alive: usize, one_shot: usize) -> Load {
+        let load = Load {
+            stop: Arc::new(AtomicBool::new(false)),
+            ok: Arc::new(AtomicU64::new(0)),
+            failed: Arc::new(AtomicU64::new(0)),
+            errors: Arc::new(std::sync::Mutex::new(Vec::new())),
+            threads: Vec::new(),
+        };
+        let mut threads = Vec::new();
+        for i in 0..keep_alive + one_shot {
+            let (stop, ok, failed, errors) = (
+                Arc::clone(&load.stop),
+                Arc::clone(&load.ok),
+                Arc::clone(&load.failed),
+                Arc::clone(&load.errors),
+            );
+            let ka = i < keep_alive;
+            threads.push(std::thread::spawn(move || {
+                let mut conn: Option<TcpStream> = None;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let fail = |what: String| {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        errors.lock().unwrap_or_else(|p| p.into_inner()).push(what);
+                    };
+                    let mut s = match conn.take() {
+                        Some(s) => s,
+                        None => match TcpStream::connect(addr) {
+                            Ok(s) => {
+                                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                                s
+                            }
+                            Err(e) => {
+                                fail(format!("client {i} request {n}: connect: {e}"));
+                                continue;
+                            }
+                        },
+                    };
+                    let target = format!("/{}/{i}/{n}", if ka { "ka" } else { "once" });
+                    let req = if ka {
+                        format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n")
+                    } else {
+                        format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                    };
+                    if let Err(e) = s.write_all(req.as_bytes()) {
+                        fail(format!("client {i} request {n}: write: {e}"));
+                        continue;
+                    }
+                    match read_response(&mut s, false) {
+                        Some(r)
+                            if r.status == 200
+                                && r.text().ends_with(&format!("path={target}\n")) =>
+                        {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                            let closing = r
+                                .header("connection")
+                                .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+                            if ka && !closing {
+                                conn = Some(s);
+                            }
+                        }
+                        Some(r) => fail(format!("client {i} request {n}: {}", r.head)),
+                        None => fail(format!("client {i} request {n}: no response")),
+                    }
+                }
+            }));
+        }
+        Load { threads, ..load }
+    }
+
+    fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Stops the clients; returns (ok, failed, the first failures).
+    fn finish(self) -> (u64, u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let errs = self
+            .errors
+            .lock()
+            .unwrap()
+            .iter()
+            .take(10)
+            .cloned()
+            .collect();
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            errs,
+        )
+    }
+}
+
+/// Waits until the load has made `more` successful requests beyond now.
+fn progress(load: &Load, more: u64) {
+    let base = load.ok();
+    assert!(
+        wait_until(Duration::from_secs(20), || load.ok() >= base + more),
+        "load stalled at {} requests",
+        load.ok()
+    );
+}
+
+#[test]
+fn ten_reloads_under_load_fail_no_request() {
+    let n = node();
+    let dir = TempDir::new("reload");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 2, true)).unwrap();
+    let mut cur = Instance::start(&dir.0, "p0", &path, &[]);
+    wait_listening(lo(port));
+    let load = Load::start(lo(port), 3, 2);
+    progress(&load, 200);
+    for i in 1..=10 {
+        let args = vec![
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.pid().to_string(),
+        ];
+        let mut next = Instance::start(&dir.0, &format!("p{i}"), &path, &args);
+        let st = cur.wait_exit(Duration::from_secs(20));
+        assert!(
+            st.is_some_and(|s| s.success()),
+            "reload {i}: old process did not finish ({st:?}): {}\nnew: {}",
+            cur.stderr(),
+            next.stderr()
+        );
+        assert!(
+            next.running(),
+            "reload {i}: new process died: {}",
+            next.stderr()
+        );
+        // The new process carries the load alone now.
+        let base = load.ok();
+        if !wait_until(Duration::from_secs(20), || load.ok() >= base + 100) {
+            let ss = Command::new("ss").arg("-tnpo").output().unwrap();
+            let ss = String::from_utf8_lossy(&ss.stdout)
+                .lines()
+                .filter(|l| l.contains(&port.to_string()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            panic!(
+                "reload {i}: load stalled at {}: {ss}\nnew: {}\nerrors: {:?}",
+                load.ok(),
+                next.stderr(),
+                load.errors.lock().unwrap_or_else(|p| p.into_inner())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        cur = next;
+    }
+    let (ok, failed, errs) = load.finish();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+    assert!(ok > 1000, "only {ok} requests");
+    assert!(get_ok(lo(port)));
+    assert!(cur.running());
+}
+
+#[test]
+fn broken_config_on_reload_keeps_the_old_process_serving() {
+    let n = node();
+    let dir = TempDir::new("reload-bad");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let good = dir.0.join("good.cfg");
+    std::fs::write(&good, cfg(port, &sock, n.addr(), 1, true)).unwrap();
+    let mut old = Instance::start(&dir.0, "old", &good, &[]);
+    wait_listening(lo(port));
+    let bad = dir.0.join("bad.cfg");
+    std::fs::write(
+        &bad,
+        cfg(port, &sock, n.addr(), 1, true) + "    no-such-keyword here\n",
+    )
+    .unwrap();
+    let args = vec![
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        old.pid().to_string(),
+    ];
+    let mut new = Instance::start(&dir.0, "new", &bad, &args);
+    let st = new
+        .wait_exit(Duration::from_secs(10))
+        .expect("bad config exits");
+    assert_eq!(st.code(), Some(1));
+    assert!(new.stderr().contains("no-such-keyword"), "{}", new.stderr());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(old.running(), "old process stopped: {}", old.stderr());
+    assert!(get_ok(lo(port)));
+    // The old process' sockets are still whole: another good reload works.
+    let mut next = Instance::start(&dir.0, "next", &good, &args);
+    assert!(old.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(next.running(), "{}", next.stderr());
+    assert!(get_ok(lo(port)));
+}
+
+#[test]
+fn getsocks_without_expose_fd_answers_nothing() {
+    let n = node();
+    let dir = TempDir::new("getsocks-plain");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, false)).unwrap();
+    let _p = Instance::start(&dir.0, "p", &path, &[]);
+    wait_listening(lo(port));
+    // HAProxy 2.6 closes the connection without a byte.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"_getsocks\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    assert_eq!(out, b"");
+    // -x against it fails as HAProxy's does, and the process serves on.
+    let err = portcullis::engine::handover::fetch(&sock).err();
+    assert_eq!(
+        err.as_deref(),
+        Some("Failed to get the number of sockets to be transferred !")
+    );
+    assert!(get_ok(lo(port)));
+}
+
+#[test]
+fn getsocks_sends_every_worker_socket_with_metadata() {
+    let n = node();
+    let dir = TempDir::new("getsocks");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 3, true)).unwrap();
+    let _p = Instance::start(&dir.0, "p", &path, &[]);
+    wait_listening(lo(port));
+    let got = portcullis::engine::handover::fetch(&sock).expect("sockets");
+    assert_eq!(got.len(), 3);
+    let mut workers = Vec::new();
+    for r in &got {
+        let key = portcullis::engine::handover::offer_key(&r.fd);
+        assert_eq!(key, Some(portcullis::engine::handover::Key::Inet(lo(port))));
+        let m = r.record.meta.clone().expect("portcullis metadata");
+        assert_eq!(
+            (m.family.as_str(), m.addr.clone(), m.frontend.as_str()),
+            ("ipv4", format!("127.0.0.1:{port}"), "fe")
+        );
+        assert!(m.bind.ends_with("p.cfg:13"), "{}", m.bind);
+        workers.push(m.worker);
+    }
+    workers.sort();
+    assert_eq!(workers, vec![0, 1, 2]);
+}
+
+/// HAProxy's `-x`/`-sf` on either side: HAProxy old → portcullis new → HAProxy new, under
+/// one-request-per-connection load (HAProxy's own soft stop closes idle keep-alive connections,
+/// which is what portcullis improves on, so keep-alive clients are not part of it).
+#[test]
+fn haproxy_interop_both_ways() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let n = node();
+    let dir = TempDir::new("reload-haproxy");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, true)).unwrap();
+    let hap = |tag: &str, extra: &[String]| {
+        Command::new(HAPROXY)
+            .args(["-db", "-f"])
+            .arg(&path)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.0.join(format!("{tag}.log"))).unwrap())
+            .spawn()
+            .expect("spawn haproxy")
+    };
+    let mut h1 = hap("h1", &[]);
+    wait_listening(lo(port));
+    let load = Load::start(lo(port), 0, 3);
+    progress(&load, 100);
+    let args = |pid: u32| {
+        vec![
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            pid.to_string(),
+        ]
+    };
+    let mut p = Instance::start(&dir.0, "p", &path, &args(h1.id()));
+    let st = wait_child(&mut h1, Duration::from_secs(20));
+    assert!(st.is_some(), "HAProxy did not finish");
+    assert!(p.running(), "{}", p.stderr());
+    progress(&load, 100);
+    let mut h2 = hap("h2", &args(p.pid()));
+    let st = p.wait_exit(Duration::from_secs(20));
+    assert!(st.is_some_and(|s| s.success()), "{st:?}: {}", p.stderr());
+    progress(&load, 100);
+    let (ok, failed, errs) = load.finish();
+    let _ = h2.kill();
+    let _ = h2.wait();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+}
