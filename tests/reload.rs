@@ -91,6 +91,16 @@ fn wait_listening(addr: SocketAddr) {
     );
 }
 
+/// The frontend accepts and the admin socket (bound after the listeners) answers.
+fn wait_ready(addr: SocketAddr, sock: &Path) {
+    wait_listening(addr);
+    assert!(
+        wait_until(Duration::from_secs(10), || UnixStream::connect(sock).is_ok()),
+        "no admin socket at {}",
+        sock.display()
+    );
+}
+
 fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
     loop {
@@ -243,7 +253,7 @@ fn ten_reloads_under_load_fail_no_request() {
     let path = dir.0.join("p.cfg");
     std::fs::write(&path, cfg(port, &sock, n.addr(), 2, true)).unwrap();
     let mut cur = Instance::start(&dir.0, "p0", &path, &[]);
-    wait_listening(lo(port));
+    wait_ready(lo(port), &sock);
     let load = Load::start(lo(port), 3, 2);
     progress(&load, 200);
     for i in 1..=10 {
@@ -301,7 +311,7 @@ fn broken_config_on_reload_keeps_the_old_process_serving() {
     let good = dir.0.join("good.cfg");
     std::fs::write(&good, cfg(port, &sock, n.addr(), 1, true)).unwrap();
     let mut old = Instance::start(&dir.0, "old", &good, &[]);
-    wait_listening(lo(port));
+    wait_ready(lo(port), &sock);
     let bad = dir.0.join("bad.cfg");
     std::fs::write(
         &bad,
@@ -339,7 +349,7 @@ fn getsocks_without_expose_fd_answers_nothing() {
     let path = dir.0.join("p.cfg");
     std::fs::write(&path, cfg(port, &sock, n.addr(), 1, false)).unwrap();
     let _p = Instance::start(&dir.0, "p", &path, &[]);
-    wait_listening(lo(port));
+    wait_ready(lo(port), &sock);
     // HAProxy 2.6 closes the connection without a byte.
     let mut s = UnixStream::connect(&sock).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -365,7 +375,7 @@ fn getsocks_sends_every_worker_socket_with_metadata() {
     let path = dir.0.join("p.cfg");
     std::fs::write(&path, cfg(port, &sock, n.addr(), 3, true)).unwrap();
     let _p = Instance::start(&dir.0, "p", &path, &[]);
-    wait_listening(lo(port));
+    wait_ready(lo(port), &sock);
     let got = portcullis::engine::handover::fetch(&sock).expect("sockets");
     assert_eq!(got.len(), 3);
     let mut workers = Vec::new();
@@ -410,7 +420,7 @@ fn haproxy_interop_both_ways() {
             .expect("spawn haproxy")
     };
     let mut h1 = hap("h1", &[]);
-    wait_listening(lo(port));
+    wait_ready(lo(port), &sock);
     let load = Load::start(lo(port), 0, 3);
     progress(&load, 100);
     let args = |pid: u32| {
@@ -434,4 +444,71 @@ fn haproxy_interop_both_ways() {
     let _ = h2.kill();
     let _ = h2.wait();
     assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+}
+
+#[test]
+fn old_process_ends_at_hard_stop_after_despite_a_client() {
+    let n = node();
+    let dir = TempDir::new("reload-hard");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    let text =
+        cfg(port, &sock, n.addr(), 1, true).replace("hard-stop-after 20s", "hard-stop-after 1s");
+    std::fs::write(&path, text).unwrap();
+    let mut old = Instance::start(&dir.0, "old", &path, &[]);
+    wait_ready(lo(port), &sock);
+    // Half a request head: the old process waits for the rest (timeout client is 10 s).
+    let mut held = TcpStream::connect(lo(port)).unwrap();
+    held.write_all(b"GET /held HTTP/1.1\r\nHost: t\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let args = vec![
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        old.pid().to_string(),
+    ];
+    let t0 = Instant::now();
+    let mut new = Instance::start(&dir.0, "new", &path, &args);
+    let st = old.wait_exit(Duration::from_secs(5));
+    let took = t0.elapsed();
+    assert!(
+        st.is_some(),
+        "old process still there after 5 s: {}",
+        old.stderr()
+    );
+    assert!(
+        took >= Duration::from_millis(900),
+        "ended after {took:?}: not held by the client?"
+    );
+    assert!(new.running(), "{}", new.stderr());
+    assert!(get_ok(lo(port)));
+}
+
+#[test]
+fn pidfile_names_the_new_process_after_reload() {
+    let n = node();
+    let dir = TempDir::new("reload-pid");
+    let sock = dir.0.join("admin.sock");
+    let pidfile = dir.0.join("p.pid");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, true)).unwrap();
+    let p = vec!["-p".to_string(), pidfile.display().to_string()];
+    let mut old = Instance::start(&dir.0, "old", &path, &p);
+    wait_ready(lo(port), &sock);
+    let read_pid = || std::fs::read_to_string(&pidfile).unwrap_or_default();
+    assert_eq!(read_pid().trim(), old.pid().to_string());
+    let mut args = p.clone();
+    args.extend([
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        read_pid().trim().to_string(),
+    ]);
+    let new = Instance::start(&dir.0, "new", &path, &args);
+    assert!(old.wait_exit(Duration::from_secs(10)).is_some());
+    // The old process, exiting last, leaves the new one's pidfile alone.
+    assert_eq!(read_pid().trim(), new.pid().to_string());
 }

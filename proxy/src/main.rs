@@ -130,7 +130,10 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         terminate: args.terminate_pids.clone(),
     };
     let res = portcullis::engine::start_with(cfg, args.io, args.maxconn, &reload);
-    if let Some(p) = &pidfile {
+    // After a reload the file holds the new process' pid: only our own is removed.
+    if let Some(p) = &pidfile
+        && std::fs::read_to_string(p).is_ok_and(|s| s.trim() == std::process::id().to_string())
+    {
         let _ = std::fs::remove_file(p);
     }
     match res {

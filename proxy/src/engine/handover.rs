@@ -631,4 +631,41 @@ mod tests {
         let (plans, _) = assign(&[want(inet(80), "renamed")], &offers, 2);
         assert_eq!(plans[0].slots, vec![Slot::Adopt(0), Slot::Adopt(1)]);
     }
+
+    #[test]
+    fn transfer_in_batches_with_acks() {
+        // More than one batch: the sender waits for the ack between them and the trailer comes
+        // with the last one.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let n = MAX_SEND_FD + 7;
+        let socks: Exported = (0..n)
+            .map(|w| {
+                let fd = OwnedFd::from(l.try_clone().unwrap());
+                (fd, meta(w as u32, "fe"))
+            })
+            .collect();
+        let reg = Registry::new(socks);
+        let dir = std::env::temp_dir().join(format!("pc-handover-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("admin.sock");
+        let _ = std::fs::remove_file(&path);
+        let server = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut c, _) = server.accept().unwrap();
+            let mut line = [0u8; 10];
+            std::io::Read::read_exact(&mut c, &mut line).unwrap();
+            assert_eq!(&line, b"_getsocks\n");
+            reg.send(c.as_raw_fd()).unwrap();
+            reg.exported.load(Ordering::SeqCst)
+        });
+        let got = fetch(&path).unwrap();
+        assert!(t.join().unwrap());
+        assert_eq!(got.len(), n);
+        for (w, r) in got.iter().enumerate() {
+            assert_eq!(r.record.meta.as_ref().map(|m| m.worker), Some(w as u32));
+            assert_eq!(offer_key(&r.fd), Some(Key::Inet(addr)));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
