@@ -95,7 +95,8 @@ fn wait_listening(addr: SocketAddr) {
 fn wait_ready(addr: SocketAddr, sock: &Path) {
     wait_listening(addr);
     assert!(
-        wait_until(Duration::from_secs(10), || UnixStream::connect(sock).is_ok()),
+        wait_until(Duration::from_secs(10), || UnixStream::connect(sock)
+            .is_ok()),
         "no admin socket at {}",
         sock.display()
     );
@@ -511,4 +512,63 @@ fn pidfile_names_the_new_process_after_reload() {
     assert!(old.wait_exit(Duration::from_secs(10)).is_some());
     // The old process, exiting last, leaves the new one's pidfile alone.
     assert_eq!(read_pid().trim(), new.pid().to_string());
+}
+
+/// Another `nbthread` on each reload: fewer workers keep accepting from the extra sockets, more
+/// workers bind new ones; a unix bind is reused in place. No request may fail meanwhile.
+#[test]
+fn reloads_changing_nbthread_and_a_unix_bind_fail_no_request() {
+    let n = node();
+    let dir = TempDir::new("reload-nbthread");
+    let sock = dir.0.join("admin.sock");
+    let fe_sock = dir.0.join("fe.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    let write = |threads: u32| {
+        let text = cfg(port, &sock, n.addr(), threads, true).replace(
+            "    default_backend be\n",
+            &format!(
+                "    bind unix@{}\n    default_backend be\n",
+                fe_sock.display()
+            ),
+        );
+        std::fs::write(&path, text).unwrap();
+    };
+    write(2);
+    let mut cur = Instance::start(&dir.0, "p0", &path, &[]);
+    wait_ready(lo(port), &sock);
+    let load = Load::start(lo(port), 2, 2);
+    progress(&load, 100);
+    let ino = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&fe_sock).unwrap());
+    let first_ino = ino();
+    for (i, threads) in [1u32, 3, 2, 4, 1].into_iter().enumerate() {
+        write(threads);
+        let args = vec![
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.pid().to_string(),
+        ];
+        let mut next = Instance::start(&dir.0, &format!("p{}", i + 1), &path, &args);
+        let st = cur.wait_exit(Duration::from_secs(20));
+        assert!(
+            st.is_some_and(|s| s.success()),
+            "reload to nbthread {threads}: {st:?} {}\nnew: {}",
+            cur.stderr(),
+            next.stderr()
+        );
+        assert!(next.running(), "{}", next.stderr());
+        progress(&load, 100);
+        // The unix listener is the same socket, still at its path (never unlinked and bound).
+        assert_eq!(ino(), first_ino);
+        let mut u = UnixStream::connect(&fe_sock).expect("unix bind still there");
+        u.write_all(b"GET /unix HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        u.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        cur = next;
+    }
+    let (ok, failed, errs) = load.finish();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
 }
