@@ -572,3 +572,106 @@ fn reloads_changing_nbthread_and_a_unix_bind_fail_no_request() {
     let (ok, failed, errs) = load.finish();
     assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
 }
+
+fn master_cli(path: &Path, cmd: &str) -> String {
+    let mut s = UnixStream::connect(path).expect("master CLI");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The worker pids `show proc` lists under `# workers`.
+fn workers(show_proc: &str) -> Vec<u32> {
+    show_proc
+        .lines()
+        .skip_while(|l| *l != "# workers")
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// `-W`: SIGUSR2 and the master CLI's `reload` start a new worker that takes the sockets over;
+/// a broken configuration is refused and the worker keeps serving; no request fails.
+#[test]
+fn master_worker_reloads_under_load() {
+    let n = node();
+    let dir = TempDir::new("reload-master");
+    let sock = dir.0.join("admin.sock");
+    let mcli = dir.0.join("master.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    // No expose-fd here: the master's private sockets carry the handover.
+    let good = cfg(port, &sock, n.addr(), 2, false);
+    std::fs::write(&path, &good).unwrap();
+    let args = vec![
+        "-W".to_string(),
+        "-S".to_string(),
+        mcli.display().to_string(),
+    ];
+    let mut master = Instance::start(&dir.0, "master", &path, &args);
+    wait_ready(lo(port), &sock);
+    assert!(wait_until(Duration::from_secs(10), || UnixStream::connect(
+        &mcli
+    )
+    .is_ok()));
+    let first = workers(&master_cli(&mcli, "show proc"));
+    assert_eq!(first.len(), 1, "{}", master.stderr());
+    let load = Load::start(lo(port), 2, 2);
+    progress(&load, 100);
+    let mut seen = first.clone();
+    for i in 0..6 {
+        if i % 2 == 0 {
+            // SAFETY: a signal to our own child.
+            unsafe { libc::kill(master.pid() as i32, libc::SIGUSR2) };
+        } else {
+            assert_eq!(master_cli(&mcli, "reload"), "");
+        }
+        let before = *seen.last().unwrap();
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                let w = workers(&master_cli(&mcli, "show proc"));
+                w.len() == 1 && w[0] != before
+            }),
+            "reload {i}: {}",
+            master.stderr()
+        );
+        seen.push(workers(&master_cli(&mcli, "show proc"))[0]);
+        progress(&load, 100);
+    }
+    // A broken configuration: refused, counted, the worker stays.
+    std::fs::write(&path, good.clone() + "    no-such-keyword here\n").unwrap();
+    let cur = *seen.last().unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(master.pid() as i32, libc::SIGUSR2) };
+    assert!(wait_until(Duration::from_secs(10), || master_cli(
+        &mcli,
+        "show proc"
+    )
+    .contains("[failed: 1]")));
+    progress(&load, 100);
+    let show = master_cli(&mcli, "show proc");
+    assert_eq!(workers(&show), vec![cur], "{show}");
+    assert!(show.contains(" 6 [failed: 1] "), "{show}");
+    let (ok, failed, errs) = load.finish();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+    // Every former worker is gone; stopping the master stops the last one.
+    for pid in &seen[..seen.len() - 1] {
+        // SAFETY: signal 0 only checks the pid (the master reaped them).
+        assert!(
+            unsafe { libc::kill(*pid as i32, 0) } != 0,
+            "worker {pid} still there"
+        );
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(master.pid() as i32, libc::SIGTERM) };
+    let st = master.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.and_then(|s| s.code()), Some(0), "{}", master.stderr());
+    assert!(
+        unsafe { libc::kill(cur as i32, 0) } != 0,
+        "last worker still there"
+    );
+    assert!(TcpStream::connect(lo(port)).is_err());
+}

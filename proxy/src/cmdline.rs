@@ -26,12 +26,19 @@ pub struct Args {
     pub finish_pids: Vec<i32>,
     /// `-st <pid>…`: old processes to stop (SIGTERM) once started.
     pub terminate_pids: Vec<i32>,
+    /// `-W`: master-worker mode.
+    pub master_worker: bool,
+    /// `-S <path>`: the master CLI socket.
+    pub master_cli: Option<PathBuf>,
+    /// `--master-sock <path>` (set by the master for its workers): a private admin socket with
+    /// `expose-fd listeners`, which the next worker's `-x` reads.
+    pub master_sock: Option<PathBuf>,
 }
 
 pub const USAGE: &str =
     "Usage : portcullis [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn> ]
         [ -p <pidfile> ] [ -c ] [ -q ] [ --io uring|epoll ]
-        [ -x <unix_socket> ] [ -sf[-st] [pid ]* ]
+        [ -x <unix_socket> ] [ -sf[-st] [pid ]* ] [ -W ] [ -S <unix_socket> ]
         -v displays version ; -vv shows known build options.
         -d enters debug mode ; -db only disables background mode.
         -D goes daemon ; -p writes pids of all children to this file
@@ -40,6 +47,8 @@ pub const USAGE: &str =
         -N sets the default, per-proxy maximum # of connections
         -x get listening sockets from a unix socket
         -sf/-st [pid ]* finishes/terminates old pids.
+        -W master-worker mode.
+        -S <unix_socket> the master CLI socket (show proc, reload)
         --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
 ";
 
@@ -58,6 +67,9 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         old_socket: None,
         finish_pids: Vec::new(),
         terminate_pids: Vec::new(),
+        master_worker: false,
+        master_cli: None,
+        master_sock: None,
     };
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
@@ -74,6 +86,9 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             "-q" => out.quiet = true,
             "-p" => out.pidfile = Some(PathBuf::from(value("-p")?)),
             "-x" => out.old_socket = Some(PathBuf::from(value("-x")?)),
+            "-W" | "-Ws" => out.master_worker = true,
+            "-S" => out.master_cli = Some(PathBuf::from(value("-S")?)),
+            "--master-sock" => out.master_sock = Some(PathBuf::from(value("--master-sock")?)),
             // As HAProxy: every following argument that is not an option is a pid.
             "-sf" | "-st" => {
                 let mut pids = Vec::new();
@@ -171,6 +186,9 @@ mod tests {
         assert_eq!(a.files, vec![PathBuf::from("b.cfg")]);
         // No pid at all is accepted, as HAProxy does (nothing to signal).
         assert!(p(&["-sf"]).unwrap().finish_pids.is_empty());
+        let a = p(&["-W", "-S", "/run/m.sock", "-f", "c"]).unwrap();
+        assert!(a.master_worker);
+        assert_eq!(a.master_cli, Some(PathBuf::from("/run/m.sock")));
         assert_eq!(
             p(&["-sf", "x1"]).unwrap_err(),
             "[ALERT]    (1) : -sf option: invalid pid 'x1'."

@@ -28,6 +28,9 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    if args.master_worker && !args.check_only {
+        return master(&args);
+    }
     if args.check_only {
         let rc = portcullis::config::check_command_with(&args.files, args.quiet, &validate);
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
@@ -73,6 +76,28 @@ fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::
         ));
     }
     errs
+}
+
+/// `-W`: the master process (daemonized with `-D`, its pid in the pidfile).
+fn master(args: &portcullis::cmdline::Args) -> ExitCode {
+    if args.daemon
+        && !args.foreground
+        && let Err(e) = nix::unistd::daemon(true, true)
+    {
+        alert(&format!("cannot daemonize: {e}"));
+        return ExitCode::from(1);
+    }
+    if let Some(p) = &args.pidfile
+        && let Err(e) = std::fs::write(p, format!("{}\n", std::process::id()))
+    {
+        alert(&format!("cannot create pidfile {}: {e}", p.display()));
+        return ExitCode::from(1);
+    }
+    let rc = portcullis::master::run(args);
+    if let Some(p) = &args.pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    ExitCode::from(rc)
 }
 
 fn alert(msg: &str) {
@@ -128,6 +153,7 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         old_socket: args.old_socket.clone(),
         finish: args.finish_pids.clone(),
         terminate: args.terminate_pids.clone(),
+        master_sock: args.master_sock.clone(),
     };
     let res = portcullis::engine::start_with(cfg, args.io, args.maxconn, &reload);
     // After a reload the file holds the new process' pid: only our own is removed.

@@ -251,6 +251,9 @@ pub struct Registry {
     /// Set once a `_getsocks` sent them: stopping then closes them instead of shutting them down
     /// (a shutdown acts on the socket itself, so also on the new process' copy).
     pub exported: AtomicBool,
+    /// Some admin socket has `expose-fd listeners`: the listeners must then be accepted from in
+    /// a way that can stop without a shutdown.
+    pub exportable: AtomicBool,
 }
 
 impl Registry {
@@ -258,6 +261,7 @@ impl Registry {
         Registry {
             socks: Mutex::new(socks),
             exported: AtomicBool::new(false),
+            exportable: AtomicBool::new(false),
         }
     }
 

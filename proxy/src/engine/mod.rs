@@ -9,7 +9,7 @@ pub mod listen;
 pub mod worker;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::cmdline::IoChoice;
 use crate::config::model::Config;
@@ -66,6 +66,8 @@ pub struct Reload {
     pub finish: Vec<i32>,
     /// Sent SIGTERM (stop now) once this process accepts.
     pub terminate: Vec<i32>,
+    /// A private admin socket (level admin, `expose-fd listeners`) for the master (`-W`).
+    pub master_sock: Option<std::path::PathBuf>,
 }
 
 impl Reload {
@@ -129,7 +131,21 @@ pub fn start_with(
     };
     let (listeners, exported) =
         worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
-    let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
+    let mut admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
+    if let Some(p) = &reload.master_sock {
+        let sock = listen::unix(&p.display().to_string(), 16, Some(0o600)).map_err(|e| {
+            vec![format!(
+                "Starting proxy MASTER: cannot bind UNIX socket ({e}) [{}]",
+                p.display()
+            )]
+        })?;
+        admin.push(crate::admin::AdminListener {
+            sock,
+            unix: true,
+            level: crate::config::model::CliLevel::Admin,
+            expose_fd: true,
+        });
+    }
     tracing::info!(
         "using {} engine with {} worker thread(s)",
         io.name(),
@@ -146,6 +162,9 @@ pub fn start_with(
         stop_tx,
         handover: handover::Registry::new(exported),
     });
+    if admin.iter().any(|a| a.expose_fd) {
+        shared.handover.exportable.store(true, Ordering::SeqCst);
+    }
     worker::block_stop_signals();
     control::spawn(Arc::clone(&shared), admin, threads)
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;

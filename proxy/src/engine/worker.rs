@@ -297,13 +297,7 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
     let res = super::io::block_on(io, async move {
         let mut loops = Vec::new();
         // Listeners that may be handed over must stop being accepted from without a shutdown.
-        let handover = sh
-            .model
-            .cfg
-            .global
-            .stats_sockets
-            .iter()
-            .any(|s| s.expose_fd_listeners);
+        let handover = sh.handover.exportable.load(Ordering::SeqCst);
         for (pidx, sock, unix) in listeners {
             let fe = Arc::clone(&sh.model.proxies[pidx]);
             let l = match handover {
