@@ -675,3 +675,42 @@ fn master_worker_reloads_under_load() {
     );
     assert!(TcpStream::connect(lo(port)).is_err());
 }
+
+/// `-Ws` tells systemd (`Type=notify`) when it is ready, reloading and stopping.
+#[test]
+fn master_worker_notifies_systemd() {
+    let n = node();
+    let dir = TempDir::new("reload-notify");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, false)).unwrap();
+    let nsock = dir.0.join("notify.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&nsock).unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut master = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["--io", &io_engine(), "-Ws", "-f"])
+        .arg(&path)
+        .env("NOTIFY_SOCKET", &nsock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let recv = || {
+        let mut buf = [0u8; 256];
+        let n = rx.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(recv(), format!("READY=1\nMAINPID={}", master.id()));
+    // Ready means serving.
+    assert!(get_ok(lo(port)));
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(master.id() as i32, libc::SIGUSR2) };
+    assert_eq!(recv(), "RELOADING=1");
+    assert_eq!(recv(), "READY=1");
+    assert!(get_ok(lo(port)));
+    unsafe { libc::kill(master.id() as i32, libc::SIGTERM) };
+    assert_eq!(recv(), "STOPPING=1");
+    let st = wait_child(&mut master, Duration::from_secs(10));
+    assert_eq!(st.and_then(|s| s.code()), Some(0));
+}

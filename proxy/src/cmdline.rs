@@ -28,6 +28,8 @@ pub struct Args {
     pub terminate_pids: Vec<i32>,
     /// `-W`: master-worker mode.
     pub master_worker: bool,
+    /// `-Ws`: master-worker mode telling systemd (`Type=notify`) when it is ready or reloading.
+    pub systemd: bool,
     /// `-S <path>`: the master CLI socket.
     pub master_cli: Option<PathBuf>,
     /// `--master-sock <path>` (set by the master for its workers): a private admin socket with
@@ -48,6 +50,7 @@ pub const USAGE: &str =
         -x get listening sockets from a unix socket
         -sf/-st [pid ]* finishes/terminates old pids.
         -W master-worker mode.
+        -Ws master-worker mode with systemd notify support.
         -S <unix_socket> the master CLI socket (show proc, reload)
         --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
 ";
@@ -68,6 +71,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         finish_pids: Vec::new(),
         terminate_pids: Vec::new(),
         master_worker: false,
+        systemd: false,
         master_cli: None,
         master_sock: None,
     };
@@ -86,7 +90,11 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             "-q" => out.quiet = true,
             "-p" => out.pidfile = Some(PathBuf::from(value("-p")?)),
             "-x" => out.old_socket = Some(PathBuf::from(value("-x")?)),
-            "-W" | "-Ws" => out.master_worker = true,
+            "-W" => out.master_worker = true,
+            "-Ws" => {
+                out.master_worker = true;
+                out.systemd = true;
+            }
             "-S" => out.master_cli = Some(PathBuf::from(value("-S")?)),
             "--master-sock" => out.master_sock = Some(PathBuf::from(value("--master-sock")?)),
             // As HAProxy: every following argument that is not an option is a pid.

@@ -36,6 +36,27 @@ struct State {
     old: Vec<Worker>,
 }
 
+/// `sd_notify`: one datagram to `$NOTIFY_SOCKET` (`@` names an abstract socket), for `-Ws`.
+fn notify(args: &Args, state: &str) {
+    if !args.systemd {
+        return;
+    }
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(name) => <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name),
+        None => std::os::unix::net::SocketAddr::from_pathname(Path::new(&path)),
+    };
+    if let Ok(a) = addr {
+        let _ = sock.send_to_addr(state.as_bytes(), &a);
+    }
+}
+
 fn log(level: &str, msg: &str) {
     eprintln!("{level:<10} ({}) : {msg}", std::process::id());
 }
@@ -235,6 +256,7 @@ pub fn run(args: &Args) -> u8 {
         }
     };
     log("[NOTICE]", "Loading success.");
+    notify(args, &format!("READY=1\nMAINPID={}", std::process::id()));
     let state = Arc::new(Mutex::new(State {
         started: Instant::now(),
         reloads: 0,
@@ -266,6 +288,7 @@ pub fn run(args: &Args) -> u8 {
                 } else {
                     Signal::SIGTERM
                 };
+                notify(args, "STOPPING=1");
                 let mut st = lock(&state);
                 let mut all: Vec<Worker> = st.old.drain(..).collect();
                 all.extend(st.current.take());
@@ -330,6 +353,12 @@ pub fn run(args: &Args) -> u8 {
 
 fn reload(args: &Args, dir: &Path, state: &Mutex<State>) {
     log("[NOTICE]", "Reloading portcullis");
+    notify(args, "RELOADING=1");
+    reload_inner(args, dir, state);
+    notify(args, "READY=1");
+}
+
+fn reload_inner(args: &Args, dir: &Path, state: &Mutex<State>) {
     if let Err(e) = check(args) {
         eprint!("{e}");
         lock(state).failed += 1;
