@@ -714,3 +714,88 @@ fn master_worker_notifies_systemd() {
     let st = wait_child(&mut master, Duration::from_secs(10));
     assert_eq!(st.and_then(|s| s.code()), Some(0));
 }
+
+fn admin_cmd(sock: &Path, cmd: &str) -> String {
+    let mut s = UnixStream::connect(sock).expect("admin socket");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// Per server of `show servers state`: name, addr, op state, admin state, uweight, port.
+fn servers_state(sock: &Path) -> Vec<String> {
+    admin_cmd(sock, "show servers state be")
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.split(' ').count() > 20)
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            [f[3], f[4], f[5], f[6], f[7], f[18]].join(" ")
+        })
+        .collect()
+}
+
+/// Runtime changes (MAINT, DRAIN, weight, address) and health survive the reload: a DOWN server
+/// stays DOWN instead of flapping UP.
+#[test]
+fn server_state_is_handed_over() {
+    let n = node();
+    let other = node();
+    let dead = backend::RefusingPort::new().unwrap();
+    let dir = TempDir::new("reload-state");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    let text = cfg(port, &sock, n.addr(), 1, true).replace(
+        &format!("    server s1 {}\n", n.addr()),
+        &format!(
+            "    server s1 {a}\n    server s2 {a}\n    server s3 {a}\n    server s4 {d} check inter 200ms fall 1 rise 2\n",
+            a = n.addr(),
+            d = dead.addr()
+        ),
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut old = Instance::start(&dir.0, "old", &path, &[]);
+    wait_ready(lo(port), &sock);
+    for c in [
+        "set server be/s1 state maint",
+        "set server be/s2 state drain",
+        "set server be/s3 weight 7",
+    ] {
+        assert_eq!(admin_cmd(&sock, c), "\n", "{c}");
+    }
+    let o = other.addr();
+    let out = admin_cmd(
+        &sock,
+        &format!("set server be/s2 addr {} port {}", o.ip(), o.port()),
+    );
+    assert!(out.contains("port changed"), "{out}");
+    // s4 fails its first check: DOWN.
+    assert!(
+        wait_until(Duration::from_secs(10), || servers_state(&sock)
+            .iter()
+            .any(|l| l.starts_with("s4 ") && l.split(' ').nth(2) == Some("0"))),
+        "{:?}",
+        servers_state(&sock)
+    );
+    let before = servers_state(&sock);
+    assert_eq!(before.len(), 4);
+    let args = vec![
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        old.pid().to_string(),
+    ];
+    let mut new = Instance::start(&dir.0, "new", &path, &args);
+    assert!(old.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(new.running(), "{}", new.stderr());
+    let after = servers_state(&sock);
+    assert_eq!(after, before, "{}", new.stderr());
+    assert!(
+        new.stderr()
+            .contains("server state of 4 server(s) taken from the old process")
+    );
+    // Traffic goes to s2's new address (s1 is in maintenance, s4 down, s3 and s2 share).
+    assert!(get_ok(lo(port)));
+}

@@ -256,6 +256,14 @@ pub async fn serve<S>(
         // HAProxy 2.6 answers `_getsocks` with the sockets only, at any level, and without
         // `expose-fd listeners` with nothing at all; the connection ends either way.
         let first = text.split(';').next().unwrap_or_default();
+        // portcullis' own: the server state for the next process (`engine::state`), where the
+        // sockets may be taken too.
+        if first.split_whitespace().next() == Some("_getstate") && getsocks.is_some() {
+            let st = crate::engine::state::capture(&rt.shared.model);
+            let _ = wr.write_all(&crate::engine::state::encode(&st)).await;
+            let _ = wr.shutdown().await;
+            return;
+        }
         if first.split_whitespace().next() == Some("_getsocks") {
             if let Some(fd) = getsocks
                 && let Err(e) = rt.shared.handover.send(fd)

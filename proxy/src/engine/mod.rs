@@ -6,6 +6,7 @@ pub mod handover;
 pub mod idle;
 pub mod io;
 pub mod listen;
+pub mod state;
 pub mod worker;
 
 use std::sync::Arc;
@@ -129,6 +130,16 @@ pub fn start_with(
         })?,
         None => Vec::new(),
     };
+    // The old process' server state, on the same socket; failing only costs the runtime changes.
+    if let Some(path) = &reload.old_socket {
+        match state::fetch(path) {
+            Ok(st) => {
+                let n = state::apply(&model, &st);
+                tracing::info!("server state of {n} server(s) taken from the old process");
+            }
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
     let (listeners, exported) =
         worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
     let mut admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
