@@ -799,3 +799,38 @@ fn server_state_is_handed_over() {
     // Traffic goes to s2's new address (s1 is in maintenance, s4 down, s3 and s2 share).
     assert!(get_ok(lo(port)));
 }
+
+/// A worker does not outlive its master, even one killed with SIGKILL.
+#[test]
+fn worker_stops_with_its_master() {
+    let n = node();
+    let dir = TempDir::new("reload-orphan");
+    let sock = dir.0.join("admin.sock");
+    let mcli = dir.0.join("master.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, false)).unwrap();
+    let args = vec![
+        "-W".to_string(),
+        "-S".to_string(),
+        mcli.display().to_string(),
+    ];
+    let mut master = Instance::start(&dir.0, "master", &path, &args);
+    wait_ready(lo(port), &sock);
+    assert!(wait_until(Duration::from_secs(10), || UnixStream::connect(
+        &mcli
+    )
+    .is_ok()));
+    let w = workers(&master_cli(&mcli, "show proc"));
+    assert_eq!(w.len(), 1);
+    let _ = master.child.kill();
+    let _ = master.child.wait();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            // SAFETY: signal 0 only checks the pid (the worker is reparented and reaped).
+            unsafe { libc::kill(w[0] as i32, 0) != 0 }
+        }),
+        "worker {} outlived its master",
+        w[0]
+    );
+}

@@ -31,6 +31,11 @@ fn main() -> ExitCode {
     if args.master_worker && !args.check_only {
         return master(&args);
     }
+    // A worker of `-W` stops with its master, even one killed outright.
+    if args.master_sock.is_some() {
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    }
     if args.check_only {
         let rc = portcullis::config::check_command_with(&args.files, args.quiet, &validate);
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
