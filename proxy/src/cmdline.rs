@@ -20,17 +20,38 @@ pub struct Args {
     pub maxconn: Option<u32>,
     pub quiet: bool,
     pub io: IoChoice,
+    /// `-x <socket>`: the old process' admin socket to fetch the listeners from.
+    pub old_socket: Option<PathBuf>,
+    /// `-sf <pid>…`: old processes to soft-stop (SIGUSR1) once started.
+    pub finish_pids: Vec<i32>,
+    /// `-st <pid>…`: old processes to stop (SIGTERM) once started.
+    pub terminate_pids: Vec<i32>,
+    /// `-W`: master-worker mode.
+    pub master_worker: bool,
+    /// `-Ws`: master-worker mode telling systemd (`Type=notify`) when it is ready or reloading.
+    pub systemd: bool,
+    /// `-S <path>`: the master CLI socket.
+    pub master_cli: Option<PathBuf>,
+    /// `--master-sock <path>` (set by the master for its workers): a private admin socket with
+    /// `expose-fd listeners`, which the next worker's `-x` reads.
+    pub master_sock: Option<PathBuf>,
 }
 
 pub const USAGE: &str =
     "Usage : portcullis [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn> ]
         [ -p <pidfile> ] [ -c ] [ -q ] [ --io uring|epoll ]
+        [ -x <unix_socket> ] [ -sf[-st] [pid ]* ] [ -W ] [ -S <unix_socket> ]
         -v displays version ; -vv shows known build options.
         -d enters debug mode ; -db only disables background mode.
         -D goes daemon ; -p writes pids of all children to this file
         -c check mode : only check config files and exit
         -q quiet mode : don't display messages
         -N sets the default, per-proxy maximum # of connections
+        -x get listening sockets from a unix socket
+        -sf/-st [pid ]* finishes/terminates old pids.
+        -W master-worker mode.
+        -Ws master-worker mode with systemd notify support.
+        -S <unix_socket> the master CLI socket (show proc, reload)
         --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
 ";
 
@@ -46,8 +67,15 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         maxconn: None,
         quiet: false,
         io: IoChoice::Auto,
+        old_socket: None,
+        finish_pids: Vec::new(),
+        terminate_pids: Vec::new(),
+        master_worker: false,
+        systemd: false,
+        master_cli: None,
+        master_sock: None,
     };
-    let mut it = args.iter();
+    let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
         let mut value = |flag: &str| -> Result<String, String> {
             it.next()
@@ -61,6 +89,33 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             "-D" => out.daemon = true,
             "-q" => out.quiet = true,
             "-p" => out.pidfile = Some(PathBuf::from(value("-p")?)),
+            "-x" => out.old_socket = Some(PathBuf::from(value("-x")?)),
+            "-W" => out.master_worker = true,
+            "-Ws" => {
+                out.master_worker = true;
+                out.systemd = true;
+            }
+            "-S" => out.master_cli = Some(PathBuf::from(value("-S")?)),
+            "--master-sock" => out.master_sock = Some(PathBuf::from(value("--master-sock")?)),
+            // As HAProxy: every following argument that is not an option is a pid.
+            "-sf" | "-st" => {
+                let mut pids = Vec::new();
+                while let Some(p) = it.next_if(|p| !p.starts_with('-')) {
+                    match p.parse::<i32>() {
+                        Ok(n) if n > 0 => pids.push(n),
+                        _ => {
+                            return Err(format!(
+                                "[ALERT]    (1) : -{} option: invalid pid '{p}'.",
+                                &a[1..]
+                            ));
+                        }
+                    }
+                }
+                match a.as_str() {
+                    "-sf" => out.finish_pids.extend(pids),
+                    _ => out.terminate_pids.extend(pids),
+                }
+            }
             "-v" => out.version = out.version.max(1),
             "-vv" => out.version = 2,
             "-N" | "-n" => {
@@ -126,5 +181,25 @@ mod tests {
         assert!(p(&["-f"]).is_err());
         assert!(p(&["--io", "kqueue"]).is_err());
         assert!(p(&["-x"]).is_err());
+    }
+
+    #[test]
+    fn reload_flags() {
+        let a = p(&["-f", "a.cfg", "-x", "/run/a.sock", "-sf", "12", "34", "-db"]).unwrap();
+        assert_eq!(a.old_socket, Some(PathBuf::from("/run/a.sock")));
+        assert_eq!(a.finish_pids, vec![12, 34]);
+        assert!(a.foreground && a.terminate_pids.is_empty());
+        let a = p(&["-st", "7", "-f", "b.cfg"]).unwrap();
+        assert_eq!(a.terminate_pids, vec![7]);
+        assert_eq!(a.files, vec![PathBuf::from("b.cfg")]);
+        // No pid at all is accepted, as HAProxy does (nothing to signal).
+        assert!(p(&["-sf"]).unwrap().finish_pids.is_empty());
+        let a = p(&["-W", "-S", "/run/m.sock", "-f", "c"]).unwrap();
+        assert!(a.master_worker);
+        assert_eq!(a.master_cli, Some(PathBuf::from("/run/m.sock")));
+        assert_eq!(
+            p(&["-sf", "x1"]).unwrap_err(),
+            "[ALERT]    (1) : -sf option: invalid pid 'x1'."
+        );
     }
 }

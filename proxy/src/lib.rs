@@ -13,6 +13,7 @@ pub mod engine;
 pub mod http;
 pub mod lb;
 pub mod log;
+pub mod master;
 pub mod model;
 pub mod tcp;
 pub mod tls;

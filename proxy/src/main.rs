@@ -33,6 +33,14 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    if args.master_worker && !args.check_only {
+        return master(&args);
+    }
+    // A worker of `-W` stops with its master, even one killed outright.
+    if args.master_sock.is_some() {
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    }
     if args.check_only {
         let rc = portcullis::config::check_command_with(&args.files, args.quiet, &validate);
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
@@ -80,6 +88,28 @@ fn validate(cfg: &portcullis::config::model::Config) -> Vec<portcullis::config::
         ));
     }
     errs
+}
+
+/// `-W`: the master process (daemonized with `-D`, its pid in the pidfile).
+fn master(args: &portcullis::cmdline::Args) -> ExitCode {
+    if args.daemon
+        && !args.foreground
+        && let Err(e) = nix::unistd::daemon(true, true)
+    {
+        alert(&format!("cannot daemonize: {e}"));
+        return ExitCode::from(1);
+    }
+    if let Some(p) = &args.pidfile
+        && let Err(e) = std::fs::write(p, format!("{}\n", std::process::id()))
+    {
+        alert(&format!("cannot create pidfile {}: {e}", p.display()));
+        return ExitCode::from(1);
+    }
+    let rc = portcullis::master::run(args);
+    if let Some(p) = &args.pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    ExitCode::from(rc)
 }
 
 fn alert(msg: &str) {
@@ -131,8 +161,17 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         alert(&format!("cannot create pidfile {}: {e}", p.display()));
         return ExitCode::from(1);
     }
-    let res = portcullis::engine::start(cfg, args.io, args.maxconn);
-    if let Some(p) = &pidfile {
+    let reload = portcullis::engine::Reload {
+        old_socket: args.old_socket.clone(),
+        finish: args.finish_pids.clone(),
+        terminate: args.terminate_pids.clone(),
+        master_sock: args.master_sock.clone(),
+    };
+    let res = portcullis::engine::start_with(cfg, args.io, args.maxconn, &reload);
+    // After a reload the file holds the new process' pid: only our own is removed.
+    if let Some(p) = &pidfile
+        && std::fs::read_to_string(p).is_ok_and(|s| s.trim() == std::process::id().to_string())
+    {
         let _ = std::fs::remove_file(p);
     }
     match res {

@@ -245,8 +245,16 @@ fn level(l: CliLevel) -> Level {
 /// Serves one admin-socket connection: a line, its reply, and HAProxy's framing rules
 /// (non-interactive: close once idle; `prompt`: stay; `quit`: close now). `timeout` is `stats
 /// timeout`: a silent client is dropped, and never blocks anyone else.
-pub async fn serve<S>(stream: S, lvl: CliLevel, rt: &mut AdminRuntime, timeout: Duration)
-where
+///
+/// `getsocks` is the connection's descriptor when its socket has `expose-fd listeners` (and is a
+/// unix socket): `_getsocks` then sends the listening sockets over it (`engine::handover`).
+pub async fn serve<S>(
+    stream: S,
+    lvl: CliLevel,
+    rt: &mut AdminRuntime,
+    timeout: Duration,
+    getsocks: Option<std::os::fd::RawFd>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (rd, mut wr) = tokio::io::split(stream);
@@ -271,6 +279,25 @@ where
         }
         let text = String::from_utf8_lossy(&line).into_owned();
         let text = text.trim_end_matches(['\n', '\r']);
+        // HAProxy 2.6 answers `_getsocks` with the sockets only, at any level, and without
+        // `expose-fd listeners` with nothing at all; the connection ends either way.
+        let first = text.split(';').next().unwrap_or_default();
+        // portcullis' own: the server state for the next process (`engine::state`), where the
+        // sockets may be taken too.
+        if first.split_whitespace().next() == Some("_getstate") && getsocks.is_some() {
+            let st = crate::engine::state::capture(&rt.shared.model);
+            let _ = wr.write_all(&crate::engine::state::encode(&st)).await;
+            let _ = wr.shutdown().await;
+            return;
+        }
+        if first.split_whitespace().next() == Some("_getsocks") {
+            if let Some(fd) = getsocks
+                && let Err(e) = rt.shared.handover.send(fd)
+            {
+                tracing::warn!("_getsocks: {e}");
+            }
+            return;
+        }
         let out = match portcullis_runtime_api::ssl::payload_command(text) {
             None => cli::execute(text, &mut session, rt),
             Some(cmd) => {
@@ -329,6 +356,8 @@ pub struct AdminListener {
     pub sock: socket2::Socket,
     pub unix: bool,
     pub level: CliLevel,
+    /// `expose-fd listeners`: `_getsocks` hands the listening sockets over.
+    pub expose_fd: bool,
 }
 
 /// Binds every `stats socket` of the global section.
@@ -361,6 +390,7 @@ pub fn bind_all(cfg: &crate::config::model::Global) -> Result<Vec<AdminListener>
             sock,
             unix,
             level: s.level,
+            expose_fd: s.expose_fd_listeners,
         });
     }
     Ok(out)
@@ -375,6 +405,7 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
         .stats_timeout
         .unwrap_or(DEFAULT_TIMEOUT);
     let level = l.level;
+    let expose_fd = l.expose_fd;
     // HAProxy counts CLI connections in `CumConns` and `CumReq`, but its stats listeners are
     // "unlimited" ones, left out of the connection and session rates.
     let totals = Arc::clone(&shared);
@@ -395,7 +426,8 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
         while let Ok((s, _)) = listener.accept().await {
             count();
             let mut r = rt();
-            tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
+            let fd = expose_fd.then(|| std::os::fd::AsRawFd::as_raw_fd(&s));
+            tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout, fd).await });
         }
     } else {
         let std: std::net::TcpListener = l.sock.into();
@@ -405,7 +437,7 @@ pub async fn accept_loop(l: AdminListener, shared: Arc<Shared>, threads: usize) 
         while let Ok((s, _)) = listener.accept().await {
             count();
             let mut r = rt();
-            tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout).await });
+            tokio::task::spawn_local(async move { serve(s, level, &mut r, timeout, None).await });
         }
     }
 }

@@ -287,6 +287,10 @@ pub enum Listener {
     /// Unix listeners use readiness on both backends (tokio-uring cannot adopt one); accepted
     /// streams are then moved to the worker's backend.
     Unix(tokio::net::UnixListener),
+    /// A TCP listener of an io_uring worker accepted through readiness instead: dropping its
+    /// pending accept leaves nothing queued in the kernel, so a listener handed over to a new
+    /// process can stop being accepted from without a shutdown (see `engine::handover`).
+    UringReady(tokio::io::unix::AsyncFd<std::net::TcpListener>),
 }
 
 /// What `accept` returns: the stream and the client address (None for unix sockets).
@@ -314,8 +318,44 @@ impl Listener {
         })
     }
 
+    /// [`Listener::from_socket`], with an accept that can be dropped at any time without losing
+    /// a connection (an io_uring accept op, once submitted, takes the next connection even when
+    /// nobody waits for it any more).
+    pub fn from_socket_cancellable(
+        backend: Backend,
+        sock: socket2::Socket,
+        unix: bool,
+    ) -> io::Result<Listener> {
+        if unix || backend == Backend::Epoll {
+            return Listener::from_socket(backend, sock, unix);
+        }
+        sock.set_nonblocking(true)?;
+        let l: std::net::TcpListener = sock.into();
+        // SAFETY: the listener owns its descriptor and is never closed or replaced while the
+        // AsyncFd holds it.
+        Ok(Listener::UringReady(unsafe {
+            tokio::io::unix::AsyncFd::register(l)?
+        }))
+    }
+
+    /// Whether dropping an `accept` future is safe (see [`Listener::from_socket_cancellable`]).
+    pub fn cancellable(&self) -> bool {
+        !matches!(self, Listener::UringTcp(_))
+    }
+
     pub async fn accept(&self, backend: Backend) -> io::Result<Accepted> {
         match self {
+            Listener::UringReady(l) => loop {
+                let mut ready = l.readable().await?;
+                if let Ok(r) = ready.try_io(|l| l.get_ref().accept()) {
+                    let (s, peer) = r?;
+                    let _ = s.set_nodelay(true);
+                    return Ok(Accepted {
+                        stream: Stream::UringTcp(tokio_uring::net::TcpStream::from_std(s)),
+                        peer: Some(peer),
+                    });
+                }
+            },
             Listener::UringTcp(l) => {
                 let (s, peer) = l.accept().await?;
                 let _ = s.set_nodelay(true);
@@ -351,6 +391,7 @@ impl Listener {
             Listener::UringTcp(l) => l.as_raw_fd(),
             Listener::Tcp(l) => l.as_raw_fd(),
             Listener::Unix(l) => l.as_raw_fd(),
+            Listener::UringReady(l) => l.as_raw_fd(),
         }
     }
 }

@@ -3,13 +3,15 @@
 
 pub mod conn;
 pub mod control;
+pub mod handover;
 pub mod idle;
 pub mod io;
 pub mod listen;
+pub mod state;
 pub mod worker;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::cmdline::IoChoice;
 use crate::config::model::Config;
@@ -61,6 +63,48 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
 
 /// Builds the runtime model, binds every listener and runs the workers until stopped.
 pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(), Vec<String>> {
+    start_with(cfg, io_choice, maxconn, &Reload::default())
+}
+
+/// A reload from the command line: `-x <old admin socket>`, `-sf <pid>…`, `-st <pid>…`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reload {
+    /// Fetch the listening sockets from the process behind this admin socket.
+    pub old_socket: Option<std::path::PathBuf>,
+    /// Sent SIGUSR1 (finish, then exit) once this process accepts.
+    pub finish: Vec<i32>,
+    /// Sent SIGTERM (stop now) once this process accepts.
+    pub terminate: Vec<i32>,
+    /// A private admin socket (level admin, `expose-fd listeners`) for the master (`-W`).
+    pub master_sock: Option<std::path::PathBuf>,
+}
+
+impl Reload {
+    fn signal_old(&self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let sigs = self
+            .finish
+            .iter()
+            .map(|p| (*p, Signal::SIGUSR1))
+            .chain(self.terminate.iter().map(|p| (*p, Signal::SIGTERM)));
+        for (pid, sig) in sigs {
+            if let Err(e) = kill(Pid::from_raw(pid), sig) {
+                tracing::warn!("cannot send {sig} to old process {pid}: {e}");
+            }
+        }
+    }
+}
+
+/// [`start`] for a reload: the old process' sockets are reused and it is told to finish once
+/// this one runs. Nothing is signalled when the configuration or a bind fails: the old process
+/// keeps serving.
+pub fn start_with(
+    cfg: Config,
+    io_choice: IoChoice,
+    maxconn: Option<u32>,
+    reload: &Reload,
+) -> Result<(), Vec<String>> {
     let pending = pending_features(&cfg);
     if !pending.is_empty() {
         return Err(pending);
@@ -86,8 +130,43 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
     }
     let certs = Arc::new(crate::tls::CertStore::new());
     let tls = tls_configs(&model, &certs).map_err(|e| vec![e])?;
-    let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
-    let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
+    // Before the admin sockets are bound: the old one may be at the same path.
+    let received = match &reload.old_socket {
+        Some(path) => handover::fetch(path).map_err(|e| {
+            vec![
+                e,
+                "Failed to get the sockets from the old process!".to_string(),
+            ]
+        })?,
+        None => Vec::new(),
+    };
+    // The old process' server state, on the same socket; failing only costs the runtime changes.
+    if let Some(path) = &reload.old_socket {
+        match state::fetch(path) {
+            Ok(st) => {
+                let n = state::apply(&model, &st);
+                tracing::info!("server state of {n} server(s) taken from the old process");
+            }
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    let (listeners, exported) =
+        worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
+    let mut admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
+    if let Some(p) = &reload.master_sock {
+        let sock = listen::unix(&p.display().to_string(), 16, Some(0o600)).map_err(|e| {
+            vec![format!(
+                "Starting proxy MASTER: cannot bind UNIX socket ({e}) [{}]",
+                p.display()
+            )]
+        })?;
+        admin.push(crate::admin::AdminListener {
+            sock,
+            unix: true,
+            level: crate::config::model::CliLevel::Admin,
+            expose_fd: true,
+        });
+    }
     tracing::info!(
         "using {} engine with {} worker thread(s)",
         io.name(),
@@ -104,11 +183,15 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         stop_tx,
         tls,
         certs,
+        handover: handover::Registry::new(exported),
     });
+    if admin.iter().any(|a| a.expose_fd) {
+        shared.handover.exportable.store(true, Ordering::SeqCst);
+    }
     worker::block_stop_signals();
     control::spawn(Arc::clone(&shared), admin, threads)
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
-    worker::run(shared, listeners).map_err(|e| vec![e])
+    worker::run_with(shared, listeners, || reload.signal_old()).map_err(|e| vec![e])
 }
 
 /// The rustls settings of every `bind … ssl` line, `[proxy][bind]`, built once at start.

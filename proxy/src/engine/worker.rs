@@ -2,7 +2,7 @@
 //! signal handling on the main thread (SIGINT/SIGTERM: hard stop; SIGUSR1: soft stop, wait for
 //! sessions up to `hard-stop-after`).
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::conn::Conn;
+use super::handover::{self, Meta, Received, Slot};
 use super::io::{Accepted, Backend as IoBackend, Listener, spawn};
 use super::listen;
 use crate::config::model::{BindAddr, Mode};
@@ -28,6 +29,8 @@ pub struct Shared {
     pub tls: Vec<Vec<Option<Arc<rustls::ServerConfig>>>>,
     /// The certificates behind `tls`, replaceable through the admin socket.
     pub certs: Arc<crate::tls::CertStore>,
+    /// The listening sockets `_getsocks` hands over to a new process.
+    pub handover: super::handover::Registry,
 }
 
 /// One worker's listening sockets: (proxy index, socket, unix, bind index).
@@ -35,64 +38,175 @@ type WorkerListeners = Vec<(usize, socket2::Socket, bool, usize)>;
 
 /// Creates every listener for every worker. Errors are HAProxy's start-up alerts.
 pub fn bind_all(model: &Model, workers: usize) -> Result<Vec<WorkerListeners>, String> {
+    bind_all_adopting(model, workers, Vec::new()).map(|(l, _)| l)
+}
+
+/// The listeners of one bind line as the handover registry describes them.
+fn meta(p: &Proxy, b: &crate::config::model::Bind, worker: usize, sock: &socket2::Socket) -> Meta {
+    let addr = sock.local_addr().ok();
+    let family = match addr.as_ref().map(|a| a.domain()) {
+        Some(socket2::Domain::IPV4) => "ipv4",
+        Some(socket2::Domain::IPV6) => "ipv6",
+        _ => "unix",
+    };
+    Meta {
+        worker: worker as u32,
+        family: family.into(),
+        addr: listen::describe(&b.addr),
+        frontend: p.name.clone(),
+        bind: b.loc.to_string(),
+    }
+}
+
+/// [`bind_all`], reusing the sockets received from an old process (`-x`) where a bind line
+/// matches their address; the received sockets nothing matches are closed. Also returns what a
+/// later `_getsocks` hands over: every worker's socket of every bind line (a unix one once).
+pub fn bind_all_adopting(
+    model: &Model,
+    workers: usize,
+    received: Vec<Received>,
+) -> Result<(Vec<WorkerListeners>, handover::Exported), String> {
     let mut out: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
-    for p in model
+    let mut registry: handover::Exported = Vec::new();
+    let fronts: Vec<(&Arc<Proxy>, &crate::config::model::Bind, usize)> = model
         .proxies
         .iter()
         .filter(|p| p.is_frontend() && !p.cfg.disabled)
-    {
-        for (bidx, b) in p.cfg.binds.iter().enumerate() {
-            let backlog = b
-                .maxconn
-                .or(p.cfg.maxconn)
-                .map_or(listen::DEFAULT_BACKLOG, |m| m.min(65535) as i32);
-            let fail = |e: std::io::Error| {
-                format!(
-                    "Starting {} {}: cannot bind socket ({}) [{}]",
-                    if p.is_backend() { "proxy" } else { "frontend" },
-                    p.name,
-                    strip_os_error(&e),
-                    listen::describe(&b.addr)
-                )
-            };
-            match &b.addr {
-                BindAddr::Inet(a) => {
-                    for w in out.iter_mut() {
-                        w.push((
-                            p.index,
-                            listen::inet(*a, backlog).map_err(fail)?,
-                            false,
-                            bidx,
-                        ));
-                    }
+        .flat_map(|p| p.cfg.binds.iter().enumerate().map(move |(i, b)| (p, b, i)))
+        .collect();
+    // Received sockets: usable ones become offers, the rest are closed here.
+    let mut offered: Vec<Option<OwnedFd>> = Vec::new();
+    let mut offers = Vec::new();
+    for r in received {
+        // A socket bound in a namespace or to an interface matches no bind line of ours.
+        let plain = r.record.namespace.is_empty() && r.record.iface.is_empty();
+        if let Some(key) = handover::offer_key(&r.fd).filter(|_| plain) {
+            offers.push(handover::Offer {
+                key,
+                worker: r.record.meta.as_ref().map(|m| m.worker),
+                frontend: r.record.meta.map(|m| m.frontend),
+            });
+            offered.push(Some(r.fd));
+        }
+    }
+    let wants: Vec<handover::Want> = fronts
+        .iter()
+        .map(|(p, b, _)| handover::Want {
+            key: match &b.addr {
+                BindAddr::Inet(a) => handover::Key::Inet(*a),
+                BindAddr::Unix(path) => handover::Key::Unix(path.clone()),
+                // Inherited descriptors are the caller's business, never matched.
+                BindAddr::Fd(_) => handover::Key::Unix(String::new()),
+            },
+            frontend: p.name.clone(),
+        })
+        .collect();
+    let (plans, _unused) = handover::assign(&wants, &offers, workers);
+    for ((p, b, bidx), plan) in fronts.iter().zip(plans) {
+        let bidx = *bidx;
+        let backlog = b
+            .maxconn
+            .or(p.cfg.maxconn)
+            .map_or(listen::DEFAULT_BACKLOG, |m| m.min(65535) as i32);
+        let fail = |e: std::io::Error| {
+            format!(
+                "Starting {} {}: cannot bind socket ({}) [{}]",
+                if p.is_backend() { "proxy" } else { "frontend" },
+                p.name,
+                strip_os_error(&e),
+                listen::describe(&b.addr)
+            )
+        };
+        let unix_bind = matches!(b.addr, BindAddr::Unix(_));
+        let adopted = |i: usize, offered: &mut Vec<Option<OwnedFd>>, dup: bool| {
+            let fd = offered.get_mut(i).and_then(|o| match dup {
+                true => o.as_ref().and_then(|f| f.try_clone().ok()),
+                false => o.take(),
+            });
+            let sock = socket2::Socket::from(
+                fd.ok_or_else(|| fail(std::io::Error::from(std::io::ErrorKind::NotFound)))?,
+            );
+            // The new backlog applies to the socket (listen again only resizes the queue).
+            sock.listen(backlog).map_err(fail)?;
+            sock.set_nonblocking(true).map_err(fail)?;
+            Ok::<_, String>(sock)
+        };
+        let any_adopted = plan.slots.iter().any(|s| *s != Slot::Bind);
+        if any_adopted || !plan.extra.is_empty() {
+            // Dups read the offer, so take the adopted ones after them.
+            let mut socks: Vec<Option<socket2::Socket>> = Vec::new();
+            for slot in &plan.slots {
+                socks.push(match slot {
+                    Slot::Dup(i) => Some(adopted(*i, &mut offered, true)?),
+                    _ => None,
+                });
+            }
+            for (w, slot) in plan.slots.iter().enumerate() {
+                let sock = match slot {
+                    Slot::Adopt(i) => adopted(*i, &mut offered, false)?,
+                    Slot::Dup(_) => match socks.get_mut(w).and_then(Option::take) {
+                        Some(s) => s,
+                        None => continue,
+                    },
+                    Slot::Bind => match &b.addr {
+                        BindAddr::Inet(a) => listen::inet(*a, backlog).map_err(fail)?,
+                        _ => continue,
+                    },
+                };
+                if !(unix_bind && w > 0) {
+                    registry.push((dup_owned(&sock).map_err(fail)?, meta(p, b, w, &sock)));
                 }
-                BindAddr::Unix(path) => {
-                    let s = listen::unix(path, backlog, None).map_err(fail)?;
-                    for w in out.iter_mut() {
-                        w.push((
-                            p.index,
-                            super::io::dup_socket(s.as_raw_fd()).map_err(fail)?,
-                            true,
-                            bidx,
-                        ));
-                    }
+                out[w].push((p.index, sock, unix_bind, bidx));
+            }
+            for (w, i) in plan.extra {
+                let sock = adopted(i, &mut offered, false)?;
+                registry.push((dup_owned(&sock).map_err(fail)?, meta(p, b, w, &sock)));
+                out[w].push((p.index, sock, unix_bind, bidx));
+            }
+            continue;
+        }
+        match &b.addr {
+            BindAddr::Inet(a) => {
+                for (w, l) in out.iter_mut().enumerate() {
+                    let sock = listen::inet(*a, backlog).map_err(fail)?;
+                    registry.push((dup_owned(&sock).map_err(fail)?, meta(p, b, w, &sock)));
+                    l.push((p.index, sock, false, bidx));
                 }
-                BindAddr::Fd(n) => {
-                    let s = listen::inherited(*n).map_err(fail)?;
-                    let unix = s.local_addr().map(|a| a.is_unix()).unwrap_or(false);
-                    for w in out.iter_mut() {
-                        w.push((
-                            p.index,
-                            super::io::dup_socket(s.as_raw_fd()).map_err(fail)?,
-                            unix,
-                            bidx,
-                        ));
-                    }
+            }
+            BindAddr::Unix(path) => {
+                let s = listen::unix(path, backlog, None).map_err(fail)?;
+                registry.push((dup_owned(&s).map_err(fail)?, meta(p, b, 0, &s)));
+                for w in out.iter_mut() {
+                    w.push((
+                        p.index,
+                        super::io::dup_socket(s.as_raw_fd()).map_err(fail)?,
+                        true,
+                        bidx,
+                    ));
+                }
+            }
+            BindAddr::Fd(n) => {
+                let s = listen::inherited(*n).map_err(fail)?;
+                let unix = s.local_addr().map(|a| a.is_unix()).unwrap_or(false);
+                registry.push((dup_owned(&s).map_err(fail)?, meta(p, b, 0, &s)));
+                for w in out.iter_mut() {
+                    w.push((
+                        p.index,
+                        super::io::dup_socket(s.as_raw_fd()).map_err(fail)?,
+                        unix,
+                        bidx,
+                    ));
                 }
             }
         }
     }
-    Ok(out)
+    // What is left of the received sockets (addresses gone from the configuration) closes here.
+    drop(offered);
+    Ok((out, registry))
+}
+
+fn dup_owned(s: &socket2::Socket) -> std::io::Result<OwnedFd> {
+    super::io::dup_socket(s.as_raw_fd()).map(OwnedFd::from)
 }
 
 fn strip_os_error(e: &std::io::Error) -> String {
@@ -105,6 +219,16 @@ fn strip_os_error(e: &std::io::Error) -> String {
 
 /// Runs the workers until a stop signal. Returns when every worker has ended.
 pub fn run(shared: Arc<Shared>, listeners: Vec<WorkerListeners>) -> Result<(), String> {
+    run_with(shared, listeners, || {})
+}
+
+/// [`run`], calling `started` once every worker thread runs (`-sf`/`-st` then signal the old
+/// process: the sockets are listening since they were bound, and now accepted from).
+pub fn run_with(
+    shared: Arc<Shared>,
+    listeners: Vec<WorkerListeners>,
+    started: impl FnOnce(),
+) -> Result<(), String> {
     let fds: Vec<RawFd> = listeners
         .iter()
         .flatten()
@@ -119,12 +243,18 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<WorkerListeners>) -> Result<(), S
             .map_err(|e| format!("cannot start worker thread: {e}"))?;
         threads.push(t);
     }
+    started();
     let soft = wait_for_stop_signal();
     shared.stopping.store(true, Ordering::SeqCst);
     let _ = shared.stop_tx.send(true);
-    for fd in &fds {
-        super::io::stop_listening(*fd);
+    // Listeners handed over are shared with the new process: a shutdown would stop its accepts
+    // too, so they are only closed (the accept loops drop theirs, cancellable as they are).
+    if !shared.handover.exported.load(Ordering::SeqCst) {
+        for fd in &fds {
+            super::io::stop_listening(*fd);
+        }
     }
+    shared.handover.close_all();
     let limit = if soft {
         shared
             .model
@@ -174,6 +304,8 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
     let sh = Arc::clone(&shared);
     let res = super::io::block_on(io, async move {
         let mut loops = Vec::new();
+        // Listeners that may be handed over must stop being accepted from without a shutdown.
+        let handover = sh.handover.exportable.load(Ordering::SeqCst);
         for (pidx, sock, unix, bidx) in listeners {
             let fe = Arc::clone(&sh.model.proxies[pidx]);
             let tls = sh
@@ -182,7 +314,11 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
                 .and_then(|b| b.get(bidx))
                 .cloned()
                 .flatten();
-            match Listener::from_socket(io, sock, unix) {
+            let l = match handover {
+                true => Listener::from_socket_cancellable(io, sock, unix),
+                false => Listener::from_socket(io, sock, unix),
+            };
+            match l {
                 Ok(l) => loops.push(spawn(accept_loop(Arc::clone(&sh), fe, l, tls, bidx))),
                 Err(e) => tracing::error!("proxy {}: cannot adopt listener: {e}", pidx),
             }
@@ -235,7 +371,15 @@ async fn accept_loop(
             _ = room => {}
             _ = stop.changed() => break,
         }
-        match listener.accept(shared.io).await {
+        let accepted = if listener.cancellable() {
+            tokio::select! {
+                r = listener.accept(shared.io) => r,
+                _ = stop.changed() => break,
+            }
+        } else {
+            listener.accept(shared.io).await
+        };
+        match accepted {
             Ok(acc) => {
                 let now = shared.model.now_ms();
                 for c in [&fe.fe_counters, &shared.model.totals] {

@@ -37,6 +37,9 @@ const BUF: usize = 16 * 1024;
 const BODY_BUF: usize = 64 * 1024;
 /// Largest stats page form accepted (HAProxy's buffer: `tune.bufsize`).
 const STATS_POST_MAX: usize = 16384;
+/// How long an idle keep-alive connection may wait for its next request once a soft stop began,
+/// without `timeout http-keep-alive`.
+const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
 /// Idle server connections a worker keeps per server address.
 const POOL_PER_SERVER: usize = 64;
 
@@ -158,12 +161,9 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<S
         own: None,
         requests: 0,
     };
-    // A soft stop (SIGUSR1) ends keep-alive connections between requests.
-    loop {
-        if s.shared.stopping.load(Ordering::Acquire) || !s.transaction().await {
-            break;
-        }
-    }
+    // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
+    // request is answered with `Connection: close` (see `transaction`).
+    while s.transaction().await {}
     if let Some((srv, conn)) = s.own.take() {
         let reuse = s.fe.cfg.http_reuse;
         if reuse != HttpReuse::Never {
@@ -300,7 +300,9 @@ impl Session {
             let read = if got_first_byte || first {
                 self.read_client(dl, t.client).await
             } else {
-                // Idle between requests: a soft stop closes the connection now.
+                // Idle between requests at a soft stop: closing now would race a request on its
+                // way (and dropping the read could lose one already read), so the read goes on
+                // until the connection has been idle for `timeout http-keep-alive`.
                 let mut stop = self.shared.stop_tx.subscribe();
                 let stopping = async move {
                     while !*stop.borrow_and_update() {
@@ -309,9 +311,17 @@ impl Session {
                         }
                     }
                 };
+                let idle_limit = wait_start + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
+                let read = self.read_client(dl, t.client);
+                let mut read = std::pin::pin!(read);
                 tokio::select! {
-                    r = self.read_client(dl, t.client) => r,
-                    _ = stopping => return false,
+                    r = &mut read => r,
+                    _ = stopping => {
+                        match tokio::time::timeout_at(idle_limit, read).await {
+                            Ok(r) => r,
+                            Err(_) => return false,
+                        }
+                    }
                 }
             };
             match read {
@@ -419,7 +429,9 @@ impl Session {
         };
         // Without a log format, HAProxy logs "Connect from" per stream, i.e. per valid request.
         self.shared.log.connect(&self.fe, &log);
-        let client_close = h1::wants_close(req.version, &req.headers);
+        // A request arriving during a soft stop is served, then the connection closes.
+        let client_close = h1::wants_close(req.version, &req.headers)
+            || self.shared.stopping.load(Ordering::Acquire);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
 

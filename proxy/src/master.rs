@@ -1,0 +1,457 @@
+//! Master-worker mode (`-W`): the master serves no traffic; it runs one worker process (this
+//! binary without `-W`), and on SIGUSR2 (or `reload` on the master CLI, `-S <sock>`) checks the
+//! configuration again (`-c`) and starts a new worker that takes the listening sockets from the
+//! current one and soft-stops it (`-x`/`-sf` over a private admin socket per worker). A
+//! configuration that fails the check leaves the current worker serving.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
+use nix::unistd::Pid;
+
+use crate::cmdline::{Args, IoChoice};
+
+/// How long a new worker may take to listen before the reload counts as failed.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+struct Worker {
+    child: Child,
+    /// Its private admin socket (`expose-fd listeners`), used by the next reload's `-x`.
+    sock: PathBuf,
+    started: Instant,
+    /// The master's reload count when it started (`show proc` shows how many reloads ago).
+    generation: u32,
+}
+
+struct State {
+    started: Instant,
+    reloads: u32,
+    failed: u32,
+    current: Option<Worker>,
+    old: Vec<Worker>,
+}
+
+/// `sd_notify`: one datagram to `$NOTIFY_SOCKET` (`@` names an abstract socket), for `-Ws`.
+fn notify(args: &Args, state: &str) {
+    if !args.systemd {
+        return;
+    }
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(name) => <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name),
+        None => std::os::unix::net::SocketAddr::from_pathname(Path::new(&path)),
+    };
+    if let Ok(a) = addr {
+        let _ = sock.send_to_addr(state.as_bytes(), &a);
+    }
+}
+
+fn log(level: &str, msg: &str) {
+    eprintln!("{level:<10} ({}) : {msg}", std::process::id());
+}
+
+/// `0d00h01m02s`, as HAProxy prints an uptime.
+pub fn uptime(d: Duration) -> String {
+    let s = d.as_secs();
+    format!(
+        "{}d{:02}h{:02}m{:02}s",
+        s / 86400,
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60
+    )
+}
+
+/// The `show proc` table (HAProxy 2.6's layout).
+pub fn show_proc(
+    master: (u32, Duration, u32, u32),
+    workers: &[(u32, Duration, u32)],
+    old: &[(u32, Duration, u32)],
+    version: &str,
+) -> String {
+    let mut out = format!(
+        "#{:<14} {:<15} {:<15} {:<15} {:<15}\n",
+        "<PID>", "<type>", "<reloads>", "<uptime>", "<version>"
+    );
+    let row = |pid: u32, kind: &str, reloads: String, up: Duration| {
+        format!(
+            "{pid:<15} {kind:<15} {reloads:<15} {:<15} {version}\n",
+            uptime(up)
+        )
+    };
+    let (pid, up, reloads, failed) = master;
+    out.push_str(&row(
+        pid,
+        "master",
+        format!("{reloads} [failed: {failed}]"),
+        up,
+    ));
+    out.push_str("# workers\n");
+    for (pid, up, r) in workers {
+        out.push_str(&row(*pid, "worker", r.to_string(), *up));
+    }
+    if !old.is_empty() {
+        out.push_str("# old workers\n");
+        for (pid, up, r) in old {
+            out.push_str(&row(*pid, "worker", r.to_string(), *up));
+        }
+    }
+    out.push_str("# programs\n");
+    out
+}
+
+fn worker_args(args: &Args, sock: &Path) -> Vec<String> {
+    let mut v = vec!["-db".to_string()];
+    for f in &args.files {
+        v.push("-f".into());
+        v.push(f.display().to_string());
+    }
+    if let Some(n) = args.maxconn {
+        v.push("-n".into());
+        v.push(n.to_string());
+    }
+    match args.io {
+        IoChoice::Uring => v.extend(["--io".into(), "uring".into()]),
+        IoChoice::Epoll => v.extend(["--io".into(), "epoll".into()]),
+        IoChoice::Auto => {}
+    }
+    v.push("--master-sock".into());
+    v.push(sock.display().to_string());
+    v
+}
+
+fn exe() -> Result<PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("cannot find the executable: {e}"))
+}
+
+/// `-c` on the configuration, in a child process (the check a worker start does).
+fn check(args: &Args) -> Result<(), String> {
+    let mut c = Command::new(exe()?);
+    c.arg("-c").arg("-q");
+    for f in &args.files {
+        c.arg("-f").arg(f);
+    }
+    let out = c
+        .output()
+        .map_err(|e| format!("cannot run the check: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+/// Starts a worker; `from` is the worker to take the sockets from and finish.
+fn spawn(args: &Args, dir: &Path, n: u32, from: Option<&Worker>) -> Result<Worker, String> {
+    let sock = dir.join(format!("worker-{n}.sock"));
+    let mut a = worker_args(args, &sock);
+    if let Some(old) = from {
+        a.extend([
+            "-x".to_string(),
+            old.sock.display().to_string(),
+            "-sf".to_string(),
+            old.child.id().to_string(),
+        ]);
+    }
+    let mut child = Command::new(exe()?)
+        .args(&a)
+        .spawn()
+        .map_err(|e| format!("cannot start a worker: {e}"))?;
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            let _ = std::fs::remove_file(&sock);
+            return Err(format!(
+                "New worker ({}) exited with code {}",
+                child.id(),
+                code(st)
+            ));
+        }
+        // Its private socket is bound once its listeners are: it serves.
+        if UnixStream::connect(&sock).is_ok() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("New worker ({}) did not start in time", child.id()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    log("[NOTICE]", &format!("New worker ({}) forked", child.id()));
+    Ok(Worker {
+        child,
+        sock,
+        started: Instant::now(),
+        generation: n,
+    })
+}
+
+fn code(st: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("{c} (Exit)"),
+        (None, Some(s)) => {
+            let name = Signal::try_from(s).map_or("Signal", |sg| match sg {
+                Signal::SIGTERM => "Terminated",
+                Signal::SIGKILL => "Killed",
+                Signal::SIGINT => "Interrupt",
+                _ => "Signal",
+            });
+            format!("{} ({name})", 128 + s)
+        }
+        _ => "?".into(),
+    }
+}
+
+fn signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
+fn lock(st: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    st.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs the master until its workers are gone; returns the exit code.
+pub fn run(args: &Args) -> u8 {
+    if let Err(e) = check(args) {
+        eprint!("{e}");
+        return 1;
+    }
+    // Before any thread: every thread inherits the mask, so only `wait` below sees them.
+    let set = signals();
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+    let dir = std::env::temp_dir().join(format!("portcullis-master-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        log("[ALERT]", &format!("cannot create {}: {e}", dir.display()));
+        return 1;
+    }
+    let first = match spawn(args, &dir, 0, None) {
+        Ok(w) => w,
+        Err(e) => {
+            log("[ALERT]", &e);
+            let _ = std::fs::remove_dir_all(&dir);
+            return 1;
+        }
+    };
+    log("[NOTICE]", "Loading success.");
+    notify(args, &format!("READY=1\nMAINPID={}", std::process::id()));
+    let state = Arc::new(Mutex::new(State {
+        started: Instant::now(),
+        reloads: 0,
+        failed: 0,
+        current: Some(first),
+        old: Vec::new(),
+    }));
+    if let Some(path) = &args.master_cli {
+        match crate::engine::listen::unix(&path.display().to_string(), 16, Some(0o600)) {
+            Ok(sock) => {
+                let st = Arc::clone(&state);
+                let l = UnixListener::from(std::os::fd::OwnedFd::from(sock));
+                let _ = l.set_nonblocking(false);
+                std::thread::spawn(move || cli_loop(l, st));
+            }
+            Err(e) => log(
+                "[ALERT]",
+                &format!("cannot bind the master CLI {}: {e}", path.display()),
+            ),
+        }
+    }
+    let rc = loop {
+        let Ok(sig) = set.wait() else { continue };
+        match sig {
+            Signal::SIGUSR2 | Signal::SIGHUP => reload(args, &dir, &state),
+            Signal::SIGUSR1 | Signal::SIGTERM | Signal::SIGINT => {
+                let fwd = if sig == Signal::SIGUSR1 {
+                    Signal::SIGUSR1
+                } else {
+                    Signal::SIGTERM
+                };
+                notify(args, "STOPPING=1");
+                let mut st = lock(&state);
+                let mut all: Vec<Worker> = st.old.drain(..).collect();
+                all.extend(st.current.take());
+                drop(st);
+                for w in &mut all {
+                    let _ = kill(Pid::from_raw(w.child.id() as i32), fwd);
+                }
+                for w in &mut all {
+                    let _ = w.child.wait();
+                }
+                break 0;
+            }
+            Signal::SIGCHLD => {
+                let mut st = lock(&state);
+                st.old.retain_mut(|w| match w.child.try_wait() {
+                    Ok(Some(s)) => {
+                        log(
+                            "[WARNING]",
+                            &format!(
+                                "Former worker ({}) exited with code {}",
+                                w.child.id(),
+                                code(s)
+                            ),
+                        );
+                        let _ = std::fs::remove_file(&w.sock);
+                        false
+                    }
+                    _ => true,
+                });
+                let gone = st
+                    .current
+                    .as_mut()
+                    .and_then(|w| w.child.try_wait().ok().flatten().map(|s| (w.child.id(), s)));
+                if let Some((pid, s)) = gone {
+                    log(
+                        "[ALERT]",
+                        &format!("Current worker ({pid}) exited with code {}", code(s)),
+                    );
+                    st.current = None;
+                    let mut old: Vec<Worker> = st.old.drain(..).collect();
+                    drop(st);
+                    for w in &mut old {
+                        let _ = kill(Pid::from_raw(w.child.id() as i32), Signal::SIGTERM);
+                        let _ = w.child.wait();
+                    }
+                    break u8::try_from(s.code().unwrap_or(1)).unwrap_or(1);
+                }
+            }
+            _ => {}
+        }
+    };
+    log(
+        "[WARNING]",
+        &format!("All workers exited. Exiting... ({rc})"),
+    );
+    if let Some(p) = &args.master_cli {
+        let _ = std::fs::remove_file(p);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    rc
+}
+
+fn reload(args: &Args, dir: &Path, state: &Mutex<State>) {
+    log("[NOTICE]", "Reloading portcullis");
+    notify(args, "RELOADING=1");
+    reload_inner(args, dir, state);
+    notify(args, "READY=1");
+}
+
+fn reload_inner(args: &Args, dir: &Path, state: &Mutex<State>) {
+    if let Err(e) = check(args) {
+        eprint!("{e}");
+        lock(state).failed += 1;
+        log("[WARNING]", "Loading failure!");
+        return;
+    }
+    let n = lock(state).reloads + 1;
+    // The lock is not held while the new worker starts: `show proc` keeps answering.
+    let cur = lock(state).current.take();
+    let res = spawn(args, dir, n, cur.as_ref());
+    let mut st = lock(state);
+    match res {
+        Ok(w) => {
+            st.reloads = n;
+            st.old.extend(cur);
+            st.current = Some(w);
+            log("[NOTICE]", "Loading success.");
+        }
+        Err(e) => {
+            st.current = cur;
+            st.failed += 1;
+            log("[ALERT]", &e);
+            log("[WARNING]", "Loading failure!");
+        }
+    }
+}
+
+fn cli_loop(l: UnixListener, state: Arc<Mutex<State>>) {
+    for conn in l.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut line = String::new();
+        let Ok(rd) = conn.try_clone() else { continue };
+        if BufReader::new(rd).read_line(&mut line).is_err() {
+            continue;
+        }
+        let reply = match line.trim() {
+            "show proc" => {
+                let st = lock(&state);
+                let now = Instant::now();
+                let row = |w: &Worker| {
+                    (
+                        w.child.id(),
+                        now - w.started,
+                        st.reloads.saturating_sub(w.generation),
+                    )
+                };
+                let workers: Vec<_> = st.current.iter().map(row).collect();
+                let old: Vec<_> = st.old.iter().map(row).collect();
+                show_proc(
+                    (
+                        std::process::id(),
+                        now - st.started,
+                        st.reloads,
+                        st.failed,
+                    ),
+                    &workers,
+                    &old,
+                    env!("CARGO_PKG_VERSION"),
+                ) + "\n"
+            }
+            "reload" => {
+                // The main thread does it, as for SIGUSR2.
+                let _ = kill(Pid::this(), Signal::SIGUSR2);
+                String::new()
+            }
+            _ => "Unknown command, but maybe one of the following ones is a better match:\n  reload                                  : reload portcullis\n  show proc                               : show processes status\n\n".to_string(),
+        };
+        let _ = conn.write_all(reply.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_proc_layout_is_haproxys() {
+        let out = show_proc(
+            (17162, Duration::from_secs(62), 1, 0),
+            &[(18785, Duration::from_secs(1), 0)],
+            &[(17328, Duration::from_secs(3723), 1)],
+            "2.6.12-1+deb12u4",
+        );
+        assert_eq!(
+            out,
+            "#<PID>          <type>          <reloads>       <uptime>        <version>      \n\
+             17162           master          1 [failed: 0]   0d00h01m02s     2.6.12-1+deb12u4\n\
+             # workers\n\
+             18785           worker          0               0d00h00m01s     2.6.12-1+deb12u4\n\
+             # old workers\n\
+             17328           worker          1               0d01h02m03s     2.6.12-1+deb12u4\n\
+             # programs\n"
+        );
+    }
+}

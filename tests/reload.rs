@@ -1,0 +1,836 @@
+//! Hitless reload with the real binary: `-x <admin.sock> -sf <old pid>` under continuous load
+//! (keep-alive and one-request-per-connection clients) must fail no request; a broken
+//! configuration leaves the old process serving; `_getsocks` as HAProxy 2.6 answers it; HAProxy
+//! itself as the old or the new process.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use backend::{HttpNode, HttpOpts, free_port, lo, wait_until};
+use proxy::{TempDir, io_engine, read_response};
+
+const HAPROXY: &str = "/usr/sbin/haproxy";
+
+fn node() -> HttpNode {
+    HttpNode::start(
+        SocketAddr::from(([127, 0, 1, 111], 0)),
+        HttpOpts::named("reload"),
+    )
+    .expect("node")
+}
+
+fn cfg(port: u16, sock: &Path, server: SocketAddr, nbthread: u32, expose: bool) -> String {
+    format!(
+        "global\n    nbthread {nbthread}\n    stats socket \"{}\" mode 600 level admin{}\n    hard-stop-after 20s\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server s1 {server}\n",
+        sock.display(),
+        if expose { " expose-fd listeners" } else { "" }
+    )
+}
+
+/// A portcullis process with its stderr in a file (shown when an assertion fails).
+struct Instance {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Instance {
+    fn start(dir: &Path, tag: &str, cfg: &Path, extra: &[String]) -> Instance {
+        let log = dir.join(format!("{tag}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["--io", &io_engine(), "-db", "-f"])
+            .arg(cfg)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn portcullis");
+        Instance { child, log }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for the process to exit; None if it still runs after `timeout`.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        wait_child(&mut self.child, timeout)
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_listening(addr: SocketAddr) {
+    assert!(
+        wait_until(Duration::from_secs(10), || TcpStream::connect(addr).is_ok()),
+        "nothing listens on {addr}"
+    );
+}
+
+/// The frontend accepts and the admin socket (bound after the listeners) answers.
+fn wait_ready(addr: SocketAddr, sock: &Path) {
+    wait_listening(addr);
+    assert!(
+        wait_until(Duration::from_secs(10), || UnixStream::connect(sock)
+            .is_ok()),
+        "no admin socket at {}",
+        sock.display()
+    );
+}
+
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn get_ok(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    if s.write_all(b"GET /probe HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    read_response(&mut s, false).is_some_and(|r| r.status == 200)
+}
+
+/// Client threads sending requests until stopped: every request must get a whole 200.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    errors: Arc<std::sync::Mutex<Vec<String>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addr: SocketAddr, keep_alive: usize, one_shot: usize) -> Load {
+        let load = Load {
+            stop: Arc::new(AtomicBool::new(false)),
+            ok: Arc::new(AtomicU64::new(0)),
+            failed: Arc::new(AtomicU64::new(0)),
+            errors: Arc::new(std::sync::Mutex::new(Vec::new())),
+            threads: Vec::new(),
+        };
+        let mut threads = Vec::new();
+        for i in 0..keep_alive + one_shot {
+            let (stop, ok, failed, errors) = (
+                Arc::clone(&load.stop),
+                Arc::clone(&load.ok),
+                Arc::clone(&load.failed),
+                Arc::clone(&load.errors),
+            );
+            let ka = i < keep_alive;
+            threads.push(std::thread::spawn(move || {
+                let mut conn: Option<TcpStream> = None;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let fail = |what: String| {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        errors.lock().unwrap_or_else(|p| p.into_inner()).push(what);
+                    };
+                    let mut s = match conn.take() {
+                        Some(s) => s,
+                        None => match TcpStream::connect(addr) {
+                            Ok(s) => {
+                                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                                s
+                            }
+                            Err(e) => {
+                                fail(format!("client {i} request {n}: connect: {e}"));
+                                continue;
+                            }
+                        },
+                    };
+                    let target = format!("/{}/{i}/{n}", if ka { "ka" } else { "once" });
+                    let req = if ka {
+                        format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n")
+                    } else {
+                        format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                    };
+                    if let Err(e) = s.write_all(req.as_bytes()) {
+                        fail(format!("client {i} request {n}: write: {e}"));
+                        continue;
+                    }
+                    match read_response(&mut s, false) {
+                        Some(r)
+                            if r.status == 200
+                                && r.text().ends_with(&format!("path={target}\n")) =>
+                        {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                            let closing = r
+                                .header("connection")
+                                .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+                            if ka && !closing {
+                                conn = Some(s);
+                            }
+                        }
+                        Some(r) => fail(format!("client {i} request {n}: {}", r.head)),
+                        None => fail(format!("client {i} request {n}: no response")),
+                    }
+                }
+            }));
+        }
+        Load { threads, ..load }
+    }
+
+    fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Stops the clients; returns (ok, failed, the first failures).
+    fn finish(self) -> (u64, u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let errs = self
+            .errors
+            .lock()
+            .unwrap()
+            .iter()
+            .take(10)
+            .cloned()
+            .collect();
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            errs,
+        )
+    }
+}
+
+/// Waits until the load has made `more` successful requests beyond now.
+fn progress(load: &Load, more: u64) {
+    let base = load.ok();
+    assert!(
+        wait_until(Duration::from_secs(20), || load.ok() >= base + more),
+        "load stalled at {} requests",
+        load.ok()
+    );
+}
+
+#[test]
+fn ten_reloads_under_load_fail_no_request() {
+    let n = node();
+    let dir = TempDir::new("reload");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 2, true)).unwrap();
+    let mut cur = Instance::start(&dir.0, "p0", &path, &[]);
+    wait_ready(lo(port), &sock);
+    let load = Load::start(lo(port), 3, 2);
+    progress(&load, 200);
+    for i in 1..=10 {
+        let args = vec![
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.pid().to_string(),
+        ];
+        let mut next = Instance::start(&dir.0, &format!("p{i}"), &path, &args);
+        let st = cur.wait_exit(Duration::from_secs(20));
+        assert!(
+            st.is_some_and(|s| s.success()),
+            "reload {i}: old process did not finish ({st:?}): {}\nnew: {}",
+            cur.stderr(),
+            next.stderr()
+        );
+        assert!(
+            next.running(),
+            "reload {i}: new process died: {}",
+            next.stderr()
+        );
+        // The new process carries the load alone now.
+        let base = load.ok();
+        if !wait_until(Duration::from_secs(20), || load.ok() >= base + 100) {
+            let ss = Command::new("ss").arg("-tnpo").output().unwrap();
+            let ss = String::from_utf8_lossy(&ss.stdout)
+                .lines()
+                .filter(|l| l.contains(&port.to_string()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            panic!(
+                "reload {i}: load stalled at {}: {ss}\nnew: {}\nerrors: {:?}",
+                load.ok(),
+                next.stderr(),
+                load.errors.lock().unwrap_or_else(|p| p.into_inner())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        cur = next;
+    }
+    let (ok, failed, errs) = load.finish();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+    assert!(ok > 1000, "only {ok} requests");
+    assert!(get_ok(lo(port)));
+    assert!(cur.running());
+}
+
+#[test]
+fn broken_config_on_reload_keeps_the_old_process_serving() {
+    let n = node();
+    let dir = TempDir::new("reload-bad");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let good = dir.0.join("good.cfg");
+    std::fs::write(&good, cfg(port, &sock, n.addr(), 1, true)).unwrap();
+    let mut old = Instance::start(&dir.0, "old", &good, &[]);
+    wait_ready(lo(port), &sock);
+    let bad = dir.0.join("bad.cfg");
+    std::fs::write(
+        &bad,
+        cfg(port, &sock, n.addr(), 1, true) + "    no-such-keyword here\n",
+    )
+    .unwrap();
+    let args = vec![
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        old.pid().to_string(),
+    ];
+    let mut new = Instance::start(&dir.0, "new", &bad, &args);
+    let st = new
+        .wait_exit(Duration::from_secs(10))
+        .expect("bad config exits");
+    assert_eq!(st.code(), Some(1));
+    assert!(new.stderr().contains("no-such-keyword"), "{}", new.stderr());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(old.running(), "old process stopped: {}", old.stderr());
+    assert!(get_ok(lo(port)));
+    // The old process' sockets are still whole: another good reload works.
+    let mut next = Instance::start(&dir.0, "next", &good, &args);
+    assert!(old.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(next.running(), "{}", next.stderr());
+    assert!(get_ok(lo(port)));
+}
+
+#[test]
+fn getsocks_without_expose_fd_answers_nothing() {
+    let n = node();
+    let dir = TempDir::new("getsocks-plain");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, false)).unwrap();
+    let _p = Instance::start(&dir.0, "p", &path, &[]);
+    wait_ready(lo(port), &sock);
+    // HAProxy 2.6 closes the connection without a byte.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"_getsocks\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    assert_eq!(out, b"");
+    // -x against it fails as HAProxy's does, and the process serves on.
+    let err = portcullis::engine::handover::fetch(&sock).err();
+    assert_eq!(
+        err.as_deref(),
+        Some("Failed to get the number of sockets to be transferred !")
+    );
+    assert!(get_ok(lo(port)));
+}
+
+#[test]
+fn getsocks_sends_every_worker_socket_with_metadata() {
+    let n = node();
+    let dir = TempDir::new("getsocks");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 3, true)).unwrap();
+    let _p = Instance::start(&dir.0, "p", &path, &[]);
+    wait_ready(lo(port), &sock);
+    let got = portcullis::engine::handover::fetch(&sock).expect("sockets");
+    assert_eq!(got.len(), 3);
+    let mut workers = Vec::new();
+    for r in &got {
+        let key = portcullis::engine::handover::offer_key(&r.fd);
+        assert_eq!(key, Some(portcullis::engine::handover::Key::Inet(lo(port))));
+        let m = r.record.meta.clone().expect("portcullis metadata");
+        assert_eq!(
+            (m.family.as_str(), m.addr.clone(), m.frontend.as_str()),
+            ("ipv4", format!("127.0.0.1:{port}"), "fe")
+        );
+        assert!(m.bind.ends_with("p.cfg:13"), "{}", m.bind);
+        workers.push(m.worker);
+    }
+    workers.sort();
+    assert_eq!(workers, vec![0, 1, 2]);
+}
+
+/// HAProxy's `-x`/`-sf` on either side: HAProxy old → portcullis new → HAProxy new, under
+/// one-request-per-connection load (HAProxy's own soft stop closes idle keep-alive connections,
+/// which is what portcullis improves on, so keep-alive clients are not part of it).
+#[test]
+fn haproxy_interop_both_ways() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let n = node();
+    let dir = TempDir::new("reload-haproxy");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, true)).unwrap();
+    let hap = |tag: &str, extra: &[String]| {
+        Command::new(HAPROXY)
+            .args(["-db", "-f"])
+            .arg(&path)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.0.join(format!("{tag}.log"))).unwrap())
+            .spawn()
+            .expect("spawn haproxy")
+    };
+    let mut h1 = hap("h1", &[]);
+    wait_ready(lo(port), &sock);
+    let load = Load::start(lo(port), 0, 3);
+    progress(&load, 100);
+    let args = |pid: u32| {
+        vec![
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            pid.to_string(),
+        ]
+    };
+    let mut p = Instance::start(&dir.0, "p", &path, &args(h1.id()));
+    let st = wait_child(&mut h1, Duration::from_secs(20));
+    assert!(st.is_some(), "HAProxy did not finish");
+    assert!(p.running(), "{}", p.stderr());
+    progress(&load, 100);
+    let mut h2 = hap("h2", &args(p.pid()));
+    let st = p.wait_exit(Duration::from_secs(20));
+    assert!(st.is_some_and(|s| s.success()), "{st:?}: {}", p.stderr());
+    progress(&load, 100);
+    let (ok, failed, errs) = load.finish();
+    let _ = h2.kill();
+    let _ = h2.wait();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+}
+
+#[test]
+fn old_process_ends_at_hard_stop_after_despite_a_client() {
+    let n = node();
+    let dir = TempDir::new("reload-hard");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    let text =
+        cfg(port, &sock, n.addr(), 1, true).replace("hard-stop-after 20s", "hard-stop-after 1s");
+    std::fs::write(&path, text).unwrap();
+    let mut old = Instance::start(&dir.0, "old", &path, &[]);
+    wait_ready(lo(port), &sock);
+    // Half a request head: the old process waits for the rest (timeout client is 10 s).
+    let mut held = TcpStream::connect(lo(port)).unwrap();
+    held.write_all(b"GET /held HTTP/1.1\r\nHost: t\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let args = vec![
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        old.pid().to_string(),
+    ];
+    let t0 = Instant::now();
+    let mut new = Instance::start(&dir.0, "new", &path, &args);
+    let st = old.wait_exit(Duration::from_secs(5));
+    let took = t0.elapsed();
+    assert!(
+        st.is_some(),
+        "old process still there after 5 s: {}",
+        old.stderr()
+    );
+    assert!(
+        took >= Duration::from_millis(900),
+        "ended after {took:?}: not held by the client?"
+    );
+    assert!(new.running(), "{}", new.stderr());
+    assert!(get_ok(lo(port)));
+}
+
+#[test]
+fn pidfile_names_the_new_process_after_reload() {
+    let n = node();
+    let dir = TempDir::new("reload-pid");
+    let sock = dir.0.join("admin.sock");
+    let pidfile = dir.0.join("p.pid");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, true)).unwrap();
+    let p = vec!["-p".to_string(), pidfile.display().to_string()];
+    let mut old = Instance::start(&dir.0, "old", &path, &p);
+    wait_ready(lo(port), &sock);
+    let read_pid = || std::fs::read_to_string(&pidfile).unwrap_or_default();
+    assert_eq!(read_pid().trim(), old.pid().to_string());
+    let mut args = p.clone();
+    args.extend([
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        read_pid().trim().to_string(),
+    ]);
+    let new = Instance::start(&dir.0, "new", &path, &args);
+    assert!(old.wait_exit(Duration::from_secs(10)).is_some());
+    // The old process, exiting last, leaves the new one's pidfile alone.
+    assert_eq!(read_pid().trim(), new.pid().to_string());
+}
+
+/// Another `nbthread` on each reload: fewer workers keep accepting from the extra sockets, more
+/// workers bind new ones; a unix bind is reused in place. No request may fail meanwhile.
+#[test]
+fn reloads_changing_nbthread_and_a_unix_bind_fail_no_request() {
+    let n = node();
+    let dir = TempDir::new("reload-nbthread");
+    let sock = dir.0.join("admin.sock");
+    let fe_sock = dir.0.join("fe.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    let write = |threads: u32| {
+        let text = cfg(port, &sock, n.addr(), threads, true).replace(
+            "    default_backend be\n",
+            &format!(
+                "    bind unix@{}\n    default_backend be\n",
+                fe_sock.display()
+            ),
+        );
+        std::fs::write(&path, text).unwrap();
+    };
+    write(2);
+    let mut cur = Instance::start(&dir.0, "p0", &path, &[]);
+    wait_ready(lo(port), &sock);
+    let load = Load::start(lo(port), 2, 2);
+    progress(&load, 100);
+    let ino = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&fe_sock).unwrap());
+    let first_ino = ino();
+    for (i, threads) in [1u32, 3, 2, 4, 1].into_iter().enumerate() {
+        write(threads);
+        let args = vec![
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.pid().to_string(),
+        ];
+        let mut next = Instance::start(&dir.0, &format!("p{}", i + 1), &path, &args);
+        let st = cur.wait_exit(Duration::from_secs(20));
+        assert!(
+            st.is_some_and(|s| s.success()),
+            "reload to nbthread {threads}: {st:?} {}\nnew: {}",
+            cur.stderr(),
+            next.stderr()
+        );
+        assert!(next.running(), "{}", next.stderr());
+        progress(&load, 100);
+        // The unix listener is the same socket, still at its path (never unlinked and bound).
+        assert_eq!(ino(), first_ino);
+        let mut u = UnixStream::connect(&fe_sock).expect("unix bind still there");
+        u.write_all(b"GET /unix HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        u.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        cur = next;
+    }
+    let (ok, failed, errs) = load.finish();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+}
+
+fn master_cli(path: &Path, cmd: &str) -> String {
+    let mut s = UnixStream::connect(path).expect("master CLI");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The worker pids `show proc` lists under `# workers`.
+fn workers(show_proc: &str) -> Vec<u32> {
+    show_proc
+        .lines()
+        .skip_while(|l| *l != "# workers")
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// `-W`: SIGUSR2 and the master CLI's `reload` start a new worker that takes the sockets over;
+/// a broken configuration is refused and the worker keeps serving; no request fails.
+#[test]
+fn master_worker_reloads_under_load() {
+    let n = node();
+    let dir = TempDir::new("reload-master");
+    let sock = dir.0.join("admin.sock");
+    let mcli = dir.0.join("master.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    // No expose-fd here: the master's private sockets carry the handover.
+    let good = cfg(port, &sock, n.addr(), 2, false);
+    std::fs::write(&path, &good).unwrap();
+    let args = vec![
+        "-W".to_string(),
+        "-S".to_string(),
+        mcli.display().to_string(),
+    ];
+    let mut master = Instance::start(&dir.0, "master", &path, &args);
+    wait_ready(lo(port), &sock);
+    assert!(wait_until(Duration::from_secs(10), || UnixStream::connect(
+        &mcli
+    )
+    .is_ok()));
+    let first = workers(&master_cli(&mcli, "show proc"));
+    assert_eq!(first.len(), 1, "{}", master.stderr());
+    let load = Load::start(lo(port), 2, 2);
+    progress(&load, 100);
+    let mut seen = first.clone();
+    for i in 0..6 {
+        if i % 2 == 0 {
+            // SAFETY: a signal to our own child.
+            unsafe { libc::kill(master.pid() as i32, libc::SIGUSR2) };
+        } else {
+            assert_eq!(master_cli(&mcli, "reload"), "");
+        }
+        let before = *seen.last().unwrap();
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                let w = workers(&master_cli(&mcli, "show proc"));
+                w.len() == 1 && w[0] != before
+            }),
+            "reload {i}: {}",
+            master.stderr()
+        );
+        seen.push(workers(&master_cli(&mcli, "show proc"))[0]);
+        progress(&load, 100);
+    }
+    // A broken configuration: refused, counted, the worker stays.
+    std::fs::write(&path, good.clone() + "    no-such-keyword here\n").unwrap();
+    let cur = *seen.last().unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(master.pid() as i32, libc::SIGUSR2) };
+    assert!(wait_until(Duration::from_secs(10), || master_cli(
+        &mcli,
+        "show proc"
+    )
+    .contains("[failed: 1]")));
+    progress(&load, 100);
+    let show = master_cli(&mcli, "show proc");
+    assert_eq!(workers(&show), vec![cur], "{show}");
+    assert!(show.contains(" 6 [failed: 1] "), "{show}");
+    let (ok, failed, errs) = load.finish();
+    assert_eq!(failed, 0, "{ok} ok, {failed} failed: {errs:#?}");
+    // Every former worker is gone; stopping the master stops the last one.
+    for pid in &seen[..seen.len() - 1] {
+        // SAFETY: signal 0 only checks the pid (the master reaped them).
+        assert!(
+            unsafe { libc::kill(*pid as i32, 0) } != 0,
+            "worker {pid} still there"
+        );
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(master.pid() as i32, libc::SIGTERM) };
+    let st = master.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.and_then(|s| s.code()), Some(0), "{}", master.stderr());
+    assert!(
+        unsafe { libc::kill(cur as i32, 0) } != 0,
+        "last worker still there"
+    );
+    assert!(TcpStream::connect(lo(port)).is_err());
+}
+
+/// `-Ws` tells systemd (`Type=notify`) when it is ready, reloading and stopping.
+#[test]
+fn master_worker_notifies_systemd() {
+    let n = node();
+    let dir = TempDir::new("reload-notify");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, false)).unwrap();
+    let nsock = dir.0.join("notify.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&nsock).unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut master = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["--io", &io_engine(), "-Ws", "-f"])
+        .arg(&path)
+        .env("NOTIFY_SOCKET", &nsock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let recv = || {
+        let mut buf = [0u8; 256];
+        let n = rx.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(recv(), format!("READY=1\nMAINPID={}", master.id()));
+    // Ready means serving.
+    assert!(get_ok(lo(port)));
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(master.id() as i32, libc::SIGUSR2) };
+    assert_eq!(recv(), "RELOADING=1");
+    assert_eq!(recv(), "READY=1");
+    assert!(get_ok(lo(port)));
+    unsafe { libc::kill(master.id() as i32, libc::SIGTERM) };
+    assert_eq!(recv(), "STOPPING=1");
+    let st = wait_child(&mut master, Duration::from_secs(10));
+    assert_eq!(st.and_then(|s| s.code()), Some(0));
+}
+
+fn admin_cmd(sock: &Path, cmd: &str) -> String {
+    let mut s = UnixStream::connect(sock).expect("admin socket");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// Per server of `show servers state`: name, addr, op state, admin state, uweight, port.
+fn servers_state(sock: &Path) -> Vec<String> {
+    admin_cmd(sock, "show servers state be")
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.split(' ').count() > 20)
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            [f[3], f[4], f[5], f[6], f[7], f[18]].join(" ")
+        })
+        .collect()
+}
+
+/// Runtime changes (MAINT, DRAIN, weight, address) and health survive the reload: a DOWN server
+/// stays DOWN instead of flapping UP.
+#[test]
+fn server_state_is_handed_over() {
+    let n = node();
+    let other = node();
+    let dead = backend::RefusingPort::new().unwrap();
+    let dir = TempDir::new("reload-state");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    let text = cfg(port, &sock, n.addr(), 1, true).replace(
+        &format!("    server s1 {}\n", n.addr()),
+        &format!(
+            "    server s1 {a}\n    server s2 {a}\n    server s3 {a}\n    server s4 {d} check inter 200ms fall 1 rise 2\n",
+            a = n.addr(),
+            d = dead.addr()
+        ),
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut old = Instance::start(&dir.0, "old", &path, &[]);
+    wait_ready(lo(port), &sock);
+    for c in [
+        "set server be/s1 state maint",
+        "set server be/s2 state drain",
+        "set server be/s3 weight 7",
+    ] {
+        assert_eq!(admin_cmd(&sock, c), "\n", "{c}");
+    }
+    let o = other.addr();
+    let out = admin_cmd(
+        &sock,
+        &format!("set server be/s2 addr {} port {}", o.ip(), o.port()),
+    );
+    assert!(out.contains("port changed"), "{out}");
+    // s4 fails its first check: DOWN.
+    assert!(
+        wait_until(Duration::from_secs(10), || servers_state(&sock)
+            .iter()
+            .any(|l| l.starts_with("s4 ") && l.split(' ').nth(2) == Some("0"))),
+        "{:?}",
+        servers_state(&sock)
+    );
+    let before = servers_state(&sock);
+    assert_eq!(before.len(), 4);
+    let args = vec![
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        old.pid().to_string(),
+    ];
+    let mut new = Instance::start(&dir.0, "new", &path, &args);
+    assert!(old.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(new.running(), "{}", new.stderr());
+    let after = servers_state(&sock);
+    assert_eq!(after, before, "{}", new.stderr());
+    assert!(
+        new.stderr()
+            .contains("server state of 4 server(s) taken from the old process")
+    );
+    // Traffic goes to s2's new address (s1 is in maintenance, s4 down, s3 and s2 share).
+    assert!(get_ok(lo(port)));
+}
+
+/// A worker does not outlive its master, even one killed with SIGKILL.
+#[test]
+fn worker_stops_with_its_master() {
+    let n = node();
+    let dir = TempDir::new("reload-orphan");
+    let sock = dir.0.join("admin.sock");
+    let mcli = dir.0.join("master.sock");
+    let port = free_port();
+    let path = dir.0.join("p.cfg");
+    std::fs::write(&path, cfg(port, &sock, n.addr(), 1, false)).unwrap();
+    let args = vec![
+        "-W".to_string(),
+        "-S".to_string(),
+        mcli.display().to_string(),
+    ];
+    let mut master = Instance::start(&dir.0, "master", &path, &args);
+    wait_ready(lo(port), &sock);
+    assert!(wait_until(Duration::from_secs(10), || UnixStream::connect(
+        &mcli
+    )
+    .is_ok()));
+    let w = workers(&master_cli(&mcli, "show proc"));
+    assert_eq!(w.len(), 1);
+    let _ = master.child.kill();
+    let _ = master.child.wait();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            // SAFETY: signal 0 only checks the pid (the worker is reparented and reaped).
+            unsafe { libc::kill(w[0] as i32, 0) != 0 }
+        }),
+        "worker {} outlived its master",
+        w[0]
+    );
+}
