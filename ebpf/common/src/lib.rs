@@ -67,6 +67,10 @@ pub enum Decision {
     FallBack,
     /// The direction is already in userspace.
     Pass,
+    /// An skb with no payload (a bare FIN): dropped, since redirecting it would make the
+    /// peer's egress send zero bytes, which the kernel reports as a broken pipe on the peer.
+    /// TCP has already recorded the FIN itself, so userspace still sees the end of stream.
+    Drop,
 }
 
 /// The flow-control rule. A direction redirects while `redirected - acked + len <= limit`, where
@@ -75,6 +79,9 @@ pub enum Decision {
 /// reads only as fast as the receiver drains (TCP backpressure).
 #[inline(always)]
 pub fn decide(flow: &Flow, ctl: &FlowCtl, len: u64) -> Decision {
+    if len == 0 {
+        return Decision::Drop;
+    }
     if flow.fallback != 0 {
         return Decision::Pass;
     }
@@ -133,6 +140,16 @@ mod tests {
             limit: 10,
         };
         assert_eq!(decide(&flow(10, 0), &ctl, 10), Decision::Redirect);
+    }
+
+    #[test]
+    fn empty_skbs_are_dropped_whatever_the_state() {
+        let ctl = FlowCtl {
+            acked: 0,
+            limit: 100,
+        };
+        assert_eq!(decide(&flow(0, 0), &ctl, 0), Decision::Drop);
+        assert_eq!(decide(&flow(0, 1), &ctl, 0), Decision::Drop);
     }
 
     #[test]

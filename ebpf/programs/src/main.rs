@@ -73,6 +73,7 @@ pub fn splice_verdict(ctx: SkBuffContext) -> u32 {
             count(STAT_PASSED_BYTES, len);
             sk_action::SK_PASS
         }
+        Decision::Drop => sk_action::SK_DROP,
         Decision::Pass => {
             flow.passed += len;
             count(STAT_PASSED_BYTES, len);

@@ -245,7 +245,25 @@ where
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
-        let out = cli::execute(text, &mut session, rt);
+        let out = match text.trim() {
+            // A portcullis extension, answered here so that the HAProxy command table (and its
+            // help and keyword dumps) stays HAProxy's. Framed as `show info` is.
+            "show splice" => {
+                let mut data = format!("{}\n", crate::kernel::show_splice());
+                if session.prompt {
+                    data.push_str("> ");
+                }
+                cli::Output {
+                    data,
+                    conn: if session.prompt {
+                        Conn::KeepOpen
+                    } else {
+                        Conn::CloseIfIdle
+                    },
+                }
+            }
+            _ => cli::execute(text, &mut session, rt),
+        };
         if wr.write_all(out.data.as_bytes()).await.is_err() {
             return;
         }

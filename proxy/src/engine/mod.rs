@@ -77,6 +77,7 @@ pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(
         crate::admin::snapshot::raise_nofile(want);
     }
     let listeners = worker::bind_all(&model, threads).map_err(|e| vec![e])?;
+    crate::kernel::init(&model.cfg);
     let admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     tracing::info!(
         "using {} engine with {} worker thread(s)",
