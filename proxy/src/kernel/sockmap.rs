@@ -107,6 +107,8 @@ impl<'a> Splice<'a> {
             limit,
             attached: std::cell::Cell::new(true),
         };
+        // Counted now: `detach` (also on failure below) uncounts it.
+        l.active.fetch_add(1, Ordering::Relaxed);
         let ctl = FlowCtl { acked: 0, limit };
         let r = with_maps(l, |m| {
             for k in [c, s] {
@@ -137,7 +139,6 @@ impl<'a> Splice<'a> {
         kick(client);
         kick(server);
         l.sessions.fetch_add(1, Ordering::Relaxed);
-        l.active.fetch_add(1, Ordering::Relaxed);
         Ok(sp)
     }
 

@@ -86,7 +86,10 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut b, _) = l.accept().unwrap();
-        assert_ne!(cookie(a.as_raw_fd()).unwrap(), cookie(b.as_raw_fd()).unwrap());
+        assert_ne!(
+            cookie(a.as_raw_fd()).unwrap(),
+            cookie(b.as_raw_fd()).unwrap()
+        );
         // The connecting side counts its SYN as one acknowledged byte: hence the splice's bases.
         let base = handed_to_tcp(a.as_raw_fd()).unwrap();
         assert!(base <= 1, "{base}");

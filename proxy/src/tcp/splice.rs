@@ -127,6 +127,7 @@ async fn pump(
 ) -> DirEnd {
     let mut buf = Vec::with_capacity(RELAY_BUF);
     let mut drained = false;
+    let mut again = 0u32;
     loop {
         buf.clear();
         let (res, b) = match idle_limited_by(from.read(buf), timeout, activity).await {
@@ -143,8 +144,23 @@ async fn pump(
                 return DirEnd::Eof;
             }
             Ok(n) => n,
-            Err(_) => return DirEnd::ReadErr,
+            // A sockmap socket's recv says EAGAIN when bytes arrive while it runs the verdict on
+            // its queue; io_uring hands that back instead of waiting. Try again, gently.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                again += 1;
+                if again > 3 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!("splice {dir:?}: read error: {e}");
+                return DirEnd::ReadErr;
+            }
         };
+        again = 0;
         activity.touch();
         // The first passed bytes follow everything the kernel redirected: the peer sends that
         // first. Afterwards the verdict redirects nothing more in this direction.
@@ -160,7 +176,8 @@ async fn pump(
             None => return DirEnd::Timeout,
         };
         buf = b;
-        if res.is_err() {
+        if let Err(e) = res {
+            tracing::debug!("splice {dir:?}: write error: {e}");
             return DirEnd::WriteErr;
         }
         activity.touch();
@@ -183,7 +200,10 @@ async fn drain(
     loop {
         let handed = match sp.handed(dir) {
             Ok(h) => h,
-            Err(_) => return Err(DirEnd::WriteErr),
+            Err(e) => {
+                tracing::debug!("splice {dir:?}: TCP_INFO: {e}");
+                return Err(DirEnd::WriteErr);
+            }
         };
         if handed >= target {
             return Ok(());
@@ -197,6 +217,7 @@ async fn drain(
             return Err(DirEnd::Timeout);
         }
         if tcpinfo::is_closed(to.raw_fd()) {
+            tracing::debug!("splice {dir:?}: receiver closed with {handed} of {target} bytes sent");
             return Err(DirEnd::WriteErr);
         }
         tokio::time::sleep(pause).await;
