@@ -162,8 +162,11 @@ fn recv(r: &mut impl Read) -> (usize, Vec<u8>) {
 /// of stream. Reports (received bytes after "go", their sha256, sha256 of what it sent).
 struct Peer {
     addr: SocketAddr,
-    done: std::sync::mpsc::Receiver<(usize, Vec<u8>, Vec<u8>)>,
+    done: std::sync::mpsc::Receiver<PeerResult>,
 }
+
+/// What a [`Peer`] connection received (bytes, sha256) and the sha256 of what it sent.
+type PeerResult = (usize, Vec<u8>, Vec<u8>);
 
 impl Peer {
     fn start(size: usize, seed: u64, close: bool) -> Peer {
@@ -211,11 +214,7 @@ fn client(port: u16) -> TcpStream {
 }
 
 /// 100 MB each way through one spliced session; returns (client got, client sum, peer result).
-fn both_ways(
-    st: &Setup,
-    peer: &Peer,
-    size: usize,
-) -> (usize, Vec<u8>, Vec<u8>, (usize, Vec<u8>, Vec<u8>)) {
+fn both_ways(st: &Setup, peer: &Peer, size: usize) -> (usize, Vec<u8>, Vec<u8>, PeerResult) {
     let mut c = client(st.port);
     let mut r = c.try_clone().unwrap();
     let reader = std::thread::spawn(move || recv(&mut r));
