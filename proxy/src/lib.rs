@@ -11,6 +11,7 @@ pub mod cmdline;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod kernel;
 pub mod lb;
 pub mod log;
 pub mod master;

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  setup                 install missing tools (apt packages, nightly rust-src)
+  setup                 install missing tools (apt packages, nightly rust-src, bpf-linker)
   test                  run what CI runs: setup, fmt, clippy, tests with --io uring then epoll
   demo [--haproxy]      run the seed config on loopback against fake nodes (Ctrl-C to stop);
                         --haproxy runs HAProxy on the unstripped config instead

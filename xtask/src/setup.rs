@@ -15,7 +15,16 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("nginx", "nginx"),
     ("iproute2", "ip"),
     ("chromium", "chromium"),
+    // bpf-linker (which links the eBPF programs of ebpf/) builds against LLVM 22; Debian's default
+    // llvm-config is 14, so the prefix is passed explicitly in [`ebpf_tools`].
+    ("llvm-22-dev", "llvm-config-22"),
+    ("libpolly-22-dev", "llvm-config-22"),
 ];
+
+/// The LLVM that bpf-linker is built against (from `llvm-22-dev`).
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+/// bpf-linker's version, pinned with the LLVM it is built for.
+const BPF_LINKER_VERSION: &str = "0.13.0";
 
 const POLICY_RC: &str = "/usr/sbin/policy-rc.d";
 
@@ -24,7 +33,7 @@ pub fn run() -> Result {
     let mut did = Vec::new();
     apt(&mut did)?;
     rust_src(&mut did);
-    ebpf_tools(&mut did);
+    ebpf_tools(&mut did)?;
     if did.is_empty() {
         println!(
             "setup: everything present ({:.1}s)",
@@ -121,22 +130,32 @@ fn apt(did: &mut Vec<String>) -> Result {
     Ok(())
 }
 
-/// rust-src for the nightly toolchain (the eBPF programs build with `-Z build-std`).
+/// The nightly toolchain with rust-src (the eBPF programs build with `-Z build-std`).
 fn rust_src(did: &mut Vec<String>) {
     if !have("rustup") {
         did.push("skipped rust-src: no rustup".into());
         return;
     }
-    let Some(installed) = output(Command::new("rustup").args([
+    let installed = output(Command::new("rustup").args([
         "component",
         "list",
         "--installed",
         "--toolchain",
         "nightly",
-    ])) else {
-        did.push(
-            "skipped rust-src: no nightly toolchain (rustup toolchain install nightly)".into(),
-        );
+    ]));
+    let Some(installed) = installed else {
+        match exec(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+            "--component",
+            "rust-src",
+        ])) {
+            Ok(()) => did.push("installed nightly with rust-src".into()),
+            Err(e) => did.push(format!("could not install nightly: {e}")),
+        }
         return;
     };
     if installed.lines().any(|l| l.starts_with("rust-src")) {
@@ -154,6 +173,37 @@ fn rust_src(did: &mut Vec<String>) {
     }
 }
 
-/// TODO(ebpf): install bpf-linker here (`cargo install bpf-linker` when missing) once the
-/// kernel-path issue lands and proxy/build.rs builds ebpf/.
-fn ebpf_tools(_did: &mut [String]) {}
+/// bpf-linker, which proxy/build.rs needs to link ebpf/ (through aya-build).
+fn ebpf_tools(did: &mut Vec<String>) -> Result {
+    if bpf_linker().is_some() {
+        return Ok(());
+    }
+    if !Path::new(LLVM_PREFIX).join("bin/llvm-config").exists() {
+        return Err(format!(
+            "bpf-linker needs LLVM 22 in {LLVM_PREFIX} (apt-get install llvm-22-dev libpolly-22-dev)"
+        ));
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let path = std::env::var("PATH").unwrap_or_default();
+    exec(
+        Command::new(cargo)
+            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
+            .args(["--no-default-features", "--features", "llvm-22"])
+            .env("LLVM_PREFIX", LLVM_PREFIX)
+            .env("LLVM_SYS_221_PREFIX", LLVM_PREFIX)
+            .env("PATH", format!("{LLVM_PREFIX}/bin:{path}")),
+    )?;
+    did.push(format!("installed bpf-linker {BPF_LINKER_VERSION}"));
+    Ok(())
+}
+
+/// bpf-linker on `$PATH` or in cargo's bin directory (where `cargo install` puts it).
+fn bpf_linker() -> Option<std::path::PathBuf> {
+    crate::util::which("bpf-linker").or_else(|| {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))?;
+        let p = home.join("bin/bpf-linker");
+        p.exists().then_some(p)
+    })
+}

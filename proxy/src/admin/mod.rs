@@ -299,6 +299,22 @@ pub async fn serve<S>(
             return;
         }
         let out = match portcullis_runtime_api::ssl::payload_command(text) {
+            // A portcullis extension, answered here so that the HAProxy command table (and its
+            // help and keyword dumps) stays HAProxy's. Framed as `show info` is.
+            None if text.trim() == "show splice" => {
+                let mut data = format!("{}\n", crate::kernel::show_splice());
+                if session.prompt {
+                    data.push_str("> ");
+                }
+                cli::Output {
+                    data,
+                    conn: if session.prompt {
+                        Conn::KeepOpen
+                    } else {
+                        Conn::CloseIfIdle
+                    },
+                }
+            }
             None => cli::execute(text, &mut session, rt),
             Some(cmd) => {
                 // The payload runs up to the first empty line; interactive sessions see HAProxy's

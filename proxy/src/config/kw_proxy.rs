@@ -170,6 +170,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_option,
     },
     ProxyKw {
+        kw: "portcullis-relay",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_portcullis_relay,
+    },
+    ProxyKw {
         kw: "retries",
         caps: DEF | BE,
         strict: false,
@@ -299,6 +305,59 @@ fn kw_mode(p: &mut P, args: &[String]) {
         "tcp" => p.px.mode = Mode::Tcp,
         other => p.alert(format!("unknown proxy mode '{other}'.")),
     }
+}
+
+/// The smallest `max-unacked`: one skb may carry 64 kB, and a limit below a few of them would
+/// move every session to userspace at its first burst.
+pub const MIN_MAX_UNACKED: u64 = 256 << 10;
+
+/// `portcullis-relay kernel|userspace [max-unacked <size>]` (portcullis extension).
+fn kw_portcullis_relay(p: &mut P, args: &[String]) {
+    let userspace = match arg(args, 1) {
+        "kernel" => false,
+        "userspace" => true,
+        other => {
+            p.alert(format!(
+                "'portcullis-relay' expects 'kernel' or 'userspace' (got '{other}')."
+            ));
+            return;
+        }
+    };
+    let mut max_unacked = None;
+    let mut i = 2;
+    while let Some(word) = args.get(i) {
+        match word.as_str() {
+            "max-unacked" => {
+                let v = arg(args, i + 1);
+                match super::values::parse_size(v) {
+                    Some(n) if n >= MIN_MAX_UNACKED => max_unacked = Some(n),
+                    Some(_) => {
+                        p.alert(format!(
+                            "'portcullis-relay' : 'max-unacked' must be at least 256k (got '{v}')."
+                        ));
+                        return;
+                    }
+                    None => {
+                        p.alert(format!(
+                            "'portcullis-relay' : 'max-unacked' expects a size (got '{v}')."
+                        ));
+                        return;
+                    }
+                }
+                i += 2;
+            }
+            other => {
+                p.alert(format!(
+                    "'portcullis-relay' : unknown argument '{other}' (expects 'max-unacked <size>')."
+                ));
+                return;
+            }
+        }
+    }
+    p.px.relay = super::model::Relay {
+        userspace,
+        max_unacked,
+    };
 }
 
 fn kw_balance(p: &mut P, args: &[String]) {

@@ -531,8 +531,22 @@ pub struct Proxy {
     pub default_server: ServerOpts,
     pub servers: Vec<Server>,
     pub stats: Option<StatsPage>,
+    /// `portcullis-relay` (a portcullis extension): which engine relays `mode tcp` sessions.
+    pub relay: Relay,
     /// Keywords parsed and validated whose feature has not landed (see `Global::pending`).
     pub pending: Vec<(String, Loc)>,
+}
+
+/// `portcullis-relay kernel|userspace [max-unacked <size>]` (a portcullis extension, not HAProxy):
+/// the engine that carries a `mode tcp` session's bytes once the server is connected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Relay {
+    /// `userspace`: never the kernel splice. The default (`kernel`) splices when the kernel path
+    /// is available.
+    pub userspace: bool,
+    /// `max-unacked <size>`: the most bytes a direction may have redirected in the kernel and not
+    /// yet acknowledged by the receiver before it moves to the userspace relay.
+    pub max_unacked: Option<u64>,
 }
 
 impl Proxy {
@@ -565,6 +579,7 @@ impl Proxy {
             default_server: ServerOpts::default(),
             servers: Vec::new(),
             stats: None,
+            relay: Relay::default(),
             pending: Vec::new(),
         }
     }

@@ -560,3 +560,44 @@ fn use_service_prometheus_and_stats_admin() {
         assert!(d.iter().any(|d| d.msg.ends_with(msg)), "{rule}: {d:?}");
     }
 }
+
+#[test]
+fn portcullis_relay_extension() {
+    let cfg = ok(&format!(
+        "{T} portcullis-relay userspace\nfrontend f\n bind :80\n default_backend b\nbackend b\n portcullis-relay kernel max-unacked 1m\n server s 127.0.0.1:80\nlisten l\n bind :81\n server s 127.0.0.1:80\n"
+    ));
+    let relay = |name: &str| {
+        cfg.proxies
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.relay)
+            .unwrap()
+    };
+    assert_eq!(
+        relay("f"),
+        crate::config::model::Relay {
+            userspace: true,
+            max_unacked: None
+        }
+    );
+    assert_eq!(
+        relay("b"),
+        crate::config::model::Relay {
+            userspace: false,
+            max_unacked: Some(1 << 20)
+        }
+    );
+    assert!(relay("l").userspace, "inherited from defaults");
+    let a = alerts(&format!(
+        "{T}frontend f\n bind :80\n portcullis-relay kern\n portcullis-relay kernel max-unacked 1k\n portcullis-relay kernel max-unacked x\n portcullis-relay kernel foo\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "7: 'portcullis-relay' expects 'kernel' or 'userspace' (got 'kern').",
+            "8: 'portcullis-relay' : 'max-unacked' must be at least 256k (got '1k').",
+            "9: 'portcullis-relay' : 'max-unacked' expects a size (got 'x').",
+            "10: 'portcullis-relay' : unknown argument 'foo' (expects 'max-unacked <size>').",
+        ]
+    );
+}

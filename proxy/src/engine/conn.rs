@@ -129,3 +129,18 @@ impl Duplex for Conn {
         Conn::abort(self, rst)
     }
 }
+
+impl<T: Duplex> Duplex for std::rc::Rc<T> {
+    async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        (**self).read(buf).await
+    }
+    async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        (**self).write_all(buf).await
+    }
+    async fn shutdown_write(&self) -> io::Result<()> {
+        (**self).shutdown_write().await
+    }
+    fn abort(&self, rst: bool) {
+        (**self).abort(rst)
+    }
+}

@@ -152,6 +152,7 @@ pub fn start_with(
     }
     let (listeners, exported) =
         worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
+    crate::kernel::init(&model.cfg);
     let mut admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     if let Some(p) = &reload.master_sock {
         let sock = listen::unix(&p.display().to_string(), 16, Some(0o600)).map_err(|e| {

@@ -1,7 +1,9 @@
-//! `mode tcp`: the userspace passthrough relay (`relay`) and the session around it (`session`).
+//! `mode tcp`: the userspace passthrough relay (`relay`), the kernel splice (`splice`) and the
+//! session around them (`session`).
 
 pub mod hello;
 pub mod relay;
 pub mod session;
+pub mod splice;
 
 pub use relay::{End, RelayStats, RelayTimeouts, relay};

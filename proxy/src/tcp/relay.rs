@@ -50,7 +50,7 @@ pub struct RelayTimeouts {
     pub server_fin: Option<Duration>,
 }
 
-enum DirEnd {
+pub(super) enum DirEnd {
     Eof,
     Killed,
     ReadErr,
@@ -175,13 +175,7 @@ pub async fn relay<C: Duplex, S: Duplex>(
         }
         other => classify(first_up, other),
     };
-    if end != End::Normal {
-        client.abort(false);
-        server.abort(matches!(
-            end,
-            End::ClientError | End::ClientTimeout | End::Killed
-        ));
-    }
+    finish(&client, &server, end);
     RelayStats {
         c2s: c2s.get(),
         s2c: s2c.get(),
@@ -189,8 +183,20 @@ pub async fn relay<C: Duplex, S: Duplex>(
     }
 }
 
+/// Aborts both sides of a session that did not end normally; the server gets a RST when the
+/// client side failed or the session was killed (as HAProxy does).
+pub(super) fn finish(client: &impl Duplex, server: &impl Duplex, end: End) {
+    if end != End::Normal {
+        client.abort(false);
+        server.abort(matches!(
+            end,
+            End::ClientError | End::ClientTimeout | End::Killed
+        ));
+    }
+}
+
 /// Maps a direction's failure onto the side to blame. `upstream` is the client→server direction.
-fn classify(upstream: bool, e: DirEnd) -> End {
+pub(super) fn classify(upstream: bool, e: DirEnd) -> End {
     match (upstream, e) {
         (_, DirEnd::Eof) => End::Normal,
         (_, DirEnd::Killed) => End::Killed,

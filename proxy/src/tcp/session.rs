@@ -108,6 +108,18 @@ async fn inspect(
     }
 }
 
+/// `portcullis-relay`: the userspace relay if the frontend or the backend asks for it, and the
+/// splice's `max-unacked` (the backend's, else the frontend's, else the default).
+fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64) {
+    let (f, b) = (fe.cfg.relay, be.cfg.relay);
+    let userspace = f.userspace || b.userspace || crate::kernel::loaded().is_none();
+    let max = b
+        .max_unacked
+        .or(f.max_unacked)
+        .unwrap_or(crate::kernel::DEFAULT_MAX_UNACKED);
+    (userspace, max)
+}
+
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
@@ -179,7 +191,19 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
                 server_fin: be.cfg.timeouts.server_fin,
             };
             let epoch = srv.kill_epoch();
-            let stats = relay(client, Rc::new(c.stream), Vec::new(), t, srv.killed(epoch)).await;
+            let server = Rc::new(c.stream);
+            let kill = srv.killed(epoch);
+            let (userspace, max_unacked) = relay_choice(&fe, &be);
+            let stats = if userspace {
+                relay(client, server, Vec::new(), t, kill).await
+            } else {
+                match super::splice::relay(client.clone(), server.clone(), t, max_unacked, kill)
+                    .await
+                {
+                    Ok(stats) => stats,
+                    Err(kill) => relay(client, server, Vec::new(), t, kill).await,
+                }
+            };
             for c in [&fe.fe_counters, &be.counters, &srv.counters] {
                 Counters::add(&c.bytes_in, stats.c2s);
                 Counters::add(&c.bytes_out, stats.s2c);

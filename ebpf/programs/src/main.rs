@@ -1,0 +1,93 @@
+//! portcullis's eBPF programs. Built for bpfel by proxy/build.rs (aya-build: nightly,
+//! `-Z build-std=core`, bpf-linker) and embedded in the binary.
+//!
+//! `splice_verdict`: the sk_skb stream verdict of the `mode tcp` splice. Attached to the SOCKHASH
+//! with no stream parser, so the kernel hands it each skb as it is read off the socket; it
+//! redirects the bytes to the peer socket's egress under the flow-control rule of
+//! `portcullis_ebpf_common::decide`.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    EbpfContext as _,
+    bindings::sk_action,
+    helpers::bpf_get_socket_cookie,
+    macros::{map, stream_verdict},
+    maps::{HashMap, PerCpuArray, SockHash},
+    programs::SkBuffContext,
+};
+use portcullis_ebpf_common::{
+    Decision, Flow, FlowCtl, MAX_SOCKETS, STAT_COUNT, STAT_DROPPED_SKBS, STAT_FALLBACKS,
+    STAT_PASSED_BYTES, STAT_REDIRECTED_BYTES, STAT_REDIRECTED_SKBS, STAT_UNKNOWN_SKBS, decide,
+};
+
+#[map(name = "SPLICE")]
+static SPLICE: SockHash<u64> = SockHash::with_max_entries(MAX_SOCKETS, 0);
+
+#[map(name = "FLOWS")]
+static FLOWS: HashMap<u64, Flow> = HashMap::with_max_entries(MAX_SOCKETS, 0);
+
+#[map(name = "FLOW_CTL")]
+static FLOW_CTL: HashMap<u64, FlowCtl> = HashMap::with_max_entries(MAX_SOCKETS, 0);
+
+#[map(name = "SPLICE_STATS")]
+static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAT_COUNT, 0);
+
+#[inline(always)]
+fn count(stat: u32, n: u64) {
+    if let Some(p) = STATS.get_ptr_mut(stat) {
+        // SAFETY: a per-CPU slot; the program is not preempted on its CPU.
+        unsafe { *p += n };
+    }
+}
+
+#[stream_verdict]
+pub fn splice_verdict(ctx: SkBuffContext) -> u32 {
+    // SAFETY: the helper only reads the skb's socket.
+    let mut cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let (Some(flow), Some(ctl)) = (FLOWS.get_ptr_mut(cookie), FLOW_CTL.get_ptr(cookie)) else {
+        count(STAT_UNKNOWN_SKBS, 1);
+        return sk_action::SK_PASS;
+    };
+    let len = u64::from(ctx.len());
+    // SAFETY: map values stay valid for the program's run; only this program writes a Flow, and
+    // the kernel runs it for one socket at a time (under the socket's lock).
+    let (flow, ctl) = unsafe { (&mut *flow, &*ctl) };
+    match decide(flow, ctl, len) {
+        Decision::Redirect => {
+            let verdict = SPLICE.redirect_skb(&ctx, &mut cookie, 0);
+            if verdict == i64::from(sk_action::SK_PASS) {
+                flow.redirected += len;
+                count(STAT_REDIRECTED_BYTES, len);
+                count(STAT_REDIRECTED_SKBS, 1);
+                sk_action::SK_PASS
+            } else {
+                count(STAT_DROPPED_SKBS, 1);
+                sk_action::SK_DROP
+            }
+        }
+        Decision::FallBack => {
+            flow.fallback = 1;
+            flow.passed += len;
+            count(STAT_FALLBACKS, 1);
+            count(STAT_PASSED_BYTES, len);
+            sk_action::SK_PASS
+        }
+        Decision::Drop => sk_action::SK_DROP,
+        Decision::Pass => {
+            flow.passed += len;
+            count(STAT_PASSED_BYTES, len);
+            sk_action::SK_PASS
+        }
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

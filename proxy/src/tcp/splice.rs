@@ -1,0 +1,266 @@
+//! The kernel relay of a `mode tcp` session: both sockets go into the splice's SOCKHASH and the
+//! kernel carries the bytes (`kernel::sockmap`); this task keeps what userspace owns:
+//!
+//! - close and half-close: a read returning end of stream (the kernel has run the verdict on
+//!   every byte before) waits until the peer socket has handed every redirected byte to TCP
+//!   (`tcpi_bytes_acked + SIOCOUTQ` ≥ redirected), then shuts the peer's write side — shutting it
+//!   at once would drop what still waits in the splice's queue;
+//! - timeouts (client, server, tunnel, -fin): kernel progress counts as activity;
+//! - flow control: it samples each receiver's acknowledged bytes for the verdict, which moves a
+//!   direction to this relay once its un-acked redirected bytes would pass `max-unacked`;
+//! - the fallen-back directions: bytes the verdict passes arrive on the socket as usual and are
+//!   relayed here, after the peer has sent what the kernel redirected before them;
+//! - kills (`on-marked-down shutdown-sessions`) and byte counters (kernel + userspace).
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::engine::idle::{Activity, idle_limited_by};
+use crate::engine::io::Stream;
+use crate::kernel::sockmap::{Dir, Splice};
+use crate::kernel::tcpinfo;
+
+use super::relay::{DirEnd, RELAY_BUF, RelayStats, RelayTimeouts, classify, finish};
+
+/// The fastest the acknowledged counts are sampled (while bytes move).
+const TICK_MIN: Duration = Duration::from_millis(5);
+/// The slowest (an idle session), unless a timeout needs it sooner.
+const TICK_MAX: Duration = Duration::from_millis(250);
+
+/// Relays a connected session through the kernel splice. `None` when the sockets cannot be
+/// spliced: `kill` is handed back and the caller uses the userspace relay with the same streams.
+pub async fn relay<K: std::future::Future<Output = ()>>(
+    client: Rc<Stream>,
+    server: Rc<Stream>,
+    t: RelayTimeouts,
+    max_unacked: u64,
+    kill: K,
+) -> Result<RelayStats, K> {
+    let Some(loaded) = crate::kernel::loaded() else {
+        return Err(kill);
+    };
+    let sp = match Splice::attach(loaded, client.raw_fd(), server.raw_fd(), max_unacked) {
+        Ok(sp) => sp,
+        Err(e) => {
+            loaded
+                .attach_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::debug!("splice refused ({e}); using the userspace relay");
+            return Err(kill);
+        }
+    };
+    Ok(spliced(client, server, t, kill, sp).await)
+}
+
+async fn spliced(
+    client: Rc<Stream>,
+    server: Rc<Stream>,
+    t: RelayTimeouts,
+    kill: impl std::future::Future<Output = ()>,
+    sp: Splice<'static>,
+) -> RelayStats {
+    let activity = Activity::default();
+    let user_c2s = Cell::new(0u64);
+    let user_s2c = Cell::new(0u64);
+    let ct = Cell::new(t.tunnel.or(t.client));
+    let st = Cell::new(t.tunnel.or(t.server));
+    let up = pump(&client, &server, Dir::C2s, &sp, &ct, &activity, &user_c2s);
+    let down = pump(&server, &client, Dir::S2c, &sp, &st, &activity, &user_s2c);
+    let watch = watch(&sp, &activity, &ct, &st);
+    let mut up = std::pin::pin!(up);
+    let mut down = std::pin::pin!(down);
+    let mut kill = std::pin::pin!(kill);
+    let mut watch = std::pin::pin!(watch);
+    let (first_up, first) = tokio::select! {
+        e = &mut up => (true, e),
+        e = &mut down => (false, e),
+        _ = &mut kill => (true, DirEnd::Killed),
+        _ = &mut watch => (true, DirEnd::Killed),
+    };
+    let end = match first {
+        DirEnd::Eof => {
+            if first_up {
+                st.set(t.server_fin.or(st.get()));
+            } else {
+                ct.set(t.client_fin.or(ct.get()));
+            }
+            let rest = async {
+                if first_up {
+                    down.as_mut().await
+                } else {
+                    up.as_mut().await
+                }
+            };
+            let second = tokio::select! {
+                e = rest => e,
+                _ = &mut kill => DirEnd::Killed,
+                _ = &mut watch => DirEnd::Killed,
+            };
+            match second {
+                DirEnd::Eof => super::End::Normal,
+                other => classify(!first_up, other),
+            }
+        }
+        other => classify(first_up, other),
+    };
+    let c2s = sp.flow(Dir::C2s).redirected + user_c2s.get();
+    let s2c = sp.flow(Dir::S2c).redirected + user_s2c.get();
+    // Out of the map before the sockets close or reset.
+    sp.detach();
+    finish(&client, &server, end);
+    RelayStats { c2s, s2c, end }
+}
+
+/// One direction: reads what the verdict hands to userspace (nothing until the direction falls
+/// back) and the end of stream.
+async fn pump(
+    from: &Stream,
+    to: &Stream,
+    dir: Dir,
+    sp: &Splice<'_>,
+    timeout: &Cell<Option<Duration>>,
+    activity: &Activity,
+    user: &Cell<u64>,
+) -> DirEnd {
+    let mut buf = Vec::with_capacity(RELAY_BUF);
+    let mut drained = false;
+    let mut again = 0u32;
+    loop {
+        buf.clear();
+        let (res, b) = match idle_limited_by(from.read(buf), timeout, activity).await {
+            Some(r) => r,
+            None => return DirEnd::Timeout,
+        };
+        buf = b;
+        let n = match res {
+            Ok(0) => {
+                if let Err(e) = drain(to, dir, sp, user.get(), timeout, activity).await {
+                    return e;
+                }
+                let _ = to.shutdown_write();
+                return DirEnd::Eof;
+            }
+            Ok(n) => n,
+            // A sockmap socket's recv says EAGAIN when bytes arrive while it runs the verdict on
+            // its queue; io_uring hands that back instead of waiting. Try again, gently.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                again += 1;
+                if again > 3 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!("splice {dir:?}: read error: {e}");
+                return DirEnd::ReadErr;
+            }
+        };
+        again = 0;
+        activity.touch();
+        // The first passed bytes follow everything the kernel redirected: the peer sends that
+        // first. Afterwards the verdict redirects nothing more in this direction.
+        if !drained {
+            if let Err(e) = drain(to, dir, sp, user.get(), timeout, activity).await {
+                return e;
+            }
+            drained = true;
+        }
+        user.set(user.get() + n as u64);
+        let (res, b) = match idle_limited_by(to.write_all(buf), timeout, activity).await {
+            Some(r) => r,
+            None => return DirEnd::Timeout,
+        };
+        buf = b;
+        if let Err(e) = res {
+            tracing::debug!("splice {dir:?}: write error: {e}");
+            return DirEnd::WriteErr;
+        }
+        activity.touch();
+    }
+}
+
+/// Waits until `to` has handed to TCP every byte of `dir`: those the kernel redirected plus the
+/// `user` bytes written here.
+async fn drain(
+    to: &Stream,
+    dir: Dir,
+    sp: &Splice<'_>,
+    user: u64,
+    timeout: &Cell<Option<Duration>>,
+    activity: &Activity,
+) -> Result<(), DirEnd> {
+    let target = sp.flow(dir).redirected + user;
+    let mut pause = Duration::from_micros(50);
+    let mut last = 0;
+    loop {
+        let handed = match sp.handed(dir) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::debug!("splice {dir:?}: TCP_INFO: {e}");
+                return Err(DirEnd::WriteErr);
+            }
+        };
+        if handed >= target {
+            return Ok(());
+        }
+        if handed > last {
+            activity.touch();
+            last = handed;
+        } else if let Some(t) = timeout.get()
+            && activity.last() + t <= Instant::now()
+        {
+            return Err(DirEnd::Timeout);
+        }
+        if tcpinfo::is_closed(to.raw_fd()) {
+            tracing::debug!("splice {dir:?}: receiver closed with {handed} of {target} bytes sent");
+            return Err(DirEnd::WriteErr);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
+}
+
+/// Samples each receiver's acknowledged bytes for the verdict's flow control, and counts kernel
+/// progress as activity for the timeouts. Never returns.
+async fn watch(
+    sp: &Splice<'_>,
+    activity: &Activity,
+    ct: &Cell<Option<Duration>>,
+    st: &Cell<Option<Duration>>,
+) {
+    let mut seen = [0u64; 4];
+    let mut tick = TICK_MIN;
+    loop {
+        let cap = [ct.get(), st.get()]
+            .into_iter()
+            .flatten()
+            .map(|t| t / 4)
+            .fold(TICK_MAX, Duration::min)
+            .max(TICK_MIN);
+        tokio::time::sleep(tick.min(cap)).await;
+        let mut moved = false;
+        for (i, dir) in [Dir::C2s, Dir::S2c].into_iter().enumerate() {
+            let redirected = sp.flow(dir).redirected;
+            let acked = sp.acked(dir);
+            if redirected != seen[2 * i] || acked != seen[2 * i + 1] {
+                moved = true;
+                if acked != seen[2 * i + 1] {
+                    sp.set_acked(dir, acked);
+                }
+                seen[2 * i] = redirected;
+                seen[2 * i + 1] = acked;
+            }
+        }
+        if moved {
+            activity.touch();
+            tick = TICK_MIN;
+        } else {
+            tick = (tick * 2).min(TICK_MAX);
+        }
+    }
+}

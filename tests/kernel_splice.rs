@@ -1,0 +1,544 @@
+//! `mode tcp` through the kernel splice (sockmap): 100 MB each way with equal sha256, close from
+//! either side with no byte lost, the SOCKHASH empty after 1000 short connections, a server
+//! put in maintenance with `on-marked-down shutdown-sessions` ending its spliced sessions, a slow
+//! reader keeping the bytes in flight bounded, and `portcullis-relay userspace` on a frontend.
+//!
+//! Each test reads the splice's counters with `show splice` (a portcullis admin command) and
+//! asserts how many bytes the kernel redirected. They need root (CAP_BPF, CAP_NET_ADMIN): without
+//! it they say so and pass without running.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use backend::{TcpEcho, free_port, lo, wait_until};
+use proxy::{Proc, TempDir};
+
+const MB: usize = 1024 * 1024;
+
+/// Whether the kernel path can be tested here; says why not.
+fn root() -> bool {
+    // SAFETY: no arguments.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        eprintln!(
+            "SKIPPED: the kernel splice tests need root (CAP_BPF and CAP_NET_ADMIN); euid is {euid}"
+        );
+        return false;
+    }
+    true
+}
+
+struct Setup {
+    p: Proc,
+    sock: PathBuf,
+    port: u16,
+    _dir: TempDir,
+}
+
+/// A `mode tcp` frontend on a fresh port to `server`, with `fe`/`be` extra lines.
+fn start(server: SocketAddr, fe: &str, be: &str) -> Setup {
+    let dir = TempDir::new("splice");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    nbthread 2\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n{fe}    default_backend be\n\nbackend be\n{be}    server srv {server}\n",
+        sock.display()
+    );
+    let p = Proc::portcullis(&cfg, lo(port));
+    Setup {
+        p,
+        sock,
+        port,
+        _dir: dir,
+    }
+}
+
+fn cli(sock: &Path, cmd: &str) -> String {
+    // The listeners accept before the admin socket is bound.
+    wait_until(Duration::from_secs(5), || UnixStream::connect(sock).is_ok());
+    let mut s = UnixStream::connect(sock).expect("connect admin socket");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// `show splice` as name → value (the `Status` line under "Status" as 1 when kernel).
+fn splice(sock: &Path) -> HashMap<String, String> {
+    cli(sock, "show splice")
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn counter(s: &HashMap<String, String>, k: &str) -> u64 {
+    s.get(k)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no counter {k} in {s:?}"))
+}
+
+/// The counters of `show splice` after the kernel path was checked to be on, once no session is
+/// spliced (the harness's probe connection has ended).
+fn kernel_counters(sock: &Path) -> HashMap<String, String> {
+    wait_until(Duration::from_secs(5), || {
+        splice(sock).get("ActiveSessions").is_some_and(|v| v == "0")
+    });
+    let s = splice(sock);
+    assert_eq!(
+        s.get("Status").map(String::as_str),
+        Some("kernel (sockmap splice)"),
+        "the kernel path must be available as root: {s:?}"
+    );
+    s
+}
+
+fn delta(after: &HashMap<String, String>, before: &HashMap<String, String>, k: &str) -> u64 {
+    counter(after, k) - counter(before, k)
+}
+
+/// Deterministic bytes: block `i` of a stream seeded `seed`.
+fn block(seed: u64, i: u64) -> Vec<u8> {
+    let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x2545_f491_4f6c_dd1d;
+    (0..64 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Writes `size` bytes of stream `seed`; returns their sha256.
+fn send(w: &mut impl Write, seed: u64, size: usize) -> std::io::Result<Vec<u8>> {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut left = size;
+    let mut i = 0;
+    while left > 0 {
+        let b = block(seed, i);
+        let n = left.min(b.len());
+        w.write_all(&b[..n])?;
+        ctx.update(&b[..n]);
+        left -= n;
+        i += 1;
+    }
+    Ok(ctx.finish().as_ref().to_vec())
+}
+
+/// Reads to end of stream: (bytes, sha256).
+fn recv(r: &mut impl Read) -> (usize, Vec<u8>) {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0;
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                ctx.update(&buf[..n]);
+                total += n;
+            }
+            Err(e) => panic!("read after {total} bytes: {e}"),
+        }
+    }
+    (total, ctx.finish().as_ref().to_vec())
+}
+
+/// A server that, per connection, waits for one "go" byte from the client (so that the harness's
+/// probe connection, which sends nothing, is ignored), then sends `size` bytes (stream `seed`)
+/// and shuts its write side (or closes at once with `close`), while reading what comes until end
+/// of stream. Reports (received bytes after "go", their sha256, sha256 of what it sent).
+struct Peer {
+    addr: SocketAddr,
+    done: std::sync::mpsc::Receiver<PeerResult>,
+}
+
+/// What a [`Peer`] connection received (bytes, sha256) and the sha256 of what it sent.
+type PeerResult = (usize, Vec<u8>, Vec<u8>);
+
+impl Peer {
+    fn start(size: usize, seed: u64, close: bool) -> Peer {
+        let l = TcpListener::bind("127.0.1.61:0").expect("bind");
+        let addr = l.local_addr().unwrap();
+        let (tx, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    if !go(&mut s) {
+                        return;
+                    }
+                    let mut r = s.try_clone().unwrap();
+                    let reader = std::thread::spawn(move || recv(&mut r));
+                    let sent = send(&mut s, seed, size).unwrap_or_default();
+                    if close {
+                        drop(s);
+                        let _ = tx.send((0, Vec::new(), sent));
+                        return;
+                    }
+                    let _ = s.shutdown(Shutdown::Write);
+                    let (n, sum) = reader.join().unwrap();
+                    let _ = tx.send((n, sum, sent));
+                });
+            }
+        });
+        Peer { addr, done }
+    }
+}
+
+/// Reads the client's "go" byte; false for a connection that ends without it.
+fn go(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(1))
+}
+
+/// A client connection through the proxy that has sent its "go" byte.
+fn client(port: u16) -> TcpStream {
+    let mut c = TcpStream::connect(lo(port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.write_all(b"g").unwrap();
+    c
+}
+
+/// 100 MB each way through one spliced session; returns (client got, client sum, peer result).
+fn both_ways(st: &Setup, peer: &Peer, size: usize) -> (usize, Vec<u8>, Vec<u8>, PeerResult) {
+    let mut c = client(st.port);
+    let mut r = c.try_clone().unwrap();
+    let reader = std::thread::spawn(move || recv(&mut r));
+    let sent = send(&mut c, 1, size).expect("send");
+    c.shutdown(Shutdown::Write).unwrap();
+    let (got, sum) = reader.join().unwrap();
+    let peer = peer
+        .done
+        .recv_timeout(Duration::from_secs(60))
+        .expect("peer done");
+    (got, sum, sent, peer)
+}
+
+#[test]
+fn hundred_megabytes_each_way_in_the_kernel() {
+    if !root() {
+        return;
+    }
+    let size = 100 * MB;
+    let peer = Peer::start(size, 2, false);
+    // A limit above the transfer: every byte stays in the kernel.
+    let st = start(
+        peer.addr,
+        "",
+        "    portcullis-relay kernel max-unacked 1g\n",
+    );
+    let before = kernel_counters(&st.sock);
+    let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
+    assert_eq!((got, peer_got), (size, size));
+    assert_eq!(sum, peer_sent, "server to client intact");
+    assert_eq!(peer_sum, sent, "client to server intact");
+    let line =
+        st.p.wait_log(&format!(" {size} -- "), Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
+    assert!(line.contains(" fe be/srv "), "{line}");
+    let after = kernel_counters(&st.sock);
+    assert_eq!(
+        delta(&after, &before, "RedirectedBytes"),
+        2 * size as u64 + 1
+    );
+    assert_eq!(delta(&after, &before, "PassedBytes"), 0);
+    assert_eq!(delta(&after, &before, "Sessions"), 1);
+    assert_eq!(counter(&after, "SockhashEntries"), 0);
+}
+
+#[test]
+fn hundred_megabytes_each_way_with_the_default_handover() {
+    if !root() {
+        return;
+    }
+    // The default max-unacked (4 MB): a bulk direction may move to userspace mid-stream; no
+    // byte may be lost or reordered at the handover, and kernel + userspace bytes add up.
+    let size = 100 * MB;
+    let peer = Peer::start(size, 3, false);
+    let st = start(peer.addr, "", "");
+    let before = kernel_counters(&st.sock);
+    let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
+    assert_eq!((got, peer_got), (size, size));
+    assert_eq!(sum, peer_sent, "server to client intact");
+    assert_eq!(peer_sum, sent, "client to server intact");
+    st.p.wait_log(&format!(" {size} -- "), Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
+    let after = kernel_counters(&st.sock);
+    let kernel = delta(&after, &before, "RedirectedBytes");
+    let user = delta(&after, &before, "PassedBytes");
+    assert!(kernel > 0, "the kernel carried the start");
+    assert_eq!(kernel + user, 2 * size as u64 + 1);
+    eprintln!(
+        "kernel {kernel} B, userspace {user} B, fallbacks {}",
+        delta(&after, &before, "Fallbacks")
+    );
+}
+
+#[test]
+fn close_from_either_side_loses_nothing() {
+    if !root() {
+        return;
+    }
+    // The server sends 30 MB and closes at once: the FIN reaches the proxy while most of it may
+    // still be queued in the kernel.
+    let size = 30 * MB;
+    let peer = Peer::start(size, 4, true);
+    let st = start(
+        peer.addr,
+        "",
+        "    portcullis-relay kernel max-unacked 1g\n",
+    );
+    let before = kernel_counters(&st.sock);
+    let mut c = client(st.port);
+    let (got, sum) = recv(&mut c);
+    let (_, _, peer_sent) = peer.done.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        got,
+        size,
+        "{:?} {:?}",
+        st.p.log_lines(),
+        st.p.stderr.lock().unwrap()
+    );
+    assert_eq!(sum, peer_sent);
+    drop(c);
+    st.p.wait_log(&format!(" {size} "), Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
+
+    // The client sends 30 MB and closes; the server reads all of it, then answers and closes.
+    let peer2 = Peer::start(MB, 5, false);
+    let st2 = start(
+        peer2.addr,
+        "",
+        "    portcullis-relay kernel max-unacked 1g\n",
+    );
+    let before2 = kernel_counters(&st2.sock);
+    let mut c = client(st2.port);
+    let mut r = c.try_clone().unwrap();
+    let reader = std::thread::spawn(move || recv(&mut r));
+    let sent = send(&mut c, 6, size).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let (peer_got, peer_sum, peer_sent) = peer2.done.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(peer_got, size);
+    assert_eq!(peer_sum, sent);
+    let (got, sum) = reader.join().unwrap();
+    assert_eq!(got, MB);
+    assert_eq!(sum, peer_sent);
+    let after = kernel_counters(&st.sock);
+    assert_eq!(delta(&after, &before, "RedirectedBytes"), size as u64 + 1);
+    let after2 = kernel_counters(&st2.sock);
+    assert_eq!(
+        delta(&after2, &before2, "RedirectedBytes"),
+        (size + MB) as u64 + 1
+    );
+}
+
+#[test]
+fn thousand_short_connections_leave_the_sockhash_empty() {
+    if !root() {
+        return;
+    }
+    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 62], 0))).expect("echo");
+    let st = start(echo.addr(), "", "");
+    let before = kernel_counters(&st.sock);
+    let port = st.port;
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            std::thread::spawn(move || {
+                for i in 0..250u32 {
+                    let mut c = TcpStream::connect(lo(port)).expect("connect");
+                    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let msg = format!("{w:02}-{i:04}-").repeat(10);
+                    c.write_all(msg.as_bytes()).unwrap();
+                    let mut back = vec![0u8; msg.len()];
+                    c.read_exact(&mut back).unwrap();
+                    assert_eq!(back, msg.as_bytes());
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("client");
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let s = splice(&st.sock);
+            counter(&s, "ActiveSessions") == 0 && counter(&s, "SockhashEntries") == 0
+        }),
+        "{:?}",
+        splice(&st.sock)
+    );
+    let after = kernel_counters(&st.sock);
+    assert_eq!(delta(&after, &before, "Sessions"), 1000);
+    assert_eq!(delta(&after, &before, "AttachFailures"), 0);
+    assert_eq!(delta(&after, &before, "RedirectedBytes"), 1000 * 2 * 80);
+    assert_eq!(delta(&after, &before, "PassedBytes"), 0);
+}
+
+#[test]
+fn maintenance_with_shutdown_sessions_ends_spliced_sessions() {
+    if !root() {
+        return;
+    }
+    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 63], 0))).expect("echo");
+    let dir = TempDir::new("splice-down");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {} on-marked-down shutdown-sessions\n",
+        sock.display(),
+        echo.addr()
+    );
+    let p = Proc::portcullis(&cfg, lo(port));
+    let before = kernel_counters(&sock);
+    let mut clients: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut c = TcpStream::connect(lo(port)).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            c.write_all(b"ping").unwrap();
+            let mut b = [0u8; 4];
+            c.read_exact(&mut b).unwrap();
+            assert_eq!(&b, b"ping");
+            c
+        })
+        .collect();
+    let mid = splice(&sock);
+    assert_eq!(delta(&mid, &before, "RedirectedBytes"), 3 * 8);
+    assert_eq!(counter(&mid, "ActiveSessions"), 3);
+    assert_eq!(counter(&mid, "SockhashEntries"), 6);
+    let t = Instant::now();
+    cli(&sock, "disable server be/srv");
+    for c in &mut clients {
+        let mut b = [0u8; 16];
+        // EOF or a reset, within the read timeout.
+        let r = c.read(&mut b);
+        assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(
+        wait_until(Duration::from_secs(5), || p
+            .log_lines()
+            .iter()
+            .filter(|l| l.contains(" fe be/srv ") && l.contains(" DD "))
+            .count()
+            == 3),
+        "{:?}",
+        p.log_lines()
+    );
+    let after = kernel_counters(&sock);
+    assert_eq!(counter(&after, "ActiveSessions"), 0);
+    assert_eq!(counter(&after, "SockhashEntries"), 0);
+}
+
+#[test]
+fn a_slow_reader_keeps_the_bytes_in_flight_bounded() {
+    if !root() {
+        return;
+    }
+    // A server writes as fast as its socket takes bytes; the client reads 64 kB every 10 ms.
+    // Every byte the server's kernel accepted and the client has not read is buffered somewhere
+    // in the kernel (sockets, the splice's queue): that is what must stay bounded. Unbounded, the
+    // splice queues hundreds of MB per second on loopback.
+    let l = TcpListener::bind("127.0.1.64:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    let sent = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s2, stop2) = (sent.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let mut s = loop {
+            let Ok((mut s, _)) = l.accept() else { return };
+            if go(&mut s) {
+                break s;
+            }
+        };
+        s.set_write_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let b = block(7, 0);
+        while !stop2.load(Ordering::Relaxed) {
+            match s.write(&b) {
+                Ok(n) => {
+                    s2.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return,
+            }
+        }
+    });
+    let st = start(addr, "", "    portcullis-relay kernel max-unacked 1m\n");
+    let before = kernel_counters(&st.sock);
+    let c = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    // Set before connecting: a small fixed window (no autotuning) on the slow side.
+    c.set_recv_buffer_size(64 * 1024).unwrap();
+    c.connect(&lo(st.port).into()).expect("connect");
+    let mut c: TcpStream = c.into();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"g").unwrap();
+    let mut got = 0u64;
+    let mut max_in_flight = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(10));
+        let n = c.read(&mut buf).expect("read");
+        got += n as u64;
+        max_in_flight = max_in_flight.max(sent.load(Ordering::Relaxed).saturating_sub(got));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let after = kernel_counters(&st.sock);
+    eprintln!(
+        "slow reader: read {got} B in 4 s, at most {max_in_flight} B in flight; kernel redirected {} B, fallbacks {}",
+        delta(&after, &before, "RedirectedBytes"),
+        delta(&after, &before, "Fallbacks")
+    );
+    // Sockets' own buffers (sender 4 MB, the proxy's server side autotuned up to tcp_rmem's
+    // maximum) plus the 1 MB limit: far below what an unbounded splice queues in 4 s.
+    let bound = 64 * MB as u64;
+    assert!(
+        max_in_flight < bound,
+        "{max_in_flight} bytes in flight (bound {bound})"
+    );
+    assert!(got > 0);
+    assert!(
+        delta(&after, &before, "RedirectedBytes") > 0,
+        "the kernel carried the start"
+    );
+    assert!(
+        delta(&after, &before, "Fallbacks") >= 1,
+        "the direction moved to userspace"
+    );
+}
+
+#[test]
+fn portcullis_relay_userspace_keeps_the_kernel_out() {
+    if !root() {
+        return;
+    }
+    let size = 100 * MB;
+    let peer = Peer::start(size, 8, false);
+    let st = start(peer.addr, "    portcullis-relay userspace\n", "");
+    let before = kernel_counters(&st.sock);
+    let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
+    assert_eq!((got, peer_got), (size, size));
+    assert_eq!(sum, peer_sent);
+    assert_eq!(peer_sum, sent);
+    st.p.wait_log(&format!(" {size} -- "), Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
+    // The backend would splice; the frontend's keyword wins.
+    let after = kernel_counters(&st.sock);
+    assert_eq!(delta(&after, &before, "RedirectedBytes"), 0);
+    assert_eq!(delta(&after, &before, "Sessions"), 0);
+}
