@@ -387,7 +387,11 @@ fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>, sh: &PodShared) -> Result<Opt
             Ok(0) if buf.is_empty() => return Ok(None),
             Ok(0) => return Err(()),
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return Err(()),
         }
     }
@@ -877,7 +881,9 @@ impl Load {
                         Outcome::Status(code) => {
                             *r.streams_cut.entry(code.to_string()).or_default() += 1
                         }
-                        Outcome::ConnErr(k) => *r.streams_cut.entry(k.to_string()).or_default() += 1,
+                        Outcome::ConnErr(k) => {
+                            *r.streams_cut.entry(k.to_string()).or_default() += 1
+                        }
                     }
                 }
             }));
@@ -1001,7 +1007,8 @@ pub fn run(
 
     let t0 = Instant::now();
     let mut timeline = Vec::new();
-    let mut note = |what: String| timeline.push(format!("{:6.2}s {what}", t0.elapsed().as_secs_f64()));
+    let mut note =
+        |what: String| timeline.push(format!("{:6.2}s {what}", t0.elapsed().as_secs_f64()));
 
     cmd.arg("-f")
         .arg(&cfg_path)
@@ -1013,7 +1020,9 @@ pub fn run(
     let mut child = Balancer::spawn(cmd)?;
     wait_listening(&mut child, spec.net.https())?;
     // Every server has been checked once: the balancer is past its start-up.
-    let checked = wait(Duration::from_secs(10), || pods.iter().all(|p| p.health_ok() >= 1));
+    let checked = wait(Duration::from_secs(10), || {
+        pods.iter().all(|p| p.health_ok() >= 1)
+    });
     if !checked {
         return Err("the balancer does not health-check the pods".into());
     }
@@ -1172,12 +1181,21 @@ mod tests {
         let g = Gate::Open;
         assert_eq!(g.on(GateEvent::SignalLb), None);
         let g = g.on(GateEvent::Sigterm).unwrap();
-        assert_eq!((g, g.health_status(), g.data_status()), (Gate::Draining, Some(200), Some(200)));
+        assert_eq!(
+            (g, g.health_status(), g.data_status()),
+            (Gate::Draining, Some(200), Some(200))
+        );
         let g = g.on(GateEvent::SignalLb).unwrap();
-        assert_eq!((g, g.health_status(), g.data_status()), (Gate::Closing, Some(503), Some(200)));
+        assert_eq!(
+            (g, g.health_status(), g.data_status()),
+            (Gate::Closing, Some(503), Some(200))
+        );
         assert!(!g.keep_alive());
         let g = g.on(GateEvent::Exit).unwrap();
-        assert_eq!((g, g.health_status(), g.data_status()), (Gate::Closed, None, None));
+        assert_eq!(
+            (g, g.health_status(), g.data_status()),
+            (Gate::Closed, None, None)
+        );
         assert_eq!(g.on(GateEvent::Sigterm), None);
         assert_eq!(Gate::Open.on(GateEvent::Failure), Some(Gate::Fault));
         assert_eq!(Gate::Fault.health_status(), Some(500));

@@ -53,8 +53,15 @@ fn parse(args: &[String]) -> Result<Opts> {
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value\n{USAGE}"));
-        let num = |v: String| v.parse::<u64>().map_err(|_| format!("{a}: '{v}' is not a number"));
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or(format!("{a} needs a value\n{USAGE}"))
+        };
+        let num = |v: String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{a}: '{v}' is not a number"))
+        };
         match a.as_str() {
             "--quick" => o.quick = true,
             "-v" | "--verbose" => o.verbose = true,
@@ -158,8 +165,18 @@ pub fn detail(r: &Row) -> String {
         }
     };
     let codes = join(l.statuses.iter().map(|(c, n)| format!("{c}×{n}")).collect());
-    let errs = join(l.conn_errs.iter().map(|(c, n)| format!("{c}×{n}")).collect());
-    let cut = join(l.streams_cut.iter().map(|(c, n)| format!("{c}×{n}")).collect());
+    let errs = join(
+        l.conn_errs
+            .iter()
+            .map(|(c, n)| format!("{c}×{n}"))
+            .collect(),
+    );
+    let cut = join(
+        l.streams_cut
+            .iter()
+            .map(|(c, n)| format!("{c}×{n}"))
+            .collect(),
+    );
     let tsc = join(
         r.result
             .log
