@@ -1201,4 +1201,53 @@ mod tests {
         assert_eq!(Gate::Fault.health_status(), Some(500));
         assert_eq!(Gate::Fault.on(GateEvent::Recovered), Some(Gate::Open));
     }
+
+    #[test]
+    fn net_moves_the_seed_addresses() {
+        let n = Net::parse("127.61").unwrap();
+        assert_eq!(n.https().to_string(), "127.61.0.1:10443");
+        assert_eq!(n.data(1).to_string(), "127.61.1.13:30080");
+        assert_eq!(n.health(2).to_string(), "127.61.1.14:30180");
+        assert_eq!(
+            Net::parse("127.0").unwrap().https().to_string(),
+            "127.0.0.1:10443"
+        );
+        assert!(Net::parse("10.0").is_err());
+        assert!(Net::parse("127.256").is_err());
+        let seed = "defaults\n    retries                 3\nfrontend f\n    bind 127.0.0.1:10443 ssl\n    \
+                    server worker1 127.0.1.13:30080 check port 30180\n";
+        assert_eq!(
+            drill_config(seed, &n, true),
+            "defaults\n    retries                 3\n    option                  redispatch\n\
+             frontend f\n    bind 127.61.0.1:10443 ssl\n    \
+             server worker1 127.61.1.13:30080 check port 30180\n"
+        );
+        assert!(!drill_config(seed, &n, false).contains("redispatch"));
+    }
+
+    #[test]
+    fn reads_termination_states() {
+        let lines: Vec<String> = [
+            "127.0.0.1:5 [30/Nov/2025:09:11:00.123] istio-https-l7~ istio-http-backend/worker1 \
+             0/0/0/-1/4001 502 209 - - DH-- 6/6/5/1/0 0/0 \"GET /slow HTTP/1.1\"",
+            "127.0.0.1:6 [30/Nov/2025:09:11:00.123] istio-https-l7~ istio-http-backend/master1 \
+             0/0/3001/-1/3001 503 217 - - SC-- 6/6/5/1/3 0/0 \"GET /drill HTTP/1.1\"",
+            "127.0.0.1:7 [30/Nov/2025:09:11:00.123] istio-https-l7~ istio-http-backend/worker2 \
+             0/0/0/1/1 200 150 - - ---- 6/6/5/1/0 0/0 \"GET /drill HTTP/1.1\"",
+            "127.0.0.1:8 [30/Nov/2025:09:11:00.123] stats stats/<STATS> 0/0/0/1/1 200 150 - - LR-- 1/1/0/0/0 0/0 \"GET / HTTP/1.1\"",
+            "[WARNING]  (1) : Server istio-http-backend/master1 is DOWN, reason: Layer4 connection problem",
+            "Server istio-http-backend/master1 is DOWN, reason: Layer4 connection problem",
+            "Server istio-http-backend/master1 is UP, reason: Layer7 check passed",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(termination_state(&lines[0], "istio-https-l7"), Some("DH--"));
+        assert_eq!(termination_state(&lines[3], "istio-https-l7"), None);
+        let s = summarize_log(&lines);
+        assert_eq!((s.sessions, s.d_coded, s.downs, s.ups), (3, 1, 1, 1));
+        assert_eq!(
+            s.states.into_iter().collect::<Vec<_>>(),
+            vec![("DH--".to_string(), 1), ("SC--".to_string(), 1)]
+        );
+    }
 }
