@@ -351,3 +351,38 @@ fn cli(sock: &std::path::Path, cmd: &str) -> String {
     let _ = s.read_to_string(&mut out);
     out
 }
+
+/// HAProxy's shutdown-sessions also ends the streams still retrying a connection to the server
+/// when it goes DOWN: 503 logged `DC--` at once, instead of the retries running out (`SC--`).
+#[test]
+fn shutdown_sessions_ends_requests_still_retrying_with_dc() {
+    let refusing = backend::RefusingPort::on(IpAddr::from([127, 0, 1, 171])).expect("port");
+    let health =
+        HealthNode::start(SocketAddr::new(IpAddr::from([127, 0, 1, 171]), 0)).expect("health");
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let cfg = format!(
+        "defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 1s\n    timeout client 30s\n    timeout server 30s\n    retries 20\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    option httpchk GET /health_check.html\n    server s1 {} check port {} inter 300ms rise 1 fall 1 on-marked-down shutdown-sessions\n",
+        refusing.addr(),
+        health.addr().port()
+    );
+    let p = Proc::portcullis(&cfg, front);
+    std::thread::sleep(Duration::from_millis(700));
+    let start = Instant::now();
+    let client = std::thread::spawn(move || get(front, "/retrying").status);
+    std::thread::sleep(Duration::from_millis(1500));
+    health.set_healthy(false);
+    assert_eq!(client.join().expect("client"), 503);
+    assert!(
+        start.elapsed() < Duration::from_secs(6),
+        "ended at the DOWN, not after 20 retries: {:?}",
+        start.elapsed()
+    );
+    let l = p
+        .wait_log("\"GET /retrying HTTP/1.1\"", Duration::from_secs(5))
+        .expect("log line");
+    assert!(
+        l.contains(" be/s1 ") && l.contains(" 503 ") && l.contains(" DC-- "),
+        "{l}"
+    );
+}
