@@ -345,7 +345,7 @@ fn recipe(sock: &std::path::Path) -> String {
 
 fn cli(sock: &std::path::Path, cmd: &str) -> String {
     use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.write_all(format!("{cmd}\n").as_bytes()).expect("write");
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);

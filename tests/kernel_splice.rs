@@ -67,7 +67,7 @@ fn start(server: SocketAddr, fe: &str, be: &str) -> Setup {
 fn cli(sock: &Path, cmd: &str) -> String {
     // The listeners accept before the admin socket is bound.
     wait_until(Duration::from_secs(5), || UnixStream::connect(sock).is_ok());
-    let mut s = UnixStream::connect(sock).expect("connect admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
     let mut out = String::new();

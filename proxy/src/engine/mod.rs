@@ -130,6 +130,8 @@ pub fn start_with(
     }
     let certs = Arc::new(crate::tls::CertStore::new());
     let tls = tls_configs(&model, &certs).map_err(|e| vec![e])?;
+    // Loading and self-testing the eBPF programs takes a while: before anything listens.
+    crate::kernel::init(&model.cfg);
     // Before the admin sockets are bound: the old one may be at the same path.
     let received = match &reload.old_socket {
         Some(path) => handover::fetch(path).map_err(|e| {
@@ -152,7 +154,6 @@ pub fn start_with(
     }
     let (listeners, exported) =
         worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
-    crate::kernel::init(&model.cfg);
     let mut admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     if let Some(p) = &reload.master_sock {
         let sock = listen::unix(&p.display().to_string(), 16, Some(0o600)).map_err(|e| {
