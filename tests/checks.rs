@@ -251,6 +251,42 @@ fn golden_seed_loopback_shutdown_sessions_over_tls() {
         "{}",
         recipe(&sock)
     );
+    // The golden README's h2 request: the node sees the forwarded headers, the log shows
+    // HAProxy's h2 request line.
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sk",
+            "--http2",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+        ])
+        .args(["--resolve", "example.local:10443:127.0.0.1"])
+        .arg("https://example.local:10443/hello")
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200 2");
+    let seen = nodes
+        .iter()
+        .flat_map(|n| n.data.requests())
+        .find(|r| r.target == "/hello")
+        .expect("a node got /hello");
+    assert_eq!(seen.header("x-forwarded-proto").as_deref(), Some("https"));
+    assert_eq!(seen.header("x-forwarded-for").as_deref(), Some("127.0.0.1"));
+    assert_eq!(
+        seen.header("x-forwarded-host").as_deref(),
+        Some("example.local:10443")
+    );
+    let l = p
+        .wait_log(
+            "\"GET https://example.local:10443/hello HTTP/2.0\"",
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|| panic!("{:?}", p.log_lines()));
+    assert!(l.contains(" istio-https-l7~ istio-http-backend/"), "{l}");
     let clients: Vec<_> = (0..6)
         .map(|_| {
             std::thread::spawn(move || {
