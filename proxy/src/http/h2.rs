@@ -189,6 +189,7 @@ pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option
         },
     };
     let active = Rc::new(Cell::new(0usize));
+    let mut streams = 0u64;
     let ended = Rc::new(tokio::sync::Notify::new());
     let mut stop = shared.stop_tx.subscribe();
     let mut stopping = *stop.borrow_and_update();
@@ -209,8 +210,10 @@ pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option
                     active.set(active.get() + 1);
                     let (sh, fe2, tls2) = (Arc::clone(&shared), Arc::clone(&fe), tls.clone());
                     let (active2, ended2) = (Rc::clone(&active), Rc::clone(&ended));
+                    streams += 1;
+                    let first = streams == 1;
                     spawn(async move {
-                        stream(sh, fe2, req, respond, peer, local, tls2).await;
+                        stream(sh, fe2, req, respond, (peer, local, first), tls2).await;
                         active2.set(active2.get().saturating_sub(1));
                         ended2.notify_one();
                     });
@@ -250,8 +253,7 @@ async fn stream(
     fe: Arc<Proxy>,
     req: http::Request<RecvStream>,
     respond: SendResponse<Bytes>,
-    peer: Option<SocketAddr>,
-    local: Option<SocketAddr>,
+    (peer, local, first): (Option<SocketAddr>, Option<SocketAddr>, bool),
     tls: Option<TlsInfo>,
 ) {
     let (parts, body) = req.into_parts();
@@ -271,6 +273,7 @@ async fn stream(
         local,
         tls,
         log_line,
+        first,
     };
     crate::http::proxy::run(shared, fe, Conn::H2(Box::new(pipe)), peer).await;
 }
@@ -370,9 +373,15 @@ pub struct H2Pipe {
     local: Option<SocketAddr>,
     tls: Option<TlsInfo>,
     log_line: String,
+    first: bool,
 }
 
 impl H2Pipe {
+    /// The connection's first stream (`http-reuse safe` keeps it off shared server connections).
+    pub fn first_stream(&self) -> bool {
+        self.first
+    }
+
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local
     }
