@@ -1,9 +1,9 @@
-//! `cargo xtask <command>`: the developer tooling of the workspace (std only).
+//! `cargo xtask <command>`: the developer tooling of the workspace.
 //!
 //! - `setup`: installs what the builds and tests need (idempotent, fast when all is there).
 //! - `test`: everything CI runs, in order, failing fast; ends with `N passed, M failed`.
 //! - `demo`: the seed config on loopback with fake nodes, until Ctrl-C.
-//! - `bench`: portcullis vs HAProxy vs direct, same backend and load generator.
+//! - `bench`: portcullis vs HAProxy vs nginx vs direct, same backend and load generators.
 
 // The fake backends are shared with the integration tests.
 #[path = "../../tests/support/backend.rs"]
@@ -23,8 +23,9 @@ commands:
   test                  run what CI runs: setup, fmt, clippy, tests with --io uring then epoll
   demo [--haproxy]      run the seed config on loopback against fake nodes (Ctrl-C to stop);
                         --haproxy runs HAProxy on the unstripped config instead
-  bench [--duration S] [--backend nginx|node]
-                        tiny-response keep-alive benchmark: portcullis, HAProxy, direct";
+  bench [--quick] [--only W[,W…]] [--duration S] [--reps N] [--release|--debug]
+                        every workload through portcullis (uring, epoll), HAProxy, nginx and
+                        direct; writes target/bench/report.md, report.json, ratios.svg";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,6 +41,8 @@ fn main() -> ExitCode {
         "test" => ci::run(),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
+        // The bench's own load clients, run as pinned child processes.
+        "bench-load" => bench::load::run(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
