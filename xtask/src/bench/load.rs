@@ -104,7 +104,10 @@ fn closed_loop<C: Clone + Send + 'static>(
                 while !stop.load(Ordering::Relaxed) {
                     match op(&ctx, addr, &mut conn) {
                         Ok(()) => ops += 1,
-                        Err(_) => {
+                        Err(e) => {
+                            if errors == 0 {
+                                eprintln!("first error: {e}");
+                            }
                             errors += 1;
                             conn = None;
                             // A refused connect must not spin the load core.
@@ -223,7 +226,10 @@ fn tls_once(
             Err(e) => return Err(e),
         }
     }
-    if s.conn.handshake_kind() != Some(rustls::HandshakeKind::Full) {
+    if !matches!(
+        s.conn.handshake_kind(),
+        Some(rustls::HandshakeKind::Full | rustls::HandshakeKind::FullWithHelloRetryRequest)
+    ) {
         return Err(std::io::Error::other("not a full handshake"));
     }
     if !got.starts_with(b"HTTP/1.1 200") {

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 const LOAD_CORE: &str = "0";
 const PROXY_CORE: &str = "1";
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle connections of the memory workload, when RLIMIT_NOFILE allows.
 const IDLE_CONNS: usize = 10_000;
 const STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
 
@@ -274,6 +275,8 @@ struct Env {
     key: PathBuf,
     upstreams: Upstreams,
     stream_module: Option<PathBuf>,
+    maxconn: u32,
+    idle_conns: usize,
 }
 
 fn pinned(core: &str, program: &Path, pin: bool) -> Command {
@@ -336,8 +339,11 @@ pub fn run(args: &[String]) -> Result {
         }
     );
     // Built before anything is pinned: cargo would inherit a one-core mask.
-    let (portcullis, load_bin) = build(release)?;
+    let (portcullis, load_bin) = build(release, &dir)?;
 
+    let hard_nofile = hard_nofile();
+    let maxconn = conf::maxconn(hard_nofile);
+    let idle_conns = IDLE_CONNS.min(maxconn.saturating_sub(200) as usize);
     let (bundle, cert, key) = certificate(&dir)?;
     std::fs::write(dir.join("www/16k"), vec![b'x'; 16 * 1024]).map_err(|e| e.to_string())?;
 
@@ -350,7 +356,7 @@ pub fn run(args: &[String]) -> Result {
     let backend_conf = dir.join("backend.conf");
     std::fs::write(
         &backend_conf,
-        conf::nginx_backend(&dir, b_http, b_https, &cert, &key),
+        conf::nginx_backend(&dir, b_http, b_https, &cert, &key, maxconn),
     )
     .map_err(|e| e.to_string())?;
     let mut cmd = pinned(LOAD_CORE, &nginx, pin);
@@ -397,6 +403,8 @@ pub fn run(args: &[String]) -> Result {
             iperf,
         },
         stream_module,
+        maxconn,
+        idle_conns,
     };
     let mut targets = targets(&env, b_https.port());
     for t in targets.iter_mut() {
@@ -454,6 +462,11 @@ pub fn run(args: &[String]) -> Result {
              TLS handshakes: xtask client, 32 connections, rustls, resumption off, every handshake checked full; \
              ping-pong: xtask client + echo; iperf3 -P 1/4; latency: xtask open-loop client, 32 connections"
                 .into(),
+            format!(
+                "memory: RSS growth of a fresh proxy process with {} idle keep-alive connections \
+                 (one request each), divided by the connections; maxconn {} (RLIMIT_NOFILE hard limit {hard_nofile})",
+                env.idle_conns, env.maxconn
+            ),
             format!(
                 "load average at start: {}; at end: {} (other jobs on the machine skew absolute figures)",
                 load_avg_start.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
@@ -517,8 +530,10 @@ pub fn run(args: &[String]) -> Result {
 }
 
 /// The portcullis binary (when it builds) and the binary that runs the `bench-load` clients:
-/// in release, a release xtask beside it (the debug one is too slow to drive TLS load).
-fn build(release: bool) -> Result<(std::result::Result<PathBuf, String>, PathBuf)> {
+/// in release, a release xtask beside it (the debug one is too slow to drive TLS load). Both
+/// are copied into `dir` at once, so a later build into the same target directory (another
+/// checkout sharing it) cannot swap them mid-run.
+fn build(release: bool, dir: &Path) -> Result<(std::result::Result<PathBuf, String>, PathBuf)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "-p", "portcullis"]).current_dir(root());
@@ -534,7 +549,14 @@ fn build(release: bool) -> Result<(std::result::Result<PathBuf, String>, PathBuf
     } else {
         std::env::current_exe().map_err(|e| format!("cannot find the xtask binary: {e}"))?
     };
-    Ok((portcullis, load_bin))
+    let keep = |from: &Path, name: &str| -> Result<PathBuf> {
+        let to = dir.join(name);
+        let _ = std::fs::remove_file(&to);
+        std::fs::copy(from, &to).map_err(|e| format!("copy {}: {e}", from.display()))?;
+        Ok(to)
+    };
+    let portcullis = portcullis.and_then(|p| keep(&p, "portcullis"));
+    Ok((portcullis, keep(&load_bin, "xtask-load")?))
 }
 
 /// A self-signed ECDSA P-256 certificate: the bundle HAProxy and portcullis read, and the
@@ -649,7 +671,7 @@ fn start(env: &Env, t: &mut Target) {
                     return;
                 }
             };
-            let text = conf::haproxy(t.ports, env.upstreams, &env.bundle);
+            let text = conf::haproxy(t.ports, env.upstreams, &env.bundle, env.maxconn);
             if let Err(e) = std::fs::write(&cfg_path, text) {
                 t.down = Some(e.to_string());
                 return;
@@ -673,6 +695,7 @@ fn start(env: &Env, t: &mut Target) {
                 &env.cert,
                 &env.key,
                 env.stream_module.as_deref(),
+                env.maxconn,
             );
             if let Err(e) = std::fs::write(&cfg_path, text) {
                 t.down = Some(e.to_string());
@@ -758,6 +781,19 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
     Some(ticks / 100.0) // USER_HZ on Linux
+}
+
+/// The hard RLIMIT_NOFILE: what every process of the bench can raise its own limit to.
+fn hard_nofile() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 4096;
+    }
+    r.rlim_max
 }
 
 fn rss_kib(pid: u32) -> Option<f64> {
@@ -926,7 +962,7 @@ fn metrics(kind: Kind) -> Vec<(&'static str, Better)> {
             ("p99.9 ms", Better::Lower),
         ],
         Kind::Memory => vec![("KiB/connection", Better::Lower)],
-        Kind::Skipped(_) => vec![("", Better::Higher)],
+        Kind::Skipped(_) => vec![("–", Better::Higher)],
     }
 }
 
@@ -1012,7 +1048,13 @@ fn workload(
         .enumerate()
         .map(|(m, (metric, better))| Row {
             workload: w.id.into(),
-            title: w.title.into(),
+            title: match w.kind {
+                Kind::Memory => format!(
+                    "{} idle keep-alive connections",
+                    report::number(env.idle_conns as f64)
+                ),
+                _ => w.title.into(),
+            },
             metric: (*metric).into(),
             better: *better,
             cells: (0..targets.len())
@@ -1100,7 +1142,7 @@ fn memory(env: &Env, t: &mut Target) -> Result<(f64, u64)> {
         "--addr",
         &format!("127.0.0.1:{}", t.ports.http),
     ]);
-    cmd.args(["--conns", &IDLE_CONNS.to_string()]);
+    cmd.args(["--conns", &env.idle_conns.to_string()]);
     println!("   $ {}", show(&cmd));
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -1117,10 +1159,10 @@ fn memory(env: &Env, t: &mut Target) -> Result<(f64, u64)> {
     drop(child.stdin.take());
     let _ = child.wait();
     let run = parse::load_line(&line).ok_or_else(|| format!("idle client: '{}'", line.trim()))?;
-    if run.ops < IDLE_CONNS as f64 * 0.9 {
+    if run.ops < env.idle_conns as f64 * 0.9 {
         return Err(format!(
-            "only {} of {IDLE_CONNS} connections opened",
-            run.ops
+            "only {} of {} connections opened",
+            run.ops, env.idle_conns
         ));
     }
     let with = with.ok_or("cannot read VmRSS")?;

@@ -158,6 +158,8 @@ pub fn markdown(r: &Report) -> String {
         out.push_str("---:|");
     }
     out.push('\n');
+    // Skip reasons are long and repeat down a column: numbered notes under the table.
+    let mut notes: Vec<&str> = Vec::new();
     for row in &r.rows {
         let arrow = match row.better {
             Better::Higher => "↑",
@@ -185,12 +187,27 @@ pub fn markdown(r: &Report) -> String {
                     }
                     None => "no data".into(),
                 },
-                Cell::Skipped(why) => format!("skipped: {}", why.replace('|', "/")),
+                Cell::Skipped(why) => {
+                    let n = match notes.iter().position(|w| w == why) {
+                        Some(n) => n + 1,
+                        None => {
+                            notes.push(why);
+                            notes.len()
+                        }
+                    };
+                    format!("skipped [{n}]")
+                }
                 Cell::NotApplicable => "n/a".into(),
             };
             let _ = write!(out, " {text} |");
         }
         out.push('\n');
+    }
+    if !notes.is_empty() {
+        out.push('\n');
+        for (i, why) in notes.iter().enumerate() {
+            let _ = writeln!(out, "[{}] {}  ", i + 1, why.replace('\n', " "));
+        }
     }
     out
 }
@@ -496,8 +513,9 @@ mod tests {
         assert!(lines.contains(&"|---|---|---:|---:|---:|"));
         assert!(lines.contains(&"| HTTP/1.1 keep-alive | req/s ↑ | 100,000 ±20%<br>2.00× H · 1.00× D | 50,000 ±0%<br>1.00× H · 0.50× D | 80,000 ±10%<br>1.60× H · 0.80× D<br>⚠ 2 errors |"));
         assert!(lines.contains(
-            &"| 10k idle connections | KiB/conn ↓ | n/a | 4.00<br>1.00× H · – D | skipped: exited at start |"
+            &"| 10k idle connections | KiB/conn ↓ | n/a | 4.00<br>1.00× H · – D | skipped [1] |"
         ));
+        assert_eq!(lines.last(), Some(&"[1] exited at start  "));
     }
 
     #[test]
@@ -518,8 +536,7 @@ mod tests {
         let s = svg(&report());
         assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
         assert!(s.ends_with("</svg>\n"));
-        // Both rows have a ratio (the memory row through HAProxy itself is excluded: the
-        // others are n/a or skipped), so only the keep-alive group is drawn.
+        // The memory row has no ratio besides HAProxy's own (n/a, skipped): not drawn.
         assert!(s.contains(">HTTP/1.1 keep-alive — req/s</text>"));
         assert!(!s.contains("10k idle connections"));
         assert!(s.contains(">1.60</text>"));
