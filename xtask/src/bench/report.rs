@@ -316,6 +316,9 @@ const COLORS: &[&str] = &[
     "#7f7f7f", "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
 ];
 
+/// The axis ends here; a longer bar is cut (its label still gives the value).
+const MAX_RATIO: f64 = 4.0;
+
 /// Horizontal bars: for every row with a HAProxy value, each other target's ratio to HAProxy
 /// (> 1 = better), with the HAProxy line at 1.
 pub fn svg(r: &Report) -> String {
@@ -339,9 +342,9 @@ pub fn svg(r: &Report) -> String {
         .iter()
         .flat_map(|(_, v)| v.iter().flatten().copied())
         .fold(2.0f64, f64::max)
-        .min(10.0)
+        .min(MAX_RATIO)
         .ceil();
-    let (label_w, plot_w, bar_h, gap, top) = (330.0, 520.0, 9.0, 10.0, 60.0);
+    let (label_w, plot_w, bar_h, gap, top) = (400.0, 520.0, 9.0, 10.0, 60.0);
     let group_h = bar_h * others.len() as f64 + gap;
     let height = top + group_h * rows.len() as f64 + 40.0;
     let width = label_w + plot_w + 80.0;
