@@ -460,7 +460,7 @@ pub fn run(args: &[String]) -> Result {
             ),
             "backend: nginx 1 worker (`/` → ok, `/16k` → 16 KiB); wrk -t1 -c50; h2load -t1 -c10 -m10; \
              TLS handshakes: xtask client, 32 connections, rustls, resumption off, every handshake checked full; \
-             ping-pong: xtask client + echo; iperf3 -P 1/4; latency: xtask open-loop client, 32 connections"
+             ping-pong: xtask client + echo; iperf3 -P 1/4; latency: xtask open-loop client, 128 keep-alive connections, latency counted from each request's due time"
                 .into(),
             format!(
                 "memory: RSS growth of a fresh proxy process with {} idle keep-alive connections \
@@ -906,7 +906,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
                 "--addr",
                 &lo(t.ports.http).to_string(),
                 "--conns",
-                "32",
+                "128",
                 "--duration",
                 &secs_s,
                 "--rate",
