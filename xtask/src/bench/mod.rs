@@ -1062,6 +1062,10 @@ fn workload(
                     "{} idle keep-alive connections",
                     report::number(env.idle_conns as f64)
                 ),
+                Kind::Latency if rate > 0.0 => format!(
+                    "Latency at {} req/s (70% of HAProxy's keep-alive req/s)",
+                    report::number(rate)
+                ),
                 _ => w.title.into(),
             },
             metric: (*metric).into(),

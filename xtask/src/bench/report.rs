@@ -162,10 +162,11 @@ pub fn markdown(r: &Report) -> String {
     let mut notes: Vec<&str> = Vec::new();
     for row in &r.rows {
         let arrow = match row.better {
-            Better::Higher => "↑",
-            Better::Lower => "↓",
+            _ if row.metric == "–" => "",
+            Better::Higher => " ↑",
+            Better::Lower => " ↓",
         };
-        let _ = write!(out, "| {} | {} {arrow} |", row.title, row.metric);
+        let _ = write!(out, "| {} | {}{arrow} |", row.title, row.metric);
         for cell in &row.cells {
             let text = match cell {
                 Cell::Value(s) => match s.median() {
