@@ -430,7 +430,14 @@ pub fn run(args: &[String]) -> Result {
     let mut rows = Vec::new();
     let mut haproxy_rps = None;
     for (n, w) in chosen.iter().enumerate() {
-        println!("\n== [{}/{}] {} ({})", n + 1, chosen.len(), w.title, w.id);
+        println!(
+            "\n== [{}/{}] {} ({}) at {:.0}s",
+            n + 1,
+            chosen.len(),
+            w.title,
+            w.id,
+            started.elapsed().as_secs_f64()
+        );
         let new_rows = workload(&env, &mut targets, w, &mut haproxy_rps);
         for r in &new_rows {
             println!("   {}", summary(r, &targets));
@@ -1034,6 +1041,19 @@ fn workload(
             };
             match result {
                 Ok((values, errors)) => {
+                    let shown: Vec<String> = values
+                        .iter()
+                        .zip(&ms)
+                        .filter_map(|(v, (metric, _))| {
+                            v.map(|v| format!("{} {metric}", report::number(v)))
+                        })
+                        .collect();
+                    let errs = if errors > 0 {
+                        format!(" ({errors} errors)")
+                    } else {
+                        String::new()
+                    };
+                    println!("     → {}{errs}", shown.join(", "));
                     for (m, v) in values.into_iter().enumerate() {
                         if let (Some(v), Some(s)) = (v, stats.get_mut(m).and_then(|s| s.get_mut(i)))
                         {
