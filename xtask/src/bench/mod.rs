@@ -428,7 +428,6 @@ pub fn run(args: &[String]) -> Result {
         .filter(|w| opts.only.is_empty() || opts.only.iter().any(|o| selects(o, w.id)))
         .collect();
     let mut rows = Vec::new();
-    let mut haproxy_rps = None;
     for (n, w) in chosen.iter().enumerate() {
         println!(
             "\n== [{}/{}] {} ({}) at {:.0}s",
@@ -438,7 +437,7 @@ pub fn run(args: &[String]) -> Result {
             w.id,
             started.elapsed().as_secs_f64()
         );
-        let new_rows = workload(&env, &mut targets, w, &mut haproxy_rps);
+        let new_rows = workload(&env, &mut targets, w);
         for r in &new_rows {
             println!("   {}", summary(r, &targets));
         }
@@ -982,12 +981,7 @@ fn metrics(kind: Kind) -> Vec<(&'static str, Better)> {
     }
 }
 
-fn workload(
-    env: &Env,
-    targets: &mut [Target],
-    w: &Workload,
-    haproxy_rps: &mut Option<f64>,
-) -> Vec<Row> {
+fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
     let ms = metrics(w.kind);
     // cells[metric][target]
     let mut stats: Vec<Vec<Stat>> = vec![vec![Stat::default(); targets.len()]; ms.len()];
@@ -1001,7 +995,7 @@ fn workload(
     }
     let mut rate = 0.0;
     if w.kind == Kind::Latency {
-        match haproxy_capacity(env, targets, haproxy_rps) {
+        match haproxy_capacity(env, targets) {
             Ok(r) => {
                 rate = r * 0.7;
                 println!("   fixed rate: {rate:.0} req/s (70% of HAProxy's {r:.0})");
@@ -1137,11 +1131,9 @@ fn timed(env: &Env, t: &Target, kind: Kind, rate: f64) -> Result<(Vec<Option<f64
     Ok((vec![Some(run.value), cpu], run.errors))
 }
 
-/// HAProxy's keep-alive req/s: from this run's http-ka-tiny row, or measured now.
-fn haproxy_capacity(env: &Env, targets: &[Target], known: &mut Option<f64>) -> Result<f64> {
-    if let Some(r) = *known {
-        return Ok(r);
-    }
+/// HAProxy's keep-alive req/s (the http-ka-tiny load), measured just before the latency runs:
+/// capacity drifts with whatever else the machine runs, so an earlier figure could be stale.
+fn haproxy_capacity(env: &Env, targets: &[Target]) -> Result<f64> {
     let t = targets
         .iter()
         .find(|t| t.kind == TargetKind::Haproxy)
@@ -1155,7 +1147,6 @@ fn haproxy_capacity(env: &Env, targets: &[Target], known: &mut Option<f64>) -> R
         .map(|w| w.kind)
         .ok_or("no keep-alive workload")?;
     let run = measure(env, t, kind, env.secs.max(2), 0.0)?;
-    *known = Some(run.value);
     Ok(run.value)
 }
 
