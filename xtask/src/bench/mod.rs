@@ -464,7 +464,8 @@ pub fn run(args: &[String]) -> Result {
                 "{reps} repetition(s) of {secs}s, interleaved across targets; warm-up {}",
                 if warm > 0 { format!("{warm}s per target and workload") } else { "none".into() }
             ),
-            "backend: nginx 1 worker (`/` → ok, `/16k` → 16 KiB); wrk -t1 -c50; h2load -t1 -c10 -m10; \
+            "backend: nginx 1 worker (`/` → ok, `/16k` → 16 KiB; for the TLS rows, direct is this nginx \
+             terminating TLS itself); wrk -t1 -c50; h2load -t1 -c10 -m10; \
              TLS handshakes: xtask client, 32 connections, rustls, resumption off, every handshake checked full; \
              ping-pong: xtask client + echo; iperf3 -P 1/4; latency: xtask open-loop client, 128 keep-alive connections, latency counted from each request's due time"
                 .into(),
@@ -939,6 +940,10 @@ fn unavailable(env: &Env, t: &Target, kind: Kind) -> Option<Cell> {
     }
     match kind {
         Kind::Memory if t.kind == TargetKind::Direct => Some(Cell::NotApplicable),
+        Kind::Memory if env.idle_conns < 100 => Some(Cell::Skipped(format!(
+            "RLIMIT_NOFILE allows only {} idle connections",
+            env.idle_conns
+        ))),
         Kind::Iperf(_) | Kind::PingPong(_)
             if t.kind == TargetKind::Nginx && env.stream_module.is_none() =>
         {
