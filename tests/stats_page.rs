@@ -237,9 +237,18 @@ fn stats_page_csv_auth_metrics_and_browser() {
     );
 
     // Logs as HAProxy 2.6 writes them.
+    // Sessions log once their reply is sent: the page's line may come after the CSV's.
+    backend::wait_until(Duration::from_secs(5), || {
+        s.proc_
+            .log_lines()
+            .iter()
+            .any(|l| l.contains("stats stats/<STATS> ") && l.ends_with("\"GET / HTTP/1.1\""))
+    });
     let line = s
         .proc_
-        .wait_log("stats stats/<STATS> ", Duration::from_secs(5))
+        .log_lines()
+        .into_iter()
+        .find(|l| l.contains("stats stats/<STATS> ") && l.ends_with("\"GET / HTTP/1.1\""))
         .expect("stats log line");
     assert!(
         // TR/Tw/Tc/Tr are 0 for an applet; Ta is however long the page took (0 or a few ms).
