@@ -31,7 +31,9 @@ fn main() -> ExitCode {
             println!("Available I/O engines : io_uring (tokio-uring) {uring}, epoll (tokio)");
             println!("HTTP : HTTP/1.1 (strict RFC 9112 codec), HTTP/2 (h2, by ALPN)");
             println!("TLS  : rustls 0.23 (ring provider)");
-            println!("eBPF : aya 0.14 (sockmap splice for mode tcp, loaded at start when the kernel allows)");
+            println!(
+                "eBPF : aya 0.14 (sockmap splice for mode tcp, loaded at start when the kernel allows)"
+            );
         }
         return ExitCode::SUCCESS;
     }

@@ -232,6 +232,16 @@ impl Runtime for AdminRuntime {
     fn ssl_cert_abort(&mut self, file: &str) -> Result<(), AbortCertError> {
         self.shared.certs.abort(file)
     }
+
+    fn show_table(&self, args: &[&str], dump: bool) -> String {
+        let m = &self.shared.model;
+        crate::stick::show::show_table(&m.stick, args, dump, m.now_ms())
+    }
+
+    fn clear_table(&mut self, args: &[&str], allowed: bool) -> String {
+        let m = &self.shared.model;
+        crate::stick::show::clear_table(&m.stick, args, allowed, m.now_ms())
+    }
 }
 
 fn level(l: CliLevel) -> Level {

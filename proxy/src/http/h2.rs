@@ -18,6 +18,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
+
+use crate::stick::StkCtrs;
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -169,6 +171,18 @@ impl AsyncWrite for H2Io {
 /// Serves an HTTP/2 client connection until it closes, the client goes idle, or the process
 /// stops (GOAWAY, then the streams in flight finish).
 pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
+    serve_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+}
+
+/// [`serve`] for a connection whose `tcp-request connection` rules tracked counters in `sess`
+/// (every stream sees them).
+pub async fn serve_tracked(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<SocketAddr>,
+    sess: Rc<StkCtrs>,
+) {
     let local = conn.local_addr();
     let tls = conn.tls().cloned();
     let io = H2Io::new(Rc::new(conn));
@@ -209,8 +223,9 @@ pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option
                     active.set(active.get() + 1);
                     let (sh, fe2, tls2) = (Arc::clone(&shared), Arc::clone(&fe), tls.clone());
                     let (active2, ended2) = (Rc::clone(&active), Rc::clone(&ended));
+                    let sess2 = Rc::clone(&sess);
                     spawn(async move {
-                        stream(sh, fe2, req, respond, peer, local, tls2).await;
+                        stream(sh, fe2, req, respond, (peer, local), tls2, sess2).await;
                         active2.set(active2.get().saturating_sub(1));
                         ended2.notify_one();
                     });
@@ -250,9 +265,9 @@ async fn stream(
     fe: Arc<Proxy>,
     req: http::Request<RecvStream>,
     respond: SendResponse<Bytes>,
-    peer: Option<SocketAddr>,
-    local: Option<SocketAddr>,
+    (peer, local): (Option<SocketAddr>, Option<SocketAddr>),
     tls: Option<TlsInfo>,
+    sess: Rc<StkCtrs>,
 ) {
     let (parts, body) = req.into_parts();
     let end = body.is_end_stream();
@@ -272,7 +287,7 @@ async fn stream(
         tls,
         log_line,
     };
-    crate::http::proxy::run(shared, fe, Conn::H2(Box::new(pipe)), peer).await;
+    crate::http::proxy::run_tracked(shared, fe, Conn::H2(Box::new(pipe)), peer, sess).await;
 }
 
 /// The HTTP/1.1 request head for a stream, whether its body goes chunked, and the request line

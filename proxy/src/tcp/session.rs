@@ -16,6 +16,7 @@ use crate::config::model::TcpRequestAction;
 use crate::engine::io::{Peeker, Stream};
 use crate::http::rules::apply_tcp_rules;
 use crate::http::sample::SampleCtx;
+use crate::stick::StkCtrs;
 
 use crate::backend;
 use crate::engine::io::Accepted;
@@ -55,12 +56,20 @@ pub fn route(
     shared.model.proxies.get(idx).cloned()
 }
 
-/// Whether `tcp-request connection` rules refuse a just-accepted connection.
-pub fn connection_rejected(fe: &Proxy, acc: &crate::engine::io::Accepted) -> bool {
+/// Whether `tcp-request connection` rules refuse a just-accepted connection; `track-sc` rules
+/// track into `sess`, the session's counters.
+pub fn connection_rejected(
+    model: &crate::model::Model,
+    fe: &Proxy,
+    acc: &crate::engine::io::Accepted,
+    sess: &StkCtrs,
+    now: u64,
+) -> bool {
     if fe.rules.tcp_connection.is_empty() {
         return false;
     }
-    let ctx = base_ctx(fe, acc.peer, acc.stream.local_addr());
+    let mut ctx = base_ctx(fe, acc.peer, acc.stream.local_addr());
+    ctx.stick = model.stick_view(fe, Some(sess), None, now);
     apply_tcp_rules(&fe.rules.tcp_connection, &ctx) == Some(TcpRequestAction::Reject)
 }
 
@@ -121,6 +130,11 @@ fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64) {
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
+    run_tracked(shared, fe, acc, Rc::new(StkCtrs::default())).await
+}
+
+/// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`.
+pub async fn run_tracked(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted, sess: Rc<StkCtrs>) {
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
     let client = Rc::new(acc.stream);
@@ -132,7 +146,9 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
     let mut peeked = Vec::new();
     if !fe.rules.tcp_content.is_empty() {
         peeked.resize(INSPECT_MAX, 0);
-        let base = base_ctx(&fe, acc.peer, local);
+        let mut base = base_ctx(&fe, acc.peer, local);
+        let now = shared.model.now_ms();
+        base.stick = shared.model.stick_view(&fe, Some(&sess), None, now);
         let (verdict, len) = inspect(&fe, &client, base, start, &mut peeked).await;
         peeked.truncate(len);
         if verdict == TcpRequestAction::Reject {
