@@ -311,8 +311,13 @@ pub async fn serve<S>(
         let out = match portcullis_runtime_api::ssl::payload_command(text) {
             // A portcullis extension, answered here so that the HAProxy command table (and its
             // help and keyword dumps) stays HAProxy's. Framed as `show info` is.
-            None if text.trim() == "show splice" => {
-                let mut data = format!("{}\n", crate::kernel::show_splice());
+            None if matches!(text.trim(), "show splice" | "show xdp") => {
+                let body = if text.trim() == "show xdp" {
+                    crate::kernel::xdp::show_xdp()
+                } else {
+                    crate::kernel::show_splice()
+                };
+                let mut data = format!("{body}\n");
                 if session.prompt {
                     data.push_str("> ");
                 }

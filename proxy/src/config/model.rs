@@ -53,9 +53,32 @@ pub struct Global {
     /// `ssl-server-verify none`: servers' default is `verify none` instead of `required`.
     pub ssl_server_verify_none: bool,
     pub hard_stop_after: Option<Duration>,
+    /// `portcullis-xdp` (a portcullis extension): interfaces the XDP filter protects.
+    pub xdp: Option<XdpCfg>,
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
     /// with any of them (never silently ignored). (keyword, location)
     pub pending: Vec<(String, Loc)>,
+}
+
+/// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpCfg {
+    pub interfaces: Vec<String>,
+    pub mode: XdpMode,
+    /// Size of the per-source map (default: the stick tables' sizes with headroom).
+    pub max_sources: Option<u32>,
+    /// Packets per second and source above which packets to protected ports are dropped.
+    pub packet_rate: Option<u32>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XdpMode {
+    /// The driver's mode if it has one, else generic.
+    #[default]
+    Auto,
+    Native,
+    Generic,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -491,6 +491,34 @@ pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
     })
 }
 
+/// The networks of a `src <patterns>|-f <file>` ACL expression (what the XDP filter can hold);
+/// None for anything else.
+pub(crate) fn src_networks(tokens: &[String]) -> Option<Vec<(IpAddr, u8)>> {
+    let (first, mut rest) = tokens.split_first()?;
+    if first != "src" {
+        return None;
+    }
+    let mut pats: Vec<String> = Vec::new();
+    while let Some(opt) = rest.first().filter(|t| t.starts_with('-')) {
+        match opt.as_str() {
+            "-f" => {
+                let path = rest.get(1)?;
+                pats.extend(read_pattern_file(path, MatchMethod::Ip, false).ok()?);
+                rest = rest.get(2..)?;
+            }
+            "-n" | "-M" => rest = rest.get(1..)?,
+            "-m" if rest.get(1).map(String::as_str) == Some("ip") => rest = rest.get(2..)?,
+            "--" => {
+                rest = rest.get(1..)?;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    pats.extend(rest.iter().cloned());
+    pats.iter().map(|p| parse_net(p)).collect()
+}
+
 /// `-f <file>`: one pattern per line, leading blanks skipped, empty lines and `#` comments
 /// ignored (trailing blanks are part of the pattern, as in HAProxy). Each line is checked here so
 /// that an error names its line.
@@ -636,7 +664,7 @@ fn parse_int_range(t: &str) -> Result<(Option<i64>, Option<i64>), String> {
 }
 
 /// `a.b.c.d[/len|/mask]` or `ipv6[/len]`. No DNS (HAProxy resolves names unless `-n`).
-fn parse_net(t: &str) -> Option<(IpAddr, u8)> {
+pub(crate) fn parse_net(t: &str) -> Option<(IpAddr, u8)> {
     let (addr, mask) = match t.split_once('/') {
         Some((a, m)) => (a, Some(m)),
         None => (t, None),
