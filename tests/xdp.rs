@@ -196,12 +196,20 @@ struct Proxy {
 
 impl Proxy {
     fn start(net: &Net, global: &str, fe: &str) -> Proxy {
-        let dir =
-            std::env::temp_dir().join(format!("portcullis-xdp-{}-{}", std::process::id(), net.srv));
+        Self::start_with(net, global, fe, "admin", &[])
+    }
+
+    /// `name` tells processes of one test apart (their admin socket and files).
+    fn start_with(net: &Net, global: &str, fe: &str, name: &str, args: &[String]) -> Proxy {
+        let dir = std::env::temp_dir().join(format!(
+            "portcullis-xdp-{}-{}-{name}",
+            std::process::id(),
+            net.srv
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("admin.sock");
         let cfg = format!(
-            "global\n    stats socket {} level admin\n{global}\ndefaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind :{FE_PORT}\n{fe}    default_backend be\n\nbackend be\n    server s 127.0.0.1:{BE_PORT}\n",
+            "global\n    stats socket {} level admin expose-fd listeners\n{global}\ndefaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind :{FE_PORT}\n{fe}    default_backend be\n\nbackend be\n    server s 127.0.0.1:{BE_PORT}\n",
             sock.display()
         );
         let path = dir.join("xdp.cfg");
@@ -210,7 +218,9 @@ impl Proxy {
         let child = Command::new("ip")
             .args(["netns", "exec", &net.srv])
             .arg(env!("CARGO_BIN_EXE_portcullis"))
-            .args(["--io", &engine, "-db", "-f"])
+            .args(["--io", &engine, "-db"])
+            .args(args)
+            .arg("-f")
             .arg(&path)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -250,8 +260,11 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child by its pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        // Only a child not yet reaped: its pid cannot have been reused.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // SAFETY: signalling our own running child by its pid.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        }
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(5) {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -460,4 +473,121 @@ fn without_xdp_the_same_rate_limit_holds_in_userspace() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{table}"));
     assert!(rate > u64::from(LIMIT), "{table} (sent {sent})");
+}
+
+/// A bpffs instance of the test's own, mounted before the processes start so that both see it
+/// (each `ip netns exec` copies the mounts); unmounted on drop.
+struct BpfDir(PathBuf);
+
+impl BpfDir {
+    fn mount(tag: &str) -> BpfDir {
+        let p = std::env::temp_dir().join(format!("portcullis-bpf-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(&p)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mount bpffs on {}", p.display());
+        BpfDir(p)
+    }
+}
+
+impl Drop for BpfDir {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A reload (`-x <old admin socket> -sf <old pid>`) adopts the filter: the new process' program
+/// replaces the old one on the pinned link, the per-source rates carry over (a source over its
+/// rate stays dropped), the old process leaves the pins to the new one, and the last process to
+/// stop removes them.
+#[test]
+fn a_reload_adopts_the_filter_and_its_rates() {
+    if !usable() {
+        return;
+    }
+    let net = Net::new('e');
+    let _echo = Echo::start(&net.srv);
+    let bpf = BpfDir::mount("e");
+    let global = format!(
+        "    portcullis-xdp {} mode generic pin-dir {}",
+        net.if_flood,
+        bpf.0.display()
+    );
+    let rules = rate_rules("10s");
+    let a = Proxy::start_with(&net, &global, &rules, "a", &[]);
+    let link = bpf.0.join(format!("link-{}", net.if_flood));
+    assert!(link.exists(), "the attachment is pinned");
+    // 25 connections in a row: past the 20th, dropped.
+    let got: Vec<bool> = in_ns(&net.flood, || {
+        (0..25)
+            .map(|_| echo_ok("10.77.1.2", Duration::from_millis(300)))
+            .collect()
+    });
+    assert_eq!(
+        got.iter().filter(|ok| **ok).count(),
+        20,
+        "{}",
+        a.cli("show xdp")
+    );
+    let dropped_a = a.xdp("DroppedSynRate");
+    assert!(dropped_a >= 5, "{}", a.cli("show xdp"));
+    let old_pid = a.child.id().to_string();
+    let b = Proxy::start_with(
+        &net,
+        &global,
+        &rules,
+        "b",
+        &[
+            "-x".into(),
+            a.sock.display().to_string(),
+            "-sf".into(),
+            old_pid,
+        ],
+    );
+    assert!(
+        b.cli("show xdp").starts_with("Status: attached to "),
+        "{}",
+        b.cli("show xdp")
+    );
+    // The counters and the source's rate came along.
+    assert!(
+        b.xdp("DroppedSynRate") >= dropped_a,
+        "{}",
+        b.cli("show xdp")
+    );
+    assert_eq!(b.xdp("Sources"), 1, "{}", b.cli("show xdp"));
+    // The old process finishes and leaves the pins to the new one.
+    let mut a = a;
+    let t0 = Instant::now();
+    while !matches!(a.child.try_wait(), Ok(Some(_))) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the old process did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        link.exists(),
+        "the old process must not unpin the new one's link"
+    );
+    // Still over its rate: dropped by the new program, and counted there.
+    let before = b.xdp("DroppedSynRate");
+    assert!(!in_ns(&net.flood, || echo_ok(
+        "10.77.1.2",
+        Duration::from_millis(300)
+    )));
+    assert!(b.xdp("DroppedSynRate") > before, "{}", b.cli("show xdp"));
+    // A source under its rate is served by the new process.
+    assert!(in_ns(&net.flood, || echo_ok(
+        "10.77.1.3",
+        Duration::from_secs(2)
+    )));
+    drop(b);
+    assert!(!link.exists(), "the last process removes its pinned link");
+    assert!(!bpf.0.join("XDP_SRC").exists());
+    drop(a);
 }

@@ -98,8 +98,8 @@ fn arg(args: &[String], i: usize) -> &str {
     args.get(i).map_or("", String::as_str)
 }
 
-/// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`
-/// (a portcullis extension): the XDP filter on these interfaces.
+/// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]
+/// [pin-dir <dir>]` (a portcullis extension): the XDP filter on these interfaces.
 fn kw_portcullis_xdp(g: &mut Global, c: &mut Ctx, args: &[String]) {
     use super::model::{XdpCfg, XdpMode};
     let mut x = XdpCfg {
@@ -107,6 +107,7 @@ fn kw_portcullis_xdp(g: &mut Global, c: &mut Ctx, args: &[String]) {
         mode: XdpMode::Auto,
         max_sources: None,
         packet_rate: None,
+        pin_dir: None,
         loc: c.loc.clone(),
     };
     let mut i = 1;
@@ -125,6 +126,16 @@ fn kw_portcullis_xdp(g: &mut Global, c: &mut Ctx, args: &[String]) {
                         return;
                     }
                 };
+                i += 2;
+            }
+            "pin-dir" => {
+                if !v.starts_with('/') {
+                    c.alert(format!(
+                        "'portcullis-xdp' : 'pin-dir' expects an absolute path (got '{v}')."
+                    ));
+                    return;
+                }
+                x.pin_dir = Some(v.to_string());
                 i += 2;
             }
             "max-sources" | "packet-rate" => {

@@ -69,6 +69,8 @@ pub struct XdpCfg {
     pub max_sources: Option<u32>,
     /// Packets per second and source above which packets to protected ports are dropped.
     pub packet_rate: Option<u32>,
+    /// `pin-dir <dir>`: where the shared maps and links are pinned (a bpffs directory).
+    pub pin_dir: Option<String>,
     pub loc: Loc,
 }
 

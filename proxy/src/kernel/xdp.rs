@@ -24,11 +24,14 @@ use portcullis_ebpf_common::xdp::{
 };
 
 use crate::config::model::{
-    BindAddr, Config, Proxy, StickKey, StickStore, TcpRequestAction, XdpMode,
+    BindAddr, Config, Proxy, StickKey, StickStore, TcpRequestAction, XdpCfg, XdpMode,
 };
 
-/// Where the filter's shared maps and links are pinned.
+/// Where the filter's shared maps and links are pinned by default (`pin-dir` changes it).
 pub const PIN_DIR: &str = "/sys/fs/bpf/portcullis";
+
+/// `statfs` magic of bpffs.
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 /// The XDP object built by build.rs (empty when built with `AYA_BUILD_SKIP=1`).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/portcullis-xdp"));
@@ -236,6 +239,8 @@ pub struct XdpStats {
 
 struct Loaded {
     ebpf: Mutex<aya::Ebpf>,
+    /// The pin directory.
+    dir: PathBuf,
     /// Interfaces and their pinned link.
     links: Vec<(String, PathBuf)>,
     prog_id: u32,
@@ -261,7 +266,7 @@ pub fn init(cfg: &Config) {
             };
         };
         let plan = plan(cfg);
-        match load(&plan, &x.interfaces, x.mode) {
+        match load(&plan, x) {
             Ok(l) => {
                 tracing::info!(
                     "XDP filter attached to {} ({} mode), {} protected ports",
@@ -293,15 +298,19 @@ pub fn status() -> &'static str {
     STATE.get().map_or("off (not started)", |s| &s.status)
 }
 
-fn mount_bpffs() -> Result<(), String> {
+fn is_bpffs(p: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a statfs to write into.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == BPF_FS_MAGIC }
+}
+
+/// Creates `dir` on a bpffs: mounts one on /sys/fs/bpf when that is where `dir` is and none is.
+fn prepare_pin_dir(dir: &Path) -> Result<(), String> {
     let root = Path::new("/sys/fs/bpf");
-    let mounted = std::fs::read_to_string("/proc/mounts")
-        .map(|m| {
-            m.lines()
-                .any(|l| l.split(' ').nth(1) == Some("/sys/fs/bpf"))
-        })
-        .unwrap_or(false);
-    if !mounted {
+    if dir.starts_with(root) && !is_bpffs(root) {
         std::fs::create_dir_all(root).map_err(|e| format!("mkdir /sys/fs/bpf: {e}"))?;
         // SAFETY: NUL-terminated literals; no data argument.
         let r = unsafe {
@@ -320,16 +329,16 @@ fn mount_bpffs() -> Result<(), String> {
             ));
         }
     }
-    std::fs::create_dir_all(PIN_DIR).map_err(|e| format!("mkdir {PIN_DIR}: {e}"))
-}
-
-fn pin_path(name: &str) -> PathBuf {
-    Path::new(PIN_DIR).join(name)
+    std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    if !is_bpffs(dir) {
+        return Err(format!("{} is not on a bpf filesystem", dir.display()));
+    }
+    Ok(())
 }
 
 /// A pinned map of another size (or layout) than this build wants cannot be adopted: drop it.
-fn drop_stale_pin(name: &str, max_entries: u32) {
-    let path = pin_path(name);
+fn drop_stale_pin(dir: &Path, name: &str, max_entries: u32) {
+    let path = dir.join(name);
     if !path.exists() {
         return;
     }
@@ -342,15 +351,16 @@ fn drop_stale_pin(name: &str, max_entries: u32) {
     }
 }
 
-fn load(plan: &Plan, ifaces: &[String], mode: XdpMode) -> Result<Loaded, String> {
+fn load(plan: &Plan, x: &XdpCfg) -> Result<Loaded, String> {
     if OBJECT.is_empty() {
         return Err("eBPF programs not built (AYA_BUILD_SKIP)".into());
     }
-    mount_bpffs()?;
-    drop_stale_pin(common::SRC_MAP, plan.sources);
-    drop_stale_pin(common::XSTATS_MAP, common::XSTAT_COUNT);
-    let src_pin = pin_path(common::SRC_MAP);
-    let stats_pin = pin_path(common::XSTATS_MAP);
+    let dir = PathBuf::from(x.pin_dir.as_deref().unwrap_or(PIN_DIR));
+    prepare_pin_dir(&dir)?;
+    drop_stale_pin(&dir, common::SRC_MAP, plan.sources);
+    drop_stale_pin(&dir, common::XSTATS_MAP, common::XSTAT_COUNT);
+    let src_pin = dir.join(common::SRC_MAP);
+    let stats_pin = dir.join(common::XSTATS_MAP);
     let mut ebpf = aya::EbpfLoader::new()
         .map_max_entries(common::SRC_MAP, plan.sources)
         .map_pin_path(common::SRC_MAP, src_pin.as_path())
@@ -366,14 +376,14 @@ fn load(plan: &Plan, ifaces: &[String], mode: XdpMode) -> Result<Loaded, String>
     prog.load()
         .map_err(|e| format!("cannot load {}: {e}", common::XDP_PROG))?;
     let prog_id = prog.info().map(|i| i.id()).unwrap_or(0);
-    let (flags, mode_name) = match mode {
+    let (flags, mode_name) = match x.mode {
         XdpMode::Native => (aya::programs::XdpMode::Driver, "native"),
         XdpMode::Generic => (aya::programs::XdpMode::Skb, "generic"),
         XdpMode::Auto => (aya::programs::XdpMode::Default, "auto"),
     };
     let mut links = Vec::new();
-    for ifname in ifaces {
-        let path = pin_path(&format!("link-{ifname}"));
+    for ifname in &x.interfaces {
+        let path = dir.join(format!("link-{ifname}"));
         // A pinned link is the previous process' attachment: replace its program atomically.
         let adopted = aya::programs::links::PinnedLink::from_pin(&path)
             .ok()
@@ -409,6 +419,7 @@ fn load(plan: &Plan, ifaces: &[String], mode: XdpMode) -> Result<Loaded, String>
     }
     Ok(Loaded {
         ebpf: Mutex::new(ebpf),
+        dir,
         links,
         prog_id,
         plan: plan.clone(),
@@ -590,8 +601,8 @@ pub fn shutdown() {
         }
     }
     if ours {
-        let _ = std::fs::remove_file(pin_path(common::SRC_MAP));
-        let _ = std::fs::remove_file(pin_path(common::XSTATS_MAP));
+        let _ = std::fs::remove_file(l.dir.join(common::SRC_MAP));
+        let _ = std::fs::remove_file(l.dir.join(common::XSTATS_MAP));
     }
 }
 
