@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 const FE_PORT: u16 = 18080;
 const BE_PORT: u16 = 18081;
+const METRICS_PORT: u16 = 18090;
 /// `sc_conn_rate(0) gt LIMIT` over `conn_rate(1s)`.
 const LIMIT: u32 = 20;
 
@@ -209,7 +210,7 @@ impl Proxy {
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("admin.sock");
         let cfg = format!(
-            "global\n    stats socket {} level admin expose-fd listeners\n{global}\ndefaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind :{FE_PORT}\n{fe}    default_backend be\n\nbackend be\n    server s 127.0.0.1:{BE_PORT}\n",
+            "global\n    stats socket {} level admin expose-fd listeners\n{global}\ndefaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind :{FE_PORT}\n{fe}    default_backend be\n\nbackend be\n    server s 127.0.0.1:{BE_PORT}\n\nfrontend metrics\n    mode http\n    bind 127.0.0.1:{METRICS_PORT}\n    http-request use-service prometheus-exporter\n",
             sock.display()
         );
         let path = dir.join("xdp.cfg");
@@ -388,6 +389,21 @@ fn syn_flood_is_dropped_by_xdp_and_clients_under_the_limit_connect() {
     );
     assert_eq!(p.xdp("Syns"), u64::from(sent) + 15, "{}", p.cli("show xdp"));
     assert_eq!(p.xdp("DroppedMapFull"), 0);
+    // The exporter page carries the same counters.
+    let page = in_ns(&net.srv, || {
+        let mut s = TcpStream::connect(("127.0.0.1", METRICS_PORT)).expect("metrics");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    });
+    assert!(
+        page.contains(&format!(
+            "portcullis_xdp_packets_total{{verdict=\"syn_rate\"}} {dropped}\n"
+        )),
+        "{page}"
+    );
 }
 
 #[test]

@@ -555,6 +555,27 @@ pub fn counters() -> Option<XdpStats> {
     STATE.get().and_then(|s| s.loaded.as_ref()).map(stats)
 }
 
+/// The filter's counters in the Prometheus text format (appended to the exporter's page).
+pub fn dump_prometheus(s: &XdpStats, out: &mut String) {
+    out.push_str("# HELP portcullis_xdp_packets_total Packets to protected ports, by the XDP filter's verdict.\n# TYPE portcullis_xdp_packets_total counter\n");
+    for (v, n) in [
+        ("passed", s.passed),
+        ("denied", s.denied),
+        ("not_allowed", s.not_allowed),
+        ("syn_rate", s.syn_rate),
+        ("packet_rate", s.pkt_rate),
+        ("map_full", s.map_full),
+    ] {
+        out.push_str(&format!(
+            "portcullis_xdp_packets_total{{verdict=\"{v}\"}} {n}\n"
+        ));
+    }
+    out.push_str(&format!(
+        "# HELP portcullis_xdp_syns_total SYNs to protected ports seen by the XDP filter.\n# TYPE portcullis_xdp_syns_total counter\nportcullis_xdp_syns_total {}\n# HELP portcullis_xdp_sources Sources the XDP filter counts now.\n# TYPE portcullis_xdp_sources gauge\nportcullis_xdp_sources {}\n",
+        s.syns, s.sources
+    ));
+}
+
 /// `show xdp` (a portcullis extension of the admin socket): `name: value` lines.
 pub fn show_xdp() -> String {
     let mut out = format!("Status: {}\n", status());
@@ -666,6 +687,23 @@ mod tests {
         let r = p.ports[0].1;
         assert_eq!((r.table, r.pkt_max), (NONE, 1000));
         assert_eq!(p.groups, [(PKT_GROUP, 1000)]);
+    }
+
+    #[test]
+    fn prometheus_lines() {
+        let mut out = String::new();
+        dump_prometheus(
+            &XdpStats {
+                passed: 3,
+                syn_rate: 580,
+                sources: 2,
+                ..Default::default()
+            },
+            &mut out,
+        );
+        assert!(out.contains("portcullis_xdp_packets_total{verdict=\"passed\"} 3\n"));
+        assert!(out.contains("portcullis_xdp_packets_total{verdict=\"syn_rate\"} 580\n"));
+        assert!(out.contains("# TYPE portcullis_xdp_sources gauge\nportcullis_xdp_sources 2\n"));
     }
 
     #[test]
