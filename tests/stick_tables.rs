@@ -164,3 +164,77 @@ fn conn_rate_rejects_and_src_lists() {
     );
     drop(held);
 }
+
+/// The same config on HAProxy 2.6 and portcullis, the same requests, the same `show table` and
+/// `clear table` replies (entry addresses and the ms left to expiry masked).
+#[test]
+fn show_table_replies_match_haproxy() {
+    let dir = TempDir::new("stick-diff");
+    let run = |bin: &str| -> Option<Vec<String>> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type ip size 100k expire 1m store conn_cnt,conn_cur,conn_rate(10s),http_req_cnt,http_req_rate(1m)\n    http-request track-sc0 src\n    http-request return status 200 content-type text/plain string ok\n\nbackend other\n    stick-table type ipv6 size 10 expire 30s store conn_rate(10s),conn_cur\n",
+            sock.display()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        // Three requests on one connection, one on another.
+        let mut s = TcpStream::connect(lo(port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for _ in 0..3 {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let r = proxy::read_response(&mut s, false).expect("response");
+            assert_eq!(r.status, 200);
+        }
+        drop(s);
+        assert_eq!(get(lo(port), "/").status, 200);
+        wait_until(Duration::from_secs(3), || {
+            cli(&sock, "show table f").contains("conn_cur=0")
+        });
+        let cmds = [
+            "show table",
+            "show table f",
+            "show table other",
+            "show table nope",
+            "show table f key 127.0.0.1",
+            "show table f key 127.0.0.2",
+            "show table other key 127.0.0.1",
+            "show table f key",
+            "show table f data.conn_cnt gt 3",
+            "show table f data.conn_cnt gt 4",
+            "show table f data.http_req_rate ge 4 data.conn_cur eq 0",
+            "show table f bogus",
+            "show table f data.foo gt 1",
+            "show table f data.conn_cnt",
+            "show table f data.conn_cnt gt x",
+            "show table other data.http_req_rate gt 0",
+            "clear table",
+            "clear table nope",
+            "clear table f bogus",
+            "clear table f key 127.0.0.2",
+            "show table f",
+            "clear table f key 127.0.0.1",
+            "show table f",
+        ];
+        Some(
+            cmds.iter()
+                .map(|c| format!("{c}\n{}", mask(&cli(&sock, c))))
+                .collect(),
+        )
+    };
+    let Some(want) = run("haproxy") else { return };
+    let got = run("portcullis").unwrap();
+    assert_eq!(want.len(), got.len());
+    assert!(
+        want[1].contains("conn_cnt=4 conn_rate(10000)=4 conn_cur=0 http_req_cnt=4"),
+        "{}",
+        want[1]
+    );
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w);
+    }
+}
