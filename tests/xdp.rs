@@ -7,6 +7,8 @@
 //!   10% of the expected one) while a client under its limit connects every time;
 //! - a denied prefix is dropped by XDP;
 //! - a per-source map too small for the sources fails closed, counted;
+//! - `packet-rate` drops a source's packets past the limit;
+//! - a reload adopts the pinned link and per-source rates;
 //! - the same rate limit without `portcullis-xdp` is enforced in userspace.
 //!
 //! Needs root (network namespaces, XDP): without it the tests say so and pass without running.
@@ -606,4 +608,38 @@ fn a_reload_adopts_the_filter_and_its_rates() {
     assert!(!link.exists(), "the last process removes its pinned link");
     assert!(!bpf.0.join("XDP_SRC").exists());
     drop(a);
+}
+
+/// `packet-rate <n>`: a source's packets past n a second are dropped, and counted.
+#[test]
+fn packet_rate_drops_the_excess() {
+    if !usable() {
+        return;
+    }
+    let net = Net::new('g');
+    let _echo = Echo::start(&net.srv);
+    let p = Proxy::start(
+        &net,
+        &format!(
+            "    portcullis-xdp {} mode generic packet-rate 30",
+            net.if_flood
+        ),
+        "",
+    );
+    assert!(
+        p.cli("show xdp")
+            .contains("Rule: port 18080 (fe): packets over 30/s"),
+        "{}",
+        p.cli("show xdp")
+    );
+    let sent = flood(&net.flood, 200, 1);
+    // Every packet counts, dropped ones too, so past the first 30 the source stays over the
+    // rate: the SYNs past them are dropped, and so are the handshakes' ACKs.
+    assert_eq!(p.xdp("Passed"), 30, "{}", p.cli("show xdp"));
+    let dropped = p.xdp("DroppedPacketRate");
+    assert!(
+        dropped >= u64::from(sent) - 30,
+        "{dropped} of {sent}\n{}",
+        p.cli("show xdp")
+    );
 }
