@@ -5,7 +5,7 @@
 //!
 //! - a flood at 10x the configured SYN rate has its excess dropped by XDP (the drop count within
 //!   10% of the expected one) while a client under its limit connects every time;
-//! - a denied prefix is dropped by XDP;
+//! - a denied prefix is dropped by XDP, and so is a source missing from an allow file;
 //! - a per-source map too small for the sources fails closed, counted;
 //! - `packet-rate` drops a source's packets past the limit;
 //! - a reload adopts the pinned link and per-source rates;
@@ -642,4 +642,39 @@ fn packet_rate_drops_the_excess() {
         "{dropped} of {sent}\n{}",
         p.cli("show xdp")
     );
+}
+
+/// `reject if !{ src -f <file> }`: a source missing from the allow file is dropped by XDP, a
+/// listed one is served.
+#[test]
+fn allow_list_file_is_enforced_by_xdp() {
+    if !usable() {
+        return;
+    }
+    let net = Net::new('h');
+    let _echo = Echo::start(&net.srv);
+    let list = std::env::temp_dir().join(format!("portcullis-xdp-allow-{}", std::process::id()));
+    std::fs::write(&list, "# the client network only\n10.77.2.0/24\n").unwrap();
+    let p = Proxy::start(
+        &net,
+        &format!(
+            "    portcullis-xdp {} {} mode generic",
+            net.if_flood, net.if_client
+        ),
+        &format!(
+            "    tcp-request connection reject if !{{ src -f {} }}\n",
+            list.display()
+        ),
+    );
+    assert!(!in_ns(&net.flood, || echo_ok(
+        "10.77.1.2",
+        Duration::from_millis(800)
+    )));
+    assert!(in_ns(&net.client, || echo_ok(
+        "10.77.2.2",
+        Duration::from_secs(3)
+    )));
+    assert!(p.xdp("DroppedNotAllowed") >= 1, "{}", p.cli("show xdp"));
+    assert!(p.xdp("Passed") >= 1, "{}", p.cli("show xdp"));
+    let _ = std::fs::remove_file(&list);
 }
