@@ -17,7 +17,7 @@ use proxy::{Proc, TempDir, get};
 
 /// One command on a fresh connection, as `echo "…" | socat <sock> stdio` does.
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = UnixStream::connect(sock).expect("connect admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
     let mut out = String::new();

@@ -13,7 +13,6 @@ mod proxy;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -26,7 +25,7 @@ const HTTP_BE: &str = "istio-http-backend";
 const TCP_BE: &str = "tcp-backend";
 
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = UnixStream::connect(sock).expect("connect admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
     let mut out = String::new();

@@ -242,6 +242,51 @@ fn golden_seed_loopback_shutdown_sessions_over_tls() {
         ],
     );
     std::thread::sleep(Duration::from_millis(2500));
+    // All nodes up: the recipe's first moment.
+    let all_up =
+        "master1=UP check=L7OK\nworker1=UP check=L7OK\nworker2=UP check=L7OK\nBACKEND=UP check=\n";
+    let sock = dir.0.join("admin.sock");
+    assert!(
+        backend::wait_until(Duration::from_secs(5), || recipe(&sock) == all_up),
+        "{}",
+        recipe(&sock)
+    );
+    // The golden README's h2 request: the node sees the forwarded headers, the log shows
+    // HAProxy's h2 request line.
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sk",
+            "--http2",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+        ])
+        .args(["--resolve", "example.local:10443:127.0.0.1"])
+        .arg("https://example.local:10443/hello")
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200 2");
+    let seen = nodes
+        .iter()
+        .flat_map(|n| n.data.requests())
+        .find(|r| r.target == "/hello")
+        .expect("a node got /hello");
+    assert_eq!(seen.header("x-forwarded-proto").as_deref(), Some("https"));
+    assert_eq!(seen.header("x-forwarded-for").as_deref(), Some("127.0.0.1"));
+    assert_eq!(
+        seen.header("x-forwarded-host").as_deref(),
+        Some("example.local:10443")
+    );
+    let l = p
+        .wait_log(
+            "\"GET https://example.local:10443/hello HTTP/2.0\"",
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|| panic!("{:?}", p.log_lines()));
+    assert!(l.contains(" istio-https-l7~ istio-http-backend/"), "{l}");
     let clients: Vec<_> = (0..6)
         .map(|_| {
             std::thread::spawn(move || {
@@ -281,7 +326,7 @@ fn golden_seed_loopback_shutdown_sessions_over_tls() {
     for l in cut_lines {
         let ta: u64 = cut.captures(l).and_then(|c| c[1].parse().ok()).expect("Ta");
         assert!(
-            (3000..=5500).contains(&ta),
+            (2400..=5000).contains(&ta),
             "Ta {ta} is the detection window: {l}"
         );
     }
@@ -300,28 +345,80 @@ fn golden_seed_loopback_shutdown_sessions_over_tls() {
         ),
         "{stderr}"
     );
-    // The seed's awk recipe on the admin socket.
-    let mut sock =
-        std::os::unix::net::UnixStream::connect(dir.0.join("admin.sock")).expect("admin socket");
-    use std::io::{Read, Write};
-    sock.write_all(b"show stat\n").expect("write");
-    let mut csv = String::new();
-    sock.read_to_string(&mut csv).expect("read");
-    let recipe: Vec<String> = csv
-        .lines()
-        .filter(|l| l.contains("istio-http-backend"))
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            format!("{}={} check={}", f[1], f[17], f[36])
-        })
-        .collect();
+    // The seed's awk recipe, literally (socat + awk), through the golden README's other moments.
     assert_eq!(
-        recipe,
-        [
-            "master1=UP check=L7OK",
-            "worker1=DOWN check=L7STS",
-            "worker2=UP check=L7OK",
-            "BACKEND=UP check="
-        ]
+        recipe(&sock),
+        "master1=UP check=L7OK\nworker1=DOWN check=L7STS\nworker2=UP check=L7OK\nBACKEND=UP check=\n"
+    );
+    nodes[1].health.set_healthy(true);
+    nodes[0].health.set_healthy(false);
+    let want = "master1=DOWN check=L7STS\nworker1=UP check=L7OK\nworker2=UP check=L7OK\nBACKEND=UP check=\n";
+    assert!(
+        backend::wait_until(Duration::from_secs(10), || recipe(&sock) == want),
+        "{}",
+        recipe(&sock)
+    );
+    cli(&sock, "set server istio-http-backend/worker2 state drain");
+    cli(&sock, "disable server istio-http-backend/worker1");
+    assert_eq!(
+        recipe(&sock),
+        "master1=DOWN check=L7STS\nworker1=MAINT check=\nworker2=DRAIN check=L7OK\nBACKEND=DOWN check=\n"
+    );
+}
+
+/// The seed's recipe, literally, through socat and awk.
+fn recipe(sock: &std::path::Path) -> String {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo \"show stat\" | socat {} stdio | awk -F, '/istio-http-backend/{{print $2\"=\"$18\" check=\"$37}}'",
+            sock.display()
+        ))
+        .output()
+        .expect("sh");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn cli(sock: &std::path::Path, cmd: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = proxy::admin_connect(sock);
+    s.write_all(format!("{cmd}\n").as_bytes()).expect("write");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// HAProxy's shutdown-sessions also ends the streams still retrying a connection to the server
+/// when it goes DOWN: 503 logged `DC--` at once, instead of the retries running out (`SC--`).
+#[test]
+fn shutdown_sessions_ends_requests_still_retrying_with_dc() {
+    let refusing = backend::RefusingPort::on(IpAddr::from([127, 0, 1, 171])).expect("port");
+    let health =
+        HealthNode::start(SocketAddr::new(IpAddr::from([127, 0, 1, 171]), 0)).expect("health");
+    let port = free_port();
+    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let cfg = format!(
+        "defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 1s\n    timeout client 30s\n    timeout server 30s\n    retries 20\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    option httpchk GET /health_check.html\n    server s1 {} check port {} inter 300ms rise 1 fall 1 on-marked-down shutdown-sessions\n",
+        refusing.addr(),
+        health.addr().port()
+    );
+    let p = Proc::portcullis(&cfg, front);
+    std::thread::sleep(Duration::from_millis(700));
+    let start = Instant::now();
+    let client = std::thread::spawn(move || get(front, "/retrying").status);
+    std::thread::sleep(Duration::from_millis(1500));
+    health.set_healthy(false);
+    assert_eq!(client.join().expect("client"), 503);
+    assert!(
+        start.elapsed() < Duration::from_secs(6),
+        "ended at the DOWN, not after 20 retries: {:?}",
+        start.elapsed()
+    );
+    let l = p
+        .wait_log("\"GET /retrying HTTP/1.1\"", Duration::from_secs(5))
+        .expect("log line");
+    assert!(
+        l.contains(" be/s1 ") && l.contains(" 503 ") && l.contains(" DC-- "),
+        "{l}"
     );
 }

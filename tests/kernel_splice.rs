@@ -25,6 +25,10 @@ use backend::{TcpEcho, free_port, lo, wait_until};
 use proxy::{Proc, TempDir};
 
 const MB: usize = 1024 * 1024;
+/// The size of a [`block`].
+const BLOCK: usize = 64 * 1024;
+/// The stream clients send (a [`Peer`] checks it).
+const CLIENT_SEED: u64 = 1;
 
 /// Whether the kernel path can be tested here; says why not.
 fn root() -> bool {
@@ -67,7 +71,7 @@ fn start(server: SocketAddr, fe: &str, be: &str) -> Setup {
 fn cli(sock: &Path, cmd: &str) -> String {
     // The listeners accept before the admin socket is bound.
     wait_until(Duration::from_secs(5), || UnixStream::connect(sock).is_ok());
-    let mut s = UnixStream::connect(sock).expect("connect admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
     let mut out = String::new();
@@ -112,7 +116,7 @@ fn delta(after: &HashMap<String, String>, before: &HashMap<String, String>, k: &
 /// Deterministic bytes: block `i` of a stream seeded `seed`.
 fn block(seed: u64, i: u64) -> Vec<u8> {
     let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x2545_f491_4f6c_dd1d;
-    (0..64 * 1024)
+    (0..BLOCK)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -138,20 +142,43 @@ fn send(w: &mut impl Write, seed: u64, size: usize) -> std::io::Result<Vec<u8>> 
     Ok(ctx.finish().as_ref().to_vec())
 }
 
-/// Reads to end of stream: (bytes, sha256).
-fn recv(r: &mut impl Read) -> (usize, Vec<u8>) {
+/// Reads to end of stream: (bytes, sha256). With the `seed` of the stream expected, says on
+/// stderr where the bytes first differ from it (a failure then shows what was lost where).
+fn recv(r: &mut impl Read, seed: Option<u64>) -> (usize, Vec<u8>) {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     let mut buf = vec![0u8; 256 * 1024];
     let mut total = 0;
+    let mut expected = Vec::new();
+    let mut first_diff = None;
     loop {
         match r.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 ctx.update(&buf[..n]);
+                if let (Some(seed), None) = (seed, first_diff) {
+                    // Block by block: `expected` holds the block the stream is in.
+                    let mut k = 0;
+                    while k < n && first_diff.is_none() {
+                        let at = total + k;
+                        let (blk, off) = (at / BLOCK, at % BLOCK);
+                        if off == 0 || expected.is_empty() {
+                            expected = block(seed, blk as u64);
+                        }
+                        let len = (n - k).min(BLOCK - off);
+                        let (got, want) = (&buf[k..k + len], &expected[off..off + len]);
+                        if let Some(d) = got.iter().zip(want).position(|(a, b)| a != b) {
+                            first_diff = Some(at + d);
+                        }
+                        k += len;
+                    }
+                }
                 total += n;
             }
             Err(e) => panic!("read after {total} bytes: {e}"),
         }
+    }
+    if let (Some(seed), Some(at)) = (seed, first_diff) {
+        eprintln!("stream {seed}: {total} bytes received, first difference at offset {at}");
     }
     (total, ctx.finish().as_ref().to_vec())
 }
@@ -162,6 +189,7 @@ fn recv(r: &mut impl Read) -> (usize, Vec<u8>) {
 /// of stream. Reports (received bytes after "go", their sha256, sha256 of what it sent).
 struct Peer {
     addr: SocketAddr,
+    seed: u64,
     done: std::sync::mpsc::Receiver<PeerResult>,
 }
 
@@ -182,7 +210,7 @@ impl Peer {
                         return;
                     }
                     let mut r = s.try_clone().unwrap();
-                    let reader = std::thread::spawn(move || recv(&mut r));
+                    let reader = std::thread::spawn(move || recv(&mut r, Some(CLIENT_SEED)));
                     let sent = send(&mut s, seed, size).unwrap_or_default();
                     if close {
                         drop(s);
@@ -195,7 +223,7 @@ impl Peer {
                 });
             }
         });
-        Peer { addr, done }
+        Peer { addr, seed, done }
     }
 }
 
@@ -217,8 +245,9 @@ fn client(port: u16) -> TcpStream {
 fn both_ways(st: &Setup, peer: &Peer, size: usize) -> (usize, Vec<u8>, Vec<u8>, PeerResult) {
     let mut c = client(st.port);
     let mut r = c.try_clone().unwrap();
-    let reader = std::thread::spawn(move || recv(&mut r));
-    let sent = send(&mut c, 1, size).expect("send");
+    let seed = peer.seed;
+    let reader = std::thread::spawn(move || recv(&mut r, Some(seed)));
+    let sent = send(&mut c, CLIENT_SEED, size).expect("send");
     c.shutdown(Shutdown::Write).unwrap();
     let (got, sum) = reader.join().unwrap();
     let peer = peer
@@ -272,7 +301,12 @@ fn hundred_megabytes_each_way_with_the_default_handover() {
     let st = start(peer.addr, "", "");
     let before = kernel_counters(&st.sock);
     let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
-    assert_eq!((got, peer_got), (size, size));
+    assert_eq!(
+        (got, peer_got),
+        (size, size),
+        "{:?}",
+        st.p.stderr.lock().unwrap()
+    );
     assert_eq!(sum, peer_sent, "server to client intact");
     assert_eq!(peer_sum, sent, "client to server intact");
     st.p.wait_log(&format!(" {size} -- "), Duration::from_secs(5))
@@ -304,7 +338,7 @@ fn close_from_either_side_loses_nothing() {
     );
     let before = kernel_counters(&st.sock);
     let mut c = client(st.port);
-    let (got, sum) = recv(&mut c);
+    let (got, sum) = recv(&mut c, None);
     let (_, _, peer_sent) = peer.done.recv_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(
         got,
@@ -328,8 +362,8 @@ fn close_from_either_side_loses_nothing() {
     let before2 = kernel_counters(&st2.sock);
     let mut c = client(st2.port);
     let mut r = c.try_clone().unwrap();
-    let reader = std::thread::spawn(move || recv(&mut r));
-    let sent = send(&mut c, 6, size).unwrap();
+    let reader = std::thread::spawn(move || recv(&mut r, None));
+    let sent = send(&mut c, CLIENT_SEED, size).unwrap();
     c.shutdown(Shutdown::Write).unwrap();
     let (peer_got, peer_sum, peer_sent) = peer2.done.recv_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(peer_got, size);

@@ -716,7 +716,7 @@ fn master_worker_notifies_systemd() {
 }
 
 fn admin_cmd(sock: &Path, cmd: &str) -> String {
-    let mut s = UnixStream::connect(sock).expect("admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
     let mut out = String::new();

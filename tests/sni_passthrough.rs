@@ -12,7 +12,6 @@ mod proxy;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -198,7 +197,7 @@ fn setup(delay: &str) -> Setup {
 }
 
 fn show_stat(sock: &std::path::Path) -> Vec<Vec<String>> {
-    let mut s = UnixStream::connect(sock).expect("admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.write_all(b"show stat\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();

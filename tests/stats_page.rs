@@ -11,7 +11,6 @@ mod proxy;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,7 @@ use backend::{HealthNode, HttpNode, HttpOpts, free_port};
 use proxy::{Proc, TempDir, get, request};
 
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = UnixStream::connect(sock).expect("connect admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
     let mut out = String::new();

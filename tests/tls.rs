@@ -761,3 +761,77 @@ fn verify_without_ca_file_is_refused_in_haproxys_words() {
     assert!(err.contains(&want), "{err}");
     assert!(!err.contains("'server be/s2'"), "{err}");
 }
+
+/// A rustls client trusting `der`, without ALPN.
+fn tls_client(port: u16, der: &[u8]) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(der.to_vec()))
+        .expect("root");
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("example.local").expect("name");
+    let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("client");
+    let sock = TcpStream::connect(lo(port)).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    rustls::StreamOwned::new(conn, sock)
+}
+
+#[test]
+fn tcp_mode_tls_offload_and_tls_towards_servers() {
+    let dir = TempDir::new("tcp-tls");
+    let (cert, der) = bundle(&dir.0);
+    let echo = backend::TcpEcho::start(lo(0)).expect("echo");
+    let (node, _) = TlsNode::start(&["backend.local"]);
+    let (p1, p2) = (free_port(), free_port());
+    let cfg = format!(
+        "defaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n\
+         \x20   timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend offload\n    bind 127.0.0.1:{p1} ssl crt \"{}\"\n    default_backend echo\n\
+         backend echo\n    server e {}\n\
+         frontend to-tls\n    bind 127.0.0.1:{p2}\n    default_backend tlsnode\n\
+         backend tlsnode\n    server t {} ssl verify none\n",
+        cert.display(),
+        echo.addr(),
+        node.addr
+    );
+    let p = Proc::portcullis(&cfg, lo(p1));
+    // TLS terminated by a `mode tcp` frontend: the echo server sees plaintext.
+    let mut c = tls_client(p1, &der);
+    c.write_all(b"hello over tls\n").expect("write");
+    let mut got = vec![0u8; 15];
+    c.read_exact(&mut got).expect("echo back");
+    assert_eq!(&got, b"hello over tls\n");
+    c.conn.send_close_notify();
+    let _ = c.flush();
+    drop(c);
+    let l = p
+        .wait_log(" offload~ echo/e ", Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("tcplog with ~: {:?}", p.log_lines()));
+    assert!(l.contains(" 15 "), "bytes to the client: {l}");
+    // Plain client, TLS towards the server.
+    let mut s = TcpStream::connect(lo(p2)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(b"GET /tcp HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    let mut buf = vec![0u8; 4096];
+    let mut resp = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !resp.ends_with(b"path=/tcp") && Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => resp.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(text.ends_with("tls-node sni= path=/tcp"), "{text}");
+    assert_eq!(node.paths("/tcp"), 1);
+}

@@ -10,7 +10,6 @@ mod proxy;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -124,7 +123,7 @@ fn get(s: &mut Tls, path: &str) -> u16 {
 
 /// One command (and optional payload) on a fresh admin connection, as socat sends it.
 fn cli(sock: &Path, cmd: &str, payload: Option<&str>) -> String {
-    let mut s = UnixStream::connect(sock).expect("admin socket");
+    let mut s = proxy::admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut msg = format!("{cmd}\n");
     if let Some(p) = payload {

@@ -35,6 +35,9 @@ pub enum ConnectError {
     Timeout,
     /// Every usable server was full (`maxconn`) for `timeout queue` (503, `sQ`).
     QueueTimeout,
+    /// The server's sessions were shut down (`on-marked-down shutdown-sessions`) while this one
+    /// was still connecting or waiting to retry (503, `DC`; `UC` for a backup's).
+    Killed(u8),
 }
 
 impl ConnectError {
@@ -44,6 +47,7 @@ impl ConnectError {
             ConnectError::NoServer | ConnectError::Refused => *b"SC",
             ConnectError::Timeout => *b"sC",
             ConnectError::QueueTimeout => *b"sQ",
+            ConnectError::Killed(cause) => [cause, b'C'],
         }
     }
 }
@@ -203,15 +207,33 @@ pub async fn connect(
         // HAProxy counts a server session per connection attempt.
         srv.counters.session(crate::model::clock_ms());
         let addr = srv.addr();
-        let attempt = match timeout {
-            Some(t) => match tokio::time::timeout(t, Stream::connect(io, addr)).await {
-                Ok(r) => r.map_err(|_| ConnectError::Refused),
-                Err(_) => Err(ConnectError::Timeout),
-            },
-            None => Stream::connect(io, addr)
-                .await
-                .map_err(|_| ConnectError::Refused),
+        // HAProxy's shutdown-sessions also ends the streams still connecting to the server.
+        let epoch = srv.kill_epoch();
+        let connect = async {
+            match timeout {
+                Some(t) => match tokio::time::timeout(t, Stream::connect(io, addr)).await {
+                    Ok(r) => r.map_err(|_| ConnectError::Refused),
+                    Err(_) => Err(ConnectError::Timeout),
+                },
+                None => Stream::connect(io, addr)
+                    .await
+                    .map_err(|_| ConnectError::Refused),
+            }
         };
+        let attempt = tokio::select! {
+            biased;
+            _ = srv.killed(epoch) => Err(ConnectError::Killed(srv.kill_cause())),
+            r = connect => r,
+        };
+        if let Err(error @ ConnectError::Killed(_)) = attempt {
+            info.connect_time = start.elapsed();
+            release(be, &srv);
+            return Err(Failed {
+                server: Some(srv),
+                error,
+                info,
+            });
+        }
         match attempt {
             Ok(stream) => {
                 info.connect_time = start.elapsed();
@@ -253,7 +275,21 @@ pub async fn connect(
                 }
                 if error == ConnectError::Refused {
                     let delay = timeout.map_or(MAX_RETRY_DELAY, |t| t.min(MAX_RETRY_DELAY));
-                    tokio::time::sleep(delay).await;
+                    let epoch = srv.kill_epoch();
+                    let killed = tokio::select! {
+                        biased;
+                        _ = srv.killed(epoch) => true,
+                        _ = tokio::time::sleep(delay) => false,
+                    };
+                    if killed {
+                        info.connect_time = start.elapsed();
+                        release(be, &srv);
+                        return Err(Failed {
+                            error: ConnectError::Killed(srv.kill_cause()),
+                            server: Some(srv),
+                            info,
+                        });
+                    }
                 }
             }
         }

@@ -266,3 +266,18 @@ pub fn get(addr: SocketAddr, path: &str) -> Response {
         &format!("GET {path} HTTP/1.1\r\nHost: test.local\r\nConnection: close\r\n\r\n"),
     )
 }
+
+/// Connects to an admin socket, waiting for the proxy to bind it (it does so right after its
+/// listeners, which is what [`Proc`] waits for).
+pub fn admin_connect(sock: &std::path::Path) -> std::os::unix::net::UnixStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match std::os::unix::net::UnixStream::connect(sock) {
+            Ok(s) => return s,
+            Err(e) if Instant::now() > deadline => {
+                panic!("connect admin socket {}: {e}", sock.display())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}

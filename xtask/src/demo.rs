@@ -155,7 +155,7 @@ fn seed_config() -> (String, String) {
 }
 
 /// A self-signed PEM bundle (certificate + key) for 127.0.0.1, made once per run dir.
-fn make_cert(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn make_cert(dir: &Path) -> Option<PathBuf> {
     let bundle = dir.join("demo.pem");
     if bundle.exists() {
         return Some(bundle);

@@ -1,9 +1,10 @@
-//! `cargo xtask <command>`: the developer tooling of the workspace (std only).
+//! `cargo xtask <command>`: the developer tooling of the workspace.
 //!
 //! - `setup`: installs what the builds and tests need (idempotent, fast when all is there).
 //! - `test`: everything CI runs, in order, failing fast; ends with `N passed, M failed`.
 //! - `demo`: the seed config on loopback with fake nodes, until Ctrl-C.
-//! - `bench`: portcullis vs HAProxy vs direct, same backend and load generator.
+//! - `bench`: portcullis vs HAProxy vs nginx vs direct, same backend and load generators.
+//! - `drill`: seed 000's graceful-termination experiment against portcullis and HAProxy.
 
 // The fake backends are shared with the integration tests.
 #[path = "../../tests/support/backend.rs"]
@@ -11,6 +12,10 @@ mod backend;
 mod bench;
 mod ci;
 mod demo;
+mod drill;
+// The drill's pods, client and log reading are shared with tests/drill.rs.
+#[path = "../../tests/support/drill.rs"]
+mod drill_core;
 mod setup;
 mod util;
 
@@ -23,8 +28,12 @@ commands:
   test                  run what CI runs: setup, fmt, clippy, tests with --io uring then epoll
   demo [--haproxy]      run the seed config on loopback against fake nodes (Ctrl-C to stop);
                         --haproxy runs HAProxy on the unstripped config instead
-  bench [--duration S] [--backend nginx|node]
-                        tiny-response keep-alive benchmark: portcullis, HAProxy, direct";
+  bench [--quick] [--only W[,W…]] [--duration S] [--reps N] [--release|--debug]
+                        every workload through portcullis (uring, epoll), HAProxy, nginx and
+                        direct; writes target/bench/report.md, report.json, ratios.svg
+  drill [--quick] [--net 127.B] [--balancer …] [--mode …] [--redispatch …]
+                        seed 000's rolling-restart drill: current vs improved preStop,
+                        portcullis and HAProxy side by side (drill --help for all options)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,6 +49,9 @@ fn main() -> ExitCode {
         "test" => ci::run(),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
+        "drill" => drill::run(rest),
+        // The bench's own load clients, run as pinned child processes.
+        "bench-load" => bench::load::run(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

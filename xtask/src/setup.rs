@@ -13,6 +13,9 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("nghttp2-client", "nghttp"),
     ("curl", "curl"),
     ("nginx", "nginx"),
+    // The bench: nginx as a TCP proxy, and the passthrough throughput client/server.
+    ("libnginx-mod-stream", "nginx"),
+    ("iperf3", "iperf3"),
     ("iproute2", "ip"),
     ("chromium", "chromium"),
     // bpf-linker (which links the eBPF programs of ebpf/) builds against LLVM 22; Debian's default

@@ -1135,18 +1135,15 @@ fn kw_bind(p: &mut P, args: &[String]) {
 
 /// Derived settings once a proxy section is complete.
 pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag>) {
-    // TLS offload serves HTTP frontends; a TLS-terminating `mode tcp` listener comes later.
+    // Content inspection peeks at the socket: with TLS terminated first there is nothing to peek.
     if px.mode == Mode::Tcp
+        && px.tcp_request.iter().any(|r| !r.connection)
         && let Some(b) = px.binds.iter().find(|b| b.ssl.is_some())
     {
-        px.pending
-            .push(("bind ssl (in mode tcp)".to_string(), b.loc.clone()));
-    }
-    if px.mode == Mode::Tcp
-        && let Some(s) = px.servers.iter().find(|s| s.opts.ssl)
-    {
-        px.pending
-            .push(("server ssl (in mode tcp)".to_string(), s.loc.clone()));
+        px.pending.push((
+            "tcp-request content (with bind ssl)".to_string(),
+            b.loc.clone(),
+        ));
     }
     // `http-check` lines refine what `option httpchk` declared; both fields end up holding the
     // effective check. A field still at its default keeps the `option httpchk` value.

@@ -82,6 +82,11 @@ impl Conn {
         }
     }
 
+    /// An h2 stream that is not its connection's first.
+    pub fn h2_later_stream(&self) -> bool {
+        matches!(self, Conn::H2(p) if !p.first_stream())
+    }
+
     /// For an h2 stream, the request line HAProxy logs (`GET https://host/ HTTP/2.0`).
     pub fn h2_log_line(&self) -> Option<&str> {
         match self {

@@ -130,6 +130,8 @@ pub fn start_with(
     }
     let certs = Arc::new(crate::tls::CertStore::new());
     let tls = tls_configs(&model, &certs).map_err(|e| vec![e])?;
+    // Loading and self-testing the eBPF programs takes a while: before anything listens.
+    crate::kernel::init(&model.cfg);
     // Before the admin sockets are bound: the old one may be at the same path.
     let received = match &reload.old_socket {
         Some(path) => handover::fetch(path).map_err(|e| {
@@ -152,7 +154,7 @@ pub fn start_with(
     }
     let (listeners, exported) =
         worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
-    crate::kernel::init(&model.cfg);
+    // After the binds: a process that fails to start never takes the interfaces over.
     crate::kernel::xdp::init(&model.cfg);
     let mut admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     if let Some(p) = &reload.master_sock {

@@ -410,17 +410,19 @@ async fn accept_loop(
                         shared: Arc::clone(&sh),
                         fe: Arc::clone(&fe2),
                     };
+                    let peer = acc.peer;
+                    let conn = match tls {
+                        None => Conn::Plain(acc.stream),
+                        Some(cfg) => match handshake(&sh, &fe2, acc, bidx, cfg).await {
+                            Some(c) => c,
+                            None => return,
+                        },
+                    };
                     match fe2.cfg.mode {
-                        Mode::Tcp => crate::tcp::session::run_tracked(sh, fe2, acc, sess).await,
+                        Mode::Tcp => {
+                            crate::tcp::session::run_tracked(sh, fe2, conn, peer, sess).await
+                        }
                         Mode::Http => {
-                            let peer = acc.peer;
-                            let conn = match tls {
-                                None => Conn::Plain(acc.stream),
-                                Some(cfg) => match handshake(&sh, &fe2, acc, bidx, cfg).await {
-                                    Some(c) => c,
-                                    None => return,
-                                },
-                            };
                             if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") {
                                 crate::http::h2::serve_tracked(sh, fe2, conn, peer, sess).await
                             } else {

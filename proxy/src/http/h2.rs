@@ -203,6 +203,7 @@ pub async fn serve_tracked(
         },
     };
     let active = Rc::new(Cell::new(0usize));
+    let mut streams = 0u64;
     let ended = Rc::new(tokio::sync::Notify::new());
     let mut stop = shared.stop_tx.subscribe();
     let mut stopping = *stop.borrow_and_update();
@@ -223,9 +224,11 @@ pub async fn serve_tracked(
                     active.set(active.get() + 1);
                     let (sh, fe2, tls2) = (Arc::clone(&shared), Arc::clone(&fe), tls.clone());
                     let (active2, ended2) = (Rc::clone(&active), Rc::clone(&ended));
+                    streams += 1;
+                    let first = streams == 1;
                     let sess2 = Rc::clone(&sess);
                     spawn(async move {
-                        stream(sh, fe2, req, respond, (peer, local), tls2, sess2).await;
+                        stream(sh, fe2, req, respond, (peer, local, first), tls2, sess2).await;
                         active2.set(active2.get().saturating_sub(1));
                         ended2.notify_one();
                     });
@@ -265,7 +268,7 @@ async fn stream(
     fe: Arc<Proxy>,
     req: http::Request<RecvStream>,
     respond: SendResponse<Bytes>,
-    (peer, local): (Option<SocketAddr>, Option<SocketAddr>),
+    (peer, local, first): (Option<SocketAddr>, Option<SocketAddr>, bool),
     tls: Option<TlsInfo>,
     sess: Rc<StkCtrs>,
 ) {
@@ -286,6 +289,7 @@ async fn stream(
         local,
         tls,
         log_line,
+        first,
     };
     crate::http::proxy::run_tracked(shared, fe, Conn::H2(Box::new(pipe)), peer, sess).await;
 }
@@ -385,9 +389,15 @@ pub struct H2Pipe {
     local: Option<SocketAddr>,
     tls: Option<TlsInfo>,
     log_line: String,
+    first: bool,
 }
 
 impl H2Pipe {
+    /// The connection's first stream (`http-reuse safe` keeps it off shared server connections).
+    pub fn first_stream(&self) -> bool {
+        self.first
+    }
+
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local
     }

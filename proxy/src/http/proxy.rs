@@ -45,6 +45,37 @@ const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
 /// Idle server connections a worker keeps per server address.
 const POOL_PER_SERVER: usize = 64;
 
+/// Buffer a connection waiting for its next request reads into: idle keep-alive connections then
+/// hold this much instead of a full buffer (HAProxy holds none while idle).
+const IDLE_READ: usize = 1024;
+/// Buffers kept per worker for reuse across sessions.
+const BUF_POOL: usize = 256;
+
+thread_local! {
+    /// Released session buffers, reused by the next transaction on this worker.
+    static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A cleared buffer with at least `BUF` bytes of capacity, from this worker's pool if it has one.
+fn take_buf() -> Vec<u8> {
+    BUFS.with(|b| b.borrow_mut().pop())
+        .unwrap_or_else(|| Vec::with_capacity(BUF))
+}
+
+/// Gives a buffer back to this worker's pool (oversized ones are freed).
+fn give_buf(mut v: Vec<u8>) {
+    if v.capacity() < BUF || v.capacity() > 2 * BODY_BUF {
+        return;
+    }
+    v.clear();
+    BUFS.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.len() < BUF_POOL {
+            b.push(v);
+        }
+    });
+}
+
 thread_local! {
     /// This worker's idle server connections, by server address (no locks: one pool per thread).
     static POOL: RefCell<HashMap<SocketAddr, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
@@ -139,8 +170,6 @@ struct Session {
     /// Client bytes read but not yet consumed.
     cbuf: Vec<u8>,
     activity: Activity,
-    /// Buffer kept between transactions for reading the server's responses.
-    spare: Vec<u8>,
     /// The server connection this session used last (kept for its next request).
     own: Option<(Arc<Server>, Rc<Conn>)>,
     requests: u64,
@@ -161,6 +190,9 @@ pub async fn run_tracked(
     sess: Rc<StkCtrs>,
 ) {
     let tls = conn.tls().map(|t| Arc::new(t.clone()));
+    // An h2 stream after the connection's first is not a connection's first request: it may use
+    // an idle server connection under `http-reuse safe`, as HAProxy's streams do.
+    let requests = u64::from(conn.h2_later_stream());
     let client = Rc::new(conn);
     let local = client.local_addr();
     let mut s = Session {
@@ -170,11 +202,10 @@ pub async fn run_tracked(
         tls,
         peer,
         local,
-        cbuf: Vec::with_capacity(BUF),
+        cbuf: Vec::new(),
         activity: Activity::default(),
-        spare: Vec::new(),
         own: None,
-        requests: 0,
+        requests,
         sess,
     };
     // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
@@ -219,7 +250,15 @@ impl Session {
         deadline: Option<Instant>,
         idle: Option<Duration>,
     ) -> Result<usize, Option<std::io::Error>> {
-        let buf = std::mem::take(&mut self.cbuf);
+        let mut buf = std::mem::take(&mut self.cbuf);
+        if buf.capacity() == 0 {
+            buf.reserve(IDLE_READ);
+        } else if buf.capacity() == buf.len() && buf.capacity() < BUF {
+            // A head longer than the idle buffer: continue in a full one.
+            let mut full = take_buf();
+            full.extend_from_slice(&buf);
+            buf = full;
+        }
         let fut = idle_limited(self.client.read(buf), idle, &self.activity);
         match deadline_limited(fut, deadline).await {
             Some(Some((res, buf))) => {
@@ -278,6 +317,10 @@ impl Session {
     /// One request/response exchange. Returns whether to read another request on this connection.
     async fn transaction(&mut self) -> bool {
         let first = self.requests == 0;
+        // Waiting for a new request: hold a small buffer, not a full one.
+        if self.cbuf.is_empty() && self.cbuf.capacity() > IDLE_READ {
+            give_buf(std::mem::take(&mut self.cbuf));
+        }
         let t = self.fe.cfg.timeouts;
         let wait_start = Instant::now();
         let limits = Limits::default();
@@ -1037,11 +1080,7 @@ impl Session {
         let st = be.cfg.timeouts.server;
         let sent_at = Instant::now();
         let limits = Limits::default();
-        let mut sbuf = std::mem::take(&mut self.spare);
-        sbuf.clear();
-        if sbuf.capacity() < BUF {
-            sbuf.reserve(BUF);
-        }
+        let mut sbuf = take_buf();
         loop {
             match h1::parse_response_head(&sbuf, &limits) {
                 Ok(Some((resp, n))) => {
@@ -1360,10 +1399,7 @@ impl Session {
         // Keep the server connection for the next request unless it is not reusable.
         let reusable =
             server_keep && !server_close && sbuf.is_empty() && framing != BodyFraming::UntilClose;
-        if sbuf.capacity() <= 2 * BODY_BUF {
-            sbuf.clear();
-            self.spare = sbuf;
-        }
+        give_buf(sbuf);
         if reusable {
             self.own = Some((Arc::clone(srv), Rc::clone(server)));
         }

@@ -13,13 +13,13 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use crate::config::model::TcpRequestAction;
+use crate::engine::conn::Conn;
 use crate::engine::io::{Peeker, Stream};
 use crate::http::rules::apply_tcp_rules;
 use crate::http::sample::SampleCtx;
 use crate::stick::StkCtrs;
 
 use crate::backend;
-use crate::engine::io::Accepted;
 use crate::engine::worker::Shared;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, stats};
@@ -129,27 +129,59 @@ fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64) {
     (userspace, max)
 }
 
-pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted) {
-    run_tracked(shared, fe, acc, Rc::new(StkCtrs::default())).await
+/// One side of a session: a plain socket (which the kernel path can splice) or a TLS connection.
+enum Side {
+    Plain(Rc<Stream>),
+    Tls(Rc<Conn>),
+}
+
+impl Side {
+    fn of(c: Conn) -> Side {
+        match c {
+            Conn::Plain(s) => Side::Plain(Rc::new(s)),
+            other => Side::Tls(Rc::new(other)),
+        }
+    }
+}
+
+/// Runs a `mode tcp` session on an accepted connection (TLS already terminated for `bind … ssl`).
+pub async fn run(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<std::net::SocketAddr>,
+) {
+    run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
 }
 
 /// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`.
-pub async fn run_tracked(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted, sess: Rc<StkCtrs>) {
+pub async fn run_tracked(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<std::net::SocketAddr>,
+    sess: Rc<StkCtrs>,
+) {
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
-    let client = Rc::new(acc.stream);
-    let local = client.local_addr();
-    let mut log = SessionLog::new(&fe, acc.peer, local, accept_at);
+    let local = conn.local_addr();
+    let tls = conn.tls().map(|t| Arc::new(t.clone()));
+    let client = Side::of(conn);
+    let mut log = SessionLog::new(&fe, peer, local, accept_at);
+    log.ssl = tls.is_some();
+    log.tls = tls;
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
     shared.log.connect(&fe, &log);
     let mut peeked = Vec::new();
-    if !fe.rules.tcp_content.is_empty() {
+    // Content inspection peeks at the socket: plain connections only (a TLS frontend with
+    // `tcp-request content` rules is refused at start).
+    if let (false, Side::Plain(client)) = (fe.rules.tcp_content.is_empty(), &client) {
         peeked.resize(INSPECT_MAX, 0);
-        let mut base = base_ctx(&fe, acc.peer, local);
+        let mut base = base_ctx(&fe, peer, local);
         let now = shared.model.now_ms();
         base.stick = shared.model.stick_view(&fe, Some(&sess), None, now);
-        let (verdict, len) = inspect(&fe, &client, base, start, &mut peeked).await;
+        let (verdict, len) = inspect(&fe, client, base, start, &mut peeked).await;
         peeked.truncate(len);
         if verdict == TcpRequestAction::Reject {
             // HAProxy had read the bytes: they count in `bin`, and the close is a plain one.
@@ -166,7 +198,7 @@ pub async fn run_tracked(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted, ses
     }
     let inspected = start.elapsed();
     let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
-    let Some(be) = route(&shared, &fe, acc.peer, local, payload) else {
+    let Some(be) = route(&shared, &fe, peer, local, payload) else {
         log.term = *b"PR";
         log.total = start.elapsed();
         shared.log.session(&fe, &log);
@@ -176,7 +208,7 @@ pub async fn run_tracked(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted, ses
     let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
-    let src = acc.peer.map(|p| p.ip());
+    let src = peer.map(|p| p.ip());
     let connected = backend::connect(shared.io, &be, src, None).await;
     match connected {
         Err(f) => {
@@ -207,17 +239,55 @@ pub async fn run_tracked(shared: Arc<Shared>, fe: Arc<Proxy>, acc: Accepted, ses
                 server_fin: be.cfg.timeouts.server_fin,
             };
             let epoch = srv.kill_epoch();
-            let server = Rc::new(c.stream);
+            let server = match srv.tls.as_ref().filter(|x| x.traffic) {
+                None => Side::Plain(Rc::new(c.stream)),
+                Some(x) => {
+                    let name = crate::tls::client::server_name(None, srv.addr().ip());
+                    let hs = crate::tls::stream::TlsStream::connect(
+                        c.stream,
+                        Arc::clone(&x.config),
+                        name,
+                        be.cfg.timeouts.connect,
+                    );
+                    match hs.await {
+                        Ok(s) => Side::Tls(Rc::new(Conn::Tls(Box::new(s)))),
+                        Err(e) => {
+                            tracing::debug!("{}/{}: TLS handshake failed: {e}", be.name, srv.name);
+                            Counters::add(&srv.counters.errors_conn, 1);
+                            Counters::add(&be.counters.errors_conn, 1);
+                            backend::release(&be, &srv);
+                            be.beconn.fetch_sub(1, Ordering::Relaxed);
+                            log.term = *b"SC";
+                            log.total = start.elapsed();
+                            log.beconn = be.beconn.load(Ordering::Relaxed);
+                            shared.log.session(&fe, &log);
+                            return;
+                        }
+                    }
+                }
+            };
             let kill = srv.killed(epoch);
             let (userspace, max_unacked) = relay_choice(&fe, &be);
-            let stats = if userspace {
-                relay(client, server, Vec::new(), t, kill).await
-            } else {
-                match super::splice::relay(client.clone(), server.clone(), t, max_unacked, kill)
-                    .await
-                {
-                    Ok(stats) => stats,
-                    Err(kill) => relay(client, server, Vec::new(), t, kill).await,
+            let stats = match (client, server) {
+                (Side::Plain(client), Side::Plain(server)) if !userspace => {
+                    match super::splice::relay(client.clone(), server.clone(), t, max_unacked, kill)
+                        .await
+                    {
+                        Ok(stats) => stats,
+                        Err(kill) => relay(client, server, Vec::new(), t, kill).await,
+                    }
+                }
+                (Side::Plain(client), Side::Plain(server)) => {
+                    relay(client, server, Vec::new(), t, kill).await
+                }
+                (Side::Plain(client), Side::Tls(server)) => {
+                    relay(client, server, Vec::new(), t, kill).await
+                }
+                (Side::Tls(client), Side::Plain(server)) => {
+                    relay(client, server, Vec::new(), t, kill).await
+                }
+                (Side::Tls(client), Side::Tls(server)) => {
+                    relay(client, server, Vec::new(), t, kill).await
                 }
             };
             for c in [&fe.fe_counters, &be.counters, &srv.counters] {

@@ -128,6 +128,7 @@ async fn pump(
     let mut buf = Vec::with_capacity(RELAY_BUF);
     let mut drained = false;
     let mut again = 0u32;
+    let mut early_eof = 0u32;
     loop {
         buf.clear();
         let (res, b) = match idle_limited_by(from.read(buf), timeout, activity).await {
@@ -137,6 +138,26 @@ async fn pump(
         buf = b;
         let n = match res {
             Ok(0) => {
+                // The end of stream can overtake bytes the verdict passed: when the socket's
+                // own splice queue holds skbs (the other direction's redirects waiting for room
+                // in this socket, or a deferred delivery), passed skbs wait behind them for the
+                // kernel's worker, while recv already reports the FIN. Read on until every
+                // passed byte has arrived.
+                let passed = sp.flow(dir).passed;
+                if user.get() < passed {
+                    if early_eof == 0 {
+                        tracing::debug!(
+                            "splice {dir:?}: end of stream with {} of {passed} passed bytes read; \
+                             waiting for the rest",
+                            user.get()
+                        );
+                    }
+                    early_eof += 1;
+                    if let Err(e) = wait_passed(from, dir, timeout, activity, early_eof).await {
+                        return e;
+                    }
+                    continue;
+                }
                 if let Err(e) = drain(to, dir, sp, user.get(), timeout, activity).await {
                     return e;
                 }
@@ -161,6 +182,7 @@ async fn pump(
             }
         };
         again = 0;
+        early_eof = 0;
         activity.touch();
         // The first passed bytes follow everything the kernel redirected: the peer sends that
         // first. Afterwards the verdict redirects nothing more in this direction.
@@ -223,6 +245,30 @@ async fn drain(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(10));
     }
+}
+
+/// One pause of the wait for passed bytes that an early end of stream overtook (`n`: how many
+/// reads have said end of stream so far): the kernel's worker delivers them, nothing signals it.
+async fn wait_passed(
+    from: &Stream,
+    dir: Dir,
+    timeout: &Cell<Option<Duration>>,
+    activity: &Activity,
+    n: u32,
+) -> Result<(), DirEnd> {
+    if let Some(t) = timeout.get()
+        && activity.last() + t <= Instant::now()
+    {
+        return Err(DirEnd::Timeout);
+    }
+    if tcpinfo::is_closed(from.raw_fd()) {
+        tracing::debug!("splice {dir:?}: sender closed before its passed bytes were read");
+        return Err(DirEnd::ReadErr);
+    }
+    // 50 µs doubling to 10 ms.
+    let pause = Duration::from_micros(50) * 2u32.saturating_pow(n.saturating_sub(1).min(8));
+    tokio::time::sleep(pause.min(Duration::from_millis(10))).await;
+    Ok(())
 }
 
 /// Samples each receiver's acknowledged bytes for the verdict's flow control, and counts kernel
