@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 
 const OBJECT: &str = "portcullis-ebpf";
+/// The XDP filter: its own object (a second binary of the package).
+const XDP_OBJECT: &str = "portcullis-xdp";
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
@@ -17,6 +19,10 @@ fn main() {
     println!(
         "cargo:rerun-if-changed={}",
         ebpf.join("common/Cargo.toml").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        ebpf.join("programs/src").display()
     );
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     let object = out.join(OBJECT);
@@ -59,10 +65,12 @@ fn main() {
             );
         }
     }
-    if !object.exists() {
-        // Skipped: an empty object tells kernel/ the programs were not built.
-        if let Err(e) = std::fs::write(&object, b"") {
-            panic!("cannot write {}: {e}", object.display());
+    for obj in [object, out.join(XDP_OBJECT)] {
+        if !obj.exists() {
+            // Skipped: an empty object tells kernel/ the programs were not built.
+            if let Err(e) = std::fs::write(&obj, b"") {
+                panic!("cannot write {}: {e}", obj.display());
+            }
         }
     }
 }

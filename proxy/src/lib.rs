@@ -16,5 +16,6 @@ pub mod lb;
 pub mod log;
 pub mod master;
 pub mod model;
+pub mod stick;
 pub mod tcp;
 pub mod tls;

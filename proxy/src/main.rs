@@ -32,7 +32,7 @@ fn main() -> ExitCode {
             println!("HTTP : HTTP/1.1 (strict RFC 9112 codec), HTTP/2 (h2, by ALPN)");
             println!("TLS  : rustls 0.23 (ring provider)");
             println!(
-                "eBPF : aya 0.14 (sockmap splice for mode tcp, loaded at start when the kernel allows)"
+                "eBPF : aya 0.14 (sockmap splice for mode tcp, XDP filter with portcullis-xdp; loaded at start when the kernel allows)"
             );
         }
         return ExitCode::SUCCESS;

@@ -157,6 +157,15 @@ pub trait Runtime {
     fn ssl_cert_abort(&mut self, _file: &str) -> Result<(), AbortCertError> {
         Err(AbortCertError::NoTransaction)
     }
+    /// `show table [<table> [<filter>]*]`: `args` are the words after `show table`; `dump` is
+    /// false below level operator (HAProxy then shows the header only). The reply's lines.
+    fn show_table(&self, _args: &[&str], _dump: bool) -> String {
+        UNSUPPORTED_REPLY.to_string()
+    }
+    /// `clear table <table> [<filter>]*`; `allowed` is false below level operator.
+    fn clear_table(&mut self, _args: &[&str], _allowed: bool) -> String {
+        UNSUPPORTED_REPLY.to_string()
+    }
 }
 
 /// Reply for a command HAProxy 2.6 knows but portcullis does not implement.
@@ -198,6 +207,8 @@ enum H {
     ClearCounters,
     ShutdownSessionsServer,
     ShowSslCert,
+    ShowTable,
+    ClearTable,
     SetSslCert,
     CommitSslCert,
     AbortSslCert,
@@ -600,7 +611,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ClearTable,
     ),
     kw(
         &["set", "table"],
@@ -616,7 +627,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ShowTable,
     ),
     kw(
         &["show", "peers"],
@@ -1582,6 +1593,15 @@ fn run_one(
         H::ShowSslCert => show_ssl_cert(args, s, rt, out),
         H::SetSslCert | H::CommitSslCert | H::AbortSslCert => {
             ssl_cert_txn(k.handler, args, payload, s, rt, out)
+        }
+        H::ShowTable | H::ClearTable => {
+            let words: Vec<&str> = args.iter().skip(2).map(String::as_str).collect();
+            let oper = s.level >= Level::Operator;
+            if k.handler == H::ShowTable {
+                out.push_str(&rt.show_table(&words, oper));
+            } else {
+                out.push_str(&rt.clear_table(&words, oper));
+            }
         }
         H::Unsupported => out.push_str(UNSUPPORTED_REPLY),
     }

@@ -93,11 +93,18 @@ pub fn decide(flow: &Flow, ctl: &FlowCtl, len: u64) -> Decision {
     }
 }
 
+pub mod xdp;
+
 #[cfg(feature = "user")]
 mod user {
     // SAFETY: plain #[repr(C)] structs of u64s, no padding, any bit pattern is valid.
     unsafe impl aya::Pod for super::Flow {}
     unsafe impl aya::Pod for super::FlowCtl {}
+    // SAFETY: #[repr(C)] structs of integers and byte arrays laid out without padding (checked by
+    // the size tests in `xdp`); any bit pattern is valid.
+    unsafe impl aya::Pod for super::xdp::PortRule {}
+    unsafe impl aya::Pod for super::xdp::SrcKey {}
+    unsafe impl aya::Pod for super::xdp::SrcState {}
 }
 
 #[cfg(test)]

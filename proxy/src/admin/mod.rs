@@ -232,6 +232,16 @@ impl Runtime for AdminRuntime {
     fn ssl_cert_abort(&mut self, file: &str) -> Result<(), AbortCertError> {
         self.shared.certs.abort(file)
     }
+
+    fn show_table(&self, args: &[&str], dump: bool) -> String {
+        let m = &self.shared.model;
+        crate::stick::show::show_table(&m.stick, args, dump, m.now_ms())
+    }
+
+    fn clear_table(&mut self, args: &[&str], allowed: bool) -> String {
+        let m = &self.shared.model;
+        crate::stick::show::clear_table(&m.stick, args, allowed, m.now_ms())
+    }
 }
 
 fn level(l: CliLevel) -> Level {
@@ -301,8 +311,13 @@ pub async fn serve<S>(
         let out = match portcullis_runtime_api::ssl::payload_command(text) {
             // A portcullis extension, answered here so that the HAProxy command table (and its
             // help and keyword dumps) stays HAProxy's. Framed as `show info` is.
-            None if text.trim() == "show splice" => {
-                let mut data = format!("{}\n", crate::kernel::show_splice());
+            None if matches!(text.trim(), "show splice" | "show xdp") => {
+                let body = if text.trim() == "show xdp" {
+                    crate::kernel::xdp::show_xdp()
+                } else {
+                    crate::kernel::show_splice()
+                };
+                let mut data = format!("{body}\n");
                 if session.prompt {
                     data.push_str("> ");
                 }

@@ -49,6 +49,11 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "portcullis-xdp",
+        parse: kw_portcullis_xdp,
+        pending: false,
+    },
+    GlobalKw {
         kw: "ssl-default-bind-ciphers",
         parse: kw_ciphers,
         pending: false,
@@ -91,6 +96,79 @@ pub(crate) fn dispatch(g: &mut Global, c: &mut Ctx, args: &[String]) {
 
 fn arg(args: &[String], i: usize) -> &str {
     args.get(i).map_or("", String::as_str)
+}
+
+/// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]
+/// [pin-dir <dir>]` (a portcullis extension): the XDP filter on these interfaces.
+fn kw_portcullis_xdp(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    use super::model::{XdpCfg, XdpMode};
+    let mut x = XdpCfg {
+        interfaces: Vec::new(),
+        mode: XdpMode::Auto,
+        max_sources: None,
+        packet_rate: None,
+        pin_dir: None,
+        loc: c.loc.clone(),
+    };
+    let mut i = 1;
+    while let Some(w) = args.get(i) {
+        let v = arg(args, i + 1);
+        match w.as_str() {
+            "mode" => {
+                x.mode = match v {
+                    "native" => XdpMode::Native,
+                    "generic" => XdpMode::Generic,
+                    "auto" => XdpMode::Auto,
+                    _ => {
+                        c.alert(format!(
+                            "'portcullis-xdp' : unknown mode '{v}' (expects 'native', 'generic' or 'auto')."
+                        ));
+                        return;
+                    }
+                };
+                i += 2;
+            }
+            "pin-dir" => {
+                if !v.starts_with('/') {
+                    c.alert(format!(
+                        "'portcullis-xdp' : 'pin-dir' expects an absolute path (got '{v}')."
+                    ));
+                    return;
+                }
+                x.pin_dir = Some(v.to_string());
+                i += 2;
+            }
+            "max-sources" | "packet-rate" => {
+                let Some(n) = parse_u32(v).filter(|n| *n > 0) else {
+                    c.alert(format!(
+                        "'portcullis-xdp' : '{w}' expects a positive integer (got '{v}')."
+                    ));
+                    return;
+                };
+                if w == "max-sources" {
+                    x.max_sources = Some(n);
+                } else {
+                    x.packet_rate = Some(n);
+                }
+                i += 2;
+            }
+            iface => {
+                if iface.is_empty() || iface.len() >= 16 || iface.contains(['/', ' ']) {
+                    c.alert(format!(
+                        "'portcullis-xdp' : invalid interface name '{iface}'."
+                    ));
+                    return;
+                }
+                x.interfaces.push(iface.to_string());
+                i += 1;
+            }
+        }
+    }
+    if x.interfaces.is_empty() {
+        c.alert("'portcullis-xdp' expects at least one interface name.");
+        return;
+    }
+    g.xdp = Some(x);
 }
 
 fn kw_daemon(g: &mut Global, c: &mut Ctx, args: &[String]) {

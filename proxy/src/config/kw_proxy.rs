@@ -194,6 +194,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_rules::kw_stats,
     },
     ProxyKw {
+        kw: "stick-table",
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_rules::kw_stick_table,
+    },
+    ProxyKw {
         kw: "tcp-check",
         caps: DEF | BE,
         strict: false,

@@ -55,6 +55,9 @@ const HTTP_ACTIONS: &[&str] = &[
     "redirect",
     "return",
     "set-header",
+    "track-sc0",
+    "track-sc1",
+    "track-sc2",
     "use-service",
 ];
 
@@ -65,6 +68,19 @@ const DENY_CODES: &[u16] = &[
 
 pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
     let action = arg(args, 1);
+    if let Some(n) = action.strip_prefix("track-sc")
+        && !HTTP_ACTIONS.contains(&action)
+        && n.parse::<u32>().is_ok()
+    {
+        let head = format!(
+            "error detected in {} while parsing 'http-request {action}' rule :",
+            p.desc()
+        );
+        if let Err(e) = parse_track_sc(args, 1) {
+            p.alert(format!("{head} {e}"));
+            return;
+        }
+    }
     if !HTTP_ACTIONS.contains(&action) {
         let list = HTTP_ACTIONS
             .iter()
@@ -221,6 +237,17 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
             i = 3;
             HttpRequestAction::UsePrometheus
         }
+        a if a.starts_with("track-sc") => match parse_track_sc(args, 1) {
+            Ok((t, next)) => {
+                i = next;
+                HttpRequestAction::TrackSc(t)
+            }
+            Err(e) => {
+                let e = if e.ends_with('.') { e } else { format!("{e}.") };
+                p.alert(format!("{head} {e}"));
+                return;
+            }
+        },
         _ => HttpRequestAction::Allow,
     };
     let cond = match args.get(i).map(String::as_str) {
@@ -334,9 +361,31 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                 ));
                 return;
             }
+            let mut at = 3;
             let action = match arg(args, 2) {
                 "accept" => TcpRequestAction::Accept,
                 "reject" => TcpRequestAction::Reject,
+                t if t.starts_with("track-sc") => match parse_track_sc(args, 2) {
+                    Ok((t, next)) => {
+                        if connection
+                            && let Ok(e) = crate::http::sample::parse_sample(&t.key)
+                            && let Some(needs) = e.def().log_needs
+                        {
+                            p.alert(format!(
+                                "'tcp-request {sub} {}' : fetch method '{}' extracts information from '{needs}', none of which is available here",
+                                arg(args, 2),
+                                t.key
+                            ));
+                            return;
+                        }
+                        at = next;
+                        TcpRequestAction::TrackSc(t)
+                    }
+                    Err(e) => {
+                        p.alert(format!("'tcp-request {sub} {}' : {e}", arg(args, 2)));
+                        return;
+                    }
+                },
                 other => {
                     p.alert(format!(
                         "'tcp-request {sub}' expects 'accept' or 'reject' in {desc} (got '{other}')."
@@ -344,10 +393,11 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                     return;
                 }
             };
-            let cond = match args.get(3).map(String::as_str) {
+            let cond = match args.get(at).map(String::as_str) {
                 None => None,
-                Some("if" | "unless") => Some(cond(p, args, 3)),
+                Some("if" | "unless") => Some(cond(p, args, at)),
                 Some(other) => {
+                    let desc = if at > 3 { p.desc() } else { desc };
                     p.alert(format!(
                         "'tcp-request {sub} {}' only accepts 'if' or 'unless', in {desc} (got '{other}')",
                         arg(args, 2)
@@ -624,4 +674,256 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
         st.enable = true;
     }
     p.px.stats = Some(StatsPage { ..st });
+}
+
+/// HAProxy 2.6's stick-table data types, in its order (the order `show table` prints them).
+/// (name, is a rate, supported by portcullis)
+const STORE_TYPES: &[(&str, bool, bool)] = &[
+    ("server_id", false, false),
+    ("gpt0", false, false),
+    ("gpc0", false, false),
+    ("gpc0_rate", true, false),
+    ("conn_cnt", false, true),
+    ("conn_rate", true, true),
+    ("conn_cur", false, true),
+    ("sess_cnt", false, true),
+    ("sess_rate", true, true),
+    ("http_req_cnt", false, true),
+    ("http_req_rate", true, true),
+    ("http_err_cnt", false, false),
+    ("http_err_rate", true, false),
+    ("bytes_in_cnt", false, false),
+    ("bytes_in_rate", true, false),
+    ("bytes_out_cnt", false, false),
+    ("bytes_out_rate", true, false),
+    ("gpc1", false, false),
+    ("gpc1_rate", true, false),
+    ("server_key", false, false),
+    ("server_name", false, false),
+    ("http_fail_cnt", false, false),
+    ("http_fail_rate", true, false),
+    ("gpt", false, false),
+    ("gpc", false, false),
+    ("gpc_rate", true, false),
+];
+
+/// `stick-table type ip|ipv6 size <n> [expire <t>] [nopurge] [store <type>[,<type>]*]*`.
+pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
+    use super::model::{StickKey, StickStore, StickTable};
+    use super::values::parse_size;
+    if p.defaults {
+        p.alert("'stick-table' is not supported in 'defaults' section.");
+        return;
+    }
+    if let Some(prev) = &p.px.stick_table {
+        let (name, kind, loc) = (p.px.name.clone(), p.px.kind(), prev.loc.clone());
+        p.alert(format!(
+            "stick-table name '{name}' conflicts with table declared in {kind} '{name}' at {}:{}.",
+            loc.file, loc.line
+        ));
+        return;
+    }
+    let mut key = None;
+    let mut size = None;
+    let mut expire = None;
+    // (index in STORE_TYPES, rate period)
+    let mut store: Vec<(usize, Option<std::time::Duration>)> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut i = 1;
+    while let Some(w) = args.get(i) {
+        let v = arg(args, i + 1);
+        match w.as_str() {
+            "type" => {
+                key = match v {
+                    "ip" | "ipv4" => Some(StickKey::Ip),
+                    "ipv6" => Some(StickKey::Ipv6),
+                    "integer" | "string" | "binary" => {
+                        pending.push(format!("stick-table type {v}"));
+                        Some(StickKey::Ip)
+                    }
+                    _ => {
+                        p.alert(format!("stick-table: unknown type '{v}'."));
+                        return;
+                    }
+                };
+                i += 2;
+                // `len <n>` belongs to string and binary keys.
+                if arg(args, i) == "len" {
+                    i += 2;
+                }
+            }
+            "size" => {
+                match parse_size(v).and_then(|n| u32::try_from(n).ok()) {
+                    Some(n) => size = Some(n),
+                    None => {
+                        // The culprit is what follows the digits and an accepted unit letter.
+                        let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+                        let rest = v.get(digits..).unwrap_or("");
+                        let skip = usize::from(rest.starts_with(['k', 'K', 'm', 'M', 'g', 'G']));
+                        let c = rest.chars().nth(skip).unwrap_or(' ');
+                        p.alert(format!(
+                            "stick-table: unexpected character '{c}' in argument of 'size'."
+                        ));
+                        return;
+                    }
+                }
+                i += 2;
+            }
+            "expire" => {
+                match parse_time(v) {
+                    Ok(d) => expire = Some(d),
+                    Err(e) => {
+                        let c = match e {
+                            TimeError::BadChar(c) => c,
+                            _ => ' ',
+                        };
+                        p.alert(format!(
+                            "stick-table: unexpected character '{c}' in argument of 'expire'."
+                        ));
+                        return;
+                    }
+                }
+                i += 2;
+            }
+            "nopurge" => {
+                pending.push("stick-table nopurge".into());
+                i += 1;
+            }
+            "peers" | "srvkey" | "write-to" => {
+                pending.push(format!("stick-table {w}"));
+                i += 2;
+            }
+            "store" => {
+                for item in v.split(',') {
+                    let (name, targ) = match item.split_once('(') {
+                        Some((n, rest)) => (n, Some(rest.strip_suffix(')').unwrap_or(rest))),
+                        None => (item, None),
+                    };
+                    let Some(idx) = STORE_TYPES.iter().position(|(n, _, _)| *n == name) else {
+                        p.alert(format!("stick-table: unknown store option '{name}'."));
+                        return;
+                    };
+                    let (_, rate, supported) = STORE_TYPES[idx];
+                    let period = match (rate, targ) {
+                        (true, None) => {
+                            p.alert(format!(
+                                "stick-table: missing argument to store option '{name}'."
+                            ));
+                            return;
+                        }
+                        (true, Some(a)) => match parse_time(a) {
+                            Ok(d) if !d.is_zero() => Some(d),
+                            _ => {
+                                p.alert(format!(
+                                    "stick-table: error when processing store option '{name}'."
+                                ));
+                                return;
+                            }
+                        },
+                        // gpc/gpt take an array size.
+                        (false, Some(_)) if !matches!(name, "gpc" | "gpt") => {
+                            p.alert(format!(
+                                "stick-table: unexpected argument to store option '{name}'."
+                            ));
+                            return;
+                        }
+                        (false, _) => None,
+                    };
+                    if !supported {
+                        pending.push(format!("stick-table store {name}"));
+                    }
+                    if store.iter().any(|(j, _)| *j == idx) {
+                        p.warn(format!(
+                            "stick-table: store option '{name}' already enabled, ignored."
+                        ));
+                        continue;
+                    }
+                    store.push((idx, period));
+                }
+                i += 2;
+            }
+            other => {
+                p.alert(format!("stick-table: unknown argument '{other}'."));
+                return;
+            }
+        }
+    }
+    let Some(key) = key else {
+        p.alert("stick-table: missing type.");
+        return;
+    };
+    let Some(size) = size.filter(|n| *n > 0) else {
+        p.alert("stick-table: missing size.");
+        return;
+    };
+    store.sort_by_key(|(j, _)| *j);
+    let store = store
+        .into_iter()
+        .filter_map(|(j, period)| {
+            let d = period.unwrap_or_default();
+            Some(match STORE_TYPES.get(j)?.0 {
+                "conn_cnt" => StickStore::ConnCnt,
+                "conn_rate" => StickStore::ConnRate(d),
+                "conn_cur" => StickStore::ConnCur,
+                "sess_cnt" => StickStore::SessCnt,
+                "sess_rate" => StickStore::SessRate(d),
+                "http_req_cnt" => StickStore::HttpReqCnt,
+                "http_req_rate" => StickStore::HttpReqRate(d),
+                _ => return None,
+            })
+        })
+        .collect();
+    for kw in pending {
+        p.pending(&kw);
+    }
+    let loc = p.c.loc.clone();
+    p.px.stick_table = Some(StickTable {
+        key,
+        size,
+        expire: expire.filter(|d| !d.is_zero()),
+        store,
+        loc,
+    });
+}
+
+/// `track-sc<n> <key> [table <name>]` starting at `args[at]` (the `track-scN` word). Returns the
+/// rule and the index of the word after it, or HAProxy's message (without its prefix).
+pub(crate) fn parse_track_sc(
+    args: &[String],
+    at: usize,
+) -> Result<(super::model::TrackSc, usize), String> {
+    let word = arg(args, at);
+    let n = word.strip_prefix("track-sc").unwrap_or("");
+    let sc = match n.parse::<u32>() {
+        Ok(v) if v <= 2 && !n.is_empty() => v as u8,
+        Ok(v) => {
+            return Err(format!(
+                "{v} track-sc number exceeding 2 (MAX_SESS_STKCTR-1) value."
+            ));
+        }
+        Err(_) => return Err(format!("unknown action '{word}'.")),
+    };
+    let key = arg(args, at + 1);
+    if key.is_empty() || key == "if" || key == "unless" {
+        return Err("missing fetch method".into());
+    }
+    crate::http::sample::parse_sample(key)?;
+    let mut i = at + 2;
+    let mut table = None;
+    if arg(args, i) == "table" {
+        let t = arg(args, i + 1);
+        if t.is_empty() {
+            return Err("missing table name".into());
+        }
+        table = Some(t.to_string());
+        i += 2;
+    }
+    Ok((
+        super::model::TrackSc {
+            sc,
+            key: key.to_string(),
+            table,
+        },
+        i,
+    ))
 }

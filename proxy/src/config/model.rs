@@ -53,9 +53,34 @@ pub struct Global {
     /// `ssl-server-verify none`: servers' default is `verify none` instead of `required`.
     pub ssl_server_verify_none: bool,
     pub hard_stop_after: Option<Duration>,
+    /// `portcullis-xdp` (a portcullis extension): interfaces the XDP filter protects.
+    pub xdp: Option<XdpCfg>,
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
     /// with any of them (never silently ignored). (keyword, location)
     pub pending: Vec<(String, Loc)>,
+}
+
+/// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpCfg {
+    pub interfaces: Vec<String>,
+    pub mode: XdpMode,
+    /// Size of the per-source map (default: the stick tables' sizes with headroom).
+    pub max_sources: Option<u32>,
+    /// Packets per second and source above which packets to protected ports are dropped.
+    pub packet_rate: Option<u32>,
+    /// `pin-dir <dir>`: where the shared maps and links are pinned (a bpffs directory).
+    pub pin_dir: Option<String>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XdpMode {
+    /// The driver's mode if it has one, else generic.
+    #[default]
+    Auto,
+    Native,
+    Generic,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -330,6 +355,48 @@ pub enum HttpRequestAction {
     Allow,
     /// `use-service prometheus-exporter`: the request is answered by the built-in exporter.
     UsePrometheus,
+    /// `track-sc<n> <key> [table <t>]`: count this request in a stick table.
+    TrackSc(TrackSc),
+}
+
+/// `track-sc<n> <key> [table <t>]` (in `tcp-request connection|content` and `http-request`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackSc {
+    /// Stick counter number, 0..=2.
+    pub sc: u8,
+    /// The key's sample expression, as written (compiled by `http::rules`).
+    pub key: String,
+    /// `table <name>`; default: the proxy's own table.
+    pub table: Option<String>,
+}
+
+/// `stick-table type <type> size <n> [expire <t>] [store <data>[,<data>]*]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickTable {
+    pub key: StickKey,
+    pub size: u32,
+    pub expire: Option<Duration>,
+    /// Stored data types in HAProxy's data-type order, without duplicates.
+    pub store: Vec<StickStore>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickKey {
+    Ip,
+    Ipv6,
+}
+
+/// A stored data type; the rates carry their period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickStore {
+    ConnCnt,
+    ConnRate(Duration),
+    ConnCur,
+    SessCnt,
+    SessRate(Duration),
+    HttpReqCnt,
+    HttpReqRate(Duration),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -343,6 +410,8 @@ pub struct HttpRequestRule {
 pub enum TcpRequestAction {
     Accept,
     Reject,
+    /// Not final: the next rule is evaluated.
+    TrackSc(TrackSc),
 }
 
 /// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).
@@ -533,6 +602,8 @@ pub struct Proxy {
     pub stats: Option<StatsPage>,
     /// `portcullis-relay` (a portcullis extension): which engine relays `mode tcp` sessions.
     pub relay: Relay,
+    /// `stick-table`: the proxy's own table, named after it.
+    pub stick_table: Option<StickTable>,
     /// Keywords parsed and validated whose feature has not landed (see `Global::pending`).
     pub pending: Vec<(String, Loc)>,
 }
@@ -580,6 +651,7 @@ impl Proxy {
             servers: Vec::new(),
             stats: None,
             relay: Relay::default(),
+            stick_table: None,
             pending: Vec::new(),
         }
     }

@@ -601,3 +601,119 @@ fn portcullis_relay_extension() {
         ]
     );
 }
+
+/// `stick-table` and `track-sc` errors, as HAProxy 2.6's `-c` words them.
+#[test]
+fn stick_table_errors() {
+    let fe = |lines: &str| alerts(&format!("{T}frontend f\n mode http\n bind :80\n{lines}"));
+    assert_eq!(
+        fe(" stick-table type foo size 100k\n"),
+        ["8: stick-table: unknown type 'foo'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip\n"),
+        ["8: stick-table: missing size."]
+    );
+    assert_eq!(
+        fe(" stick-table size 10\n"),
+        ["8: stick-table: missing type."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size x\n"),
+        ["8: stick-table: unexpected character 'x' in argument of 'size'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size 10 expire x\n"),
+        ["8: stick-table: unexpected character 'x' in argument of 'expire'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size 10 store foo\n"),
+        ["8: stick-table: unknown store option 'foo'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size 10 store conn_rate\n"),
+        ["8: stick-table: missing argument to store option 'conn_rate'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size 10 store conn_rate(x)\n"),
+        ["8: stick-table: error when processing store option 'conn_rate'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size 10 store conn_cur(1s)\n"),
+        ["8: stick-table: unexpected argument to store option 'conn_cur'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size 10 bogus\n"),
+        ["8: stick-table: unknown argument 'bogus'."]
+    );
+    assert_eq!(
+        fe(" stick-table type ip size 10\n stick-table type ip size 20\n"),
+        ["9: stick-table name 'f' conflicts with table declared in frontend 'f' at t.cfg:8."]
+    );
+    assert_eq!(
+        fe(" http-request track-sc3 src\n"),
+        [
+            "8: error detected in frontend 'f' while parsing 'http-request track-sc3' rule : 3 track-sc number exceeding 2 (MAX_SESS_STKCTR-1) value."
+        ]
+    );
+    assert_eq!(
+        fe(" http-request track-sc0\n"),
+        [
+            "8: error detected in frontend 'f' while parsing 'http-request track-sc0' rule : missing fetch method."
+        ]
+    );
+    assert_eq!(
+        fe(" tcp-request connection track-sc0 hdr(host)\n"),
+        [
+            "8: 'tcp-request connection track-sc0' : fetch method 'hdr(host)' extracts information from 'HTTP request headers,HTTP response headers', none of which is available here"
+        ]
+    );
+    assert_eq!(
+        fe(" tcp-request connection track-sc0 src tablex f\n"),
+        [
+            "8: 'tcp-request connection track-sc0' only accepts 'if' or 'unless', in frontend 'f' (got 'tablex')"
+        ]
+    );
+    assert_eq!(
+        alerts(&format!("{T} stick-table type ip size 10\n")),
+        ["5: 'stick-table' is not supported in 'defaults' section."]
+    );
+    let c = ok(&format!(
+        "{T}frontend f\n mode http\n bind :80\n stick-table type ipv6 size 1m expire 30s store http_req_rate(10s),conn_cur,conn_rate(10s)\n http-request track-sc0 src table f if {{ path /x }}\n tcp-request connection track-sc1 src\n"
+    ));
+    let f = &c.proxies[0];
+    let t = f.stick_table.as_ref().unwrap();
+    assert_eq!((t.key, t.size), (StickKey::Ipv6, 1 << 20));
+    assert_eq!(t.expire, Some(std::time::Duration::from_secs(30)));
+    let s10 = std::time::Duration::from_secs(10);
+    assert_eq!(
+        t.store,
+        [
+            StickStore::ConnRate(s10),
+            StickStore::ConnCur,
+            StickStore::HttpReqRate(s10)
+        ]
+    );
+    assert_eq!(
+        f.http_request[0].action,
+        HttpRequestAction::TrackSc(TrackSc {
+            sc: 0,
+            key: "src".into(),
+            table: Some("f".into())
+        })
+    );
+    assert!(f.http_request[0].cond.is_some());
+    assert_eq!(
+        f.tcp_request[0].action,
+        TcpRequestAction::TrackSc(TrackSc {
+            sc: 1,
+            key: "src".into(),
+            table: None
+        })
+    );
+    assert!(
+        f.pending.iter().all(|(k, _)| k == "tcp-request connection"),
+        "{:?}",
+        f.pending
+    );
+}

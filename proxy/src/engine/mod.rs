@@ -154,6 +154,8 @@ pub fn start_with(
     }
     let (listeners, exported) =
         worker::bind_all_adopting(&model, threads, received).map_err(|e| vec![e])?;
+    // After the binds: a process that fails to start never takes the interfaces over.
+    crate::kernel::xdp::init(&model.cfg);
     let mut admin = crate::admin::bind_all(&model.cfg.global).map_err(|e| vec![e])?;
     if let Some(p) = &reload.master_sock {
         let sock = listen::unix(&p.display().to_string(), 16, Some(0o600)).map_err(|e| {
@@ -193,7 +195,9 @@ pub fn start_with(
     worker::block_stop_signals();
     control::spawn(Arc::clone(&shared), admin, threads)
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
-    worker::run_with(shared, listeners, || reload.signal_old()).map_err(|e| vec![e])
+    let r = worker::run_with(shared, listeners, || reload.signal_old()).map_err(|e| vec![e]);
+    crate::kernel::xdp::shutdown();
+    r
 }
 
 /// The rustls settings of every `bind … ssl` line, `[proxy][bind]`, built once at start.

@@ -387,7 +387,8 @@ async fn accept_loop(
                 }
                 // `tcp-request connection reject`: counted in `dcon`, never a session, not
                 // logged, closed with a reset (as HAProxy).
-                if crate::tcp::session::connection_rejected(&fe, &acc) {
+                let sess = crate::stick::StkCtrs::default();
+                if crate::tcp::session::connection_rejected(&shared.model, &fe, &acc, &sess, now) {
                     fe.fe_counters.denied_conn.fetch_add(1, Ordering::Relaxed);
                     acc.stream.reset_on_close();
                     continue;
@@ -398,6 +399,7 @@ async fn accept_loop(
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
                 let tls = tls.clone();
+                let sess = std::rc::Rc::new(sess);
                 spawn(async move {
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
@@ -417,12 +419,14 @@ async fn accept_loop(
                         },
                     };
                     match fe2.cfg.mode {
-                        Mode::Tcp => crate::tcp::session::run(sh, fe2, conn, peer).await,
+                        Mode::Tcp => {
+                            crate::tcp::session::run_tracked(sh, fe2, conn, peer, sess).await
+                        }
                         Mode::Http => {
                             if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") {
-                                crate::http::h2::serve(sh, fe2, conn, peer).await
+                                crate::http::h2::serve_tracked(sh, fe2, conn, peer, sess).await
                             } else {
-                                crate::http::proxy::run(sh, fe2, conn, peer).await
+                                crate::http::proxy::run_tracked(sh, fe2, conn, peer, sess).await
                             }
                         }
                     }

@@ -442,6 +442,7 @@ pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
     }
     let mut method = implied.unwrap_or_else(|| default_method(expr.out_type()));
     let mut icase = false;
+    let mut from_files: Vec<String> = Vec::new();
     let mut rest = tokens.get(1..).unwrap_or(&[]);
     while let Some(opt) = rest.first().filter(|t| t.starts_with('-')) {
         match opt.as_str() {
@@ -456,7 +457,9 @@ pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
                 rest = rest.get(1..).unwrap_or(&[]);
             }
             "-f" => {
-                return Err("pattern files ('-f') are not supported by portcullis yet".into());
+                let path = rest.get(1).map(String::as_str).unwrap_or("");
+                from_files.push(path.to_string());
+                rest = rest.get(1..).unwrap_or(&[]);
             }
             "--" => {
                 rest = rest.get(1..).unwrap_or(&[]);
@@ -475,13 +478,65 @@ pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
         dotted = rest.iter().map(|t| dotted_ver(t)).collect::<Vec<_>>();
         rest = &dotted;
     }
-    let pats = parse_patterns(method, icase, rest)?;
+    let mut all: Vec<String> = rest.to_vec();
+    for path in &from_files {
+        all.extend(read_pattern_file(path, method, icase)?);
+    }
+    let pats = parse_patterns(method, icase, &all)?;
     Ok(AclExpr {
         expr,
         method,
         icase,
         pats,
     })
+}
+
+/// The networks of a `src <patterns>|-f <file>` ACL expression (what the XDP filter can hold);
+/// None for anything else.
+pub(crate) fn src_networks(tokens: &[String]) -> Option<Vec<(IpAddr, u8)>> {
+    let (first, mut rest) = tokens.split_first()?;
+    if first != "src" {
+        return None;
+    }
+    let mut pats: Vec<String> = Vec::new();
+    while let Some(opt) = rest.first().filter(|t| t.starts_with('-')) {
+        match opt.as_str() {
+            "-f" => {
+                let path = rest.get(1)?;
+                pats.extend(read_pattern_file(path, MatchMethod::Ip, false).ok()?);
+                rest = rest.get(2..)?;
+            }
+            "-n" | "-M" => rest = rest.get(1..)?,
+            "-m" if rest.get(1).map(String::as_str) == Some("ip") => rest = rest.get(2..)?,
+            "--" => {
+                rest = rest.get(1..)?;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    pats.extend(rest.iter().cloned());
+    pats.iter().map(|p| parse_net(p)).collect()
+}
+
+/// `-f <file>`: one pattern per line, leading blanks skipped, empty lines and `#` comments
+/// ignored (trailing blanks are part of the pattern, as in HAProxy). Each line is checked here so
+/// that an error names its line.
+fn read_pattern_file(path: &str, method: MatchMethod, icase: bool) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|_| format!("failed to open pattern file <{path}>"))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let p = line.trim_start_matches([' ', '\t']);
+        if p.is_empty() || p.starts_with('#') {
+            continue;
+        }
+        let p = p.to_string();
+        parse_patterns(method, icase, std::slice::from_ref(&p))
+            .map_err(|e| format!("{e} at line {} of file '{path}'", n + 1))?;
+        out.push(p);
+    }
+    Ok(out)
 }
 
 /// `req_ssl_ver` patterns are `major.minor` versions (ranges with `:`), compared as
@@ -609,7 +664,7 @@ fn parse_int_range(t: &str) -> Result<(Option<i64>, Option<i64>), String> {
 }
 
 /// `a.b.c.d[/len|/mask]` or `ipv6[/len]`. No DNS (HAProxy resolves names unless `-n`).
-fn parse_net(t: &str) -> Option<(IpAddr, u8)> {
+pub(crate) fn parse_net(t: &str) -> Option<(IpAddr, u8)> {
     let (addr, mask) = match t.split_once('/') {
         Some((a, m)) => (a, Some(m)),
         None => (t, None),

@@ -18,6 +18,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
+
+use crate::stick::StkCtrs;
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -169,6 +171,18 @@ impl AsyncWrite for H2Io {
 /// Serves an HTTP/2 client connection until it closes, the client goes idle, or the process
 /// stops (GOAWAY, then the streams in flight finish).
 pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
+    serve_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+}
+
+/// [`serve`] for a connection whose `tcp-request connection` rules tracked counters in `sess`
+/// (every stream sees them).
+pub async fn serve_tracked(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<SocketAddr>,
+    sess: Rc<StkCtrs>,
+) {
     let local = conn.local_addr();
     let tls = conn.tls().cloned();
     let io = H2Io::new(Rc::new(conn));
@@ -212,8 +226,9 @@ pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option
                     let (active2, ended2) = (Rc::clone(&active), Rc::clone(&ended));
                     streams += 1;
                     let first = streams == 1;
+                    let sess2 = Rc::clone(&sess);
                     spawn(async move {
-                        stream(sh, fe2, req, respond, (peer, local, first), tls2).await;
+                        stream(sh, fe2, req, respond, (peer, local, first), tls2, sess2).await;
                         active2.set(active2.get().saturating_sub(1));
                         ended2.notify_one();
                     });
@@ -255,6 +270,7 @@ async fn stream(
     respond: SendResponse<Bytes>,
     (peer, local, first): (Option<SocketAddr>, Option<SocketAddr>, bool),
     tls: Option<TlsInfo>,
+    sess: Rc<StkCtrs>,
 ) {
     let (parts, body) = req.into_parts();
     let end = body.is_end_stream();
@@ -275,7 +291,7 @@ async fn stream(
         log_line,
         first,
     };
-    crate::http::proxy::run(shared, fe, Conn::H2(Box::new(pipe)), peer).await;
+    crate::http::proxy::run_tracked(shared, fe, Conn::H2(Box::new(pipe)), peer, sess).await;
 }
 
 /// The HTTP/1.1 request head for a stream, whether its body goes chunked, and the request line

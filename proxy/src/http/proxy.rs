@@ -10,6 +10,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
+
+use crate::stick::StkCtrs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -171,9 +173,22 @@ struct Session {
     /// The server connection this session used last (kept for its next request).
     own: Option<(Arc<Server>, Rc<Conn>)>,
     requests: u64,
+    /// Stick counters the session tracked at accept (`tcp-request connection track-sc`).
+    sess: Rc<StkCtrs>,
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
+    run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+}
+
+/// [`run`] for a connection whose `tcp-request connection` rules tracked counters in `sess`.
+pub async fn run_tracked(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<SocketAddr>,
+    sess: Rc<StkCtrs>,
+) {
     let tls = conn.tls().map(|t| Arc::new(t.clone()));
     // An h2 stream after the connection's first is not a connection's first request: it may use
     // an idle server connection under `http-reuse safe`, as HAProxy's streams do.
@@ -191,6 +206,7 @@ pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<S
         activity: Activity::default(),
         own: None,
         requests,
+        sess,
     };
     // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
     // request is answered with `Connection: close` (see `transaction`).
@@ -209,6 +225,9 @@ impl Session {
         let now = self.shared.model.now_ms();
         self.fe.fe_counters.request(now);
         self.shared.model.totals.request(now);
+        for t in self.sess.iter() {
+            t.count_http_req(now);
+        }
     }
 
     fn new_log(&self) -> SessionLog {
@@ -516,8 +535,16 @@ impl Session {
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let fe = Arc::clone(&self.fe);
         let mut be = Arc::clone(&fe);
+        // The stream's stick counters (`http-request track-sc`): held until the transaction
+        // ends (`conn_cur`).
+        let strm = StkCtrs::default();
         for stage in 0..2 {
-            let base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
+            let mut base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
+            let now = self.shared.model.now_ms();
+            base.stick = self
+                .shared
+                .model
+                .stick_view(&be, Some(&self.sess), Some(&strm), now);
             let verdict = rules::apply_http_request(&be.rules.http_request, &mut req, &base);
             let reply = match verdict {
                 // HAProxy checks `stats uri` once the proxy's http-request rules let it through.

@@ -3,11 +3,14 @@
 //! evaluated against a `SampleCtx` built by the session.
 
 use crate::config::diag::Diag;
-use crate::config::model::{Config, HttpRequestAction, Proxy, RedirectKind, TcpRequestAction};
+use crate::config::model::{
+    Config, HttpRequestAction, Proxy, RedirectKind, TcpRequestAction, TrackSc,
+};
 use crate::http::acl::{self, Condition};
 use crate::http::head::RequestHead;
-use crate::http::sample::SampleCtx;
+use crate::http::sample::{SampleCtx, SampleExpr, parse_sample};
 use crate::log::format::{LogFormat, LogRecord};
+use crate::stick::StkCtrs;
 
 pub enum Action {
     SetHeader(String, LogFormat),
@@ -28,6 +31,40 @@ pub enum Action {
     },
     Allow,
     UsePrometheus,
+    TrackSc(Track),
+}
+
+/// A compiled `track-sc<n> <key> [table <t>]`.
+pub struct Track {
+    pub sc: usize,
+    pub key: SampleExpr,
+    /// The table's name (the proxy's own when the rule names none).
+    pub table: String,
+}
+
+impl Track {
+    /// Tracks the key into `into` unless counter `sc` is already tracked there; true if it did.
+    pub fn run(&self, ctx: &SampleCtx<'_>, into: &StkCtrs) -> bool {
+        let Some(view) = ctx.stick else { return false };
+        if into.is_set(self.sc) {
+            return false;
+        }
+        let Some(table) = view.tables.find(&self.table) else {
+            return false;
+        };
+        let Some(ip) = self.key.eval(ctx).and_then(|v| v.to_ip()) else {
+            return false;
+        };
+        into.track(self.sc, table, ip, view.now_ms)
+    }
+}
+
+/// A compiled `tcp-request connection|content` rule.
+pub struct TcpRule {
+    pub action: TcpRequestAction,
+    pub cond: Option<Condition>,
+    /// Set for `TcpRequestAction::TrackSc`.
+    pub track: Option<Track>,
 }
 
 pub struct Rule {
@@ -41,9 +78,9 @@ pub struct ProxyRules {
     pub use_backends: Vec<(usize, Option<Condition>)>,
     pub default_backend: Option<usize>,
     pub http_request: Vec<Rule>,
-    pub tcp_content: Vec<(TcpRequestAction, Option<Condition>)>,
+    pub tcp_content: Vec<TcpRule>,
     /// `tcp-request connection` rules, evaluated at accept on addresses only.
-    pub tcp_connection: Vec<(TcpRequestAction, Option<Condition>)>,
+    pub tcp_connection: Vec<TcpRule>,
     /// `stats admin if|unless <cond>`: the stats page may change servers.
     pub stats_admin: Option<Condition>,
 }
@@ -75,6 +112,11 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
         HttpRequestAction::Return { .. } => "http-request return",
         HttpRequestAction::Allow => "http-request allow",
         HttpRequestAction::UsePrometheus => "http-request use-service",
+        HttpRequestAction::TrackSc(t) => match t.sc {
+            0 => "http-request track-sc0",
+            1 => "http-request track-sc1",
+            _ => "http-request track-sc2",
+        },
     }
 }
 
@@ -182,20 +224,114 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             },
             HttpRequestAction::Allow => Action::Allow,
             HttpRequestAction::UsePrometheus => Action::UsePrometheus,
+            HttpRequestAction::TrackSc(t) => match compile_track(cfg, p, t, errs) {
+                Some(t) => Action::TrackSc(t),
+                None => continue,
+            },
         };
         let c = cond(&rule.cond, name, errs);
         r.http_request.push(Rule { action, cond: c });
     }
     for t in &p.tcp_request {
-        if t.connection {
-            let c = cond(&t.cond, "tcp-request connection", errs);
-            r.tcp_connection.push((t.action.clone(), c));
+        let track = match &t.action {
+            TcpRequestAction::TrackSc(tr) => match compile_track(cfg, p, tr, errs) {
+                Some(x) => Some(x),
+                None => continue,
+            },
+            _ => None,
+        };
+        let name = if t.connection {
+            "tcp-request connection"
         } else {
-            let c = cond(&t.cond, "tcp-request content", errs);
-            r.tcp_content.push((t.action.clone(), c));
+            "tcp-request content"
+        };
+        let rule = TcpRule {
+            action: t.action.clone(),
+            cond: cond(&t.cond, name, errs),
+            track,
+        };
+        if t.connection {
+            r.tcp_connection.push(rule);
+        } else {
+            r.tcp_content.push(rule);
         }
     }
+    errs.extend(stick_fetch_tables(cfg, p));
     r
+}
+
+/// `track-scN`: its key compiles and its table exists.
+fn compile_track(cfg: &Config, p: &Proxy, t: &TrackSc, errs: &mut Vec<Diag>) -> Option<Track> {
+    let table = t.table.clone().unwrap_or_else(|| p.name.clone());
+    // Tables are named after their proxies; only those with a `stick-table` line exist.
+    if !table_exists(cfg, &table) {
+        errs.push(Diag::global(
+            crate::config::diag::Severity::Alert,
+            format!(
+                "Proxy '{}': unable to find table '{table}' referenced by track-sc{}.",
+                p.name, t.sc
+            ),
+        ));
+        return None;
+    }
+    let key = match parse_sample(&t.key) {
+        Ok(k) => k,
+        Err(e) => {
+            errs.push(Diag::global(crate::config::diag::Severity::Alert, e));
+            return None;
+        }
+    };
+    Some(Track {
+        sc: usize::from(t.sc),
+        key,
+        table,
+    })
+}
+
+/// `src_*([table])` / `sc_*(n,table)` in an ACL naming a table that does not exist, as HAProxy
+/// reports it after parsing.
+fn stick_fetch_tables(cfg: &Config, p: &Proxy) -> Vec<Diag> {
+    let conds = p
+        .http_request
+        .iter()
+        .filter_map(|r| r.cond.as_ref())
+        .chain(p.tcp_request.iter().filter_map(|r| r.cond.as_ref()))
+        .chain(p.use_backends.iter().filter_map(|r| r.cond.as_ref()));
+    let words = p
+        .acls
+        .iter()
+        .filter_map(|a| a.tokens.first().map(|t| (t, &a.loc)))
+        .chain(conds.flat_map(|c| c.tokens.iter().map(move |t| (t, &c.loc))));
+    let mut out = Vec::new();
+    for (w, loc) in words {
+        let Ok((expr, _)) = crate::http::sample::parse_sample_prefix(w) else {
+            continue;
+        };
+        let crate::http::sample::Fetch::Stick { src, table, .. } = &expr.fetch else {
+            continue;
+        };
+        let name = table.clone().unwrap_or_else(|| p.name.clone());
+        // `sc_*` without a table reads whatever the counter tracks.
+        if (table.is_none() && !src) || table_exists(cfg, &name) {
+            continue;
+        }
+        let kw = w.split(['(', ',']).next().unwrap_or(w);
+        let arg = if kw.starts_with("sc_") { 2 } else { 1 };
+        out.push(Diag::global(
+            crate::config::diag::Severity::Alert,
+            format!(
+                "parsing [{}:{}]: unable to find table '{name}' referenced in arg {arg} of ACL keyword '{kw}' in proxy '{}'.",
+                loc.file, loc.line, p.name
+            ),
+        ));
+    }
+    out
+}
+
+fn table_exists(cfg: &Config, name: &str) -> bool {
+    cfg.proxies
+        .iter()
+        .any(|x| x.stick_table.is_some() && x.name == name)
 }
 
 /// Renders a rule's log-format argument against the request at hand.
@@ -232,6 +368,15 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                 req.headers.append(name.clone(), v.into_bytes());
             }
             Action::DelHeader(name) => req.headers.remove(name),
+            Action::TrackSc(t) => {
+                if let Some(into) = ctx.stick.and_then(|v| v.strm)
+                    && t.run(&ctx, into)
+                    && let Some(tr) = into.get(t.sc)
+                {
+                    // HAProxy counts the request that starts tracking at once.
+                    tr.count_http_req(ctx.stick.map_or(0, |v| v.now_ms));
+                }
+            }
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Allow => return Verdict::Continue,
             Action::UsePrometheus => return Verdict::Prometheus,
@@ -311,17 +456,24 @@ pub fn redirect_location(
 /// whose condition holds decides; a condition still waiting for bytes (`ctx.partial`) stops the
 /// evaluation with `None` (wait for more data or for `inspect-delay` to expire); past the last
 /// rule the connection is accepted.
-pub fn apply_tcp_rules(
-    rules: &[(TcpRequestAction, Option<Condition>)],
-    ctx: &SampleCtx<'_>,
-) -> Option<TcpRequestAction> {
-    for (action, cond) in rules {
-        let applies = match cond {
+pub fn apply_tcp_rules(rules: &[TcpRule], ctx: &SampleCtx<'_>) -> Option<TcpRequestAction> {
+    for rule in rules {
+        let applies = match &rule.cond {
             None => true,
             Some(c) => c.eval_partial(ctx)?,
         };
-        if applies {
-            return Some(action.clone());
+        if !applies {
+            continue;
+        }
+        match &rule.track {
+            // `track-sc` is not final: content rules track per stream, connection rules per
+            // session.
+            Some(t) => {
+                if let Some(into) = ctx.stick.and_then(|v| v.strm.or(v.sess)) {
+                    t.run(ctx, into);
+                }
+            }
+            None => return Some(rule.action.clone()),
         }
     }
     Some(TcpRequestAction::Accept)
@@ -498,5 +650,176 @@ mod tests {
             apply_tcp_rules(&fe.tcp_content, &http),
             Some(TcpRequestAction::Reject)
         );
+    }
+
+    fn loaded(text: &str) -> crate::config::model::Config {
+        let env = |_: &str| None;
+        crate::config::parse_str("t.cfg", text, &env)
+            .map_err(|e| format!("{e:?}"))
+            .unwrap()
+            .config
+    }
+
+    const HEAD: &str = "defaults\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n";
+
+    /// `tcp-request connection track-sc0 src` + `reject if { sc_conn_rate(0) gt 3 }`: the
+    /// fourth connection of a second passes, the fifth is rejected; another source is not.
+    #[test]
+    fn conn_rate_reject() {
+        let cfg = loaded(&format!(
+            "{HEAD}frontend f\n  mode tcp\n  bind 127.0.0.1:1\n  stick-table type ip size 1k expire 30s store conn_rate(1s),conn_cur\n  tcp-request connection track-sc0 src\n  tcp-request connection reject if {{ sc_conn_rate(0) gt 3 }}\n  default_backend b\nbackend b\n  server s 127.0.0.1:2\n"
+        ));
+        let rules = compile(&cfg).map_err(|e| format!("{e:?}")).unwrap();
+        let tables = crate::stick::Tables::build(&cfg);
+        let own = tables.find("f").cloned();
+        let verdict = |src: &str, now: u64| {
+            let sess = StkCtrs::default();
+            let mut ctx = SampleCtx::new(src.parse().unwrap(), "127.0.0.1:1".parse().unwrap(), "f");
+            ctx.stick = Some(crate::stick::StickView {
+                now_ms: now,
+                sess: Some(&sess),
+                strm: None,
+                own: own.as_ref(),
+                tables: &tables,
+            });
+            apply_tcp_rules(&rules[0].tcp_connection, &ctx)
+        };
+        for i in 0..3 {
+            assert_eq!(
+                verdict("10.0.0.1:5", 100 + i),
+                Some(TcpRequestAction::Accept)
+            );
+        }
+        assert_eq!(verdict("10.0.0.1:5", 200), Some(TcpRequestAction::Reject));
+        assert_eq!(verdict("10.0.0.2:5", 200), Some(TcpRequestAction::Accept));
+        // Rejected connections still count; two periods later the rate is back to 1.
+        assert_eq!(verdict("10.0.0.1:5", 3000), Some(TcpRequestAction::Accept));
+        let t = tables.find("f").unwrap();
+        assert_eq!(
+            t.peek(
+                "10.0.0.1".parse().unwrap(),
+                crate::stick::StickData::ConnCur,
+                3000
+            ),
+            Some(0),
+            "released with the session"
+        );
+    }
+
+    /// Seed 004: `http-request track-sc0 src` then `deny deny_status 429` past the rate.
+    #[test]
+    fn http_req_rate_deny_429() {
+        let cfg = loaded(&format!(
+            "{HEAD}frontend f\n  mode http\n  bind 127.0.0.1:1\n  stick-table type ip size 100k expire 1m store http_req_rate(1m)\n  http-request track-sc0 src\n  acl too_many sc_http_req_rate(0) gt 2\n  http-request deny deny_status 429 if too_many\n  default_backend b\nbackend b\n  mode http\n  server s 127.0.0.1:2\n"
+        ));
+        let rules = compile(&cfg).map_err(|e| format!("{e:?}")).unwrap();
+        let tables = crate::stick::Tables::build(&cfg);
+        let own = tables.find("f").cloned();
+        let sess = StkCtrs::default();
+        let run = |now: u64| {
+            let strm = StkCtrs::default();
+            let mut base = SampleCtx::new(
+                "10.0.0.1:5".parse().unwrap(),
+                "127.0.0.1:1".parse().unwrap(),
+                "f",
+            );
+            base.stick = Some(crate::stick::StickView {
+                now_ms: now,
+                sess: Some(&sess),
+                strm: Some(&strm),
+                own: own.as_ref(),
+                tables: &tables,
+            });
+            let mut r = req("/", Some("h"));
+            match apply_http_request(&rules[0].http_request, &mut r, &base) {
+                Verdict::Deny(s) => s,
+                _ => 200,
+            }
+        };
+        assert_eq!([run(1), run(2), run(3), run(4)], [200, 200, 429, 429]);
+        let t = tables.find("f").unwrap();
+        assert_eq!(
+            t.peek(
+                "10.0.0.1".parse().unwrap(),
+                crate::stick::StickData::HttpReqRate,
+                5
+            ),
+            Some(4)
+        );
+    }
+
+    #[test]
+    fn missing_tables_in_haproxy_words() {
+        let errs = |body: &str| -> Vec<String> {
+            let cfg = loaded(&format!(
+                "{HEAD}frontend f\n  mode tcp\n  bind 127.0.0.1:1\n{body}  default_backend b\nbackend b\n  server s 127.0.0.1:2\n"
+            ));
+            match compile(&cfg) {
+                Ok(_) => Vec::new(),
+                Err(es) => es.into_iter().map(|d| d.msg).collect(),
+            }
+        };
+        assert_eq!(
+            errs("  tcp-request connection track-sc0 src\n"),
+            ["Proxy 'f': unable to find table 'f' referenced by track-sc0."]
+        );
+        assert_eq!(
+            errs("  tcp-request connection reject if { src_conn_rate gt 10 }\n"),
+            [
+                "parsing [t.cfg:8]: unable to find table 'f' referenced in arg 1 of ACL keyword 'src_conn_rate' in proxy 'f'."
+            ]
+        );
+        assert_eq!(
+            errs("  tcp-request connection reject if { sc_conn_rate(0,nope) gt 10 }\n"),
+            [
+                "parsing [t.cfg:8]: unable to find table 'nope' referenced in arg 2 of ACL keyword 'sc_conn_rate' in proxy 'f'."
+            ]
+        );
+        assert!(errs("  tcp-request connection reject if { sc_conn_rate(0) gt 10 }\n").is_empty());
+    }
+
+    #[test]
+    fn src_pattern_file() {
+        let dir = std::env::temp_dir().join(format!("pc-acl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = dir.join("ok.lst");
+        std::fs::write(&ok, "# allowed\n  10.0.0.0/8\n\n192.168.1.1\n").unwrap();
+        let bad = dir.join("bad.lst");
+        std::fs::write(&bad, "10.0.0.0/8\nbogus\n").unwrap();
+        let cfg_for = |path: &std::path::Path| {
+            loaded(&format!(
+                "{HEAD}frontend f\n  mode tcp\n  bind 127.0.0.1:1\n  tcp-request connection reject if !{{ src -f {} }}\n  default_backend b\nbackend b\n  server s 127.0.0.1:2\n",
+                path.display()
+            ))
+        };
+        let rules = compile(&cfg_for(&ok))
+            .map_err(|e| format!("{e:?}"))
+            .unwrap();
+        let v = |src: &str| {
+            let ctx = SampleCtx::new(src.parse().unwrap(), "127.0.0.1:1".parse().unwrap(), "f");
+            apply_tcp_rules(&rules[0].tcp_connection, &ctx)
+        };
+        assert_eq!(v("10.1.2.3:1"), Some(TcpRequestAction::Accept));
+        assert_eq!(v("192.168.1.1:1"), Some(TcpRequestAction::Accept));
+        assert_eq!(v("192.168.1.2:1"), Some(TcpRequestAction::Reject));
+        let e = compile(&cfg_for(&bad)).err().unwrap();
+        assert!(
+            e[0].msg.contains(&format!(
+                "'bogus' is not a valid IPv4 or IPv6 address at line 2 of file '{}'",
+                bad.display()
+            )),
+            "{}",
+            e[0].msg
+        );
+        let e = compile(&cfg_for(&dir.join("nope.lst"))).err().unwrap();
+        assert!(
+            e[0].msg.contains(&format!(
+                "failed to open pattern file <{}>",
+                dir.join("nope.lst").display()
+            )),
+            "{}",
+            e[0].msg
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -54,6 +54,8 @@ pub struct SampleCtx<'a> {
     /// More bytes may still arrive (inspection not final): a fetch that needs them makes a
     /// content rule wait instead of failing (HAProxy's `SMP_F_MAY_CHANGE`).
     pub partial: bool,
+    /// Stick tables and the tracked counters (`sc_*`, `src_*` fetches, `track-sc`).
+    pub stick: Option<crate::stick::StickView<'a>>,
 }
 
 impl<'a> SampleCtx<'a> {
@@ -74,6 +76,7 @@ impl<'a> SampleCtx<'a> {
             req_len: 0,
             payload: None,
             partial: false,
+            stick: None,
         }
     }
 
@@ -209,6 +212,14 @@ pub enum Fetch {
     },
     /// `str(<string>)`: a constant.
     Str(String),
+    /// `sc_<data>(<ctr>[,<table>])`, `sc<N>_<data>([<table>])` (`src: false`) and
+    /// `src_<data>([<table>])` (`src: true`).
+    Stick {
+        src: bool,
+        sc: u8,
+        data: crate::stick::StickData,
+        table: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,6 +231,10 @@ enum ArgSpec {
     HdrName,
     /// `string` (mandatory)
     Str,
+    /// `integer[,table]` (the counter number is mandatory)
+    ScCtr,
+    /// `[table]`
+    Table,
 }
 
 /// One row of the fetch table.
@@ -281,6 +296,24 @@ fn hdr_val_any() -> Fetch {
     }
 }
 
+/// A stick-counter fetch row (`sc_conn_rate`, `sc0_conn_rate`, `src_conn_rate`, …).
+macro_rules! stick_def {
+    ($name:expr, $args:ident, $src:expr, $sc:expr, $data:ident) => {
+        FetchDef {
+            name: $name,
+            out: SmpType::Int,
+            log_needs: None,
+            args: ArgSpec::$args,
+            make: || Fetch::Stick {
+                src: $src,
+                sc: $sc,
+                data: crate::stick::StickData::$data,
+                table: None,
+            },
+        }
+    };
+}
+
 /// The supported sample fetches (a subset of HAProxy 2.6's).
 pub static FETCHES: &[FetchDef] = &[
     fdef!("always_false", Bool, None, None, || Fetch::AlwaysFalse),
@@ -337,6 +370,41 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("ssl_fc_protocol", Str, None, None, || Fetch::SslFcProtocol),
     fdef!("ssl_fc_sni", Str, None, None, || Fetch::SslFcSni),
     fdef!("url", Str, HRQ, None, || Fetch::Url),
+    stick_def!("sc_conn_cnt", ScCtr, false, 0, ConnCnt),
+    stick_def!("sc0_conn_cnt", Table, false, 0, ConnCnt),
+    stick_def!("sc1_conn_cnt", Table, false, 1, ConnCnt),
+    stick_def!("sc2_conn_cnt", Table, false, 2, ConnCnt),
+    stick_def!("src_conn_cnt", Table, true, 0, ConnCnt),
+    stick_def!("sc_conn_cur", ScCtr, false, 0, ConnCur),
+    stick_def!("sc0_conn_cur", Table, false, 0, ConnCur),
+    stick_def!("sc1_conn_cur", Table, false, 1, ConnCur),
+    stick_def!("sc2_conn_cur", Table, false, 2, ConnCur),
+    stick_def!("src_conn_cur", Table, true, 0, ConnCur),
+    stick_def!("sc_conn_rate", ScCtr, false, 0, ConnRate),
+    stick_def!("sc0_conn_rate", Table, false, 0, ConnRate),
+    stick_def!("sc1_conn_rate", Table, false, 1, ConnRate),
+    stick_def!("sc2_conn_rate", Table, false, 2, ConnRate),
+    stick_def!("src_conn_rate", Table, true, 0, ConnRate),
+    stick_def!("sc_http_req_cnt", ScCtr, false, 0, HttpReqCnt),
+    stick_def!("sc0_http_req_cnt", Table, false, 0, HttpReqCnt),
+    stick_def!("sc1_http_req_cnt", Table, false, 1, HttpReqCnt),
+    stick_def!("sc2_http_req_cnt", Table, false, 2, HttpReqCnt),
+    stick_def!("src_http_req_cnt", Table, true, 0, HttpReqCnt),
+    stick_def!("sc_http_req_rate", ScCtr, false, 0, HttpReqRate),
+    stick_def!("sc0_http_req_rate", Table, false, 0, HttpReqRate),
+    stick_def!("sc1_http_req_rate", Table, false, 1, HttpReqRate),
+    stick_def!("sc2_http_req_rate", Table, false, 2, HttpReqRate),
+    stick_def!("src_http_req_rate", Table, true, 0, HttpReqRate),
+    stick_def!("sc_sess_cnt", ScCtr, false, 0, SessCnt),
+    stick_def!("sc0_sess_cnt", Table, false, 0, SessCnt),
+    stick_def!("sc1_sess_cnt", Table, false, 1, SessCnt),
+    stick_def!("sc2_sess_cnt", Table, false, 2, SessCnt),
+    stick_def!("src_sess_cnt", Table, true, 0, SessCnt),
+    stick_def!("sc_sess_rate", ScCtr, false, 0, SessRate),
+    stick_def!("sc0_sess_rate", Table, false, 0, SessRate),
+    stick_def!("sc1_sess_rate", Table, false, 1, SessRate),
+    stick_def!("sc2_sess_rate", Table, false, 2, SessRate),
+    stick_def!("src_sess_rate", Table, true, 0, SessRate),
 ];
 
 pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
@@ -460,6 +528,10 @@ pub(crate) fn parse_prefix_with(
         let (args, next) = split_args(s, pos + 1).map_err(|m| known(format!("{prefix} : {m}")))?;
         pos = next;
         apply_args(&mut fetch, def.args, &args).map_err(|m| known(format!("{prefix} : {m}")))?;
+    } else if def.args == ArgSpec::ScCtr {
+        return Err(known(format!(
+            "fetch method '{fkw}' : expected type 'integer' at position 1, but got nothing"
+        )));
     }
     let mut convs = Vec::new();
     while s.get(pos..).is_some_and(|r| r.starts_with(',')) {
@@ -512,9 +584,34 @@ fn split_args(s: &str, start: usize) -> Result<(Vec<&str>, usize), String> {
 fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), String> {
     let max = match spec {
         ArgSpec::None => 0,
-        ArgSpec::HdrName | ArgSpec::Str => 1,
-        ArgSpec::HdrOcc => 2,
+        ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table => 1,
+        ArgSpec::HdrOcc | ArgSpec::ScCtr => 2,
     };
+    if let Fetch::Stick { sc, table, .. } = fetch
+        && args.len() <= max
+    {
+        let mut rest = args;
+        if spec == ArgSpec::ScCtr {
+            let a = args.first().copied().unwrap_or("");
+            *sc = match a.trim().parse::<u8>() {
+                Ok(n) => n,
+                Err(_) if a.is_empty() => {
+                    return Err("expected type 'integer' at position 1, but got nothing".into());
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "failed to parse '{a}' as type 'integer' at position 1"
+                    ));
+                }
+            };
+            rest = args.get(1..).unwrap_or(&[]);
+        }
+        *table = rest
+            .first()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.to_string());
+        return Ok(());
+    }
     if spec == ArgSpec::Str {
         if let Fetch::Str(v) = fetch {
             // HAProxy 2.6 accepts `str` and `str()` as the empty string.
@@ -780,6 +877,20 @@ impl SampleExpr {
             Fetch::HdrCnt { name, full } => {
                 let n = header_values(ctx.req?, name.as_deref(), *full).len();
                 Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
+            }
+            Fetch::Stick {
+                src,
+                sc,
+                data,
+                table,
+            } => {
+                let view = ctx.stick?;
+                let v = if *src {
+                    view.src_value(ctx.src.ip(), table.as_deref(), *data)?
+                } else {
+                    view.sc_value(usize::from(*sc), table.as_deref(), *data)?
+                };
+                Some(Int(i64::try_from(v).unwrap_or(i64::MAX)))
             }
         }
     }

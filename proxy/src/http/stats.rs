@@ -196,6 +196,9 @@ pub fn prometheus_reply(model: &Model, stopping: bool, conn: ConnHeader) -> Appl
     let snap = crate::admin::snapshot::take(model, threads(model), stopping);
     let mut body = String::new();
     prom::dump_prometheus(&snap, &mut body);
+    if let Some(x) = crate::kernel::xdp::counters() {
+        crate::kernel::xdp::dump_prometheus(&x, &mut body);
+    }
     let heads = [
         ("cache-control", "no-cache"),
         ("content-type", "text/plain; version=0.0.4"),

@@ -11,6 +11,7 @@
 
 pub mod sockmap;
 pub mod tcpinfo;
+pub mod xdp;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::OnceLock;

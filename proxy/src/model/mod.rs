@@ -359,6 +359,8 @@ pub struct Proxy {
     pub fe_counters: Counters,
     /// The backend as a whole (BACKEND row `chkdown`, `lastchg`, `downtime`).
     pub be_state: BackendState,
+    /// The proxy's `stick-table` (also in `Model::stick`).
+    pub table: Option<Arc<crate::stick::Table>>,
 }
 
 /// Whether a backend has a server to send traffic to, and its history: times it lost the last
@@ -447,6 +449,8 @@ pub struct Model {
     /// Process-wide counters for `show info`: `stot`/`sess_rate` are sessions (`CumConns`,
     /// `SessRate`), `conn_rate` connections, `req_tot` requests (`CumReq`).
     pub totals: Counters,
+    /// Every stick table, shared by all workers.
+    pub stick: crate::stick::Tables,
 }
 
 static CLOCK: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -473,6 +477,7 @@ impl Model {
         let mut rules = crate::http::rules::compile(&cfg)?.into_iter();
         let mut spec_errors = Vec::new();
         let global_max = cfg.global.maxconn.unwrap_or(DEFAULT_MAXCONN);
+        let stick = crate::stick::Tables::build(&cfg);
         let proxies = cfg
             .proxies
             .iter()
@@ -573,6 +578,10 @@ impl Model {
                         last_change: AtomicU64::new(0),
                         down_time: AtomicU64::new(0),
                     },
+                    table: p
+                        .stick_table
+                        .as_ref()
+                        .and_then(|_| stick.find(&p.name).cloned()),
                 })
             })
             .collect();
@@ -585,6 +594,7 @@ impl Model {
             proxies,
             actconn: Gate::new(global_max),
             totals: Counters::default(),
+            stick,
             cfg,
         })
     }
@@ -592,6 +602,26 @@ impl Model {
     /// Milliseconds on the counters' clock.
     pub fn now_ms(&self) -> u64 {
         clock_ms()
+    }
+
+    /// What the stick fetches and `track-sc` rules of proxy `px` see at `now`.
+    pub fn stick_view<'a>(
+        &'a self,
+        px: &'a Proxy,
+        sess: Option<&'a crate::stick::StkCtrs>,
+        strm: Option<&'a crate::stick::StkCtrs>,
+        now: u64,
+    ) -> Option<crate::stick::StickView<'a>> {
+        if self.stick.is_empty() {
+            return None;
+        }
+        Some(crate::stick::StickView {
+            now_ms: now,
+            sess,
+            strm,
+            own: px.table.as_ref(),
+            tables: &self.stick,
+        })
     }
 
     pub fn proxy(&self, name: &str) -> Option<&Arc<Proxy>> {

@@ -17,6 +17,7 @@ use crate::engine::conn::Conn;
 use crate::engine::io::{Peeker, Stream};
 use crate::http::rules::apply_tcp_rules;
 use crate::http::sample::SampleCtx;
+use crate::stick::StkCtrs;
 
 use crate::backend;
 use crate::engine::worker::Shared;
@@ -55,12 +56,20 @@ pub fn route(
     shared.model.proxies.get(idx).cloned()
 }
 
-/// Whether `tcp-request connection` rules refuse a just-accepted connection.
-pub fn connection_rejected(fe: &Proxy, acc: &crate::engine::io::Accepted) -> bool {
+/// Whether `tcp-request connection` rules refuse a just-accepted connection; `track-sc` rules
+/// track into `sess`, the session's counters.
+pub fn connection_rejected(
+    model: &crate::model::Model,
+    fe: &Proxy,
+    acc: &crate::engine::io::Accepted,
+    sess: &StkCtrs,
+    now: u64,
+) -> bool {
     if fe.rules.tcp_connection.is_empty() {
         return false;
     }
-    let ctx = base_ctx(fe, acc.peer, acc.stream.local_addr());
+    let mut ctx = base_ctx(fe, acc.peer, acc.stream.local_addr());
+    ctx.stick = model.stick_view(fe, Some(sess), None, now);
     apply_tcp_rules(&fe.rules.tcp_connection, &ctx) == Some(TcpRequestAction::Reject)
 }
 
@@ -142,6 +151,17 @@ pub async fn run(
     conn: Conn,
     peer: Option<std::net::SocketAddr>,
 ) {
+    run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+}
+
+/// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`.
+pub async fn run_tracked(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<std::net::SocketAddr>,
+    sess: Rc<StkCtrs>,
+) {
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
     let local = conn.local_addr();
@@ -158,7 +178,9 @@ pub async fn run(
     // `tcp-request content` rules is refused at start).
     if let (false, Side::Plain(client)) = (fe.rules.tcp_content.is_empty(), &client) {
         peeked.resize(INSPECT_MAX, 0);
-        let base = base_ctx(&fe, peer, local);
+        let mut base = base_ctx(&fe, peer, local);
+        let now = shared.model.now_ms();
+        base.stick = shared.model.stick_view(&fe, Some(&sess), None, now);
         let (verdict, len) = inspect(&fe, client, base, start, &mut peeked).await;
         peeked.truncate(len);
         if verdict == TcpRequestAction::Reject {

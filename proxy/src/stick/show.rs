@@ -1,0 +1,227 @@
+//! `show table [<name> [key <k>|data.<type> <op> <v>]*]` and `clear table <name> [filter]*`,
+//! answered in HAProxy 2.6's words (see runtime-api/testdata/haproxy-2.6/stick-table-replies.txt).
+//! The replies here have no final empty line: the CLI adds it.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use super::{Entry, StickData, Table, Tables, key_text};
+use crate::config::model::StickKey;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Eq,
+    Ne,
+    Le,
+    Ge,
+    Lt,
+    Gt,
+}
+
+impl Op {
+    fn parse(s: &str) -> Option<Op> {
+        Some(match s {
+            "eq" => Op::Eq,
+            "ne" => Op::Ne,
+            "le" => Op::Le,
+            "ge" => Op::Ge,
+            "lt" => Op::Lt,
+            "gt" => Op::Gt,
+            _ => return None,
+        })
+    }
+    fn holds(self, a: u64, b: i64) -> bool {
+        let a = i128::from(a);
+        let b = i128::from(b);
+        match self {
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+            Op::Le => a <= b,
+            Op::Ge => a >= b,
+            Op::Lt => a < b,
+            Op::Gt => a > b,
+        }
+    }
+}
+
+/// What the filter words asked for.
+#[derive(Debug, Default)]
+struct Filter {
+    /// `key <k>`: `Err(())` for a key this table cannot hold (nothing matches).
+    key: Option<Result<IpAddr, ()>>,
+    data: Vec<(StickData, Op, i64)>,
+}
+
+const SHOW_USAGE: &str =
+    "Optional argument only supports \"data.<store_data_type>\" <operator> <value> and key <key>\n";
+const CLEAR_USAGE: &str = "Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>\n";
+
+/// Parses the words after the table name; Err is the reply.
+fn parse_filter(t: &Table, words: &[&str], clear: bool) -> Result<Filter, String> {
+    let mut f = Filter::default();
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        if *w == "key" {
+            let Some(k) = words.get(i + 1).filter(|k| !k.is_empty()) else {
+                return Err("Key value expected\n".into());
+            };
+            if f.key.is_none() {
+                f.key = Some(parse_key(t, k)?);
+            }
+            i += 2;
+        } else if let Some(name) = w.strip_prefix("data.") {
+            let n = f.data.len() + 1;
+            let Some(d) = StickData::from_name(name) else {
+                return Err(format!("Filter entry #{n}: Unknown data type\n"));
+            };
+            if !t.store.has(d) {
+                return Err(format!(
+                    "Filter entry #{n}: Data type not stored in this table\n"
+                ));
+            }
+            let Some(op) = words.get(i + 1).and_then(|o| Op::parse(o)) else {
+                return Err(format!(
+                    "Filter entry #{n}: Require and operator among \"eq\", \"ne\", \"le\", \"ge\", \"lt\", \"gt\"\n"
+                ));
+            };
+            let Some(v) = words.get(i + 2).and_then(|v| v.parse::<i64>().ok()) else {
+                return Err(format!(
+                    "Filter entry #{n}: Require a valid integer value to compare against\n"
+                ));
+            };
+            f.data.push((d, op, v));
+            i += 3;
+        } else {
+            return Err(if clear { CLEAR_USAGE } else { SHOW_USAGE }.into());
+        }
+    }
+    Ok(f)
+}
+
+/// An IPv4 table ignores a key it cannot parse; an IPv6 table calls it invalid.
+fn parse_key(t: &Table, k: &str) -> Result<Result<IpAddr, ()>, String> {
+    match t.key {
+        StickKey::Ip => Ok(k
+            .parse::<std::net::Ipv4Addr>()
+            .map(IpAddr::V4)
+            .map_err(|_| ())),
+        StickKey::Ipv6 => match k.parse::<std::net::Ipv6Addr>() {
+            Ok(v6) => Ok(Ok(IpAddr::V6(v6))),
+            Err(_) => Err("Invalid key\n".into()),
+        },
+    }
+}
+
+fn matches(t: &Table, f: &Filter, key: &IpAddr, e: &Entry, now: u64) -> bool {
+    f.data
+        .iter()
+        .all(|(d, op, v)| op.holds(e.value(&t.store, *d, now), *v))
+        && f.key.is_none_or(|k| k == Ok(*key))
+}
+
+fn header(t: &Table, out: &mut String) {
+    let kind = match t.key {
+        StickKey::Ip => "ip",
+        StickKey::Ipv6 => "ipv6",
+    };
+    let _ = writeln!(
+        out,
+        "# table: {}, type: {kind}, size:{}, used:{}",
+        t.name,
+        t.size,
+        t.used()
+    );
+}
+
+/// One entry line, as HAProxy 2.6 dumps it.
+pub fn entry_line(t: &Table, key: &IpAddr, e: &Entry, now: u64, out: &mut String) {
+    let exp = match t.expire_ms {
+        Some(_) => e.expire_at.saturating_sub(now),
+        None => 0,
+    };
+    let _ = write!(
+        out,
+        "{:#x}: key={} use={} exp={exp}",
+        e.id,
+        key_text(key),
+        e.refs
+    );
+    for d in StickData::ALL {
+        if !t.store.has(d) {
+            continue;
+        }
+        let v = e.value(&t.store, d, now);
+        match t.store.period(d) {
+            Some(p) => {
+                let _ = write!(out, " {}({p})={v}", d.name());
+            }
+            None => {
+                let _ = write!(out, " {}={v}", d.name());
+            }
+        }
+    }
+    out.push('\n');
+}
+
+/// `show table …`: `words` are the arguments after `show table`; `dump` is false below level
+/// operator (headers only).
+pub fn show_table(tables: &Tables, words: &[&str], dump: bool, now: u64) -> String {
+    let mut out = String::new();
+    let Some(name) = words.first().filter(|n| !n.is_empty()) else {
+        for t in tables.iter().rev() {
+            // Expired entries leave the count before it is shown.
+            t.entries(now);
+            header(t, &mut out);
+        }
+        return out;
+    };
+    let Some(t) = tables.find(name) else {
+        return "No such table\n".into();
+    };
+    let f = match parse_filter(t, words.get(1..).unwrap_or(&[]), false) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let entries = t.entries(now);
+    if !dump {
+        header(t, &mut out);
+        out.push_str("# contents not dumped due to insufficient privileges\n");
+        return out;
+    }
+    if let Some(k) = &f.key {
+        // A key lookup prints the entry with its header, or nothing at all.
+        if let Some((key, e)) = entries.iter().find(|(key, _)| Ok(*key) == *k)
+            && matches(t, &f, key, e, now)
+        {
+            header(t, &mut out);
+            entry_line(t, key, e, now, &mut out);
+        }
+        return out;
+    }
+    header(t, &mut out);
+    for (key, e) in &entries {
+        if matches(t, &f, key, e, now) {
+            entry_line(t, key, e, now, &mut out);
+        }
+    }
+    out
+}
+
+/// `clear table <name> [filter]*`: removes the matching entries not in use. `allowed` is false
+/// below level operator (HAProxy then answers nothing and clears nothing).
+pub fn clear_table(tables: &Tables, words: &[&str], allowed: bool, now: u64) -> String {
+    let Some(name) = words.first().filter(|n| !n.is_empty()) else {
+        return CLEAR_USAGE.into();
+    };
+    let Some(t) = tables.find(name) else {
+        return "No such table\n".into();
+    };
+    let f = match parse_filter(t, words.get(1..).unwrap_or(&[]), true) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    if allowed {
+        t.remove_where(now, |k, e| matches(t, &f, k, e, now));
+    }
+    String::new()
+}

@@ -1,0 +1,215 @@
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::show::{clear_table, show_table};
+use super::*;
+use crate::config::model::{Loc, StickKey, StickStore, StickTable};
+
+static NOW: AtomicU64 = AtomicU64::new(0);
+fn now() -> u64 {
+    NOW.load(Ordering::Relaxed)
+}
+
+fn cfg(key: StickKey, size: u32, store: Vec<StickStore>) -> StickTable {
+    StickTable {
+        key,
+        size,
+        expire: Some(Duration::from_secs(60)),
+        store,
+        loc: Loc {
+            file: "t.cfg".into(),
+            line: 1,
+        },
+    }
+}
+
+fn table(name: &str, key: StickKey, size: u32) -> Arc<Table> {
+    Arc::new(Table::with_clock(
+        name,
+        &cfg(
+            key,
+            size,
+            vec![
+                StickStore::ConnCnt,
+                StickStore::ConnRate(Duration::from_secs(10)),
+                StickStore::ConnCur,
+                StickStore::HttpReqCnt,
+                StickStore::HttpReqRate(Duration::from_secs(60)),
+            ],
+        ),
+        now,
+    ))
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn tracking_counts_connections_and_releases() {
+    let t = table("f", StickKey::Ip, 100);
+    let a = t.track(ip("10.0.0.1"), 1000).unwrap();
+    let b = t.track(ip("10.0.0.1"), 1100).unwrap();
+    assert_eq!(a.read(StickData::ConnCur, 1200), Some(2));
+    assert_eq!(a.read(StickData::ConnRate, 1200), Some(2));
+    assert_eq!(a.read(StickData::SessCnt, 1200), None, "not stored");
+    a.count_http_req(1200);
+    assert_eq!(b.read(StickData::HttpReqRate, 1300), Some(1));
+    NOW.store(2000, Ordering::Relaxed);
+    drop(a);
+    drop(b);
+    assert_eq!(t.peek(ip("10.0.0.1"), StickData::ConnCur, 2000), Some(0));
+    assert_eq!(t.peek(ip("10.0.0.1"), StickData::ConnCnt, 2000), Some(2));
+    assert_eq!(t.peek(ip("10.9.9.9"), StickData::ConnCnt, 2000), Some(0));
+    // Expired 60 s after its release.
+    assert_eq!(t.peek(ip("10.0.0.1"), StickData::ConnCnt, 62_000), Some(0));
+    assert_eq!(t.entries(62_000).len(), 0);
+    assert_eq!(t.used(), 0);
+}
+
+#[test]
+fn keys_follow_the_table_type() {
+    let v4 = table("a", StickKey::Ip, 10);
+    let v6 = table("b", StickKey::Ipv6, 10);
+    assert_eq!(v4.key_of(ip("::ffff:1.2.3.4")), Some(ip("1.2.3.4")));
+    assert_eq!(v4.key_of(ip("2001:db8::1")), None);
+    assert_eq!(v6.key_of(ip("1.2.3.4")), Some(ip("::ffff:1.2.3.4")));
+    assert!(v4.track(ip("2001:db8::1"), 0).is_none());
+}
+
+#[test]
+fn a_full_table_evicts_the_oldest_unused_entry_and_refuses_when_all_are_held() {
+    let t = table("f", StickKey::Ip, 2);
+    let a = t.track(ip("10.0.0.1"), 0).unwrap();
+    let b = t.track(ip("10.0.0.2"), 10).unwrap();
+    assert!(t.track(ip("10.0.0.3"), 20).is_none(), "both held");
+    drop(a);
+    let c = t.track(ip("10.0.0.3"), 30).unwrap();
+    assert_eq!(t.used(), 2);
+    let keys: Vec<_> = t.entries(40).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, vec![ip("10.0.0.2"), ip("10.0.0.3")]);
+    drop((b, c));
+}
+
+#[test]
+fn stick_counters_track_once() {
+    let t = table("f", StickKey::Ip, 10);
+    let s = StkCtrs::default();
+    assert!(s.track(0, &t, ip("10.0.0.1"), 0));
+    assert!(!s.track(0, &t, ip("10.0.0.1"), 0));
+    assert!(s.track(1, &t, ip("10.0.0.1"), 0));
+    assert!(!s.track(3, &t, ip("10.0.0.1"), 0));
+    assert_eq!(s.get(0).unwrap().read(StickData::ConnCur, 0), Some(2));
+}
+
+#[test]
+fn show_table_format_and_filters() {
+    NOW.store(0, Ordering::Relaxed);
+    let f = table("f", StickKey::Ip, 102_400);
+    let g = Arc::new(Table::with_clock(
+        "g",
+        &cfg(
+            StickKey::Ipv6,
+            10,
+            vec![
+                StickStore::ConnRate(Duration::from_secs(10)),
+                StickStore::ConnCur,
+            ],
+        ),
+        now,
+    ));
+    let tables = Tables::from_tables(vec![Arc::clone(&f), Arc::clone(&g)]);
+    for _ in 0..3 {
+        let t = f.track(ip("127.0.0.1"), 0).unwrap();
+        t.count_http_req(0);
+    }
+    let held = g.track(ip("127.0.0.1"), 0).unwrap();
+    let id_f = f.entries(6).first().unwrap().1.id;
+    let id_g = g.entries(6).first().unwrap().1.id;
+    assert_eq!(
+        show_table(&tables, &[], true, 6),
+        "# table: g, type: ipv6, size:10, used:1\n# table: f, type: ip, size:102400, used:1\n"
+    );
+    let line_f = format!(
+        "{id_f:#x}: key=127.0.0.1 use=0 exp=59994 conn_cnt=3 conn_rate(10000)=3 conn_cur=0 http_req_cnt=3 http_req_rate(60000)=3\n"
+    );
+    assert_eq!(
+        show_table(&tables, &["f"], true, 6),
+        format!("# table: f, type: ip, size:102400, used:1\n{line_f}")
+    );
+    assert_eq!(
+        show_table(&tables, &["g"], true, 268),
+        format!(
+            "# table: g, type: ipv6, size:10, used:1\n{id_g:#x}: key=::ffff:127.0.0.1 use=1 exp=59732 conn_rate(10000)=1 conn_cur=1\n"
+        )
+    );
+    assert_eq!(
+        show_table(&tables, &["f"], false, 6),
+        "# table: f, type: ip, size:102400, used:1\n# contents not dumped due to insufficient privileges\n"
+    );
+    assert_eq!(show_table(&tables, &["nope"], true, 6), "No such table\n");
+    assert_eq!(
+        show_table(&tables, &["f", "key", "127.0.0.1"], true, 6),
+        format!("# table: f, type: ip, size:102400, used:1\n{line_f}")
+    );
+    assert_eq!(show_table(&tables, &["f", "key", "127.0.0.2"], true, 6), "");
+    assert_eq!(show_table(&tables, &["f", "key", "nope"], true, 6), "");
+    assert_eq!(
+        show_table(&tables, &["g", "key", "127.0.0.1"], true, 6),
+        "Invalid key\n"
+    );
+    assert_eq!(
+        show_table(&tables, &["f", "key"], true, 6),
+        "Key value expected\n"
+    );
+    assert_eq!(
+        show_table(&tables, &["f", "data.conn_cnt", "gt", "5"], true, 6),
+        "# table: f, type: ip, size:102400, used:1\n"
+    );
+    assert_eq!(
+        show_table(
+            &tables,
+            &["f", "data.conn_rate", "gt", "0", "data.conn_cnt", "lt", "5"],
+            true,
+            6
+        ),
+        format!("# table: f, type: ip, size:102400, used:1\n{line_f}")
+    );
+    assert_eq!(
+        show_table(&tables, &["f", "bogus"], true, 6),
+        "Optional argument only supports \"data.<store_data_type>\" <operator> <value> and key <key>\n"
+    );
+    assert_eq!(
+        show_table(&tables, &["f", "data.foo", "gt", "1"], true, 6),
+        "Filter entry #1: Unknown data type\n"
+    );
+    assert_eq!(
+        show_table(&tables, &["f", "data.conn_cnt", "foo", "1"], true, 6),
+        "Filter entry #1: Require and operator among \"eq\", \"ne\", \"le\", \"ge\", \"lt\", \"gt\"\n"
+    );
+    assert_eq!(
+        show_table(&tables, &["f", "data.conn_cnt", "gt", "x"], true, 6),
+        "Filter entry #1: Require a valid integer value to compare against\n"
+    );
+    assert_eq!(
+        show_table(&tables, &["g", "data.http_req_rate", "gt", "0"], true, 6),
+        "Filter entry #1: Data type not stored in this table\n"
+    );
+    // clear table: entries in use stay; below operator nothing happens.
+    let usage = "Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>\n";
+    assert_eq!(clear_table(&tables, &[], true, 6), usage);
+    assert_eq!(clear_table(&tables, &["f", "bogus"], true, 6), usage);
+    assert_eq!(clear_table(&tables, &["nope"], true, 6), "No such table\n");
+    assert_eq!(clear_table(&tables, &["g"], true, 6), "");
+    assert_eq!(g.used(), 1);
+    assert_eq!(clear_table(&tables, &["f"], false, 6), "");
+    assert_eq!(f.used(), 1);
+    assert_eq!(
+        clear_table(&tables, &["f", "key", "127.0.0.1"], true, 6),
+        ""
+    );
+    assert_eq!(f.used(), 0);
+    drop(held);
+}

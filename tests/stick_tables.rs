@@ -1,0 +1,240 @@
+//! Stick tables enforced in userspace over loopback: seed 004's `http-request deny deny_status
+//! 429` past `sc_http_req_rate(0)`, `tcp-request connection reject` past `sc_conn_rate(0)`, a
+//! `src` deny list and a `!{ src -f <file> }` allow list, and `show table` / `clear table` on the
+//! admin socket. Runs with the engine from `PORTCULLIS_IO`.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use backend::{HttpNode, HttpOpts, TcpEcho, free_port, lo, wait_until};
+use proxy::{Proc, TempDir, get};
+
+fn cli(sock: &Path, cmd: &str) -> String {
+    wait_until(Duration::from_secs(5), || UnixStream::connect(sock).is_ok());
+    let mut s = UnixStream::connect(sock).expect("connect admin socket");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// `0x55…: key=` → `ADDR: key=` (the entry address differs per run).
+fn mask(s: &str) -> String {
+    s.lines()
+        .map(|l| match l.split_once(": key=") {
+            Some((a, rest)) if a.starts_with("0x") => format!("ADDR: key={rest}"),
+            _ => l.to_string(),
+        })
+        .map(|l| {
+            // exp counts down: keep its magnitude only.
+            match l.split_once(" exp=") {
+                Some((a, rest)) => {
+                    let (n, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                    let n: u64 = n.parse().unwrap_or(0);
+                    format!("{a} exp={} {tail}", if n > 0 { "LIVE" } else { "0" })
+                }
+                None => l,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A connection from `src` (a 127/8 address) to `to`: whether the echo server behind the proxy
+/// answered (false: the proxy reset or closed it).
+fn echoes(src: IpAddr, to: SocketAddr) -> bool {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&SocketAddr::new(src, 0).into()).unwrap();
+    if sock.connect(&to.into()).is_err() {
+        return false;
+    }
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    if s.write_all(b"ping").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 4];
+    matches!(s.read_exact(&mut buf), Ok(()) if &buf == b"ping")
+}
+
+#[test]
+fn http_req_rate_denies_with_429_and_show_table() {
+    let dir = TempDir::new("stick-http");
+    let sock = dir.0.join("admin.sock");
+    let node = HttpNode::start(lo(free_port()), HttpOpts::named("n1")).unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    stick-table type ip size 100k expire 1m store http_req_rate(10s)\n    http-request track-sc0 src\n    acl too_many sc_http_req_rate(0) gt 3\n    http-request deny deny_status 429 if too_many\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+        sock.display(),
+        node.addr()
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let codes: Vec<u16> = (0..6).map(|_| get(lo(port), "/").status).collect();
+    assert_eq!(codes, [200, 200, 200, 429, 429, 429]);
+    assert_eq!(
+        node.request_count(),
+        3,
+        "denied requests never reach the server"
+    );
+    assert_eq!(
+        cli(&sock, "show table"),
+        "# table: fe, type: ip, size:102400, used:1\n\n"
+    );
+    assert_eq!(
+        mask(&cli(&sock, "show table fe")),
+        "# table: fe, type: ip, size:102400, used:1\nADDR: key=127.0.0.1 use=0 exp=LIVE http_req_rate(10000)=6\n"
+    );
+    assert_eq!(
+        mask(&cli(&sock, "show table fe data.http_req_rate gt 10")),
+        "# table: fe, type: ip, size:102400, used:1\n"
+    );
+    assert_eq!(cli(&sock, "show table nope"), "No such table\n\n");
+    assert_eq!(cli(&sock, "clear table fe key 127.0.0.1"), "\n");
+    assert_eq!(
+        cli(&sock, "show table fe"),
+        "# table: fe, type: ip, size:102400, used:0\n\n"
+    );
+    // A cleared entry starts over.
+    assert_eq!(get(lo(port), "/").status, 200);
+}
+
+#[test]
+fn conn_rate_rejects_and_src_lists() {
+    let dir = TempDir::new("stick-tcp");
+    let sock = dir.0.join("admin.sock");
+    let allow = dir.0.join("allow.lst");
+    std::fs::write(
+        &allow,
+        "# who may connect\n127.0.0.1\n127.0.0.2\n127.0.0.4/32\n",
+    )
+    .unwrap();
+    let echo = TcpEcho::start(lo(free_port())).unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    stick-table type ip size 1k expire 30s store conn_rate(10s),conn_cur\n    tcp-request connection reject if {{ src 127.0.0.2 }}\n    tcp-request connection reject if !{{ src -f {} }}\n    tcp-request connection track-sc0 src\n    tcp-request connection reject if {{ sc_conn_rate(0) gt 3 }}\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+        sock.display(),
+        allow.display(),
+        echo.addr()
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let to = lo(port);
+    let one: IpAddr = "127.0.0.1".parse().unwrap();
+    // The harness' readiness probe connected once from 127.0.0.1 already.
+    let got: Vec<bool> = (0..5).map(|_| echoes(one, to)).collect();
+    assert_eq!(got, [true, true, false, false, false]);
+    // Denied prefix, and a source missing from the allow file.
+    assert!(!echoes("127.0.0.2".parse().unwrap(), to));
+    assert!(!echoes("127.0.0.3".parse().unwrap(), to));
+    // Another allowed source has its own rate.
+    assert!(echoes("127.0.0.4".parse().unwrap(), to));
+    // Sessions end (and release their entry) shortly after the client closes.
+    let want = "# table: fe, type: ip, size:1024, used:2\nADDR: key=127.0.0.1 use=0 exp=LIVE conn_rate(10000)=6 conn_cur=0\nADDR: key=127.0.0.4 use=0 exp=LIVE conn_rate(10000)=1 conn_cur=0\n";
+    assert!(
+        wait_until(Duration::from_secs(3), || mask(&cli(
+            &sock,
+            "show table fe"
+        )) == want),
+        "{}",
+        cli(&sock, "show table fe")
+    );
+    // A connection in progress holds its entry (use=1, conn_cur=1).
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&lo(0).into()).ok();
+    let four: IpAddr = "127.0.0.4".parse().unwrap();
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .and_then(|s| s.bind(&SocketAddr::new(four, 0).into()).map(|_| s))
+        .and_then(|s| s.connect(&to.into()).map(|_| s))
+        .unwrap_or(held);
+    assert!(
+        wait_until(Duration::from_secs(3), || {
+            mask(&cli(&sock, "show table fe key 127.0.0.4"))
+                .contains("key=127.0.0.4 use=1 exp=LIVE conn_rate(10000)=2 conn_cur=1")
+        }),
+        "{}",
+        cli(&sock, "show table fe")
+    );
+    drop(held);
+}
+
+/// The same config on HAProxy 2.6 and portcullis, the same requests, the same `show table` and
+/// `clear table` replies (entry addresses and the ms left to expiry masked).
+#[test]
+fn show_table_replies_match_haproxy() {
+    let dir = TempDir::new("stick-diff");
+    let run = |bin: &str| -> Option<Vec<String>> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type ip size 100k expire 1m store conn_cnt,conn_cur,conn_rate(10s),http_req_cnt,http_req_rate(1m)\n    http-request track-sc0 src\n    http-request return status 200 content-type text/plain string ok\n\nbackend other\n    stick-table type ipv6 size 10 expire 30s store conn_rate(10s),conn_cur\n",
+            sock.display()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        // Three requests on one connection, one on another.
+        let mut s = TcpStream::connect(lo(port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for _ in 0..3 {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let r = proxy::read_response(&mut s, false).expect("response");
+            assert_eq!(r.status, 200);
+        }
+        drop(s);
+        assert_eq!(get(lo(port), "/").status, 200);
+        wait_until(Duration::from_secs(3), || {
+            cli(&sock, "show table f").contains("conn_cur=0")
+        });
+        let cmds = [
+            "show table",
+            "show table f",
+            "show table other",
+            "show table nope",
+            "show table f key 127.0.0.1",
+            "show table f key 127.0.0.2",
+            "show table other key 127.0.0.1",
+            "show table f key",
+            "show table f data.conn_cnt gt 3",
+            "show table f data.conn_cnt gt 4",
+            "show table f data.http_req_rate ge 4 data.conn_cur eq 0",
+            "show table f bogus",
+            "show table f data.foo gt 1",
+            "show table f data.conn_cnt",
+            "show table f data.conn_cnt gt x",
+            "show table other data.http_req_rate gt 0",
+            "clear table",
+            "clear table nope",
+            "clear table f bogus",
+            "clear table f key 127.0.0.2",
+            "show table f",
+            "clear table f key 127.0.0.1",
+            "show table f",
+        ];
+        Some(
+            cmds.iter()
+                .map(|c| format!("{c}\n{}", mask(&cli(&sock, c))))
+                .collect(),
+        )
+    };
+    let Some(want) = run("haproxy") else { return };
+    let got = run("portcullis").unwrap();
+    assert_eq!(want.len(), got.len());
+    assert!(
+        want[1].contains("conn_cnt=4 conn_rate(10000)=4 conn_cur=0 http_req_cnt=4"),
+        "{}",
+        want[1]
+    );
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w);
+    }
+}
