@@ -461,6 +461,14 @@ impl Session {
                 }
             }
         };
+        // The rest of the transaction runs boxed: an idle keep-alive connection then holds only
+        // the small head-reading state, not the whole exchange's.
+        Box::pin(self.process(head, first, start)).await
+    }
+
+    /// A parsed request head: rules, routing, the exchange with a server, the log line.
+    async fn process(&mut self, head: (RequestHead, usize), first: bool, start: Instant) -> bool {
+        let t = self.fe.cfg.timeouts;
         let (mut req, consumed) = head;
         self.cbuf.drain(..consumed);
         self.requests += 1;
