@@ -898,6 +898,8 @@ fn server_state_survives(master_worker: bool) {
     ];
     let mut old = Instance::start(&dir.0, "old", &path, if master_worker { &mw } else { &[] });
     wait_ready(lo(port), &sock);
+    assert!(wait_until(Duration::from_secs(10), || !master_worker
+        || UnixStream::connect(&mcli).is_ok()));
     for c in [
         "set server be/s1 state maint",
         "set server be/s2 state drain",
