@@ -1088,15 +1088,17 @@ impl LongStream {
     }
 
     /// Waits until more bytes came back: the stream still flows.
-    fn flows(&self) {
+    fn flows(&self, what: &str) {
         let base = self.received.load(Ordering::Relaxed);
-        assert!(
-            wait_until(Duration::from_secs(10), || self
-                .received
-                .load(Ordering::Relaxed)
-                > base),
-            "the long stream stalled at {base} bytes"
-        );
+        if !wait_until(Duration::from_secs(10), || {
+            self.received.load(Ordering::Relaxed) > base
+        }) {
+            let ss = Command::new("ss").arg("-tnpoi").output().unwrap();
+            panic!(
+                "{what}: the long stream stalled at {base} bytes\n{}",
+                String::from_utf8_lossy(&ss.stdout)
+            );
+        }
     }
 
     /// Ends the stream; returns the bytes sent (as many came back, all of them intact).
@@ -1215,7 +1217,7 @@ fn twenty_x_sf_reloads_under_every_kind_of_load() {
     let stream = LongStream::start(lo(rig.tcp_port));
     let load = rig.load();
     progress(&load, 100);
-    stream.flows();
+    stream.flows("before the reloads");
     let mut olds: Vec<Instance> = Vec::new();
     let mut cur_pid = first.pid();
     for i in 1..=RELOADS {
@@ -1246,7 +1248,7 @@ fn twenty_x_sf_reloads_under_every_kind_of_load() {
         cur_pid = next.pid();
         olds.push(next);
         progress(&load, 50);
-        stream.flows();
+        stream.flows(&format!("reload {i}"));
         assert!(first.running(), "reload {i}: {}", first.stderr());
     }
     let (ok, failed, errs) = load.finish();
@@ -1300,7 +1302,7 @@ fn twenty_master_worker_reloads_under_every_kind_of_load() {
     let stream = LongStream::start(lo(rig.tcp_port));
     let load = rig.load();
     progress(&load, 100);
-    stream.flows();
+    stream.flows("before the reloads");
     let mut seen = first.clone();
     for i in 1..=RELOADS {
         // SAFETY: a signal to our own child.
@@ -1325,7 +1327,7 @@ fn twenty_master_worker_reloads_under_every_kind_of_load() {
             );
         }
         progress(&load, 50);
-        stream.flows();
+        stream.flows(&format!("reload {i}"));
         assert!(alive(first[0]), "reload {i}: the first worker is gone");
     }
     let (ok, failed, errs) = load.finish();
