@@ -74,7 +74,8 @@ impl Conn {
         }
     }
 
-    pub fn tls(&self) -> Option<&TlsInfo> {
+    /// The handshake's facts, shared (sessions and h2 streams keep a reference, no copy).
+    pub fn tls(&self) -> Option<&std::sync::Arc<TlsInfo>> {
         match self {
             Conn::Plain(_) => None,
             Conn::Tls(t) => Some(t.info()),

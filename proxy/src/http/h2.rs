@@ -269,7 +269,7 @@ async fn stream(
     req: http::Request<RecvStream>,
     respond: SendResponse<Bytes>,
     (peer, local, first): (Option<SocketAddr>, Option<SocketAddr>, bool),
-    tls: Option<TlsInfo>,
+    tls: Option<Arc<TlsInfo>>,
     sess: Rc<StkCtrs>,
 ) {
     let (parts, body) = req.into_parts();
@@ -387,7 +387,7 @@ pub struct H2Pipe {
     done: Cell<bool>,
     done_notify: tokio::sync::Notify,
     local: Option<SocketAddr>,
-    tls: Option<TlsInfo>,
+    tls: Option<Arc<TlsInfo>>,
     log_line: String,
     first: bool,
 }
@@ -402,7 +402,7 @@ impl H2Pipe {
         self.local
     }
 
-    pub fn tls(&self) -> Option<&TlsInfo> {
+    pub fn tls(&self) -> Option<&Arc<TlsInfo>> {
         self.tls.as_ref()
     }
 

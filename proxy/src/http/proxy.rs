@@ -189,7 +189,7 @@ pub async fn run_tracked(
     peer: Option<SocketAddr>,
     sess: Rc<StkCtrs>,
 ) {
-    let tls = conn.tls().map(|t| Arc::new(t.clone()));
+    let tls = conn.tls().cloned();
     // An h2 stream after the connection's first is not a connection's first request: it may use
     // an idle server connection under `http-reuse safe`, as HAProxy's streams do.
     let requests = u64::from(conn.h2_later_stream());

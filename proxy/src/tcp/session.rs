@@ -165,7 +165,7 @@ pub async fn run_tracked(
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
     let local = conn.local_addr();
-    let tls = conn.tls().map(|t| Arc::new(t.clone()));
+    let tls = conn.tls().cloned();
     let client = Side::of(conn);
     let mut log = SessionLog::new(&fe, peer, local, accept_at);
     log.ssl = tls.is_some();

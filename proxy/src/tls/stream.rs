@@ -70,7 +70,7 @@ pub struct TlsStream {
     wlock: tokio::sync::Mutex<()>,
     /// The socket reported end of stream.
     eof: std::cell::Cell<bool>,
-    info: TlsInfo,
+    info: Arc<TlsInfo>,
 }
 
 impl TlsStream {
@@ -110,7 +110,7 @@ impl TlsStream {
             out: RefCell::new(Vec::new()),
             wlock: tokio::sync::Mutex::new(()),
             eof: std::cell::Cell::new(false),
-            info: TlsInfo::default(),
+            info: Arc::default(),
         };
         let received = std::cell::Cell::new(false);
         let hs = t.handshake(&received);
@@ -121,7 +121,10 @@ impl TlsStream {
             None => hs.await,
         };
         match res {
-            Ok(info) => Ok(TlsStream { info, ..t }),
+            Ok(info) => Ok(TlsStream {
+                info: Arc::new(info),
+                ..t
+            }),
             Err(e) => Err((e, received.get())),
         }
     }
@@ -151,7 +154,7 @@ impl TlsStream {
         Ok(info_of(&t.conn.borrow()))
     }
 
-    pub fn info(&self) -> &TlsInfo {
+    pub fn info(&self) -> &Arc<TlsInfo> {
         &self.info
     }
 
