@@ -11,6 +11,16 @@ fn hex_upper(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02X}")).collect()
 }
 
+/// OpenSSL keeps an ASN1_INTEGER as its magnitude, so HAProxy never prints the DER sign byte
+/// (`00C7…` is shown as `C7…`).
+fn serial_magnitude(der: &[u8]) -> &[u8] {
+    let first = der
+        .iter()
+        .position(|&b| b != 0)
+        .unwrap_or(der.len().saturating_sub(1));
+    der.get(first..).unwrap_or(der)
+}
+
 /// `Nov  3 09:07:02 2026 GMT` from seconds since the epoch (UTC).
 pub fn asn1_time(ts: i64) -> String {
     const MON: [&str; 12] = [
@@ -144,7 +154,7 @@ pub fn details(filename: &str, used: bool, certs: &[CertificateDer<'_>]) -> Opti
     Some(CertDetails {
         filename: filename.to_string(),
         used,
-        serial: hex_upper(leaf.raw_serial()),
+        serial: hex_upper(serial_magnitude(leaf.raw_serial())),
         not_before: asn1_time(leaf.validity().not_before.timestamp()),
         not_after: asn1_time(leaf.validity().not_after.timestamp()),
         san: san(&leaf),
@@ -158,6 +168,13 @@ pub fn details(filename: &str, used: bool, certs: &[CertificateDer<'_>]) -> Opti
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn serial_drops_der_sign_byte() {
+        assert_eq!(super::serial_magnitude(&[0x00, 0xC7, 0x01]), &[0xC7, 0x01]);
+        assert_eq!(super::serial_magnitude(&[0x4F, 0xE9]), &[0x4F, 0xE9]);
+        assert_eq!(super::serial_magnitude(&[0x00]), &[0x00]);
+    }
+
     use super::*;
 
     #[test]
