@@ -94,7 +94,7 @@ fn setup() -> Setup {
     let servers = srv("up1", 0, "") + &srv("down1", 1, "") + &srv("bk1", 0, " backup");
     let cfg = format!(
         "global\n    stats socket \"{sock}\" mode 600 level admin\n\n\
-defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\n\
+defaults\n    mode http\n    log stdout format raw local0\n    option httplog\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    timeout check 5s\n\n\
 frontend stats\n    bind 127.0.0.1:{p1}\n    stats enable\n    stats uri /\n    stats refresh 10s\n\n\
 frontend secure\n    bind 127.0.0.1:{p2}\n    stats uri /admin?stats\n    stats realm Portcullis\\ Test\n    stats auth admin:secret\n    stats hide-version\n    stats admin if {{ src 127.0.0.1 }}\n\n\
 frontend prom\n    bind 127.0.0.1:{p3}\n    http-request use-service prometheus-exporter if {{ path /metrics }}\n    default_backend app\n\n\

@@ -52,6 +52,16 @@ pub fn haproxy(p: Ports, up: Upstreams, bundle: &Path, maxconn: u32) -> String {
     )
 }
 
+/// `text` with `portcullis-relay <relay>` in its `defaults` (a portcullis extension: only the
+/// relay-specific portcullis targets run it).
+pub fn with_relay(text: &str, relay: &str) -> String {
+    text.replacen(
+        "defaults\n",
+        &format!("defaults\n    portcullis-relay {relay}\n"),
+        1,
+    )
+}
+
 fn nginx_main(dir: &Path, name: &str, stream_module: Option<&Path>, maxconn: u32) -> String {
     let d = dir.display();
     let load = stream_module.map_or(String::new(), |m| format!("load_module {};\n", m.display()));
@@ -162,6 +172,11 @@ mod tests {
         assert!(c.contains("frontend echo\n    mode tcp\n    bind 127.0.0.1:9003\n"));
         assert!(c.contains("backend app\n    server app1 127.0.0.1:8001\n"));
         assert!(c.ends_with("backend iperf\n    mode tcp\n    server iperf1 127.0.0.1:8004\n"));
+        let k = with_relay(&c, "kernel max-unacked 4g");
+        assert!(
+            k.contains("\ndefaults\n    portcullis-relay kernel max-unacked 4g\n    mode http\n")
+        );
+        assert_eq!(k.matches("portcullis-relay").count(), 1);
     }
 
     #[test]

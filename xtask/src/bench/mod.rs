@@ -37,6 +37,8 @@ const PROXY_CORE: &str = "1";
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle connections of the memory workload, when RLIMIT_NOFILE allows.
 const IDLE_CONNS: usize = 10_000;
+/// The kernel-only target: a bound no bench transfer reaches, so no direction falls back.
+const KERNEL_ONLY: &str = "kernel max-unacked 4g";
 const STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
 
 const USAGE: &str = "usage: cargo xtask bench [--quick] [--only WORKLOAD[,WORKLOAD…]] \
@@ -120,18 +122,13 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         id: "tcp-throughput-1",
-        title: "TCP passthrough (userspace), 1 stream",
+        title: "TCP passthrough, 1 stream (iperf3)",
         kind: Kind::Iperf(1),
     },
     Workload {
         id: "tcp-throughput-4",
-        title: "TCP passthrough (userspace), 4 streams",
+        title: "TCP passthrough, 4 streams (iperf3)",
         kind: Kind::Iperf(4),
-    },
-    Workload {
-        id: "tcp-splice",
-        title: "TCP passthrough (kernel splice)",
-        kind: Kind::Skipped("the kernel passthrough path comes with issue #6 (not merged yet)"),
     },
     Workload {
         id: "pingpong-1",
@@ -256,6 +253,9 @@ struct Target {
     id: &'static str,
     label: String,
     kind: TargetKind,
+    /// `portcullis-relay` arguments forced in `defaults`: the passthrough-only targets that
+    /// show each relay on its own beside the default per-session choice.
+    relay: Option<&'static str>,
     ports: Ports,
     proc: Option<Proc>,
     /// Why it is not running, when it is not.
@@ -539,7 +539,10 @@ fn broken_rows(report: &Report) -> Vec<String> {
                 .targets
                 .iter()
                 .zip(&r.cells)
-                .filter(|(t, c)| t.id.starts_with("portcullis") && !matches!(c, Cell::Value(_)))
+                .filter(|(t, c)| {
+                    t.id.starts_with("portcullis")
+                        && !matches!(c, Cell::Value(_) | Cell::NotApplicable)
+                })
                 .map(move |(t, _)| format!("{} {} ({})", r.workload, t.label, r.metric))
         })
         .collect()
@@ -629,9 +632,14 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
         id,
         label,
         kind,
+        relay: None,
         ports,
         proc: None,
         down: None,
+    };
+    let relay = |id, label, relay| Target {
+        relay: Some(relay),
+        ..t(id, label, TargetKind::Portcullis("uring"), proxy_ports())
     };
     vec![
         t(
@@ -664,6 +672,16 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
             proxy_ports(),
         ),
         t("nginx", nginx_label(), TargetKind::Nginx, proxy_ports()),
+        relay(
+            "portcullis-kernel",
+            "portcullis uring, kernel relay only".into(),
+            KERNEL_ONLY,
+        ),
+        relay(
+            "portcullis-userspace",
+            "portcullis uring, userspace relay only".into(),
+            "userspace",
+        ),
     ]
 }
 
@@ -687,7 +705,10 @@ fn start(env: &Env, t: &mut Target) {
                     return;
                 }
             };
-            let text = conf::haproxy(t.ports, env.upstreams, &env.bundle, env.maxconn);
+            let mut text = conf::haproxy(t.ports, env.upstreams, &env.bundle, env.maxconn);
+            if let Some(relay) = t.relay {
+                text = conf::with_relay(&text, relay);
+            }
             if let Err(e) = std::fs::write(&cfg_path, text) {
                 t.down = Some(e.to_string());
                 return;
@@ -736,6 +757,14 @@ fn start(env: &Env, t: &mut Target) {
     };
     let addr = SocketAddr::from(([127, 0, 0, 1], t.ports.http));
     match wait_ready(addr, Some(&mut proc.0)) {
+        Ok(()) if t.relay == Some(KERNEL_ONLY) => {
+            // Without the kernel path this target would measure the userspace relay under the
+            // kernel's name.
+            match kernel_unavailable(&log) {
+                Some(why) => t.down = Some(why),
+                None => t.proc = Some(proc),
+            }
+        }
         Ok(()) => t.proc = Some(proc),
         Err(e) => {
             let mut why = last_line(&log);
@@ -745,6 +774,16 @@ fn start(env: &Env, t: &mut Target) {
             t.down = Some(format!("{e}: {why}"));
         }
     }
+}
+
+/// The `kernel path unavailable (…)` line portcullis logs at start, when it does.
+fn kernel_unavailable(log: &Path) -> Option<String> {
+    // The line is written while the listeners come up; give it a moment to reach the file.
+    std::thread::sleep(Duration::from_millis(200));
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let at = text.find("kernel path unavailable")?;
+    let line = text.get(at..)?.lines().next()?;
+    Some(line.trim().to_string())
 }
 
 /// Waits until `addr` answers `GET /` with a 2xx, or `child` exits, or a timeout.
@@ -935,6 +974,9 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
 
 /// Why a target cannot run a workload at all, before trying.
 fn unavailable(env: &Env, t: &Target, kind: Kind) -> Option<Cell> {
+    if t.relay.is_some() && !matches!(kind, Kind::Iperf(_) | Kind::PingPong(_)) {
+        return Some(Cell::NotApplicable);
+    }
     if let Some(why) = &t.down {
         return Some(Cell::Skipped(why.clone()));
     }
