@@ -264,11 +264,11 @@ fn hundred_megabytes_each_way_in_the_kernel() {
     }
     let size = 100 * MB;
     let peer = Peer::start(size, 2, false);
-    // A limit above the transfer: every byte stays in the kernel.
+    // A limit above the transfer and no bulk rule: every byte stays in the kernel.
     let st = start(
         peer.addr,
         "",
-        "    portcullis-relay kernel max-unacked 1g\n",
+        "    portcullis-relay kernel max-unacked 1g bulk-rate 0\n",
     );
     let before = kernel_counters(&st.sock);
     let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
@@ -294,8 +294,9 @@ fn hundred_megabytes_each_way_with_the_default_handover() {
     if !root() {
         return;
     }
-    // The default max-unacked (4 MB): a bulk direction may move to userspace mid-stream; no
-    // byte may be lost or reordered at the handover, and kernel + userspace bytes add up.
+    // The defaults (max-unacked 4 MB, bulk-rate 64 MB/s): a bulk direction moves to userspace
+    // mid-stream; no byte may be lost or reordered at the handover, and kernel + userspace bytes
+    // add up.
     let size = 100 * MB;
     let peer = Peer::start(size, 3, false);
     let st = start(peer.addr, "", "");
@@ -315,6 +316,7 @@ fn hundred_megabytes_each_way_with_the_default_handover() {
     let kernel = delta(&after, &before, "RedirectedBytes");
     let user = delta(&after, &before, "PassedBytes");
     assert!(kernel > 0, "the kernel carried the start");
+    assert!(user > 0, "the bulk rule moved the rest to userspace");
     assert_eq!(kernel + user, 2 * size as u64 + 1);
     eprintln!(
         "kernel {kernel} B, userspace {user} B, fallbacks {}",
@@ -334,7 +336,7 @@ fn close_from_either_side_loses_nothing() {
     let st = start(
         peer.addr,
         "",
-        "    portcullis-relay kernel max-unacked 1g\n",
+        "    portcullis-relay kernel max-unacked 1g bulk-rate 0\n",
     );
     let before = kernel_counters(&st.sock);
     let mut c = client(st.port);
@@ -357,7 +359,7 @@ fn close_from_either_side_loses_nothing() {
     let st2 = start(
         peer2.addr,
         "",
-        "    portcullis-relay kernel max-unacked 1g\n",
+        "    portcullis-relay kernel max-unacked 1g bulk-rate 0\n",
     );
     let before2 = kernel_counters(&st2.sock);
     let mut c = client(st2.port);
@@ -512,7 +514,11 @@ fn a_slow_reader_keeps_the_bytes_in_flight_bounded() {
             }
         }
     });
-    let st = start(addr, "", "    portcullis-relay kernel max-unacked 1m\n");
+    let st = start(
+        addr,
+        "",
+        "    portcullis-relay kernel max-unacked 1m bulk-rate 0\n",
+    );
     let before = kernel_counters(&st.sock);
     let c = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     // Set before connecting: a small fixed window (no autotuning) on the slow side.
@@ -575,4 +581,48 @@ fn portcullis_relay_userspace_keeps_the_kernel_out() {
     let after = kernel_counters(&st.sock);
     assert_eq!(delta(&after, &before, "RedirectedBytes"), 0);
     assert_eq!(delta(&after, &before, "Sessions"), 0);
+}
+
+#[test]
+fn chatty_sessions_stay_in_the_kernel_by_default() {
+    if !root() {
+        return;
+    }
+    // 64-byte request/response round trips (an API watch, an RPC): far below the bulk rate, so
+    // every byte stays spliced with the default rule.
+    let echo = TcpListener::bind("127.0.1.61:0").expect("bind");
+    let addr = echo.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in echo.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut b = [0u8; 64];
+                while s.read_exact(&mut b).is_ok() {
+                    if s.write_all(&b).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let st = start(addr, "", "");
+    let before = kernel_counters(&st.sock);
+    let mut c = TcpStream::connect(lo(st.port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.set_nodelay(true).unwrap();
+    const TRIPS: u64 = 2000;
+    for i in 0..TRIPS {
+        let msg = [i as u8; 64];
+        c.write_all(&msg).unwrap();
+        let mut back = [0u8; 64];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg, "round trip {i}");
+    }
+    drop(c);
+    st.p.wait_log(" fe be/srv ", Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
+    let after = kernel_counters(&st.sock);
+    assert_eq!(delta(&after, &before, "RedirectedBytes"), 2 * 64 * TRIPS);
+    assert_eq!(delta(&after, &before, "PassedBytes"), 0);
+    assert_eq!(delta(&after, &before, "Fallbacks"), 0);
 }

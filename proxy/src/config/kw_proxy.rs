@@ -317,7 +317,8 @@ fn kw_mode(p: &mut P, args: &[String]) {
 /// move every session to userspace at its first burst.
 pub const MIN_MAX_UNACKED: u64 = 256 << 10;
 
-/// `portcullis-relay kernel|userspace [max-unacked <size>]` (portcullis extension).
+/// `portcullis-relay kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (portcullis
+/// extension).
 fn kw_portcullis_relay(p: &mut P, args: &[String]) {
     let userspace = match arg(args, 1) {
         "kernel" => false,
@@ -330,6 +331,7 @@ fn kw_portcullis_relay(p: &mut P, args: &[String]) {
         }
     };
     let mut max_unacked = None;
+    let mut bulk_rate = None;
     let mut i = 2;
     while let Some(word) = args.get(i) {
         match word.as_str() {
@@ -352,9 +354,22 @@ fn kw_portcullis_relay(p: &mut P, args: &[String]) {
                 }
                 i += 2;
             }
+            "bulk-rate" => {
+                let v = arg(args, i + 1);
+                match super::values::parse_size(v) {
+                    Some(n) => bulk_rate = Some(n),
+                    None => {
+                        p.alert(format!(
+                            "'portcullis-relay' : 'bulk-rate' expects a size per second, or 0 (got '{v}')."
+                        ));
+                        return;
+                    }
+                }
+                i += 2;
+            }
             other => {
                 p.alert(format!(
-                    "'portcullis-relay' : unknown argument '{other}' (expects 'max-unacked <size>')."
+                    "'portcullis-relay' : unknown argument '{other}' (expects 'max-unacked <size>' or 'bulk-rate <size>')."
                 ));
                 return;
             }
@@ -363,6 +378,7 @@ fn kw_portcullis_relay(p: &mut P, args: &[String]) {
     p.px.relay = super::model::Relay {
         userspace,
         max_unacked,
+        bulk_rate,
     };
 }
 

@@ -608,7 +608,8 @@ pub struct Proxy {
     pub pending: Vec<(String, Loc)>,
 }
 
-/// `portcullis-relay kernel|userspace [max-unacked <size>]` (a portcullis extension, not HAProxy):
+/// `portcullis-relay kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (a portcullis
+/// extension, not HAProxy):
 /// the engine that carries a `mode tcp` session's bytes once the server is connected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Relay {
@@ -618,6 +619,9 @@ pub struct Relay {
     /// `max-unacked <size>`: the most bytes a direction may have redirected in the kernel and not
     /// yet acknowledged by the receiver before it moves to the userspace relay.
     pub max_unacked: Option<u64>,
+    /// `bulk-rate <size>`: bytes per second above which a spliced direction counts as bulk and
+    /// moves to the userspace relay (the splice is slower for bulk); `0` never moves it.
+    pub bulk_rate: Option<u64>,
 }
 
 impl Proxy {

@@ -564,7 +564,7 @@ fn use_service_prometheus_and_stats_admin() {
 #[test]
 fn portcullis_relay_extension() {
     let cfg = ok(&format!(
-        "{T} portcullis-relay userspace\nfrontend f\n bind :80\n default_backend b\nbackend b\n portcullis-relay kernel max-unacked 1m\n server s 127.0.0.1:80\nlisten l\n bind :81\n server s 127.0.0.1:80\n"
+        "{T} portcullis-relay userspace\nfrontend f\n bind :80\n default_backend b\nbackend b\n portcullis-relay kernel max-unacked 1m bulk-rate 0\n server s 127.0.0.1:80\nlisten l\n bind :81\n server s 127.0.0.1:80\n"
     ));
     let relay = |name: &str| {
         cfg.proxies
@@ -577,19 +577,21 @@ fn portcullis_relay_extension() {
         relay("f"),
         crate::config::model::Relay {
             userspace: true,
-            max_unacked: None
+            max_unacked: None,
+            bulk_rate: None,
         }
     );
     assert_eq!(
         relay("b"),
         crate::config::model::Relay {
             userspace: false,
-            max_unacked: Some(1 << 20)
+            max_unacked: Some(1 << 20),
+            bulk_rate: Some(0),
         }
     );
     assert!(relay("l").userspace, "inherited from defaults");
     let a = alerts(&format!(
-        "{T}frontend f\n bind :80\n portcullis-relay kern\n portcullis-relay kernel max-unacked 1k\n portcullis-relay kernel max-unacked x\n portcullis-relay kernel foo\n"
+        "{T}frontend f\n bind :80\n portcullis-relay kern\n portcullis-relay kernel max-unacked 1k\n portcullis-relay kernel max-unacked x\n portcullis-relay kernel foo\n portcullis-relay kernel bulk-rate fast\n"
     ));
     assert_eq!(
         a,
@@ -597,7 +599,8 @@ fn portcullis_relay_extension() {
             "7: 'portcullis-relay' expects 'kernel' or 'userspace' (got 'kern').",
             "8: 'portcullis-relay' : 'max-unacked' must be at least 256k (got '1k').",
             "9: 'portcullis-relay' : 'max-unacked' expects a size (got 'x').",
-            "10: 'portcullis-relay' : unknown argument 'foo' (expects 'max-unacked <size>').",
+            "10: 'portcullis-relay' : unknown argument 'foo' (expects 'max-unacked <size>' or 'bulk-rate <size>').",
+            "11: 'portcullis-relay' : 'bulk-rate' expects a size per second, or 0 (got 'fast').",
         ]
     );
 }

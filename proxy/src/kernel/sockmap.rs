@@ -86,7 +86,8 @@ pub struct Splice<'a> {
     /// What each socket (client, server) had handed to TCP before the splice: an active open
     /// counts its SYN in `tcpi_bytes_acked`.
     base: [u64; 2],
-    limit: u64,
+    /// Each direction's `max-unacked` (C2s, S2c); 0 once userspace moved it to its relay.
+    limits: [std::cell::Cell<u64>; 2],
     attached: std::cell::Cell<bool>,
 }
 
@@ -104,7 +105,7 @@ impl<'a> Splice<'a> {
             server: s,
             fds: [client, server],
             base,
-            limit,
+            limits: [std::cell::Cell::new(limit), std::cell::Cell::new(limit)],
             attached: std::cell::Cell::new(true),
         };
         // Counted now: `detach` (also on failure below) uncounts it.
@@ -153,11 +154,26 @@ impl<'a> Splice<'a> {
         let key = self.source(dir);
         let ctl = FlowCtl {
             acked,
-            limit: self.limit,
+            limit: self.limit(dir).get(),
         };
         let _ = with_maps(self.l, |m| {
             m.ctl.insert(key, ctl, 0).map_err(|e| e.to_string())
         });
+    }
+
+    /// Moves `dir` to the userspace relay: with a limit of 0 the verdict's next skb falls back
+    /// (`acked`: the receiver's count, as [`Splice::set_acked`] takes it).
+    pub fn fall_back(&self, dir: Dir, acked: u64) {
+        self.limit(dir).set(0);
+        self.set_acked(dir, acked);
+    }
+
+    fn limit(&self, dir: Dir) -> &std::cell::Cell<u64> {
+        let [c2s, s2c] = &self.limits;
+        match dir {
+            Dir::C2s => c2s,
+            Dir::S2c => s2c,
+        }
     }
 
     /// Bytes of `dir` its receiving socket has handed to TCP (sent or queued there): the kernel's

@@ -118,15 +118,20 @@ async fn inspect(
 }
 
 /// `portcullis-relay`: the userspace relay if the frontend or the backend asks for it, and the
-/// splice's `max-unacked` (the backend's, else the frontend's, else the default).
-fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64) {
+/// splice's `max-unacked` and `bulk-rate` (each the backend's, else the frontend's, else the
+/// default).
+fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64, u64) {
     let (f, b) = (fe.cfg.relay, be.cfg.relay);
     let userspace = f.userspace || b.userspace || crate::kernel::loaded().is_none();
     let max = b
         .max_unacked
         .or(f.max_unacked)
         .unwrap_or(crate::kernel::DEFAULT_MAX_UNACKED);
-    (userspace, max)
+    let bulk = b
+        .bulk_rate
+        .or(f.bulk_rate)
+        .unwrap_or(crate::kernel::DEFAULT_BULK_RATE);
+    (userspace, max, bulk)
 }
 
 /// One side of a session: a plain socket (which the kernel path can splice) or a TLS connection.
@@ -267,12 +272,18 @@ pub async fn run_tracked(
                 }
             };
             let kill = srv.killed(epoch);
-            let (userspace, max_unacked) = relay_choice(&fe, &be);
+            let (userspace, max_unacked, bulk_rate) = relay_choice(&fe, &be);
             let stats = match (client, server) {
                 (Side::Plain(client), Side::Plain(server)) if !userspace => {
-                    match super::splice::relay(client.clone(), server.clone(), t, max_unacked, kill)
-                        .await
-                    {
+                    let spliced = super::splice::relay(
+                        client.clone(),
+                        server.clone(),
+                        t,
+                        max_unacked,
+                        bulk_rate,
+                        kill,
+                    );
+                    match spliced.await {
                         Ok(stats) => stats,
                         Err(kill) => relay(client, server, Vec::new(), t, kill).await,
                     }

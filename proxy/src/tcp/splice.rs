@@ -8,6 +8,8 @@
 //! - timeouts (client, server, tunnel, -fin): kernel progress counts as activity;
 //! - flow control: it samples each receiver's acknowledged bytes for the verdict, which moves a
 //!   direction to this relay once its un-acked redirected bytes would pass `max-unacked`;
+//! - the bulk rule: a direction redirecting more than `bulk-rate` bytes a second (over
+//!   `BULK_WINDOW`) moves to this relay too, which is faster for bulk than the splice;
 //! - the fallen-back directions: bytes the verdict passes arrive on the socket as usual and are
 //!   relayed here, after the peer has sent what the kernel redirected before them;
 //! - kills (`on-marked-down shutdown-sessions`) and byte counters (kernel + userspace).
@@ -21,7 +23,7 @@ use tokio::time::Instant;
 use crate::engine::idle::{Activity, idle_limited_by};
 use crate::engine::io::Stream;
 use crate::kernel::sockmap::{Dir, Splice};
-use crate::kernel::tcpinfo;
+use crate::kernel::{BULK_WINDOW, tcpinfo};
 
 use super::relay::{DirEnd, RELAY_BUF, RelayStats, RelayTimeouts, classify, finish};
 
@@ -37,6 +39,7 @@ pub async fn relay<K: std::future::Future<Output = ()>>(
     server: Rc<Stream>,
     t: RelayTimeouts,
     max_unacked: u64,
+    bulk_rate: u64,
     kill: K,
 ) -> Result<RelayStats, K> {
     let Some(loaded) = crate::kernel::loaded() else {
@@ -52,7 +55,7 @@ pub async fn relay<K: std::future::Future<Output = ()>>(
             return Err(kill);
         }
     };
-    Ok(spliced(client, server, t, kill, sp).await)
+    Ok(spliced(client, server, t, kill, sp, bulk_rate).await)
 }
 
 async fn spliced(
@@ -61,6 +64,7 @@ async fn spliced(
     t: RelayTimeouts,
     kill: impl std::future::Future<Output = ()>,
     sp: Splice<'static>,
+    bulk_rate: u64,
 ) -> RelayStats {
     let activity = Activity::default();
     let user_c2s = Cell::new(0u64);
@@ -69,7 +73,7 @@ async fn spliced(
     let st = Cell::new(t.tunnel.or(t.server));
     let up = pump(&client, &server, Dir::C2s, &sp, &ct, &activity, &user_c2s);
     let down = pump(&server, &client, Dir::S2c, &sp, &st, &activity, &user_s2c);
-    let watch = watch(&sp, &activity, &ct, &st);
+    let watch = watch(&sp, &activity, &ct, &st, bulk_rate);
     let mut up = std::pin::pin!(up);
     let mut down = std::pin::pin!(down);
     let mut kill = std::pin::pin!(kill);
@@ -271,15 +275,55 @@ async fn wait_passed(
     Ok(())
 }
 
-/// Samples each receiver's acknowledged bytes for the verdict's flow control, and counts kernel
-/// progress as activity for the timeouts. Never returns.
+/// The bulk rule of one direction: more than `rate` bytes a second, counted over tumbling
+/// windows of [`BULK_WINDOW`] (a window's share is reached early → bulk at once).
+struct BulkMeter {
+    rate: u64,
+    start: Instant,
+    at_start: u64,
+}
+
+impl BulkMeter {
+    fn new(rate: u64, now: Instant) -> BulkMeter {
+        BulkMeter {
+            rate,
+            start: now,
+            at_start: 0,
+        }
+    }
+
+    /// Whether `redirected` (the direction's running total) at `now` makes it bulk.
+    fn is_bulk(&mut self, now: Instant, redirected: u64) -> bool {
+        if self.rate == 0 {
+            return false;
+        }
+        let share = self.rate.saturating_mul(BULK_WINDOW.as_millis() as u64) / 1000;
+        if redirected.saturating_sub(self.at_start) > share {
+            return true;
+        }
+        if now.duration_since(self.start) >= BULK_WINDOW {
+            self.start = now;
+            self.at_start = redirected;
+        }
+        false
+    }
+}
+
+/// Samples each receiver's acknowledged bytes for the verdict's flow control, applies the bulk
+/// rule, and counts kernel progress as activity for the timeouts. Never returns.
 async fn watch(
     sp: &Splice<'_>,
     activity: &Activity,
     ct: &Cell<Option<Duration>>,
     st: &Cell<Option<Duration>>,
+    bulk_rate: u64,
 ) {
     let mut seen = [0u64; 4];
+    let now = Instant::now();
+    let mut meters = [
+        BulkMeter::new(bulk_rate, now),
+        BulkMeter::new(bulk_rate, now),
+    ];
     let mut tick = TICK_MIN;
     loop {
         let cap = [ct.get(), st.get()]
@@ -290,9 +334,22 @@ async fn watch(
             .max(TICK_MIN);
         tokio::time::sleep(tick.min(cap)).await;
         let mut moved = false;
-        for (i, dir) in [Dir::C2s, Dir::S2c].into_iter().enumerate() {
-            let redirected = sp.flow(dir).redirected;
+        let now = Instant::now();
+        for ((i, dir), meter) in [Dir::C2s, Dir::S2c]
+            .into_iter()
+            .enumerate()
+            .zip(&mut meters)
+        {
+            let flow = sp.flow(dir);
+            let redirected = flow.redirected;
             let acked = sp.acked(dir);
+            if flow.fallback == 0 && meter.is_bulk(now, redirected) {
+                tracing::debug!(
+                    "splice {dir:?}: bulk ({redirected} bytes); to the userspace relay"
+                );
+                sp.fall_back(dir, acked);
+                meter.rate = 0;
+            }
             if redirected != seen[2 * i] || acked != seen[2 * i + 1] {
                 moved = true;
                 if acked != seen[2 * i + 1] {
@@ -308,5 +365,37 @@ async fn watch(
         } else {
             tick = (tick * 2).min(TICK_MAX);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_is_a_windows_share_of_the_rate() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        // 10 MB/s: 1 MB per 100 ms window.
+        let mut m = BulkMeter::new(10_000_000, t0);
+        assert!(!m.is_bulk(ms(50), 1_000_000));
+        assert!(
+            !m.is_bulk(ms(100), 1_000_000),
+            "exactly the share is not past it"
+        );
+        // The window restarted at 1 MB.
+        assert!(!m.is_bulk(ms(150), 1_900_000));
+        assert!(m.is_bulk(ms(160), 2_000_001));
+    }
+
+    #[test]
+    fn chatty_never_bulk_and_zero_disables() {
+        let t0 = Instant::now();
+        let mut m = BulkMeter::new(64 << 20, t0);
+        for i in 1..1000u64 {
+            assert!(!m.is_bulk(t0 + Duration::from_millis(5 * i), 64 * i));
+        }
+        let mut off = BulkMeter::new(0, t0);
+        assert!(!off.is_bulk(t0 + Duration::from_millis(5), u64::MAX));
     }
 }

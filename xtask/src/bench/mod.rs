@@ -38,7 +38,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle connections of the memory workload, when RLIMIT_NOFILE allows.
 const IDLE_CONNS: usize = 10_000;
 /// The kernel-only target: a bound no bench transfer reaches, so no direction falls back.
-const KERNEL_ONLY: &str = "kernel max-unacked 4g";
+const KERNEL_ONLY: &str = "kernel max-unacked 4g bulk-rate 0";
 const STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
 
 const USAGE: &str = "usage: cargo xtask bench [--quick] [--only WORKLOAD[,WORKLOAD…]] \
