@@ -626,3 +626,117 @@ fn chatty_sessions_stay_in_the_kernel_by_default() {
     assert_eq!(delta(&after, &before, "PassedBytes"), 0);
     assert_eq!(delta(&after, &before, "Fallbacks"), 0);
 }
+
+/// `show stat`'s bin and bout (fields 8 and 9) of `px/sv`.
+fn stat_bytes(sock: &Path, px: &str, sv: &str) -> (u64, u64) {
+    let csv = cli(sock, "show stat");
+    let row: Vec<&str> = csv
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&px) && f.get(1) == Some(&sv))
+        .unwrap_or_else(|| panic!("no {px}/{sv} in {csv}"));
+    let n = |i: usize| row[i].parse::<u64>().unwrap_or_else(|_| panic!("{row:?}"));
+    (n(8), n(9))
+}
+
+#[test]
+fn show_stat_bytes_match_what_the_client_sent_and_received() {
+    if !root() {
+        return;
+    }
+    // Spliced (kernel only), and the userspace fallback: the same counters either way.
+    for (seed, relay, kernel) in [
+        (10, "kernel max-unacked 1g bulk-rate 0", true),
+        (11, "userspace", false),
+    ] {
+        let size = 2 * MB;
+        let peer = Peer::start(size, seed, false);
+        let st = start(peer.addr, "", &format!("    portcullis-relay {relay}\n"));
+        let before = kernel_counters(&st.sock);
+        let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
+        assert_eq!((got, peer_got), (size, size), "{relay}");
+        assert_eq!((sum, peer_sum), (peer_sent, sent), "{relay}");
+        st.p.wait_log(&format!(" {size} -- "), Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
+        // The client sent its "go" byte and `size` bytes, and received `size`.
+        let want = (size as u64 + 1, size as u64);
+        for (px, sv) in [("fe", "FRONTEND"), ("be", "BACKEND"), ("be", "srv")] {
+            assert_eq!(stat_bytes(&st.sock, px, sv), want, "{relay}: {px}/{sv}");
+        }
+        let after = kernel_counters(&st.sock);
+        if kernel {
+            assert_eq!(
+                delta(&after, &before, "RedirectedBytes"),
+                2 * size as u64 + 1
+            );
+        } else {
+            assert_eq!(delta(&after, &before, "Sessions"), 0, "{relay}");
+        }
+    }
+}
+
+#[test]
+fn the_userspace_fallback_passes_the_same_close_and_shutdown_tests() {
+    if !root() {
+        return;
+    }
+    // The server sends 8 MB and closes at once.
+    let size = 8 * MB;
+    let peer = Peer::start(size, 12, true);
+    let st = start(peer.addr, "    portcullis-relay userspace\n", "");
+    let before = kernel_counters(&st.sock);
+    let mut c = client(st.port);
+    let (got, sum) = recv(&mut c, None);
+    let (_, _, peer_sent) = peer.done.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(got, size, "{:?}", st.p.log_lines());
+    assert_eq!(sum, peer_sent);
+    drop(c);
+    st.p.wait_log(&format!(" {size} "), Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
+
+    // shutdown-sessions ends userspace-relayed sessions too.
+    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 64], 0))).expect("echo");
+    let dir = TempDir::new("userspace-down");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    portcullis-relay userspace\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {} on-marked-down shutdown-sessions\n",
+        sock.display(),
+        echo.addr()
+    );
+    let p = Proc::portcullis(&cfg, lo(port));
+    let mut clients: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut c = TcpStream::connect(lo(port)).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            c.write_all(b"ping").unwrap();
+            let mut b = [0u8; 4];
+            c.read_exact(&mut b).unwrap();
+            assert_eq!(&b, b"ping");
+            c
+        })
+        .collect();
+    cli(&sock, "disable server be/srv");
+    for c in &mut clients {
+        let mut b = [0u8; 16];
+        let r = c.read(&mut b);
+        assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+    }
+    assert!(
+        wait_until(Duration::from_secs(5), || p
+            .log_lines()
+            .iter()
+            .filter(|l| l.contains(" fe be/srv ") && l.contains(" DD "))
+            .count()
+            == 3),
+        "{:?}",
+        p.log_lines()
+    );
+    let after = kernel_counters(&st.sock);
+    assert_eq!(delta(&after, &before, "Sessions"), 0);
+    // No proxy uses the kernel: the path is not even loaded, and `show splice` says why.
+    assert_eq!(
+        splice(&sock).get("Status").map(String::as_str),
+        Some("userspace (no mode tcp proxy uses the kernel path)")
+    );
+}

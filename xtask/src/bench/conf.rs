@@ -173,9 +173,9 @@ mod tests {
         assert!(c.contains("backend app\n    server app1 127.0.0.1:8001\n"));
         assert!(c.ends_with("backend iperf\n    mode tcp\n    server iperf1 127.0.0.1:8004\n"));
         let k = with_relay(&c, "kernel max-unacked 4g bulk-rate 0");
-        assert!(
-            k.contains("\ndefaults\n    portcullis-relay kernel max-unacked 4g bulk-rate 0\n    mode http\n")
-        );
+        assert!(k.contains(
+            "\ndefaults\n    portcullis-relay kernel max-unacked 4g bulk-rate 0\n    mode http\n"
+        ));
         assert_eq!(k.matches("portcullis-relay").count(), 1);
     }
 
