@@ -213,6 +213,9 @@ impl Peer {
                     let reader = std::thread::spawn(move || recv(&mut r, Some(CLIENT_SEED)));
                     let sent = send(&mut s, seed, size).unwrap_or_default();
                     if close {
+                        // The reader's clone keeps the socket open: shut both ways so the FIN
+                        // leaves now, not at the proxy's timeout.
+                        let _ = s.shutdown(Shutdown::Both);
                         drop(s);
                         let _ = tx.send((0, Vec::new(), sent));
                         return;
