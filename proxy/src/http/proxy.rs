@@ -512,12 +512,7 @@ impl Session {
         if req.method == "POST"
             && let BodyFraming::Length(n) = framing
             && n <= STATS_POST_MAX as u64
-            && self
-                .shared
-                .model
-                .proxies
-                .iter()
-                .any(|p| p.rules.stats_admin.is_some())
+            && self.shared.model.stats_admin
         {
             let dl = t.http_request.map(|d| start + d);
             while (self.cbuf.len() as u64) < n {

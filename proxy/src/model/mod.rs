@@ -451,6 +451,8 @@ pub struct Model {
     pub totals: Counters,
     /// Every stick table, shared by all workers.
     pub stick: crate::stick::Tables,
+    /// Whether any proxy has `stats admin`: only then is a small POST body read before the rules.
+    pub stats_admin: bool,
 }
 
 static CLOCK: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -478,7 +480,7 @@ impl Model {
         let mut spec_errors = Vec::new();
         let global_max = cfg.global.maxconn.unwrap_or(DEFAULT_MAXCONN);
         let stick = crate::stick::Tables::build(&cfg);
-        let proxies = cfg
+        let proxies: Vec<Arc<Proxy>> = cfg
             .proxies
             .iter()
             .enumerate()
@@ -588,7 +590,9 @@ impl Model {
         if !spec_errors.is_empty() {
             return Err(spec_errors);
         }
+        let stats_admin = proxies.iter().any(|p| p.rules.stats_admin.is_some());
         Ok(Model {
+            stats_admin,
             started: std::time::Instant::now(),
             started_at: std::time::SystemTime::now(),
             proxies,
