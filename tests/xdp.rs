@@ -1,10 +1,12 @@
 //! The XDP filter (`portcullis-xdp`) in network namespaces this test creates: a server namespace
 //! running portcullis, joined by veth pairs to a flooding namespace (10.77.1.0/24) and a client
-//! namespace (10.77.2.0/24). Only these namespaces and their veths are touched, and they are
-//! deleted in every path (a guard's Drop).
+//! namespace (10.77.2.0/24); the same links carry IPv6 (fd00:77::/64 toward the flood,
+//! fd00:77:0:2::/64 toward the client). Only these namespaces and their veths are touched, and
+//! they are deleted in every path (a guard's Drop).
 //!
 //! - a flood at 10x the configured SYN rate has its excess dropped by XDP (the drop count within
 //!   10% of the expected one) while a client under its limit connects every time;
+//! - the same two for IPv6 sources (a `type ipv6` table, an IPv6 deny prefix);
 //! - a denied prefix is dropped by XDP, and so is a source missing from an allow file;
 //! - a per-source map too small for the sources fails closed, counted;
 //! - `packet-rate` drops a source's packets past the limit;
@@ -15,7 +17,7 @@
 //! Runs with the engine from `PORTCULLIS_IO`.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -84,9 +86,9 @@ impl Net {
         }
         let fs = format!("px{id}{tag}fs");
         let cs = format!("px{id}{tag}cs");
-        for (mine, peer, peer_ns, net) in [
-            (&n.if_flood, &fs, &n.flood, "10.77.1"),
-            (&n.if_client, &cs, &n.client, "10.77.2"),
+        for (mine, peer, peer_ns, net, net6) in [
+            (&n.if_flood, &fs, &n.flood, "10.77.1", "fd00:77:"),
+            (&n.if_client, &cs, &n.client, "10.77.2", "fd00:77:0:2:"),
         ] {
             ip(&[
                 "-n", &n.srv, "link", "add", mine, "type", "veth", "peer", "name", peer, "netns",
@@ -110,6 +112,20 @@ impl Net {
                 "dev",
                 peer,
             ]);
+            // No duplicate address detection: the addresses are usable at once.
+            for (ns, dev, host) in [(&n.srv, mine, 1), (peer_ns, peer, 2)] {
+                ip(&[
+                    "-n",
+                    ns,
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{net6}:{host}/64"),
+                    "dev",
+                    dev,
+                    "nodad",
+                ]);
+            }
             ip(&["-n", &n.srv, "link", "set", mine, "up"]);
             ip(&["-n", peer_ns, "link", "set", peer, "up"]);
         }
@@ -281,16 +297,27 @@ impl Drop for Proxy {
     }
 }
 
+/// The server's address on the link of `src` (the flood's or the client's, IPv4 or IPv6).
+fn server_for(src: IpAddr) -> SocketAddr {
+    let ip: IpAddr = match src {
+        IpAddr::V4(a) if a.octets()[2] == 2 => "10.77.2.1".parse().unwrap(),
+        IpAddr::V4(_) => "10.77.1.1".parse().unwrap(),
+        IpAddr::V6(a) if a.segments()[3] == 2 => "fd00:77:0:2::1".parse().unwrap(),
+        IpAddr::V6(_) => "fd00:77::1".parse().unwrap(),
+    };
+    SocketAddr::new(ip, FE_PORT)
+}
+
 /// Connects from `src` in the current namespace, sends a line and reads it back.
 fn echo_ok(src: &str, timeout: Duration) -> bool {
-    let to: SocketAddr = format!(
-        "10.77.{}.1:{FE_PORT}",
-        if src.starts_with("10.77.2.") { 2 } else { 1 }
+    let from = SocketAddr::new(src.parse().unwrap(), 0);
+    let to = server_for(from.ip());
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(to),
+        socket2::Type::STREAM,
+        None,
     )
-    .parse()
     .unwrap();
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    let from: SocketAddr = format!("{src}:0").parse().unwrap();
     sock.bind(&from.into()).unwrap();
     if sock.connect_timeout(&to.into(), timeout).is_err() {
         return false;
@@ -304,12 +331,17 @@ fn echo_ok(src: &str, timeout: Duration) -> bool {
     matches!(s.read_exact(&mut buf), Ok(()) if &buf == b"ping\n")
 }
 
-/// `per_sec` SYNs a second from 10.77.1.2 for `secs`: non-blocking connects, each dropped after
-/// 300 ms (before the SYN would be retransmitted). Returns how many were sent.
+/// `per_sec` SYNs a second from 10.77.1.2 for `secs`: see [`flood_from`].
 fn flood(ns: &str, per_sec: u32, secs: u32) -> u32 {
+    flood_from(ns, "10.77.1.2", per_sec, secs)
+}
+
+/// `per_sec` SYNs a second from `src` for `secs`: non-blocking connects, each dropped after
+/// 300 ms (before the SYN would be retransmitted). Returns how many were sent.
+fn flood_from(ns: &str, src: &str, per_sec: u32, secs: u32) -> u32 {
+    let from = SocketAddr::new(src.parse().unwrap(), 0);
     in_ns(ns, move || {
-        let to: SocketAddr = format!("10.77.1.1:{FE_PORT}").parse().unwrap();
-        let from: SocketAddr = "10.77.1.2:0".parse().unwrap();
+        let to = server_for(from.ip());
         let gap = Duration::from_secs(1) / per_sec;
         let start = Instant::now();
         let mut live: Vec<(Instant, socket2::Socket)> = Vec::new();
@@ -319,8 +351,12 @@ fn flood(ns: &str, per_sec: u32, secs: u32) -> u32 {
             if let Some(d) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(d);
             }
-            let s =
-                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            let s = socket2::Socket::new(
+                socket2::Domain::for_address(to),
+                socket2::Type::STREAM,
+                None,
+            )
+            .unwrap();
             s.set_nonblocking(true).unwrap();
             s.bind(&from.into()).unwrap();
             let _ = s.connect(&to.into());
@@ -334,10 +370,14 @@ fn flood(ns: &str, per_sec: u32, secs: u32) -> u32 {
 
 /// `n` echo round trips from the client namespace, `per_sec` a second; how many succeeded.
 fn client(ns: &str, n: u32, per_sec: u32) -> u32 {
+    client_from(ns, "10.77.2.2", n, per_sec)
+}
+
+fn client_from(ns: &str, src: &'static str, n: u32, per_sec: u32) -> u32 {
     in_ns(ns, move || {
         let mut ok = 0;
         for _ in 0..n {
-            if echo_ok("10.77.2.2", Duration::from_secs(3)) {
+            if echo_ok(src, Duration::from_secs(3)) {
                 ok += 1;
             }
             std::thread::sleep(Duration::from_secs(1) / per_sec);
@@ -347,8 +387,12 @@ fn client(ns: &str, n: u32, per_sec: u32) -> u32 {
 }
 
 fn rate_rules(period: &str) -> String {
+    rate_rules_of("ip", period)
+}
+
+fn rate_rules_of(table_type: &str, period: &str) -> String {
     format!(
-        "    stick-table type ip size 1k expire 30s store conn_rate({period}),conn_cur\n    tcp-request connection track-sc0 src\n    tcp-request connection reject if {{ sc_conn_rate(0) gt {LIMIT} }}\n"
+        "    stick-table type {table_type} size 1k expire 30s store conn_rate({period}),conn_cur\n    tcp-request connection track-sc0 src\n    tcp-request connection reject if {{ sc_conn_rate(0) gt {LIMIT} }}\n"
     )
 }
 
@@ -406,6 +450,84 @@ fn syn_flood_is_dropped_by_xdp_and_clients_under_the_limit_connect() {
         )),
         "{page}"
     );
+}
+
+/// The IPv4 flood test over IPv6: a `type ipv6` table, the listener on `:::port` too.
+#[test]
+fn ipv6_syn_flood_is_dropped_by_xdp_and_clients_under_the_limit_connect() {
+    if !usable() {
+        return;
+    }
+    let net = Net::new('i');
+    let _echo = Echo::start(&net.srv);
+    let p = Proxy::start(
+        &net,
+        &format!(
+            "    portcullis-xdp {} {} mode generic",
+            net.if_flood, net.if_client
+        ),
+        &format!("    bind :::{FE_PORT}\n{}", rate_rules_of("ipv6", "1s")),
+    );
+    assert!(
+        p.cli("show xdp").starts_with("Status: attached to "),
+        "{}",
+        p.cli("show xdp")
+    );
+    let fl = net.flood.clone();
+    let flooder = std::thread::spawn(move || flood_from(&fl, "fd00:77::2", LIMIT * 10, 3));
+    let ok = client_from(&net.client, "fd00:77:0:2::2", 15, 5);
+    let sent = flooder.join().unwrap();
+    assert_eq!(
+        ok, 15,
+        "the IPv6 client under its limit connects every time"
+    );
+    let expected = u64::from(sent - LIMIT);
+    let dropped = p.xdp("DroppedSynRate");
+    eprintln!("sent {sent} IPv6 SYNs; show xdp:\n{}", p.cli("show xdp"));
+    let diff = dropped.abs_diff(expected);
+    assert!(
+        diff * 10 <= expected,
+        "dropped {dropped}, expected {expected} of {sent} SYNs\n{}",
+        p.cli("show xdp")
+    );
+    assert_eq!(p.xdp("Syns"), u64::from(sent) + 15, "{}", p.cli("show xdp"));
+    assert_eq!(p.xdp("DroppedMapFull"), 0);
+    // Both sources are tracked, by their IPv6 address.
+    assert_eq!(p.xdp("Sources"), 2, "{}", p.cli("show xdp"));
+}
+
+/// An IPv6 deny prefix: the flood link's /64 is dropped by XDP; IPv6 on the client's
+/// (unfiltered) link is served.
+#[test]
+fn ipv6_denied_prefix_is_dropped_by_xdp() {
+    if !usable() {
+        return;
+    }
+    let net = Net::new('j');
+    let _echo = Echo::start(&net.srv);
+    let p = Proxy::start(
+        &net,
+        &format!("    portcullis-xdp {} mode generic", net.if_flood),
+        &format!(
+            "    bind :::{FE_PORT}\n    tcp-request connection reject if {{ src fd00:77::/64 }}\n"
+        ),
+    );
+    let denied = in_ns(&net.flood, || {
+        echo_ok("fd00:77::2", Duration::from_millis(1500))
+    });
+    assert!(!denied);
+    assert!(p.xdp("DroppedDenied") >= 1, "{}", p.cli("show xdp"));
+    assert_eq!(p.xdp("Passed"), 0, "{}", p.cli("show xdp"));
+    // IPv4 from the same namespace is outside the prefix: served.
+    assert!(in_ns(&net.flood, || echo_ok(
+        "10.77.1.2",
+        Duration::from_secs(3)
+    )));
+    assert!(p.xdp("Passed") >= 1, "{}", p.cli("show xdp"));
+    assert!(in_ns(&net.client, || echo_ok(
+        "fd00:77:0:2::2",
+        Duration::from_secs(3)
+    )));
 }
 
 #[test]

@@ -55,9 +55,12 @@ fn parse_args(args: &[String]) -> Result<Args> {
 }
 
 pub fn run(args: &[String]) -> Result {
-    let (kind, rest) = args
-        .split_first()
-        .ok_or("usage: xtask bench-load tls|pingpong|rate|idle|echo [options]")?;
+    let (kind, rest) = args.split_first().ok_or(
+        "usage: xtask bench-load tls|pingpong|rate|idle|echo|syn-flood|connects [options]",
+    )?;
+    if let Some(r) = super::flood::client(kind, rest) {
+        return r;
+    }
     let a = parse_args(rest)?;
     let addr = a.addr.ok_or("--addr is required")?;
     match kind.as_str() {

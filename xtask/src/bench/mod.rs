@@ -17,6 +17,7 @@
 //!   reason; workloads waiting on unmerged features are listed as skipped, never hidden.
 
 mod conf;
+mod flood;
 pub mod load;
 mod parse;
 mod report;
@@ -59,6 +60,7 @@ enum Kind {
     PingPong(usize),
     Latency,
     Memory,
+    SynFlood,
     Skipped(&'static str),
 }
 
@@ -153,7 +155,7 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         id: "syn-flood",
         title: "SYN flood with legitimate clients",
-        kind: Kind::Skipped("the XDP SYN defence comes with issue #6 (not merged yet)"),
+        kind: Kind::SynFlood,
     },
 ];
 
@@ -474,6 +476,7 @@ pub fn run(args: &[String]) -> Result {
                  (one request each), divided by the connections; maxconn {} (RLIMIT_NOFILE hard limit {hard_nofile})",
                 env.idle_conns, env.maxconn
             ),
+            flood::METHOD.into(),
             format!(
                 "load average at start: {}; at end: {} (other jobs on the machine skew absolute figures)",
                 load_avg_start.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
@@ -522,13 +525,22 @@ pub fn run(args: &[String]) -> Result {
     }
 }
 
+/// Why a workload cannot run at all: not implemented yet, or not on this machine.
+fn cannot_run(kind: Kind) -> Option<String> {
+    match kind {
+        Kind::Skipped(why) => Some(why.into()),
+        Kind::SynFlood => flood::cannot_run(),
+        _ => None,
+    }
+}
+
 /// Rows of implemented workloads where a portcullis target has no value: a broken bench (or a
 /// broken proxy), which CI must see even though the report lists it as skipped.
 fn broken_rows(report: &Report) -> Vec<String> {
     let implemented = |id: &str| {
         WORKLOADS
             .iter()
-            .any(|w| w.id == id && !matches!(w.kind, Kind::Skipped(_)))
+            .any(|w| w.id == id && cannot_run(w.kind).is_none())
     };
     report
         .rows
@@ -968,7 +980,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
             let out = client(c)?;
             parse::iperf3(&out).ok_or_else(|| format!("cannot read iperf3 output: {}", out.trim()))
         }
-        Kind::Memory | Kind::Skipped(_) => Err("not a timed workload".into()),
+        Kind::Memory | Kind::SynFlood | Kind::Skipped(_) => Err("not a timed workload".into()),
     }
 }
 
@@ -995,6 +1007,7 @@ fn unavailable(env: &Env, t: &Target, kind: Kind) -> Option<Cell> {
         }
         Kind::Iperf(_) if !have("iperf3") => Some(Cell::Skipped("iperf3 missing".into())),
         Kind::H2 if !have("h2load") => Some(Cell::Skipped("h2load missing".into())),
+        Kind::SynFlood => flood::unavailable(t.kind),
         _ => None,
     }
 }
@@ -1024,6 +1037,7 @@ fn metrics(kind: Kind) -> Vec<(&'static str, Better)> {
             ("p99.9 ms", Better::Lower),
         ],
         Kind::Memory => vec![("KiB/connection", Better::Lower)],
+        Kind::SynFlood => flood::METRICS.to_vec(),
         Kind::Skipped(_) => vec![("–", Better::Higher)],
     }
 }
@@ -1037,8 +1051,8 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
         .iter()
         .map(|t| unavailable(env, t, w.kind))
         .collect();
-    if let Kind::Skipped(why) = w.kind {
-        fixed = vec![Some(Cell::Skipped(why.into())); targets.len()];
+    if let Some(why) = cannot_run(w.kind) {
+        fixed = vec![Some(Cell::Skipped(why)); targets.len()];
     }
     let mut rate = 0.0;
     if w.kind == Kind::Latency {
@@ -1061,7 +1075,7 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
             .filter(|i| fixed.get(*i).is_some_and(Option::is_none))
             .collect()
     };
-    if env.warm > 0 && !matches!(w.kind, Kind::Memory | Kind::Skipped(_)) {
+    if env.warm > 0 && !matches!(w.kind, Kind::Memory | Kind::SynFlood | Kind::Skipped(_)) {
         for i in active(&fixed) {
             if let Some(t) = targets.get(i) {
                 println!("   warm-up {}", t.label);
@@ -1075,10 +1089,10 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
                 continue;
             };
             println!("   [{}/{}] {}", rep + 1, env.reps, t.label);
-            let result = if w.kind == Kind::Memory {
-                memory(env, t).map(|(kib, errors)| (vec![Some(kib)], errors))
-            } else {
-                timed(env, t, w.kind, rate)
+            let result = match w.kind {
+                Kind::Memory => memory(env, t).map(|(kib, errors)| (vec![Some(kib)], errors)),
+                Kind::SynFlood => flood::rep(env, t),
+                _ => timed(env, t, w.kind, rate),
             };
             match result {
                 Ok((values, errors)) => {
@@ -1127,6 +1141,7 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
                     "Latency at {} req/s (70% of HAProxy's keep-alive req/s)",
                     report::number(rate)
                 ),
+                Kind::SynFlood => flood::title(),
                 _ => w.title.into(),
             },
             metric: (*metric).into(),
