@@ -19,6 +19,7 @@
 mod conf;
 pub mod load;
 mod parse;
+mod reload;
 mod report;
 
 use crate::backend::free_port;
@@ -57,6 +58,7 @@ enum Kind {
     PingPong(usize),
     Latency,
     Memory,
+    Reload,
     Skipped(&'static str),
 }
 
@@ -151,7 +153,7 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         id: "reload",
         title: "Reload under load",
-        kind: Kind::Skipped("seamless reload comes with issue #7 (not merged yet)"),
+        kind: Kind::Reload,
     },
     Workload {
         id: "syn-flood",
@@ -474,6 +476,7 @@ pub fn run(args: &[String]) -> Result {
                  (one request each), divided by the connections; maxconn {} (RLIMIT_NOFILE hard limit {hard_nofile})",
                 env.idle_conns, env.maxconn
             ),
+            reload::method(),
             format!(
                 "load average at start: {}; at end: {} (other jobs on the machine skew absolute figures)",
                 load_avg_start.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
@@ -669,6 +672,11 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
 
 /// (Re)starts a target's proxy; on failure `down` says why.
 fn start(env: &Env, t: &mut Target) {
+    start_with(env, t, None)
+}
+
+/// [`start`], with an admin socket at `admin` (HAProxy and portcullis) for the reloads.
+fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
     t.proc = None;
     t.down = None;
     let tag = t.id;
@@ -687,7 +695,10 @@ fn start(env: &Env, t: &mut Target) {
                     return;
                 }
             };
-            let text = conf::haproxy(t.ports, env.upstreams, &env.bundle, env.maxconn);
+            let mut text = conf::haproxy(t.ports, env.upstreams, &env.bundle, env.maxconn);
+            if let Some(sock) = admin {
+                text = conf::with_admin_socket(&text, sock);
+            }
             if let Err(e) = std::fs::write(&cfg_path, text) {
                 t.down = Some(e.to_string());
                 return;
@@ -929,7 +940,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
             let out = client(c)?;
             parse::iperf3(&out).ok_or_else(|| format!("cannot read iperf3 output: {}", out.trim()))
         }
-        Kind::Memory | Kind::Skipped(_) => Err("not a timed workload".into()),
+        Kind::Memory | Kind::Reload | Kind::Skipped(_) => Err("not a timed workload".into()),
     }
 }
 
@@ -953,6 +964,7 @@ fn unavailable(env: &Env, t: &Target, kind: Kind) -> Option<Cell> {
         }
         Kind::Iperf(_) if !have("iperf3") => Some(Cell::Skipped("iperf3 missing".into())),
         Kind::H2 if !have("h2load") => Some(Cell::Skipped("h2load missing".into())),
+        Kind::Reload => reload::unavailable(t.kind),
         _ => None,
     }
 }
@@ -982,6 +994,7 @@ fn metrics(kind: Kind) -> Vec<(&'static str, Better)> {
             ("p99.9 ms", Better::Lower),
         ],
         Kind::Memory => vec![("KiB/connection", Better::Lower)],
+        Kind::Reload => reload::METRICS.to_vec(),
         Kind::Skipped(_) => vec![("–", Better::Higher)],
     }
 }
@@ -1019,7 +1032,7 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
             .filter(|i| fixed.get(*i).is_some_and(Option::is_none))
             .collect()
     };
-    if env.warm > 0 && !matches!(w.kind, Kind::Memory | Kind::Skipped(_)) {
+    if env.warm > 0 && !matches!(w.kind, Kind::Memory | Kind::Reload | Kind::Skipped(_)) {
         for i in active(&fixed) {
             if let Some(t) = targets.get(i) {
                 println!("   warm-up {}", t.label);
@@ -1035,6 +1048,8 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
             println!("   [{}/{}] {}", rep + 1, env.reps, t.label);
             let result = if w.kind == Kind::Memory {
                 memory(env, t).map(|(kib, errors)| (vec![Some(kib)], errors))
+            } else if w.kind == Kind::Reload {
+                reload::rep(env, t, rep)
             } else {
                 timed(env, t, w.kind, rate)
             };
@@ -1085,6 +1100,7 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
                     "Latency at {} req/s (70% of HAProxy's keep-alive req/s)",
                     report::number(rate)
                 ),
+                Kind::Reload => reload::title(env.secs),
                 _ => w.title.into(),
             },
             metric: (*metric).into(),
@@ -1298,7 +1314,7 @@ mod tests {
             rows: vec![
                 row("http-ka-tiny", vec![v(), v(), Cell::Skipped("x".into())]),
                 row("h2", vec![v(), Cell::Skipped("down".into()), v()]),
-                row("reload", vec![Cell::Skipped("#7".into()); 3]),
+                row("syn-flood", vec![Cell::Skipped("#6".into()); 3]),
             ],
             ..Report::default()
         };
