@@ -8,10 +8,9 @@
 //! a target has are kept) plus `-x <sock> -sf <current pid>`, pinned like the proxy.
 //!
 //! "Reload → accepting" is the time from spawning the new process until the admin socket path
-//! answers `show info` with the new process's `Pid:`. Both proxies bind that path only after
-//! taking the listeners over, and answer it from the loop that accepts on them; the path is
-//! polled with `stat` until its inode changes, then asked (at most every millisecond), so the
-//! old process is not kept busy by the probe.
+//! answers `show info` with the new process's `Pid:` (asked every millisecond). The new process
+//! takes that socket over with the listeners (HAProxy passes its stats socket along with them),
+//! and answers it from the loop that accepts on them; until then the old process answers.
 //!
 //! Every old process must exit once drained (after the clients stop at the latest); the last
 //! one stays as the target's process. A reload that never answers, or an old process that
@@ -24,7 +23,6 @@ use super::{
 };
 use crate::util::{Result, show};
 use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -75,10 +73,8 @@ pub fn schedule(secs: u64) -> Vec<Duration> {
 
 pub fn title(secs: u64) -> String {
     format!(
-        "Reload under load ({} reloads in {secs} s; {} req/s keep-alive + {} req/s one per connection)",
-        reloads(secs),
-        number(f64::from(KA_RATE)),
-        number(f64::from(CLOSE_RATE))
+        "Reload under load ({} reloads in {secs} s; {KA_RATE} req/s keep-alive + {CLOSE_RATE} req/s one per connection)",
+        reloads(secs)
     )
 }
 
@@ -160,20 +156,14 @@ fn show_info_pid(sock: &Path) -> Option<u32> {
     info_pid(&out)
 }
 
-fn inode(p: &Path) -> Option<u64> {
-    std::fs::metadata(p).ok().map(|m| m.ino())
-}
-
-/// Waits until `sock` answers with `pid`: the path is re-checked at every poll, and asked only
-/// once it is another socket than `before`.
-fn wait_answering(sock: &Path, pid: u32, before: Option<u64>, child: &mut Proc) -> Result {
+/// Waits until `sock` answers `show info` with `pid`, or `child` exits, or a timeout.
+fn wait_answering(sock: &Path, pid: u32, child: &mut Proc) -> Result {
     let deadline = Instant::now() + ACCEPT_TIMEOUT;
     loop {
         if let Ok(Some(st)) = child.0.try_wait() {
             return Err(format!("process {pid} exited ({st})"));
         }
-        let ino = inode(sock);
-        if ino.is_some() && ino != before && show_info_pid(sock) == Some(pid) {
+        if show_info_pid(sock) == Some(pid) {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -230,7 +220,7 @@ pub fn rep(env: &Env, t: &mut Target, rep: usize) -> Result<(Vec<Option<f64>>, u
         &std::fs::read(format!("/proc/{first}/cmdline"))
             .map_err(|e| format!("/proc/{first}/cmdline: {e}"))?,
     );
-    wait_answering(&sock, first, None, &mut cur)?;
+    wait_answering(&sock, first, &mut cur)?;
 
     let addr = format!("127.0.0.1:{}", t.ports.http);
     let secs = env.secs.to_string();
@@ -255,10 +245,9 @@ pub fn rep(env: &Env, t: &mut Target, rep: usize) -> Result<(Vec<Option<f64>>, u
         let mut c = pinned(PROXY_CORE, &program, env.pin);
         c.args(reload_args(&argv, &sock, pid));
         let log = env.dir.join(format!("{}-reload-{}.log", t.id, k + 1));
-        let before = inode(&sock);
         let spawned = Instant::now();
         let mut next = spawn_logged(c, &log)?;
-        if let Err(e) = wait_answering(&sock, next.0.id(), before, &mut next) {
+        if let Err(e) = wait_answering(&sock, next.0.id(), &mut next) {
             return Err(format!("reload {}: {e}: {}", k + 1, last_line(&log)));
         }
         accept_ms.push(spawned.elapsed().as_secs_f64() * 1000.0);
