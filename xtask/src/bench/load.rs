@@ -1,6 +1,7 @@
 //! `xtask bench-load <kind> …`: the load clients the bench needs that no packaged tool does
 //! right, run as a separate (pinnable) process. Each prints one result line,
-//! `ops=N secs=S errors=E [p50_us= p99_us= p999_us=]` (read by [`super::parse::load_line`]).
+//! `ops=N secs=S errors=E [p50_us= p99_us= p999_us=]` (read by [`super::parse::load_line`];
+//! `rate` adds the failures by cause: `refused= dropped= status=`).
 //!
 //! - `tls`: TLS 1.3 full handshakes, one `Connection: close` request each. Resumption is off
 //!   (wrk and h2load resume sessions, which would measure something else); every handshake is
@@ -322,18 +323,45 @@ fn connect_http(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
 }
 
 fn rate(a: &Args, addr: SocketAddr, close: bool) -> Result {
-    let (mut all, errors) = open_loop(a, addr, close)?;
+    let (mut all, f) = open_loop(a, addr, close)?;
     all.sort_unstable();
     let p = |q: f64| percentile(&all, q);
     println!(
-        "ops={} secs={:.3} errors={errors} p50_us={} p99_us={} p999_us={}",
+        "ops={} secs={:.3} errors={} p50_us={} p99_us={} p999_us={} refused={} dropped={} status={}",
         all.len(),
         a.secs,
+        f.total(),
         p(0.50),
         p(0.99),
-        p(0.999)
+        p(0.999),
+        f.refused,
+        f.dropped,
+        f.status
     );
     Ok(())
+}
+
+/// The failed requests of the open-loop client, by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Failures {
+    /// The connect failed (refused, reset).
+    refused: u64,
+    /// Sent, then the connection closed, reset or timed out before a whole answer.
+    dropped: u64,
+    /// Answered with another status than 200.
+    status: u64,
+}
+
+impl Failures {
+    fn total(&self) -> u64 {
+        self.refused + self.dropped + self.status
+    }
+
+    fn add(&mut self, o: Failures) {
+        self.refused += o.refused;
+        self.dropped += o.dropped;
+        self.status += o.status;
+    }
 }
 
 /// The open-loop client: `conns` threads, each sending its share of `rate` requests per second
@@ -341,7 +369,7 @@ fn rate(a: &Args, addr: SocketAddr, close: bool) -> Result {
 /// failed requests: a refused connect, a request whose connection closes or resets before a
 /// whole answer, a non-200. A response with `Connection: close` is a success and the next
 /// request opens a new connection; with `close`, every request has its own connection.
-fn open_loop(a: &Args, addr: SocketAddr, close: bool) -> Result<(Vec<u64>, u64)> {
+fn open_loop(a: &Args, addr: SocketAddr, close: bool) -> Result<(Vec<u64>, Failures)> {
     if a.rate <= 0.0 {
         return Err("--rate is required".into());
     }
@@ -354,7 +382,7 @@ fn open_loop(a: &Args, addr: SocketAddr, close: bool) -> Result<(Vec<u64>, u64)>
             let offset = interval.mul_f64(i as f64 / a.conns as f64);
             std::thread::spawn(move || {
                 let mut lat_us = Vec::new();
-                let mut errors = 0u64;
+                let mut f = Failures::default();
                 let mut conn = if close { None } else { connect_http(addr).ok() };
                 let mut due = start + offset;
                 while due < deadline {
@@ -367,38 +395,43 @@ fn open_loop(a: &Args, addr: SocketAddr, close: bool) -> Result<(Vec<u64>, u64)>
                         None => match connect_http(addr) {
                             Ok(c) => conn.insert(c),
                             Err(_) => {
-                                errors += 1;
+                                f.refused += 1;
                                 due += interval;
                                 continue;
                             }
                         },
                     };
-                    match request(c, req) {
-                        Ok(reply) => {
+                    let reply = c.get_mut().write_all(req).and_then(|()| read_response(c));
+                    match reply {
+                        Ok(r) if r.status == 200 => {
                             lat_us.push(due.elapsed().as_micros() as u64);
-                            if reply.close || close {
+                            if r.close || close {
                                 conn = None;
                             }
                         }
+                        Ok(_) => {
+                            f.status += 1;
+                            conn = None;
+                        }
                         Err(_) => {
-                            errors += 1;
+                            f.dropped += 1;
                             conn = None;
                         }
                     }
                     due += interval;
                 }
-                (lat_us, errors)
+                (lat_us, f)
             })
         })
         .collect();
     let mut all = Vec::new();
-    let mut errors = 0;
+    let mut failures = Failures::default();
     for t in threads {
-        let (l, e) = t.join().map_err(|_| "load thread panicked")?;
+        let (l, f) = t.join().map_err(|_| "load thread panicked")?;
         all.extend(l);
-        errors += e;
+        failures.add(f);
     }
-    Ok((all, errors))
+    Ok((all, failures))
 }
 
 /// The `q` quantile of sorted samples (nearest rank); 0 when there are none.
@@ -532,15 +565,15 @@ mod tests {
     }
 
     /// 1 connection at 100 req/s for 0.2 s: 20 requests due.
-    fn open_loop_20(addr: SocketAddr, close: bool) -> (usize, u64) {
+    fn open_loop_20(addr: SocketAddr, close: bool) -> (usize, Failures) {
         let a = Args {
             addr: Some(addr),
             conns: 1,
             secs: 0.2,
             rate: 100.0,
         };
-        let (lat, errors) = open_loop(&a, addr, close).unwrap();
-        (lat.len(), errors)
+        let (lat, f) = open_loop(&a, addr, close).unwrap();
+        (lat.len(), f)
     }
 
     #[test]
@@ -555,8 +588,9 @@ mod tests {
                 let _ = write!(s, "HTTP/1.1 200 OK\r\n{c}Content-Length: 2\r\n\r\nok");
             }
         });
-        assert_eq!(open_loop_20(addr, false), (20, 0));
-        assert_eq!(open_loop_20(addr, true), (20, 0));
+        let none = Failures::default();
+        assert_eq!(open_loop_20(addr, false), (20, none));
+        assert_eq!(open_loop_20(addr, true), (20, none));
     }
 
     #[test]
@@ -568,20 +602,40 @@ mod tests {
             }
             let _ = read_head(&mut s);
         });
-        assert_eq!(open_loop_20(addr, false), (10, 10));
+        let dropped = |n| Failures {
+            dropped: n,
+            ..Failures::default()
+        };
+        assert_eq!(open_loop_20(addr, false), (10, dropped(10)));
         // A body cut short is no answer either.
         let addr = server(|mut s| {
             if read_head(&mut s) {
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok");
             }
         });
-        assert_eq!(open_loop_20(addr, false), (0, 20));
+        assert_eq!(open_loop_20(addr, false), (0, dropped(20)));
+        // A 503 is an answer, but a failed request.
+        let addr = server(|mut s| {
+            while read_head(&mut s) {
+                let _ = s.write_all(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+            }
+        });
+        let status = Failures {
+            status: 20,
+            ..Failures::default()
+        };
+        assert_eq!(open_loop_20(addr, false), (0, status));
         let refused = {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        assert_eq!(open_loop_20(refused, false), (0, 20));
-        assert_eq!(open_loop_20(refused, true), (0, 20));
+        let refused_20 = Failures {
+            refused: 20,
+            ..Failures::default()
+        };
+        assert_eq!(open_loop_20(refused, false), (0, refused_20));
+        assert_eq!(open_loop_20(refused, true), (0, refused_20));
+        assert_eq!(refused_20.total(), 20);
     }
 
     /// A real exchange with the `pingpong` op against the echo server, and with

@@ -135,6 +135,24 @@ pub fn reload_args(first: &[String], sock: &Path, old: u32) -> Vec<String> {
     out
 }
 
+/// The failure causes on a `rate` result line, for the progress output:
+/// `3 dropped, 1 refused` (none: empty).
+pub fn causes(text: &str) -> String {
+    let Some(line) = text.lines().rev().find(|l| l.starts_with("ops=")) else {
+        return String::new();
+    };
+    let parts: Vec<String> = line
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .filter(|(k, v)| matches!(*k, "refused" | "dropped" | "status") && *v != "0")
+        .map(|(k, v)| match k {
+            "status" => format!("{v} non-200"),
+            _ => format!("{v} {k}"),
+        })
+        .collect();
+    parts.join(", ")
+}
+
 /// The median of `v`; 0 when empty.
 fn median(v: &[f64]) -> f64 {
     Stat {
@@ -260,14 +278,19 @@ pub fn rep(env: &Env, t: &mut Target, rep: usize) -> Result<(Vec<Option<f64>>, u
     let ka_st = ka.0.wait().map_err(|e| e.to_string())?;
     let close_st = close.0.wait().map_err(|e| e.to_string())?;
     let stopped = Instant::now();
-    let read = |st: std::process::ExitStatus, out: &Path| -> Result<parse::Run> {
+    let read = |st: std::process::ExitStatus, out: &Path| -> Result<(parse::Run, String)> {
         let text = std::fs::read_to_string(out).unwrap_or_default();
+        let failed = match causes(&text) {
+            c if c.is_empty() => String::new(),
+            c => format!(" ({c})"),
+        };
         parse::load_line(&text)
             .filter(|_| st.success())
+            .map(|r| (r, failed))
             .ok_or_else(|| format!("load client ({st}): {}", last_line(out)))
     };
-    let ka = read(ka_st, &ka_out)?;
-    let close = read(close_st, &close_out)?;
+    let (ka, ka_why) = read(ka_st, &ka_out)?;
+    let (close, close_why) = read(close_st, &close_out)?;
     while old.iter().any(|o| o.gone.is_none()) && stopped.elapsed() < DRAIN_TIMEOUT {
         sleep_reaping(Instant::now() + Duration::from_millis(10), &mut old);
     }
@@ -286,7 +309,7 @@ pub fn rep(env: &Env, t: &mut Target, rep: usize) -> Result<(Vec<Option<f64>>, u
     println!("     old process exit after ms: {}", exits.join(", "));
     let ms = |v: Option<f64>| v.map_or("–".into(), number);
     println!(
-        "     keep-alive: {} ok, {} failed, p50 {} / p99 {} / p99.9 {} ms; one per connection: {} ok, {} failed, p99 {} ms",
+        "     keep-alive: {} ok, {} failed{ka_why}, p50 {} / p99 {} / p99.9 {} ms; one per connection: {} ok, {} failed{close_why}, p99 {} ms",
         ka.ops,
         ka.errors,
         ms(ka.p50_ms),
@@ -360,6 +383,18 @@ mod tests {
         assert_eq!(ms(10).len(), 10);
         assert_eq!(ms(10).first(), Some(&909));
         assert_eq!(ms(10).last(), Some(&9090));
+    }
+
+    #[test]
+    fn failure_causes() {
+        let line = "x\nops=10 secs=1.000 errors=4 p50_us=1 p99_us=2 p999_us=3 refused=1 dropped=3 status=0\n";
+        assert_eq!(causes(line), "1 refused, 3 dropped");
+        assert_eq!(causes("ops=1 secs=1 errors=2 status=2"), "2 non-200");
+        assert_eq!(
+            causes("ops=1 secs=1 errors=0 refused=0 dropped=0 status=0"),
+            ""
+        );
+        assert_eq!(causes("no result"), "");
     }
 
     #[test]
