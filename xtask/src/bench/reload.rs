@@ -19,7 +19,7 @@
 use super::report::{Better, Cell, Stat, number};
 use super::{
     Env, LOAD_CORE, PROXY_CORE, Proc, Target, TargetKind, last_line, parse, pinned, spawn_logged,
-    start_with,
+    start, start_with,
 };
 use crate::util::{Result, show};
 use std::io::{Read, Write};
@@ -222,8 +222,17 @@ fn sleep_reaping(at: Instant, old: &mut [Old]) {
 }
 
 /// One repetition against `t`: (failed requests, keep-alive p99 ms, median reload → accepting
-/// ms), and no separate error count (failures are the first metric).
+/// ms), and no separate error count (failures are the first metric). A failed repetition
+/// leaves a freshly started proxy behind for whatever runs next.
 pub fn rep(env: &Env, t: &mut Target, rep: usize) -> Result<(Vec<Option<f64>>, u64)> {
+    let r = reloads_under_load(env, t, rep);
+    if r.is_err() && t.proc.is_none() {
+        start(env, t);
+    }
+    r
+}
+
+fn reloads_under_load(env: &Env, t: &mut Target, rep: usize) -> Result<(Vec<Option<f64>>, u64)> {
     let sock = env.dir.join(format!("{}.sock", t.id));
     let _ = std::fs::remove_file(&sock);
     start_with(env, t, Some(&sock));
