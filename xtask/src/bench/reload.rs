@@ -81,8 +81,8 @@ pub fn title(secs: u64) -> String {
 /// The method line of the report.
 pub fn method() -> String {
     format!(
-        "reload: per repetition a fresh proxy (the same config plus `stats socket … level admin \
-         expose-fd listeners`), 1 reload per second of the run (≥ 2) as `-x <sock> -sf <pid>` \
+        "reload: no warm-up; per repetition a fresh proxy (the same config plus `stats socket … \
+         level admin expose-fd listeners`), 1 reload per second of the run (≥ 2) as `-x <sock> -sf <pid>` \
          with the first process's command line, pinned like the proxy; xtask open-loop clients \
          for the whole run: {KA_CONNS} keep-alive connections at {KA_RATE} req/s (p99 from each \
          request's due time) + {CLOSE_CONNS} threads at {CLOSE_RATE} req/s, one request per \
