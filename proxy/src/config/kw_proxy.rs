@@ -726,6 +726,7 @@ const OPTIONS: &[(&str, u8, bool)] = &[
     ("httpchk", BE, false),
     ("httpclose", FE | BE, false),
     ("httplog", FE, false),
+    ("idle-close-on-response", FE, false),
     ("log-health-checks", BE, false),
     ("redispatch", BE, false),
     ("socket-stats", FE, true),
@@ -757,7 +758,7 @@ fn kw_option(p: &mut P, args: &[String]) {
         };
         let desc = p.desc();
         p.warn(format!(
-            "'option {name}' ignored because {desc} has no {missing} capability."
+            "'{name}' ignored because {desc} has no {missing} capability."
         ));
         return;
     }
@@ -767,8 +768,17 @@ fn kw_option(p: &mut P, args: &[String]) {
     }
     let o = &mut p.px.options;
     match name {
-        "abortonclose" | "allbackups" | "dontlognull" | "log-health-checks" | "socket-stats"
-        | "tcplog" | "httpclose" | "http-server-close" | "http-keep-alive" | "tcp-check" => {
+        "abortonclose"
+        | "allbackups"
+        | "dontlognull"
+        | "log-health-checks"
+        | "socket-stats"
+        | "idle-close-on-response"
+        | "tcplog"
+        | "httpclose"
+        | "http-server-close"
+        | "http-keep-alive"
+        | "tcp-check" => {
             if p.c.too_many(args, 2, 0) {
                 return;
             }
@@ -779,6 +789,7 @@ fn kw_option(p: &mut P, args: &[String]) {
                 "dontlognull" => o.dontlognull = on,
                 "log-health-checks" => o.log_health_checks = on,
                 "socket-stats" => o.socket_stats = on,
+                "idle-close-on-response" => o.idle_close_on_response = on,
                 "tcp-check" => o.tcp_check = on,
                 "tcplog" => {
                     o.tcplog = on;

@@ -566,6 +566,10 @@ pub struct Options {
     pub http_server_close: bool,
     pub http_keep_alive: bool,
     pub abortonclose: bool,
+    /// `option idle-close-on-response`: at a soft stop, an idle keep-alive connection is kept
+    /// until it carries one more response (with `Connection: close`). portcullis always does
+    /// this (see `http::proxy`), so the option is recorded and changes nothing.
+    pub idle_close_on_response: bool,
     pub httpchk: Option<HttpCheck>,
     pub tcp_check: bool,
 }

@@ -309,7 +309,7 @@ fn default_server_and_options() {
 #[test]
 fn options_and_rules() {
     let c = ok(&format!(
-        "{T}frontend f\n mode http\n bind :80 name web maxconn 100\n option forwardfor except 10.0.0.0/8 header X-Real-IP if-none\n option httplog clf\n no option dontlognull\n option http-server-close\n option socket-stats\n\
+        "{T}frontend f\n mode http\n bind :80 name web maxconn 100\n option forwardfor except 10.0.0.0/8 header X-Real-IP if-none\n option httplog clf\n no option dontlognull\n option http-server-close\n option socket-stats\n option idle-close-on-response\n\
          acl is_api path_beg /api\n use_backend b if is_api\n default_backend b\n\
          http-request deny deny_status 429 if {{ src 1.2.3.4 }}\n http-request return status 404 content-type text/plain string nope unless is_api\n http-request del-header X-Foo\n http-request add-header X-A b\n http-request allow\n http-request redirect location /x code 308 drop-query append-slash\n\
          tcp-request inspect-delay 5s\n tcp-request content accept if is_api\n tcp-request connection reject\n\
@@ -329,6 +329,7 @@ fn options_and_rules() {
         })
     );
     assert!(f.options.httplog_clf && !f.options.dontlognull && f.options.http_server_close);
+    assert!(f.options.idle_close_on_response);
     assert_eq!(f.acls[0].tokens, ["path_beg", "/api"]);
     assert_eq!(f.use_backends[0].cond.as_ref().unwrap().tokens, ["is_api"]);
     assert_eq!(
@@ -484,7 +485,11 @@ fn sections_without_names_and_misplaced_defaults() {
 
 #[test]
 fn warnings_do_not_fail() {
-    let l = parse_env("frontend f\n bind :80\n timeout server 1s\n", &no_env).unwrap();
+    let l = parse_env(
+        "frontend f\n bind :80\n timeout server 1s\nbackend b\n option idle-close-on-response\n",
+        &no_env,
+    )
+    .unwrap();
     let w: Vec<_> = l
         .warnings
         .iter()
@@ -494,7 +499,10 @@ fn warnings_do_not_fail() {
         w,
         [
             "'timeout server' will be ignored because frontend 'f' has no backend capability",
-            "missing timeouts for frontend 'f'."
+            // HAProxy 2.6 names the option without the keyword.
+            "'idle-close-on-response' ignored because backend 'b' has no frontend capability.",
+            "missing timeouts for frontend 'f'.",
+            "missing timeouts for backend 'b'."
         ]
     );
 }

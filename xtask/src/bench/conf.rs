@@ -62,6 +62,19 @@ pub fn with_relay(text: &str, relay: &str) -> String {
     )
 }
 
+/// [`haproxy`]'s text with an admin socket that hands its listeners over (`-x`), for reloads;
+/// HAProxy and portcullis read the same line.
+pub fn with_admin_socket(cfg: &str, sock: &Path) -> String {
+    let line = format!(
+        "    stats socket {} level admin expose-fd listeners\n",
+        sock.display()
+    );
+    match cfg.strip_prefix("global\n") {
+        Some(rest) => format!("global\n{line}{rest}"),
+        None => format!("global\n{line}\n{cfg}"),
+    }
+}
+
 fn nginx_main(dir: &Path, name: &str, stream_module: Option<&Path>, maxconn: u32) -> String {
     let d = dir.display();
     let load = stream_module.map_or(String::new(), |m| format!("load_module {};\n", m.display()));
@@ -177,6 +190,26 @@ mod tests {
             "\ndefaults\n    portcullis-relay kernel max-unacked 4g bulk-rate 0\n    mode http\n"
         ));
         assert_eq!(k.matches("portcullis-relay").count(), 1);
+    }
+
+    #[test]
+    fn admin_socket_goes_into_global() {
+        let c = haproxy(P, up(), Path::new("/b/bundle.pem"), 9900);
+        let a = with_admin_socket(&c, Path::new("/w/haproxy.sock"));
+        assert!(a.starts_with(
+            "global\n    stats socket /w/haproxy.sock level admin expose-fd listeners\n    nbthread 1\n"
+        ));
+        assert_eq!(
+            a.replace(
+                "    stats socket /w/haproxy.sock level admin expose-fd listeners\n",
+                ""
+            ),
+            c
+        );
+        assert_eq!(
+            with_admin_socket("defaults\n", Path::new("/s")),
+            "global\n    stats socket /s level admin expose-fd listeners\n\ndefaults\n"
+        );
     }
 
     #[test]

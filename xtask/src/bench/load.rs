@@ -1,6 +1,7 @@
 //! `xtask bench-load <kind> …`: the load clients the bench needs that no packaged tool does
 //! right, run as a separate (pinnable) process. Each prints one result line,
-//! `ops=N secs=S errors=E [p50_us= p99_us= p999_us=]` (read by [`super::parse::load_line`]).
+//! `ops=N secs=S errors=E [p50_us= p99_us= p999_us=]` (read by [`super::parse::load_line`];
+//! `rate` adds the failures by cause: `refused= dropped= status=`).
 //!
 //! - `tls`: TLS 1.3 full handshakes, one `Connection: close` request each. Resumption is off
 //!   (wrk and h2load resume sessions, which would measure something else); every handshake is
@@ -9,6 +10,7 @@
 //! - `pingpong`: 64-byte messages echoed back, one in flight per connection.
 //! - `rate`: open-loop HTTP/1.1 keep-alive at a fixed rate; latency counts from the time each
 //!   request was due, so a stall delays (and is charged to) the requests queued behind it.
+//!   `rate-close`: the same with one request per connection (`Connection: close`).
 //! - `idle`: opens N keep-alive connections, one request each, prints the result line and
 //!   holds them until stdin closes.
 //! - `echo`: the echo server behind the ping-pong frontends (runs until killed).
@@ -56,7 +58,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
 
 pub fn run(args: &[String]) -> Result {
     let (kind, rest) = args.split_first().ok_or(
-        "usage: xtask bench-load tls|pingpong|rate|idle|echo|syn-flood|connects [options]",
+        "usage: xtask bench-load tls|pingpong|rate|rate-close|idle|echo|syn-flood|connects [options]",
     )?;
     if let Some(r) = super::flood::client(kind, rest) {
         return r;
@@ -67,7 +69,8 @@ pub fn run(args: &[String]) -> Result {
         "echo" => echo(addr),
         "tls" => closed_loop(&a, addr, tls_client()?, tls_once),
         "pingpong" => closed_loop(&a, addr, (), pingpong),
-        "rate" => rate(&a, addr),
+        "rate" => rate(&a, addr, false),
+        "rate-close" => rate(&a, addr, true),
         "idle" => idle(&a, addr),
         other => Err(format!("unknown load '{other}'")),
     }
@@ -241,18 +244,40 @@ fn tls_once(
     Ok(())
 }
 
-/// Reads one HTTP/1.1 response with a Content-Length body; returns its status code.
-fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<u16> {
+/// What a response said that the client acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reply {
+    status: u16,
+    /// The server closes the connection after this response (`Connection: close`, or HTTP/1.0
+    /// without keep-alive): the next request needs a new connection and is no failure.
+    close: bool,
+}
+
+/// Whether a response ends its connection: `Connection` tokens win, else the version's default.
+fn closes(version: &str, connection: &[&str]) -> bool {
+    let token = |t: &str| {
+        connection
+            .iter()
+            .flat_map(|v| v.split(','))
+            .any(|x| x.trim().eq_ignore_ascii_case(t))
+    };
+    if token("close") {
+        return true;
+    }
+    version == "HTTP/1.0" && !token("keep-alive")
+}
+
+/// Reads one HTTP/1.1 response with a Content-Length body.
+fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
     let mut line = String::new();
     if r.read_line(&mut line)? == 0 {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    let status = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let mut words = line.split_whitespace();
+    let version = words.next().unwrap_or("").to_string();
+    let status = words.next().and_then(|c| c.parse().ok()).unwrap_or(0);
     let mut length = 0usize;
+    let mut connection = Vec::new();
     loop {
         line.clear();
         if r.read_line(&mut line)? == 0 {
@@ -262,34 +287,96 @@ fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<u16> {
         if l.is_empty() {
             break;
         }
-        if let Some((k, v)) = l.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            length = v.trim().parse().unwrap_or(0);
+        if let Some((k, v)) = l.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap_or(0);
+            } else if k.eq_ignore_ascii_case("connection") {
+                connection.push(v.trim().to_string());
+            }
         }
     }
-    std::io::copy(&mut r.by_ref().take(length as u64), &mut std::io::sink())?;
-    Ok(status)
+    let body = std::io::copy(&mut r.by_ref().take(length as u64), &mut std::io::sink())?;
+    if body < length as u64 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    let connection: Vec<&str> = connection.iter().map(String::as_str).collect();
+    Ok(Reply {
+        status,
+        close: closes(&version, &connection),
+    })
 }
 
-fn request(r: &mut BufReader<TcpStream>) -> std::io::Result<()> {
-    r.get_mut().write_all(REQUEST)?;
+/// One request; a whole 200 is success, anything else (no answer, another status) a failure.
+fn request(r: &mut BufReader<TcpStream>, req: &[u8]) -> std::io::Result<Reply> {
+    r.get_mut().write_all(req)?;
     match read_response(r)? {
-        200 => Ok(()),
-        s => Err(std::io::Error::other(format!("status {s}"))),
+        reply @ Reply { status: 200, .. } => Ok(reply),
+        Reply { status, .. } => Err(std::io::Error::other(format!("status {status}"))),
     }
 }
+
+/// A request stuck longer than this counts as failed (a proxy that hangs must not hang the bench).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn connect_http(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
     let s = TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
+    s.set_read_timeout(Some(REPLY_TIMEOUT))?;
     Ok(BufReader::new(s))
 }
 
-fn rate(a: &Args, addr: SocketAddr) -> Result {
+fn rate(a: &Args, addr: SocketAddr, close: bool) -> Result {
+    let (mut all, f) = open_loop(a, addr, close)?;
+    all.sort_unstable();
+    let p = |q: f64| percentile(&all, q);
+    println!(
+        "ops={} secs={:.3} errors={} p50_us={} p99_us={} p999_us={} refused={} dropped={} status={}",
+        all.len(),
+        a.secs,
+        f.total(),
+        p(0.50),
+        p(0.99),
+        p(0.999),
+        f.refused,
+        f.dropped,
+        f.status
+    );
+    Ok(())
+}
+
+/// The failed requests of the open-loop client, by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Failures {
+    /// The connect failed (refused, reset).
+    refused: u64,
+    /// Sent, then the connection closed, reset or timed out before a whole answer.
+    dropped: u64,
+    /// Answered with another status than 200.
+    status: u64,
+}
+
+impl Failures {
+    fn total(&self) -> u64 {
+        self.refused + self.dropped + self.status
+    }
+
+    fn add(&mut self, o: Failures) {
+        self.refused += o.refused;
+        self.dropped += o.dropped;
+        self.status += o.status;
+    }
+}
+
+/// The open-loop client: `conns` threads, each sending its share of `rate` requests per second
+/// at fixed due times. Returns each successful request's latency from its due time (µs) and the
+/// failed requests: a refused connect, a request whose connection closes or resets before a
+/// whole answer, a non-200. A response with `Connection: close` is a success and the next
+/// request opens a new connection; with `close`, every request has its own connection.
+fn open_loop(a: &Args, addr: SocketAddr, close: bool) -> Result<(Vec<u64>, Failures)> {
     if a.rate <= 0.0 {
         return Err("--rate is required".into());
     }
+    let req = if close { REQUEST_CLOSE } else { REQUEST };
     let interval = Duration::from_secs_f64(a.conns as f64 / a.rate);
     let start = Instant::now() + Duration::from_millis(50);
     let deadline = start + Duration::from_secs_f64(a.secs);
@@ -298,8 +385,8 @@ fn rate(a: &Args, addr: SocketAddr) -> Result {
             let offset = interval.mul_f64(i as f64 / a.conns as f64);
             std::thread::spawn(move || {
                 let mut lat_us = Vec::new();
-                let mut errors = 0u64;
-                let mut conn = connect_http(addr).ok();
+                let mut f = Failures::default();
+                let mut conn = if close { None } else { connect_http(addr).ok() };
                 let mut due = start + offset;
                 while due < deadline {
                     let now = Instant::now();
@@ -311,43 +398,43 @@ fn rate(a: &Args, addr: SocketAddr) -> Result {
                         None => match connect_http(addr) {
                             Ok(c) => conn.insert(c),
                             Err(_) => {
-                                errors += 1;
+                                f.refused += 1;
                                 due += interval;
                                 continue;
                             }
                         },
                     };
-                    match request(c) {
-                        Ok(()) => lat_us.push(due.elapsed().as_micros() as u64),
+                    let reply = c.get_mut().write_all(req).and_then(|()| read_response(c));
+                    match reply {
+                        Ok(r) if r.status == 200 => {
+                            lat_us.push(due.elapsed().as_micros() as u64);
+                            if r.close || close {
+                                conn = None;
+                            }
+                        }
+                        Ok(_) => {
+                            f.status += 1;
+                            conn = None;
+                        }
                         Err(_) => {
-                            errors += 1;
+                            f.dropped += 1;
                             conn = None;
                         }
                     }
                     due += interval;
                 }
-                (lat_us, errors)
+                (lat_us, f)
             })
         })
         .collect();
     let mut all = Vec::new();
-    let mut errors = 0;
+    let mut failures = Failures::default();
     for t in threads {
-        let (l, e) = t.join().map_err(|_| "load thread panicked")?;
+        let (l, f) = t.join().map_err(|_| "load thread panicked")?;
         all.extend(l);
-        errors += e;
+        failures.add(f);
     }
-    all.sort_unstable();
-    let p = |q: f64| percentile(&all, q);
-    println!(
-        "ops={} secs={:.3} errors={errors} p50_us={} p99_us={} p999_us={}",
-        all.len(),
-        a.secs,
-        p(0.50),
-        p(0.99),
-        p(0.999)
-    );
-    Ok(())
+    Ok((all, failures))
 }
 
 /// The `q` quantile of sorted samples (nearest rank); 0 when there are none.
@@ -392,7 +479,7 @@ fn idle(a: &Args, addr: SocketAddr) -> Result {
     let mut held = Vec::with_capacity(a.conns);
     let mut errors = 0u64;
     for _ in 0..a.conns {
-        match connect_http(addr).and_then(|mut c| request(&mut c).map(|()| c)) {
+        match connect_http(addr).and_then(|mut c| request(&mut c, REQUEST).map(|_| c)) {
             Ok(c) => held.push(c),
             Err(_) => errors += 1,
         }
@@ -445,6 +532,115 @@ mod tests {
         assert_eq!(a(&["--x", "1"]).unwrap_err(), "unknown option '--x'");
     }
 
+    #[test]
+    fn connection_close_is_read_from_the_response() {
+        assert!(closes("HTTP/1.1", &["close"]));
+        assert!(closes("HTTP/1.1", &["Upgrade, Close"]));
+        assert!(!closes("HTTP/1.1", &[]));
+        assert!(!closes("HTTP/1.1", &["keep-alive"]));
+        assert!(!closes("HTTP/1.1", &["closed"]));
+        assert!(closes("HTTP/1.0", &[]));
+        assert!(!closes("HTTP/1.0", &["Keep-Alive"]));
+    }
+
+    /// A server on a fresh port: `serve` runs once per accepted connection.
+    fn server(serve: fn(TcpStream)) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                std::thread::spawn(move || serve(s));
+            }
+        });
+        addr
+    }
+
+    fn read_head(s: &mut TcpStream) -> bool {
+        let mut got = Vec::new();
+        let mut b = [0u8; 1];
+        while !got.ends_with(b"\r\n\r\n") {
+            match s.read(&mut b) {
+                Ok(1) => got.push(b[0]),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// 1 connection at 100 req/s for 0.2 s: 20 requests due.
+    fn open_loop_20(addr: SocketAddr, close: bool) -> (usize, Failures) {
+        let a = Args {
+            addr: Some(addr),
+            conns: 1,
+            secs: 0.2,
+            rate: 100.0,
+        };
+        let (lat, f) = open_loop(&a, addr, close).unwrap();
+        (lat.len(), f)
+    }
+
+    #[test]
+    fn open_loop_reconnects_after_connection_close_without_failing() {
+        // Two answers per connection, the second with `Connection: close`, then a close.
+        let addr = server(|mut s| {
+            for last in [false, true] {
+                if !read_head(&mut s) {
+                    return;
+                }
+                let c = if last { "Connection: close\r\n" } else { "" };
+                let _ = write!(s, "HTTP/1.1 200 OK\r\n{c}Content-Length: 2\r\n\r\nok");
+            }
+        });
+        let none = Failures::default();
+        assert_eq!(open_loop_20(addr, false), (20, none));
+        assert_eq!(open_loop_20(addr, true), (20, none));
+    }
+
+    #[test]
+    fn open_loop_counts_requests_closed_without_answer_and_refused_connects() {
+        // Answers the first request of each connection, then closes on the second unanswered.
+        let addr = server(|mut s| {
+            if read_head(&mut s) {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            }
+            let _ = read_head(&mut s);
+        });
+        let dropped = |n| Failures {
+            dropped: n,
+            ..Failures::default()
+        };
+        assert_eq!(open_loop_20(addr, false), (10, dropped(10)));
+        // A body cut short is no answer either.
+        let addr = server(|mut s| {
+            if read_head(&mut s) {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok");
+            }
+        });
+        assert_eq!(open_loop_20(addr, false), (0, dropped(20)));
+        // A 503 is an answer, but a failed request.
+        let addr = server(|mut s| {
+            while read_head(&mut s) {
+                let _ = s.write_all(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+            }
+        });
+        let status = Failures {
+            status: 20,
+            ..Failures::default()
+        };
+        assert_eq!(open_loop_20(addr, false), (0, status));
+        let refused = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let refused_20 = Failures {
+            refused: 20,
+            ..Failures::default()
+        };
+        assert_eq!(open_loop_20(refused, false), (0, refused_20));
+        assert_eq!(open_loop_20(refused, true), (0, refused_20));
+        assert_eq!(refused_20.total(), 20);
+    }
+
     /// A real exchange with the `pingpong` op against the echo server, and with
     /// `read_response` against a canned HTTP answer.
     #[test]
@@ -464,8 +660,17 @@ mod tests {
         let mut conn = None;
         pingpong(&(), addr, &mut conn).unwrap();
         let mut r = BufReader::new(conn.unwrap());
-        assert_eq!(request(&mut r).unwrap_err().to_string(), "status 503");
-        assert_eq!(read_response(&mut r).unwrap(), 200);
+        assert_eq!(
+            request(&mut r, REQUEST).unwrap_err().to_string(),
+            "status 503"
+        );
+        assert_eq!(
+            read_response(&mut r).unwrap(),
+            Reply {
+                status: 200,
+                close: false
+            }
+        );
         assert_eq!(
             read_response(&mut r).unwrap_err().kind(),
             std::io::ErrorKind::UnexpectedEof

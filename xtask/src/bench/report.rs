@@ -99,14 +99,20 @@ impl Report {
         match row.better {
             Better::Higher if b > 0.0 => Some(v / b),
             Better::Lower if v > 0.0 => Some(b / v),
+            // Both at zero (no failed requests either side): equal.
+            Better::Lower if b == 0.0 && v == 0.0 => Some(1.0),
+            // Zero against a positive baseline: better by no finite factor.
+            Better::Lower if v == 0.0 && b > 0.0 => Some(f64::INFINITY),
             _ => None,
         }
     }
 }
 
-/// `80,240` / `41.3` / `0.62`: enough digits to compare, no more.
+/// `80,240` / `41.3` / `0.62` / `0`: enough digits to compare, no more.
 pub fn number(v: f64) -> String {
-    if v.abs() >= 1000.0 {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 1000.0 {
         let s = format!("{:.0}", v.abs());
         let mut out = String::new();
         for (i, c) in s.chars().enumerate() {
@@ -124,7 +130,11 @@ pub fn number(v: f64) -> String {
 }
 
 fn ratio_text(r: Option<f64>) -> String {
-    r.map_or_else(|| "–".into(), |r| format!("{r:.2}×"))
+    match r {
+        None => "–".into(),
+        Some(r) if r.is_infinite() => "∞".into(),
+        Some(r) => format!("{r:.2}×"),
+    }
 }
 
 pub fn markdown(r: &Report) -> String {
@@ -405,9 +415,14 @@ pub fn svg(r: &Report) -> String {
             let i = others.get(k).copied().unwrap_or(0);
             let color = COLORS.get(i % COLORS.len()).unwrap_or(&"#000");
             let y = y0 + k as f64 * bar_h;
+            let shown = if v.is_infinite() {
+                "∞".into()
+            } else {
+                format!("{v:.2}")
+            };
             let _ = writeln!(
                 out,
-                "<rect x=\"{label_w}\" y=\"{y}\" width=\"{:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"9\">{v:.2}</text>",
+                "<rect x=\"{label_w}\" y=\"{y}\" width=\"{:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"9\">{shown}</text>",
                 x(*v) - label_w,
                 bar_h - 1.0,
                 x(*v) + 3.0,
@@ -499,11 +514,47 @@ mod tests {
     }
 
     #[test]
+    fn zero_failures_compare_sanely() {
+        let r = report();
+        let row = Row {
+            workload: "reload".into(),
+            title: "Reload under load".into(),
+            metric: "failed requests".into(),
+            better: Better::Lower,
+            cells: vec![Cell::NotApplicable, stat(&[0.0]), stat(&[0.0, 0.0, 0.0])],
+        };
+        assert_eq!(r.ratio(&row, &row.cells[2], HAPROXY), Some(1.0));
+        assert_eq!(r.ratio(&row, &stat(&[3.0]), HAPROXY), Some(0.0));
+        let fewer = Row {
+            cells: vec![Cell::NotApplicable, stat(&[6.0]), stat(&[0.0])],
+            ..row.clone()
+        };
+        assert_eq!(
+            r.ratio(&fewer, &fewer.cells[2], HAPROXY),
+            Some(f64::INFINITY)
+        );
+        let md = markdown(&Report {
+            rows: vec![row, fewer],
+            ..report()
+        });
+        assert!(md.contains(
+            "| Reload under load | failed requests ↓ | n/a | 0<br>1.00× H · – D | 0<br>1.00× H · – D |"
+        ));
+        assert!(md.contains(
+            "| Reload under load | failed requests ↓ | n/a | 6.00<br>1.00× H · – D | 0<br>∞ H · – D |"
+        ));
+        // JSON has no infinity: null.
+        assert_eq!(json_num(Some(f64::INFINITY)), "null");
+    }
+
+    #[test]
     fn numbers() {
         assert_eq!(number(1234567.4), "1,234,567");
         assert_eq!(number(999.94), "999.9");
         assert_eq!(number(1.234), "1.23");
         assert_eq!(number(-12345.0), "-12,345");
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(0.004), "0.00");
     }
 
     #[test]
