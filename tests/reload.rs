@@ -867,6 +867,26 @@ fn servers_state(sock: &Path) -> Vec<String> {
         .collect()
 }
 
+/// [`servers_state`] when no health check is running: a check in progress shows in its status
+/// (field 10) and state (field 13, bit 0x1) until it completes, and s4 is checked every 200 ms.
+fn settled_servers_state(sock: &Path) -> Vec<String> {
+    let mut st = servers_state(sock);
+    let running = |st: &[String]| {
+        st.iter().any(|l| {
+            l.split(' ')
+                .nth(13)
+                .and_then(|v| v.parse::<u32>().ok())
+                .is_some_and(|v| v & 1 != 0)
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(&st) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+        st = servers_state(sock);
+    }
+    st
+}
+
 /// Field `k` of `name`'s line of [`servers_state`].
 fn state_field(state: &[String], name: &str, k: usize) -> String {
     state
@@ -930,7 +950,7 @@ fn server_state_survives(master_worker: bool) {
         "{:?}",
         servers_state(&sock)
     );
-    let before = servers_state(&sock);
+    let before = settled_servers_state(&sock);
     assert_eq!(before.len(), 4);
     // What was set shows: s1 MAINT (admin 0x01), s2 DRAIN (0x08) at its new address.
     assert_eq!(state_field(&before, "s1", 6), "1");
@@ -968,7 +988,7 @@ fn server_state_survives(master_worker: bool) {
         log
     };
     wait_ready(lo(port), &sock);
-    let after = servers_state(&sock);
+    let after = settled_servers_state(&sock);
     assert_eq!(after, before, "{log}");
     assert!(
         log.contains("server state of 4 server(s) taken from the old process"),
@@ -1043,6 +1063,8 @@ struct LongStream {
     /// Asks the writer to pause; it answers by setting `held`.
     hold: Arc<AtomicBool>,
     held: Arc<AtomicBool>,
+    /// How the writer or the reader stopped, if one did.
+    ended: Arc<std::sync::Mutex<Vec<String>>>,
     writer: JoinHandle<Result<(u64, u64), String>>,
     reader: JoinHandle<Result<(u64, u64), String>>,
 }
@@ -1058,48 +1080,65 @@ impl LongStream {
         let sent = Arc::new(AtomicU64::new(0));
         let hold = Arc::new(AtomicBool::new(false));
         let held = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(std::sync::Mutex::new(Vec::new()));
         let st = Arc::clone(&stop);
         let (wsent, whold, wheld) = (Arc::clone(&sent), Arc::clone(&hold), Arc::clone(&held));
+        let wended = Arc::clone(&ended);
         let writer = std::thread::spawn(move || {
-            let (mut off, mut sum) = (0u64, backend::Fnv1a::new());
-            while !st.load(Ordering::Relaxed) {
-                if whold.load(Ordering::SeqCst) {
-                    wheld.store(true, Ordering::SeqCst);
+            let r = (|| {
+                let (mut off, mut sum) = (0u64, backend::Fnv1a::new());
+                while !st.load(Ordering::Relaxed) {
+                    if whold.load(Ordering::SeqCst) {
+                        wheld.store(true, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                    let block: Vec<u8> = (off..off + 4096).map(stream_byte).collect();
+                    w.write_all(&block)
+                        .map_err(|e| format!("stream write at {off}: {e}"))?;
+                    sum.update(&block);
+                    off += block.len() as u64;
+                    wsent.store(off, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(5));
-                    continue;
                 }
-                let block: Vec<u8> = (off..off + 4096).map(stream_byte).collect();
-                w.write_all(&block)
-                    .map_err(|e| format!("stream write at {off}: {e}"))?;
-                sum.update(&block);
-                off += block.len() as u64;
-                wsent.store(off, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(5));
+                // Half-close: the echo server sends the rest, then closes its side.
+                w.shutdown(std::net::Shutdown::Write)
+                    .map_err(|e| format!("stream shutdown: {e}"))?;
+                Ok((off, sum.finish()))
+            })();
+            if let Err(e) = &r {
+                wended.lock().unwrap().push(format!("writer: {e}"));
             }
-            // Half-close: the echo server sends the rest, then closes its side.
-            w.shutdown(std::net::Shutdown::Write)
-                .map_err(|e| format!("stream shutdown: {e}"))?;
-            Ok((off, sum.finish()))
+            r
         });
         let got = Arc::clone(&received);
+        let rended = Arc::clone(&ended);
         let reader = std::thread::spawn(move || {
-            let (mut off, mut sum) = (0u64, backend::Fnv1a::new());
-            let mut buf = vec![0u8; 16 * 1024];
-            loop {
-                let n = r
-                    .read(&mut buf)
-                    .map_err(|e| format!("stream read at {off}: {e}"))?;
-                if n == 0 {
-                    return Ok((off, sum.finish()));
+            let r = (|| {
+                let (mut off, mut sum) = (0u64, backend::Fnv1a::new());
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    let n = r
+                        .read(&mut buf)
+                        .map_err(|e| format!("stream read at {off}: {e}"))?;
+                    if n == 0 {
+                        return Ok((off, sum.finish()));
+                    }
+                    let data = &buf[..n];
+                    if let Some(k) = (0..n).find(|&k| data[k] != stream_byte(off + k as u64)) {
+                        return Err(format!("stream byte {} differs", off + k as u64));
+                    }
+                    sum.update(data);
+                    off += n as u64;
+                    got.store(off, Ordering::Relaxed);
                 }
-                let data = &buf[..n];
-                if let Some(k) = (0..n).find(|&k| data[k] != stream_byte(off + k as u64)) {
-                    return Err(format!("stream byte {} differs", off + k as u64));
-                }
-                sum.update(data);
-                off += n as u64;
-                got.store(off, Ordering::Relaxed);
-            }
+            })();
+            let end = match &r {
+                Ok((n, _)) => format!("reader: end of stream after {n} bytes"),
+                Err(e) => format!("reader: {e}"),
+            };
+            rended.lock().unwrap().push(end);
+            r
         });
         LongStream {
             stop,
@@ -1107,6 +1146,7 @@ impl LongStream {
             sent,
             hold,
             held,
+            ended,
             writer,
             reader,
         }
@@ -1137,7 +1177,9 @@ impl LongStream {
         }) {
             let ss = Command::new("ss").arg("-tnpoi").output().unwrap();
             panic!(
-                "{what}: the long stream stalled at {base} bytes\n{}",
+                "{what}: the long stream stalled at {base} bytes ({} sent; {:?})\n{}",
+                self.sent.load(Ordering::SeqCst),
+                self.ended.lock().unwrap(),
                 String::from_utf8_lossy(&ss.stdout)
             );
         }
