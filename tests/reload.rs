@@ -1455,6 +1455,22 @@ fn splice_counters(sock: &Path) -> std::collections::HashMap<String, u64> {
         .collect()
 }
 
+/// [`splice_counters`], waiting (30 s at most) for a whole answer: a loaded machine may leave a
+/// just started process's admin socket slower than `admin_cmd`'s 10 s read timeout.
+fn splice_counters_now(sock: &Path, what: &str) -> std::collections::HashMap<String, u64> {
+    let mut c = splice_counters(sock);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !c.contains_key("Sessions") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        c = splice_counters(sock);
+    }
+    assert!(
+        c.contains_key("Sessions"),
+        "{what}: no answer to show splice"
+    );
+    c
+}
+
 /// The splice's per-socket counters in process `pid`'s own FLOWS map (found through the map ids
 /// of its descriptors): one entry per socket it splices now, under the cookie of the socket the
 /// bytes arrive on. A soft-stopped process has closed its admin socket; its maps still answer.
@@ -1570,7 +1586,7 @@ fn a_spliced_stream_keeps_flowing_across_reloads() {
     .is_empty()));
     let stream = LongStream::start(lo(port));
     stream.flows("before the reloads");
-    let mid = splice_counters(&sock);
+    let mid = splice_counters_now(&sock, "before the reloads");
     assert_eq!(mid.get("ActiveSessions"), Some(&1), "{mid:?}");
     let mut seen = spliced_only(first.pid(), "before the reloads");
     assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
@@ -1616,20 +1632,21 @@ fn a_spliced_stream_keeps_flowing_across_reloads() {
             next.pid()
         );
         // ... and splices the sessions it accepts.
-        let b = splice_counters(&sock);
+        let b = splice_counters_now(&sock, &format!("reload {i}: {}", next.stderr()));
         let msg = format!("reload {i} probe");
         echo_once(port, msg.as_bytes());
         probes += msg.len() as u64;
         assert!(
-            wait_until(Duration::from_secs(10), || {
+            wait_until(Duration::from_secs(30), || {
                 let a = splice_counters(&sock);
                 a.get("Sessions").copied() == b.get("Sessions").map(|n| n + 1)
                     && a.get("ActiveSessions") == Some(&0)
             }),
-            "reload {i}: {b:?} then {:?}",
-            splice_counters(&sock)
+            "reload {i}: {b:?} then {:?}: {}",
+            splice_counters(&sock),
+            next.stderr()
         );
-        let a = splice_counters(&sock);
+        let a = splice_counters_now(&sock, &format!("reload {i}"));
         assert_eq!(
             a.get("RedirectedBytes").copied(),
             b.get("RedirectedBytes").map(|n| n + 2 * msg.len() as u64),
