@@ -302,7 +302,7 @@ fn hundred_megabytes_each_way_with_the_default_handover() {
     // add up.
     let size = 100 * MB;
     let peer = Peer::start(size, 3, false);
-    let st = start(peer.addr, "", "");
+    let st = start(peer.addr, "", "    portcullis-relay kernel\n");
     let before = kernel_counters(&st.sock);
     let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
     assert_eq!(
@@ -391,7 +391,7 @@ fn thousand_short_connections_leave_the_sockhash_empty() {
         return;
     }
     let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 62], 0))).expect("echo");
-    let st = start(echo.addr(), "", "");
+    let st = start(echo.addr(), "", "    portcullis-relay kernel\n");
     let before = kernel_counters(&st.sock);
     let port = st.port;
     let workers: Vec<_> = (0..4)
@@ -437,7 +437,7 @@ fn maintenance_with_shutdown_sessions_ends_spliced_sessions() {
     let sock = dir.0.join("admin.sock");
     let port = free_port();
     let cfg = format!(
-        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {} on-marked-down shutdown-sessions\n",
+        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    portcullis-relay kernel\n    server srv {} on-marked-down shutdown-sessions\n",
         sock.display(),
         echo.addr()
     );
@@ -572,7 +572,11 @@ fn portcullis_relay_userspace_keeps_the_kernel_out() {
     }
     let size = 100 * MB;
     let peer = Peer::start(size, 8, false);
-    let st = start(peer.addr, "    portcullis-relay userspace\n", "");
+    let st = start(
+        peer.addr,
+        "    portcullis-relay userspace\n",
+        "    portcullis-relay kernel\n",
+    );
     let before = kernel_counters(&st.sock);
     let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
     assert_eq!((got, peer_got), (size, size));
@@ -608,7 +612,7 @@ fn chatty_sessions_stay_in_the_kernel_by_default() {
             });
         }
     });
-    let st = start(addr, "", "");
+    let st = start(addr, "", "    portcullis-relay kernel\n");
     let before = kernel_counters(&st.sock);
     let mut c = TcpStream::connect(lo(st.port)).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -654,7 +658,12 @@ fn show_stat_bytes_match_what_the_client_sent_and_received() {
     ] {
         let size = 2 * MB;
         let peer = Peer::start(size, seed, false);
-        let st = start(peer.addr, "", &format!("    portcullis-relay {relay}\n"));
+        // The frontend asks for the kernel (so the path is loaded); the backend's word wins.
+        let st = start(
+            peer.addr,
+            "    portcullis-relay kernel\n",
+            &format!("    portcullis-relay {relay}\n"),
+        );
         let before = kernel_counters(&st.sock);
         let (got, sum, sent, (peer_got, peer_sum, peer_sent)) = both_ways(&st, &peer, size);
         assert_eq!((got, peer_got), (size, size), "{relay}");
@@ -686,7 +695,11 @@ fn the_userspace_fallback_passes_the_same_close_and_shutdown_tests() {
     // The server sends 8 MB and closes at once.
     let size = 8 * MB;
     let peer = Peer::start(size, 12, true);
-    let st = start(peer.addr, "    portcullis-relay userspace\n", "");
+    let st = start(
+        peer.addr,
+        "    portcullis-relay userspace\n",
+        "    portcullis-relay kernel\n",
+    );
     let before = kernel_counters(&st.sock);
     let mut c = client(st.port);
     let (got, sum) = recv(&mut c, None);
@@ -697,13 +710,14 @@ fn the_userspace_fallback_passes_the_same_close_and_shutdown_tests() {
     st.p.wait_log(&format!(" {size} "), Duration::from_secs(5))
         .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
 
-    // shutdown-sessions ends userspace-relayed sessions too.
+    // shutdown-sessions ends userspace-relayed sessions too; with no `portcullis-relay` at all
+    // (the default) the kernel path is not even loaded.
     let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 64], 0))).expect("echo");
     let dir = TempDir::new("userspace-down");
     let sock = dir.0.join("admin.sock");
     let port = free_port();
     let cfg = format!(
-        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    portcullis-relay userspace\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {} on-marked-down shutdown-sessions\n",
+        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {} on-marked-down shutdown-sessions\n",
         sock.display(),
         echo.addr()
     );
@@ -737,9 +751,8 @@ fn the_userspace_fallback_passes_the_same_close_and_shutdown_tests() {
     );
     let after = kernel_counters(&st.sock);
     assert_eq!(delta(&after, &before, "Sessions"), 0);
-    // No proxy uses the kernel: the path is not even loaded, and `show splice` says why.
     assert_eq!(
         splice(&sock).get("Status").map(String::as_str),
-        Some("userspace (no mode tcp proxy uses the kernel path)")
+        Some("userspace (no mode tcp proxy asks for portcullis-relay kernel)")
     );
 }

@@ -1548,7 +1548,7 @@ fn spliced_only(pid: u32, what: &str) -> [u64; 2] {
     [flows[0].1.redirected, flows[1].1.redirected]
 }
 
-/// A `mode tcp` stream spliced in the kernel (as root the default relay) before the first of 5
+/// A `mode tcp` stream spliced in the kernel (`portcullis-relay kernel`) before the first of 5
 /// `-x`/`-sf` reloads keeps flowing through each of them, every later process taking the
 /// listener and splicing its own sessions; the first process's kernel carried every byte of the
 /// stream both ways (userspace relayed none), all of them came back intact, and the session ends
@@ -1566,7 +1566,7 @@ fn a_spliced_stream_keeps_flowing_across_reloads() {
     let sock = dir.0.join("admin.sock");
     let port = free_port();
     let text = format!(
-        "global\n    nbthread 2\n    stats socket \"{}\" mode 600 level admin expose-fd listeners\n    hard-stop-after 300s\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend ft\n    bind 127.0.0.1:{port}\n    default_backend echo\n\nbackend echo\n    server e {}\n",
+        "global\n    nbthread 2\n    stats socket \"{}\" mode 600 level admin expose-fd listeners\n    hard-stop-after 300s\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend ft\n    bind 127.0.0.1:{port}\n    default_backend echo\n\nbackend echo\n    portcullis-relay kernel\n    server e {}\n",
         sock.display(),
         echo.addr()
     );

@@ -28,7 +28,8 @@ pub const STAT_REDIRECTED_SKBS: u32 = 1;
 pub const STAT_PASSED_BYTES: u32 = 2;
 /// Directions that fell back to userspace (their un-acked bytes passed the limit).
 pub const STAT_FALLBACKS: u32 = 3;
-/// skbs whose redirect failed (the peer left the SOCKHASH): dropped.
+/// skbs whose redirect failed (the peer not in the SOCKHASH): passed to userspace, and their
+/// direction falls back.
 pub const STAT_DROPPED_SKBS: u32 = 4;
 /// skbs seen on a socket with no [`Flow`] (passed to userspace).
 pub const STAT_UNKNOWN_SKBS: u32 = 5;

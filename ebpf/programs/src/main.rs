@@ -62,8 +62,15 @@ pub fn splice_verdict(ctx: SkBuffContext) -> u32 {
                 count(STAT_REDIRECTED_SKBS, 1);
                 sk_action::SK_PASS
             } else {
+                // The peer is not in the SOCKHASH (yet: `attach` inserts one socket at a time;
+                // or any more): these bytes go to userspace, and the direction with them, so
+                // nothing is lost and nothing overtakes them.
                 count(STAT_DROPPED_SKBS, 1);
-                sk_action::SK_DROP
+                flow.fallback = 1;
+                flow.passed += len;
+                count(STAT_FALLBACKS, 1);
+                count(STAT_PASSED_BYTES, len);
+                sk_action::SK_PASS
             }
         }
         Decision::FallBack => {

@@ -377,6 +377,7 @@ fn kw_portcullis_relay(p: &mut P, args: &[String]) {
     }
     p.px.relay = super::model::Relay {
         userspace,
+        kernel: !userspace,
         max_unacked,
         bulk_rate,
     };

@@ -617,9 +617,12 @@ pub struct Proxy {
 /// the engine that carries a `mode tcp` session's bytes once the server is connected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Relay {
-    /// `userspace`: never the kernel splice. The default (`kernel`) splices when the kernel path
-    /// is available.
+    /// `userspace`: never the kernel splice, whatever the other side of the session says.
     pub userspace: bool,
+    /// `kernel`: splice when the kernel path is available. Opt-in: on the kernels tested (6.18)
+    /// the sockmap egress redirect was seen to repeat a 64 kB segment of a stream under load
+    /// (contrib/splice-stress reproduces it), so the userspace relay is the default.
+    pub kernel: bool,
     /// `max-unacked <size>`: the most bytes a direction may have redirected in the kernel and not
     /// yet acknowledged by the receiver before it moves to the userspace relay.
     pub max_unacked: Option<u64>,

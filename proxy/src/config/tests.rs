@@ -585,6 +585,7 @@ fn portcullis_relay_extension() {
         relay("f"),
         crate::config::model::Relay {
             userspace: true,
+            kernel: false,
             max_unacked: None,
             bulk_rate: None,
         }
@@ -593,6 +594,7 @@ fn portcullis_relay_extension() {
         relay("b"),
         crate::config::model::Relay {
             userspace: false,
+            kernel: true,
             max_unacked: Some(1 << 20),
             bulk_rate: Some(0),
         }

@@ -64,17 +64,18 @@ struct State {
 
 static STATE: OnceLock<State> = OnceLock::new();
 
-/// Loads the kernel path if a `mode tcp` proxy may use it (`portcullis-relay` is not
-/// `userspace` everywhere). Logs which relay `mode tcp` sessions use. Call once, before workers.
+/// Loads the kernel path if a `mode tcp` proxy asks for it (`portcullis-relay kernel`; the
+/// default is the userspace relay, see `config::model::Relay`). Logs which relay `mode tcp`
+/// sessions use. Call once, before workers.
 pub fn init(cfg: &Config) {
     let _ = STATE.get_or_init(|| {
         let wanted = cfg
             .proxies
             .iter()
-            .any(|p| p.mode == Mode::Tcp && !p.relay.userspace);
+            .any(|p| p.mode == Mode::Tcp && p.relay.kernel);
         if !wanted {
             return State {
-                status: "userspace (no mode tcp proxy uses the kernel path)".into(),
+                status: "userspace (no mode tcp proxy asks for portcullis-relay kernel)".into(),
                 loaded: None,
             };
         }

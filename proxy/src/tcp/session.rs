@@ -117,12 +117,13 @@ async fn inspect(
     }
 }
 
-/// `portcullis-relay`: the userspace relay if the frontend or the backend asks for it, and the
-/// splice's `max-unacked` and `bulk-rate` (each the backend's, else the frontend's, else the
-/// default).
+/// `portcullis-relay`: the kernel splice only if the frontend or the backend asks for it and
+/// neither asks for the userspace relay; the splice's `max-unacked` and `bulk-rate` (each the
+/// backend's, else the frontend's, else the default).
 fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64, u64) {
     let (f, b) = (fe.cfg.relay, be.cfg.relay);
-    let userspace = f.userspace || b.userspace || crate::kernel::loaded().is_none();
+    let userspace =
+        f.userspace || b.userspace || !(f.kernel || b.kernel) || crate::kernel::loaded().is_none();
     let max = b
         .max_unacked
         .or(f.max_unacked)

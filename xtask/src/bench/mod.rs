@@ -257,7 +257,8 @@ struct Target {
     label: String,
     kind: TargetKind,
     /// `portcullis-relay` arguments forced in `defaults`: the passthrough-only targets that
-    /// show each relay on its own beside the default per-session choice.
+    /// show the opt-in kernel splice (with its per-session rule, and kernel only) beside the
+    /// default userspace relay.
     relay: Option<&'static str>,
     ports: Ports,
     proc: Option<Proc>,
@@ -692,9 +693,9 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
             KERNEL_ONLY,
         ),
         relay(
-            "portcullis-userspace",
-            "portcullis uring, userspace relay only".into(),
-            "userspace",
+            "portcullis-kernel-rule",
+            "portcullis uring, portcullis-relay kernel".into(),
+            "kernel",
         ),
     ]
 }
