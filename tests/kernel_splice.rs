@@ -427,23 +427,24 @@ fn thousand_short_connections_leave_the_sockhash_empty() {
     assert_eq!(delta(&after, &before, "PassedBytes"), 0);
 }
 
-#[test]
-fn maintenance_with_shutdown_sessions_ends_spliced_sessions() {
-    if !root() {
-        return;
-    }
-    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 63], 0))).expect("echo");
+/// A proxy with `be/srv` (`on-marked-down shutdown-sessions`, `be_line` in the backend) to an echo
+/// server; returns the proxy, its admin socket, its port and what keeps them alive.
+fn echo_proxy(ip: u8, be_line: &str) -> (Proc, PathBuf, u16, (TcpEcho, TempDir)) {
+    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, ip], 0))).expect("echo");
     let dir = TempDir::new("splice-down");
     let sock = dir.0.join("admin.sock");
     let port = free_port();
     let cfg = format!(
-        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    portcullis-relay kernel\n    server srv {} on-marked-down shutdown-sessions\n",
+        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n{be_line}    server srv {} on-marked-down shutdown-sessions\n",
         sock.display(),
         echo.addr()
     );
-    let p = Proc::portcullis(&cfg, lo(port));
-    let before = kernel_counters(&sock);
-    let mut clients: Vec<TcpStream> = (0..3)
+    (Proc::portcullis(&cfg, lo(port)), sock, port, (echo, dir))
+}
+
+/// Three sessions that have echoed "ping".
+fn three_sessions(port: u16) -> Vec<TcpStream> {
+    (0..3)
         .map(|_| {
             let mut c = TcpStream::connect(lo(port)).expect("connect");
             c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -453,16 +454,16 @@ fn maintenance_with_shutdown_sessions_ends_spliced_sessions() {
             assert_eq!(&b, b"ping");
             c
         })
-        .collect();
-    let mid = splice(&sock);
-    assert_eq!(delta(&mid, &before, "RedirectedBytes"), 3 * 8);
-    assert_eq!(counter(&mid, "ActiveSessions"), 3);
-    assert_eq!(counter(&mid, "SockhashEntries"), 6);
+        .collect()
+}
+
+/// `disable server be/srv` ends the three sessions at once (EOF or a reset within 5 s), each
+/// logged with `DD`.
+fn shutdown_ends_them(p: &Proc, sock: &Path, clients: &mut [TcpStream]) {
     let t = Instant::now();
-    cli(&sock, "disable server be/srv");
-    for c in &mut clients {
+    cli(sock, "disable server be/srv");
+    for c in clients.iter_mut() {
         let mut b = [0u8; 16];
-        // EOF or a reset, within the read timeout.
         let r = c.read(&mut b);
         assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
     }
@@ -477,6 +478,21 @@ fn maintenance_with_shutdown_sessions_ends_spliced_sessions() {
         "{:?}",
         p.log_lines()
     );
+}
+
+#[test]
+fn maintenance_with_shutdown_sessions_ends_spliced_sessions() {
+    if !root() {
+        return;
+    }
+    let (p, sock, port, _keep) = echo_proxy(63, "    portcullis-relay kernel\n");
+    let before = kernel_counters(&sock);
+    let mut clients = three_sessions(port);
+    let mid = splice(&sock);
+    assert_eq!(delta(&mid, &before, "RedirectedBytes"), 3 * 8);
+    assert_eq!(counter(&mid, "ActiveSessions"), 3);
+    assert_eq!(counter(&mid, "SockhashEntries"), 6);
+    shutdown_ends_them(&p, &sock, &mut clients);
     let after = kernel_counters(&sock);
     assert_eq!(counter(&after, "ActiveSessions"), 0);
     assert_eq!(counter(&after, "SockhashEntries"), 0);
@@ -712,43 +728,9 @@ fn the_userspace_fallback_passes_the_same_close_and_shutdown_tests() {
 
     // shutdown-sessions ends userspace-relayed sessions too; with no `portcullis-relay` at all
     // (the default) the kernel path is not even loaded.
-    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 64], 0))).expect("echo");
-    let dir = TempDir::new("userspace-down");
-    let sock = dir.0.join("admin.sock");
-    let port = free_port();
-    let cfg = format!(
-        "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {} on-marked-down shutdown-sessions\n",
-        sock.display(),
-        echo.addr()
-    );
-    let p = Proc::portcullis(&cfg, lo(port));
-    let mut clients: Vec<TcpStream> = (0..3)
-        .map(|_| {
-            let mut c = TcpStream::connect(lo(port)).expect("connect");
-            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            c.write_all(b"ping").unwrap();
-            let mut b = [0u8; 4];
-            c.read_exact(&mut b).unwrap();
-            assert_eq!(&b, b"ping");
-            c
-        })
-        .collect();
-    cli(&sock, "disable server be/srv");
-    for c in &mut clients {
-        let mut b = [0u8; 16];
-        let r = c.read(&mut b);
-        assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
-    }
-    assert!(
-        wait_until(Duration::from_secs(5), || p
-            .log_lines()
-            .iter()
-            .filter(|l| l.contains(" fe be/srv ") && l.contains(" DD "))
-            .count()
-            == 3),
-        "{:?}",
-        p.log_lines()
-    );
+    let (p, sock, port, _keep) = echo_proxy(64, "");
+    let mut clients = three_sessions(port);
+    shutdown_ends_them(&p, &sock, &mut clients);
     let after = kernel_counters(&st.sock);
     assert_eq!(delta(&after, &before, "Sessions"), 0);
     assert_eq!(
