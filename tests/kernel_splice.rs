@@ -607,12 +607,12 @@ fn portcullis_relay_userspace_keeps_the_kernel_out() {
 }
 
 #[test]
-fn chatty_sessions_stay_in_the_kernel_by_default() {
+fn chatty_sessions_stay_in_the_kernel_under_the_bulk_rule() {
     if !root() {
         return;
     }
-    // 64-byte request/response round trips (an API watch, an RPC): far below the bulk rate, so
-    // every byte stays spliced with the default rule.
+    // 64-byte request/response round trips (an API watch, an RPC): far below the default bulk
+    // rate, so every byte of an opted-in session stays spliced.
     let echo = TcpListener::bind("127.0.1.61:0").expect("bind");
     let addr = echo.local_addr().unwrap();
     std::thread::spawn(move || {

@@ -320,9 +320,9 @@ pub const MIN_MAX_UNACKED: u64 = 256 << 10;
 /// `portcullis-relay kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (portcullis
 /// extension).
 fn kw_portcullis_relay(p: &mut P, args: &[String]) {
-    let userspace = match arg(args, 1) {
-        "kernel" => false,
-        "userspace" => true,
+    let engine = match arg(args, 1) {
+        "kernel" => super::model::RelayEngine::Kernel,
+        "userspace" => super::model::RelayEngine::Userspace,
         other => {
             p.alert(format!(
                 "'portcullis-relay' expects 'kernel' or 'userspace' (got '{other}')."
@@ -376,8 +376,7 @@ fn kw_portcullis_relay(p: &mut P, args: &[String]) {
         }
     }
     p.px.relay = super::model::Relay {
-        userspace,
-        kernel: !userspace,
+        engine: Some(engine),
         max_unacked,
         bulk_rate,
     };

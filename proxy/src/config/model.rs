@@ -617,18 +617,25 @@ pub struct Proxy {
 /// the engine that carries a `mode tcp` session's bytes once the server is connected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Relay {
-    /// `userspace`: never the kernel splice, whatever the other side of the session says.
-    pub userspace: bool,
-    /// `kernel`: splice when the kernel path is available. Opt-in: on the kernels tested (6.18)
-    /// the sockmap egress redirect was seen to repeat a 64 kB segment of a stream under load
-    /// (contrib/splice-stress reproduces it), so the userspace relay is the default.
-    pub kernel: bool,
+    /// The engine asked for; `None` (no keyword) means the userspace relay. `Kernel` is opt-in:
+    /// on the kernel tested (6.18) the sockmap egress redirect was seen to repeat a 64 kB segment
+    /// of a stream under load (contrib/splice-stress reproduces it).
+    pub engine: Option<RelayEngine>,
     /// `max-unacked <size>`: the most bytes a direction may have redirected in the kernel and not
     /// yet acknowledged by the receiver before it moves to the userspace relay.
     pub max_unacked: Option<u64>,
     /// `bulk-rate <size>`: bytes per second above which a spliced direction counts as bulk and
     /// moves to the userspace relay (the splice is slower for bulk); `0` never moves it.
     pub bulk_rate: Option<u64>,
+}
+
+/// `portcullis-relay kernel|userspace`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelayEngine {
+    /// Splice when the kernel path is available.
+    Kernel,
+    /// Never the kernel splice, whatever the other side of the session says.
+    Userspace,
 }
 
 impl Proxy {

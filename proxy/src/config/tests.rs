@@ -584,8 +584,7 @@ fn portcullis_relay_extension() {
     assert_eq!(
         relay("f"),
         crate::config::model::Relay {
-            userspace: true,
-            kernel: false,
+            engine: Some(crate::config::model::RelayEngine::Userspace),
             max_unacked: None,
             bulk_rate: None,
         }
@@ -593,13 +592,16 @@ fn portcullis_relay_extension() {
     assert_eq!(
         relay("b"),
         crate::config::model::Relay {
-            userspace: false,
-            kernel: true,
+            engine: Some(crate::config::model::RelayEngine::Kernel),
             max_unacked: Some(1 << 20),
             bulk_rate: Some(0),
         }
     );
-    assert!(relay("l").userspace, "inherited from defaults");
+    assert_eq!(
+        relay("l").engine,
+        Some(crate::config::model::RelayEngine::Userspace),
+        "inherited from defaults"
+    );
     let a = alerts(&format!(
         "{T}frontend f\n bind :80\n portcullis-relay kern\n portcullis-relay kernel max-unacked 1k\n portcullis-relay kernel max-unacked x\n portcullis-relay kernel foo\n portcullis-relay kernel bulk-rate fast\n"
     ));

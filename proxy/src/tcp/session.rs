@@ -122,8 +122,9 @@ async fn inspect(
 /// backend's, else the frontend's, else the default).
 fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64, u64) {
     let (f, b) = (fe.cfg.relay, be.cfg.relay);
-    let userspace =
-        f.userspace || b.userspace || !(f.kernel || b.kernel) || crate::kernel::loaded().is_none();
+    use crate::config::model::RelayEngine::{Kernel, Userspace};
+    let asks = |e| f.engine == Some(e) || b.engine == Some(e);
+    let userspace = asks(Userspace) || !asks(Kernel) || crate::kernel::loaded().is_none();
     let max = b
         .max_unacked
         .or(f.max_unacked)

@@ -529,7 +529,7 @@ pub fn run(args: &[String]) -> Result {
     }
 }
 
-/// Why a workload cannot run at all: not implemented yet, or not on this machine.
+/// Why a workload cannot run at all on this machine (e.g. no root for the namespaces).
 fn cannot_run(kind: Kind) -> Option<String> {
     match kind {
         Kind::SynFlood => flood::cannot_run(),
