@@ -4,11 +4,11 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::Poll;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// Last time any byte moved in either direction of a session.
 #[derive(Clone, Debug)]
@@ -29,36 +29,76 @@ impl Activity {
     }
 }
 
-/// Awaits `fut` unless nothing moved on the session (`activity`) for `timeout`; `None` on
-/// expiry (the caller then closes the session, dropping the operation with it).
-pub async fn idle_limited<F: Future>(
-    fut: F,
-    timeout: Option<Duration>,
-    activity: &Activity,
-) -> Option<F::Output> {
-    let Some(timeout) = timeout else {
-        return Some(fut.await);
-    };
-    let mut fut = pin!(fut);
-    // Fast path: an operation that completes at once (data already there) needs no timer.
-    if let Poll::Ready(out) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
-        return Some(out);
-    }
-    loop {
-        let deadline = activity.last() + timeout;
-        tokio::select! {
-            biased;
-            out = &mut fut => return Some(out),
-            _ = tokio::time::sleep_until(deadline) => {
-                if activity.last() + timeout <= Instant::now() {
-                    return None;
+/// A session's timer, kept across its operations: a fresh timer per read or write costs a timer
+/// wheel insertion and removal each time, while the deadlines of a busy session only move
+/// forward. This one is re-armed only when it fires (early: the deadline moved on meanwhile) or
+/// must fire earlier than it is set to.
+#[derive(Default)]
+pub struct Timer {
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// When `sleep` fires; None once it has fired (it must be reset before its next use).
+    armed: Option<Instant>,
+}
+
+impl Timer {
+    /// Awaits `fut` unless the instant `due()` gives passes first (`None` then; no deadline
+    /// when `due()` gives none). `due` is read again whenever the timer fires, so a deadline
+    /// pushed back by activity meanwhile is honoured.
+    pub async fn limit<F: Future>(
+        &mut self,
+        fut: F,
+        due: impl Fn() -> Option<Instant>,
+    ) -> Option<F::Output> {
+        let mut fut = pin!(fut);
+        // An operation that completes at once (data already there) touches no timer.
+        if let Poll::Ready(out) =
+            std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+        {
+            return Some(out);
+        }
+        loop {
+            let Some(d) = due() else {
+                return Some(fut.await);
+            };
+            let sleep = match self.sleep.as_mut() {
+                Some(s) => {
+                    if self.armed.is_none_or(|a| a > d) {
+                        s.as_mut().reset(d);
+                        self.armed = Some(d);
+                    }
+                    s
+                }
+                None => {
+                    self.armed = Some(d);
+                    self.sleep.insert(Box::pin(tokio::time::sleep_until(d)))
+                }
+            };
+            tokio::select! {
+                biased;
+                out = &mut fut => return Some(out),
+                _ = sleep.as_mut() => {
+                    self.armed = None;
+                    if due().is_some_and(|d| d <= Instant::now()) {
+                        return None;
+                    }
                 }
             }
         }
     }
+
+    /// [`Timer::limit`] for an inactivity timeout: `timeout` after the session's last activity.
+    pub async fn idle<F: Future>(
+        &mut self,
+        fut: F,
+        timeout: Option<Duration>,
+        activity: &Activity,
+    ) -> Option<F::Output> {
+        self.limit(fut, || timeout.map(|t| activity.last() + t))
+            .await
+    }
 }
 
-/// Like [`idle_limited`], with a timeout that may change while `fut` is pending (e.g. to
+/// Like [`Timer::idle`], with a timeout that may change while `fut` is pending (e.g. to
 /// `timeout client-fin` once the other direction has closed). Re-read at least every second.
 pub async fn idle_limited_by<F: Future>(
     fut: F,
@@ -87,10 +127,69 @@ pub async fn idle_limited_by<F: Future>(
     }
 }
 
-/// Awaits `fut` for at most `timeout` from now (a plain deadline, e.g. `timeout http-request`).
-pub async fn deadline_limited<F: Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output> {
-    match deadline {
-        None => Some(fut.await),
-        Some(d) => tokio::time::timeout_at(d, fut).await.ok(),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn timer_expires_at_the_deadline_and_not_before() {
+        rt().block_on(async {
+            let mut t = Timer::default();
+            let start = Instant::now();
+            let due = start + Duration::from_secs(5);
+            let out = t.limit(std::future::pending::<()>(), || Some(due)).await;
+            assert_eq!(out, None);
+            assert_eq!(Instant::now(), due);
+            // Reused: an operation finishing before its deadline returns its output.
+            let out = t
+                .limit(tokio::time::sleep(Duration::from_secs(1)), || {
+                    Some(Instant::now() + Duration::from_secs(60))
+                })
+                .await;
+            assert_eq!(out, Some(()));
+        });
+    }
+
+    #[test]
+    fn timer_follows_activity_and_earlier_deadlines() {
+        rt().block_on(async {
+            let mut t = Timer::default();
+            let activity = Activity::default();
+            let idle = Some(Duration::from_secs(10));
+            // Armed for 10 s; activity at 8 s pushes the deadline to 18 s.
+            let a = activity.clone();
+            let op = async move {
+                tokio::time::sleep(Duration::from_secs(8)).await;
+                a.touch();
+                tokio::time::sleep(Duration::from_secs(9)).await;
+            };
+            let start = Instant::now();
+            assert_eq!(t.idle(op, idle, &activity).await, Some(()));
+            assert_eq!(Instant::now() - start, Duration::from_secs(17));
+            // Still armed for 27 s (last activity + 10 s): a shorter deadline must win.
+            let start = Instant::now();
+            let due = start + Duration::from_secs(2);
+            assert_eq!(
+                t.limit(std::future::pending::<()>(), || Some(due)).await,
+                None
+            );
+            assert_eq!(Instant::now(), due);
+            // Idle with no activity at all: expires 10 s after the last touch.
+            activity.touch();
+            let start = Instant::now();
+            assert_eq!(
+                t.idle(std::future::pending::<()>(), idle, &activity).await,
+                None
+            );
+            assert_eq!(Instant::now() - start, Duration::from_secs(10));
+        });
     }
 }

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::backend::{self, ConnectError};
 use crate::config::model::HttpReuse;
 use crate::engine::conn::Conn;
-use crate::engine::idle::{Activity, deadline_limited, idle_limited};
+use crate::engine::idle::{Activity, Timer};
 use crate::engine::io::Stream;
 use crate::engine::worker::Shared;
 use crate::http::errors::{self, ConnHeader};
@@ -170,6 +170,10 @@ struct Session {
     /// Client bytes read but not yet consumed.
     cbuf: Vec<u8>,
     activity: Activity,
+    /// Timeouts of the client reads, and of the server reads and writes (one each: their
+    /// deadlines differ, and each only moves forward).
+    ctimer: Timer,
+    stimer: Timer,
     /// The server connection this session used last (kept for its next request).
     own: Option<(Arc<Server>, Rc<Conn>)>,
     requests: u64,
@@ -204,6 +208,8 @@ pub async fn run_tracked(
         local,
         cbuf: Vec::new(),
         activity: Activity::default(),
+        ctimer: Timer::default(),
+        stimer: Timer::default(),
         own: None,
         requests,
         sess,
@@ -259,9 +265,13 @@ impl Session {
             full.extend_from_slice(&buf);
             buf = full;
         }
-        let fut = idle_limited(self.client.read(buf), idle, &self.activity);
-        match deadline_limited(fut, deadline).await {
-            Some(Some((res, buf))) => {
+        let activity = &self.activity;
+        let due = || match (idle.map(|t| activity.last() + t), deadline) {
+            (Some(i), Some(d)) => Some(i.min(d)),
+            (i, d) => i.or(d),
+        };
+        match self.ctimer.limit(self.client.read(buf), due).await {
+            Some((res, buf)) => {
                 self.cbuf = buf;
                 match res {
                     Ok(n) => {
@@ -1025,7 +1035,11 @@ impl Session {
         log: &mut SessionLog,
     ) -> Result<(), Abort> {
         let st = be.cfg.timeouts.server;
-        match idle_limited(server.write_all(head), st, &self.activity).await {
+        match self
+            .stimer
+            .idle(server.write_all(head), st, &self.activity)
+            .await
+        {
             Some((Ok(()), _)) => {}
             Some((Err(_), _)) => return Err(Abort::Server(b'H')),
             None => return Err(Abort::ServerTimeout(b'H')),
@@ -1045,7 +1059,11 @@ impl Session {
                     let tail = self.cbuf.split_off(p.consumed);
                     let chunk = std::mem::replace(&mut self.cbuf, tail);
                     log.bytes_in += htx_body.feed(&chunk);
-                    match idle_limited(server.write_all(chunk), st, &self.activity).await {
+                    match self
+                        .stimer
+                        .idle(server.write_all(chunk), st, &self.activity)
+                        .await
+                    {
                         Some((Ok(()), _)) => self.activity.touch(),
                         Some((Err(_), _)) => return Err(Abort::Server(b'D')),
                         None => return Err(Abort::ServerTimeout(b'D')),
@@ -1106,7 +1124,10 @@ impl Session {
                     return Err(Abort::Server(b'H'));
                 }
             }
-            let read = idle_limited(server.read(sbuf), st, &self.activity).await;
+            let read = self
+                .stimer
+                .idle(server.read(sbuf), st, &self.activity)
+                .await;
             match read {
                 Some((Ok(0), _)) | Some((Err(_), _)) => return Err(Abort::Server(b'H')),
                 Some((Ok(_), b)) => {
@@ -1364,7 +1385,11 @@ impl Session {
             if sbuf.capacity() < BODY_BUF {
                 sbuf.reserve(BODY_BUF);
             }
-            match idle_limited(server.read(sbuf), st, &self.activity).await {
+            match self
+                .stimer
+                .idle(server.read(sbuf), st, &self.activity)
+                .await
+            {
                 Some((Ok(0), b)) => {
                     sbuf = b;
                     if framing == BodyFraming::UntilClose {
