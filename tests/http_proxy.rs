@@ -268,12 +268,13 @@ fn server_maxconn_queues_then_times_out_with_sq() {
     let n = node([127, 0, 1, 95], "one");
     let port = free_port();
     let cfg = format!(
-        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    timeout queue 300ms\n    server one {} maxconn 1\n",
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    timeout queue 800ms\n    server one {} maxconn 1\n",
         n.addr()
     );
     let p = Proc::portcullis(&cfg, lo(port));
     // Two requests wait behind a slow one: the first queued one is served when the slot frees
-    // (queue time > 0), the other one times out in the queue with 503 sQ--.
+    // (queue time > 0), the other one times out in the queue with 503 sQ--. The queue timeout
+    // leaves 600 ms to spare over the slow request: a loaded machine once took more than 100.
     let slow = std::thread::spawn(move || get(lo(port), "/slow?ms=200"));
     std::thread::sleep(Duration::from_millis(50));
     let queued = std::thread::spawn(move || get(lo(port), "/after"));
@@ -293,7 +294,7 @@ fn server_maxconn_queues_then_times_out_with_sq() {
         tw >= 100,
         "queued request should show its wait in Tw: {line}"
     );
-    let slow = std::thread::spawn(move || get(lo(port), "/slow?ms=1000"));
+    let slow = std::thread::spawn(move || get(lo(port), "/slow?ms=2000"));
     std::thread::sleep(Duration::from_millis(50));
     let r = get(lo(port), "/late");
     assert_eq!(r.status, 503);

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
@@ -44,57 +44,83 @@ impl Timer {
     /// Awaits `fut` unless the instant `due()` gives passes first (`None` then; no deadline
     /// when `due()` gives none). `due` is read again whenever the timer fires, so a deadline
     /// pushed back by activity meanwhile is honoured.
-    pub async fn limit<F: Future>(
+    pub fn limit<F: Future, D: Fn() -> Option<Instant>>(
         &mut self,
         fut: F,
-        due: impl Fn() -> Option<Instant>,
-    ) -> Option<F::Output> {
-        let mut fut = pin!(fut);
-        // An operation that completes at once (data already there) touches no timer.
-        if let Poll::Ready(out) =
-            std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
-        {
-            return Some(out);
-        }
-        loop {
-            let Some(d) = due() else {
-                return Some(fut.await);
-            };
-            let sleep = match self.sleep.as_mut() {
-                Some(s) => {
-                    if self.armed.is_none_or(|a| a > d) {
-                        s.as_mut().reset(d);
-                        self.armed = Some(d);
-                    }
-                    s
-                }
-                None => {
-                    self.armed = Some(d);
-                    self.sleep.insert(Box::pin(tokio::time::sleep_until(d)))
-                }
-            };
-            tokio::select! {
-                biased;
-                out = &mut fut => return Some(out),
-                _ = sleep.as_mut() => {
-                    self.armed = None;
-                    if due().is_some_and(|d| d <= Instant::now()) {
-                        return None;
-                    }
-                }
-            }
+        due: D,
+    ) -> Limit<'_, F, D> {
+        Limit {
+            fut,
+            due,
+            timer: self,
         }
     }
 
     /// [`Timer::limit`] for an inactivity timeout: `timeout` after the session's last activity.
-    pub async fn idle<F: Future>(
-        &mut self,
+    pub fn idle<'a, F: Future>(
+        &'a mut self,
         fut: F,
         timeout: Option<Duration>,
-        activity: &Activity,
-    ) -> Option<F::Output> {
-        self.limit(fut, || timeout.map(|t| activity.last() + t))
-            .await
+        activity: &'a Activity,
+    ) -> Limit<'a, F, impl Fn() -> Option<Instant> + 'a> {
+        self.limit(fut, move || timeout.map(|t| activity.last() + t))
+    }
+
+    /// Polls the timer towards `d`: Ready once it has fired (it then needs re-arming).
+    fn poll_until(&mut self, d: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let sleep = match self.sleep.as_mut() {
+            Some(s) => {
+                if self.armed.is_none_or(|a| a > d) {
+                    s.as_mut().reset(d);
+                    self.armed = Some(d);
+                }
+                s
+            }
+            None => {
+                self.armed = Some(d);
+                self.sleep.insert(Box::pin(tokio::time::sleep_until(d)))
+            }
+        };
+        let fired = sleep.as_mut().poll(cx);
+        if fired.is_ready() {
+            self.armed = None;
+        }
+        fired
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Timer::limit`]: written by hand, since an `async fn` would hold `fut`
+    /// twice (the argument and its pinned copy) in every session's state.
+    pub struct Limit<'a, F, D> {
+        #[pin]
+        fut: F,
+        due: D,
+        timer: &'a mut Timer,
+    }
+}
+
+impl<F: Future, D: Fn() -> Option<Instant>> Future for Limit<'_, F, D> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        // An operation that completes at once (data already there) touches no timer.
+        if let Poll::Ready(out) = this.fut.poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        loop {
+            let Some(d) = (this.due)() else {
+                return Poll::Pending;
+            };
+            if this.timer.poll_until(d, cx).is_pending() {
+                return Poll::Pending;
+            }
+            // Fired: expired, or set for an earlier deadline that activity has moved since.
+            if (this.due)().is_some_and(|d| d <= Instant::now()) {
+                return Poll::Ready(None);
+            }
+        }
     }
 }
 

@@ -411,22 +411,27 @@ async fn accept_loop(
                         fe: Arc::clone(&fe2),
                     };
                     let peer = acc.peer;
+                    // Each stage is boxed: a task holds its future inline, sized for the largest
+                    // of them, and an idle keep-alive connection would carry them all.
                     let conn = match tls {
                         None => Conn::Plain(acc.stream),
-                        Some(cfg) => match handshake(&sh, &fe2, acc, bidx, cfg).await {
+                        Some(cfg) => match Box::pin(handshake(&sh, &fe2, acc, bidx, cfg)).await {
                             Some(c) => c,
                             None => return,
                         },
                     };
                     match fe2.cfg.mode {
                         Mode::Tcp => {
-                            crate::tcp::session::run_tracked(sh, fe2, conn, peer, sess).await
+                            Box::pin(crate::tcp::session::run_tracked(sh, fe2, conn, peer, sess))
+                                .await
                         }
                         Mode::Http => {
                             if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") {
-                                crate::http::h2::serve_tracked(sh, fe2, conn, peer, sess).await
+                                Box::pin(crate::http::h2::serve_tracked(sh, fe2, conn, peer, sess))
+                                    .await
                             } else {
-                                crate::http::proxy::run_tracked(sh, fe2, conn, peer, sess).await
+                                Box::pin(crate::http::proxy::run_tracked(sh, fe2, conn, peer, sess))
+                                    .await
                             }
                         }
                     }

@@ -352,9 +352,15 @@ impl Session {
                     Counters::add(&self.fe.fe_counters.errors_req, 1);
                     self.count_request();
                     let status = e.status();
-                    return self
-                        .local_reply(log, status, refusal(status), *b"PR", start, false)
-                        .await;
+                    return Box::pin(self.local_reply(
+                        log,
+                        status,
+                        refusal(status),
+                        *b"PR",
+                        start,
+                        false,
+                    ))
+                    .await;
                 }
             }
             let idle_wait = if got_first_byte {
@@ -369,31 +375,20 @@ impl Session {
             } else {
                 idle_wait.map(|d| wait_start + d)
             };
-            let read = if got_first_byte || first {
-                self.read_client(dl, t.client).await
-            } else {
-                // Idle between requests at a soft stop: closing now would race a request on its
-                // way (and dropping the read could lose one already read), so the read goes on
-                // until the connection has been idle for `timeout http-keep-alive`.
-                let mut stop = self.shared.stop_tx.subscribe();
-                let stopping = async move {
-                    while !*stop.borrow_and_update() {
-                        if stop.changed().await.is_err() {
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                };
-                let idle_limit = wait_start + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
-                let read = self.read_client(dl, t.client);
-                let mut read = std::pin::pin!(read);
-                tokio::select! {
-                    r = &mut read => r,
-                    _ = stopping => {
-                        match tokio::time::timeout_at(idle_limit, read).await {
-                            Ok(r) => r,
-                            Err(_) => return false,
-                        }
-                    }
+            // Idle between requests at a soft stop: closing now would race a request on its way
+            // (and dropping the read could lose one already read), so the read goes on until the
+            // connection has been idle for `timeout http-keep-alive`.
+            let soft_stop = (!got_first_byte && !first).then(|| self.shared.stop_tx.subscribe());
+            let idle_limit = wait_start + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
+            // One read future, however it is awaited: it is most of an idle connection's state.
+            let read = {
+                let read = std::pin::pin!(self.read_client(dl, t.client));
+                match soft_stop {
+                    None => read.await,
+                    Some(stop) => match Box::pin(read_at_soft_stop(read, stop, idle_limit)).await {
+                        Some(r) => r,
+                        None => return false,
+                    },
                 }
             };
             match read {
@@ -416,15 +411,20 @@ impl Session {
                         }
                         return false;
                     }
-                    let mut log = self.new_log();
-                    log.term = *b"CR";
-                    log.request_line = Some("<BADREQ>".into());
-                    Counters::add(&self.fe.fe_counters.errors_req, 1);
-                    log.status = Some(400);
-                    let _ = self.send_client(errors::error_response(400).to_vec()).await;
-                    log.total = start.elapsed();
-                    self.shared.log.session(&self.fe, &log);
-                    return false;
+                    // Boxed, like every reply below: an idle connection's state should not hold
+                    // a log record (held across the await) for the rare error.
+                    return Box::pin(async move {
+                        let mut log = self.new_log();
+                        log.term = *b"CR";
+                        log.request_line = Some("<BADREQ>".into());
+                        Counters::add(&self.fe.fe_counters.errors_req, 1);
+                        log.status = Some(400);
+                        let _ = self.send_client(errors::error_response(400).to_vec()).await;
+                        log.total = start.elapsed();
+                        self.shared.log.session(&self.fe, &log);
+                        false
+                    })
+                    .await;
                 }
                 Ok(_) => {
                     if !got_first_byte {
@@ -438,25 +438,21 @@ impl Session {
                         return false;
                     }
                     // 408 with cR--, as HAProxy (also for a silent first connection).
-                    let mut log = self.new_log();
-                    log.request_line = Some("<BADREQ>".into());
-                    Counters::add(&self.fe.fe_counters.errors_req, 1);
-                    let null = !got_first_byte;
-                    log.null = null;
-                    if null && self.fe.cfg.options.dontlognull {
-                        let _ = self.send_client(errors::error_response(408).to_vec()).await;
-                        return false;
-                    }
-                    return self
-                        .local_reply(
-                            log,
-                            408,
-                            errors::error_response(408).to_vec(),
-                            *b"cR",
-                            start,
-                            false,
-                        )
-                        .await;
+                    return Box::pin(async move {
+                        let mut log = self.new_log();
+                        log.request_line = Some("<BADREQ>".into());
+                        Counters::add(&self.fe.fe_counters.errors_req, 1);
+                        let null = !got_first_byte;
+                        log.null = null;
+                        let reply = errors::error_response(408).to_vec();
+                        if null && self.fe.cfg.options.dontlognull {
+                            let _ = self.send_client(reply).await;
+                            return false;
+                        }
+                        self.local_reply(log, 408, reply, *b"cR", start, false)
+                            .await
+                    })
+                    .await;
                 }
                 Err(Some(_)) => {
                     if got_first_byte {
@@ -1455,6 +1451,27 @@ fn applet_reply(
     log.status = Some(a.log_status);
     Counters::add(&fe.fe_counters.intercepted, 1);
     (a.status, a.bytes, *b"LR", keep)
+}
+
+/// Awaits `read` (a read between keep-alive requests) until the process stops softly, then at
+/// most until `idle_limit`; None when that passes first. Boxed by its caller: it runs only at a
+/// soft stop, and an idle connection's state should not carry it.
+async fn read_at_soft_stop<F: std::future::Future>(
+    mut read: std::pin::Pin<&mut F>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    idle_limit: Instant,
+) -> Option<F::Output> {
+    let stopping = async move {
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        r = &mut read => Some(r),
+        _ = stopping => tokio::time::timeout_at(idle_limit, read).await.ok(),
+    }
 }
 
 fn refusal(status: u16) -> Vec<u8> {
