@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -66,6 +66,28 @@ impl Timer {
         self.limit(fut, move || timeout.map(|t| activity.last() + t))
     }
 
+    /// Like [`Timer::idle`], with a timeout that may change while `fut` is pending (e.g. to
+    /// `timeout client-fin` once the other direction has closed): it is read again at least
+    /// every second, `recheck` holding the next time (one per timer; it moves by steps of a
+    /// second, so a busy session re-arms the timer at most once a second).
+    pub fn idle_by<'a, F: Future>(
+        &'a mut self,
+        fut: F,
+        timeout: &'a Cell<Option<Duration>>,
+        activity: &'a Activity,
+        recheck: &'a Cell<Instant>,
+    ) -> Limit<'a, F, impl Fn() -> Option<Instant> + 'a> {
+        const RECHECK: Duration = Duration::from_secs(1);
+        self.limit(fut, move || {
+            let now = Instant::now();
+            if recheck.get() <= now {
+                recheck.set(now + RECHECK);
+            }
+            let r = recheck.get();
+            Some(timeout.get().map_or(r, |t| (activity.last() + t).min(r)))
+        })
+    }
+
     /// Polls the timer towards `d`: Ready once it has fired (it then needs re-arming).
     fn poll_until(&mut self, d: Instant, cx: &mut Context<'_>) -> Poll<()> {
         let sleep = match self.sleep.as_mut() {
@@ -119,35 +141,6 @@ impl<F: Future, D: Fn() -> Option<Instant>> Future for Limit<'_, F, D> {
             // Fired: expired, or set for an earlier deadline that activity has moved since.
             if (this.due)().is_some_and(|d| d <= Instant::now()) {
                 return Poll::Ready(None);
-            }
-        }
-    }
-}
-
-/// Like [`Timer::idle`], with a timeout that may change while `fut` is pending (e.g. to
-/// `timeout client-fin` once the other direction has closed). Re-read at least every second.
-pub async fn idle_limited_by<F: Future>(
-    fut: F,
-    timeout: &Cell<Option<Duration>>,
-    activity: &Activity,
-) -> Option<F::Output> {
-    const RECHECK: Duration = Duration::from_secs(1);
-    let mut fut = pin!(fut);
-    loop {
-        let t = timeout.get();
-        let wake = match t {
-            Some(t) => (activity.last() + t).min(Instant::now() + RECHECK),
-            None => Instant::now() + RECHECK,
-        };
-        tokio::select! {
-            biased;
-            out = &mut fut => return Some(out),
-            _ = tokio::time::sleep_until(wake) => {
-                if let Some(t) = timeout.get()
-                    && activity.last() + t <= Instant::now()
-                {
-                    return None;
-                }
             }
         }
     }
@@ -216,6 +209,37 @@ mod tests {
                 None
             );
             assert_eq!(Instant::now() - start, Duration::from_secs(10));
+        });
+    }
+
+    #[test]
+    fn a_changed_timeout_is_seen_within_a_second() {
+        rt().block_on(async {
+            let mut t = Timer::default();
+            let activity = Activity::default();
+            let timeout = Cell::new(Some(Duration::from_secs(60)));
+            let recheck = Cell::new(Instant::now());
+            let start = Instant::now();
+            let op = t.idle_by(std::future::pending::<()>(), &timeout, &activity, &recheck);
+            // Shortened from outside at 2.5 s (as `timeout client-fin` is): already expired.
+            let shorten = async {
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                timeout.set(Some(Duration::from_secs(2)));
+                std::future::pending::<()>().await
+            };
+            let out = tokio::select! {
+                out = op => out,
+                _ = shorten => None::<()>,
+            };
+            assert_eq!(out, None);
+            assert_eq!(Instant::now() - start, Duration::from_secs(3));
+            // Unchanged, a long timeout is not cut by the rechecks.
+            let timeout = Cell::new(Some(Duration::from_secs(5)));
+            activity.touch();
+            let start = Instant::now();
+            let op = t.idle_by(std::future::pending::<()>(), &timeout, &activity, &recheck);
+            assert_eq!(op.await, None);
+            assert_eq!(Instant::now() - start, Duration::from_secs(5));
         });
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use std::cell::Cell;
 
 use crate::engine::conn::Duplex;
-use crate::engine::idle::{Activity, idle_limited_by};
+use crate::engine::idle::{Activity, Timer};
 
 pub const RELAY_BUF: usize = 64 * 1024;
 
@@ -66,9 +66,14 @@ async fn pump(
     activity: &Activity,
     count: &Cell<u64>,
 ) -> DirEnd {
+    let mut timer = Timer::default();
+    let recheck = Cell::new(tokio::time::Instant::now());
     loop {
         buf.clear();
-        let (res, b) = match idle_limited_by(from.read(buf), timeout, activity).await {
+        let (res, b) = match timer
+            .idle_by(from.read(buf), timeout, activity, &recheck)
+            .await
+        {
             Some(r) => r,
             None => return DirEnd::Timeout,
         };
@@ -84,7 +89,10 @@ async fn pump(
             }
             Err(_) => return DirEnd::ReadErr,
         }
-        let (res, b) = match idle_limited_by(to.write_all(buf), timeout, activity).await {
+        let (res, b) = match timer
+            .idle_by(to.write_all(buf), timeout, activity, &recheck)
+            .await
+        {
             Some(r) => r,
             None => return DirEnd::Timeout,
         };

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::idle::{Activity, idle_limited_by};
+use crate::engine::idle::{Activity, Timer};
 use crate::engine::io::Stream;
 use crate::kernel::sockmap::{Dir, Splice};
 use crate::kernel::{BULK_WINDOW, tcpinfo};
@@ -130,12 +130,17 @@ async fn pump(
     user: &Cell<u64>,
 ) -> DirEnd {
     let mut buf = Vec::with_capacity(RELAY_BUF);
+    let mut timer = Timer::default();
+    let recheck = Cell::new(tokio::time::Instant::now());
     let mut drained = false;
     let mut again = 0u32;
     let mut early_eof = 0u32;
     loop {
         buf.clear();
-        let (res, b) = match idle_limited_by(from.read(buf), timeout, activity).await {
+        let (res, b) = match timer
+            .idle_by(from.read(buf), timeout, activity, &recheck)
+            .await
+        {
             Some(r) => r,
             None => return DirEnd::Timeout,
         };
@@ -197,7 +202,10 @@ async fn pump(
             drained = true;
         }
         user.set(user.get() + n as u64);
-        let (res, b) = match idle_limited_by(to.write_all(buf), timeout, activity).await {
+        let (res, b) = match timer
+            .idle_by(to.write_all(buf), timeout, activity, &recheck)
+            .await
+        {
             Some(r) => r,
             None => return DirEnd::Timeout,
         };
