@@ -123,6 +123,13 @@ pub struct SpliceStats {
     /// Directions that moved to the userspace relay (past `max-unacked`, or a failed redirect).
     pub fallbacks: u64,
     pub unknown_skbs: u64,
+    /// skbs whose head repeated bytes already handed over (a partial TCP retransmission the
+    /// verdict-only path reads whole), and the bytes cut off them.
+    pub overlap_skbs: u64,
+    pub overlap_bytes: u64,
+    /// skbs whose TCP sequence numbers could not be checked, and overlaps not wholly cut off.
+    pub seq_unknown: u64,
+    pub trim_failed: u64,
     /// Sessions spliced since start, and now.
     pub sessions: u64,
     pub active: u64,
@@ -151,6 +158,10 @@ impl Loaded {
             s.passed_bytes = sum(common::STAT_PASSED_BYTES);
             s.fallbacks = sum(common::STAT_FALLBACKS);
             s.unknown_skbs = sum(common::STAT_UNKNOWN_SKBS);
+            s.overlap_skbs = sum(common::STAT_OVERLAP_SKBS);
+            s.overlap_bytes = sum(common::STAT_OVERLAP_BYTES);
+            s.seq_unknown = sum(common::STAT_SEQ_UNKNOWN);
+            s.trim_failed = sum(common::STAT_TRIM_FAILED);
         }
         s
     }
@@ -167,6 +178,10 @@ pub fn show_splice() -> String {
             ("PassedBytes", s.passed_bytes),
             ("Fallbacks", s.fallbacks),
             ("UnknownSkbs", s.unknown_skbs),
+            ("OverlapSkbs", s.overlap_skbs),
+            ("OverlapBytes", s.overlap_bytes),
+            ("SeqUnknown", s.seq_unknown),
+            ("TrimFailed", s.trim_failed),
             ("Sessions", s.sessions),
             ("ActiveSessions", s.active),
             ("AttachFailures", s.attach_failures),
