@@ -6,7 +6,8 @@
 //! - `tcpinfo`: what a socket has handed to TCP (`tcpi_bytes_acked` + `SIOCOUTQ`), which tells
 //!   when the kernel has sent every redirected byte.
 //!
-//! Without privileges (root or CAP_BPF + CAP_NET_ADMIN), kernel support or the embedded object,
+//! Without privileges (root, or CAP_BPF + CAP_NET_ADMIN + CAP_PERFMON: the verdict reads the
+//! skb's TCP sequence numbers with `bpf_probe_read_kernel`), kernel support or the embedded object,
 //! sessions use the userspace relay; [`status`] says which path runs and why.
 
 pub mod sockmap;
@@ -202,7 +203,7 @@ fn load() -> Result<Loaded, String> {
         if is_root() {
             msg
         } else {
-            format!("{msg}; needs root or CAP_BPF and CAP_NET_ADMIN")
+            format!("{msg}; needs root or CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON")
         }
     })?;
     let splice_fd = map_fd(&ebpf, common::SPLICE_MAP)?;
@@ -229,8 +230,15 @@ fn load() -> Result<Loaded, String> {
         .ok_or_else(|| format!("program {} missing", common::VERDICT_PROG))?
         .try_into()
         .map_err(|e| format!("program {}: {e}", common::VERDICT_PROG))?;
-    prog.load()
-        .map_err(|e| format!("cannot load {}: {e}", common::VERDICT_PROG))?;
+    prog.load().map_err(|e| {
+        let msg = format!("cannot load {}: {e}", common::VERDICT_PROG);
+        if is_root() {
+            msg
+        } else {
+            // The overlap check's bpf_probe_read_kernel needs CAP_PERFMON.
+            format!("{msg}; needs root or CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON")
+        }
+    })?;
     prog.attach(&sock_map_fd)
         .map_err(|e| format!("cannot attach {}: {e}", common::VERDICT_PROG))?;
     let loaded = Loaded {
