@@ -33,8 +33,24 @@ pub const STAT_FALLBACKS: u32 = 3;
 pub const STAT_DROPPED_SKBS: u32 = 4;
 /// skbs seen on a socket with no [`Flow`] (passed to userspace).
 pub const STAT_UNKNOWN_SKBS: u32 = 5;
+/// skbs that began with bytes TCP had already delivered (a partial retransmission, queued
+/// untrimmed): the verdict cut those bytes off (see [`seq_check`]).
+pub const STAT_OVERLAP_SKBS: u32 = 6;
+/// Bytes cut off those skbs.
+pub const STAT_OVERLAP_BYTES: u32 = 7;
+/// skbs whose TCP sequence numbers did not match their length (the control block could not be
+/// read as expected): no overlap check for them, nor for the next one of their socket.
+pub const STAT_SEQ_UNKNOWN: u32 = 8;
+/// Overlaps the verdict could not cut off entirely (`bpf_skb_adjust_room` failed).
+pub const STAT_TRIM_FAILED: u32 = 9;
 /// Number of counters in [`STATS_MAP`].
-pub const STAT_COUNT: u32 = 6;
+pub const STAT_COUNT: u32 = 10;
+
+/// Where `struct tcp_skb_cb` (`TCP_SKB_CB(skb)`: `seq`, `end_seq`, then at +12 `tcp_flags`)
+/// lies in `struct sk_buff`: `skb->cb`, after the list/rbnode union (24 bytes), `sk` and
+/// `tstamp` on a 64-bit kernel. [`seq_check`] ignores an skb whose numbers do not fit its length,
+/// so a kernel laid out otherwise only loses the check.
+pub const SKB_CB_OFFSET: usize = 40;
 
 /// One direction of a spliced session, keyed by the cookie of the socket the bytes arrive on.
 /// Only the kernel writes it once userspace has created it zeroed.
@@ -47,6 +63,49 @@ pub struct Flow {
     pub passed: u64,
     /// Nonzero once the direction has fell back to userspace (it stays there).
     pub fallback: u64,
+    /// The TCP sequence number that follows the last byte the verdict was handed (valid when
+    /// `seq_known` is nonzero).
+    pub next_seq: u64,
+    /// Nonzero once `next_seq` is known.
+    pub seq_known: u64,
+}
+
+/// What [`seq_check`] found in an skb.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqCheck {
+    /// Bytes at the head of the skb that were in an earlier skb: to cut off before the verdict.
+    pub trim: u32,
+    /// The sequence number following this skb's data; `None` when its numbers do not fit its
+    /// length (nothing is trusted then).
+    pub next: Option<u32>,
+}
+
+/// Checks an skb the kernel hands the verdict against the stream so far.
+///
+/// The verdict-only sockmap path reads whole skbs off the receive queue (`tcp_read_skb`), and
+/// TCP queues a partial retransmission (`seq < rcv_nxt < end_seq`) untrimmed, relying on
+/// `copied_seq` to skip its head, which `tcp_read_skb` ignores: without this, the verdict would
+/// redirect those bytes a second time. `expected`: the sequence number following the previous
+/// skb's data; `seq`, `end_seq`, `fin`: from `TCP_SKB_CB(skb)` (`end_seq` counts the FIN).
+#[inline(always)]
+pub fn seq_check(expected: Option<u32>, seq: u32, end_seq: u32, fin: bool, len: u64) -> SeqCheck {
+    let data_end = end_seq.wrapping_sub(u32::from(fin));
+    if u64::from(data_end.wrapping_sub(seq)) != len {
+        return SeqCheck {
+            trim: 0,
+            next: None,
+        };
+    }
+    let trim = match expected {
+        // Serial number arithmetic: `expected` is ahead of `seq` by less than 2^31.
+        Some(e) if (e.wrapping_sub(seq) as i32) > 0 => e.wrapping_sub(seq),
+        _ => 0,
+    };
+    SeqCheck {
+        // TCP never queues an skb wholly below rcv_nxt; if one came, cut nothing rather than all.
+        trim: if u64::from(trim) < len { trim } else { 0 },
+        next: Some(data_end),
+    }
 }
 
 /// Userspace's side of one direction. Only userspace writes it.
@@ -117,6 +176,7 @@ mod tests {
             redirected,
             passed: 0,
             fallback,
+            ..Flow::default()
         }
     }
 
@@ -158,6 +218,58 @@ mod tests {
         };
         assert_eq!(decide(&flow(0, 0), &ctl, 0), Decision::Drop);
         assert_eq!(decide(&flow(0, 1), &ctl, 0), Decision::Drop);
+    }
+
+    #[test]
+    fn a_partial_retransmission_is_cut_to_its_new_bytes() {
+        // 100 bytes delivered up to 1100; the retransmission covers 1000..1300.
+        let c = seq_check(Some(1100), 1000, 1300, false, 300);
+        assert_eq!(
+            c,
+            SeqCheck {
+                trim: 100,
+                next: Some(1300)
+            }
+        );
+        // In order: nothing to cut. A FIN counts in end_seq, not in the length.
+        assert_eq!(
+            seq_check(Some(1300), 1300, 1401, true, 100),
+            SeqCheck {
+                trim: 0,
+                next: Some(1400)
+            }
+        );
+    }
+
+    #[test]
+    fn sequence_numbers_wrap() {
+        let c = seq_check(Some(10), u32::MAX - 9, 50, false, 60);
+        assert_eq!(
+            c,
+            SeqCheck {
+                trim: 20,
+                next: Some(50)
+            }
+        );
+    }
+
+    #[test]
+    fn numbers_that_do_not_fit_the_length_are_not_trusted() {
+        assert_eq!(
+            seq_check(Some(1100), 1000, 1300, false, 299),
+            SeqCheck {
+                trim: 0,
+                next: None
+            }
+        );
+    }
+
+    #[test]
+    fn the_first_skb_or_one_ahead_is_left_alone() {
+        assert_eq!(seq_check(None, 5000, 5100, false, 100).trim, 0);
+        assert_eq!(seq_check(Some(4000), 5000, 5100, false, 100).trim, 0);
+        // Wholly old (TCP never queues one): cut nothing rather than everything.
+        assert_eq!(seq_check(Some(6000), 5000, 5100, false, 100).trim, 0);
     }
 
     #[test]

@@ -11,14 +11,16 @@
 use aya_ebpf::{
     EbpfContext as _,
     bindings::sk_action,
-    helpers::bpf_get_socket_cookie,
+    helpers::{bpf_get_socket_cookie, bpf_probe_read_kernel},
     macros::{map, stream_verdict},
     maps::{HashMap, PerCpuArray, SockHash},
     programs::SkBuffContext,
 };
 use portcullis_ebpf_common::{
-    Decision, Flow, FlowCtl, MAX_SOCKETS, STAT_COUNT, STAT_DROPPED_SKBS, STAT_FALLBACKS,
-    STAT_PASSED_BYTES, STAT_REDIRECTED_BYTES, STAT_REDIRECTED_SKBS, STAT_UNKNOWN_SKBS, decide,
+    Decision, Flow, FlowCtl, MAX_SOCKETS, SKB_CB_OFFSET, STAT_COUNT, STAT_DROPPED_SKBS,
+    STAT_FALLBACKS, STAT_OVERLAP_BYTES, STAT_OVERLAP_SKBS, STAT_PASSED_BYTES,
+    STAT_REDIRECTED_BYTES, STAT_REDIRECTED_SKBS, STAT_SEQ_UNKNOWN, STAT_TRIM_FAILED,
+    STAT_UNKNOWN_SKBS, decide, seq_check,
 };
 
 #[map(name = "SPLICE")]
@@ -49,10 +51,10 @@ pub fn splice_verdict(ctx: SkBuffContext) -> u32 {
         count(STAT_UNKNOWN_SKBS, 1);
         return sk_action::SK_PASS;
     };
-    let len = u64::from(ctx.len());
     // SAFETY: map values stay valid for the program's run; only this program writes a Flow, and
     // the kernel runs it for one socket at a time (under the socket's lock).
     let (flow, ctl) = unsafe { (&mut *flow, &*ctl) };
+    let len = cut_overlap(&ctx, flow);
     match decide(flow, ctl, len) {
         Decision::Redirect => {
             let verdict = SPLICE.redirect_skb(&ctx, &mut cookie, 0);
@@ -87,6 +89,66 @@ pub fn splice_verdict(ctx: SkBuffContext) -> u32 {
             sk_action::SK_PASS
         }
     }
+}
+
+/// The largest cut `bpf_skb_adjust_room` makes at once for an sk_skb program.
+const ROOM_STEP: u32 = 0xfff;
+/// Cuts of [`ROOM_STEP`] at most per skb: 64 × 4095 bytes cover a 256 kB skb.
+const ROOM_STEPS: u32 = 64;
+
+/// Cuts off the head of an skb that repeats bytes already handed to the verdict (see
+/// `portcullis_ebpf_common::seq_check`) and returns the skb's length.
+#[inline(always)]
+fn cut_overlap(ctx: &SkBuffContext, flow: &mut Flow) -> u64 {
+    let len = u64::from(ctx.len());
+    if len == 0 {
+        return 0;
+    }
+    // The context pointer is the kernel's `struct sk_buff`; its first 56 bytes end with
+    // TCP_SKB_CB's seq, end_seq and tcp_flags. Root may hand a kernel address to this helper.
+    // SAFETY: the helper copies kernel memory safely (an error leaves the check undone).
+    let Ok(head) = (unsafe { bpf_probe_read_kernel(ctx.as_ptr() as *const [u32; 14]) }) else {
+        count(STAT_SEQ_UNKNOWN, 1);
+        flow.seq_known = 0;
+        return len;
+    };
+    let cb = SKB_CB_OFFSET / 4;
+    let (seq, end_seq, flags) = (head[cb], head[cb + 1], head[cb + 3]);
+    let expected = if flow.seq_known != 0 {
+        Some(flow.next_seq as u32)
+    } else {
+        None
+    };
+    let check = seq_check(expected, seq, end_seq, flags & 1 != 0, len);
+    match check.next {
+        Some(n) => {
+            flow.next_seq = u64::from(n);
+            flow.seq_known = 1;
+        }
+        None => {
+            count(STAT_SEQ_UNKNOWN, 1);
+            flow.seq_known = 0;
+        }
+    }
+    if check.trim == 0 {
+        return len;
+    }
+    let mut left = check.trim;
+    let mut i = 0;
+    while left > 0 && i < ROOM_STEPS {
+        let step = if left < ROOM_STEP { left } else { ROOM_STEP };
+        if ctx.adjust_room(-(step as i32), 0, 0).is_err() {
+            break;
+        }
+        left -= step;
+        i += 1;
+    }
+    count(STAT_OVERLAP_SKBS, 1);
+    count(STAT_OVERLAP_BYTES, u64::from(check.trim - left));
+    if left > 0 {
+        count(STAT_TRIM_FAILED, 1);
+    }
+    u64::from(ctx.len())
 }
 
 #[cfg(not(test))]

@@ -6,7 +6,8 @@
 //! - `tcpinfo`: what a socket has handed to TCP (`tcpi_bytes_acked` + `SIOCOUTQ`), which tells
 //!   when the kernel has sent every redirected byte.
 //!
-//! Without privileges (root or CAP_BPF + CAP_NET_ADMIN), kernel support or the embedded object,
+//! Without privileges (root, or CAP_BPF + CAP_NET_ADMIN + CAP_PERFMON: the verdict reads the
+//! skb's TCP sequence numbers with `bpf_probe_read_kernel`), kernel support or the embedded object,
 //! sessions use the userspace relay; [`status`] says which path runs and why.
 
 pub mod sockmap;
@@ -123,6 +124,13 @@ pub struct SpliceStats {
     /// Directions that moved to the userspace relay (past `max-unacked`, or a failed redirect).
     pub fallbacks: u64,
     pub unknown_skbs: u64,
+    /// skbs whose head repeated bytes already handed over (a partial TCP retransmission the
+    /// verdict-only path reads whole), and the bytes cut off them.
+    pub overlap_skbs: u64,
+    pub overlap_bytes: u64,
+    /// skbs whose TCP sequence numbers could not be checked, and overlaps not wholly cut off.
+    pub seq_unknown: u64,
+    pub trim_failed: u64,
     /// Sessions spliced since start, and now.
     pub sessions: u64,
     pub active: u64,
@@ -151,6 +159,10 @@ impl Loaded {
             s.passed_bytes = sum(common::STAT_PASSED_BYTES);
             s.fallbacks = sum(common::STAT_FALLBACKS);
             s.unknown_skbs = sum(common::STAT_UNKNOWN_SKBS);
+            s.overlap_skbs = sum(common::STAT_OVERLAP_SKBS);
+            s.overlap_bytes = sum(common::STAT_OVERLAP_BYTES);
+            s.seq_unknown = sum(common::STAT_SEQ_UNKNOWN);
+            s.trim_failed = sum(common::STAT_TRIM_FAILED);
         }
         s
     }
@@ -167,6 +179,10 @@ pub fn show_splice() -> String {
             ("PassedBytes", s.passed_bytes),
             ("Fallbacks", s.fallbacks),
             ("UnknownSkbs", s.unknown_skbs),
+            ("OverlapSkbs", s.overlap_skbs),
+            ("OverlapBytes", s.overlap_bytes),
+            ("SeqUnknown", s.seq_unknown),
+            ("TrimFailed", s.trim_failed),
             ("Sessions", s.sessions),
             ("ActiveSessions", s.active),
             ("AttachFailures", s.attach_failures),
@@ -187,7 +203,7 @@ fn load() -> Result<Loaded, String> {
         if is_root() {
             msg
         } else {
-            format!("{msg}; needs root or CAP_BPF and CAP_NET_ADMIN")
+            format!("{msg}; needs root or CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON")
         }
     })?;
     let splice_fd = map_fd(&ebpf, common::SPLICE_MAP)?;
@@ -214,8 +230,15 @@ fn load() -> Result<Loaded, String> {
         .ok_or_else(|| format!("program {} missing", common::VERDICT_PROG))?
         .try_into()
         .map_err(|e| format!("program {}: {e}", common::VERDICT_PROG))?;
-    prog.load()
-        .map_err(|e| format!("cannot load {}: {e}", common::VERDICT_PROG))?;
+    prog.load().map_err(|e| {
+        let msg = format!("cannot load {}: {e}", common::VERDICT_PROG);
+        if is_root() {
+            msg
+        } else {
+            // The overlap check's bpf_probe_read_kernel needs CAP_PERFMON.
+            format!("{msg}; needs root or CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON")
+        }
+    })?;
     prog.attach(&sock_map_fd)
         .map_err(|e| format!("cannot attach {}: {e}", common::VERDICT_PROG))?;
     let loaded = Loaded {
