@@ -43,7 +43,7 @@ const STATS_POST_MAX: usize = 16384;
 /// without `timeout http-keep-alive`.
 const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
 /// Idle server connections a worker keeps per server address.
-const POOL_PER_SERVER: usize = 64;
+const POOL_PER_SERVER: usize = 1024;
 
 /// Buffer a connection waiting for its next request reads into: idle keep-alive connections then
 /// hold this much instead of a full buffer (HAProxy holds none while idle).
