@@ -227,8 +227,19 @@ pub async fn serve_tracked(
                     streams += 1;
                     let first = streams == 1;
                     let sess2 = Rc::clone(&sess);
+                    // Boxed: the task then holds a pointer, not the whole session's future,
+                    // which the runtime would otherwise copy around (about 13 KiB) per stream.
+                    let fut = Box::pin(stream(
+                        sh,
+                        fe2,
+                        req,
+                        respond,
+                        (peer, local, first),
+                        tls2,
+                        sess2,
+                    ));
                     spawn(async move {
-                        stream(sh, fe2, req, respond, (peer, local, first), tls2, sess2).await;
+                        fut.await;
                         active2.set(active2.get().saturating_sub(1));
                         ended2.notify_one();
                     });

@@ -42,7 +42,9 @@ const STATS_POST_MAX: usize = 16384;
 /// How long an idle keep-alive connection may wait for its next request once a soft stop began,
 /// without `timeout http-keep-alive`.
 const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
-/// Idle server connections a worker keeps per server address.
+/// Idle server connections a worker keeps per server address: room for every stream of a few
+/// busy h2 connections (100 each), else each burst of completions closes the surplus and the
+/// next burst connects again (HAProxy's `pool-max-conn` is unlimited by default).
 const POOL_PER_SERVER: usize = 1024;
 
 /// Buffer a connection waiting for its next request reads into: idle keep-alive connections then
