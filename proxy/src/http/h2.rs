@@ -388,6 +388,179 @@ enum Framing {
     UntilClose,
 }
 
+/// A response head taken from the session, ready for HEADERS.
+struct Converted {
+    status: u16,
+    response: http::Response<()>,
+    /// None: no body follows.
+    framing: Option<Framing>,
+    /// Bytes of the head in the input.
+    used: usize,
+}
+
+/// Fields of an HTTP/1 response that have no place in h2 (RFC 9113 §8.2.2).
+fn connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+        b"te",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The response head at the start of `data` (None while incomplete), as h2 parts and framing.
+fn convert_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>> {
+    match fast_head(data, head_request) {
+        Some(c) => Ok(Some(c)),
+        None => slow_head(data, head_request),
+    }
+}
+
+/// The heads the session writes (its own serialisation of a head it already validated): one
+/// pass, no intermediate `ResponseHead`, the values sharing one buffer. Anything unusual —
+/// incomplete, over the limits, obs-fold, a coding other than chunked, an odd Content-Length —
+/// is left to [`slow_head`], which decides as before.
+fn fast_head(data: &[u8], head_request: bool) -> Option<Converted> {
+    let end = data.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let used = end + 4;
+    let limits = Limits::default();
+    if used > limits.max_head {
+        return None;
+    }
+    let block = Bytes::copy_from_slice(data.get(..end)?);
+    let mut lines = block.split(|&b| b == b'\n').peekable();
+    let mut next_line = || {
+        let line = lines.next()?;
+        // Every line but the last (cut before its CRLF) ends with CR.
+        match line.strip_suffix(b"\r") {
+            Some(l) => Some(Some(l)),
+            None if lines.peek().is_none() => Some(Some(line)),
+            None => Some(None),
+        }
+    };
+    let status_line = next_line()??;
+    let rest = status_line
+        .strip_prefix(b"HTTP/1.1 ")
+        .or_else(|| status_line.strip_prefix(b"HTTP/1.0 "))?;
+    let http11 = status_line.starts_with(b"HTTP/1.1");
+    let code = rest.get(..3)?;
+    let reason = match rest.get(3..) {
+        Some([]) => &[][..],
+        Some([b' ', reason @ ..]) => reason,
+        _ => return None,
+    };
+    let plain = |b: &u8| *b == b'\t' || (*b >= 0x20 && *b != 0x7f);
+    if !code.iter().all(u8::is_ascii_digit) || !reason.iter().all(plain) {
+        return None;
+    }
+    let status = code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
+    if !(100..600).contains(&status) {
+        return None;
+    }
+    let mut headers = http::HeaderMap::new();
+    let (mut chunked, mut length, mut count) = (false, None::<u64>, 0usize);
+    while let Some(line) = next_line() {
+        let line = line?;
+        count += 1;
+        if count > limits.max_headers {
+            return None;
+        }
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = (line.get(..colon)?, line.get(colon + 1..)?);
+        let start = value.iter().position(|&b| b != b' ' && b != b'\t');
+        let stop = value.iter().rposition(|&b| b != b' ' && b != b'\t');
+        let value = match (start, stop) {
+            (Some(a), Some(b)) => value.get(a..=b)?,
+            _ => &[][..],
+        };
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            // Only the plain single coding; lists and HTTP/1.0 go the slow way.
+            if chunked || !http11 || !value.eq_ignore_ascii_case(b"chunked") {
+                return None;
+            }
+            chunked = true;
+        }
+        if connection_specific(name) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let plain = !value.is_empty()
+                && value.len() <= 18
+                && value.iter().all(u8::is_ascii_digit)
+                && (value.len() == 1 || value.first() != Some(&b'0'));
+            if length.is_some() || !plain {
+                return None;
+            }
+            length = Some(value.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')));
+        }
+        let name = http::HeaderName::from_bytes(name).ok()?;
+        let value = http::HeaderValue::from_maybe_shared(block.slice_ref(value)).ok()?;
+        headers.append(name, value);
+    }
+    let framing = if head_request || status < 200 || status == 204 || status == 304 {
+        None
+    } else if chunked {
+        Some(Framing::Chunked(Dechunk::default()))
+    } else {
+        match length {
+            Some(0) => None,
+            Some(n) => Some(Framing::Length(n)),
+            None => Some(Framing::UntilClose),
+        }
+    };
+    let mut response = http::Response::new(());
+    *response.status_mut() = http::StatusCode::from_u16(status).ok()?;
+    *response.headers_mut() = headers;
+    Some(Converted {
+        status,
+        response,
+        framing,
+        used,
+    })
+}
+
+/// Any response head, through the HTTP/1 parser.
+fn slow_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>> {
+    let parsed = h1::parse_response_head(data, &Limits::default())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
+    let Some((head, used)) = parsed else {
+        return Ok(None);
+    };
+    let mut resp = http::Response::builder().status(head.status);
+    for h in &head.headers.0 {
+        if connection_specific(h.name.as_bytes()) {
+            continue;
+        }
+        resp = resp.header(h.name.to_ascii_lowercase(), h.value.as_slice());
+    }
+    let response = resp
+        .body(())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let framing = if (100..200).contains(&head.status) {
+        None
+    } else {
+        let method = if head_request { "HEAD" } else { "GET" };
+        let framing = h1::response_framing(&head, method)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
+        match framing {
+            BodyFraming::None | BodyFraming::Length(0) => None,
+            BodyFraming::Length(n) => Some(Framing::Length(n)),
+            BodyFraming::Chunked => Some(Framing::Chunked(Dechunk::default())),
+            BodyFraming::UntilClose | BodyFraming::Tunnel => Some(Framing::UntilClose),
+        }
+    };
+    Ok(Some(Converted {
+        status: head.status,
+        response,
+        framing,
+        used,
+    }))
+}
+
 /// One stream seen by the L7 session as an HTTP/1.1 client connection.
 pub struct H2Pipe {
     head: RefCell<Option<Vec<u8>>>,
@@ -479,123 +652,109 @@ impl H2Pipe {
     }
 
     async fn take_response(&self, input: &[u8]) -> io::Result<()> {
-        {
-            let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Busy);
-            match state {
-                Resp::Head {
-                    mut respond,
-                    mut buf,
-                } => {
-                    buf.extend_from_slice(input);
-                    let parsed = h1::parse_response_head(&buf, &Limits::default())
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
-                    let Some((head, used)) = parsed else {
-                        *self.resp.borrow_mut() = Resp::Head { respond, buf };
-                        return Ok(());
-                    };
-                    let rest = buf.split_off(used);
-                    let mut resp = http::Response::builder().status(head.status);
-                    for h in &head.headers.0 {
-                        let (lower, value) = (h.name.to_ascii_lowercase(), h.value.as_slice());
-                        if matches!(
-                            lower.as_str(),
-                            "connection"
-                                | "keep-alive"
-                                | "proxy-connection"
-                                | "transfer-encoding"
-                                | "upgrade"
-                                | "te"
-                        ) {
-                            continue;
-                        }
-                        resp = resp.header(lower, value);
-                    }
-                    let resp = resp
-                        .body(())
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                    if (100..200).contains(&head.status) {
-                        if head.status != 101 {
-                            let _ = respond.send_informational(resp);
-                        }
-                        *self.resp.borrow_mut() = Resp::Head {
-                            respond,
-                            buf: Vec::new(),
-                        };
-                        return Box::pin(self.take_response(&rest)).await;
-                    }
-                    let method = if self.head_request { "HEAD" } else { "GET" };
-                    let framing = h1::response_framing(&head, method)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
-                    let framing = match framing {
-                        BodyFraming::None | BodyFraming::Length(0) => None,
-                        BodyFraming::Length(n) => Some(Framing::Length(n)),
-                        BodyFraming::Chunked => Some(Framing::Chunked(Dechunk::default())),
-                        BodyFraming::UntilClose | BodyFraming::Tunnel => Some(Framing::UntilClose),
-                    };
-                    let send = respond
-                        .send_response(resp, framing.is_none())
-                        .map_err(io::Error::other)?;
-                    match framing {
-                        None => {
-                            *self.resp.borrow_mut() = Resp::Done;
-                            self.finish();
-                            Ok(())
-                        }
-                        Some(framing) => {
-                            *self.resp.borrow_mut() = Resp::Body { send, framing };
-                            if rest.is_empty() {
-                                return Ok(());
-                            }
-                            Box::pin(self.take_response(&rest)).await
-                        }
-                    }
-                }
-                Resp::Body {
-                    mut send,
-                    mut framing,
-                } => {
-                    let mut payload: Vec<(usize, usize)> = Vec::new();
-                    let end = match &mut framing {
-                        Framing::Length(left) => {
-                            let n =
-                                usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
-                            payload.push((0, n));
-                            *left -= n as u64;
-                            *left == 0
-                        }
-                        Framing::UntilClose => {
-                            payload.push((0, input.len()));
-                            false
-                        }
-                        Framing::Chunked(d) => d.feed(input, &mut payload).map_err(|_| {
-                            io::Error::new(io::ErrorKind::InvalidData, "bad chunked body")
-                        })?,
-                    };
-                    let total: usize = payload.iter().map(|(_, n)| n).sum();
-                    let mut sent = 0;
-                    for (off, n) in payload {
-                        sent += n;
-                        send_data(&mut send, &input[off..off + n], end && sent == total).await?;
-                    }
-                    if end && total == 0 {
-                        send.send_data(Bytes::new(), true)
-                            .map_err(io::Error::other)?;
-                    }
-                    if end {
-                        *self.resp.borrow_mut() = Resp::Done;
-                        self.finish();
-                    } else {
-                        *self.resp.borrow_mut() = Resp::Body { send, framing };
-                    }
-                    Ok(())
-                }
-                // Nothing more is expected once the response ended.
-                Resp::Busy | Resp::Done => {
-                    *self.resp.borrow_mut() = state;
-                    Ok(())
-                }
+        let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Busy);
+        match state {
+            Resp::Head { respond, buf } => self.take_head(respond, buf, input).await,
+            Resp::Body { send, framing } => self.take_body(send, framing, input).await,
+            // Nothing more is expected once the response ended.
+            Resp::Busy | Resp::Done => {
+                *self.resp.borrow_mut() = state;
+                Ok(())
             }
         }
+    }
+
+    /// The response head (interim ones are forwarded and the next awaited), then whatever body
+    /// bytes came with it.
+    async fn take_head(
+        &self,
+        mut respond: SendResponse<Bytes>,
+        mut held: Vec<u8>,
+        input: &[u8],
+    ) -> io::Result<()> {
+        // The common case: the whole head in one write, nothing held from an earlier one.
+        let joined = if held.is_empty() {
+            None
+        } else {
+            held.extend_from_slice(input);
+            Some(held)
+        };
+        let data = joined.as_deref().unwrap_or(input);
+        let Some(head) = convert_head(data, self.head_request)? else {
+            let held = joined.unwrap_or_else(|| input.to_vec());
+            *self.resp.borrow_mut() = Resp::Head { respond, buf: held };
+            return Ok(());
+        };
+        let rest = data.get(head.used..).unwrap_or_default();
+        if (100..200).contains(&head.status) {
+            if head.status != 101 {
+                let _ = respond.send_informational(head.response);
+            }
+            *self.resp.borrow_mut() = Resp::Head {
+                respond,
+                buf: Vec::new(),
+            };
+            if rest.is_empty() {
+                return Ok(());
+            }
+            return Box::pin(self.take_response(rest)).await;
+        }
+        let send = respond
+            .send_response(head.response, head.framing.is_none())
+            .map_err(io::Error::other)?;
+        match head.framing {
+            None => {
+                *self.resp.borrow_mut() = Resp::Done;
+                self.finish();
+                Ok(())
+            }
+            Some(framing) if rest.is_empty() => {
+                *self.resp.borrow_mut() = Resp::Body { send, framing };
+                Ok(())
+            }
+            Some(framing) => self.take_body(send, framing, rest).await,
+        }
+    }
+
+    async fn take_body(
+        &self,
+        mut send: SendStream<Bytes>,
+        mut framing: Framing,
+        input: &[u8],
+    ) -> io::Result<()> {
+        let mut payload: Vec<(usize, usize)> = Vec::new();
+        let end = match &mut framing {
+            Framing::Length(left) => {
+                let n = usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
+                payload.push((0, n));
+                *left -= n as u64;
+                *left == 0
+            }
+            Framing::UntilClose => {
+                payload.push((0, input.len()));
+                false
+            }
+            Framing::Chunked(d) => d
+                .feed(input, &mut payload)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunked body"))?,
+        };
+        let total: usize = payload.iter().map(|(_, n)| n).sum();
+        let mut sent = 0;
+        for (off, n) in payload {
+            sent += n;
+            send_data(&mut send, &input[off..off + n], end && sent == total).await?;
+        }
+        if end && total == 0 {
+            send.send_data(Bytes::new(), true)
+                .map_err(io::Error::other)?;
+        }
+        if end {
+            *self.resp.borrow_mut() = Resp::Done;
+            self.finish();
+        } else {
+            *self.resp.borrow_mut() = Resp::Body { send, framing };
+        }
+        Ok(())
     }
 
     /// The session is done sending: ends an until-close body; a response left unfinished
@@ -779,6 +938,87 @@ mod tests {
         let mut d = Dechunk::default();
         let mut p = Vec::new();
         assert!(d.feed(b"fffffffffffffffffffff\r\n", &mut p).is_err());
+    }
+
+    fn describe(c: &Converted) -> String {
+        let mut out = format!("{} used={} ", c.status, c.used);
+        for (n, v) in c.response.headers() {
+            out.push_str(&format!("{}={:?};", n, v));
+        }
+        out.push_str(match &c.framing {
+            None => " none",
+            Some(Framing::Length(n)) => return format!("{out} len {n}"),
+            Some(Framing::Chunked(_)) => " chunked",
+            Some(Framing::UntilClose) => " close",
+        });
+        out
+    }
+
+    #[test]
+    fn fast_head_matches_parser() {
+        let cases: &[(&[u8], bool, &str)] = &[
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\ncontent-length: 2\r\n\
+                  connection: keep-alive\r\nx-m: a\r\nx-m:  b \t\r\n\r\nok",
+                false,
+                "200 used=107 content-type=\"text/plain\";content-length=\"2\";x-m=\"a\";\
+                 x-m=\"b\"; len 2",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n",
+                false,
+                "200 used=47  chunked",
+            ),
+            (
+                b"HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n",
+                false,
+                "204 used=46 content-length=\"5\"; none",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n",
+                true,
+                "200 used=39 content-length=\"10\"; none",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+                false,
+                "200 used=38 content-length=\"0\"; none",
+            ),
+            (b"HTTP/1.0 200\r\n\r\n", false, "200 used=16  close"),
+            (
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+                false,
+                "100 used=25  none",
+            ),
+        ];
+        for (input, head_request, want) in cases {
+            let fast = fast_head(input, *head_request).expect("fast path");
+            let slow = slow_head(input, *head_request).unwrap().unwrap();
+            assert_eq!(describe(&fast), *want, "{}", String::from_utf8_lossy(input));
+            assert_eq!(describe(&slow), *want, "{}", String::from_utf8_lossy(input));
+        }
+        // Left to the parser, which decides as before.
+        let odd: &[&[u8]] = &[
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 01\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nx-a: 1\r\n  folded\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nx-a: 1\nx-b: 2\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nbad name: 1\r\n\r\n",
+            b"HTTP/1.1 099 Odd\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nx-a: 1\r\n",
+        ];
+        for input in odd {
+            assert!(
+                fast_head(input, false).is_none(),
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
+        assert!(slow_head(odd[0], false).unwrap().is_some());
+        assert!(slow_head(odd[1], false).is_err());
+        assert!(slow_head(odd[8], false).unwrap().is_none());
     }
 
     #[test]
