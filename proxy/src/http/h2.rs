@@ -27,6 +27,7 @@ use crate::engine::conn::Conn;
 use crate::engine::io::spawn;
 use crate::engine::worker::Shared;
 use crate::http::h1::{self, BodyFraming, Limits};
+use crate::http::head::{Header, Headers, RequestHead, Version};
 use crate::model::Proxy;
 use crate::tls::stream::TlsInfo;
 
@@ -286,9 +287,17 @@ fn stream(
 ) -> impl Future<Output = ()> {
     let (parts, body) = req.into_parts();
     let end = body.is_end_stream();
-    let (head, chunked) = request_head(&parts, end);
+    // The head as the session's parser would make it, else (anything unusual) as text for it.
+    let (parsed, head, chunked) = match direct_head(&parts, end) {
+        Some((h, chunked)) => (Some(h), None, chunked),
+        None => {
+            let (text, chunked) = request_head(&parts, end);
+            (None, Some(text), chunked)
+        }
+    };
     let pipe = H2Pipe {
-        head: RefCell::new(Some(head)),
+        parsed: RefCell::new(parsed),
+        head: RefCell::new(head),
         body: RefCell::new(if end { None } else { Some(body) }),
         chunked,
         resp: RefCell::new(Resp::Head {
@@ -321,6 +330,83 @@ fn log_line(method: &http::Method, uri: &http::Uri) -> String {
         }
         _ => format!("{method} {path} HTTP/2.0"),
     }
+}
+
+/// What [`request_head`]'s text gives through `h1::parse_request_head`, built without the
+/// text; None when the parser could refuse it or change it (bytes it rejects, OWS to trim,
+/// limits, head-level rules), which then go the text way to get its exact answer.
+fn direct_head(parts: &http::request::Parts, end: bool) -> Option<(RequestHead, bool)> {
+    let limits = Limits::default();
+    let method = parts.method.as_str();
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    let target = if parts.method == http::Method::CONNECT {
+        authority.unwrap_or("")
+    } else {
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    };
+    if target.is_empty()
+        || !target
+            .bytes()
+            .all(|b| matches!(b, b'!'..=b'~') && b != b'#')
+        || !method.bytes().all(h1::is_tchar)
+    {
+        return None;
+    }
+    // Same order and joins as the text.
+    let mut fields = Vec::with_capacity(parts.headers.len() + 2);
+    let mut size = method.len() + target.len() + 12;
+    let mut push = |name: &str, value: Vec<u8>| {
+        size += name.len() + value.len() + 4;
+        fields.push(Header {
+            name: name.to_owned(),
+            value,
+        });
+    };
+    if let Some(a) = authority {
+        push("host", a.as_bytes().to_vec());
+    }
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    let mut has_length = false;
+    for (name, value) in &parts.headers {
+        match name.as_str() {
+            "host" if authority.is_some() => continue,
+            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+            | "te" => continue,
+            "cookie" => {
+                cookies.push(value.as_bytes());
+                continue;
+            }
+            "content-length" => has_length = true,
+            _ => {}
+        }
+        push(name.as_str(), value.as_bytes().to_vec());
+    }
+    if !cookies.is_empty() {
+        push("cookie", cookies.join(&b"; "[..]));
+    }
+    let chunked = !end && !has_length;
+    if chunked {
+        push("transfer-encoding", b"chunked".to_vec());
+    }
+    let plain = |v: &[u8]| {
+        v.iter().all(|&b| h1::is_field_byte(b))
+            && !matches!(v.first(), Some(b' ' | b'\t'))
+            && !matches!(v.last(), Some(b' ' | b'\t'))
+    };
+    if size + 2 > limits.max_head
+        || fields.len() > limits.max_headers
+        || !fields.iter().all(|h| plain(&h.value))
+    {
+        return None;
+    }
+    let mut head = RequestHead {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        version: Version::Http11,
+        headers: Headers(fields),
+    };
+    h1::check_request(&mut head).ok()?;
+    Some((head, chunked))
 }
 
 /// The HTTP/1.1 request head for a stream, and whether its body goes chunked.
@@ -574,6 +660,9 @@ fn slow_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>> {
 
 /// One stream seen by the L7 session as an HTTP/1.1 client connection.
 pub struct H2Pipe {
+    /// The request head for the session, when it could be built without text.
+    parsed: RefCell<Option<RequestHead>>,
+    /// Else the request head as text, for the session's parser.
     head: RefCell<Option<Vec<u8>>>,
     body: RefCell<Option<RecvStream>>,
     chunked: bool,
@@ -591,6 +680,10 @@ pub struct H2Pipe {
 }
 
 impl H2Pipe {
+    pub fn take_parsed_head(&self) -> Option<RequestHead> {
+        self.parsed.borrow_mut().take()
+    }
+
     /// The connection's first stream (`http-reuse safe` keeps it off shared server connections).
     pub fn first_stream(&self) -> bool {
         self.first
@@ -1034,6 +1127,75 @@ mod tests {
         assert!(slow_head(odd[0], false).unwrap().is_some());
         assert!(slow_head(odd[1], false).is_err());
         assert!(slow_head(odd[8], false).unwrap().is_none());
+    }
+
+    fn parts(method: &str, uri: &str, fields: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = http::Request::builder().method(method).uri(uri);
+        for (n, v) in fields {
+            b = b.header(*n, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn direct_head_matches_parser() {
+        let cases = [
+            parts("GET", "https://example.local/", &[("user-agent", "h2load")]),
+            parts(
+                "POST",
+                "https://example.local/p?q=1",
+                &[("cookie", "a=1"), ("x-y", "z\u{7e}"), ("cookie", "b=2")],
+            ),
+            parts(
+                "PUT",
+                "https://example.local:8443/x",
+                &[("content-length", "3"), ("host", "other")],
+            ),
+            parts("CONNECT", "example.local:443", &[]),
+            parts("DELETE", "http://example.local/a%20b", &[("x-a", "1\t2")]),
+        ];
+        for (i, p) in cases.iter().enumerate() {
+            for end in [true, false] {
+                let (direct, chunked) = direct_head(p, end).unwrap_or_else(|| panic!("case {i}"));
+                let (text, chunked_text) = request_head(p, end);
+                let (parsed, used) = h1::parse_request_head(&text, &Limits::default())
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(used, text.len());
+                assert_eq!(chunked, chunked_text);
+                assert_eq!(direct, parsed, "case {i} end {end}");
+            }
+        }
+        let (h, _) = direct_head(&cases[1], false).unwrap();
+        assert_eq!(h.target, "/p?q=1");
+        assert_eq!(
+            h.headers.get_all("cookie").collect::<Vec<_>>(),
+            [b"a=1; b=2"]
+        );
+    }
+
+    #[test]
+    fn direct_head_leaves_the_unusual_to_the_parser() {
+        let many: Vec<(String, String)> =
+            (0..101).map(|i| (format!("x-{i}"), "v".into())).collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let odd = [
+            // OWS the parser would trim.
+            parts("GET", "https://example.local/", &[("x-a", " v")]),
+            // No :authority, so no Host: the parser refuses it.
+            parts("GET", "/", &[]),
+            parts("GET", "https://example.local/", &many),
+            parts(
+                "GET",
+                "https://example.local/",
+                &[("x-big", &"v".repeat(17000))],
+            ),
+        ];
+        for (i, p) in odd.iter().enumerate() {
+            assert!(direct_head(p, true).is_none(), "case {i}");
+        }
+        let (text, _) = request_head(&odd[1], true);
+        assert!(h1::parse_request_head(&text, &Limits::default()).is_err());
     }
 
     #[test]

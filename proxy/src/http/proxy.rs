@@ -329,6 +329,10 @@ impl Session {
         // Before the first byte of a follow-up request, `timeout http-keep-alive` applies (HAProxy
         // falls back to http-request); then `timeout http-request` bounds the whole head.
         let mut deadline: Option<Instant> = None;
+        // An h2 stream's request, already checked as the HTTP/1 parser would.
+        if let Some(req) = self.client.take_h2_head() {
+            return Box::pin(self.process((req, 0), first, wait_start)).await;
+        }
         let mut got_first_byte = !self.cbuf.is_empty();
         let mut start = wait_start;
         if got_first_byte {
