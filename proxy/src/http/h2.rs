@@ -241,8 +241,12 @@ pub async fn serve_tracked(
                     ));
                     spawn(async move {
                         fut.await;
-                        active2.set(active2.get().saturating_sub(1));
-                        ended2.notify_one();
+                        let left = active2.get().saturating_sub(1);
+                        active2.set(left);
+                        // Only the idle timer waits for this, and only once none is left.
+                        if left == 0 {
+                            ended2.notify_one();
+                        }
                     });
                 }
                 Some(Err(e)) => {
