@@ -526,24 +526,22 @@ fn convert_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>
 /// incomplete, over the limits, obs-fold, a coding other than chunked, an odd Content-Length —
 /// is left to [`slow_head`], which decides as before.
 fn fast_head(data: &[u8], head_request: bool) -> Option<Converted> {
-    let end = data.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let used = end + 4;
+    // The head ends at the first empty line; `block` keeps each line's CRLF.
+    let end = memchr::memmem::find(data, b"\r\n\r\n")? + 2;
+    let used = end + 2;
     let limits = Limits::default();
     if used > limits.max_head {
         return None;
     }
     let block = Bytes::copy_from_slice(data.get(..end)?);
-    let mut lines = block.split(|&b| b == b'\n').peekable();
-    let mut next_line = || {
-        let line = lines.next()?;
-        // Every line but the last (cut before its CRLF) ends with CR.
-        match line.strip_suffix(b"\r") {
-            Some(l) => Some(Some(l)),
-            None if lines.peek().is_none() => Some(Some(line)),
-            None => Some(None),
-        }
-    };
-    let status_line = next_line()??;
+    let mut from = 0;
+    let mut lines = memchr::memchr_iter(b'\n', &block).map(|nl| {
+        let line = block.get(from..nl).unwrap_or_default();
+        from = nl + 1;
+        // A bare LF is the parser's to refuse.
+        line.strip_suffix(b"\r")
+    });
+    let status_line = lines.next()??;
     let rest = status_line
         .strip_prefix(b"HTTP/1.1 ")
         .or_else(|| status_line.strip_prefix(b"HTTP/1.0 "))?;
@@ -564,7 +562,7 @@ fn fast_head(data: &[u8], head_request: bool) -> Option<Converted> {
     }
     let mut headers = http::HeaderMap::new();
     let (mut chunked, mut length, mut count) = (false, None::<u64>, 0usize);
-    while let Some(line) = next_line() {
+    for line in lines {
         let line = line?;
         count += 1;
         if count > limits.max_headers {
