@@ -186,7 +186,8 @@ pub async fn serve_tracked(
 ) {
     let local = conn.local_addr();
     let tls = conn.tls().cloned();
-    let io = H2Io::new(Rc::new(conn));
+    let conn = Rc::new(conn);
+    let io = H2Io::new(Rc::clone(&conn));
     let mut builder = h2::server::Builder::new();
     builder
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
@@ -251,7 +252,9 @@ pub async fn serve_tracked(
                 }
                 Some(Err(e)) => {
                     tracing::debug!("{}: h2 connection error: {e}", fe.name);
-                    break;
+                    drop(h2c);
+                    linger(&conn).await;
+                    return;
                 }
                 None => break,
             },
@@ -276,6 +279,27 @@ pub async fn serve_tracked(
             }
         }
     }
+}
+
+/// After a connection error (GOAWAY sent): what the client still sends is read and dropped
+/// for a moment before the close, since closing on unread bytes sends a RST, which can destroy
+/// the GOAWAY before the client reads it (e.g. in the middle of a rapid-reset burst).
+async fn linger(conn: &Conn) {
+    const LINGER: std::time::Duration = std::time::Duration::from_millis(500);
+    const LINGER_MAX: usize = 1 << 20;
+    let drain = async {
+        let (mut buf, mut total) = (Vec::with_capacity(16 * 1024), 0usize);
+        while total < LINGER_MAX {
+            buf.clear();
+            let (r, b) = conn.read(buf).await;
+            buf = b;
+            match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// One stream: the request as HTTP/1.1 into a fresh L7 session, its response back as h2. Not
