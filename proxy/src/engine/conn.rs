@@ -88,6 +88,15 @@ impl Conn {
         matches!(self, Conn::H2(p) if !p.first_stream())
     }
 
+    /// For an h2 stream, its request head when the h2 layer could build it without text (taken
+    /// once; the session then skips the HTTP/1 parser).
+    pub fn take_h2_head(&self) -> Option<crate::http::head::RequestHead> {
+        match self {
+            Conn::H2(p) => p.take_parsed_head(),
+            _ => None,
+        }
+    }
+
     /// For an h2 stream, the request line HAProxy logs (`GET https://host/ HTTP/2.0`).
     pub fn h2_log_line(&self) -> Option<&str> {
         match self {

@@ -27,6 +27,7 @@ use crate::engine::conn::Conn;
 use crate::engine::io::spawn;
 use crate::engine::worker::Shared;
 use crate::http::h1::{self, BodyFraming, Limits};
+use crate::http::head::{Header, Headers, RequestHead, Version};
 use crate::model::Proxy;
 use crate::tls::stream::TlsInfo;
 
@@ -185,7 +186,8 @@ pub async fn serve_tracked(
 ) {
     let local = conn.local_addr();
     let tls = conn.tls().cloned();
-    let io = H2Io::new(Rc::new(conn));
+    let conn = Rc::new(conn);
+    let io = H2Io::new(Rc::clone(&conn));
     let mut builder = h2::server::Builder::new();
     builder
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
@@ -227,15 +229,32 @@ pub async fn serve_tracked(
                     streams += 1;
                     let first = streams == 1;
                     let sess2 = Rc::clone(&sess);
+                    // Boxed: the task then holds a pointer, not the whole session's future,
+                    // which the runtime would otherwise copy around (about 8 KiB) per stream.
+                    let fut = Box::pin(stream(
+                        sh,
+                        fe2,
+                        req,
+                        respond,
+                        (peer, local, first),
+                        tls2,
+                        sess2,
+                    ));
                     spawn(async move {
-                        stream(sh, fe2, req, respond, (peer, local, first), tls2, sess2).await;
-                        active2.set(active2.get().saturating_sub(1));
-                        ended2.notify_one();
+                        fut.await;
+                        let left = active2.get().saturating_sub(1);
+                        active2.set(left);
+                        // Only the idle timer waits for this, and only once none is left.
+                        if left == 0 {
+                            ended2.notify_one();
+                        }
                     });
                 }
                 Some(Err(e)) => {
                     tracing::debug!("{}: h2 connection error: {e}", fe.name);
-                    break;
+                    drop(h2c);
+                    linger(&conn).await;
+                    return;
                 }
                 None => break,
             },
@@ -262,8 +281,30 @@ pub async fn serve_tracked(
     }
 }
 
-/// One stream: the request as HTTP/1.1 into a fresh L7 session, its response back as h2.
-async fn stream(
+/// After a connection error (GOAWAY sent): what the client still sends is read and dropped
+/// for a moment before the close, since closing on unread bytes sends a RST, which can destroy
+/// the GOAWAY before the client reads it (e.g. in the middle of a rapid-reset burst).
+async fn linger(conn: &Conn) {
+    const LINGER: std::time::Duration = std::time::Duration::from_millis(500);
+    const LINGER_MAX: usize = 1 << 20;
+    let drain = async {
+        let (mut buf, mut total) = (Vec::with_capacity(16 * 1024), 0usize);
+        while total < LINGER_MAX {
+            buf.clear();
+            let (r, b) = conn.read(buf).await;
+            buf = b;
+            match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+/// One stream: the request as HTTP/1.1 into a fresh L7 session, its response back as h2. Not
+/// async itself, so that the future is only the session's (no request parts kept beside it).
+fn stream(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     req: http::Request<RecvStream>,
@@ -271,12 +312,20 @@ async fn stream(
     (peer, local, first): (Option<SocketAddr>, Option<SocketAddr>, bool),
     tls: Option<Arc<TlsInfo>>,
     sess: Rc<StkCtrs>,
-) {
+) -> impl Future<Output = ()> {
     let (parts, body) = req.into_parts();
     let end = body.is_end_stream();
-    let (head, chunked, log_line) = request_head(&parts, end);
+    // The head as the session's parser would make it, else (anything unusual) as text for it.
+    let (parsed, head, chunked) = match direct_head(&parts, end) {
+        Some((h, chunked)) => (Some(h), None, chunked),
+        None => {
+            let (text, chunked) = request_head(&parts, end);
+            (None, Some(text), chunked)
+        }
+    };
     let pipe = H2Pipe {
-        head: RefCell::new(Some(head)),
+        parsed: RefCell::new(parsed),
+        head: RefCell::new(head),
         body: RefCell::new(if end { None } else { Some(body) }),
         chunked,
         resp: RefCell::new(Resp::Head {
@@ -288,15 +337,108 @@ async fn stream(
         done_notify: tokio::sync::Notify::new(),
         local,
         tls,
-        log_line,
+        log_line: std::cell::OnceCell::new(),
+        method: parts.method,
+        uri: parts.uri,
         first,
     };
-    crate::http::proxy::run_tracked(shared, fe, Conn::H2(Box::new(pipe)), peer, sess).await;
+    crate::http::proxy::run_tracked(shared, fe, Conn::H2(Box::new(pipe)), peer, sess)
 }
 
-/// The HTTP/1.1 request head for a stream, whether its body goes chunked, and the request line
-/// HAProxy logs for it (`GET https://host/path HTTP/2.0`).
-fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool, String) {
+/// The request line HAProxy logs for a stream (`GET https://host/path HTTP/2.0`).
+fn log_line(method: &http::Method, uri: &http::Uri) -> String {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let authority = uri.authority().map(|a| a.as_str());
+    match (uri.scheme_str(), authority) {
+        (Some(s), Some(a)) if method != http::Method::CONNECT => {
+            format!("{method} {s}://{a}{path} HTTP/2.0")
+        }
+        (_, a) if method == http::Method::CONNECT => {
+            format!("{method} {} HTTP/2.0", a.unwrap_or(""))
+        }
+        _ => format!("{method} {path} HTTP/2.0"),
+    }
+}
+
+/// What [`request_head`]'s text gives through `h1::parse_request_head`, built without the
+/// text; None when the parser could refuse it or change it (bytes it rejects, OWS to trim,
+/// limits, head-level rules), which then go the text way to get its exact answer.
+fn direct_head(parts: &http::request::Parts, end: bool) -> Option<(RequestHead, bool)> {
+    let limits = Limits::default();
+    let method = parts.method.as_str();
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    let target = if parts.method == http::Method::CONNECT {
+        authority.unwrap_or("")
+    } else {
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    };
+    if target.is_empty()
+        || !target
+            .bytes()
+            .all(|b| matches!(b, b'!'..=b'~') && b != b'#')
+        || !method.bytes().all(h1::is_tchar)
+    {
+        return None;
+    }
+    // Same order and joins as the text.
+    let mut fields = Vec::with_capacity(parts.headers.len() + 2);
+    let mut size = method.len() + target.len() + 12;
+    let mut push = |name: &str, value: Vec<u8>| {
+        size += name.len() + value.len() + 4;
+        fields.push(Header {
+            name: name.to_owned(),
+            value,
+        });
+    };
+    if let Some(a) = authority {
+        push("host", a.as_bytes().to_vec());
+    }
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    let mut has_length = false;
+    for (name, value) in &parts.headers {
+        match name.as_str() {
+            "host" if authority.is_some() => continue,
+            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+            | "te" => continue,
+            "cookie" => {
+                cookies.push(value.as_bytes());
+                continue;
+            }
+            "content-length" => has_length = true,
+            _ => {}
+        }
+        push(name.as_str(), value.as_bytes().to_vec());
+    }
+    if !cookies.is_empty() {
+        push("cookie", cookies.join(&b"; "[..]));
+    }
+    let chunked = !end && !has_length;
+    if chunked {
+        push("transfer-encoding", b"chunked".to_vec());
+    }
+    let plain = |v: &[u8]| {
+        v.iter().all(|&b| h1::is_field_byte(b))
+            && !matches!(v.first(), Some(b' ' | b'\t'))
+            && !matches!(v.last(), Some(b' ' | b'\t'))
+    };
+    if size + 2 > limits.max_head
+        || fields.len() > limits.max_headers
+        || !fields.iter().all(|h| plain(&h.value))
+    {
+        return None;
+    }
+    let mut head = RequestHead {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        version: Version::Http11,
+        headers: Headers(fields),
+    };
+    h1::check_request(&mut head).ok()?;
+    Some((head, chunked))
+}
+
+/// The HTTP/1.1 request head for a stream, and whether its body goes chunked.
+fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool) {
     let method = parts.method.as_str();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let authority = parts.uri.authority().map(|a| a.as_str());
@@ -304,12 +446,6 @@ fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool, Stri
         authority.unwrap_or("")
     } else {
         path
-    };
-    let log_line = match (parts.uri.scheme_str(), authority) {
-        (Some(s), Some(a)) if parts.method != http::Method::CONNECT => {
-            format!("{method} {s}://{a}{path} HTTP/2.0")
-        }
-        _ => format!("{method} {target} HTTP/2.0"),
     };
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(method.as_bytes());
@@ -352,7 +488,7 @@ fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool, Stri
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    (out, chunked, log_line)
+    (out, chunked)
 }
 
 /// Where the response written by the session stands.
@@ -377,8 +513,182 @@ enum Framing {
     UntilClose,
 }
 
+/// A response head taken from the session, ready for HEADERS.
+struct Converted {
+    status: u16,
+    response: http::Response<()>,
+    /// None: no body follows.
+    framing: Option<Framing>,
+    /// Bytes of the head in the input.
+    used: usize,
+}
+
+/// Fields of an HTTP/1 response that have no place in h2 (RFC 9113 §8.2.2).
+fn connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+        b"te",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The response head at the start of `data` (None while incomplete), as h2 parts and framing.
+fn convert_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>> {
+    match fast_head(data, head_request) {
+        Some(c) => Ok(Some(c)),
+        None => slow_head(data, head_request),
+    }
+}
+
+/// The heads the session writes (its own serialisation of a head it already validated): one
+/// pass, no intermediate `ResponseHead`, the values sharing one buffer. Anything unusual —
+/// incomplete, over the limits, obs-fold, a coding other than chunked, an odd Content-Length —
+/// is left to [`slow_head`], which decides as before.
+fn fast_head(data: &[u8], head_request: bool) -> Option<Converted> {
+    // The head ends at the first empty line; `block` keeps each line's CRLF.
+    let end = memchr::memmem::find(data, b"\r\n\r\n")? + 2;
+    let used = end + 2;
+    let limits = Limits::default();
+    if used > limits.max_head {
+        return None;
+    }
+    let block = Bytes::copy_from_slice(data.get(..end)?);
+    let mut from = 0;
+    let mut lines = memchr::memchr_iter(b'\n', &block).map(|nl| {
+        let line = block.get(from..nl).unwrap_or_default();
+        from = nl + 1;
+        // A bare LF is the parser's to refuse.
+        line.strip_suffix(b"\r")
+    });
+    let status_line = lines.next()??;
+    let rest = status_line
+        .strip_prefix(b"HTTP/1.1 ")
+        .or_else(|| status_line.strip_prefix(b"HTTP/1.0 "))?;
+    let http11 = status_line.starts_with(b"HTTP/1.1");
+    let code = rest.get(..3)?;
+    let reason = match rest.get(3..) {
+        Some([]) => &[][..],
+        Some([b' ', reason @ ..]) => reason,
+        _ => return None,
+    };
+    let plain = |b: &u8| *b == b'\t' || (*b >= 0x20 && *b != 0x7f);
+    if !code.iter().all(u8::is_ascii_digit) || !reason.iter().all(plain) {
+        return None;
+    }
+    let status = code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
+    if !(100..600).contains(&status) {
+        return None;
+    }
+    let mut headers = http::HeaderMap::new();
+    let (mut chunked, mut length, mut count) = (false, None::<u64>, 0usize);
+    for line in lines {
+        let line = line?;
+        count += 1;
+        if count > limits.max_headers {
+            return None;
+        }
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = (line.get(..colon)?, line.get(colon + 1..)?);
+        let start = value.iter().position(|&b| b != b' ' && b != b'\t');
+        let stop = value.iter().rposition(|&b| b != b' ' && b != b'\t');
+        let value = match (start, stop) {
+            (Some(a), Some(b)) => value.get(a..=b)?,
+            _ => &[][..],
+        };
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            // Only the plain single coding; lists and HTTP/1.0 go the slow way.
+            if chunked || !http11 || !value.eq_ignore_ascii_case(b"chunked") {
+                return None;
+            }
+            chunked = true;
+        }
+        if connection_specific(name) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let plain = !value.is_empty()
+                && value.len() <= 18
+                && value.iter().all(u8::is_ascii_digit)
+                && (value.len() == 1 || value.first() != Some(&b'0'));
+            if length.is_some() || !plain {
+                return None;
+            }
+            length = Some(value.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')));
+        }
+        let name = http::HeaderName::from_bytes(name).ok()?;
+        let value = http::HeaderValue::from_maybe_shared(block.slice_ref(value)).ok()?;
+        headers.append(name, value);
+    }
+    let framing = if head_request || status < 200 || status == 204 || status == 304 {
+        None
+    } else if chunked {
+        Some(Framing::Chunked(Dechunk::default()))
+    } else {
+        match length {
+            Some(0) => None,
+            Some(n) => Some(Framing::Length(n)),
+            None => Some(Framing::UntilClose),
+        }
+    };
+    let mut response = http::Response::new(());
+    *response.status_mut() = http::StatusCode::from_u16(status).ok()?;
+    *response.headers_mut() = headers;
+    Some(Converted {
+        status,
+        response,
+        framing,
+        used,
+    })
+}
+
+/// Any response head, through the HTTP/1 parser.
+fn slow_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>> {
+    let parsed = h1::parse_response_head(data, &Limits::default())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
+    let Some((head, used)) = parsed else {
+        return Ok(None);
+    };
+    let mut resp = http::Response::builder().status(head.status);
+    for h in &head.headers.0 {
+        if connection_specific(h.name.as_bytes()) {
+            continue;
+        }
+        resp = resp.header(h.name.to_ascii_lowercase(), h.value.as_slice());
+    }
+    let response = resp
+        .body(())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let framing = if (100..200).contains(&head.status) {
+        None
+    } else {
+        let method = if head_request { "HEAD" } else { "GET" };
+        let framing = h1::response_framing(&head, method)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
+        match framing {
+            BodyFraming::None | BodyFraming::Length(0) => None,
+            BodyFraming::Length(n) => Some(Framing::Length(n)),
+            BodyFraming::Chunked => Some(Framing::Chunked(Dechunk::default())),
+            BodyFraming::UntilClose | BodyFraming::Tunnel => Some(Framing::UntilClose),
+        }
+    };
+    Ok(Some(Converted {
+        status: head.status,
+        response,
+        framing,
+        used,
+    }))
+}
+
 /// One stream seen by the L7 session as an HTTP/1.1 client connection.
 pub struct H2Pipe {
+    /// The request head for the session, when it could be built without text.
+    parsed: RefCell<Option<RequestHead>>,
+    /// Else the request head as text, for the session's parser.
     head: RefCell<Option<Vec<u8>>>,
     body: RefCell<Option<RecvStream>>,
     chunked: bool,
@@ -388,11 +698,18 @@ pub struct H2Pipe {
     done_notify: tokio::sync::Notify,
     local: Option<SocketAddr>,
     tls: Option<Arc<TlsInfo>>,
-    log_line: String,
+    /// Built on demand from `method` and `uri` (only a log line reads it).
+    log_line: std::cell::OnceCell<String>,
+    method: http::Method,
+    uri: http::Uri,
     first: bool,
 }
 
 impl H2Pipe {
+    pub fn take_parsed_head(&self) -> Option<RequestHead> {
+        self.parsed.borrow_mut().take()
+    }
+
     /// The connection's first stream (`http-reuse safe` keeps it off shared server connections).
     pub fn first_stream(&self) -> bool {
         self.first
@@ -408,7 +725,8 @@ impl H2Pipe {
 
     /// The request line HAProxy logs for an h2 request.
     pub fn log_line(&self) -> &str {
-        &self.log_line
+        self.log_line
+            .get_or_init(|| log_line(&self.method, &self.uri))
     }
 
     fn finish(&self) {
@@ -468,123 +786,109 @@ impl H2Pipe {
     }
 
     async fn take_response(&self, input: &[u8]) -> io::Result<()> {
-        {
-            let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Busy);
-            match state {
-                Resp::Head {
-                    mut respond,
-                    mut buf,
-                } => {
-                    buf.extend_from_slice(input);
-                    let parsed = h1::parse_response_head(&buf, &Limits::default())
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
-                    let Some((head, used)) = parsed else {
-                        *self.resp.borrow_mut() = Resp::Head { respond, buf };
-                        return Ok(());
-                    };
-                    let rest = buf.split_off(used);
-                    let mut resp = http::Response::builder().status(head.status);
-                    for h in &head.headers.0 {
-                        let (lower, value) = (h.name.to_ascii_lowercase(), h.value.as_slice());
-                        if matches!(
-                            lower.as_str(),
-                            "connection"
-                                | "keep-alive"
-                                | "proxy-connection"
-                                | "transfer-encoding"
-                                | "upgrade"
-                                | "te"
-                        ) {
-                            continue;
-                        }
-                        resp = resp.header(lower, value);
-                    }
-                    let resp = resp
-                        .body(())
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                    if (100..200).contains(&head.status) {
-                        if head.status != 101 {
-                            let _ = respond.send_informational(resp);
-                        }
-                        *self.resp.borrow_mut() = Resp::Head {
-                            respond,
-                            buf: Vec::new(),
-                        };
-                        return Box::pin(self.take_response(&rest)).await;
-                    }
-                    let method = if self.head_request { "HEAD" } else { "GET" };
-                    let framing = h1::response_framing(&head, method)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason()))?;
-                    let framing = match framing {
-                        BodyFraming::None | BodyFraming::Length(0) => None,
-                        BodyFraming::Length(n) => Some(Framing::Length(n)),
-                        BodyFraming::Chunked => Some(Framing::Chunked(Dechunk::default())),
-                        BodyFraming::UntilClose | BodyFraming::Tunnel => Some(Framing::UntilClose),
-                    };
-                    let send = respond
-                        .send_response(resp, framing.is_none())
-                        .map_err(io::Error::other)?;
-                    match framing {
-                        None => {
-                            *self.resp.borrow_mut() = Resp::Done;
-                            self.finish();
-                            Ok(())
-                        }
-                        Some(framing) => {
-                            *self.resp.borrow_mut() = Resp::Body { send, framing };
-                            if rest.is_empty() {
-                                return Ok(());
-                            }
-                            Box::pin(self.take_response(&rest)).await
-                        }
-                    }
-                }
-                Resp::Body {
-                    mut send,
-                    mut framing,
-                } => {
-                    let mut payload: Vec<(usize, usize)> = Vec::new();
-                    let end = match &mut framing {
-                        Framing::Length(left) => {
-                            let n =
-                                usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
-                            payload.push((0, n));
-                            *left -= n as u64;
-                            *left == 0
-                        }
-                        Framing::UntilClose => {
-                            payload.push((0, input.len()));
-                            false
-                        }
-                        Framing::Chunked(d) => d.feed(input, &mut payload).map_err(|_| {
-                            io::Error::new(io::ErrorKind::InvalidData, "bad chunked body")
-                        })?,
-                    };
-                    let total: usize = payload.iter().map(|(_, n)| n).sum();
-                    let mut sent = 0;
-                    for (off, n) in payload {
-                        sent += n;
-                        send_data(&mut send, &input[off..off + n], end && sent == total).await?;
-                    }
-                    if end && total == 0 {
-                        send.send_data(Bytes::new(), true)
-                            .map_err(io::Error::other)?;
-                    }
-                    if end {
-                        *self.resp.borrow_mut() = Resp::Done;
-                        self.finish();
-                    } else {
-                        *self.resp.borrow_mut() = Resp::Body { send, framing };
-                    }
-                    Ok(())
-                }
-                // Nothing more is expected once the response ended.
-                Resp::Busy | Resp::Done => {
-                    *self.resp.borrow_mut() = state;
-                    Ok(())
-                }
+        let state = std::mem::replace(&mut *self.resp.borrow_mut(), Resp::Busy);
+        match state {
+            Resp::Head { respond, buf } => self.take_head(respond, buf, input).await,
+            Resp::Body { send, framing } => self.take_body(send, framing, input).await,
+            // Nothing more is expected once the response ended.
+            Resp::Busy | Resp::Done => {
+                *self.resp.borrow_mut() = state;
+                Ok(())
             }
         }
+    }
+
+    /// The response head (interim ones are forwarded and the next awaited), then whatever body
+    /// bytes came with it.
+    async fn take_head(
+        &self,
+        mut respond: SendResponse<Bytes>,
+        mut held: Vec<u8>,
+        input: &[u8],
+    ) -> io::Result<()> {
+        // The common case: the whole head in one write, nothing held from an earlier one.
+        let joined = if held.is_empty() {
+            None
+        } else {
+            held.extend_from_slice(input);
+            Some(held)
+        };
+        let data = joined.as_deref().unwrap_or(input);
+        let Some(head) = convert_head(data, self.head_request)? else {
+            let held = joined.unwrap_or_else(|| input.to_vec());
+            *self.resp.borrow_mut() = Resp::Head { respond, buf: held };
+            return Ok(());
+        };
+        let rest = data.get(head.used..).unwrap_or_default();
+        if (100..200).contains(&head.status) {
+            if head.status != 101 {
+                let _ = respond.send_informational(head.response);
+            }
+            *self.resp.borrow_mut() = Resp::Head {
+                respond,
+                buf: Vec::new(),
+            };
+            if rest.is_empty() {
+                return Ok(());
+            }
+            return Box::pin(self.take_response(rest)).await;
+        }
+        let send = respond
+            .send_response(head.response, head.framing.is_none())
+            .map_err(io::Error::other)?;
+        match head.framing {
+            None => {
+                *self.resp.borrow_mut() = Resp::Done;
+                self.finish();
+                Ok(())
+            }
+            Some(framing) if rest.is_empty() => {
+                *self.resp.borrow_mut() = Resp::Body { send, framing };
+                Ok(())
+            }
+            Some(framing) => self.take_body(send, framing, rest).await,
+        }
+    }
+
+    async fn take_body(
+        &self,
+        mut send: SendStream<Bytes>,
+        mut framing: Framing,
+        input: &[u8],
+    ) -> io::Result<()> {
+        let mut payload: Vec<(usize, usize)> = Vec::new();
+        let end = match &mut framing {
+            Framing::Length(left) => {
+                let n = usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
+                payload.push((0, n));
+                *left -= n as u64;
+                *left == 0
+            }
+            Framing::UntilClose => {
+                payload.push((0, input.len()));
+                false
+            }
+            Framing::Chunked(d) => d
+                .feed(input, &mut payload)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunked body"))?,
+        };
+        let total: usize = payload.iter().map(|(_, n)| n).sum();
+        let mut sent = 0;
+        for (off, n) in payload {
+            sent += n;
+            send_data(&mut send, &input[off..off + n], end && sent == total).await?;
+        }
+        if end && total == 0 {
+            send.send_data(Bytes::new(), true)
+                .map_err(io::Error::other)?;
+        }
+        if end {
+            *self.resp.borrow_mut() = Resp::Done;
+            self.finish();
+        } else {
+            *self.resp.borrow_mut() = Resp::Body { send, framing };
+        }
+        Ok(())
     }
 
     /// The session is done sending: ends an until-close body; a response left unfinished
@@ -770,6 +1074,156 @@ mod tests {
         assert!(d.feed(b"fffffffffffffffffffff\r\n", &mut p).is_err());
     }
 
+    fn describe(c: &Converted) -> String {
+        let mut out = format!("{} used={} ", c.status, c.used);
+        for (n, v) in c.response.headers() {
+            out.push_str(&format!("{}={:?};", n, v));
+        }
+        out.push_str(match &c.framing {
+            None => " none",
+            Some(Framing::Length(n)) => return format!("{out} len {n}"),
+            Some(Framing::Chunked(_)) => " chunked",
+            Some(Framing::UntilClose) => " close",
+        });
+        out
+    }
+
+    #[test]
+    fn fast_head_matches_parser() {
+        let cases: &[(&[u8], bool, &str)] = &[
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\ncontent-length: 2\r\n\
+                  connection: keep-alive\r\nx-m: a\r\nx-m:  b \t\r\n\r\nok",
+                false,
+                "200 used=107 content-type=\"text/plain\";content-length=\"2\";x-m=\"a\";\
+                 x-m=\"b\"; len 2",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n",
+                false,
+                "200 used=47  chunked",
+            ),
+            (
+                b"HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n",
+                false,
+                "204 used=46 content-length=\"5\"; none",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n",
+                true,
+                "200 used=39 content-length=\"10\"; none",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+                false,
+                "200 used=38 content-length=\"0\"; none",
+            ),
+            (b"HTTP/1.0 200\r\n\r\n", false, "200 used=16  close"),
+            (
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+                false,
+                "100 used=25  none",
+            ),
+        ];
+        for (input, head_request, want) in cases {
+            let fast = fast_head(input, *head_request).expect("fast path");
+            let slow = slow_head(input, *head_request).unwrap().unwrap();
+            assert_eq!(describe(&fast), *want, "{}", String::from_utf8_lossy(input));
+            assert_eq!(describe(&slow), *want, "{}", String::from_utf8_lossy(input));
+        }
+        // Left to the parser, which decides as before.
+        let odd: &[&[u8]] = &[
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 01\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nx-a: 1\r\n  folded\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nx-a: 1\nx-b: 2\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nbad name: 1\r\n\r\n",
+            b"HTTP/1.1 099 Odd\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nx-a: 1\r\n",
+        ];
+        for input in odd {
+            assert!(
+                fast_head(input, false).is_none(),
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
+        assert!(slow_head(odd[0], false).unwrap().is_some());
+        assert!(slow_head(odd[1], false).is_err());
+        assert!(slow_head(odd[8], false).unwrap().is_none());
+    }
+
+    fn parts(method: &str, uri: &str, fields: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = http::Request::builder().method(method).uri(uri);
+        for (n, v) in fields {
+            b = b.header(*n, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn direct_head_matches_parser() {
+        let cases = [
+            parts("GET", "https://example.local/", &[("user-agent", "h2load")]),
+            parts(
+                "POST",
+                "https://example.local/p?q=1",
+                &[("cookie", "a=1"), ("x-y", "z\u{7e}"), ("cookie", "b=2")],
+            ),
+            parts(
+                "PUT",
+                "https://example.local:8443/x",
+                &[("content-length", "3"), ("host", "other")],
+            ),
+            parts("CONNECT", "example.local:443", &[]),
+            parts("DELETE", "http://example.local/a%20b", &[("x-a", "1\t2")]),
+        ];
+        for (i, p) in cases.iter().enumerate() {
+            for end in [true, false] {
+                let (direct, chunked) = direct_head(p, end).unwrap_or_else(|| panic!("case {i}"));
+                let (text, chunked_text) = request_head(p, end);
+                let (parsed, used) = h1::parse_request_head(&text, &Limits::default())
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(used, text.len());
+                assert_eq!(chunked, chunked_text);
+                assert_eq!(direct, parsed, "case {i} end {end}");
+            }
+        }
+        let (h, _) = direct_head(&cases[1], false).unwrap();
+        assert_eq!(h.target, "/p?q=1");
+        assert_eq!(
+            h.headers.get_all("cookie").collect::<Vec<_>>(),
+            [b"a=1; b=2"]
+        );
+    }
+
+    #[test]
+    fn direct_head_leaves_the_unusual_to_the_parser() {
+        let many: Vec<(String, String)> =
+            (0..101).map(|i| (format!("x-{i}"), "v".into())).collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let odd = [
+            // OWS the parser would trim.
+            parts("GET", "https://example.local/", &[("x-a", " v")]),
+            // No :authority, so no Host: the parser refuses it.
+            parts("GET", "/", &[]),
+            parts("GET", "https://example.local/", &many),
+            parts(
+                "GET",
+                "https://example.local/",
+                &[("x-big", &"v".repeat(17000))],
+            ),
+        ];
+        for (i, p) in odd.iter().enumerate() {
+            assert!(direct_head(p, true).is_none(), "case {i}");
+        }
+        let (text, _) = request_head(&odd[1], true);
+        assert!(h1::parse_request_head(&text, &Limits::default()).is_err());
+    }
+
     #[test]
     fn request_head_from_h2() {
         let req = http::Request::builder()
@@ -781,8 +1235,11 @@ mod tests {
             .body(())
             .unwrap();
         let (parts, _) = req.into_parts();
-        let (head, chunked, line) = request_head(&parts, false);
-        assert_eq!(line, "POST https://example.local/p?q=1 HTTP/2.0");
+        let (head, chunked) = request_head(&parts, false);
+        assert_eq!(
+            log_line(&parts.method, &parts.uri),
+            "POST https://example.local/p?q=1 HTTP/2.0"
+        );
         assert!(chunked);
         assert_eq!(
             String::from_utf8(head).unwrap(),
@@ -797,7 +1254,14 @@ mod tests {
             .body(())
             .unwrap();
         let (parts, _) = req.into_parts();
-        let (head, chunked, _) = request_head(&parts, true);
+        let (head, chunked) = request_head(&parts, true);
+        let connect = http::Uri::from_static("example.local:443");
+        assert_eq!(
+            log_line(&http::Method::CONNECT, &connect),
+            "CONNECT example.local:443 HTTP/2.0"
+        );
+        let origin = http::Uri::from_static("/x?y");
+        assert_eq!(log_line(&http::Method::GET, &origin), "GET /x?y HTTP/2.0");
         assert!(!chunked);
         assert_eq!(
             String::from_utf8(head).unwrap(),

@@ -42,8 +42,10 @@ const STATS_POST_MAX: usize = 16384;
 /// How long an idle keep-alive connection may wait for its next request once a soft stop began,
 /// without `timeout http-keep-alive`.
 const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
-/// Idle server connections a worker keeps per server address.
-const POOL_PER_SERVER: usize = 64;
+/// Idle server connections a worker keeps per server address: room for every stream of a few
+/// busy h2 connections (100 each), else each burst of completions closes the surplus and the
+/// next burst connects again (HAProxy's `pool-max-conn` is unlimited by default).
+const POOL_PER_SERVER: usize = 1024;
 
 /// Buffer a connection waiting for its next request reads into: idle keep-alive connections then
 /// hold this much instead of a full buffer (HAProxy holds none while idle).
@@ -337,6 +339,10 @@ impl Session {
         // Before the first byte of a follow-up request, `timeout http-keep-alive` applies (HAProxy
         // falls back to http-request); then `timeout http-request` bounds the whole head.
         let mut deadline: Option<Instant> = None;
+        // An h2 stream's request, already checked as the HTTP/1 parser would.
+        if let Some(req) = self.client.take_h2_head() {
+            return Box::pin(self.process((req, 0), first, wait_start)).await;
+        }
         let mut got_first_byte = !self.cbuf.is_empty();
         let mut start = wait_start;
         if got_first_byte {

@@ -29,6 +29,7 @@ pub use conn::{
     strip_close_keepalive, wants_close,
 };
 pub use framing::{normalize_request, normalize_response, request_framing, response_framing};
+pub(crate) use parse::check_request;
 pub use parse::{parse_request_head, parse_response_head};
 pub use write::{write_request_head, write_response_head};
 

@@ -403,8 +403,9 @@ fn is_reg_name(host: &[u8]) -> bool {
     true
 }
 
-/// Head-level request rules that need the whole head.
-fn check_request(head: &mut RequestHead) -> Result<(), H1Error> {
+/// Head-level request rules that need the whole head (also applied to h2 requests built
+/// without text, see `http::h2`).
+pub(crate) fn check_request(head: &mut RequestHead) -> Result<(), H1Error> {
     let target = head.target.as_bytes();
     let mut authority: Option<String> = None;
     if head.method == "CONNECT" {
