@@ -323,9 +323,16 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
                 Err(e) => tracing::error!("proxy {}: cannot adopt listener: {e}", pidx),
             }
         }
+        let purge = spawn(async {
+            loop {
+                tokio::time::sleep(crate::http::proxy::POOL_PURGE_DELAY).await;
+                crate::http::proxy::pool_purge();
+            }
+        });
         for l in loops {
             let _ = l.await;
         }
+        purge.abort();
         // Soft stop: let this worker's sessions finish; the main thread enforces hard-stop-after.
         while sh.sessions.load(Ordering::Acquire) > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;

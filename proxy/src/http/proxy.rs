@@ -87,6 +87,22 @@ fn pool_take(addr: SocketAddr) -> Option<Rc<Conn>> {
     POOL.with(|p| p.borrow_mut().get_mut(&addr).and_then(|v| v.pop()))
 }
 
+/// HAProxy's `pool-purge-delay` default: every interval, half of the idle server connections
+/// are closed, so that a burst's surplus does not linger (up to [`POOL_PER_SERVER`] each).
+pub const POOL_PURGE_DELAY: Duration = Duration::from_secs(5);
+
+/// Closes the older half of this worker's idle server connections (each pool is taken from its
+/// end, so the front holds those idle the longest). Run every [`POOL_PURGE_DELAY`].
+pub fn pool_purge() {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        for v in p.values_mut() {
+            v.drain(..v.len() / 2);
+        }
+        p.retain(|_, v| !v.is_empty());
+    });
+}
+
 fn pool_put(addr: SocketAddr, s: Rc<Conn>) {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
