@@ -68,6 +68,10 @@ pub struct Flow {
     pub next_seq: u64,
     /// Nonzero once `next_seq` is known.
     pub seq_known: u64,
+    /// Nonzero once an skb's repeated head could not be cut off wholly: the verdict drops the
+    /// direction's data from then on and userspace resets the session, rather than let the peer
+    /// receive bytes twice.
+    pub broken: u64,
 }
 
 /// What [`seq_check`] found in an skb.

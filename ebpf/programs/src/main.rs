@@ -55,6 +55,10 @@ pub fn splice_verdict(ctx: SkBuffContext) -> u32 {
     // the kernel runs it for one socket at a time (under the socket's lock).
     let (flow, ctl) = unsafe { (&mut *flow, &*ctl) };
     let len = cut_overlap(&ctx, flow);
+    if flow.broken != 0 {
+        count(STAT_DROPPED_SKBS, 1);
+        return sk_action::SK_DROP;
+    }
     match decide(flow, ctl, len) {
         Decision::Redirect => {
             let verdict = SPLICE.redirect_skb(&ctx, &mut cookie, 0);
@@ -147,6 +151,7 @@ fn cut_overlap(ctx: &SkBuffContext, flow: &mut Flow) -> u64 {
     count(STAT_OVERLAP_BYTES, u64::from(check.trim - left));
     if left > 0 {
         count(STAT_TRIM_FAILED, 1);
+        flow.broken = 1;
     }
     u64::from(ctx.len())
 }

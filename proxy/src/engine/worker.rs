@@ -333,6 +333,7 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
             let _ = l.await;
         }
         purge.abort();
+        crate::http::proxy::pool_clear();
         // Soft stop: let this worker's sessions finish; the main thread enforces hard-stop-after.
         while sh.sessions.load(Ordering::Acquire) > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;

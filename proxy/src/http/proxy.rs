@@ -103,6 +103,11 @@ pub fn pool_purge() {
     });
 }
 
+/// Closes every idle server connection of this worker (at a stop: none will be used again).
+pub fn pool_clear() {
+    POOL.with(|p| p.borrow_mut().clear());
+}
+
 fn pool_put(addr: SocketAddr, s: Rc<Conn>) {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
@@ -237,7 +242,8 @@ pub async fn run_tracked(
     while s.transaction().await {}
     if let Some((srv, conn)) = s.own.take() {
         let reuse = s.fe.cfg.http_reuse;
-        if reuse != HttpReuse::Never {
+        // Stopping: nothing will take it again (the worker has emptied its pools).
+        if reuse != HttpReuse::Never && !s.shared.stopping.load(Ordering::Acquire) {
             pool_put(srv.addr(), conn);
         }
     }
@@ -802,7 +808,8 @@ impl Session {
                 HttpReuse::Safe => !first,
                 HttpReuse::Always | HttpReuse::Aggressive => true,
             };
-            if let Some(conn) = pool_take(srv.addr()).filter(|_| may_share) {
+            // Not taken at all unless it may be used: a take-then-drop would close it.
+            if let Some(conn) = may_share.then(|| pool_take(srv.addr())).flatten() {
                 Counters::add(&srv.counters.lbtot, 1);
                 Counters::add(&be.counters.lbtot, 1);
                 srv.counters.session(self.shared.model.now_ms());

@@ -27,6 +27,9 @@ pub enum End {
     ServerTimeout,
     /// Killed from outside (e.g. server marked DOWN with shutdown-sessions, `DD`).
     Killed,
+    /// The kernel splice could not keep the stream intact (`ID`, HAProxy's internal error):
+    /// both sides are reset.
+    Internal,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +59,8 @@ pub(super) enum DirEnd {
     ReadErr,
     WriteErr,
     Timeout,
+    /// See [`End::Internal`].
+    Broken,
 }
 
 async fn pump(
@@ -195,10 +200,10 @@ pub async fn relay<C: Duplex, S: Duplex>(
 /// client side failed or the session was killed (as HAProxy does).
 pub(super) fn finish(client: &impl Duplex, server: &impl Duplex, end: End) {
     if end != End::Normal {
-        client.abort(false);
+        client.abort(end == End::Internal);
         server.abort(matches!(
             end,
-            End::ClientError | End::ClientTimeout | End::Killed
+            End::ClientError | End::ClientTimeout | End::Killed | End::Internal
         ));
     }
 }
@@ -208,6 +213,7 @@ pub(super) fn classify(upstream: bool, e: DirEnd) -> End {
     match (upstream, e) {
         (_, DirEnd::Eof) => End::Normal,
         (_, DirEnd::Killed) => End::Killed,
+        (_, DirEnd::Broken) => End::Internal,
         (true, DirEnd::ReadErr) | (false, DirEnd::WriteErr) => End::ClientError,
         (true, DirEnd::WriteErr) | (false, DirEnd::ReadErr) => End::ServerError,
         (true, DirEnd::Timeout) => End::ClientTimeout,
@@ -225,6 +231,7 @@ impl End {
             End::ClientTimeout => *b"cD",
             End::ServerTimeout => *b"sD",
             End::Killed => *b"DD",
+            End::Internal => *b"ID",
         }
     }
 }

@@ -82,7 +82,7 @@ async fn spliced(
         e = &mut up => (true, e),
         e = &mut down => (false, e),
         _ = &mut kill => (true, DirEnd::Killed),
-        _ = &mut watch => (true, DirEnd::Killed),
+        _ = &mut watch => (true, DirEnd::Broken),
     };
     let end = match first {
         DirEnd::Eof => {
@@ -101,7 +101,7 @@ async fn spliced(
             let second = tokio::select! {
                 e = rest => e,
                 _ = &mut kill => DirEnd::Killed,
-                _ = &mut watch => DirEnd::Killed,
+                _ = &mut watch => DirEnd::Broken,
             };
             match second {
                 DirEnd::Eof => super::End::Normal,
@@ -318,7 +318,8 @@ impl BulkMeter {
 }
 
 /// Samples each receiver's acknowledged bytes for the verdict's flow control, applies the bulk
-/// rule, and counts kernel progress as activity for the timeouts. Never returns.
+/// rule, and counts kernel progress as activity for the timeouts. Returns only when a direction
+/// is broken (a repeated head the verdict could not cut): the session must then be reset.
 async fn watch(
     sp: &Splice<'_>,
     activity: &Activity,
@@ -349,6 +350,13 @@ async fn watch(
             .zip(&mut meters)
         {
             let flow = sp.flow(dir);
+            if flow.broken != 0 {
+                tracing::warn!(
+                    "splice {dir:?}: a retransmitted segment's repeated bytes could not be cut \
+                     off; resetting the session rather than sending them twice"
+                );
+                return;
+            }
             let redirected = flow.redirected;
             let acked = sp.acked(dir);
             if flow.fallback == 0 && meter.is_bulk(now, redirected) {
