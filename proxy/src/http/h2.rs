@@ -390,32 +390,9 @@ fn direct_head(parts: &http::request::Parts, end: bool) -> Option<(RequestHead, 
             value,
         });
     };
-    if let Some(a) = authority {
-        push("host", a.as_bytes().to_vec());
-    }
-    let mut cookies: Vec<&[u8]> = Vec::new();
-    let mut has_length = false;
-    for (name, value) in &parts.headers {
-        match name.as_str() {
-            "host" if authority.is_some() => continue,
-            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
-            | "te" => continue,
-            "cookie" => {
-                cookies.push(value.as_bytes());
-                continue;
-            }
-            "content-length" => has_length = true,
-            _ => {}
-        }
-        push(name.as_str(), value.as_bytes().to_vec());
-    }
-    if !cookies.is_empty() {
-        push("cookie", cookies.join(&b"; "[..]));
-    }
-    let chunked = !end && !has_length;
-    if chunked {
-        push("transfer-encoding", b"chunked".to_vec());
-    }
+    let chunked = h1_fields(parts, authority, end, |name, value| {
+        push(name, value.to_vec())
+    });
     let plain = |v: &[u8]| {
         v.iter().all(|&b| h1::is_field_byte(b))
             && !matches!(v.first(), Some(b' ' | b'\t'))
@@ -437,25 +414,17 @@ fn direct_head(parts: &http::request::Parts, end: bool) -> Option<(RequestHead, 
     Some((head, chunked))
 }
 
-/// The HTTP/1.1 request head for a stream, and whether its body goes chunked.
-fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool) {
-    let method = parts.method.as_str();
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let authority = parts.uri.authority().map(|a| a.as_str());
-    let target = if parts.method == http::Method::CONNECT {
-        authority.unwrap_or("")
-    } else {
-        path
-    };
-    let mut out = Vec::with_capacity(256);
-    out.extend_from_slice(method.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(target.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
+/// Hands `field` a stream's header fields as HTTP/1.1 carries them, in order: `host` from
+/// `:authority`, the request's own fields without the connection-specific ones, split cookies
+/// joined again, and `transfer-encoding: chunked` for a body of unknown length (returns whether).
+fn h1_fields(
+    parts: &http::request::Parts,
+    authority: Option<&str>,
+    end: bool,
+    mut field: impl FnMut(&str, &[u8]),
+) -> bool {
     if let Some(a) = authority {
-        out.extend_from_slice(b"host: ");
-        out.extend_from_slice(a.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        field("host", a.as_bytes());
     }
     let mut cookies: Vec<&[u8]> = Vec::new();
     let mut has_length = false;
@@ -473,20 +442,39 @@ fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool) {
             "content-length" => has_length = true,
             _ => {}
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        field(name.as_str(), value.as_bytes());
     }
     if !cookies.is_empty() {
-        out.extend_from_slice(b"cookie: ");
-        out.extend_from_slice(&cookies.join(&b"; "[..]));
-        out.extend_from_slice(b"\r\n");
+        field("cookie", &cookies.join(&b"; "[..]));
     }
     let chunked = !end && !has_length;
     if chunked {
-        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        field("transfer-encoding", b"chunked");
     }
+    chunked
+}
+
+/// The HTTP/1.1 request head for a stream, and whether its body goes chunked.
+fn request_head(parts: &http::request::Parts, end: bool) -> (Vec<u8>, bool) {
+    let method = parts.method.as_str();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    let target = if parts.method == http::Method::CONNECT {
+        authority.unwrap_or("")
+    } else {
+        path
+    };
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let chunked = h1_fields(parts, authority, end, |name, value| {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    });
     out.extend_from_slice(b"\r\n");
     (out, chunked)
 }
