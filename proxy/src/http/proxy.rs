@@ -1558,4 +1558,43 @@ mod tests {
         assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
         assert_eq!(refusal(400), errors::error_response(400));
     }
+
+    /// Whether the peer of a pooled connection saw it closed (EOF) within a short wait.
+    fn closed(peer: &mut std::net::TcpStream) -> bool {
+        use std::io::Read;
+        peer.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        matches!(peer.read(&mut [0u8; 1]), Ok(0))
+    }
+
+    #[test]
+    fn pool_purge_closes_the_older_half_and_clear_the_rest() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let mut peers = Vec::new();
+            for _ in 0..4 {
+                let c = std::net::TcpStream::connect(addr).unwrap();
+                peers.push(l.accept().unwrap().0);
+                let s =
+                    crate::engine::io::Stream::from_std_tcp(crate::engine::io::Backend::Epoll, c)
+                        .unwrap();
+                pool_put(addr, Rc::new(Conn::Plain(s)));
+            }
+            pool_purge();
+            let seen: Vec<bool> = peers.iter_mut().map(closed).collect();
+            assert_eq!(seen, [true, true, false, false]);
+            // The taker gets the newest; a lone idle connection survives a purge.
+            assert!(pool_take(addr).is_some());
+            pool_purge();
+            assert!(!closed(&mut peers[2]));
+            pool_clear();
+            assert!(closed(&mut peers[2]));
+            assert!(pool_take(addr).is_none());
+        });
+    }
 }
