@@ -121,6 +121,21 @@ fn normalize(line: &str) -> String {
             .collect::<Vec<_>>()
             .join("/");
     }
+    // `%ac/%fc/%bc/%sc/%rc`: the process and frontend connection counts include connections the
+    // proxy has not yet seen closed (HAProxy once logged 2/2 for the first request, its readiness
+    // probe still counted): masked; the backend, server and retry counts are compared.
+    if words.get(1).is_some_and(|w| w == "[DATE]")
+        && let Some(c) = words.iter_mut().skip(5).find(|w| {
+            let parts: Vec<&str> = w.split('/').collect();
+            parts.len() == 5
+                && parts
+                    .iter()
+                    .all(|v| v.trim_start_matches('+').parse::<u64>().is_ok())
+        })
+    {
+        let rest: Vec<&str> = c.split('/').skip(2).collect();
+        *c = format!("A/F/{}", rest.join("/"));
+    }
     format!("{}{quoted}", words.join(" "))
 }
 
@@ -847,7 +862,7 @@ fn malformed_expected_divergences() {
         assert_eq!(
             logs.as_slice(),
             [
-                "127.0.0.1:PORT [DATE] fe fe/<NOSRV> -1/-1/-1/-1/N 400 0 - - PR-- 1/1/0/0/0 0/0 \"<BADREQ>\""
+                "127.0.0.1:PORT [DATE] fe fe/<NOSRV> -1/-1/-1/-1/N 400 0 - - PR-- A/F/0/0/0 0/0 \"<BADREQ>\""
             ],
             "case {i}"
         );
