@@ -405,8 +405,11 @@ impl Session {
             };
             // Idle between requests at a soft stop: closing now would race a request on its way
             // (and dropping the read could lose one already read), so the read goes on until the
-            // connection has been idle for `timeout http-keep-alive`.
-            let soft_stop = (!got_first_byte && !first).then(|| self.shared.stop_tx.subscribe());
+            // connection has been idle for `timeout http-keep-alive`. With that timeout set, the
+            // read's own deadline (`dl`) is already that instant: no watch needed, and none of
+            // its per-request cost (a subscription and a boxed future).
+            let soft_stop = (!got_first_byte && !first && t.http_keep_alive.is_none())
+                .then(|| self.shared.stop_tx.subscribe());
             let idle_limit = wait_start + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
             // One read future, however it is awaited: it is most of an idle connection's state.
             let read = {
