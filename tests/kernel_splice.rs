@@ -842,22 +842,8 @@ fn a_partial_retransmission_is_relayed_once() {
     // that head a second time (the 64 kB repeats of contrib/splice-stress). Here the client's
     // connection gets [end(A) - 10, end(A) + 10) injected, then sends B, whose first 10 bytes
     // the proxy then already has: two partial overlaps of 10 bytes.
-    let echo = TcpListener::bind("127.0.1.62:0").expect("bind");
-    let addr = echo.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in echo.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut b = [0u8; 4096];
-                while let Ok(n @ 1..) = s.read(&mut b) {
-                    if s.write_all(&b[..n]).is_err() {
-                        return;
-                    }
-                }
-                let _ = s.shutdown(Shutdown::Write);
-            });
-        }
-    });
+    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 62], 0))).expect("echo");
+    let addr = echo.addr();
     let st = start(addr, "", "    portcullis-relay kernel\n");
     let before = kernel_counters(&st.sock);
     let a: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 1) as u8).collect();

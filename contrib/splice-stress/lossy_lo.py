@@ -9,25 +9,11 @@ on that namespace's loopback:
 """
 import ctypes, os, signal, struct, sys, time
 
-libc = ctypes.CDLL(None, use_errno=True)
-SYS_BPF = 321
+from bpfsys import bpf, insn, libc
 BPF_PROG_LOAD, BPF_LINK_CREATE = 5, 28
 BPF_PROG_TYPE_SCHED_CLS = 3
 BPF_TCX_EGRESS = 47
 FN_GET_PRANDOM_U32 = 7
-
-
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(bytes(attr), 128)
-    r = libc.syscall(SYS_BPF, cmd, buf, 128)
-    if r < 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"bpf({cmd}): {os.strerror(e)}")
-    return r
-
-
-def insn(code, dst=0, src=0, off=0, imm=0):
-    return struct.pack("<BBhi", code, (src << 4) | dst, off, imm)
 
 
 def main():
@@ -62,4 +48,5 @@ def socket_ifindex(name):
     return socket.if_nametoindex(name)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -24,27 +24,13 @@ Prints one line per session end with anything odd, and totals on SIGINT/SIGTERM.
 """
 import ctypes, os, select, signal, socket, struct, sys, threading, time
 
-libc = ctypes.CDLL(None, use_errno=True)
-SYS_BPF = 321
+from bpfsys import bpf, insn, libc
 BPF_MAP_CREATE, BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM, BPF_PROG_LOAD, BPF_PROG_ATTACH = 0, 2, 3, 5, 8
 BPF_MAP_TYPE_SOCKHASH = 18
 BPF_PROG_TYPE_SK_SKB = 14
 BPF_SK_SKB_STREAM_PARSER, BPF_SK_SKB_STREAM_VERDICT, BPF_SK_SKB_VERDICT = 4, 5, 38
 SO_COOKIE = 57
 FN_GET_SOCKET_COOKIE, FN_SK_REDIRECT_HASH = 46, 72
-
-
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(bytes(attr), 128)
-    r = libc.syscall(SYS_BPF, cmd, buf, 128)
-    if r < 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"bpf({cmd}): {os.strerror(e)}")
-    return r
-
-
-def insn(code, dst=0, src=0, off=0, imm=0):
-    return struct.pack("<BBhi", code, (src << 4) | dst, off, imm)
 
 
 def prog_load(insns, log=True):
@@ -272,4 +258,5 @@ def main():
         threading.Thread(target=session, args=(maps, c, (host, int(uport))), daemon=True).start()
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -383,15 +383,12 @@ fn direct_head(parts: &http::request::Parts, end: bool) -> Option<(RequestHead, 
     // Same order and joins as the text.
     let mut fields = Vec::with_capacity(parts.headers.len() + 2);
     let mut size = method.len() + target.len() + 12;
-    let mut push = |name: &str, value: Vec<u8>| {
+    let chunked = h1_fields(parts, authority, end, |name, value| {
         size += name.len() + value.len() + 4;
         fields.push(Header {
             name: name.to_owned(),
-            value,
+            value: value.to_vec(),
         });
-    };
-    let chunked = h1_fields(parts, authority, end, |name, value| {
-        push(name, value.to_vec())
     });
     let plain = |v: &[u8]| {
         v.iter().all(|&b| h1::is_field_byte(b))
