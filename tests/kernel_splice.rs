@@ -1,7 +1,8 @@
 //! `mode tcp` through the kernel splice (sockmap): 100 MB each way with equal sha256, close from
 //! either side with no byte lost, the SOCKHASH empty after 1000 short connections, a server
 //! put in maintenance with `on-marked-down shutdown-sessions` ending its spliced sessions, a slow
-//! reader keeping the bytes in flight bounded, and `portcullis-relay userspace` on a frontend.
+//! reader keeping the bytes in flight bounded, and `portcullis-relay userspace` on a frontend
+//! (`relay_auto.rs` tests the default, `portcullis-relay auto`).
 //!
 //! Each test reads the splice's counters with `show splice` (a portcullis admin command) and
 //! asserts how many bytes the kernel redirected. They need root (CAP_BPF, CAP_NET_ADMIN): without
@@ -726,16 +727,24 @@ fn the_userspace_fallback_passes_the_same_close_and_shutdown_tests() {
     st.p.wait_log(&format!(" {size} "), Duration::from_secs(5))
         .unwrap_or_else(|| panic!("tcplog line: {:?}", st.p.log_lines()));
 
-    // shutdown-sessions ends userspace-relayed sessions too; with no `portcullis-relay` at all
-    // (the default) the kernel path is not even loaded.
-    let (p, sock, port, _keep) = echo_proxy(64, "");
+    // shutdown-sessions ends userspace-relayed sessions too.
+    let (p, sock, port, _keep) = echo_proxy(64, "    portcullis-relay userspace\n");
     let mut clients = three_sessions(port);
     shutdown_ends_them(&p, &sock, &mut clients);
     let after = kernel_counters(&st.sock);
     assert_eq!(delta(&after, &before, "Sessions"), 0);
+    let other = kernel_counters(&sock);
+    assert_eq!(counter(&other, "Sessions"), 0);
+    assert_eq!(counter(&other, "Promotions"), 0);
+    // With every `mode tcp` proxy saying `userspace`, the kernel path is not even loaded.
+    let none = start(
+        peer.addr,
+        "    portcullis-relay userspace\n",
+        "    portcullis-relay userspace\n",
+    );
     assert_eq!(
-        splice(&sock).get("Status").map(String::as_str),
-        Some("userspace (no mode tcp proxy asks for portcullis-relay kernel)")
+        cli(&none.sock, "show splice"),
+        "Status: userspace (every mode tcp proxy says portcullis-relay userspace)\n\n"
     );
 }
 

@@ -317,15 +317,16 @@ fn kw_mode(p: &mut P, args: &[String]) {
 /// move every session to userspace at its first burst.
 pub const MIN_MAX_UNACKED: u64 = 256 << 10;
 
-/// `portcullis-relay kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (portcullis
+/// `portcullis-relay auto|kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (portcullis
 /// extension).
 fn kw_portcullis_relay(p: &mut P, args: &[String]) {
     let engine = match arg(args, 1) {
+        "auto" => super::model::RelayEngine::Auto,
         "kernel" => super::model::RelayEngine::Kernel,
         "userspace" => super::model::RelayEngine::Userspace,
         other => {
             p.alert(format!(
-                "'portcullis-relay' expects 'kernel' or 'userspace' (got '{other}')."
+                "'portcullis-relay' expects 'auto', 'kernel' or 'userspace' (got '{other}')."
             ));
             return;
         }

@@ -612,14 +612,12 @@ pub struct Proxy {
     pub pending: Vec<(String, Loc)>,
 }
 
-/// `portcullis-relay kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (a portcullis
+/// `portcullis-relay auto|kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (a portcullis
 /// extension, not HAProxy):
 /// the engine that carries a `mode tcp` session's bytes once the server is connected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Relay {
-    /// The engine asked for; `None` (no keyword) means the userspace relay. `Kernel` is opt-in:
-    /// on the kernel tested (6.18) the sockmap egress redirect was seen to repeat a 64 kB segment
-    /// of a stream under load (contrib/splice-stress reproduces it).
+    /// The engine asked for; `None` (no keyword) means `Auto`.
     pub engine: Option<RelayEngine>,
     /// `max-unacked <size>`: the most bytes a direction may have redirected in the kernel and not
     /// yet acknowledged by the receiver before it moves to the userspace relay.
@@ -629,9 +627,11 @@ pub struct Relay {
     pub bulk_rate: Option<u64>,
 }
 
-/// `portcullis-relay kernel|userspace`.
+/// `portcullis-relay auto|kernel|userspace`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RelayEngine {
+    /// Start on the userspace relay; move a chatty session into the kernel splice (`tcp::auto`).
+    Auto,
     /// Splice when the kernel path is available.
     Kernel,
     /// Never the kernel splice, whatever the other side of the session says.

@@ -572,7 +572,7 @@ fn use_service_prometheus_and_stats_admin() {
 #[test]
 fn portcullis_relay_extension() {
     let cfg = ok(&format!(
-        "{T} portcullis-relay userspace\nfrontend f\n bind :80\n default_backend b\nbackend b\n portcullis-relay kernel max-unacked 1m bulk-rate 0\n server s 127.0.0.1:80\nlisten l\n bind :81\n server s 127.0.0.1:80\n"
+        "{T} portcullis-relay userspace\nfrontend f\n bind :80\n default_backend b\nbackend b\n portcullis-relay kernel max-unacked 1m bulk-rate 0\n server s 127.0.0.1:80\nlisten l\n bind :81\n server s 127.0.0.1:80\nlisten m\n bind :82\n portcullis-relay auto\n server s 127.0.0.1:80\n"
     ));
     let relay = |name: &str| {
         cfg.proxies
@@ -602,13 +602,17 @@ fn portcullis_relay_extension() {
         Some(crate::config::model::RelayEngine::Userspace),
         "inherited from defaults"
     );
+    assert_eq!(
+        relay("m").engine,
+        Some(crate::config::model::RelayEngine::Auto)
+    );
     let a = alerts(&format!(
         "{T}frontend f\n bind :80\n portcullis-relay kern\n portcullis-relay kernel max-unacked 1k\n portcullis-relay kernel max-unacked x\n portcullis-relay kernel foo\n portcullis-relay kernel bulk-rate fast\n"
     ));
     assert_eq!(
         a,
         [
-            "7: 'portcullis-relay' expects 'kernel' or 'userspace' (got 'kern').",
+            "7: 'portcullis-relay' expects 'auto', 'kernel' or 'userspace' (got 'kern').",
             "8: 'portcullis-relay' : 'max-unacked' must be at least 256k (got '1k').",
             "9: 'portcullis-relay' : 'max-unacked' expects a size (got 'x').",
             "10: 'portcullis-relay' : unknown argument 'foo' (expects 'max-unacked <size>' or 'bulk-rate <size>').",

@@ -56,6 +56,8 @@ pub struct Loaded {
     pub active: AtomicU64,
     /// Sessions that could not be spliced (map full, socket refused) and used the userspace relay.
     pub attach_failures: AtomicU64,
+    /// Sessions `portcullis-relay auto` moved from the userspace relay into the splice.
+    pub promotions: AtomicU64,
 }
 
 struct State {
@@ -65,17 +67,18 @@ struct State {
 
 static STATE: OnceLock<State> = OnceLock::new();
 
-/// Loads the kernel path if a `mode tcp` proxy asks for it (`portcullis-relay kernel`; the
-/// default is the userspace relay, see `config::model::Relay`). Logs which relay `mode tcp`
-/// sessions use. Call once, before workers.
+/// Loads the kernel path if a `mode tcp` proxy may use it (`portcullis-relay auto`, the default,
+/// or `kernel`; see `config::model::Relay`). Logs which relay `mode tcp` sessions use. Call
+/// once, before workers.
 pub fn init(cfg: &Config) {
     let _ = STATE.get_or_init(|| {
         let wanted = cfg.proxies.iter().any(|p| {
-            p.mode == Mode::Tcp && p.relay.engine == Some(crate::config::model::RelayEngine::Kernel)
+            p.mode == Mode::Tcp
+                && p.relay.engine != Some(crate::config::model::RelayEngine::Userspace)
         });
         if !wanted {
             return State {
-                status: "userspace (no mode tcp proxy asks for portcullis-relay kernel)".into(),
+                status: "userspace (every mode tcp proxy says portcullis-relay userspace)".into(),
                 loaded: None,
             };
         }
@@ -135,6 +138,7 @@ pub struct SpliceStats {
     pub sessions: u64,
     pub active: u64,
     pub attach_failures: u64,
+    pub promotions: u64,
     /// Entries in the SOCKHASH now (two per spliced session).
     pub sockhash_entries: u64,
 }
@@ -145,6 +149,7 @@ impl Loaded {
             sessions: self.sessions.load(Ordering::Relaxed),
             active: self.active.load(Ordering::Relaxed),
             attach_failures: self.attach_failures.load(Ordering::Relaxed),
+            promotions: self.promotions.load(Ordering::Relaxed),
             sockhash_entries: sockmap::sockhash_len(),
             ..Default::default()
         };
@@ -186,6 +191,7 @@ pub fn show_splice() -> String {
             ("Sessions", s.sessions),
             ("ActiveSessions", s.active),
             ("AttachFailures", s.attach_failures),
+            ("Promotions", s.promotions),
             ("SockhashEntries", s.sockhash_entries),
         ] {
             out.push_str(&format!("{k}: {v}\n"));
@@ -250,6 +256,7 @@ fn load() -> Result<Loaded, String> {
         sessions: AtomicU64::new(0),
         active: AtomicU64::new(0),
         attach_failures: AtomicU64::new(0),
+        promotions: AtomicU64::new(0),
     };
     // Prove a socket pair can be spliced before claiming the path works.
     sockmap::self_test(&loaded)?;

@@ -1,6 +1,7 @@
 //! `mode tcp`: the userspace passthrough relay (`relay`), the kernel splice (`splice`) and the
 //! session around them (`session`).
 
+pub mod auto;
 pub mod hello;
 pub mod relay;
 pub mod session;

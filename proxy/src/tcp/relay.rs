@@ -63,6 +63,35 @@ pub(super) enum DirEnd {
     Broken,
 }
 
+/// How long a direction stays parked waiting for the other one to park too (see [`Park`]).
+const PARK_MAX: Duration = Duration::from_millis(5);
+
+/// Lets the session's owner stop both directions of a relay at a point where neither holds a
+/// byte: each direction parks between a completed write and its next read, so no read is in
+/// flight (an io_uring read cannot be withdrawn without losing what it may still receive). Used
+/// to move a chatty session into the kernel splice (`tcp::auto`).
+#[derive(Default)]
+pub(super) struct Park {
+    /// Set by the owner: directions park at their next quiet point.
+    pub want: Cell<bool>,
+    /// C2s, S2c: parked now.
+    pub parked: [Cell<bool>; 2],
+    /// Reads that returned bytes, per direction (C2s, S2c), and their bytes (both directions).
+    pub reads: [Cell<u64>; 2],
+    pub bytes: Cell<u64>,
+    /// A direction parked.
+    pub parked_n: tokio::sync::Notify,
+    /// The owner gave up waiting: parked directions resume.
+    pub resume: tokio::sync::Notify,
+}
+
+impl Park {
+    pub fn both_parked(&self) -> bool {
+        self.parked[0].get() && self.parked[1].get()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn pump(
     from: &impl Duplex,
     to: &impl Duplex,
@@ -70,11 +99,19 @@ async fn pump(
     timeout: &Cell<Option<Duration>>,
     activity: &Activity,
     count: &Cell<u64>,
+    park: Option<(&Park, usize)>,
 ) -> DirEnd {
     let mut timer = Timer::default();
     let recheck = Cell::new(tokio::time::Instant::now());
     loop {
         buf.clear();
+        if let Some((p, i)) = park.filter(|(p, _)| p.want.get()) {
+            p.parked[i].set(true);
+            p.parked_n.notify_one();
+            // Dropped here when the owner takes the session over; else back to reading.
+            let _ = tokio::time::timeout(PARK_MAX, p.resume.notified()).await;
+            p.parked[i].set(false);
+        }
         let (res, b) = match timer
             .idle_by(from.read(buf), timeout, activity, &recheck)
             .await
@@ -91,6 +128,10 @@ async fn pump(
             Ok(n) => {
                 activity.touch();
                 count.set(count.get() + n as u64);
+                if let Some((p, i)) = park {
+                    p.reads[i].set(p.reads[i].get() + 1);
+                    p.bytes.set(p.bytes.get() + n as u64);
+                }
             }
             Err(_) => return DirEnd::ReadErr,
         }
@@ -120,17 +161,52 @@ pub async fn relay<C: Duplex, S: Duplex>(
     t: RelayTimeouts,
     kill: impl std::future::Future<Output = ()>,
 ) -> RelayStats {
+    let kill = std::pin::pin!(kill);
+    let never = std::future::pending::<()>();
+    match relay_parkable(client, server, initial, t, kill, None, never).await {
+        Phase::Done(stats) => stats,
+        // Without a `Park` nothing parks.
+        Phase::Parked { c2s, s2c } => RelayStats {
+            c2s,
+            s2c,
+            end: End::Internal,
+        },
+    }
+}
+
+/// How [`relay_parkable`] ended.
+pub(super) enum Phase {
+    Done(RelayStats),
+    /// Both directions parked and `take` resolved: the sockets hold no relayed byte in userspace;
+    /// the bytes relayed so far.
+    Parked {
+        c2s: u64,
+        s2c: u64,
+    },
+}
+
+/// [`relay`] that can be taken over: when `take` resolves while both directions are parked (see
+/// [`Park`]), it returns [`Phase::Parked`] without touching the sockets.
+pub(super) async fn relay_parkable<C: Duplex, S: Duplex, K: std::future::Future<Output = ()>>(
+    client: Rc<C>,
+    server: Rc<S>,
+    initial: Vec<u8>,
+    t: RelayTimeouts,
+    mut kill: std::pin::Pin<&mut K>,
+    park: Option<&Park>,
+    take: impl std::future::Future<Output = ()>,
+) -> Phase {
     let activity = Activity::default();
     let c2s = Cell::new(initial.len() as u64);
     let s2c = Cell::new(0u64);
     if !initial.is_empty() {
         let (r, _) = server.write_all(initial).await;
         if r.is_err() {
-            return RelayStats {
+            return Phase::Done(RelayStats {
                 c2s: c2s.get(),
                 s2c: 0,
                 end: End::ServerError,
-            };
+            });
         }
     }
     let ct = Cell::new(t.tunnel.or(t.client));
@@ -142,6 +218,7 @@ pub async fn relay<C: Duplex, S: Duplex>(
         &ct,
         &activity,
         &c2s,
+        park.map(|p| (p, 0)),
     );
     let down = pump(
         &*server,
@@ -150,20 +227,29 @@ pub async fn relay<C: Duplex, S: Duplex>(
         &st,
         &activity,
         &s2c,
+        park.map(|p| (p, 1)),
     );
     // The first direction to fail ends the session; a clean EOF waits for the other direction.
     let mut up = std::pin::pin!(up);
     let mut down = std::pin::pin!(down);
-    let mut kill = std::pin::pin!(kill);
+    let mut take = std::pin::pin!(take);
     let (first_up, first) = tokio::select! {
             biased;
         e = &mut up => (true, e),
         e = &mut down => (false, e),
         _ = &mut kill => (true, DirEnd::Killed),
+        _ = &mut take => {
+            return Phase::Parked { c2s: c2s.get(), s2c: s2c.get() };
+        }
     };
     let end = match first {
         DirEnd::Eof => {
-            // Half-closed: the side still sending is now under its `-fin` timeout.
+            // Half-closed: no taking over any more, and no direction may stay parked.
+            if let Some(p) = park {
+                p.want.set(false);
+                p.resume.notify_waiters();
+            }
+            // The side still sending is now under its `-fin` timeout.
             if first_up {
                 st.set(t.server_fin.or(st.get()));
             } else {
@@ -189,11 +275,11 @@ pub async fn relay<C: Duplex, S: Duplex>(
         other => classify(first_up, other),
     };
     finish(&client, &server, end);
-    RelayStats {
+    Phase::Done(RelayStats {
         c2s: c2s.get(),
         s2c: s2c.get(),
         end,
-    }
+    })
 }
 
 /// Aborts both sides of a session that did not end normally; the server gets a RST when the

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use crate::config::model::TcpRequestAction;
+use crate::config::model::{RelayEngine, TcpRequestAction};
 use crate::engine::conn::Conn;
 use crate::engine::io::{Peeker, Stream};
 use crate::http::rules::apply_tcp_rules;
@@ -117,14 +117,20 @@ async fn inspect(
     }
 }
 
-/// `portcullis-relay`: the kernel splice only if the frontend or the backend asks for it and
-/// neither asks for the userspace relay; the splice's `max-unacked` and `bulk-rate` (each the
-/// backend's, else the frontend's, else the default).
-fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64, u64) {
+/// `portcullis-relay`: the userspace relay if the frontend or the backend asks for it or the
+/// kernel path is not loaded, else the kernel splice from the start if either asks for it, else
+/// `auto`; the splice's `max-unacked` and `bulk-rate` (each the backend's, else the
+/// frontend's, else the default).
+fn relay_choice(fe: &Proxy, be: &Proxy) -> (RelayEngine, u64, u64) {
     let (f, b) = (fe.cfg.relay, be.cfg.relay);
-    use crate::config::model::RelayEngine::{Kernel, Userspace};
     let asks = |e| f.engine == Some(e) || b.engine == Some(e);
-    let userspace = asks(Userspace) || !asks(Kernel) || crate::kernel::loaded().is_none();
+    let engine = if asks(RelayEngine::Userspace) || crate::kernel::loaded().is_none() {
+        RelayEngine::Userspace
+    } else if asks(RelayEngine::Kernel) {
+        RelayEngine::Kernel
+    } else {
+        RelayEngine::Auto
+    };
     let max = b
         .max_unacked
         .or(f.max_unacked)
@@ -133,7 +139,7 @@ fn relay_choice(fe: &Proxy, be: &Proxy) -> (bool, u64, u64) {
         .bulk_rate
         .or(f.bulk_rate)
         .unwrap_or(crate::kernel::DEFAULT_BULK_RATE);
-    (userspace, max, bulk)
+    (engine, max, bulk)
 }
 
 /// One side of a session: a plain socket (which the kernel path can splice) or a TLS connection.
@@ -274,9 +280,9 @@ pub async fn run_tracked(
                 }
             };
             let kill = srv.killed(epoch);
-            let (userspace, max_unacked, bulk_rate) = relay_choice(&fe, &be);
+            let (engine, max_unacked, bulk_rate) = relay_choice(&fe, &be);
             let stats = match (client, server) {
-                (Side::Plain(client), Side::Plain(server)) if !userspace => {
+                (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Kernel => {
                     let spliced = super::splice::relay(
                         client.clone(),
                         server.clone(),
@@ -284,11 +290,15 @@ pub async fn run_tracked(
                         max_unacked,
                         bulk_rate,
                         kill,
+                        None,
                     );
                     match spliced.await {
                         Ok(stats) => stats,
                         Err(kill) => relay(client, server, Vec::new(), t, kill).await,
                     }
+                }
+                (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Auto => {
+                    super::auto::run(client, server, t, max_unacked, bulk_rate, kill).await
                 }
                 (Side::Plain(client), Side::Plain(server)) => {
                     relay(client, server, Vec::new(), t, kill).await

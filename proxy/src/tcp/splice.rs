@@ -25,6 +25,7 @@ use crate::engine::io::Stream;
 use crate::kernel::sockmap::{Dir, Splice};
 use crate::kernel::{BULK_WINDOW, tcpinfo};
 
+use super::auto::BusyMark;
 use super::relay::{DirEnd, RELAY_BUF, RelayStats, RelayTimeouts, classify, finish};
 
 /// The fastest the acknowledged counts are sampled (while bytes move).
@@ -41,6 +42,7 @@ pub async fn relay<K: std::future::Future<Output = ()>>(
     max_unacked: u64,
     bulk_rate: u64,
     kill: K,
+    mark: Option<&mut BusyMark>,
 ) -> Result<RelayStats, K> {
     let Some(loaded) = crate::kernel::loaded() else {
         return Err(kill);
@@ -55,7 +57,9 @@ pub async fn relay<K: std::future::Future<Output = ()>>(
             return Err(kill);
         }
     };
-    Ok(spliced(client, server, t, kill, sp, bulk_rate).await)
+    let mut own = BusyMark::default();
+    let mark = mark.unwrap_or(&mut own);
+    Ok(spliced(client, server, t, kill, sp, bulk_rate, mark).await)
 }
 
 async fn spliced(
@@ -65,6 +69,7 @@ async fn spliced(
     kill: impl std::future::Future<Output = ()>,
     sp: Splice<'static>,
     bulk_rate: u64,
+    mark: &mut BusyMark,
 ) -> RelayStats {
     let activity = Activity::default();
     let user_c2s = Cell::new(0u64);
@@ -73,7 +78,7 @@ async fn spliced(
     let st = Cell::new(t.tunnel.or(t.server));
     let up = pump(&client, &server, Dir::C2s, &sp, &ct, &activity, &user_c2s);
     let down = pump(&server, &client, Dir::S2c, &sp, &st, &activity, &user_s2c);
-    let watch = watch(&sp, &activity, &ct, &st, bulk_rate);
+    let watch = watch(&sp, &activity, &ct, &st, bulk_rate, mark);
     let mut up = std::pin::pin!(up);
     let mut down = std::pin::pin!(down);
     let mut kill = std::pin::pin!(kill);
@@ -326,9 +331,14 @@ async fn watch(
     ct: &Cell<Option<Duration>>,
     st: &Cell<Option<Duration>>,
     bulk_rate: u64,
+    mark: &mut BusyMark,
 ) {
     let mut seen = [0u64; 4];
     let now = Instant::now();
+    // A spliced session counts as busy for `portcullis-relay auto` while bytes moved within
+    // its last window.
+    let mut last_move = now;
+    mark.set(true);
     let mut meters = [
         BulkMeter::new(bulk_rate, now),
         BulkMeter::new(bulk_rate, now),
@@ -375,6 +385,10 @@ async fn watch(
                 seen[2 * i + 1] = acked;
             }
         }
+        if moved {
+            last_move = now;
+        }
+        mark.set(now.duration_since(last_move) < super::auto::WINDOW);
         if moved {
             activity.touch();
             tick = TICK_MIN;

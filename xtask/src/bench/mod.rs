@@ -693,9 +693,9 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
             KERNEL_ONLY,
         ),
         relay(
-            "portcullis-kernel-rule",
-            "portcullis uring, portcullis-relay kernel".into(),
-            "kernel",
+            "portcullis-userspace",
+            "portcullis uring, userspace relay only".into(),
+            "userspace",
         ),
     ]
 }

@@ -1,0 +1,254 @@
+//! The default `portcullis-relay auto`: a lone chatty `mode tcp` session moves from the userspace
+//! relay into the kernel splice between two messages, with nothing lost, counted in `show stat`
+//! and the tcplog line; concurrent busy sessions and bulk stay in userspace. Its own test binary:
+//! the rule judges traffic rates, which the heavy transfers of `kernel_splice.rs` would disturb.
+//! Needs root (CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON): without it the tests say so and pass
+//! without running.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use backend::{TcpEcho, fnv1a64, free_port, lo, wait_until};
+use proxy::{Proc, TempDir};
+
+/// One test at a time: each judges its own traffic's rate.
+static ONE: Mutex<()> = Mutex::new(());
+
+fn root() -> bool {
+    // SAFETY: no arguments.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        eprintln!("SKIPPED: portcullis-relay auto needs the kernel path (root); euid is {euid}");
+        return false;
+    }
+    true
+}
+
+struct Setup {
+    p: Proc,
+    sock: PathBuf,
+    port: u16,
+    _dir: TempDir,
+}
+
+/// The default relay with one worker thread: the busy-session rule counts per worker.
+fn start(server: SocketAddr) -> Setup {
+    let dir = TempDir::new("relay-auto");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    nbthread 1\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {server}\n",
+        sock.display()
+    );
+    let p = Proc::portcullis(&cfg, lo(port));
+    Setup {
+        p,
+        sock,
+        port,
+        _dir: dir,
+    }
+}
+
+fn cli(sock: &Path, cmd: &str) -> String {
+    wait_until(Duration::from_secs(5), || {
+        std::os::unix::net::UnixStream::connect(sock).is_ok()
+    });
+    let mut s = proxy::admin_connect(sock);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn splice(sock: &Path) -> HashMap<String, String> {
+    cli(sock, "show splice")
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn counter(s: &HashMap<String, String>, k: &str) -> u64 {
+    s.get(k)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no counter {k} in {s:?}"))
+}
+
+/// `show splice` once no session is spliced, after checking the kernel path is on.
+fn settled(sock: &Path) -> HashMap<String, String> {
+    wait_until(Duration::from_secs(5), || {
+        splice(sock).get("ActiveSessions").is_some_and(|v| v == "0")
+    });
+    let s = splice(sock);
+    assert_eq!(
+        s.get("Status").map(String::as_str),
+        Some("kernel (sockmap splice)"),
+        "the kernel path must be available as root: {s:?}"
+    );
+    s
+}
+
+fn delta(after: &HashMap<String, String>, before: &HashMap<String, String>, k: &str) -> u64 {
+    counter(after, k) - counter(before, k)
+}
+
+/// `show stat`'s bin and bout (fields 8 and 9) of `px/sv`.
+fn stat_bytes(sock: &Path, px: &str, sv: &str) -> (u64, u64) {
+    let csv = cli(sock, "show stat");
+    let row: Vec<&str> = csv
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&px) && f.get(1) == Some(&sv))
+        .unwrap_or_else(|| panic!("no {px}/{sv} in {csv}"));
+    let n = |i: usize| row[i].parse::<u64>().unwrap_or_else(|_| panic!("{row:?}"));
+    (n(8), n(9))
+}
+
+/// An echo of 64-byte messages on 127.0.1.`ip`; it shuts its write side at end of stream.
+fn echo64(ip: u8) -> SocketAddr {
+    let echo = TcpListener::bind(SocketAddr::from(([127, 0, 1, ip], 0))).expect("bind");
+    let addr = echo.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in echo.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut b = [0u8; 64];
+                while s.read_exact(&mut b).is_ok() {
+                    if s.write_all(&b).is_err() {
+                        return;
+                    }
+                }
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// `trips` 64-byte round trips on `c`, each message distinct and checked.
+fn round_trips(c: &mut TcpStream, tag: u8, trips: u64) {
+    for i in 0..trips {
+        let mut msg = [tag; 64];
+        msg[..8].copy_from_slice(&i.to_le_bytes());
+        c.write_all(&msg).unwrap();
+        let mut back = [0u8; 64];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg, "session {tag}, round trip {i}");
+    }
+}
+
+fn chatty_client(port: u16) -> TcpStream {
+    let c = TcpStream::connect(lo(port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.set_nodelay(true).unwrap();
+    c
+}
+
+#[test]
+fn a_lone_chatty_session_moves_into_the_kernel() {
+    if !root() {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let st = start(echo64(66));
+    let before = settled(&st.sock);
+    let mut c = chatty_client(st.port);
+    // Chatty until judged (two windows of 100 ms) and moved, then more.
+    let t = Instant::now();
+    let mut trips = 0;
+    while counter(&splice(&st.sock), "Promotions") == counter(&before, "Promotions") {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "not moved after {trips} round trips"
+        );
+        round_trips(&mut c, 1, 100);
+        trips += 100;
+    }
+    let moved = splice(&st.sock);
+    assert_eq!(delta(&moved, &before, "Promotions"), 1, "{moved:?}");
+    round_trips(&mut c, 2, 500);
+    trips += 500;
+    assert_eq!(counter(&splice(&st.sock), "ActiveSessions"), 1);
+    // Half-close from the client: the echo ends too, nothing is lost on the way.
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{} stray bytes", rest.len());
+    let total = 64 * trips;
+    st.p.wait_log(&format!(" {total} -- "), Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("tcplog line for {total} bytes: {:?}", st.p.log_lines()));
+    assert_eq!(stat_bytes(&st.sock, "fe", "FRONTEND"), (total, total));
+    let after = settled(&st.sock);
+    // At least the last 500 round trips went through the kernel, and not every byte did.
+    let redirected = delta(&after, &before, "RedirectedBytes");
+    assert!(
+        redirected >= 2 * 64 * 500 && redirected < 2 * total,
+        "{redirected} of {} bytes redirected",
+        2 * total
+    );
+    assert_eq!(delta(&after, &before, "PassedBytes"), 0);
+    assert_eq!(counter(&after, "SockhashEntries"), 0);
+}
+
+#[test]
+fn busy_neighbours_and_bulk_stay_in_userspace() {
+    if !root() {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let st = start(echo64(67));
+    let before = settled(&st.sock);
+    // Three chatty sessions at once on the one worker: none is alone, none moves.
+    let port = st.port;
+    let go = Arc::new(Barrier::new(3));
+    let clients: Vec<_> = (0..3u8)
+        .map(|tag| {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                let mut c = chatty_client(port);
+                go.wait();
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_millis(800) {
+                    round_trips(&mut c, tag, 50);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("client");
+    }
+    let after = settled(&st.sock);
+    assert_eq!(delta(&after, &before, "Promotions"), 0, "{after:?}");
+    assert_eq!(delta(&after, &before, "Sessions"), 0);
+    // Bulk alone: busy, never chatty.
+    let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 68], 0))).expect("echo");
+    let st = start(echo.addr());
+    let before = settled(&st.sock);
+    let mut c = TcpStream::connect(lo(st.port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut r = c.try_clone().unwrap();
+    let size = 32usize << 20;
+    let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let sum = fnv1a64(&data);
+    let reader = std::thread::spawn(move || {
+        let mut back = Vec::with_capacity(size);
+        r.read_to_end(&mut back).map(|_| back)
+    });
+    c.write_all(&data).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let back = reader.join().unwrap().expect("read back");
+    assert_eq!((back.len(), fnv1a64(&back)), (size, sum));
+    let after = settled(&st.sock);
+    assert_eq!(delta(&after, &before, "Promotions"), 0, "{after:?}");
+    assert_eq!(delta(&after, &before, "RedirectedBytes"), 0);
+}
