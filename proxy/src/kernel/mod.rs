@@ -85,7 +85,7 @@ pub fn init(cfg: &Config) {
         match load() {
             Ok(l) => {
                 tracing::info!(
-                    "kernel path: mode tcp sessions are spliced in the kernel (sockmap)"
+                    "kernel path: mode tcp sessions can be spliced in the kernel (sockmap; portcullis-relay auto moves chatty ones, kernel all)"
                 );
                 State {
                     status: "kernel (sockmap splice)".into(),
