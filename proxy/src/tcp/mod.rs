@@ -2,8 +2,9 @@
 //! session around them (`session`).
 
 pub mod hello;
+pub mod pipe;
 pub mod relay;
 pub mod session;
 pub mod splice;
 
-pub use relay::{End, RelayStats, RelayTimeouts, relay};
+pub use relay::{End, RelayStats, RelayTimeouts, SpliceDirs, relay};
