@@ -209,15 +209,12 @@ fn recv_stream(r: &mut TcpStream) -> (usize, Vec<u8>) {
     (total, ctx.finish().as_ref().to_vec())
 }
 
+/// What a [`stream_server`] read (bytes, sha256) and the digest of what it sent.
+type Received = ((usize, Vec<u8>), Vec<u8>);
+
 /// A server for one connection (the first that sends a byte): sends `s2c` bytes (at once, or only once the client's end of
 /// stream has arrived) then half-closes; reads to end of stream. Returns what it read.
-fn stream_server(
-    s2c: usize,
-    after_eof: bool,
-) -> (
-    SocketAddr,
-    std::thread::JoinHandle<((usize, Vec<u8>), Vec<u8>)>,
-) {
+fn stream_server(s2c: usize, after_eof: bool) -> (SocketAddr, std::thread::JoinHandle<Received>) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let t = std::thread::spawn(move || {

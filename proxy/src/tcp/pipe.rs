@@ -37,7 +37,7 @@ impl BulkRule {
         } else {
             self.full_in_row = 0;
         }
-        self.full_in_row >= tune("PORTCULLIS_BULK_READS", BULK_READS as usize) as u32
+        self.full_in_row >= BULK_READS
     }
 }
 
@@ -98,23 +98,6 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     } else {
         Ok(n as usize)
     }
-}
-
-// TEMP: measurement knobs.
-fn tune(name: &str, d: usize) -> usize {
-    static P: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    static B: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cell = if name == "PORTCULLIS_PIPE_SIZE" {
-        &P
-    } else {
-        &B
-    };
-    *cell.get_or_init(|| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    })
 }
 
 pub(super) fn count(n: usize) {
