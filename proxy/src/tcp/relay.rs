@@ -134,6 +134,8 @@ async fn pump(
         if let (Some(pipe), Some((src, dst))) = (&spliced, splice)
             && let (Some(src), Some(dst)) = (src.get(), dst.get())
         {
+            // The copy buffer is not needed any more.
+            drop(std::mem::take(&mut buf));
             return splice_pump(
                 pipe, src, dst, to, &mut timer, &recheck, timeout, activity, count,
             )
