@@ -44,6 +44,11 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "nosplice",
+        parse: kw_nosplice,
+        pending: false,
+    },
+    GlobalKw {
         kw: "pidfile",
         parse: kw_pidfile,
         pending: false,
@@ -174,6 +179,12 @@ fn kw_portcullis_xdp(g: &mut Global, c: &mut Ctx, args: &[String]) {
 fn kw_daemon(g: &mut Global, c: &mut Ctx, args: &[String]) {
     if !c.too_many(args, 1, 0) {
         g.daemon = true;
+    }
+}
+
+fn kw_nosplice(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if !c.too_many(args, 1, 0) {
+        g.nosplice = true;
     }
 }
 

@@ -731,6 +731,9 @@ const OPTIONS: &[(&str, u8, bool)] = &[
     ("log-health-checks", BE, false),
     ("redispatch", BE, false),
     ("socket-stats", FE, true),
+    ("splice-auto", FE | BE, false),
+    ("splice-request", FE | BE, false),
+    ("splice-response", FE | BE, false),
     ("tcp-check", BE, false),
     ("tcplog", FE, false),
 ];
@@ -779,6 +782,9 @@ fn kw_option(p: &mut P, args: &[String]) {
         | "httpclose"
         | "http-server-close"
         | "http-keep-alive"
+        | "splice-auto"
+        | "splice-request"
+        | "splice-response"
         | "tcp-check" => {
             if p.c.too_many(args, 2, 0) {
                 return;
@@ -792,6 +798,14 @@ fn kw_option(p: &mut P, args: &[String]) {
                 "socket-stats" => o.socket_stats = on,
                 "idle-close-on-response" => o.idle_close_on_response = on,
                 "tcp-check" => o.tcp_check = on,
+                // Splicing is on by default (the relay's bulk rule decides when): only the
+                // negations change anything.
+                "splice-auto" => {
+                    o.no_splice_request = !on;
+                    o.no_splice_response = !on;
+                }
+                "splice-request" => o.no_splice_request = !on,
+                "splice-response" => o.no_splice_response = !on,
                 "tcplog" => {
                     o.tcplog = on;
                     if on {

@@ -53,6 +53,8 @@ pub struct Global {
     /// `ssl-server-verify none`: servers' default is `verify none` instead of `required`.
     pub ssl_server_verify_none: bool,
     pub hard_stop_after: Option<Duration>,
+    /// `nosplice`: the `mode tcp` relay never uses splice(2) (see `tcp::pipe`).
+    pub nosplice: bool,
     /// `portcullis-xdp` (a portcullis extension): interfaces the XDP filter protects.
     pub xdp: Option<XdpCfg>,
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
@@ -572,6 +574,11 @@ pub struct Options {
     pub idle_close_on_response: bool,
     pub httpchk: Option<HttpCheck>,
     pub tcp_check: bool,
+    /// `no option splice-request` / `no option splice-auto`: the client→server direction of
+    /// this proxy's `mode tcp` sessions never uses splice(2) (on by default, see `tcp::pipe`).
+    pub no_splice_request: bool,
+    /// `no option splice-response` / `no option splice-auto`: likewise server→client.
+    pub no_splice_response: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -736,3 +736,29 @@ fn stick_table_errors() {
         f.pending
     );
 }
+
+#[test]
+fn splice_keywords() {
+    let cfg = ok(&format!(
+        "global\n nosplice\n{T}frontend f\n bind :80\n option splice-auto\n no option splice-response\n option splice-request\n default_backend b\nbackend b\n no option splice-auto\n server s 127.0.0.1:80\nlisten l\n bind :81\n no option splice-request\n option splice-auto\n server s 127.0.0.1:80\n"
+    ));
+    assert!(cfg.global.nosplice);
+    let opts = |name: &str| {
+        let o = &cfg.proxies.iter().find(|p| p.name == name).unwrap().options;
+        (o.no_splice_request, o.no_splice_response)
+    };
+    assert_eq!(opts("f"), (false, true));
+    assert_eq!(opts("b"), (true, true));
+    assert_eq!(opts("l"), (false, false), "the last line wins");
+    assert!(!ok(T).global.nosplice);
+    // HAProxy 2.6's words.
+    assert_eq!(
+        alerts(&format!(
+            "global\n nosplice x\n{T}frontend f\n bind :80\n option splice-auto x\n"
+        )),
+        [
+            "2: 'nosplice' cannot handle unexpected argument 'x'.",
+            "9: 'option splice-auto' cannot handle unexpected argument 'x'."
+        ]
+    );
+}

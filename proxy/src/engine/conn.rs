@@ -5,7 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
-use super::io::Stream;
+use super::io::{SpliceFd, Stream};
 use crate::http::h2::H2Pipe;
 use crate::tls::stream::{TlsInfo, TlsStream};
 
@@ -113,6 +113,10 @@ pub trait Duplex {
     async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>);
     async fn shutdown_write(&self) -> io::Result<()>;
     fn abort(&self, rst: bool);
+    /// The socket for the relay's splice(2) path; None keeps the copy path (TLS, unix, h2).
+    fn splice_fd(&self) -> Option<SpliceFd<'_>> {
+        None
+    }
 }
 
 impl Duplex for Stream {
@@ -127,6 +131,9 @@ impl Duplex for Stream {
     }
     fn abort(&self, rst: bool) {
         Stream::abort(self, rst)
+    }
+    fn splice_fd(&self) -> Option<SpliceFd<'_>> {
+        Stream::splice_fd(self)
     }
 }
 
@@ -143,6 +150,12 @@ impl Duplex for Conn {
     fn abort(&self, rst: bool) {
         Conn::abort(self, rst)
     }
+    fn splice_fd(&self) -> Option<SpliceFd<'_>> {
+        match self {
+            Conn::Plain(s) => s.splice_fd(),
+            _ => None,
+        }
+    }
 }
 
 impl<T: Duplex> Duplex for std::rc::Rc<T> {
@@ -157,5 +170,8 @@ impl<T: Duplex> Duplex for std::rc::Rc<T> {
     }
     fn abort(&self, rst: bool) {
         (**self).abort(rst)
+    }
+    fn splice_fd(&self) -> Option<SpliceFd<'_>> {
+        (**self).splice_fd()
     }
 }

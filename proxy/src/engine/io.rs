@@ -495,3 +495,98 @@ fn peek_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
         Ok(n as usize)
     }
 }
+
+/// How the relay can reach a TCP socket for splice(2) (see `tcp::pipe`).
+#[derive(Clone, Copy)]
+pub enum SpliceFd<'a> {
+    /// An epoll stream: splices wait on the stream's own readiness.
+    Tokio(&'a tokio::net::TcpStream),
+    /// An io_uring stream: readiness needs a duplicate registered with tokio's reactor (which
+    /// tokio-uring runs too), as [`Peeker`] does.
+    Uring(RawFd),
+}
+
+impl Stream {
+    /// The socket for splice(2): TCP streams only (a unix stream keeps the copy path).
+    pub fn splice_fd(&self) -> Option<SpliceFd<'_>> {
+        match self {
+            Stream::Tcp(s) => Some(SpliceFd::Tokio(s)),
+            Stream::UringTcp(s) => Some(SpliceFd::Uring(s.as_raw_fd())),
+            _ => None,
+        }
+    }
+}
+
+/// A socket's readiness for splice(2) calls. For an io_uring stream it owns a duplicate of the
+/// descriptor: one per socket, shared by both directions (a descriptor is registered once), and
+/// dropped before the session resets or closes the socket, so the duplicate neither keeps it
+/// open nor delays its RST.
+pub enum SpliceSock<'a> {
+    Tokio(&'a tokio::net::TcpStream),
+    Dup(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>),
+}
+
+impl<'a> SpliceSock<'a> {
+    pub fn new(fd: SpliceFd<'a>) -> io::Result<SpliceSock<'a>> {
+        match fd {
+            SpliceFd::Tokio(s) => Ok(SpliceSock::Tokio(s)),
+            SpliceFd::Uring(raw) => {
+                let dup = std::os::fd::OwnedFd::from(dup_socket(raw)?);
+                // splice(2) blocks on a blocking socket whatever its flags say; io_uring still
+                // waits (poll-arms) on a non-blocking socket, so this changes nothing for its
+                // reads and writes. The flag is the shared file description's.
+                // SAFETY: fcntl on a descriptor we own.
+                let fl = unsafe { libc::fcntl(dup.as_raw_fd(), libc::F_GETFL) };
+                if fl < 0
+                    || unsafe { libc::fcntl(dup.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) }
+                        < 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: the duplicate is owned by the AsyncFd, which deregisters it before
+                // closing it.
+                Ok(SpliceSock::Dup(unsafe {
+                    tokio::io::unix::AsyncFd::register_with_interest(
+                        dup,
+                        tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE,
+                    )?
+                }))
+            }
+        }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            SpliceSock::Tokio(s) => s.as_raw_fd(),
+            SpliceSock::Dup(a) => a.as_raw_fd(),
+        }
+    }
+
+    /// Runs the non-blocking `f` once the socket is ready for `write` (else for reading), again
+    /// after each WouldBlock (which clears the readiness). Cancel-safe.
+    pub async fn io<R>(&self, write: bool, mut f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        use tokio::io::Interest;
+        let interest = if write {
+            Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        loop {
+            match self {
+                SpliceSock::Tokio(s) => {
+                    s.ready(interest).await?;
+                    match s.try_io(interest, &mut f) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        r => return r,
+                    }
+                }
+                SpliceSock::Dup(a) => {
+                    let mut g = a.ready(interest).await?;
+                    if let Ok(r) = g.try_io(|_| f()) {
+                        return r;
+                    }
+                }
+            }
+        }
+    }
+}

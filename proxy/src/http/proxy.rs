@@ -1334,6 +1334,8 @@ impl Session {
                 Rc::clone(server),
                 initial,
                 t,
+                // HTTP tunnels (upgrades) keep the copy path for now.
+                crate::tcp::SpliceDirs::NONE,
                 std::future::pending(),
             )
             .await;

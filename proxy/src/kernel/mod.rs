@@ -176,6 +176,19 @@ impl Loaded {
 /// `show splice` (a portcullis extension of the admin socket): one `name: value` line each.
 pub fn show_splice() -> String {
     let mut out = format!("Status: {}\n", status());
+    // The userspace relay's splice(2) through a pipe (`tcp::pipe`), whatever the status.
+    for (k, v) in [
+        ("PipeSplicedBytes", &crate::tcp::pipe::SPLICED_BYTES),
+        (
+            "PipeSplicedDirections",
+            &crate::tcp::pipe::SPLICED_DIRECTIONS,
+        ),
+    ] {
+        out.push_str(&format!(
+            "{k}: {}\n",
+            v.load(std::sync::atomic::Ordering::Relaxed)
+        ));
+    }
     if let Some(l) = loaded() {
         let s = l.stats();
         for (k, v) in [

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::engine::io::Stream;
 
-use super::relay::{Park, Phase, RelayStats, RelayTimeouts, relay, relay_parkable};
+use super::relay::{Park, Phase, RelayStats, RelayTimeouts, SpliceDirs, relay, relay_parkable};
 
 /// The window over which a session's traffic is judged.
 pub const WINDOW: Duration = Duration::from_millis(100);
@@ -143,6 +143,7 @@ pub async fn run<K: std::future::Future<Output = ()>>(
     client: Rc<Stream>,
     server: Rc<Stream>,
     t: RelayTimeouts,
+    splice: SpliceDirs,
     max_unacked: u64,
     bulk_rate: u64,
     kill: K,
@@ -155,6 +156,7 @@ pub async fn run<K: std::future::Future<Output = ()>>(
         server.clone(),
         Vec::new(),
         t,
+        splice,
         kill.as_mut(),
         Some(&park),
         chatty_and_alone(&park, &mark),
@@ -182,7 +184,8 @@ pub async fn run<K: std::future::Future<Output = ()>>(
     .await;
     let rest = match spliced {
         Ok(stats) => stats,
-        Err(kill) => relay(client, server, Vec::new(), t, kill).await,
+        // See `session`: after a failed attach only recv sees what a verdict may have queued.
+        Err(kill) => relay(client, server, Vec::new(), t, SpliceDirs::NONE, kill).await,
     };
     RelayStats {
         c2s: c2s + rest.c2s,

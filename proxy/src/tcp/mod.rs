@@ -3,8 +3,9 @@
 
 pub mod auto;
 pub mod hello;
+pub mod pipe;
 pub mod relay;
 pub mod session;
 pub mod splice;
 
-pub use relay::{End, RelayStats, RelayTimeouts, relay};
+pub use relay::{End, RelayStats, RelayTimeouts, SpliceDirs, relay};

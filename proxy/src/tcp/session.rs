@@ -24,7 +24,7 @@ use crate::engine::worker::Shared;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, stats};
 
-use super::relay::{RelayTimeouts, relay};
+use super::relay::{RelayTimeouts, SpliceDirs, relay};
 
 /// HAProxy's request buffer (`tune.bufsize` 16384) less the rewrite reserve (`tune.maxrewrite`
 /// 1024): once that much is waiting, inspection is final.
@@ -140,6 +140,16 @@ fn relay_choice(fe: &Proxy, be: &Proxy) -> (RelayEngine, u64, u64) {
         .or(f.bulk_rate)
         .unwrap_or(crate::kernel::DEFAULT_BULK_RATE);
     (engine, max, bulk)
+}
+
+/// Which directions may move to splice(2): not with `global nosplice`, nor a direction that the
+/// frontend or the backend turned off (`no option splice-auto|splice-request|splice-response`).
+fn splice_dirs(nosplice: bool, fe: &Proxy, be: &Proxy) -> SpliceDirs {
+    let (f, b) = (&fe.cfg.options, &be.cfg.options);
+    SpliceDirs {
+        c2s: !nosplice && !f.no_splice_request && !b.no_splice_request,
+        s2c: !nosplice && !f.no_splice_response && !b.no_splice_response,
+    }
 }
 
 /// One side of a session: a plain socket (which the kernel path can splice) or a TLS connection.
@@ -281,6 +291,7 @@ pub async fn run_tracked(
             };
             let kill = srv.killed(epoch);
             let (engine, max_unacked, bulk_rate) = relay_choice(&fe, &be);
+            let sp = splice_dirs(shared.model.cfg.global.nosplice, &fe, &be);
             let stats = match (client, server) {
                 (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Kernel => {
                     let spliced = super::splice::relay(
@@ -294,23 +305,28 @@ pub async fn run_tracked(
                     );
                     match spliced.await {
                         Ok(stats) => stats,
-                        Err(kill) => relay(client, server, Vec::new(), t, kill).await,
+                        // A failed attach has taken the sockets out of the SOCKHASH again, but
+                        // whatever a verdict may have queued in their psock in between is only
+                        // seen by recv: the copy path.
+                        Err(kill) => {
+                            relay(client, server, Vec::new(), t, SpliceDirs::NONE, kill).await
+                        }
                     }
                 }
                 (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Auto => {
-                    super::auto::run(client, server, t, max_unacked, bulk_rate, kill).await
+                    super::auto::run(client, server, t, sp, max_unacked, bulk_rate, kill).await
                 }
                 (Side::Plain(client), Side::Plain(server)) => {
-                    relay(client, server, Vec::new(), t, kill).await
+                    relay(client, server, Vec::new(), t, sp, kill).await
                 }
                 (Side::Plain(client), Side::Tls(server)) => {
-                    relay(client, server, Vec::new(), t, kill).await
+                    relay(client, server, Vec::new(), t, sp, kill).await
                 }
                 (Side::Tls(client), Side::Plain(server)) => {
-                    relay(client, server, Vec::new(), t, kill).await
+                    relay(client, server, Vec::new(), t, sp, kill).await
                 }
                 (Side::Tls(client), Side::Tls(server)) => {
-                    relay(client, server, Vec::new(), t, kill).await
+                    relay(client, server, Vec::new(), t, sp, kill).await
                 }
             };
             for c in [&fe.fe_counters, &be.counters, &srv.counters] {
