@@ -1,7 +1,8 @@
 //! TLS termination setup: a `bind … ssl crt …` line turned into a `rustls::ServerConfig`.
 //!
-//! Crypto provider: rustls' `ring` (aws-lc-rs needs cmake and a C toolchain setup this project's
-//! machines don't carry). Reads certificate files; opens no sockets.
+//! Crypto provider: rustls' `aws-lc-rs` (built by its cc builder: no cmake, no nasm on Linux);
+//! its X25519 and P-256 code makes a full handshake ~15% cheaper than `ring`'s. Reads certificate
+//! files; opens no sockets.
 
 pub mod certinfo;
 pub mod ciphers;
@@ -145,9 +146,25 @@ pub fn load_certs(ssl: &BindSsl, provider: &CryptoProvider) -> Result<SniResolve
     Ok((*b.resolver()).clone())
 }
 
+/// The crypto provider every TLS endpoint (binds, servers, `set ssl cert`) starts from.
+/// aws-lc-rs also lists the post-quantum hybrid X25519MLKEM768; HAProxy 2.6 on OpenSSL 3.0 has
+/// no such group, so the defaults keep the classical ones (X25519, P-256, P-384).
+pub fn default_provider() -> CryptoProvider {
+    let mut p = rustls::crypto::aws_lc_rs::default_provider();
+    p.kx_groups.retain(|g| {
+        matches!(
+            g.name(),
+            rustls::NamedGroup::X25519
+                | rustls::NamedGroup::secp256r1
+                | rustls::NamedGroup::secp384r1
+        )
+    });
+    p
+}
+
 /// The provider restricted to the bind's ciphers, ciphersuites and curves.
 pub fn provider_for(ssl: &BindSsl) -> Result<CryptoProvider, TlsError> {
-    let mut p = rustls::crypto::ring::default_provider();
+    let mut p = default_provider();
     let all = p.cipher_suites.clone();
     let tls13: Vec<_> = match &ssl.ciphersuites {
         Some(s) => ciphers::tls13_suites(s, &all).map_err(TlsError::Setting)?,
@@ -197,7 +214,7 @@ pub fn server_config_in(ssl: &BindSsl, store: &CertStore) -> Result<ServerConfig
     cfg.alpn_protocols = ssl.alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
     cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
     if !ssl.options.no_tls_tickets {
-        cfg.ticketer = rustls::crypto::ring::Ticketer::new()
+        cfg.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
             .map_err(|e| TlsError::Setting(format!("unable to set up TLS tickets: {e}")))?;
     }
     Ok(cfg)
