@@ -639,3 +639,19 @@ fn store_transaction_swaps_certificates_on_every_bind() {
         )))
     );
 }
+
+#[test]
+fn default_provider_keeps_aws_lc_suites_in_order() {
+    let want: Vec<_> = rustls::crypto::aws_lc_rs::default_provider()
+        .cipher_suites
+        .iter()
+        .map(|s| s.suite())
+        .collect();
+    let got: Vec<_> = super::default_provider()
+        .cipher_suites
+        .iter()
+        .map(|s| s.suite())
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got[0], rustls::CipherSuite::TLS13_AES_256_GCM_SHA384);
+}
