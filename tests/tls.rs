@@ -311,6 +311,48 @@ fn session_tickets_follow_no_tls_tickets() {
     drop(proc);
 }
 
+/// TLS 1.3, one request with `Connection: close`: the answer ends with close_notify (a clean
+/// end of stream, not a bare FIN) and the session tickets, sent with the answer rather than after
+/// the handshake, still let the next connection resume.
+#[test]
+fn tls13_close_sends_close_notify_and_tickets_resume() {
+    let s = setup("");
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(s.der.clone()))
+        .expect("root");
+    let cfg = Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let once = || {
+        let name = rustls::pki_types::ServerName::try_from("example.local").expect("name");
+        let conn = rustls::ClientConnection::new(Arc::clone(&cfg), name).expect("client");
+        let sock = TcpStream::connect(lo(s.port)).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: example.local\r\nConnection: close\r\n\r\n")
+            .expect("request");
+        let mut got = Vec::new();
+        // read_to_end fails with UnexpectedEof on a FIN without close_notify.
+        tls.read_to_end(&mut got)
+            .expect("answer ended by close_notify");
+        let text = String::from_utf8_lossy(&got).into_owned();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
+        tls.conn.handshake_kind()
+    };
+    assert_eq!(once(), Some(rustls::HandshakeKind::Full));
+    assert_eq!(once(), Some(rustls::HandshakeKind::Resumed));
+    healthy(&s);
+}
+
 #[test]
 fn h2load_all_responses_2xx() {
     let s = setup("");

@@ -34,6 +34,20 @@ impl Conn {
         }
     }
 
+    /// `write_all` then `shutdown_write`: on TLS the data and close_notify leave in one send.
+    pub async fn write_all_close(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        match self {
+            Conn::Tls(t) => t.write_all_close(buf).await,
+            _ => {
+                let (r, buf) = self.write_all(buf).await;
+                if r.is_err() {
+                    return (r, buf);
+                }
+                (self.shutdown_write().await, buf)
+            }
+        }
+    }
+
     /// No more data from us: FIN (after close_notify on TLS).
     pub async fn shutdown_write(&self) -> io::Result<()> {
         match self {

@@ -1350,6 +1350,7 @@ impl Session {
         let mut dec = BodyDecoder::new(framing);
         let st = be.cfg.timeouts.server;
         let mut done = framing == BodyFraming::None;
+        let mut closed = false;
         while !done {
             if !sbuf.is_empty() {
                 let p = match dec.advance(&sbuf) {
@@ -1378,7 +1379,14 @@ impl Session {
                         }
                         None => (chunk, None),
                     };
-                    let (r, mut back) = self.client.write_all(chunk).await;
+                    // The response's last bytes on a closing connection carry the close.
+                    let last = p.done && close;
+                    let (r, mut back) = if last {
+                        self.client.write_all_close(chunk).await
+                    } else {
+                        self.client.write_all(chunk).await
+                    };
+                    closed = last;
                     if let Some(b) = head_owned {
                         back = b;
                     }
@@ -1461,7 +1469,7 @@ impl Session {
         if reusable {
             self.own = Some((Arc::clone(srv), Rc::clone(server)));
         }
-        if close {
+        if close && !closed {
             let _ = self.client.shutdown_write().await;
         }
         !close

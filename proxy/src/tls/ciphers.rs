@@ -1,5 +1,5 @@
 //! OpenSSL cipher strings, TLS 1.3 ciphersuite lists, curve lists and version ranges translated
-//! onto what rustls (ring provider) can do. Pure: no I/O.
+//! onto what rustls (aws-lc-rs provider) can do. Pure: no I/O.
 
 use rustls::crypto::SupportedKxGroup;
 use rustls::{CipherSuite, SupportedCipherSuite};
@@ -128,7 +128,7 @@ pub fn tls12_suites(
     Ok(active)
 }
 
-/// TLS 1.3 suite names rustls knows under the ring provider.
+/// TLS 1.3 suite names rustls knows under the aws-lc-rs provider.
 const TLS13_NAMES: &[(CipherSuite, &str)] = &[
     (
         CipherSuite::TLS13_AES_256_GCM_SHA384,
@@ -250,7 +250,7 @@ mod tests {
     use super::*;
 
     fn all() -> Vec<SupportedCipherSuite> {
-        rustls::crypto::ring::default_provider().cipher_suites
+        crate::tls::default_provider().cipher_suites
     }
 
     fn names(v: &[SupportedCipherSuite]) -> Vec<&'static str> {
@@ -354,7 +354,16 @@ mod tests {
 
     #[test]
     fn curves() {
-        let avail = rustls::crypto::ring::default_provider().kx_groups;
+        let avail = crate::tls::default_provider().kx_groups;
+        // The defaults: OpenSSL 3.0's classical groups that rustls has, no post-quantum hybrid.
+        assert_eq!(
+            avail.iter().map(|g| g.name()).collect::<Vec<_>>(),
+            [
+                rustls::NamedGroup::X25519,
+                rustls::NamedGroup::secp256r1,
+                rustls::NamedGroup::secp384r1
+            ]
+        );
         let got = kx_groups("P-256:X25519", &avail).unwrap();
         assert_eq!(
             got.iter().map(|g| g.name()).collect::<Vec<_>>(),

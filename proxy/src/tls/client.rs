@@ -36,7 +36,7 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
     if !o.ssl && !checks {
         return Ok(None);
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(super::default_provider());
     let verify_none = if o.verify_set {
         o.verify_none
     } else {

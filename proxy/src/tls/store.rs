@@ -171,7 +171,7 @@ impl CertStore {
                 "unable to load certificate from file '{path}'."
             )));
         }
-        let provider = rustls::crypto::ring::default_provider();
+        let provider = super::default_provider();
         let signer = PrivateKeyDer::from_pem_slice(bytes)
             .ok()
             .and_then(|k| provider.key_provider.load_private_key(k).ok());

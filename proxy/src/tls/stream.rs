@@ -132,10 +132,19 @@ impl TlsStream {
     async fn handshake(&self, received: &std::cell::Cell<bool>) -> Result<TlsInfo, HandshakeError> {
         let t = self;
         loop {
-            if t.conn.borrow().wants_write() {
+            let (wants_write, handshaking, tickets_only) = {
+                let c = t.conn.borrow();
+                // Once a TLS 1.3 server handshake is done, all rustls has left to send is its
+                // session tickets: they wait for the first response (one write and one segment
+                // fewer per connection). TLS 1.2 still owes its Finished here.
+                let tickets_only = matches!(&*c, Connection::Server(_))
+                    && c.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
+                (c.wants_write(), c.is_handshaking(), tickets_only)
+            };
+            if wants_write && (handshaking || !tickets_only) {
                 t.flush().await.map_err(HandshakeError::Io)?;
             }
-            if !t.conn.borrow().is_handshaking() {
+            if !handshaking {
                 break;
             }
             match t.fill().await {
@@ -320,28 +329,44 @@ impl TlsStream {
     /// Seals and sends all of `buf`.
     pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         let _g = self.wlock.lock().await;
+        if let Err(e) = self.seal(&buf) {
+            return (Err(e), buf);
+        }
+        (self.flush_locked().await, buf)
+    }
+
+    /// `write_all` then `shutdown_write`, with the data and close_notify in one send.
+    pub async fn write_all_close(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        let r = {
+            let _g = self.wlock.lock().await;
+            match self.seal(&buf) {
+                Ok(()) => {
+                    self.conn.borrow_mut().send_close_notify();
+                    self.flush_locked().await
+                }
+                Err(e) => Err(e),
+            }
+        };
+        let fin = self.sock.shutdown_write();
+        (r.and(fin), buf)
+    }
+
+    /// Seals all of `buf` into the output buffer (the caller holds the write lock).
+    fn seal(&self, buf: &[u8]) -> io::Result<()> {
         let mut off = 0;
         while off < buf.len() {
-            let n = {
-                let mut conn = self.conn.borrow_mut();
-                let n = match conn.writer().write(&buf[off..]) {
-                    Ok(n) => n,
-                    Err(e) => return (Err(e), buf),
-                };
-                let mut out = self.out.borrow_mut();
-                while conn.wants_write() {
-                    if let Err(e) = conn.write_tls(&mut *out) {
-                        return (Err(e), buf);
-                    }
-                }
-                n
-            };
+            let mut conn = self.conn.borrow_mut();
+            let n = conn.writer().write(&buf[off..])?;
+            let mut out = self.out.borrow_mut();
+            while conn.wants_write() {
+                conn.write_tls(&mut *out)?;
+            }
             if n == 0 {
-                return (Err(io::ErrorKind::WriteZero.into()), buf);
+                return Err(io::ErrorKind::WriteZero.into());
             }
             off += n;
         }
-        (self.flush_locked().await, buf)
+        Ok(())
     }
 
     /// Sends close_notify, then a FIN.

@@ -69,8 +69,8 @@ fn ssl(crts: &[&str]) -> BindSsl {
     }
 }
 
-fn ring() -> rustls::crypto::CryptoProvider {
-    rustls::crypto::ring::default_provider()
+fn provider() -> rustls::crypto::CryptoProvider {
+    super::default_provider()
 }
 
 fn leaf(k: &Arc<rustls::sign::CertifiedKey>) -> CertificateDer<'static> {
@@ -94,7 +94,7 @@ fn bundle_with_chain_keeps_file_order() {
         "a.pem",
         &format!("{}{}{}", key.serialize_pem(), leaf_cert.pem(), ca.pem()),
     );
-    let b = pem::load_bundle(&p, &ring()).unwrap();
+    let b = pem::load_bundle(&p, &provider()).unwrap();
     assert_eq!(b.key.cert.len(), 2);
     assert_eq!(&b.key.cert[0], leaf_cert.der());
     assert_eq!(&b.key.cert[1], ca.der());
@@ -118,7 +118,7 @@ fn key_types_ecdsa_ed25519() {
     {
         let m = make(alg, &["k.example"], None);
         let p = t.write(&format!("{i}.pem"), &bundle(&m));
-        let b = pem::load_bundle(&p, &ring()).unwrap();
+        let b = pem::load_bundle(&p, &provider()).unwrap();
         assert_eq!(leaf(&b.key), m.der);
     }
 }
@@ -171,7 +171,7 @@ fn openssl_made_pkcs1_and_sec1_bundles() {
         assert!(key_pem.contains(marker), "{key_pem}");
         let crt_pem = std::fs::read_to_string(&crt).unwrap();
         let p = t.write("bundle.pem", &format!("{crt_pem}{key_pem}"));
-        let b = pem::load_bundle(&p, &ring()).unwrap();
+        let b = pem::load_bundle(&p, &provider()).unwrap();
         // No SAN: the CN names the certificate.
         assert_eq!(pem::cert_names(&leaf(&b.key)), ["o.example"]);
     }
@@ -185,20 +185,20 @@ fn key_in_side_file_and_error_texts() {
 
     let p = t.write("side.pem", &m.cert_pem);
     assert_eq!(
-        pem::load_bundle(&p, &ring()).unwrap_err(),
+        pem::load_bundle(&p, &provider()).unwrap_err(),
         format!("No Private Key found in '{p}.key'.")
     );
     t.write("side.pem.key", &m.key_pem);
-    assert_eq!(leaf(&pem::load_bundle(&p, &ring()).unwrap().key), m.der);
+    assert_eq!(leaf(&pem::load_bundle(&p, &provider()).unwrap().key), m.der);
 
     let p = t.write("nocert.pem", &m.key_pem);
     assert_eq!(
-        pem::load_bundle(&p, &ring()).unwrap_err(),
+        pem::load_bundle(&p, &provider()).unwrap_err(),
         format!("unable to load certificate from file '{p}'.")
     );
     let p = t.write("junk.pem", "garbage\n");
     assert_eq!(
-        pem::load_bundle(&p, &ring()).unwrap_err(),
+        pem::load_bundle(&p, &provider()).unwrap_err(),
         format!("unable to load certificate from file '{p}'.")
     );
     // A key that does not load sends HAProxy to the side file too.
@@ -207,12 +207,12 @@ fn key_in_side_file_and_error_texts() {
         .replacen("\n", "\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n", 1);
     let p = t.write("badkey.pem", &format!("{}{bad_key}", m.cert_pem));
     assert_eq!(
-        pem::load_bundle(&p, &ring()).unwrap_err(),
+        pem::load_bundle(&p, &provider()).unwrap_err(),
         format!("No Private Key found in '{p}.key'.")
     );
     let p = t.write("mism.pem", &format!("{}{}", m.cert_pem, other.key_pem));
     assert_eq!(
-        pem::load_bundle(&p, &ring()).unwrap_err(),
+        pem::load_bundle(&p, &provider()).unwrap_err(),
         format!("inconsistencies between private key and certificate loaded '{p}'.")
     );
     let p = t.path("missing.pem");
@@ -244,7 +244,7 @@ fn directory_loading_skips_like_haproxy() {
         t.write(junk, "not pem\n");
     }
     std::fs::create_dir(t.0.join("sub")).unwrap();
-    let got = pem::load_crt(t.0.to_str().unwrap(), &ring()).unwrap();
+    let got = pem::load_crt(t.0.to_str().unwrap(), &provider()).unwrap();
     assert_eq!(
         got.iter().map(|b| leaf(&b.key)).collect::<Vec<_>>(),
         [a.der.clone(), b.der.clone()]
@@ -252,7 +252,7 @@ fn directory_loading_skips_like_haproxy() {
     // Any other file must be a bundle, as in HAProxy.
     let p = t.write("readme.txt", "hello\n");
     assert_eq!(
-        pem::load_crt(t.0.to_str().unwrap(), &ring()).unwrap_err(),
+        pem::load_crt(t.0.to_str().unwrap(), &provider()).unwrap_err(),
         format!("unable to load certificate from file '{p}'.")
     );
 }
@@ -282,7 +282,7 @@ fn sni_exact_wildcard_default() {
     ];
     let res = load_certs(
         &ssl(&f.iter().map(String::as_str).collect::<Vec<_>>()),
-        &ring(),
+        &provider(),
     )
     .unwrap();
     let pick = |sni: Option<&str>| leaf(&res.pick(sni, &[]).unwrap());
@@ -310,7 +310,7 @@ fn sni_prefers_a_key_the_client_can_use() {
         t.write("ec.pem", &bundle(&ec)),
         t.write("ed.pem", &bundle(&ed)),
     ];
-    let res = load_certs(&ssl(&[&f[0], &f[1]]), &ring()).unwrap();
+    let res = load_certs(&ssl(&[&f[0], &f[1]]), &provider()).unwrap();
     let ed_only = [rustls::SignatureScheme::ED25519];
     assert_eq!(
         leaf(&res.pick(Some("dual.example"), &ed_only).unwrap()),
@@ -334,11 +334,12 @@ fn handshake(
     for r in roots {
         store.add((*r).clone()).unwrap();
     }
-    let mut ccfg = ClientConfig::builder_with_provider(Arc::new(ring()))
-        .with_protocol_versions(client_versions)
-        .unwrap()
-        .with_root_certificates(store)
-        .with_no_client_auth();
+    let mut ccfg =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(client_versions)
+            .unwrap()
+            .with_root_certificates(store)
+            .with_no_client_auth();
     ccfg.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
     let mut client = ClientConnection::new(
         Arc::new(ccfg),
@@ -499,7 +500,7 @@ fn crt_list_filters_select_by_sni() {
     let mut s = ssl(&[]);
     s.alpn = vec!["h2".into()];
     s.sources = vec![CrtSource::List(list.clone())];
-    let r = load_certs(&s, &ring()).unwrap();
+    let r = load_certs(&s, &provider()).unwrap();
     assert_eq!(pick_der(&r, "default.local"), def.der);
     assert_eq!(pick_der(&r, "a.example.com"), a.der);
     // The filter replaces the certificate's own names: a2 falls to the wildcard.
@@ -512,12 +513,12 @@ fn crt_list_filters_select_by_sni() {
 
     // `crt` before `crt-list` on the line: its certificate is the default.
     s.sources = vec![CrtSource::Crt(pb.clone()), CrtSource::List(list.clone())];
-    let r = load_certs(&s, &ring()).unwrap();
+    let r = load_certs(&s, &provider()).unwrap();
     assert_eq!(pick_der(&r, "other.org"), b.der);
 
     // A per-certificate ALPN that differs from the bind's is refused at load (and so at -c).
     s.alpn = vec!["h2".into(), "http/1.1".into()];
-    let e = load_certs(&s, &ring()).unwrap_err();
+    let e = load_certs(&s, &provider()).unwrap_err();
     assert_eq!(
         e,
         TlsError::Cert(format!(
@@ -528,7 +529,7 @@ fn crt_list_filters_select_by_sni() {
     let bad = t.write("bad.txt", "nope.pem\n");
     s.sources = vec![CrtSource::List(bad)];
     assert_eq!(
-        load_certs(&s, &ring()).unwrap_err(),
+        load_certs(&s, &provider()).unwrap_err(),
         TlsError::Cert(
             "'crt-list' : unable to stat SSL certificate from file 'nope.pem' : No such file or directory."
                 .into()
@@ -561,8 +562,8 @@ fn store_transaction_swaps_certificates_on_every_bind() {
     let store = CertStore::new();
     let mut s1 = ssl(&[]);
     s1.sources = vec![CrtSource::List(list)];
-    let bind1 = load_into(&s1, &ring(), &store).unwrap();
-    let bind2 = load_into(&ssl(&[&pa]), &ring(), &store).unwrap();
+    let bind1 = load_into(&s1, &provider(), &store).unwrap();
+    let bind2 = load_into(&ssl(&[&pa]), &provider(), &store).unwrap();
     let l = store.list();
     assert_eq!(l.transaction, None);
     let mut want = vec![pa.clone(), pb.clone()];
@@ -637,4 +638,20 @@ fn store_transaction_swaps_certificates_on_every_bind() {
             "inconsistencies between private key and certificate loaded '{pb}'."
         )))
     );
+}
+
+#[test]
+fn default_provider_keeps_aws_lc_suites_in_order() {
+    let want: Vec<_> = rustls::crypto::aws_lc_rs::default_provider()
+        .cipher_suites
+        .iter()
+        .map(|s| s.suite())
+        .collect();
+    let got: Vec<_> = super::default_provider()
+        .cipher_suites
+        .iter()
+        .map(|s| s.suite())
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got[0], rustls::CipherSuite::TLS13_AES_256_GCM_SHA384);
 }
