@@ -12,11 +12,11 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/splice.rs"]
+mod splice_cli;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use backend::{TcpEcho, free_port, lo, wait_until};
 use proxy::{Proc, TempDir};
+use splice_cli::{cli, counter, delta, kernel_counters, splice, stat_bytes};
 
 const MB: usize = 1024 * 1024;
 /// The size of a [`block`].
@@ -67,51 +68,6 @@ fn start(server: SocketAddr, fe: &str, be: &str) -> Setup {
         port,
         _dir: dir,
     }
-}
-
-fn cli(sock: &Path, cmd: &str) -> String {
-    // The listeners accept before the admin socket is bound.
-    wait_until(Duration::from_secs(5), || UnixStream::connect(sock).is_ok());
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-/// `show splice` as name → value (the `Status` line under "Status" as 1 when kernel).
-fn splice(sock: &Path) -> HashMap<String, String> {
-    cli(sock, "show splice")
-        .lines()
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn counter(s: &HashMap<String, String>, k: &str) -> u64 {
-    s.get(k)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no counter {k} in {s:?}"))
-}
-
-/// The counters of `show splice` after the kernel path was checked to be on, once no session is
-/// spliced (the harness's probe connection has ended).
-fn kernel_counters(sock: &Path) -> HashMap<String, String> {
-    wait_until(Duration::from_secs(5), || {
-        splice(sock).get("ActiveSessions").is_some_and(|v| v == "0")
-    });
-    let s = splice(sock);
-    assert_eq!(
-        s.get("Status").map(String::as_str),
-        Some("kernel (sockmap splice)"),
-        "the kernel path must be available as root: {s:?}"
-    );
-    s
-}
-
-fn delta(after: &HashMap<String, String>, before: &HashMap<String, String>, k: &str) -> u64 {
-    counter(after, k) - counter(before, k)
 }
 
 /// Deterministic bytes: block `i` of a stream seeded `seed`.
@@ -649,18 +605,6 @@ fn chatty_sessions_stay_in_the_kernel_under_the_bulk_rule() {
     assert_eq!(delta(&after, &before, "RedirectedBytes"), 2 * 64 * TRIPS);
     assert_eq!(delta(&after, &before, "PassedBytes"), 0);
     assert_eq!(delta(&after, &before, "Fallbacks"), 0);
-}
-
-/// `show stat`'s bin and bout (fields 8 and 9) of `px/sv`.
-fn stat_bytes(sock: &Path, px: &str, sv: &str) -> (u64, u64) {
-    let csv = cli(sock, "show stat");
-    let row: Vec<&str> = csv
-        .lines()
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .find(|f| f.first() == Some(&px) && f.get(1) == Some(&sv))
-        .unwrap_or_else(|| panic!("no {px}/{sv} in {csv}"));
-    let n = |i: usize| row[i].parse::<u64>().unwrap_or_else(|_| panic!("{row:?}"));
-    (n(8), n(9))
 }
 
 #[test]

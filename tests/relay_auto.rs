@@ -9,16 +9,18 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/splice.rs"]
+mod splice_cli;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use backend::{TcpEcho, fnv1a64, free_port, lo, wait_until};
+use backend::{TcpEcho, fnv1a64, free_port, lo};
 use proxy::{Proc, TempDir};
+use splice_cli::{counter, delta, kernel_counters, splice, stat_bytes};
 
 /// One test at a time: each judges its own traffic's rate.
 static ONE: Mutex<()> = Mutex::new(());
@@ -56,62 +58,6 @@ fn start(server: SocketAddr) -> Setup {
         port,
         _dir: dir,
     }
-}
-
-fn cli(sock: &Path, cmd: &str) -> String {
-    wait_until(Duration::from_secs(5), || {
-        std::os::unix::net::UnixStream::connect(sock).is_ok()
-    });
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-fn splice(sock: &Path) -> HashMap<String, String> {
-    cli(sock, "show splice")
-        .lines()
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn counter(s: &HashMap<String, String>, k: &str) -> u64 {
-    s.get(k)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no counter {k} in {s:?}"))
-}
-
-/// `show splice` once no session is spliced, after checking the kernel path is on.
-fn settled(sock: &Path) -> HashMap<String, String> {
-    wait_until(Duration::from_secs(5), || {
-        splice(sock).get("ActiveSessions").is_some_and(|v| v == "0")
-    });
-    let s = splice(sock);
-    assert_eq!(
-        s.get("Status").map(String::as_str),
-        Some("kernel (sockmap splice)"),
-        "the kernel path must be available as root: {s:?}"
-    );
-    s
-}
-
-fn delta(after: &HashMap<String, String>, before: &HashMap<String, String>, k: &str) -> u64 {
-    counter(after, k) - counter(before, k)
-}
-
-/// `show stat`'s bin and bout (fields 8 and 9) of `px/sv`.
-fn stat_bytes(sock: &Path, px: &str, sv: &str) -> (u64, u64) {
-    let csv = cli(sock, "show stat");
-    let row: Vec<&str> = csv
-        .lines()
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .find(|f| f.first() == Some(&px) && f.get(1) == Some(&sv))
-        .unwrap_or_else(|| panic!("no {px}/{sv} in {csv}"));
-    let n = |i: usize| row[i].parse::<u64>().unwrap_or_else(|_| panic!("{row:?}"));
-    (n(8), n(9))
 }
 
 /// An echo of 64-byte messages on 127.0.1.`ip`; it shuts its write side at end of stream.
@@ -161,7 +107,7 @@ fn a_lone_chatty_session_moves_into_the_kernel() {
     }
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let st = start(echo64(66));
-    let before = settled(&st.sock);
+    let before = kernel_counters(&st.sock);
     let mut c = chatty_client(st.port);
     // Chatty until judged (two windows of 100 ms) and moved, then more.
     let t = Instant::now();
@@ -188,7 +134,7 @@ fn a_lone_chatty_session_moves_into_the_kernel() {
     st.p.wait_log(&format!(" {total} -- "), Duration::from_secs(5))
         .unwrap_or_else(|| panic!("tcplog line for {total} bytes: {:?}", st.p.log_lines()));
     assert_eq!(stat_bytes(&st.sock, "fe", "FRONTEND"), (total, total));
-    let after = settled(&st.sock);
+    let after = kernel_counters(&st.sock);
     // At least the last 500 round trips went through the kernel, and not every byte did.
     let redirected = delta(&after, &before, "RedirectedBytes");
     assert!(
@@ -207,7 +153,7 @@ fn busy_neighbours_and_bulk_stay_in_userspace() {
     }
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let st = start(echo64(67));
-    let before = settled(&st.sock);
+    let before = kernel_counters(&st.sock);
     // Three chatty sessions at once on the one worker: none is alone, none moves.
     let port = st.port;
     let go = Arc::new(Barrier::new(3));
@@ -227,13 +173,13 @@ fn busy_neighbours_and_bulk_stay_in_userspace() {
     for c in clients {
         c.join().expect("client");
     }
-    let after = settled(&st.sock);
+    let after = kernel_counters(&st.sock);
     assert_eq!(delta(&after, &before, "Promotions"), 0, "{after:?}");
     assert_eq!(delta(&after, &before, "Sessions"), 0);
     // Bulk alone: busy, never chatty.
     let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 68], 0))).expect("echo");
     let st = start(echo.addr());
-    let before = settled(&st.sock);
+    let before = kernel_counters(&st.sock);
     let mut c = TcpStream::connect(lo(st.port)).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut r = c.try_clone().unwrap();
@@ -248,7 +194,7 @@ fn busy_neighbours_and_bulk_stay_in_userspace() {
     c.shutdown(Shutdown::Write).unwrap();
     let back = reader.join().unwrap().expect("read back");
     assert_eq!((back.len(), fnv1a64(&back)), (size, sum));
-    let after = settled(&st.sock);
+    let after = kernel_counters(&st.sock);
     assert_eq!(delta(&after, &before, "Promotions"), 0, "{after:?}");
     assert_eq!(delta(&after, &before, "RedirectedBytes"), 0);
 }
