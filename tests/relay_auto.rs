@@ -15,6 +15,7 @@ mod splice_cli;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -154,28 +155,35 @@ fn busy_neighbours_and_bulk_stay_in_userspace() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let st = start(echo64(67));
     let before = kernel_counters(&st.sock);
-    // Three chatty sessions at once on the one worker: none is alone, none moves.
+    // Three chatty sessions at once on the one worker: none is alone, none moves. Judged while
+    // all three still talk: once two have ended, the third is alone and may move.
     let port = st.port;
-    let go = Arc::new(Barrier::new(3));
+    let go = Arc::new(Barrier::new(4));
+    let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..3u8)
         .map(|tag| {
-            let go = go.clone();
+            let (go, stop) = (go.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut c = chatty_client(port);
                 go.wait();
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_millis(800) {
-                    round_trips(&mut c, tag, 50);
+                while !stop.load(Ordering::Relaxed) {
+                    round_trips(&mut c, tag, 20);
                 }
+                // Each session ends only when every client has stopped talking.
+                go.wait();
             })
         })
         .collect();
+    go.wait();
+    std::thread::sleep(Duration::from_millis(800));
+    let during = splice(&st.sock);
+    stop.store(true, Ordering::Relaxed);
+    go.wait();
     for c in clients {
         c.join().expect("client");
     }
-    let after = kernel_counters(&st.sock);
-    assert_eq!(delta(&after, &before, "Promotions"), 0, "{after:?}");
-    assert_eq!(delta(&after, &before, "Sessions"), 0);
+    assert_eq!(delta(&during, &before, "Promotions"), 0, "{during:?}");
+    assert_eq!(delta(&during, &before, "Sessions"), 0);
     // Bulk alone: busy, never chatty.
     let echo = TcpEcho::start(SocketAddr::from(([127, 0, 1, 68], 0))).expect("echo");
     let st = start(echo.addr());
