@@ -101,7 +101,7 @@ async fn chatty_and_alone(park: &Park, mark: &RefCell<BusyMark>) {
     loop {
         tokio::time::sleep(WINDOW).await;
         let now = Window {
-            reads: park.reads[0].get() + park.reads[1].get(),
+            reads: park.reads.get(),
             bytes: park.bytes.get(),
         };
         let w = Window {

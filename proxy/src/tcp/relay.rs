@@ -99,8 +99,8 @@ pub(super) struct Park {
     pub want: Cell<bool>,
     /// C2s, S2c: parked now.
     pub parked: [Cell<bool>; 2],
-    /// Reads that returned bytes, per direction (C2s, S2c), and their bytes (both directions).
-    pub reads: [Cell<u64>; 2],
+    /// Reads that returned bytes and their bytes, both directions together.
+    pub reads: Cell<u64>,
     pub bytes: Cell<u64>,
     /// A direction parked.
     pub parked_n: tokio::sync::Notify,
@@ -197,8 +197,8 @@ async fn pump(
             Ok(n) => {
                 activity.touch();
                 count.set(count.get() + n as u64);
-                if let Some((p, i)) = park {
-                    p.reads[i].set(p.reads[i].get() + 1);
+                if let Some((p, _)) = park {
+                    p.reads.set(p.reads.get() + 1);
                     p.bytes.set(p.bytes.get() + n as u64);
                 }
                 if rule.as_mut().is_some_and(|r| r.on_read(n, RELAY_BUF)) {
