@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use backend::{TcpEcho, free_port, lo, wait_until};
 use proxy::{Proc, TempDir};
-use splice_cli::{cli, counter, delta, kernel_counters, splice, stat_bytes};
+use splice_cli::{Setup, cli, counter, delta, kernel_counters, root, splice, stat_bytes};
 
 const MB: usize = 1024 * 1024;
 /// The size of a [`block`].
@@ -32,42 +32,9 @@ const BLOCK: usize = 64 * 1024;
 /// The stream clients send (a [`Peer`] checks it).
 const CLIENT_SEED: u64 = 1;
 
-/// Whether the kernel path can be tested here; says why not.
-fn root() -> bool {
-    // SAFETY: no arguments.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        eprintln!(
-            "SKIPPED: the kernel splice tests need root (CAP_BPF and CAP_NET_ADMIN); euid is {euid}"
-        );
-        return false;
-    }
-    true
-}
-
-struct Setup {
-    p: Proc,
-    sock: PathBuf,
-    port: u16,
-    _dir: TempDir,
-}
-
-/// A `mode tcp` frontend on a fresh port to `server`, with `fe`/`be` extra lines.
+/// A `mode tcp` frontend on a fresh port to `server` (two workers), with `fe`/`be` extra lines.
 fn start(server: SocketAddr, fe: &str, be: &str) -> Setup {
-    let dir = TempDir::new("splice");
-    let sock = dir.0.join("admin.sock");
-    let port = free_port();
-    let cfg = format!(
-        "global\n    nbthread 2\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n{fe}    default_backend be\n\nbackend be\n{be}    server srv {server}\n",
-        sock.display()
-    );
-    let p = Proc::portcullis(&cfg, lo(port));
-    Setup {
-        p,
-        sock,
-        port,
-        _dir: dir,
-    }
+    splice_cli::start(2, server, fe, be)
 }
 
 /// Deterministic bytes: block `i` of a stream seeded `seed`.

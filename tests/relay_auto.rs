@@ -14,51 +14,19 @@ mod splice_cli;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use backend::{TcpEcho, fnv1a64, free_port, lo};
-use proxy::{Proc, TempDir};
-use splice_cli::{counter, delta, kernel_counters, splice, stat_bytes};
+use backend::{TcpEcho, fnv1a64, lo};
+use splice_cli::{Setup, counter, delta, kernel_counters, root, splice, stat_bytes};
 
 /// One test at a time: each judges its own traffic's rate.
 static ONE: Mutex<()> = Mutex::new(());
 
-fn root() -> bool {
-    // SAFETY: no arguments.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        eprintln!("SKIPPED: portcullis-relay auto needs the kernel path (root); euid is {euid}");
-        return false;
-    }
-    true
-}
-
-struct Setup {
-    p: Proc,
-    sock: PathBuf,
-    port: u16,
-    _dir: TempDir,
-}
-
 /// The default relay with one worker thread: the busy-session rule counts per worker.
 fn start(server: SocketAddr) -> Setup {
-    let dir = TempDir::new("relay-auto");
-    let sock = dir.0.join("admin.sock");
-    let port = free_port();
-    let cfg = format!(
-        "global\n    nbthread 1\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server srv {server}\n",
-        sock.display()
-    );
-    let p = Proc::portcullis(&cfg, lo(port));
-    Setup {
-        p,
-        sock,
-        port,
-        _dir: dir,
-    }
+    splice_cli::start(1, server, "", "")
 }
 
 /// An echo of 64-byte messages on 127.0.1.`ip`; it shuts its write side at end of stream.

@@ -3,11 +3,52 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::backend::wait_until;
-use super::proxy;
+use super::backend::{free_port, lo, wait_until};
+use super::proxy::{self, Proc, TempDir};
+
+/// Whether the kernel path can be tested here (root: CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON); says
+/// why not.
+pub fn root() -> bool {
+    // SAFETY: no arguments.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        eprintln!(
+            "SKIPPED: the kernel path tests need root (CAP_BPF and CAP_NET_ADMIN); euid is {euid}"
+        );
+        return false;
+    }
+    true
+}
+
+pub struct Setup {
+    pub p: Proc,
+    pub sock: PathBuf,
+    pub port: u16,
+    pub _dir: TempDir,
+}
+
+/// A `mode tcp` frontend on a fresh port to `server` with `nbthread` workers, `fe`/`be` extra
+/// lines in the frontend and the backend.
+pub fn start(nbthread: usize, server: SocketAddr, fe: &str, be: &str) -> Setup {
+    let dir = TempDir::new("splice");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    nbthread {nbthread}\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    log stdout format raw local0\n    option tcplog\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n{fe}    default_backend be\n\nbackend be\n{be}    server srv {server}\n",
+        sock.display()
+    );
+    let p = Proc::portcullis(&cfg, lo(port));
+    Setup {
+        p,
+        sock,
+        port,
+        _dir: dir,
+    }
+}
 
 pub fn cli(sock: &Path, cmd: &str) -> String {
     // The listeners accept before the admin socket is bound.
