@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use backend::{TcpEcho, free_port, lo, wait_until};
 use proxy::{Proc, TempDir};
-use splice_cli::{Setup, cli, counter, delta, kernel_counters, root, splice, stat_bytes};
+use splice_cli::{Setup, cli, counter, delta, echo64, kernel_counters, root, splice, stat_bytes};
 
 const MB: usize = 1024 * 1024;
 /// The size of a [`block`].
@@ -537,21 +537,7 @@ fn chatty_sessions_stay_in_the_kernel_under_the_bulk_rule() {
     }
     // 64-byte request/response round trips (an API watch, an RPC): far below the default bulk
     // rate, so every byte of an opted-in session stays spliced.
-    let echo = TcpListener::bind("127.0.1.61:0").expect("bind");
-    let addr = echo.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in echo.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut b = [0u8; 64];
-                while s.read_exact(&mut b).is_ok() {
-                    if s.write_all(&b).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let addr = echo64(61);
     let st = start(addr, "", "    portcullis-relay kernel\n");
     let before = kernel_counters(&st.sock);
     let mut c = TcpStream::connect(lo(st.port)).expect("connect");

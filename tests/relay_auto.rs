@@ -13,13 +13,13 @@ mod proxy;
 mod splice_cli;
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use backend::{TcpEcho, fnv1a64, lo};
-use splice_cli::{Setup, counter, delta, kernel_counters, root, splice, stat_bytes};
+use splice_cli::{Setup, counter, delta, echo64, kernel_counters, root, splice, stat_bytes};
 
 /// One test at a time: each judges its own traffic's rate.
 static ONE: Mutex<()> = Mutex::new(());
@@ -27,27 +27,6 @@ static ONE: Mutex<()> = Mutex::new(());
 /// The default relay with one worker thread: the busy-session rule counts per worker.
 fn start(server: SocketAddr) -> Setup {
     splice_cli::start(1, server, "", "")
-}
-
-/// An echo of 64-byte messages on 127.0.1.`ip`; it shuts its write side at end of stream.
-fn echo64(ip: u8) -> SocketAddr {
-    let echo = TcpListener::bind(SocketAddr::from(([127, 0, 1, ip], 0))).expect("bind");
-    let addr = echo.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in echo.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut b = [0u8; 64];
-                while s.read_exact(&mut b).is_ok() {
-                    if s.write_all(&b).is_err() {
-                        return;
-                    }
-                }
-                let _ = s.shutdown(Shutdown::Write);
-            });
-        }
-    });
-    addr
 }
 
 /// `trips` 64-byte round trips on `c`, each message distinct and checked.

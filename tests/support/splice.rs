@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -107,4 +107,25 @@ pub fn stat_bytes(sock: &Path, px: &str, sv: &str) -> (u64, u64) {
         .unwrap_or_else(|| panic!("no {px}/{sv} in {csv}"));
     let n = |i: usize| row[i].parse::<u64>().unwrap_or_else(|_| panic!("{row:?}"));
     (n(8), n(9))
+}
+
+/// An echo of 64-byte messages on 127.0.1.`ip`; it shuts its write side at end of stream.
+pub fn echo64(ip: u8) -> SocketAddr {
+    let echo = TcpListener::bind(SocketAddr::from(([127, 0, 1, ip], 0))).expect("bind");
+    let addr = echo.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in echo.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut b = [0u8; 64];
+                while s.read_exact(&mut b).is_ok() {
+                    if s.write_all(&b).is_err() {
+                        return;
+                    }
+                }
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
 }
