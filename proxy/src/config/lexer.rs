@@ -193,6 +193,7 @@ fn expand(
     }
     let name = String::from_utf8_lossy(b.get(start..end).unwrap_or_default()).into_owned();
     let mut split = false;
+    let mut default = None;
     let mut next = end;
     if braced {
         if b.get(end) == Some(&b'[') {
@@ -205,6 +206,21 @@ fn expand(
             split = true;
             next = end + 3;
         }
+        // `${NAME-default}`: the text up to the brace stands in for an unset variable.
+        if b.get(next) == Some(&b'-') {
+            let from = next + 1;
+            let Some(len) = b
+                .get(from..)
+                .and_then(|r| r.iter().position(|&c| c == b'}'))
+            else {
+                return Err(LexError {
+                    msg: "unmatched brace in environment variable name",
+                    pos: i + 1,
+                });
+            };
+            default = b.get(from..from + len);
+            next = from + len;
+        }
         if b.get(next) != Some(&b'}') {
             return Err(LexError {
                 msg: "unmatched brace in environment variable name",
@@ -213,7 +229,11 @@ fn expand(
         }
         next += 1;
     }
-    let value = env(&name).unwrap_or_default();
+    let value = match (env(&name), default) {
+        (Some(v), _) => v,
+        (None, Some(d)) => String::from_utf8_lossy(d).into_owned(),
+        (None, None) => String::new(),
+    };
     if split {
         // `${VAR[*]}`: the value's spaces separate words.
         let mut first = true;
@@ -305,6 +325,19 @@ mod tests {
         assert_eq!(s("\"$_X\"y"), ["y"]);
         assert_eq!(s("\"$EMPTY\""), [""]);
         assert_eq!(s("x\"${BAR[*]}\""), ["xa", "b"]);
+        assert_eq!(
+            s("\"${NOPE-127.0.0.1:80}\""),
+            ["127.0.0.1:80"],
+            "default of an unset one"
+        );
+        assert_eq!(s("\"${FOO-x}\""), ["foo"], "a set variable wins");
+        assert_eq!(s("\"${EMPTY-x}\""), [""], "set but empty is still set");
+        assert_eq!(s("\"${NOPE-}\"y"), ["y"]);
+        assert_eq!(s("\"${NOPE-a b}\""), ["a b"]);
+        assert_eq!(
+            err("\"${NOPE-abc\"").msg,
+            "unmatched brace in environment variable name"
+        );
         assert_eq!(
             s("stats socket \"${FOO}/admin.sock\" mode 600"),
             ["stats", "socket", "foo/admin.sock", "mode", "600"]
