@@ -958,7 +958,7 @@ impl Session {
         let mut attempts = 0;
         // HAProxy keeps the client connection after its own 502/503/504 when it could after a
         // normal response: keep-alive asked, no request body left behind.
-        let keep = !client_close && framing == BodyFraming::None;
+        let keep = !client_close && framing.bodyless();
         let conn = ConnHeader::for_reply(req.version == Version::Http10, !client_close, !keep);
         let head_req = req.method == "HEAD";
         // A reused idle connection may have been closed by the server meanwhile: a bodiless
@@ -1007,7 +1007,7 @@ impl Session {
             };
             match r {
                 Err(Abort::Server(b'H'))
-                    if reused && framing == BodyFraming::None && attempts < 2 =>
+                    if reused && framing.bodyless() && attempts < 2 =>
                 {
                     watch.disarm();
                     backend::release(be, &srv);
@@ -1072,7 +1072,7 @@ impl Session {
             Some((Err(_), _)) => return Err(Abort::Server(b'H')),
             None => return Err(Abort::ServerTimeout(b'H')),
         }
-        if framing == BodyFraming::None {
+        if framing.bodyless() {
             return Ok(());
         }
         let mut dec = BodyDecoder::new(framing);
@@ -1349,7 +1349,7 @@ impl Session {
         let mut pending_head = Some(out);
         let mut dec = BodyDecoder::new(framing);
         let st = be.cfg.timeouts.server;
-        let mut done = framing == BodyFraming::None;
+        let mut done = framing.bodyless();
         let mut closed = false;
         while !done {
             if !sbuf.is_empty() {

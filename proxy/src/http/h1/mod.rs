@@ -67,6 +67,13 @@ pub enum BodyFraming {
     Tunnel,
 }
 
+impl BodyFraming {
+    /// No body byte follows the head: no framing, or `Content-Length: 0`.
+    pub fn bodyless(self) -> bool {
+        matches!(self, BodyFraming::None | BodyFraming::Length(0))
+    }
+}
+
 /// Why a message was refused. [`H1Error::status`] is the status to answer a client with; a
 /// response from a server that fails to parse is answered 502 by the proxy instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
