@@ -304,3 +304,54 @@ fn server_maxconn_queues_then_times_out_with_sq() {
     assert!(line.contains(" sQ-- "), "{line}");
     assert_eq!(slow.join().unwrap().status, 200);
 }
+
+/// A request with `Content-Length: 0` has no body to wait for: it is answered at once, with
+/// keep-alive and without (HAProxy 2.6 does; an earlier portcullis waited for body bytes). A
+/// response with `Content-Length: 0` ends at its head, so the next request follows.
+#[test]
+fn content_length_zero_is_answered_at_once() {
+    let n = node([127, 0, 1, 42], "cl0");
+    let port = free_port();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server cl0 {}\n",
+        n.addr()
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let mut s = connect(lo(port));
+    // Short enough that a hang fails the test quickly, long for a loaded machine.
+    s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    for m in ["GET", "POST", "PUT"] {
+        s.write_all(format!("{m} /z HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = read_response(&mut s, false).unwrap_or_else(|| panic!("{m}: no response"));
+        assert_eq!(r.status, 200, "{m}");
+        if m != "GET" {
+            assert!(r.text().starts_with("len=0 "), "{m}: {}", r.text());
+        }
+    }
+    // An empty response body on the same connection, twice.
+    for _ in 0..2 {
+        s.write_all(b"GET /size?bytes=0 HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        let r = read_response(&mut s, false).expect("empty response");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-length").as_deref(), Some("0"));
+    }
+    // Without keep-alive: answered, then closed.
+    for m in ["GET", "POST", "PUT"] {
+        let mut c = connect(lo(port));
+        c.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        c.write_all(
+            format!("{m} /z HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        let r = read_response(&mut c, false).unwrap_or_else(|| panic!("{m} close: no response"));
+        assert_eq!(r.status, 200, "{m}");
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).ok(), Some(0), "{m}: closed after");
+    }
+    let reqs = n.requests();
+    assert_eq!(reqs.len(), 8);
+    assert!(reqs.iter().all(|r| r.body_len == 0));
+}
