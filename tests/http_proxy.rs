@@ -355,3 +355,71 @@ fn content_length_zero_is_answered_at_once() {
     assert_eq!(reqs.len(), 8);
     assert!(reqs.iter().all(|r| r.body_len == 0));
 }
+
+/// A server that closes its connection after each response, without saying so in a header: the
+/// client's keep-alive connection stays, and each next request — with a body too, which cannot
+/// be replayed — goes on a new server connection (HAProxy notices the idle connection's close).
+#[test]
+fn server_close_after_response_keeps_the_client() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&served);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut buf = Vec::new();
+            let mut b = [0u8; 4096];
+            // Head, then as many body bytes as Content-Length says.
+            let body_at = loop {
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break i + 4;
+                }
+                match c.read(&mut b) {
+                    Ok(n) if n > 0 => buf.extend_from_slice(&b[..n]),
+                    _ => return,
+                }
+            };
+            let head = String::from_utf8_lossy(&buf[..body_at]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while buf.len() < body_at + len {
+                match c.read(&mut b) {
+                    Ok(n) if n > 0 => buf.extend_from_slice(&b[..n]),
+                    _ => return,
+                }
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            // Dropped: the server closes right after its response.
+        }
+    });
+    let port = free_port();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server s1 {addr}\n"
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let mut s = connect(lo(port));
+    s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    for (i, req) in [
+        "GET /1 HTTP/1.1\r\nHost: a\r\n\r\n",
+        "HEAD /2 HTTP/1.1\r\nHost: a\r\n\r\n",
+        "POST /3 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\nthis is sent",
+        "GET /4 HTTP/1.1\r\nHost: a\r\nContent-Length: 38\r\n\r\nthis must be delivered, like it or not",
+    ]
+    .iter()
+    .enumerate()
+    {
+        // Let the server's close reach the proxy first, as a client's think time does.
+        std::thread::sleep(Duration::from_millis(100));
+        s.write_all(req.as_bytes()).unwrap();
+        let r = read_response(&mut s, req.starts_with("HEAD"))
+            .unwrap_or_else(|| panic!("request {i}: the client connection was closed"));
+        assert_eq!(r.status, 200, "request {i}");
+    }
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 4);
+}

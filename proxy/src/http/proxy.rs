@@ -83,8 +83,19 @@ thread_local! {
     static POOL: RefCell<HashMap<SocketAddr, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
 }
 
+/// The most recently idled connection to `addr` that the server has not closed meanwhile (the
+/// closed ones met on the way are dropped).
 fn pool_take(addr: SocketAddr) -> Option<Rc<Conn>> {
-    POOL.with(|p| p.borrow_mut().get_mut(&addr).and_then(|v| v.pop()))
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.get_mut(&addr)?;
+        while let Some(c) = v.pop() {
+            if c.idle_usable() {
+                return Some(c);
+            }
+        }
+        None
+    })
 }
 
 /// HAProxy's `pool-purge-delay` default: every interval, half of the idle server connections
@@ -795,7 +806,9 @@ impl Session {
         let picked = Some(Arc::clone(&srv));
         {
             let srv = &srv;
-            if let Some((own_srv, conn)) = self.own.take() {
+            // A connection the server closed after its last response is not reused (HAProxy
+            // notices the close on the idle connection): the request goes on a new one.
+            if let Some((own_srv, conn)) = self.own.take().filter(|(_, c)| c.idle_usable()) {
                 if Arc::ptr_eq(&own_srv, srv) {
                     Counters::add(&srv.counters.lbtot, 1);
                     Counters::add(&be.counters.lbtot, 1);
@@ -1006,9 +1019,7 @@ impl Session {
                 Err(a) => Err(a),
             };
             match r {
-                Err(Abort::Server(b'H'))
-                    if reused && framing.bodyless() && attempts < 2 =>
-                {
+                Err(Abort::Server(b'H')) if reused && framing.bodyless() && attempts < 2 => {
                     watch.disarm();
                     backend::release(be, &srv);
                     server.abort(false);
