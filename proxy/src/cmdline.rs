@@ -35,6 +35,8 @@ pub struct Args {
     /// `--master-sock <path>` (set by the master for its workers): a private admin socket with
     /// `expose-fd listeners`, which the next worker's `-x` reads.
     pub master_sock: Option<PathBuf>,
+    /// `-cc <condition>`: evaluate a `.if` condition and exit 0 (true), 1 (false) or 2 (error).
+    pub check_condition: Option<String>,
 }
 
 pub const USAGE: &str =
@@ -45,6 +47,7 @@ pub const USAGE: &str =
         -d enters debug mode ; -db only disables background mode.
         -D goes daemon ; -p writes pids of all children to this file
         -c check mode : only check config files and exit
+        -cc check condition : evaluate a condition and exit
         -q quiet mode : don't display messages
         -N sets the default, per-proxy maximum # of connections
         -x get listening sockets from a unix socket
@@ -74,6 +77,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         systemd: false,
         master_cli: None,
         master_sock: None,
+        check_condition: None,
     };
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
@@ -85,6 +89,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         match a.as_str() {
             "-f" => out.files.push(PathBuf::from(value("-f")?)),
             "-c" => out.check_only = true,
+            "-cc" => out.check_condition = Some(value("-cc")?),
             "-d" | "-db" => out.foreground = true,
             "-D" => out.daemon = true,
             "-q" => out.quiet = true,
@@ -181,6 +186,9 @@ mod tests {
         assert!(p(&["-f"]).is_err());
         assert!(p(&["--io", "kqueue"]).is_err());
         assert!(p(&["-x"]).is_err());
+        let a = p(&["-cc", "version_atleast(2.6)"]).unwrap();
+        assert_eq!(a.check_condition.as_deref(), Some("version_atleast(2.6)"));
+        assert!(p(&["-cc"]).is_err());
     }
 
     #[test]

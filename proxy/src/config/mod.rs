@@ -5,11 +5,13 @@
 //! come in through [`Sys`]. [`load`] and [`check_command`] are the thin shells that read files.
 
 pub mod addr;
+pub mod cond;
 pub mod diag;
 mod kw_global;
 mod kw_proxy;
 mod kw_rules;
 mod kw_server;
+mod kw_tune;
 pub mod lexer;
 pub mod model;
 mod parser;
@@ -196,7 +198,7 @@ pub fn check_command_with(
                 for w in &l.warnings {
                     eprintln!("{}", w.render(pid));
                 }
-                if !l.warnings.is_empty() {
+                if l.warnings.iter().any(|w| w.severity == Severity::Warning) {
                     println!("Warnings were found.");
                 }
             }

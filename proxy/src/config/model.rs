@@ -60,6 +60,23 @@ pub struct Global {
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
     /// with any of them (never silently ignored). (keyword, location)
     pub pending: Vec<(String, Loc)>,
+    /// `tune.*` settings.
+    pub tune: Tune,
+}
+
+/// `tune.*` (global).
+#[derive(Clone, Debug, Default)]
+pub struct Tune {
+    /// `tune.bufsize` (rounded up to 16 as HAProxy does).
+    pub bufsize: Option<u32>,
+    /// `tune.maxrewrite`.
+    pub maxrewrite: Option<u32>,
+    /// `tune.idle-pool.shared on|off`.
+    pub idle_pool_shared: bool,
+    /// `tune.ssl.default-dh-param`: accepted, without effect (rustls has no FFDHE).
+    pub ssl_default_dh_param: Option<u32>,
+    /// The warning about finite-field DHE settings was given.
+    pub dhe_warned: bool,
 }
 
 /// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.

@@ -5,7 +5,7 @@
 use super::diag::{Diag, Severity};
 use super::model::{BindAddr, Cap, Config, Global, Loc, Mode, Proxy};
 use super::values::invalid_name_char;
-use super::{Sys, kw_global, kw_proxy, lexer, suggest};
+use super::{Sys, cond, kw_global, kw_proxy, lexer, suggest};
 use std::sync::Arc;
 
 /// What a keyword parser needs besides its target: where it is and where to report.
@@ -71,7 +71,50 @@ pub(crate) struct Parser<'s> {
     /// Every `defaults` section so far: (name, settings). The last one applies to new proxies.
     defaults: Vec<(Option<String>, Proxy)>,
     section: Section,
+    /// Open `.if` blocks of the current file, innermost last.
+    conds: Vec<CondState>,
+    /// HAProxy left its line loop for this file (`break` after some errors).
+    stop_file: bool,
+    /// HAProxy stopped reading the configuration (`ERR_ABORT`).
+    aborted: bool,
 }
+
+/// Where a `.if` block stands (HAProxy's `nested_cond_state`): TAKE lines are parsed, DROP
+/// lines are not (the condition was false), SKIP lines are not (an earlier branch was taken or
+/// the enclosing block is masked, so this condition is never evaluated).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CondState {
+    IfTake,
+    IfDrop,
+    IfSkip,
+    ElifTake,
+    ElifDrop,
+    ElifSkip,
+    ElseTake,
+    ElseDrop,
+}
+
+impl CondState {
+    fn masked(self) -> bool {
+        !matches!(
+            self,
+            CondState::IfTake | CondState::ElifTake | CondState::ElseTake
+        )
+    }
+    /// A branch of this block was (or is being) taken, or it never evaluates anything.
+    fn settled(self) -> bool {
+        matches!(
+            self,
+            CondState::IfTake | CondState::IfSkip | CondState::ElifTake | CondState::ElifSkip
+        )
+    }
+    fn after_else(self) -> bool {
+        matches!(self, CondState::ElseTake | CondState::ElseDrop)
+    }
+}
+
+/// HAProxy's MAXNESTEDCONDS.
+const MAX_NESTED_CONDS: usize = 100;
 
 impl<'s> Parser<'s> {
     pub fn new(sys: &'s Sys<'s>) -> Self {
@@ -82,6 +125,9 @@ impl<'s> Parser<'s> {
             proxies: Vec::new(),
             defaults: Vec::new(),
             section: Section::None,
+            conds: Vec::new(),
+            stop_file: false,
+            aborted: false,
         }
     }
 
@@ -89,12 +135,190 @@ impl<'s> Parser<'s> {
     pub fn feed(&mut self, file: &str, text: &str) {
         let file: Arc<str> = Arc::from(file);
         self.section = Section::None;
-        for (i, raw) in text.split('\n').enumerate() {
+        self.conds.clear();
+        self.stop_file = false;
+        if self.aborted {
+            return;
+        }
+        let mut last = 0u32;
+        let pieces: Vec<&str> = text.split('\n').collect();
+        for (i, raw) in pieces.iter().enumerate() {
+            // The empty piece after a final newline is not a line.
+            if i + 1 == pieces.len() && raw.is_empty() && i > 0 {
+                break;
+            }
+            last = u32::try_from(i + 1).unwrap_or(u32::MAX);
             let loc = Loc {
                 file: file.clone(),
-                line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                line: last,
             };
             self.line(loc, raw);
+            if self.aborted || self.stop_file {
+                break;
+            }
+        }
+        if !self.aborted && !self.conds.is_empty() {
+            self.reader_abort(&file, last, "non-terminated '.if' block.".to_string());
+        }
+    }
+
+    fn reader_abort(&mut self, file: &str, line: u32, msg: String) {
+        let mut d = Diag::reader(file, line, Severity::Alert, msg);
+        d.abort = true;
+        self.diags.push(d);
+        self.aborted = true;
+    }
+
+    fn reader_alert(&mut self, loc: &Loc, msg: String) {
+        self.diags
+            .push(Diag::reader(&loc.file, loc.line, Severity::Alert, msg));
+    }
+
+    /// `.if`/`.elif`/`.else`/`.endif` (and, outside masked blocks, `.alert`/`.warning`/
+    /// `.notice`/`.diag`): true when the line is consumed (a directive or masked out).
+    fn directive(&mut self, loc: &Loc, words: &[String]) -> bool {
+        let first = words.first().map_or("", String::as_str);
+        let top = self.conds.last().copied();
+        let extra = words.get(1).filter(|w| !w.is_empty());
+        match first {
+            ".if" => {
+                if self.conds.len() + 1 >= MAX_NESTED_CONDS {
+                    self.reader_abort(
+                        &loc.file,
+                        loc.line,
+                        format!("too many nested '.if', max is {MAX_NESTED_CONDS}."),
+                    );
+                    return true;
+                }
+                if top.is_some_and(CondState::masked) {
+                    self.conds.push(CondState::IfSkip);
+                    return true;
+                }
+                if let Some(v) = self.condition(loc, ".if", words) {
+                    self.conds.push(if v {
+                        CondState::IfTake
+                    } else {
+                        CondState::IfDrop
+                    });
+                }
+                return true;
+            }
+            ".elif" => {
+                let Some(t) = top else {
+                    let msg = "lone '.elif' with no matching '.if'.".to_string();
+                    self.reader_abort(&loc.file, loc.line, msg);
+                    return true;
+                };
+                if t.after_else() {
+                    let msg = "'.elif' after '.else' is not permitted.".to_string();
+                    self.reader_abort(&loc.file, loc.line, msg);
+                    return true;
+                }
+                let next = if t.settled() {
+                    Some(CondState::ElifSkip)
+                } else {
+                    self.condition(loc, ".elif", words).map(|v| {
+                        if v {
+                            CondState::ElifTake
+                        } else {
+                            CondState::ElifDrop
+                        }
+                    })
+                };
+                if let (Some(n), Some(slot)) = (next, self.conds.last_mut()) {
+                    *slot = n;
+                }
+                return true;
+            }
+            ".else" | ".endif" => {
+                if let Some(a) = extra {
+                    self.reader_alert(loc, format!("Unexpected argument '{a}' for '{first}'."));
+                    self.stop_file = true;
+                    return true;
+                }
+                let Some(t) = top else {
+                    let msg = format!("lone '{first}' with no matching '.if'.");
+                    if first == ".else" {
+                        self.reader_abort(&loc.file, loc.line, msg);
+                    } else {
+                        self.reader_alert(loc, msg);
+                        self.stop_file = true;
+                    }
+                    return true;
+                };
+                if first == ".endif" {
+                    self.conds.pop();
+                    return true;
+                }
+                if t.after_else() {
+                    let msg = "'.else' after '.else' is not permitted.".to_string();
+                    self.reader_abort(&loc.file, loc.line, msg);
+                    return true;
+                }
+                if let Some(slot) = self.conds.last_mut() {
+                    *slot = if t.settled() {
+                        CondState::ElseDrop
+                    } else {
+                        CondState::ElseTake
+                    };
+                }
+                return true;
+            }
+            _ => {}
+        }
+        if top.is_some_and(CondState::masked) {
+            return true;
+        }
+        if !first.starts_with('.') {
+            return false;
+        }
+        let sev = match first {
+            ".alert" => Severity::Alert,
+            ".warning" => Severity::Warning,
+            ".notice" => Severity::Notice,
+            ".diag" => Severity::Notice,
+            _ => {
+                self.reader_alert(loc, format!("unknown directive '{first}'."));
+                self.stop_file = true;
+                return true;
+            }
+        };
+        if let Some(a) = words.get(2).filter(|w| !w.is_empty()) {
+            self.reader_alert(
+                loc,
+                format!(
+                    "Unexpected argument '{a}' for '{first}'. Use quotes if the message should contain spaces."
+                ),
+            );
+            return true;
+        }
+        let msg = format!("'{}'.", words.get(1).map_or("", String::as_str));
+        match first {
+            ".alert" => self.reader_abort(&loc.file, loc.line, msg),
+            // `.diag` messages are only shown in HAProxy's diagnostic mode (-dD).
+            ".diag" => {}
+            _ => self.diags.push(Diag::reader(&loc.file, loc.line, sev, msg)),
+        }
+        true
+    }
+
+    /// Evaluates the condition of a `.if`/`.elif` line; `None` after reporting an error (which
+    /// stops the configuration, as in HAProxy).
+    fn condition(&mut self, loc: &Loc, kw: &str, words: &[String]) -> Option<bool> {
+        // HAProxy re-joins the line's words with single spaces.
+        let expr = words.get(1..).unwrap_or_default().join(" ");
+        match cond::eval_at(&expr, self.sys.env) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let caret = format!("{:>w$}", "^", w = e.pos + kw.len() + 2);
+                let msg = format!(
+                    "{} in '{kw}' at position {}:\n  {kw} {expr}\n  {caret}",
+                    e.msg,
+                    e.pos + 1
+                );
+                self.reader_abort(&loc.file, loc.line, msg);
+                None
+            }
         }
     }
 
@@ -109,6 +333,9 @@ impl<'s> Parser<'s> {
         };
         let Some(first) = words.first() else { return };
         if first.is_empty() {
+            return;
+        }
+        if (first.starts_with('.') || !self.conds.is_empty()) && self.directive(&loc, &words) {
             return;
         }
         match first.as_str() {
@@ -306,6 +533,13 @@ impl<'s> Parser<'s> {
 
     /// Whole-configuration checks and derived values; returns the configuration.
     pub fn finish(mut self) -> (Config, Vec<Diag>) {
+        if self.aborted {
+            let config = Config {
+                global: self.global,
+                proxies: self.proxies,
+            };
+            return (config, self.diags);
+        }
         for px in &mut self.proxies {
             kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
         }
