@@ -20,6 +20,15 @@ impl Ctx<'_> {
         self.diags
             .push(Diag::alert(&self.loc.file, self.loc.line, msg));
     }
+    /// An alert worded `parsing [f:l]: msg` (HAProxy's spacing for some global keywords).
+    pub fn alert_tight(&mut self, msg: impl Into<String>) {
+        self.diags.push(Diag::reader(
+            &self.loc.file,
+            self.loc.line,
+            Severity::Alert,
+            msg,
+        ));
+    }
     pub fn warn(&mut self, msg: impl Into<String>) {
         self.diags
             .push(Diag::warning(&self.loc.file, self.loc.line, msg));
@@ -45,6 +54,8 @@ enum Section {
     Global,
     Defaults(usize),
     Proxy(usize),
+    /// An `http-errors <name>` section (index in `Parser::http_errors`).
+    HttpErrors(usize),
     /// After a broken section header or in a section kind we do not support: lines are ignored.
     Skip,
 }
@@ -55,7 +66,6 @@ pub(crate) const UNSUPPORTED_SECTIONS: &[&str] = &[
     "resolvers",
     "mailers",
     "program",
-    "http-errors",
     "ring",
     "cache",
     "fcgi-app",
@@ -77,6 +87,14 @@ pub(crate) struct Parser<'s> {
     stop_file: bool,
     /// HAProxy stopped reading the configuration (`ERR_ABORT`).
     aborted: bool,
+    /// `http-errors` sections: (name, where, pages).
+    http_errors: Vec<HttpErrors>,
+}
+
+struct HttpErrors {
+    name: String,
+    loc: Loc,
+    pages: Vec<(u16, Vec<u8>)>,
 }
 
 /// Where a `.if` block stands (HAProxy's `nested_cond_state`): TAKE lines are parsed, DROP
@@ -128,6 +146,7 @@ impl<'s> Parser<'s> {
             conds: Vec::new(),
             stop_file: false,
             aborted: false,
+            http_errors: Vec::new(),
         }
     }
 
@@ -345,6 +364,7 @@ impl<'s> Parser<'s> {
             }
             "defaults" => return self.open_defaults(loc, &words),
             "frontend" | "backend" | "listen" => return self.open_proxy(loc, &words),
+            "http-errors" => return self.open_http_errors(loc, &words),
             s if UNSUPPORTED_SECTIONS.contains(&s) => {
                 self.diags.push(Diag::alert(
                     &loc.file,
@@ -366,6 +386,19 @@ impl<'s> Parser<'s> {
                 ctx.alert(format!("unknown keyword '{first}' out of section."));
             }
             Section::Skip => {}
+            Section::HttpErrors(i) => {
+                if first == "errorfile" {
+                    if let Some(page) = super::kw_pages::load_errorfile(&mut ctx, &words)
+                        && let Some(h) = self.http_errors.get_mut(i)
+                    {
+                        h.pages.push(page);
+                    }
+                } else {
+                    ctx.alert(format!(
+                        "unknown keyword '{first}' in 'http-errors' section"
+                    ));
+                }
+            }
             Section::Global => kw_global::dispatch(&mut self.global, &mut ctx, &words),
             Section::Defaults(i) => {
                 if let Some((name, px)) = self.defaults.get_mut(i) {
@@ -429,6 +462,84 @@ impl<'s> Parser<'s> {
                 };
                 self.diags.push(Diag::alert(&loc.file, loc.line, msg));
                 Err(())
+            }
+        }
+    }
+
+    /// `http-errors <name>`: a set of `errorfile` lines that `errorfiles` refers to.
+    fn open_http_errors(&mut self, loc: Loc, words: &[String]) {
+        self.section = Section::Skip;
+        let Some(name) = words.get(1).filter(|n| !n.is_empty()) else {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!("{} : missing name", words[0]),
+            ));
+            return;
+        };
+        if let Some(c) = invalid_name_char(name) {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!(
+                    "character '{c}' is not permitted in '{}' name '{name}'.",
+                    words[0]
+                ),
+            ));
+            return;
+        }
+        if let Some(prev) = self.http_errors.iter().find(|h| h.name == *name) {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!(
+                    "{} section '{name}' has the same name as another {} section declared at {}:{}.",
+                    words[0], words[0], prev.loc.file, prev.loc.line
+                ),
+            ));
+            return;
+        }
+        self.http_errors.push(HttpErrors {
+            name: name.clone(),
+            loc,
+            pages: Vec::new(),
+        });
+        self.section = Section::HttpErrors(self.http_errors.len() - 1);
+    }
+
+    /// `errorfiles` lines take their pages from the `http-errors` sections (HAProxy's
+    /// `proxy_check_errors`).
+    fn resolve_errorfiles(&mut self) {
+        for px in &mut self.proxies {
+            for r in std::mem::take(&mut px.extra.errorfiles_refs) {
+                let Some(h) = self.http_errors.iter().find(|h| h.name == r.section) else {
+                    self.diags.push(Diag::global(
+                        Severity::Alert,
+                        format!(
+                            "proxy '{}': unknown http-errors section '{}' (at {}:{}).",
+                            px.name, r.section, r.loc.file, r.loc.line
+                        ),
+                    ));
+                    continue;
+                };
+                let codes: Vec<u16> = if r.statuses.is_empty() {
+                    super::kw_pages::ERR_CODES.to_vec()
+                } else {
+                    r.statuses.clone()
+                };
+                for code in codes {
+                    match h.pages.iter().rev().find(|(s, _)| *s == code) {
+                        Some(page) => px.extra.error_pages.push(page.clone()),
+                        None if !r.statuses.is_empty() => self.diags.push(Diag::global(
+                            Severity::Warning,
+                            format!(
+                                "config: proxy '{}' : status '{code}' not declared in http-errors section '{}' (at {}:{}).",
+                                px.name, h.name, r.loc.file, r.loc.line
+                            ),
+                        )),
+                        None => {}
+                    }
+                }
             }
         }
     }
@@ -540,6 +651,7 @@ impl<'s> Parser<'s> {
             };
             return (config, self.diags);
         }
+        self.resolve_errorfiles();
         for px in &mut self.proxies {
             kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
         }

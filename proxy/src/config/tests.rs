@@ -25,11 +25,29 @@ fn resolve_fake(h: &str) -> Option<std::net::IpAddr> {
     (h == "localhost").then(|| "127.0.0.1".parse().unwrap())
 }
 
+fn ids_fake(kind: Id, name: &str) -> Option<u32> {
+    match (kind, name) {
+        (Id::User, "haproxy") => Some(99),
+        (Id::Group, "haproxy") => Some(98),
+        _ => None,
+    }
+}
+
+fn read_fake(p: &str) -> Result<Vec<u8>, String> {
+    match p {
+        "/errors/503.http" => Ok(b"HTTP/1.0 503 Service Unavailable\r\nCache-Control: no-cache\r\nConnection: close\r\nContent-Type: text/html\r\n\r\n<html><body><h1>503</h1></body></html>\n".to_vec()),
+        "/errors/bad.http" => Ok(b"HTTP/1.0 503 Oops\r\nContent-Length: 3\r\n\r\nabcd".to_vec()),
+        _ => Err("No such file or directory".into()),
+    }
+}
+
 fn parse_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<Diag>> {
     let sys = Sys {
         env,
         stat: &stat_fake,
         resolve: &resolve_fake,
+        ids: &ids_fake,
+        read: &read_fake,
     };
     parse_sources(&[("t.cfg".to_string(), text.to_string())], &sys)
 }
