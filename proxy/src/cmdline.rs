@@ -41,29 +41,6 @@ pub struct Args {
     pub check_condition: Option<String>,
 }
 
-/// The HAProxy release portcullis follows (`-vv`, `version_atleast()`).
-pub const HAPROXY_COMPAT: &str = "2.6.12";
-
-/// HAProxy's build features that portcullis has an equivalent of (`-vv`'s `Feature list`,
-/// `feature()` in conditions): TLS (rustls, so `OPENSSL`), regexes, the Linux engines.
-pub const FEATURES: &[&str] = &[
-    "+EPOLL",
-    "+PCRE2",
-    "+PCRE2_JIT",
-    "+POLL",
-    "+THREAD",
-    "+LINUX_SPLICE",
-    "+CRYPTO",
-    "+GETADDRINFO",
-    "+OPENSSL",
-    "+ACCEPT4",
-    "+PROMEX",
-    "-LUA",
-    "-ZLIB",
-    "-SLZ",
-    "-QUIC",
-];
-
 pub const USAGE: &str =
     "Usage : portcullis [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn> ]
         [ -p <pidfile> ] [ -c ] [ -q ] [ --io uring|epoll ]
@@ -118,6 +95,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         match a.as_str() {
             "-f" => out.files.push(PathBuf::from(value("-f")?)),
             "-c" => out.check_only = true,
+            "-cc" => out.check_condition = Some(value("-cc")?),
             "-d" | "-db" => out.foreground = true,
             "-D" => out.daemon = true,
             "-q" => out.quiet = true,
@@ -130,7 +108,6 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             }
             "-S" => out.master_cli = Some(value("-S")?),
             "-L" => out.localpeer = Some(value("-L")?),
-            "-cc" => out.check_condition = Some(value("-cc")?),
             // HAProxy's memory debugging (poisoning, pool options): nothing to do in Rust.
             s if s.starts_with("-dM") => {}
             "--master-sock" => out.master_sock = Some(PathBuf::from(value("--master-sock")?)),

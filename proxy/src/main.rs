@@ -24,10 +24,10 @@ fn main() -> ExitCode {
             // configuration language, CLI and logs this one follows.
             println!(
                 "HAProxy version {} (portcullis {}) - compatible",
-                portcullis::cmdline::HAPROXY_COMPAT,
+                portcullis::config::cond::HAPROXY_VERSION,
                 env!("CARGO_PKG_VERSION")
             );
-            println!("Feature list : {}", portcullis::cmdline::FEATURES.join(" "));
+            println!("Feature list : {}", portcullis::config::cond::FEATURES);
             let uring = match portcullis::engine::io::uring_available() {
                 Ok(()) => "available".to_string(),
                 Err(e) => format!("unavailable ({e})"),
@@ -49,6 +49,9 @@ fn main() -> ExitCode {
         // SAFETY: still single-threaded here; the configuration reads it as `${HAPROXY_LOCALPEER}`.
         unsafe { std::env::set_var("HAPROXY_LOCALPEER", name) };
     }
+    if let Some(c) = &args.check_condition {
+        return check_condition(c);
+    }
     if args.master_worker && !args.check_only {
         return master(&args);
     }
@@ -62,6 +65,28 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
     }
     run(args)
+}
+
+/// `-cc <condition>` as HAProxy: the text is split like a configuration line (quotes, `\`,
+/// `"${VAR}"`), its words re-joined with spaces, and evaluated.
+fn check_condition(text: &str) -> ExitCode {
+    let pid = std::process::id();
+    let env = |k: &str| std::env::var(k).ok();
+    let words = match portcullis::config::lexer::split_line(text, &env) {
+        Ok(w) => w,
+        Err(_) => {
+            eprintln!("[ALERT]    ({pid}) : config : Syntax Error in condition: Unmatched quote.");
+            return ExitCode::from(2);
+        }
+    };
+    match portcullis::config::cond::eval(&words.join(" "), &env) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(msg) => {
+            eprintln!("[ALERT]    ({pid}) : config : Failed to evaluate condition: {msg}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// `-c` also compiles what the engine compiles at start: rules, ACLs and log formats.

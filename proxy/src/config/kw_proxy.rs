@@ -9,7 +9,7 @@ use super::model::{
 };
 use super::parser::{Ctx, unknown_kw};
 use super::values::{parse_time, parse_u32, time_error_msg};
-use super::{addr, kw_rules, kw_server, suggest};
+use super::{addr, kw_pages, kw_rules, kw_server, kw_small, suggest};
 
 /// Allowed in `defaults` sections (named or anonymous).
 pub(crate) const DEF: u8 = 1;
@@ -244,8 +244,14 @@ pub(crate) fn dispatch(
         return;
     };
     let section = section_name(px, defaults.is_some());
-    let Some(row) = PROXY_KWS.iter().find(|k| k.kw == kw) else {
-        c.alert(unknown_kw(kw, section, PROXY_KWS.iter().map(|k| k.kw)));
+    let all = || {
+        PROXY_KWS
+            .iter()
+            .chain(kw_pages::PAGE_KWS)
+            .chain(kw_small::SMALL_KWS)
+    };
+    let Some(row) = all().find(|k| k.kw == kw) else {
+        c.alert(unknown_kw(kw, section, all().map(|k| k.kw)));
         return;
     };
     if no && kw != "option" && kw != "log" {
@@ -719,6 +725,17 @@ fn kw_timeout(p: &mut P, args: &[String]) {
 /// `option` names: (name, caps FE/BE, pending).
 const OPTIONS: &[(&str, u8, bool)] = &[
     ("abortonclose", BE, true),
+    ("clitcpka", FE, true),
+    ("dontlog-normal", FE, true),
+    ("http-ignore-probes", FE, true),
+    ("log-separate-errors", FE, true),
+    ("logasap", FE, true),
+    ("redis-check", BE, true),
+    ("srvtcpka", BE, true),
+    ("ssl-hello-chk", BE, true),
+    ("tcp-smart-accept", FE, false),
+    ("tcp-smart-connect", BE, false),
+    ("tcpka", FE | BE, true),
     ("allbackups", BE, false),
     ("dontlognull", FE, false),
     ("forwardfor", FE | BE, false),
@@ -785,12 +802,36 @@ fn kw_option(p: &mut P, args: &[String]) {
         | "splice-auto"
         | "splice-request"
         | "splice-response"
+        | "clitcpka"
+        | "dontlog-normal"
+        | "http-ignore-probes"
+        | "log-separate-errors"
+        | "logasap"
+        | "redis-check"
+        | "srvtcpka"
+        | "ssl-hello-chk"
+        | "tcp-smart-accept"
+        | "tcp-smart-connect"
+        | "tcpka"
         | "tcp-check" => {
             if p.c.too_many(args, 2, 0) {
                 return;
             }
             let o = &mut p.px.options;
             match name {
+                // Accept-time and connect-time optimisations (TCP_DEFER_ACCEPT, delayed
+                // connect) that change no observable behaviour: accepted as HAProxy does.
+                "tcp-smart-accept" | "tcp-smart-connect" => {}
+                // Not built yet: recorded as pending below (the start refuses them).
+                "clitcpka"
+                | "dontlog-normal"
+                | "http-ignore-probes"
+                | "log-separate-errors"
+                | "logasap"
+                | "redis-check"
+                | "srvtcpka"
+                | "ssl-hello-chk"
+                | "tcpka" => {}
                 "abortonclose" => o.abortonclose = on,
                 "allbackups" => o.allbackups = on,
                 "dontlognull" => o.dontlognull = on,

@@ -654,6 +654,18 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
                 return;
             }
         },
+        // Parsed; the stats page does not render them yet, so the start refuses them (pending).
+        "show-legends" | "show-node" | "show-desc" | "scope" | "http-request" => {
+            if sub == "scope" && v.is_none() {
+                p.alert("'scope' needs a proxy name.");
+                return;
+            }
+            if sub == "http-request" && v.is_none() {
+                p.alert("'stats http-request' requires a rule (allow, deny or auth).");
+                return;
+            }
+            p.pending(&format!("stats {sub}"));
+        }
         other => {
             p.alert(format!(
                 "unknown stats parameter '{other}', expects 'admin', 'uri', 'realm', 'auth', 'enable', 'hide-version' or 'refresh'."
@@ -662,8 +674,8 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
         }
     }
     let max = match sub {
-        "enable" | "hide-version" => 0,
-        "admin" => usize::MAX / 2,
+        "enable" | "hide-version" | "show-legends" => 0,
+        "admin" | "show-desc" | "http-request" => usize::MAX / 2,
         _ => 1,
     };
     if p.c.too_many(args, 2, max) {
