@@ -925,6 +925,7 @@ fn kw_option(p: &mut P, args: &[String]) {
             if p.c.too_many(args, 2, 3) {
                 return;
             }
+            super::kw_rules::own_http_checks(p.px);
             let mut send = HttpCheckSend::default();
             match args.len() {
                 3 => send.uri = args[2].clone(),
@@ -1242,7 +1243,13 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
         if hc.send.version != defaults.version {
             base.send.version = hc.send.version.clone();
         }
-        base.send.headers.extend(hc.send.headers.iter().cloned());
+        // `http-check send hdr …` replaces the headers `option httpchk` smuggled in its version.
+        if !hc.send.headers.is_empty() {
+            if let Some((v, _)) = base.send.version.split_once("\r\n") {
+                base.send.version = v.to_string();
+            }
+            base.send.headers = hc.send.headers.clone();
+        }
         if hc.send.body.is_some() {
             base.send.body = hc.send.body.clone();
         }

@@ -4,8 +4,8 @@
 
 use super::kw_proxy::P;
 use super::model::{
-    AclDef, Cond, ExpectMatch, HttpCheckExpect, HttpRequestAction, HttpRequestRule, RedirectKind,
-    StatsPage, TcpCheckRule, TcpRequestAction, TcpRequestRule,
+    AclDef, Cond, ExpectMatch, HttpCheck, HttpCheckExpect, HttpRequestAction, HttpRequestRule,
+    RedirectKind, StatsPage, TcpCheckRule, TcpRequestAction, TcpRequestRule,
 };
 use super::values::{TimeError, invalid_name_char, parse_time, parse_u32};
 
@@ -482,7 +482,19 @@ fn parse_expect(
     Ok((negate, m))
 }
 
+/// A proxy's own first `http-check` line drops the rules it inherited from `defaults`, the
+/// inherited `option httpchk` request included (the check stays an HTTP one).
+pub(crate) fn own_http_checks(px: &mut super::model::Proxy) {
+    if std::mem::take(&mut px.extra.checks_inherited) {
+        px.http_check = HttpCheck::default();
+        if let Some(o) = px.options.httpchk.as_mut() {
+            *o = HttpCheck::default();
+        }
+    }
+}
+
 pub(crate) fn kw_http_check(p: &mut P, args: &[String]) {
+    own_http_checks(p.px);
     let sub = arg(args, 1);
     match sub {
         "disable-on-404" => {

@@ -715,6 +715,9 @@ pub enum RelayEngine {
 /// Proxy settings of the real-world keywords (error pages, monitor, description…).
 #[derive(Clone, Debug, Default)]
 pub struct ProxyExtra {
+    /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the
+    /// proxy's own first such line starts them afresh, as HAProxy frees inherited rules.
+    pub checks_inherited: bool,
     /// `errorfile`/`errorloc*` and resolved `errorfiles`: (status, the response as HAProxy
     /// loads it), later entries win.
     pub error_pages: Vec<(u16, Vec<u8>)>,

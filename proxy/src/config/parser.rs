@@ -687,6 +687,7 @@ fn inherit(base: Proxy, name: &str, cap: Cap, loc: Loc) -> Proxy {
     px.servers.clear();
     px.use_backends.clear();
     px.disabled = false;
+    px.extra.checks_inherited = true;
     if !cap.frontend {
         px.default_backend = None;
     }

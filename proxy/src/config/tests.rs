@@ -880,3 +880,49 @@ fn block_structure_errors() {
     let deep = ".if 1\n".repeat(120);
     assert_eq!(alerts(&deep)[0], "100: too many nested '.if', max is 100.");
 }
+
+/// As HAProxy's reg-test checks/http-check-send: a proxy's own `option httpchk` or `http-check`
+/// line drops the check rules inherited from `defaults`; `http-check send hdr` replaces the
+/// headers smuggled in `option httpchk`'s version.
+#[test]
+fn own_check_rules_drop_the_inherited_ones() {
+    let c = ok(
+        "defaults\n mode http\n option httpchk GET /status HTTP/1.1\\r\\nHdr:\\ must-be-removed\n http-check send hdr Host my-www-host hdr X-test true body test\n\
+         backend be3\n option httpchk\n server s 127.0.0.1:1 check\n\
+         backend be4\n server s 127.0.0.1:1 check\n\
+         backend be5\n http-check send hdr Host other-www-host body other\n server s 127.0.0.1:1 check\n",
+    );
+    let send = |name: &str| {
+        let p = c.proxies.iter().find(|p| p.name == name).unwrap();
+        p.options.httpchk.as_ref().unwrap().send.clone()
+    };
+    let be3 = send("be3");
+    assert_eq!(
+        (be3.method.as_str(), be3.uri.as_str(), be3.version.as_str()),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+    assert!(be3.headers.is_empty() && be3.body.is_none());
+    let be4 = send("be4");
+    assert_eq!(
+        (be4.method.as_str(), be4.uri.as_str(), be4.version.as_str()),
+        ("GET", "/status", "HTTP/1.1")
+    );
+    assert_eq!(
+        be4.headers,
+        [
+            ("Host".to_string(), "my-www-host".to_string()),
+            ("X-test".to_string(), "true".to_string())
+        ]
+    );
+    assert_eq!(be4.body.as_deref(), Some("test"));
+    let be5 = send("be5");
+    assert_eq!(
+        (be5.method.as_str(), be5.uri.as_str(), be5.version.as_str()),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+    assert_eq!(
+        be5.headers,
+        [("Host".to_string(), "other-www-host".to_string())]
+    );
+    assert_eq!(be5.body.as_deref(), Some("other"));
+}
