@@ -23,6 +23,7 @@ pub mod html;
 pub mod info;
 pub mod model;
 pub mod prom;
+pub mod reply;
 pub mod servers;
 pub mod ssl;
 pub mod stat;

@@ -796,10 +796,26 @@ const CLI_REPLIES: &str = include_str!("../testdata/haproxy-2.6/cli-replies.txt"
 
 #[test]
 fn malformed_and_unauthorised_commands_reply_like_haproxy() {
+    let cases = replay_golden(CLI_REPLIES);
+    assert!(cases >= 100, "{cases}");
+}
+
+/// The same command lines (and a few more) after `set severity-output number|string;`, captured
+/// from HAProxy 2.6 the same way: messages get `[<n>]: ` / `[<name>]: `, dumps nothing.
+#[test]
+fn severity_output_prefixes_messages_like_haproxy() {
+    let cases = replay_golden(include_str!(
+        "../testdata/haproxy-2.6/cli-severity-replies.txt"
+    ));
+    assert!(cases >= 200, "{cases}");
+}
+
+/// Runs every `### <level> <line>` block of a capture on the seed snapshot; returns the count.
+fn replay_golden(golden: &str) -> usize {
     let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
     let mut cases = 0;
     let mut failures = Vec::new();
-    for block in CLI_REPLIES.split("### END\n").filter(|b| !b.is_empty()) {
+    for block in golden.split("### END\n").filter(|b| !b.is_empty()) {
         let (head, want) = block.split_once('\n').unwrap();
         let head = head.strip_prefix("### ").unwrap();
         let (lvl, line) = head.split_once(' ').unwrap();
@@ -815,13 +831,13 @@ fn malformed_and_unauthorised_commands_reply_like_haproxy() {
             failures.push(format!("[{head}]\n--- got\n{got}--- want\n{want}"));
         }
     }
-    assert!(cases >= 100, "{cases}");
     assert!(
         failures.is_empty(),
         "{} mismatches:\n{}",
         failures.len(),
         failures.join("\n")
     );
+    cases
 }
 
 /// Numbers masked: CSV cells, typed values and JSON values that are integers, and every digit
@@ -1165,7 +1181,7 @@ fn keyword_inventory_matches_haproxy_worker_keywords() {
         .filter(|k| k.implemented())
         .map(|k| k.words.join(" "))
         .collect();
-    assert_eq!(implemented.len(), 29, "{implemented:?}");
+    assert_eq!(implemented.len(), 30, "{implemented:?}");
 }
 
 /// `level user` sessions do not see `addr`, `cookie` and `algo` (checked on HAProxy 2.6).

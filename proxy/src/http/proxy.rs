@@ -1006,9 +1006,7 @@ impl Session {
                 Err(a) => Err(a),
             };
             match r {
-                Err(Abort::Server(b'H'))
-                    if reused && framing.bodyless() && attempts < 2 =>
-                {
+                Err(Abort::Server(b'H')) if reused && framing.bodyless() && attempts < 2 => {
                     watch.disarm();
                     backend::release(be, &srv);
                     server.abort(false);
