@@ -144,10 +144,12 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
             enabled: configured && srv.check_enabled.load(Ordering::Relaxed),
             paused: st.is_maint(),
             in_progress: st.in_progress(),
+            // HAProxy initialises every server's check status to INI, checked or not
+            // (`show servers state` srv_check_status 1); `show stat` hides it without a check.
             status: if configured {
                 status(last.status)
             } else {
-                api::CheckStatus::Unknown
+                api::CheckStatus::Ini
             },
             code: last.code.map_or(0, u32::from),
             duration_ms: last.duration.as_millis() as u64,
