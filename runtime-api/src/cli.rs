@@ -170,6 +170,21 @@ pub trait Runtime {
     fn clear_table(&mut self, _args: &[&str], _allowed: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
     }
+    /// `add server`: `backend` indexes [`Snapshot::proxies`] (a backend accepting dynamic
+    /// servers), `addr` and `kws` are the words of a `server` line after the name. The server
+    /// starts in maintenance, its checks disabled, as in HAProxy. `Err` is HAProxy's message
+    /// (without its LF): a parse error, a duplicate name or id.
+    fn add_server(
+        &mut self,
+        _backend: usize,
+        _name: &str,
+        _addr: &str,
+        _kws: &[String],
+    ) -> Result<(), String> {
+        Err(UNSUPPORTED_REPLY.trim_end().to_string())
+    }
+    /// `del server`, once checked to be in maintenance and without connections.
+    fn del_server(&mut self, _srv: SrvRef) {}
 }
 
 /// Reply for a command HAProxy 2.6 knows but portcullis does not implement.
@@ -211,6 +226,8 @@ enum H {
     ClearCounters,
     ShutdownSessionsServer,
     SetSeverityOutput,
+    AddServer,
+    DelServer,
     ShowSslCert,
     ShowTable,
     ClearTable,
@@ -600,14 +617,14 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("add server <bk>/<srv>                   : create a new server"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::AddServer,
     ),
     kw(
         &["del", "server"],
         Some("del server <bk>/<srv>                   : remove a dynamically added server"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::DelServer,
     ),
     kw(
         &["clear", "table"],
@@ -1623,6 +1640,9 @@ fn run_one(
                 out.err(&r);
             }
         }
+        H::AddServer | H::DelServer if s.level < Level::Admin => out.err(PERMISSION_DENIED),
+        H::AddServer => crate::dynamic::add_server(args, rt, out),
+        H::DelServer => crate::dynamic::del_server(args, rt, out),
         H::Unsupported => out.err(UNSUPPORTED_REPLY),
     }
     Flow::Continue

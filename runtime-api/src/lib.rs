@@ -18,6 +18,7 @@
 //! sessions, server commands, all reply texts), [`field`] (value encodings).
 
 pub mod cli;
+pub mod dynamic;
 pub mod field;
 pub mod html;
 pub mod info;

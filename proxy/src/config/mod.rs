@@ -9,7 +9,7 @@ pub mod diag;
 mod kw_global;
 mod kw_proxy;
 mod kw_rules;
-mod kw_server;
+pub(crate) mod kw_server;
 pub mod lexer;
 pub mod model;
 mod parser;

@@ -83,7 +83,7 @@ fn not_portcullis() -> String {
 pub fn capture(model: &Model) -> State {
     let mut servers = Vec::new();
     for be in model.proxies.iter().filter(|p| p.is_backend()) {
-        for s in &be.servers {
+        for s in be.pool().servers.iter() {
             servers.push(ServerState {
                 backend: be.name.clone(),
                 server: s.name.clone(),
@@ -111,7 +111,8 @@ pub fn apply(model: &Model, state: &State) -> usize {
         else {
             continue;
         };
-        let Some(srv) = be.servers.iter().find(|s| s.name == st.server) else {
+        let pool = be.pool();
+        let Some(srv) = pool.servers.iter().find(|s| s.name == st.server) else {
             continue;
         };
         let mut fsm = srv.check.lock().unwrap_or_else(|p| p.into_inner());
