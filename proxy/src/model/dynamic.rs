@@ -60,8 +60,13 @@ pub fn build(model: &Model, be: &Proxy, name: &str, line: &[String]) -> Result<S
     if let Some(id) = st.id
         && let Some(prev) = pool.servers.iter().find(|s| s.id == id)
     {
+        // HAProxy names where the other server was declared; a dynamic one has no file.
+        let at = match prev.dynamic {
+            Some(_) => "(null):0".to_string(),
+            None => prev.cfg.loc.to_string(),
+        };
         return Err(format!(
-            "'id' : custom id {id} already used at (null):0 ('server {}').",
+            "'id' : custom id {id} already used at {at} ('server {}').",
             prev.name
         ));
     }
