@@ -317,7 +317,7 @@ fn srv_on_marked_up(s: &mut SrvState, v: &str) -> Result<(), String> {
 }
 
 /// Applies the option words `args[from..]`; `Err` carries the first error's text.
-fn apply(
+pub(crate) fn apply(
     st: &mut SrvState,
     args: &[String],
     from: usize,

@@ -12,7 +12,7 @@ mod kw_pages;
 mod kw_process;
 mod kw_proxy;
 mod kw_rules;
-mod kw_server;
+pub(crate) mod kw_server;
 mod kw_small;
 mod kw_tune;
 pub mod lexer;

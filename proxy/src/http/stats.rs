@@ -281,7 +281,13 @@ fn apply_post(shared: &std::sync::Arc<crate::engine::worker::Shared>, f: &PostFo
     };
     let (mut total, mut altered) = (0, 0);
     for name in &f.servers {
-        let Some((si, srv)) = be.servers.iter().enumerate().find(|(_, s)| &s.name == name) else {
+        let pool = be.pool();
+        let Some((si, srv)) = pool
+            .servers
+            .iter()
+            .enumerate()
+            .find(|(_, s)| &s.name == name)
+        else {
             total += 1;
             continue;
         };
