@@ -5,12 +5,14 @@
 //! - `demo`: the seed config on loopback with fake nodes, until Ctrl-C.
 //! - `bench`: portcullis vs HAProxy vs nginx vs direct, same backend and load generators.
 //! - `drill`: seed 000's graceful-termination experiment against portcullis and HAProxy.
+//! - `deb`: the Debian package (and its checks).
 
 // The fake backends are shared with the integration tests.
 #[path = "../../tests/support/backend.rs"]
 mod backend;
 mod bench;
 mod ci;
+mod deb;
 mod demo;
 mod drill;
 // The drill's pods, client and log reading are shared with tests/drill.rs.
@@ -33,7 +35,11 @@ commands:
                         direct; writes target/bench/report.md, report.json, ratios.svg
   drill [--quick] [--net 127.B] [--balancer …] [--mode …] [--redispatch …]
                         seed 000's rolling-restart drill: current vs improved preStop,
-                        portcullis and HAProxy side by side (drill --help for all options)";
+                        portcullis and HAProxy side by side (drill --help for all options)
+  deb [--check] [--install-test] [--binary <path>]
+                        build target/deb/portcullis_<version>_<arch>.deb; --check reads it back
+                        (contents, conffiles, -c on the stock config, man page, lintian);
+                        --install-test (root) installs, runs and purges it";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +56,7 @@ fn main() -> ExitCode {
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "drill" => drill::run(rest),
+        "deb" => deb::run(rest),
         // The bench's own load clients, run as pinned child processes.
         "bench-load" => bench::load::run(rest),
         "-h" | "--help" | "help" => {
