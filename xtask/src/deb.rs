@@ -165,11 +165,13 @@ fn copyright(m: &Meta) -> String {
         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
          Upstream-Name: {NAME}\n\n\
          Files: *\n\
-         Copyright: the {NAME} authors ({who})\n\
+         Copyright: {year} the {NAME} authors ({who})\n\
          License: Apache-2.0\n \
          On Debian systems the full text of the Apache License 2.0 is in\n \
          /usr/share/common-licenses/Apache-2.0.\n",
-        who = m.maintainer
+        who = m.maintainer,
+        // The year of the build's commit date ("Tue, 1 Dec 2026 21:00:00 +0000").
+        year = m.date.split_whitespace().nth(3).unwrap_or("2026"),
     )
 }
 
@@ -186,6 +188,7 @@ pub fn depends(needed: &[String], glibc: &str) -> Result<String> {
             other => return Err(format!("no package known for shared library {other}")),
         }
     }
+    deps.sort();
     Ok(deps.join(", "))
 }
 
@@ -271,6 +274,21 @@ fn parse(args: &[String]) -> Result<Opts> {
         }
     }
     Ok(o)
+}
+
+/// What `cargo xtask test` runs: build and check the package; as root, on a machine without
+/// it, also install, run and purge it.
+pub fn ci() -> Result {
+    let deb = build(None)?;
+    check(&deb)?;
+    let installed = output(Command::new("dpkg-query").args(["-W", "-f=${Status}", NAME]))
+        .is_some_and(|s| s.contains(" installed"));
+    if is_root() && !installed && !Path::new("/etc/portcullis").exists() {
+        install_test(&deb)
+    } else {
+        println!("install test skipped (needs root and a machine without the package)");
+        Ok(())
+    }
 }
 
 pub fn run(args: &[String]) -> Result {
@@ -586,8 +604,9 @@ fn check_extracted(deb: &Path, tmp: &Path, list: &[Entry]) -> Result {
             Command::new("man")
                 .arg("-l")
                 .arg(&page)
+                // Plain text: man-db keeps the overstrikes when this is set at all.
                 .env("MANWIDTH", "80")
-                .env("MAN_KEEP_FORMATTING", "0"),
+                .env_remove("MAN_KEEP_FORMATTING"),
         )
         .ok_or("man -l failed on the man page")?;
         for must in [
@@ -644,8 +663,14 @@ fn install_test(deb: &Path) -> Result {
             left.push(p);
         }
     }
+    if Path::new("/etc/systemd/system/multi-user.target.wants/portcullis.service").exists() {
+        left.push("the unit's multi-user.target.wants link");
+    }
     if !had_user && output(Command::new("getent").args(["passwd", NAME])).is_some() {
         left.push("the portcullis user");
+    }
+    if !had_user && output(Command::new("getent").args(["group", NAME])).is_some() {
+        left.push("the portcullis group");
     }
     if !left.is_empty() {
         return Err(format!("left after dpkg --purge: {}", left.join(", ")));
