@@ -6,6 +6,7 @@
 
 pub mod addr;
 pub mod diag;
+pub mod keywords;
 mod kw_global;
 mod kw_proxy;
 mod kw_rules;
