@@ -35,6 +35,8 @@ pub struct Args {
     /// `--master-sock <path>` (set by the master for its workers): a private admin socket with
     /// `expose-fd listeners`, which the next worker's `-x` reads.
     pub master_sock: Option<PathBuf>,
+    /// `-dK<class>[,…]`: print the keyword tables and exit.
+    pub dump_keywords: Option<String>,
 }
 
 pub const USAGE: &str =
@@ -53,6 +55,7 @@ pub const USAGE: &str =
         -Ws master-worker mode with systemd notify support.
         -S <unix_socket> the master CLI socket (show proc, reload)
         --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
+        -dK{class[,...]} dump registered keywords (use 'help' for list)
 ";
 
 /// Parses `argv[1..]`. Errors carry HAProxy-style text for stderr.
@@ -74,6 +77,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         systemd: false,
         master_cli: None,
         master_sock: None,
+        dump_keywords: None,
     };
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
@@ -137,6 +141,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 }
             }
             s if s.starts_with("-f") && s.len() > 2 => out.files.push(PathBuf::from(&s[2..])),
+            s if s.starts_with("-dK") => out.dump_keywords = Some(s[3..].to_string()),
             s if s.starts_with("--io=") => {
                 out.io = match &s[5..] {
                     "uring" | "io_uring" => IoChoice::Uring,

@@ -1,6 +1,6 @@
 //! Every keyword of the parser's tables, with the status the table records: the list
 //! `docs/compatibility.md`'s keyword index must match (the test below fails when either side
-//! has a keyword the other lacks).
+//! has a keyword the other lacks), and what `portcullis -dK` prints.
 
 use super::{kw_global, kw_proxy, kw_rules, kw_server, parser};
 
@@ -76,6 +76,52 @@ pub fn all() -> Vec<Keyword> {
             .map(|n| kw("http-request", n, None)),
     );
     v
+}
+
+/// `-dK<class>[,<class>…]`, in `haproxy -dK`'s layout. portcullis has the `cfg` class (and
+/// `all`, the same here); HAProxy's other classes (acl, cli, cnv, flt, smp, svc) have no table
+/// here and are refused rather than printed empty.
+pub fn dump(classes: &str) -> Result<String, String> {
+    let mut out = String::new();
+    for class in classes.split(',') {
+        match class {
+            "help" | "" => out.push_str(
+                "# List of supported keyword classes:\n\
+                 all: list all keywords\n\
+                 cfg: configuration keywords\n",
+            ),
+            "cfg" | "all" => dump_cfg(&mut out),
+            other => {
+                return Err(format!(
+                    "[ALERT]    (1) : -dK: keyword class '{other}' is not listed by portcullis (use 'help' for the list)."
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn dump_cfg(out: &mut String) {
+    out.push_str("# List of registered configuration keywords:\n");
+    out.push_str("global\n");
+    for k in kw_global::GLOBAL_KWS {
+        out.push_str(&format!("\t{}\n", k.kw));
+    }
+    out.push_str("listen\n");
+    for k in kw_proxy::PROXY_KWS {
+        out.push_str(&format!("\t{}\n", k.kw));
+    }
+    for o in kw_proxy::BIND_OPTS {
+        out.push_str(&format!("\tbind <addr> {o}\n"));
+    }
+    for k in kw_server::SRV_KWS {
+        let args = if k.args > 0 {
+            format!(" +{}", k.args)
+        } else {
+            String::new()
+        };
+        out.push_str(&format!("\tserver <name> <addr> {}{args}\n", k.kw));
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +208,22 @@ mod tests {
                 .map(|(_, _, s)| s.as_str());
             assert_eq!(got, Some(want), "status of {} `{}`", k.table, k.name);
         }
+    }
+
+    #[test]
+    fn dump_keywords() {
+        let d = dump("cfg").unwrap();
+        assert!(d.starts_with("# List of registered configuration keywords:\nglobal\n\tdaemon\n"));
+        assert!(d.contains("\nlisten\n\tacl\n"));
+        assert!(d.contains("\tbind <addr> crt\n"));
+        assert!(d.contains("\tserver <name> <addr> inter +1\n"));
+        assert!(d.contains("\tserver <name> <addr> backup\n"));
+        assert!(
+            dump("help")
+                .unwrap()
+                .contains("cfg: configuration keywords")
+        );
+        assert!(dump("cfg,smp").unwrap_err().contains("'smp'"));
     }
 
     #[test]
