@@ -39,6 +39,8 @@ pub struct Args {
     pub localpeer: Option<String>,
     /// `-cc <condition>`: evaluate a `.if` condition and exit 0 (true), 1 (false) or 2 (error).
     pub check_condition: Option<String>,
+    /// `-dK<class>[,…]`: print the keyword tables and exit.
+    pub dump_keywords: Option<String>,
 }
 
 pub const USAGE: &str =
@@ -61,6 +63,7 @@ pub const USAGE: &str =
         -cc evaluates a condition and exits with 0 if true, 1 if false, 2 on error
         -dM[<byte>] accepted for HAProxy's memory debugging (no effect)
         --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
+        -dK{class[,...]} dump registered keywords (use 'help' for list)
 ";
 
 /// Parses `argv[1..]`. Errors carry HAProxy-style text for stderr.
@@ -84,6 +87,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         master_sock: None,
         localpeer: None,
         check_condition: None,
+        dump_keywords: None,
     };
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
@@ -151,6 +155,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 }
             }
             s if s.starts_with("-f") && s.len() > 2 => out.files.push(PathBuf::from(&s[2..])),
+            s if s.starts_with("-dK") => out.dump_keywords = Some(s[3..].to_string()),
             s if s.starts_with("--io=") => {
                 out.io = match &s[5..] {
                     "uring" | "io_uring" => IoChoice::Uring,

@@ -661,7 +661,7 @@ pub(crate) fn parse_log_target(c: &mut Ctx, args: &[String]) -> Option<LogTarget
     })
 }
 
-const TIMEOUTS: &[(&str, u8)] = &[
+pub(crate) const TIMEOUTS: &[(&str, u8)] = &[
     ("client", FE),
     ("server", BE),
     ("connect", BE),
@@ -723,7 +723,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
 }
 
 /// `option` names: (name, caps FE/BE, pending).
-const OPTIONS: &[(&str, u8, bool)] = &[
+pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("abortonclose", BE, true),
     ("clitcpka", FE, true),
     ("dontlog-normal", FE, true),
@@ -1063,7 +1063,7 @@ pub(crate) fn parse_ssl_option(
     }
 }
 
-const BIND_OPTS: &[&str] = &[
+pub(crate) const BIND_OPTS: &[&str] = &[
     "alpn",
     "ciphers",
     "ciphersuites",

@@ -47,7 +47,7 @@ pub(crate) fn kw_acl(p: &mut P, args: &[String]) {
     });
 }
 
-const HTTP_ACTIONS: &[&str] = &[
+pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "add-header",
     "allow",
     "del-header",

@@ -7,6 +7,7 @@
 pub mod addr;
 pub mod cond;
 pub mod diag;
+pub mod keywords;
 mod kw_global;
 mod kw_pages;
 mod kw_process;
