@@ -14,6 +14,7 @@ mod kw_proxy;
 mod kw_rules;
 mod kw_server;
 mod kw_small;
+mod kw_ssl;
 mod kw_tune;
 pub mod lexer;
 pub mod model;
