@@ -16,6 +16,7 @@ pub mod lb;
 pub mod log;
 pub mod master;
 pub mod model;
+pub mod process;
 pub mod stick;
 pub mod tcp;
 pub mod tls;

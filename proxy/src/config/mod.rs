@@ -237,9 +237,19 @@ pub fn check_command_with(
                 for w in &l.warnings {
                     eprintln!("{}", w.render(pid));
                 }
-                if l.warnings.iter().any(|w| w.severity == Severity::Warning) {
-                    println!("Warnings were found.");
+            }
+            let warned = l.warnings.iter().any(|w| w.severity == Severity::Warning);
+            if warned && l.config.global.process.zero_warning {
+                if !quiet {
+                    eprintln!(
+                        "{:<10} ({pid}) : config : Some warnings were found and 'zero-warning' is set. Aborting.",
+                        "[ALERT]"
+                    );
                 }
+                return 1;
+            }
+            if warned && !quiet {
+                println!("Warnings were found.");
             }
             if no_listener(&l.config) {
                 if !quiet {

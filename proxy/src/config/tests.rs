@@ -100,7 +100,8 @@ fn seed_loopback_parses() {
         SslOptions {
             min_ver: Some(TlsVersion::Tls12),
             max_ver: None,
-            no_tls_tickets: true
+            no_tls_tickets: true,
+            ..Default::default()
         }
     );
     let names: Vec<_> = c.proxies.iter().map(|p| (p.name.as_str(), p.id)).collect();
