@@ -17,6 +17,7 @@ pub mod log;
 pub mod master;
 pub mod master_cli;
 pub mod model;
+pub mod process;
 pub mod stick;
 pub mod tcp;
 pub mod tls;

@@ -157,7 +157,11 @@ eBPF kernel path (aya 0.14: sockmap splice for mode tcp, XDP filter) on this hos
         read("/proc/sys/kernel/osrelease"),
         read("/proc/sys/kernel/version"),
         env!("CARGO_PKG_RUST_VERSION"),
-        if cfg!(debug_assertions) { "debug" } else { "release" },
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
         // `feature()` in conditions answers from the same list.
         portcullis::config::cond::FEATURES,
         suites.join(" "),
@@ -250,7 +254,16 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         }
     };
     for w in &loaded.warnings {
-        eprint!("{}", w.render(std::process::id()));
+        eprintln!("{}", w.render(std::process::id()));
+    }
+    if loaded.config.global.process.zero_warning
+        && loaded
+            .warnings
+            .iter()
+            .any(|w| w.severity == portcullis::config::Severity::Warning)
+    {
+        alert("config : Some warnings were found and 'zero-warning' is set. Aborting.");
+        return ExitCode::from(1);
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -261,6 +274,14 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         .with_target(false)
         .init();
     let cfg = loaded.config;
+    // `master-worker` in the configuration is `-W` (a worker started by a master has
+    // `--master-sock`).
+    if cfg.global.process.master_worker && args.master_sock.is_none() && !args.master_worker {
+        let mut a = args.clone();
+        a.master_worker = true;
+        a.daemon |= cfg.global.daemon;
+        return master(&a);
+    }
     if (args.daemon || cfg.global.daemon) && !args.foreground {
         // Before any thread exists: fork is only safe in a single-threaded process.
         if let Err(e) = nix::unistd::daemon(true, false) {

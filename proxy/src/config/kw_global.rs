@@ -3,7 +3,7 @@
 use super::model::{CliLevel, Global, SslOptions, StatsSocket};
 use super::parser::{Ctx, unknown_kw};
 use super::values::{TimeError, parse_time, parse_u32};
-use super::{addr, kw_process, kw_proxy, kw_tune};
+use super::{addr, kw_process, kw_proxy, kw_ssl, kw_tune};
 
 pub(crate) struct GlobalKw {
     pub kw: &'static str,
@@ -92,6 +92,7 @@ pub(crate) fn dispatch(g: &mut Global, c: &mut Ctx, args: &[String]) {
             .iter()
             .chain(kw_tune::TUNE_KWS)
             .chain(kw_process::PROCESS_KWS)
+            .chain(kw_ssl::SSL_KWS)
     };
     match all().find(|k| k.kw == kw) {
         Some(row) => {

@@ -252,8 +252,8 @@ mod tests {
             Err("chunk-encoded payload not supported".into())
         );
         assert_eq!(
-            check_message(b"HTTP/1.1 101 x\r\n\r\n"),
-            Err("invalid http status code for an error message (101)".into())
+            check_message(b"HTTP/1.1 102 x\r\n\r\n"),
+            Err("invalid http status code for an error message (102)".into())
         );
         assert_eq!(check_message(b"HTTP/1.0 200 OK\n\nbody"), Ok(()));
     }

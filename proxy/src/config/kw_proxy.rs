@@ -1035,6 +1035,10 @@ pub(crate) fn parse_ssl_option(
             o.no_tls_tickets = true;
             Ok(0)
         }
+        "prefer-client-ciphers" => {
+            o.prefer_client_ciphers = true;
+            Ok(0)
+        }
         // SSLv3 is never offered; the others map onto the version range.
         "no-sslv3" => Ok(0),
         "no-tlsv10" => {
@@ -1079,6 +1083,7 @@ pub(crate) const BIND_OPTS: &[&str] = &[
     "no-tlsv10",
     "no-tlsv11",
     "no-tlsv13",
+    "prefer-client-ciphers",
     "ssl",
     "ssl-max-ver",
     "ssl-min-ver",
@@ -1112,8 +1117,8 @@ fn kw_bind(p: &mut P, args: &[String]) {
                 ssl_on = true;
                 Ok(0)
             }
-            "crt" => match val {
-                Some(v) => match (p.c.sys.stat)(v) {
+            "crt" => match val.map(|v| based(p.global.process.crt_base.as_deref(), v)) {
+                Some(ref v) => match (p.c.sys.stat)(v) {
                     Ok(()) => {
                         ssl.crts.push(v.clone());
                         ssl.sources.push(CrtSource::Crt(v.clone()));
@@ -1179,6 +1184,25 @@ fn kw_bind(p: &mut P, args: &[String]) {
                 }
                 None => Err(format!("{head} : 'maxconn' : expects an integer argument")),
             },
+            // Linux binds `:::p` dual-stack unless told otherwise: `v4v6` is what happens.
+            "v4v6" => Ok(0),
+            "v6only" | "transparent" | "defer-accept" | "tfo" | "strict-sni" => {
+                p.pending(&format!("bind {opt}"));
+                Ok(0)
+            }
+            "interface" | "thread" | "id" | "process" => match val {
+                Some(_) => {
+                    // `id` and `thread` only number/pin listeners; `interface` binds to a device.
+                    if opt == "interface" {
+                        p.pending("bind interface");
+                    }
+                    Ok(1)
+                }
+                None => Err(format!("{head} : '{opt}' : missing argument")),
+            },
+            "allow-0rtt" => Err(format!(
+                "{head} : 'allow-0rtt' : TLS 1.3 early data is not supported by portcullis."
+            )),
             o if BIND_OPTS.contains(&o) => parse_ssl_option(&mut ssl.options, o, args.get(i + 1))
                 .map_err(|e| format!("{head} : {e}")),
             other => {
@@ -1214,6 +1238,14 @@ fn kw_bind(p: &mut P, args: &[String]) {
             maxconn,
             loc: loc.clone(),
         });
+    }
+}
+
+/// `crt-base`/`ca-base`: a relative path is taken under the base directory.
+pub(crate) fn based(base: Option<&str>, path: &str) -> String {
+    match base {
+        Some(b) if !path.starts_with('/') => format!("{}/{path}", b.trim_end_matches('/')),
+        _ => path.to_string(),
     }
 }
 
@@ -1276,6 +1308,12 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             ),
         ));
     }
+    let ca_base = global.process.ca_base.as_deref();
+    for s in &mut px.servers {
+        if let Some(ca) = s.opts.ca_file.as_mut() {
+            *ca = based(ca_base, ca);
+        }
+    }
     for b in &mut px.binds {
         if let Some(ssl) = b.ssl.as_mut() {
             if ssl.ciphers.is_none() {
@@ -1289,6 +1327,10 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             o.min_ver = o.min_ver.or(g.min_ver);
             o.max_ver = o.max_ver.or(g.max_ver);
             o.no_tls_tickets |= g.no_tls_tickets;
+            o.prefer_client_ciphers |= g.prefer_client_ciphers;
+            if ssl.curves.is_none() {
+                ssl.curves = global.ssl_default_bind_curves.clone();
+            }
         }
     }
 }

@@ -11,6 +11,12 @@ pub(crate) static SMALL_KWS: &[ProxyKw] = &[
         parse: kw_description,
     },
     ProxyKw {
+        kw: "load-server-state-from-file",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_load_server_state,
+    },
+    ProxyKw {
         kw: "monitor",
         caps: FE,
         strict: false,
@@ -68,4 +74,18 @@ fn kw_monitor(p: &mut P, args: &[String]) {
         return;
     }
     p.pending("monitor fail");
+}
+
+/// `load-server-state-from-file global|local|none`: servers start from the state a previous
+/// process saved with `show servers state` (not built yet unless `none`).
+fn kw_load_server_state(p: &mut P, args: &[String]) {
+    match arg(args, 1) {
+        "none" => {}
+        "global" | "local" => p.pending("load-server-state-from-file"),
+        _ => p.alert(format!(
+            "'{}' expects 'global', 'local' or 'none'. Got '{}'",
+            arg(args, 0),
+            arg(args, 1)
+        )),
+    }
 }

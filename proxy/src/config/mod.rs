@@ -15,6 +15,7 @@ mod kw_proxy;
 mod kw_rules;
 pub(crate) mod kw_server;
 mod kw_small;
+mod kw_ssl;
 mod kw_tune;
 pub mod lexer;
 pub mod model;
@@ -237,9 +238,19 @@ pub fn check_command_with(
                 for w in &l.warnings {
                     eprintln!("{}", w.render(pid));
                 }
-                if l.warnings.iter().any(|w| w.severity == Severity::Warning) {
-                    println!("Warnings were found.");
+            }
+            let warned = l.warnings.iter().any(|w| w.severity == Severity::Warning);
+            if warned && l.config.global.process.zero_warning {
+                if !quiet {
+                    eprintln!(
+                        "{:<10} ({pid}) : config : Some warnings were found and 'zero-warning' is set. Aborting.",
+                        "[ALERT]"
+                    );
                 }
+                return 1;
+            }
+            if warned && !quiet {
+                println!("Warnings were found.");
             }
             if no_listener(&l.config) {
                 if !quiet {

@@ -60,6 +60,12 @@ pub struct Global {
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
     /// with any of them (never silently ignored). (keyword, location)
     pub pending: Vec<(String, Loc)>,
+    /// `ssl-default-server-ciphers|ciphersuites|options`: TLS towards servers.
+    pub ssl_default_server_ciphers: Option<String>,
+    pub ssl_default_server_ciphersuites: Option<String>,
+    pub ssl_default_server_options: SslOptions,
+    /// `ssl-default-bind-curves`.
+    pub ssl_default_bind_curves: Option<String>,
     /// `tune.*` settings.
     pub tune: Tune,
     /// The process section: identity, chroot, limits, names.
@@ -183,6 +189,9 @@ pub struct SslOptions {
     pub min_ver: Option<TlsVersion>,
     pub max_ver: Option<TlsVersion>,
     pub no_tls_tickets: bool,
+    /// `prefer-client-ciphers`: the client's cipher order wins (HAProxy's default is the
+    /// server's order).
+    pub prefer_client_ciphers: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -798,8 +798,9 @@ fn check_references(proxies: &[Proxy], diags: &mut Vec<Diag>) {
     }
 }
 
-/// Two listeners on the same address cannot both be bound (we bind without SO_REUSEPORT
-/// sharing between proxies), and a wildcard covers every address of its family.
+/// Inet listeners are bound with SO_REUSEPORT, so the same address in two places (or `*:p`
+/// beside `127.0.0.1:p`) is accepted, as HAProxy does; a UNIX path or an inherited fd can only
+/// be used once.
 fn check_binds(global: &Global, proxies: &[Proxy], diags: &mut Vec<Diag>) {
     let mut seen: Vec<(&BindAddr, &Loc, String)> = Vec::new();
     for s in &global.stats_sockets {
@@ -864,11 +865,6 @@ pub(crate) fn show_addr(a: &BindAddr) -> String {
 
 fn overlaps(a: &BindAddr, b: &BindAddr) -> bool {
     match (a, b) {
-        (BindAddr::Inet(x), BindAddr::Inet(y)) => {
-            x.port() == y.port()
-                && x.is_ipv4() == y.is_ipv4()
-                && (x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified())
-        }
         (BindAddr::Unix(x), BindAddr::Unix(y)) => x == y,
         (BindAddr::Fd(x), BindAddr::Fd(y)) => x == y,
         _ => false,

@@ -100,7 +100,8 @@ fn seed_loopback_parses() {
         SslOptions {
             min_ver: Some(TlsVersion::Tls12),
             max_ver: None,
-            no_tls_tickets: true
+            no_tls_tickets: true,
+            ..Default::default()
         }
     );
     let names: Vec<_> = c.proxies.iter().map(|p| (p.name.as_str(), p.id)).collect();
@@ -476,7 +477,6 @@ fn whole_config_errors() {
             "16: backend 'b', another server named 's' was already defined at line 15, please use distinct names.",
             "8: Proxy 'f': unable to find required default_backend: 'nope'.",
             "9: http frontend 'f' (t.cfg:5) tries to use incompatible tcp backend 't' (t.cfg:12) as its backend (see 'mode').",
-            "11: 'bind 0.0.0.0:80' : address already used by frontend 'f' at t.cfg:7.",
         ]
     );
 }
@@ -925,4 +925,20 @@ fn own_check_rules_drop_the_inherited_ones() {
         [("Host".to_string(), "other-www-host".to_string())]
     );
     assert_eq!(be5.body.as_deref(), Some("other"));
+}
+
+#[test]
+fn shared_inet_binds_are_accepted_like_haproxy() {
+    // SO_REUSEPORT: the same address twice, and a wildcard beside a specific address.
+    let c = ok(&format!(
+        "{T}frontend a\n bind 127.0.0.1:80\nfrontend b\n bind 127.0.0.1:80\n bind *:80\n"
+    ));
+    assert_eq!(c.proxies[1].binds.len(), 2);
+    let a = alerts(&format!(
+        "{T}frontend a\n bind /tmp/x.sock\nfrontend b\n bind /tmp/x.sock\n"
+    ));
+    assert_eq!(
+        a,
+        ["8: 'bind /tmp/x.sock' : address already used by frontend 'a' at t.cfg:6."]
+    );
 }

@@ -49,10 +49,15 @@ pub fn build(model: &Model, be: &Proxy, name: &str, line: &[String]) -> Result<S
         name: name.to_string(),
         opts: ServerOpts::default(),
         id: None,
+        pending: Vec::new(),
     };
     let mut words = vec![String::new(), name.to_string(), spec.clone()];
     words.extend(kws.iter().cloned());
     apply(&mut st, &words, 3, false).map_err(|e| dotted(&e).replace("{name}", name))?;
+    // A keyword whose feature has not landed is refused here too, never silently ignored.
+    if let Some(k) = st.pending.first() {
+        return Err(format!("'{k}' option is not supported by this build"));
+    }
     let pool = be.pool();
     if pool.servers.iter().any(|s| s.name == name) {
         return Err("Already exists a server with the same name in backend.".into());
