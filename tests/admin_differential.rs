@@ -478,6 +478,15 @@ fn admin_socket_matches_haproxy_through_a_scenario() {
             format!("set server {HTTP_BE}/master1 state maint"),
             Box::new(|s: &Side| s.status(HTTP_BE, "master1") == "MAINT"),
         ),
+        // Drain and maintenance replace each other (HAProxy's srv_adm_set_drain/set_maint).
+        (
+            format!("set server {HTTP_BE}/master1 state drain"),
+            Box::new(|s: &Side| s.status(HTTP_BE, "master1") == "DRAIN"),
+        ),
+        (
+            format!("set server {HTTP_BE}/master1 state maint"),
+            Box::new(|s: &Side| s.status(HTTP_BE, "master1") == "MAINT"),
+        ),
         (
             format!("set server {HTTP_BE}/master1 state ready"),
             Box::new(|s: &Side| s.status(HTTP_BE, "master1") == "UP"),
@@ -554,14 +563,15 @@ fn admin_socket_matches_haproxy_through_a_scenario() {
     }
     diffs.extend(compare("set addr", &h, &p, settle));
 
-    // The comparisons above saw real values: the TCP backend went down once, master1 twice
-    // (its failing health, then `state maint`), worker1 failed two checks before going DOWN.
+    // The comparisons above saw real values: the TCP backend went down once, master1 three
+    // times (its failing health, `state maint`, then `maint` again after `drain` had brought it
+    // back), worker1 failed two checks before going DOWN.
     for s in both {
         let be = s.row(TCP_BE, "BACKEND");
         let m1 = s.row(HTTP_BE, "master1");
         assert_eq!(
             (be[22].as_str(), m1[22].as_str()),
-            ("1", "2"),
+            ("1", "3"),
             "{}",
             s.label
         );

@@ -84,13 +84,20 @@ impl Runtime for AdminRuntime {
         let was_usable = srv.is_usable();
         let admin_before = srv.admin();
         let tr = match op {
+            // As HAProxy's srv_adm_set_maint/set_drain: each state clears the other.
             AdminOp::Maint => {
                 srv.admin.fetch_or(ADMIN_MAINT, Ordering::AcqRel);
+                srv.admin.fetch_and(!ADMIN_DRAIN, Ordering::AcqRel);
                 fsm(srv).enter_maint()
             }
             AdminOp::Drain => {
-                srv.admin.fetch_or(ADMIN_DRAIN, Ordering::AcqRel);
-                None
+                let before = srv.admin.fetch_or(ADMIN_DRAIN, Ordering::AcqRel);
+                srv.admin.fetch_and(!ADMIN_MAINT, Ordering::AcqRel);
+                if before & ADMIN_MAINT != 0 {
+                    fsm(srv).leave_maint()
+                } else {
+                    None
+                }
             }
             AdminOp::Ready => {
                 srv.admin
