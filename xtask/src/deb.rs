@@ -331,12 +331,7 @@ fn build(binary: Option<&Path>) -> Result<PathBuf> {
     let bin = match binary {
         Some(b) => b.to_path_buf(),
         None => {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            exec(
-                Command::new(cargo)
-                    .args(["build", "--release", "-p", NAME])
-                    .current_dir(root()),
-            )?;
+            exec(nested_cargo().args(["build", "--release", "-p", NAME]))?;
             target_dir().join("release").join(NAME)
         }
     };
@@ -413,6 +408,29 @@ fn build(binary: Option<&Path>) -> Result<PathBuf> {
     )?;
     println!("built {}", deb.display());
     Ok(deb)
+}
+
+/// `cargo` for a nested build, without the variables `cargo run` set for xtask itself
+/// (`CARGO_PKG_*`, `CARGO_MANIFEST_*`, …): build scripts such as ring's rerun when those change,
+/// so inheriting them rebuilds what `cargo build --release` in a shell has built, and back.
+fn nested_cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_MANIFEST_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&&*k)
+        {
+            c.env_remove(&*k);
+        }
+    }
+    c
 }
 
 fn mkdir(d: &Path) -> Result {
