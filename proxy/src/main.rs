@@ -36,6 +36,13 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(name) = &args.localpeer {
+        // SAFETY: still single-threaded here; the configuration reads it as `${HAPROXY_LOCALPEER}`.
+        unsafe { std::env::set_var("HAPROXY_LOCALPEER", name) };
+    }
+    if let Some(c) = &args.check_condition {
+        return check_condition(c);
+    }
     if args.master_worker && !args.check_only {
         return master(&args);
     }
@@ -49,6 +56,28 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
     }
     run(args)
+}
+
+/// `-cc <condition>` as HAProxy: the text is split like a configuration line (quotes, `\`,
+/// `"${VAR}"`), its words re-joined with spaces, and evaluated.
+fn check_condition(text: &str) -> ExitCode {
+    let pid = std::process::id();
+    let env = |k: &str| std::env::var(k).ok();
+    let words = match portcullis::config::lexer::split_line(text, &env) {
+        Ok(w) => w,
+        Err(_) => {
+            eprintln!("[ALERT]    ({pid}) : config : Syntax Error in condition: Unmatched quote.");
+            return ExitCode::from(2);
+        }
+    };
+    match portcullis::config::cond::eval(&words.join(" "), &env) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(msg) => {
+            eprintln!("[ALERT]    ({pid}) : config : Failed to evaluate condition: {msg}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// `-vv`: what this binary was built with and what this host allows, in `haproxy -vv`'s order.
@@ -96,14 +125,15 @@ fn build_options() -> String {
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!(
-        "Running on: Linux {} {}
+        "HAProxy version {} (portcullis {}) - the HAProxy release this one follows
+Running on: Linux {} {}
 Build options :
   EDITION = 2024
   RUSTC   >= {}
   PROFILE = {}
   ALLOC   = mimalloc
 
-Feature list : +EPOLL +IO_URING +THREAD +LINUX_SPLICE +EBPF_SOCKMAP +EBPF_XDP +RUSTLS +HTTP2 +PROMEX +SYSTEMD -OPENSSL -LUA -PCRE2 -QUIC -ZLIB -SLZ
+Feature list : {}
 
 Built with multi-threading support (default={threads}).
 Built with rustls version : 0.23 (crypto provider aws-lc-rs, TLS 1.3 key schedule on ring)
@@ -122,10 +152,18 @@ Selected by --io (default: io_uring when its test passes)
 eBPF kernel path (aya 0.14: sockmap splice for mode tcp, XDP filter) on this host :
   {ebpf}
 ",
+        portcullis::config::cond::HAPROXY_VERSION,
+        env!("CARGO_PKG_VERSION"),
         read("/proc/sys/kernel/osrelease"),
         read("/proc/sys/kernel/version"),
         env!("CARGO_PKG_RUST_VERSION"),
-        if cfg!(debug_assertions) { "debug" } else { "release" },
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        // `feature()` in conditions answers from the same list.
+        portcullis::config::cond::FEATURES,
         suites.join(" "),
         groups.join(" "),
     )
@@ -216,7 +254,16 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         }
     };
     for w in &loaded.warnings {
-        eprint!("{}", w.render(std::process::id()));
+        eprintln!("{}", w.render(std::process::id()));
+    }
+    if loaded.config.global.process.zero_warning
+        && loaded
+            .warnings
+            .iter()
+            .any(|w| w.severity == portcullis::config::Severity::Warning)
+    {
+        alert("config : Some warnings were found and 'zero-warning' is set. Aborting.");
+        return ExitCode::from(1);
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -227,6 +274,14 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         .with_target(false)
         .init();
     let cfg = loaded.config;
+    // `master-worker` in the configuration is `-W` (a worker started by a master has
+    // `--master-sock`).
+    if cfg.global.process.master_worker && args.master_sock.is_none() && !args.master_worker {
+        let mut a = args.clone();
+        a.master_worker = true;
+        a.daemon |= cfg.global.daemon;
+        return master(&a);
+    }
     if (args.daemon || cfg.global.daemon) && !args.foreground {
         // Before any thread exists: fork is only safe in a single-threaded process.
         if let Err(e) = nix::unistd::daemon(true, false) {

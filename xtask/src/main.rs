@@ -5,6 +5,7 @@
 //! - `demo`: the seed config on loopback with fake nodes, until Ctrl-C.
 //! - `bench`: portcullis vs HAProxy vs nginx vs direct, same backend and load generators.
 //! - `drill`: seed 000's graceful-termination experiment against portcullis and HAProxy.
+//! - `regtests`: HAProxy's reg-tests (VTest) with HAProxy and with portcullis, side by side.
 //! - `deb`: the Debian package (and its checks).
 
 // The fake backends are shared with the integration tests.
@@ -18,6 +19,7 @@ mod drill;
 // The drill's pods, client and log reading are shared with tests/drill.rs.
 #[path = "../../tests/support/drill.rs"]
 mod drill_core;
+mod regtests;
 mod setup;
 mod util;
 
@@ -36,6 +38,9 @@ commands:
   drill [--quick] [--net 127.B] [--balancer …] [--mode …] [--redispatch …]
                         seed 000's rolling-restart drill: current vs improved preStop,
                         portcullis and HAProxy side by side (drill --help for all options)
+  regtests [--release] [--no-haproxy] [--only T[,T…]]
+                        HAProxy's reg-tests (VTest, ../shared/tools/regtests) with HAProxy and
+                        with portcullis, side by side; fails if one in xtask/regtests-pass.txt fails
   deb [--check] [--install-test] [--binary <path>]
                         build target/deb/portcullis_<version>_<arch>.deb; --check reads it back
                         (contents, conffiles, -c on the stock config, man page, lintian);
@@ -56,6 +61,7 @@ fn main() -> ExitCode {
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "drill" => drill::run(rest),
+        "regtests" => regtests::run(rest),
         "deb" => deb::run(rest),
         // The bench's own load clients, run as pinned child processes.
         "bench-load" => bench::load::run(rest),

@@ -46,7 +46,14 @@ fn kw(table: &'static str, name: &'static str, status: Option<Status>) -> Keywor
 /// The tables, in the order the index lists them.
 pub fn all() -> Vec<Keyword> {
     let mut v = Vec::new();
-    for s in ["global", "defaults", "frontend", "backend", "listen"] {
+    for s in [
+        "global",
+        "defaults",
+        "frontend",
+        "backend",
+        "listen",
+        "http-errors",
+    ] {
         v.push(kw("section", s, Some(Status::Supported)));
     }
     for s in parser::UNSUPPORTED_SECTIONS {

@@ -83,8 +83,19 @@ thread_local! {
     static POOL: RefCell<HashMap<SocketAddr, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
 }
 
+/// The most recently idled connection to `addr` that the server has not closed meanwhile (the
+/// closed ones met on the way are dropped).
 fn pool_take(addr: SocketAddr) -> Option<Rc<Conn>> {
-    POOL.with(|p| p.borrow_mut().get_mut(&addr).and_then(|v| v.pop()))
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.get_mut(&addr)?;
+        while let Some(c) = v.pop() {
+            if c.idle_usable() {
+                return Some(c);
+            }
+        }
+        None
+    })
 }
 
 /// HAProxy's `pool-purge-delay` default: every interval, half of the idle server connections
@@ -450,7 +461,9 @@ impl Session {
                         log.request_line = Some("<BADREQ>".into());
                         Counters::add(&self.fe.fe_counters.errors_req, 1);
                         log.status = Some(400);
-                        let _ = self.send_client(errors::error_response(400).to_vec()).await;
+                        let (page, _) =
+                            errors::reply_for(&[&self.fe.cfg.extra], 400, ConnHeader::Close);
+                        let _ = self.send_client(page).await;
                         log.total = start.elapsed();
                         self.shared.log.session(&self.fe, &log);
                         false
@@ -475,7 +488,8 @@ impl Session {
                         Counters::add(&self.fe.fe_counters.errors_req, 1);
                         let null = !got_first_byte;
                         log.null = null;
-                        let reply = errors::error_response(408).to_vec();
+                        let (reply, _) =
+                            errors::reply_for(&[&self.fe.cfg.extra], 408, ConnHeader::Close);
                         if null && self.fe.cfg.options.dontlognull {
                             let _ = self.send_client(reply).await;
                             return false;
@@ -642,12 +656,14 @@ impl Session {
                     if stage == 1 {
                         Counters::add(&be.counters.denied_req, 1);
                     }
-                    Some((
-                        st,
-                        errors::with_connection(errors::error_response(st), conn_hdr(!keep)),
-                        *b"PR",
-                        keep,
-                    ))
+                    // The backend's page once it is assigned, else the frontend's (HAProxy).
+                    let pages: &[&crate::config::model::ProxyExtra] = if stage == 1 {
+                        &[&be.cfg.extra, &fe.cfg.extra]
+                    } else {
+                        &[&fe.cfg.extra]
+                    };
+                    let (page, close) = errors::reply_for(pages, st, conn_hdr(!keep));
+                    Some((st, page, *b"PR", keep && !close))
                 }
                 Verdict::Redirect { code, location } => {
                     let close = !keep;
@@ -709,7 +725,7 @@ impl Session {
                     .local_reply(
                         log,
                         503,
-                        errors::error_response(503).to_vec(),
+                        errors::reply_for(&[&fe.cfg.extra], 503, ConnHeader::Close).0,
                         *b"SC",
                         start,
                         false,
@@ -795,7 +811,9 @@ impl Session {
         let picked = Some(Arc::clone(&srv));
         {
             let srv = &srv;
-            if let Some((own_srv, conn)) = self.own.take() {
+            // A connection the server closed after its last response is not reused (HAProxy
+            // notices the close on the idle connection): the request goes on a new one.
+            if let Some((own_srv, conn)) = self.own.take().filter(|(_, c)| c.idle_usable()) {
                 if Arc::ptr_eq(&own_srv, srv) {
                     Counters::add(&srv.counters.lbtot, 1);
                     Counters::add(&be.counters.lbtot, 1);
@@ -935,7 +953,8 @@ impl Session {
         log.status = Some(502);
         self.fe.fe_counters.count_status(502);
         be.counters.count_status(502);
-        let bytes = errors::with_connection(errors::error_response(502), ConnHeader::Close);
+        let (bytes, _) =
+            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 502, ConnHeader::Close);
         log.bytes_out = crate::log::htx::reply_size(&bytes);
         let _ = self.send_client(bytes).await;
         let _ = self.client.shutdown_write().await;
@@ -975,7 +994,8 @@ impl Session {
                     log.term = term;
                     self.fe.fe_counters.count_status(503);
                     be.counters.count_status(503);
-                    let mut bytes = errors::with_connection(errors::error_response(503), conn);
+                    let (mut bytes, close) =
+                        errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, conn);
                     if head_req {
                         bytes = errors::head_only(&bytes).to_vec();
                     }
@@ -985,7 +1005,7 @@ impl Session {
                         s.counters.bytes(log.bytes_in, log.bytes_out);
                     }
                     let sent = self.send_client(bytes).await;
-                    return sent && keep;
+                    return sent && keep && !close;
                 }
             };
             if reused {
@@ -1006,9 +1026,7 @@ impl Session {
                 Err(a) => Err(a),
             };
             match r {
-                Err(Abort::Server(b'H'))
-                    if reused && framing.bodyless() && attempts < 2 =>
-                {
+                Err(Abort::Server(b'H')) if reused && framing.bodyless() && attempts < 2 => {
                     watch.disarm();
                     backend::release(be, &srv);
                     server.abort(false);
@@ -1232,12 +1250,13 @@ impl Session {
             log.status = Some(st);
             self.fe.fe_counters.count_status(st);
             be.counters.count_status(st);
-            let mut bytes = errors::with_connection(errors::error_response(st), reply.0);
+            let (mut bytes, close) =
+                errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
             if reply.1 {
                 bytes = errors::head_only(&bytes).to_vec();
             }
             log.bytes_out = crate::log::htx::reply_size(&bytes);
-            return self.send_client(bytes).await;
+            return self.send_client(bytes).await && !close;
         }
         false
     }
