@@ -191,13 +191,20 @@ const SERVER_FIELDS: [usize; 18] = [
 const BACKEND_FIELDS: [usize; 9] = [1, 2, 18, 19, 20, 21, 23, 24, 25];
 /// Seconds two `lastchg` (or `downtime`) may differ by: the two proxies' checks do not run at the same instants.
 const LASTCHG_SLACK: i64 = 2;
+/// Plus the seconds between the two proxies' starts (they start one after the other, which
+/// takes longer on a loaded machine; their clocks count from their own start).
+static START_GAP: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+fn lastchg_close(x: i64, y: i64) -> bool {
+    (x - y).abs() <= LASTCHG_SLACK + START_GAP.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 fn same_field(awk: usize, a: &str, b: &str) -> bool {
     match awk {
         // A check running right now is shown with "* ": not a difference of state.
         37 => a.trim_start_matches("* ") == b.trim_start_matches("* "),
         24 | 25 => match (a.parse::<i64>(), b.parse::<i64>()) {
-            (Ok(x), Ok(y)) => (x - y).abs() <= LASTCHG_SLACK,
+            (Ok(x), Ok(y)) => lastchg_close(x, y),
             _ => a == b,
         },
         _ => a == b,
@@ -245,7 +252,7 @@ fn diff_state(h: &[Vec<String>], p: &[Vec<String>]) -> Vec<String> {
         for (i, (a, b)) in hl.iter().zip(pl).enumerate() {
             let same = match i {
                 9 => match (a.parse::<i64>(), b.parse::<i64>()) {
-                    (Ok(x), Ok(y)) => (x - y).abs() <= LASTCHG_SLACK,
+                    (Ok(x), Ok(y)) => lastchg_close(x, y),
                     _ => a == b,
                 },
                 13 => a.parse::<u8>().map(|v| v & !1) == b.parse::<u8>().map(|v| v & !1),
@@ -340,6 +347,18 @@ fn admin_socket_matches_haproxy_through_a_scenario() {
     }
     let h = Side::start("haproxy", 32, true);
     let p = Side::start("portcullis", 31, false);
+    // How much earlier HAProxy's clock started, read from both processes' uptime at once.
+    let uptime = |s: &Side| -> i64 {
+        s.cli("show info")
+            .lines()
+            .find_map(|l| l.strip_prefix("Uptime_sec: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    START_GAP.store(
+        (uptime(&h) - uptime(&p)).abs() + 1,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let both = [&h, &p];
     let mut diffs: Vec<String> = Vec::new();
     let settle = Duration::from_secs(4);
