@@ -611,9 +611,16 @@ pub struct HttpCheck {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TcpCheckRule {
-    Connect { port: Option<u16> },
+    Connect {
+        port: Option<u16>,
+    },
     Send(Vec<u8>),
-    Expect { negate: bool, matcher: ExpectMatch },
+    /// `min-recv`: bytes to have before the pattern is judged (a mismatch is then final).
+    Expect {
+        negate: bool,
+        matcher: ExpectMatch,
+        min_recv: Option<usize>,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -419,7 +419,8 @@ fn tcp_checks_and_global() {
             TcpCheckRule::Send(b"PING\r\n".to_vec()),
             TcpCheckRule::Expect {
                 negate: false,
-                matcher: ExpectMatch::String("+PONG".into())
+                matcher: ExpectMatch::String("+PONG".into()),
+                min_recv: None,
             }
         ]
     );
@@ -971,5 +972,41 @@ fn log_sample_ranges() {
     assert_eq!(
         alerts("frontend f\n bind :80\n log 127.0.0.1:514 sample 2-4 local0\n"),
         ["3: log : invalid sample '2-4' (expects <ranges>:<sample size>)"]
+    );
+}
+
+/// reg-test checks/tcp-check_min-recv: `!rstring`, `min-recv`, and `comment` on either side.
+#[test]
+fn tcp_check_expect_options() {
+    let c = ok(
+        "backend b\n option tcp-check\n tcp-check expect !rstring \"^error\" comment \"negative check\"\n tcp-check expect min-recv 5 !rstring ^error comment x\n tcp-check expect comment y string valid\n server s 127.0.0.1:1 check\n",
+    );
+    assert_eq!(
+        c.proxies[0].tcp_checks,
+        [
+            TcpCheckRule::Expect {
+                negate: true,
+                matcher: ExpectMatch::Rstring("^error".into()),
+                min_recv: None,
+            },
+            TcpCheckRule::Expect {
+                negate: true,
+                matcher: ExpectMatch::Rstring("^error".into()),
+                min_recv: Some(5),
+            },
+            TcpCheckRule::Expect {
+                negate: false,
+                matcher: ExpectMatch::String("valid".into()),
+                min_recv: None,
+            },
+        ]
+    );
+    assert_eq!(
+        alerts("backend b\n tcp-check expect min-recv x string a\n"),
+        ["2: 'tcp-check expect' : 'min-recv' expects a integer as argument (got 'x')."]
+    );
+    assert_eq!(
+        alerts("backend b\n tcp-check expect string a extra\n"),
+        ["2: 'tcp-check expect' : cannot handle unexpected argument 'extra'."]
     );
 }
