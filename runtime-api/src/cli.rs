@@ -185,6 +185,17 @@ pub trait Runtime {
     }
     /// `del server`, once checked to be in maintenance and without connections.
     fn del_server(&mut self, _srv: SrvRef) {}
+    /// `<verb> map <args…>` (show, get, add, set, del, clear, prepare, commit): the map store
+    /// is the proxy's, and so are these commands' texts (see `portcullis::map::cli`).
+    fn map_command(
+        &mut self,
+        _verb: &str,
+        _args: &[String],
+        _payload: Option<&str>,
+        out: &mut Reply,
+    ) {
+        out.err(UNSUPPORTED_REPLY);
+    }
 }
 
 /// Reply for a command HAProxy 2.6 knows but portcullis does not implement.
@@ -228,6 +239,7 @@ enum H {
     SetSeverityOutput,
     AddServer,
     DelServer,
+    Map,
     ShowSslCert,
     ShowTable,
     ClearTable,
@@ -1107,28 +1119,28 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["clear", "map"],
         Some("clear map [@<ver>] <map>                : clear the contents of this map"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["commit", "map"],
         Some("commit map @<ver> <map>                 : commit the map at this version"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["del", "map"],
         Some("del map <map> [<key>|#<ref>]            : delete map entries matching <key>"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["get", "map"],
@@ -1137,7 +1149,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["prepare", "map"],
@@ -1146,14 +1158,14 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["set", "map"],
         Some("set map <map> [<key>|#<ref>] <value>    : modify a map entry"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["show", "map"],
@@ -1162,7 +1174,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["show", "pools"],
@@ -1642,6 +1654,7 @@ fn run_one(
         }
         H::AddServer | H::DelServer if s.level < Level::Admin => out.err(PERMISSION_DENIED),
         H::AddServer => crate::dynamic::add_server(args, rt, out),
+        H::Map => rt.map_command(arg_at(args, 0), args.get(2..).unwrap_or(&[]), payload, out),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
         H::Unsupported => out.err(UNSUPPORTED_REPLY),
     }

@@ -279,6 +279,16 @@ impl Runtime for AdminRuntime {
         Ok(())
     }
 
+    fn map_command(
+        &mut self,
+        verb: &str,
+        args: &[String],
+        payload: Option<&str>,
+        out: &mut portcullis_runtime_api::reply::Reply,
+    ) {
+        crate::map::cli::run(crate::map::registry(), verb, args, payload, out);
+    }
+
     fn del_server(&mut self, r: SrvRef) {
         if let Some((be, srv)) = self.target(r) {
             be.remove_server(&srv);
