@@ -177,7 +177,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 Err(e) => errs.push(Diag::alert(
                     &ub.loc.file,
                     ub.loc.line,
-                    format!("'use_backend': failed to parse log-format : {e}."),
+                    format!("failed to parse use_backend rule '{}' : {e}.", ub.backend),
                 )),
             }
             continue;
@@ -605,6 +605,45 @@ mod tests {
             "{}",
             errs[0].msg
         );
+    }
+
+    /// `use_backend <log-format>` in its place among the static rules; a name that is no
+    /// backend ends the rules with the default backend (HAProxy's `process_switching_rules`).
+    #[test]
+    fn dynamic_use_backend_routes_by_rendered_name() {
+        let dir = std::env::temp_dir().join(format!("pc-rules-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = dir.join("hosts.map");
+        std::fs::write(&map, "a.example a\nz.example nope\n").unwrap();
+        let cfg = format!(
+            "defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\nfrontend f\n  bind 127.0.0.1:1\n  use_backend c if {{ path /c }}\n  use_backend %[req.hdr(host),lower,map({},b)] if {{ path_beg /m }}\n  use_backend c\n  default_backend d\nbackend a\n  server s 127.0.0.1:2\nbackend b\n  server s 127.0.0.1:3\nbackend c\n  server s 127.0.0.1:4\nbackend d\n  server s 127.0.0.1:5\n",
+            map.display()
+        );
+        let rules = compile_one(&cfg).expect("compiles");
+        let fe = &rules[0];
+        let base = SampleCtx::new(
+            "127.0.0.1:5000".parse().unwrap(),
+            "127.0.0.1:1".parse().unwrap(),
+            "f",
+        );
+        let at = |path: &str, host: &str| {
+            let r = req(path, Some(host));
+            let ctx = SampleCtx {
+                req: Some(&r),
+                ..base
+            };
+            route(fe, 0, false, &ctx)
+        };
+        assert_eq!(at("/c", "a.example"), Some(3), "static rule first");
+        assert_eq!(at("/m", "A.Example"), Some(1), "map hit");
+        assert_eq!(at("/m", "other"), Some(2), "map default");
+        assert_eq!(
+            at("/m", "z.example"),
+            Some(4),
+            "no such backend: default_backend"
+        );
+        assert_eq!(at("/x", "a.example"), Some(3), "condition false: next rule");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -460,7 +460,7 @@ impl Conv {
                         default: args.get(1).map(|d| d.to_string()),
                     })
                 })
-                .map_err(|e| format!("converter '{name}' : {e}")),
+                .map_err(|e| format!("invalid args in converter '{name}' : {e}")),
         )
     }
     fn apply<'a>(&self, v: SampleValue<'a>) -> Option<SampleValue<'a>> {

@@ -282,7 +282,8 @@ impl Registry {
         if let Some(m) = maps.iter().find(|m| m.path == path) {
             return Ok(Arc::clone(m));
         }
-        let text = read().map_err(|e| format!("failed to open map file '{path}' ({e})"))?;
+        // HAProxy's wording; the OS reason is left out as it does.
+        let text = read().map_err(|_| format!("failed to open pattern file <{path}>"))?;
         let uid = maps.iter().map(|m| m.uid + 1).max().unwrap_or(0);
         let origin = ORIGIN.with(|o| o.borrow().clone());
         let map = Arc::new(Map::new(path, uid, kind, origin));
