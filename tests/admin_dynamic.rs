@@ -310,3 +310,26 @@ fn added_server_shows_on_stats_page_and_metrics() {
     assert!(!page("/metrics").contains("server=\"w2\""));
     let _ = p.proc.pid();
 }
+
+/// `set maxconn global|frontend` change the limits `show info` and `show stat` report (and the
+/// gates that accepting waits on), without a reload.
+#[test]
+fn set_maxconn_applies_at_once() {
+    let p = Side::start("portcullis", 44, false);
+    let info = |key: &str| {
+        p.cli("show info")
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(str::to_string))
+            .unwrap_or_default()
+    };
+    let hard = info("Hard_maxconn: ");
+    assert_eq!(p.cli("set maxconn global 100"), "\n");
+    assert_eq!(info("Maxconn: "), "100");
+    assert_eq!(info("Hard_maxconn: "), hard);
+    assert_eq!(p.cli("set maxconn global 0"), "\n");
+    assert_eq!(info("Maxconn: "), hard);
+    assert_eq!(p.cli("set maxconn frontend web-in 7"), "\n");
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[6], "7");
+    assert_eq!(get(p.front, "/").status, 200);
+    assert_eq!(p.cli("set maxconn frontend web 7"), "No such frontend.\n\n");
+}

@@ -185,6 +185,10 @@ pub trait Runtime {
     }
     /// `del server`, once checked to be in maintenance and without connections.
     fn del_server(&mut self, _srv: SrvRef) {}
+    /// `set maxconn frontend`: `proxy` indexes [`Snapshot::proxies`]; 0 as HAProxy reads it.
+    fn set_maxconn_frontend(&mut self, _proxy: usize, _maxconn: u32) {}
+    /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
+    fn set_maxconn_global(&mut self, _maxconn: u32) {}
     /// `<verb> map <args…>` (show, get, add, set, del, clear, prepare, commit): the map store
     /// is the proxy's, and so are these commands' texts (see `portcullis::map::cli`).
     fn map_command(
@@ -240,6 +244,9 @@ enum H {
     AddServer,
     DelServer,
     Map,
+    SetMaxconnFrontend,
+    SetMaxconnGlobal,
+    SetRateLimit,
     ShowSslCert,
     ShowTable,
     ClearTable,
@@ -710,14 +717,14 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("set maxconn global <value>              : change the per-process maxconn setting"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetMaxconnGlobal,
     ),
     kw(
         &["set", "rate-limit"],
         Some("set rate-limit <setting> <value>        : change a rate limiting value"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetRateLimit,
     ),
     kw(
         &["set", "severity-output"],
@@ -822,7 +829,7 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("set maxconn frontend <frontend> <value> : change a frontend's maxconn setting"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetMaxconnFrontend,
     ),
     kw(
         &["show", "servers", "conn"],
@@ -1652,7 +1659,18 @@ fn run_one(
                 out.err(&r);
             }
         }
-        H::AddServer | H::DelServer if s.level < Level::Admin => out.err(PERMISSION_DENIED),
+        H::AddServer
+        | H::DelServer
+        | H::SetMaxconnFrontend
+        | H::SetMaxconnGlobal
+        | H::SetRateLimit
+            if s.level < Level::Admin =>
+        {
+            out.err(PERMISSION_DENIED)
+        }
+        H::SetMaxconnFrontend => crate::limits::set_maxconn_frontend(args, rt, out),
+        H::SetMaxconnGlobal => crate::limits::set_maxconn_global(args, rt, out),
+        H::SetRateLimit => crate::limits::set_rate_limit(args, out),
         H::AddServer => crate::dynamic::add_server(args, rt, out),
         H::Map => rt.map_command(arg_at(args, 0), args.get(2..).unwrap_or(&[]), payload, out),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
@@ -1720,7 +1738,7 @@ fn ssl_cert_txn(
 
 /// C `strtol(s, &end, 10)`: leading blanks, optional sign, digits; returns the value (saturated)
 /// and the byte offset where parsing stopped (0 when no digits were read).
-fn strtol(s: &str) -> (i64, usize) {
+pub(crate) fn strtol(s: &str) -> (i64, usize) {
     let (v, end, _) = strtol_ext(s);
     (v, end)
 }

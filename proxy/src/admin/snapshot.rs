@@ -352,8 +352,9 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
     let now_ms = model.now_ms();
     let maxconn = model.actconn.max();
     let ulimit = nofile_limit();
+    // Sockets are reserved at start for the hard limit; `set maxconn global` leaves them.
     let maxsock = if model.cfg.global.maxconn.is_some() {
-        maxsock(model, maxconn, threads as u32)
+        maxsock(model, model.actconn.hard(), threads as u32)
     } else {
         ulimit
     };
@@ -366,7 +367,7 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
             pid: std::process::id(),
             uptime_secs: uptime,
             maxconn,
-            hard_maxconn: maxconn,
+            hard_maxconn: model.actconn.hard(),
             curr_conns: model.actconn.current(),
             cum_conns: t.conn_tot.load(Ordering::Relaxed) as u32,
             cum_req: t.req_tot.load(Ordering::Relaxed) as u32,

@@ -19,7 +19,10 @@ pub mod stats;
 /// worker took the last one meanwhile. Sessions running never exceed `max`.
 pub struct Gate {
     cur: AtomicU32,
-    max: u32,
+    /// Changed by `set maxconn frontend|global`.
+    max: AtomicU32,
+    /// The limit the process started with (`Hard_maxconn`; `set maxconn global` cannot pass it).
+    hard: u32,
     waiters: tokio::sync::Notify,
 }
 
@@ -27,7 +30,8 @@ impl Gate {
     pub fn new(max: u32) -> Gate {
         Gate {
             cur: AtomicU32::new(0),
-            max: max.max(1),
+            max: AtomicU32::new(max.max(1)),
+            hard: max.max(1),
             waiters: tokio::sync::Notify::new(),
         }
     }
@@ -36,13 +40,22 @@ impl Gate {
         self.cur.load(Ordering::Relaxed)
     }
     pub fn max(&self) -> u32 {
-        self.max
+        self.max.load(Ordering::Relaxed)
+    }
+    pub fn hard(&self) -> u32 {
+        self.hard
+    }
+    /// A new limit; sessions waiting for room re-check it (a lower one lets the running ones
+    /// finish).
+    pub fn set_max(&self, max: u32) {
+        self.max.store(max.max(1), Ordering::Relaxed);
+        self.waiters.notify_waiters();
     }
     /// Takes a slot if one is free.
     pub fn try_enter(&self) -> bool {
         let mut cur = self.cur.load(Ordering::Relaxed);
         loop {
-            if cur >= self.max {
+            if cur >= self.max() {
                 return false;
             }
             match self
@@ -69,7 +82,7 @@ impl Gate {
     }
     /// Waits until a slot is free, without taking it.
     pub async fn wait_room(&self) {
-        self.wait_until(|| self.cur.load(Ordering::Acquire) < self.max)
+        self.wait_until(|| self.cur.load(Ordering::Acquire) < self.max())
             .await;
     }
     /// Waits for a free slot and takes it.
