@@ -332,4 +332,25 @@ fn set_maxconn_applies_at_once() {
     assert_eq!(p.stat_row("web-in", "FRONTEND")[6], "7");
     assert_eq!(get(p.front, "/").status, 200);
     assert_eq!(p.cli("set maxconn frontend web 7"), "No such frontend.\n\n");
+
+    // `disable frontend`: PAUSED, nothing served until `enable frontend`.
+    assert_eq!(p.cli("disable frontend web-in"), "\n");
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "PAUSED");
+    assert_eq!(
+        p.cli("disable frontend web-in"),
+        "All sockets are already disabled.\n\n"
+    );
+    let front = p.front;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let _ = tx.send(get(front, "/").status);
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(700)).is_err(),
+        "served while disabled"
+    );
+    assert_eq!(p.cli("enable frontend web-in"), "\n");
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(200));
+    client.join().unwrap();
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "OPEN");
 }

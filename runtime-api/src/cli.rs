@@ -187,6 +187,8 @@ pub trait Runtime {
     fn del_server(&mut self, _srv: SrvRef) {}
     /// `set maxconn frontend`: `proxy` indexes [`Snapshot::proxies`]; 0 as HAProxy reads it.
     fn set_maxconn_frontend(&mut self, _proxy: usize, _maxconn: u32) {}
+    /// `disable frontend` (true) / `enable frontend`: accepting pauses or resumes.
+    fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
     /// `<verb> map <args…>` (show, get, add, set, del, clear, prepare, commit): the map store
@@ -247,6 +249,9 @@ enum H {
     SetMaxconnFrontend,
     SetMaxconnGlobal,
     SetRateLimit,
+    EnableFrontend,
+    DisableFrontend,
+    ShutdownFrontend,
     ShowSslCert,
     ShowTable,
     ClearTable,
@@ -815,14 +820,14 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("disable frontend <frontend>             : temporarily disable specific frontend"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::DisableFrontend,
     ),
     kw(
         &["enable", "frontend"],
         Some("enable frontend <frontend>              : re-enable specific frontend"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::EnableFrontend,
     ),
     kw(
         &["set", "maxconn", "frontend"],
@@ -863,7 +868,7 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("shutdown frontend <frontend>            : stop a specific frontend"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ShutdownFrontend,
     ),
     kw(
         &["set", "dynamic-cookie-key", "backend"],
@@ -1664,6 +1669,9 @@ fn run_one(
         | H::SetMaxconnFrontend
         | H::SetMaxconnGlobal
         | H::SetRateLimit
+        | H::EnableFrontend
+        | H::DisableFrontend
+        | H::ShutdownFrontend
             if s.level < Level::Admin =>
         {
             out.err(PERMISSION_DENIED)
@@ -1671,6 +1679,25 @@ fn run_one(
         H::SetMaxconnFrontend => crate::limits::set_maxconn_frontend(args, rt, out),
         H::SetMaxconnGlobal => crate::limits::set_maxconn_global(args, rt, out),
         H::SetRateLimit => crate::limits::set_rate_limit(args, out),
+        H::EnableFrontend | H::DisableFrontend | H::ShutdownFrontend => {
+            let snap = rt.snapshot();
+            let Some(pi) = crate::limits::find_frontend(&snap, arg_at(args, 2), out) else {
+                return Flow::Continue;
+            };
+            let paused = snap
+                .proxies
+                .get(pi)
+                .and_then(|p| p.frontend.as_ref())
+                .is_some_and(|f| f.state == crate::model::FrontendState::Paused);
+            match k.handler {
+                H::EnableFrontend if !paused => out.notice("All sockets are already enabled.\n"),
+                H::EnableFrontend => rt.set_frontend_paused(pi, false),
+                H::DisableFrontend if paused => out.notice("All sockets are already disabled.\n"),
+                H::DisableFrontend => rt.set_frontend_paused(pi, true),
+                // Closing listeners for good is not in portcullis yet.
+                _ => out.err(UNSUPPORTED_REPLY),
+            }
+        }
         H::AddServer => crate::dynamic::add_server(args, rt, out),
         H::Map => rt.map_command(arg_at(args, 0), args.get(2..).unwrap_or(&[]), payload, out),
         H::DelServer => crate::dynamic::del_server(args, rt, out),

@@ -1,6 +1,8 @@
-//! `set maxconn frontend|global` and `set rate-limit`, with HAProxy 2.6's replies.
+//! `set maxconn frontend|global`, `set rate-limit` and the frontend lookup of `enable|disable|
+//! shutdown frontend`, with HAProxy 2.6's replies.
 
 use crate::cli::{Runtime, UNSUPPORTED_REPLY, strtol};
+use crate::model::Snapshot;
 use crate::reply::Reply;
 
 /// C `atoi`, as these commands read their value (garbage reads as 0).
@@ -8,21 +10,30 @@ fn atoi(s: &str) -> i64 {
     strtol(s).0
 }
 
-pub(crate) fn set_maxconn_frontend(args: &[String], rt: &mut dyn Runtime, out: &mut Reply) {
-    let Some(name) = args.get(3).filter(|a| !a.is_empty()) else {
+/// A frontend by name or `#<id>`, with HAProxy's messages (`enable|disable|shutdown frontend`,
+/// `set maxconn frontend`).
+pub(crate) fn find_frontend(snap: &Snapshot, name: &str, out: &mut Reply) -> Option<usize> {
+    if name.is_empty() {
         out.err("A frontend name is expected.\n");
-        return;
-    };
-    let snap = rt.snapshot();
+        return None;
+    }
     let found = snap.proxies.iter().position(|p| {
         p.frontend.is_some()
             && match name.strip_prefix('#') {
                 Some(id) => id.parse::<u32>().ok() == Some(p.id),
-                None => p.name == *name,
+                None => p.name == name,
             }
     });
-    let Some(pi) = found else {
+    if found.is_none() {
         out.err("No such frontend.\n");
+    }
+    found
+}
+
+pub(crate) fn set_maxconn_frontend(args: &[String], rt: &mut dyn Runtime, out: &mut Reply) {
+    let snap = rt.snapshot();
+    let name = args.get(3).map_or("", String::as_str);
+    let Some(pi) = find_frontend(&snap, name, out) else {
         return;
     };
     let Some(v) = args.get(4).filter(|a| !a.is_empty()) else {

@@ -434,6 +434,16 @@ impl Runtime for FakeRuntime {
     fn set_maxconn_global(&mut self, maxconn: u32) {
         self.calls.push(format!("maxconn global {maxconn}"));
     }
+    fn set_frontend_paused(&mut self, proxy: usize, paused: bool) {
+        self.calls.push(format!("paused {proxy} {paused}"));
+        if let Some(f) = self.snap.proxies[proxy].frontend.as_mut() {
+            f.state = if paused {
+                FrontendState::Paused
+            } else {
+                FrontendState::Open
+            };
+        }
+    }
     fn del_server(&mut self, r: SrvRef) {
         self.calls
             .push(format!("del {}/{}", r.proxy_id, r.server_id));
@@ -922,6 +932,20 @@ fn maxconn_and_rate_limit_reply_like_haproxy() {
     );
 }
 
+/// `enable|disable|shutdown frontend` captured from HAProxy 2.6 in this order (the state one
+/// line leaves is the next one's): "already" errors, levels, severity prefixes.
+#[test]
+fn frontend_controls_reply_like_haproxy() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    let cases = replay_golden_on(
+        &mut rt,
+        include_str!("../testdata/haproxy-2.6/frontend-replies.txt"),
+    );
+    assert_eq!(cases, 14);
+    let n = rt.calls.iter().filter(|c| c.starts_with("paused")).count();
+    assert_eq!(n, 4, "{:?}", rt.calls);
+}
+
 /// Runs every `### <level> <line>` block of a capture on the seed snapshot; returns the count.
 fn replay_golden(golden: &str) -> usize {
     let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
@@ -1297,7 +1321,7 @@ fn keyword_inventory_matches_haproxy_worker_keywords() {
         .filter(|k| k.implemented())
         .map(|k| k.words.join(" "))
         .collect();
-    assert_eq!(implemented.len(), 43, "{implemented:?}");
+    assert_eq!(implemented.len(), 46, "{implemented:?}");
 }
 
 /// `level user` sessions do not see `addr`, `cookie` and `algo` (checked on HAProxy 2.6).

@@ -302,6 +302,12 @@ impl Runtime for AdminRuntime {
         }
     }
 
+    fn set_frontend_paused(&mut self, proxy: usize, paused: bool) {
+        if let Some(fe) = self.shared.model.proxies.get(proxy) {
+            fe.feconn.set_paused(paused);
+        }
+    }
+
     fn set_maxconn_global(&mut self, maxconn: u32) {
         self.shared.model.actconn.set_max(maxconn);
     }

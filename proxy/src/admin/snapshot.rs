@@ -206,6 +206,8 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
         api::FrontendSnap {
             state: if stopping {
                 api::FrontendState::Stop
+            } else if p.feconn.is_paused() {
+                api::FrontendState::Paused
             } else {
                 api::FrontendState::Open
             },
