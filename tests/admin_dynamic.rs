@@ -184,6 +184,9 @@ const SCRIPT: &[&str] = &[
     "add server web/w2 {w2} on-marked-down foo",
     "add server web/w2 {w2} ssl",
     "add server web/w2 {w2} id 1",
+    "add server web/w3 {w2} id 9",
+    "show servers state web",
+    "del server web/w3",
     // The real one: checked on its health port, in maintenance until made ready.
     "add server web/w2 {w2} check port {w2-check} inter 300ms rise 2 fall 2 weight 1",
     "add server web/w2 {w2}",

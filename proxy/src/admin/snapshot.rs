@@ -121,7 +121,11 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
     api::ServerSnap {
         name: srv.name.clone(),
         id: srv.id,
-        forced_id: false,
+        // `id` on an `add server` line (configured servers keep HAProxy's 0 here for now).
+        forced_id: srv
+            .dynamic
+            .as_ref()
+            .is_some_and(|d| d.line.iter().any(|w| w == "id")),
         backup: srv.cfg.opts.backup,
         op_state: match srv.oper() {
             Oper::Stopped => api::OpState::Stopped,
