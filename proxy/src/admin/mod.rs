@@ -286,6 +286,39 @@ impl Runtime for AdminRuntime {
         Ok(())
     }
 
+    fn map_command(
+        &mut self,
+        verb: &str,
+        args: &[String],
+        payload: Option<&str>,
+        out: &mut portcullis_runtime_api::reply::Reply,
+    ) {
+        crate::map::cli::run(crate::map::registry(), verb, args, payload, out);
+    }
+
+    fn set_maxconn_frontend(&mut self, proxy: usize, maxconn: u32) {
+        let model = &self.shared.model;
+        if let Some(fe) = model.proxies.get(proxy) {
+            // 0: back to the default, the process limit.
+            let v = if maxconn == 0 {
+                model.actconn.max()
+            } else {
+                maxconn
+            };
+            fe.feconn.set_max(v);
+        }
+    }
+
+    fn set_frontend_paused(&mut self, proxy: usize, paused: bool) {
+        if let Some(fe) = self.shared.model.proxies.get(proxy) {
+            fe.feconn.set_paused(paused);
+        }
+    }
+
+    fn set_maxconn_global(&mut self, maxconn: u32) {
+        self.shared.model.actconn.set_max(maxconn);
+    }
+
     fn del_server(&mut self, r: SrvRef) {
         if let Some((be, srv)) = self.target(r) {
             be.remove_server(&srv);
