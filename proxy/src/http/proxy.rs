@@ -940,11 +940,8 @@ impl Session {
         log.status = Some(502);
         self.fe.fe_counters.count_status(502);
         be.counters.count_status(502);
-        let (bytes, _) = errors::reply_for(
-            &[&be.cfg.extra, &self.fe.cfg.extra],
-            502,
-            ConnHeader::Close,
-        );
+        let (bytes, _) =
+            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 502, ConnHeader::Close);
         log.bytes_out = crate::log::htx::reply_size(&bytes);
         let _ = self.send_client(bytes).await;
         let _ = self.client.shutdown_write().await;
