@@ -218,7 +218,9 @@ fn debian_stock_worker_is_unprivileged_chrooted_and_reloads() {
     let cfg = debian_config(&dir.0, PORT);
     let mcli = dir.0.join("master.sock");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_portcullis"));
-    cmd.args(["-W", "-db", "-S"])
+    // The engine under test (`PORTCULLIS_IO`, as the other integration tests).
+    let io = std::env::var("PORTCULLIS_IO").unwrap_or_else(|_| "auto".into());
+    cmd.args(["--io", &io, "-W", "-db", "-S"])
         .arg(&mcli)
         .arg("-f")
         .arg(&cfg)
