@@ -4,13 +4,16 @@
 //! `/var/lib/haproxy`, answers with the page of `/etc/haproxy/errors/503.http` byte for byte as
 //! HAProxy 2.6 sends it, and does all that again after master reloads.
 
+#[path = "support/netns.rs"]
+mod netns;
 #[path = "support/shared.rs"]
 mod shared;
+
+use netns::{in_netns, spawn_isolated};
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -51,52 +54,6 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// Starts `cmd` in a new network namespace whose only interface, `lo`, is up.
-fn spawn_isolated(mut cmd: Command) -> Proc {
-    // SAFETY: between fork and exec only async-signal-safe calls (unshare, socket, ioctl).
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::unshare(libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-            if s < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let mut ifr: libc::ifreq = std::mem::zeroed();
-            for (d, b) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-                *d = *b as libc::c_char;
-            }
-            if libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-            if libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            libc::close(s);
-            Ok(())
-        });
-    }
-    Proc(cmd.spawn().expect("spawn"))
-}
-
-/// Runs `f` on a thread that joined `pid`'s network namespace (setns is per thread).
-fn in_netns<T: Send>(pid: u32, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            use std::os::fd::AsRawFd;
-            let ns = std::fs::File::open(format!("/proc/{pid}/ns/net")).expect("netns");
-            // SAFETY: setns on a descriptor we own; it only changes this thread's namespace.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .expect("netns thread")
-    })
 }
 
 /// One request on a fresh connection; everything the server sends until it closes (or 3 s).
@@ -226,7 +183,7 @@ fn debian_stock_worker_is_unprivileged_chrooted_and_reloads() {
         .arg(&cfg)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let master = spawn_isolated(cmd);
+    let master = Proc(spawn_isolated(cmd));
     let mpid = master.0.id();
 
     // What HAProxy 2.6 sends for the same file, in a namespace of its own.
@@ -237,7 +194,7 @@ fn debian_stock_worker_is_unprivileged_chrooted_and_reloads() {
         .arg(&hcfg)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let hap = spawn_isolated(h);
+    let hap = Proc(spawn_isolated(h));
     let want = in_netns(hap.0.id(), || get(PORT));
     drop(hap);
     assert!(

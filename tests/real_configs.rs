@@ -8,48 +8,22 @@
 //! A configuration that uses a parsed-but-pending feature is refused at start with a message
 //! naming it: the test reports those and checks the refusal is clean (exit status 1, no crash).
 
+#[allow(dead_code)]
+#[path = "support/netns.rs"]
+mod netns;
 #[path = "support/shared.rs"]
 mod shared;
 
+use netns::spawn_isolated;
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_portcullis")
-}
-
-/// Starts `cmd` in a new network namespace whose only interface, `lo`, is up.
-fn spawn_isolated(mut cmd: Command) -> Child {
-    // SAFETY: between fork and exec only async-signal-safe calls (unshare, socket, ioctl).
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::unshare(libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-            if s < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let mut ifr: libc::ifreq = std::mem::zeroed();
-            for (d, b) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-                *d = *b as libc::c_char;
-            }
-            if libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-            if libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            libc::close(s);
-            Ok(())
-        });
-    }
-    cmd.spawn().expect("spawn")
 }
 
 /// The first `stats socket <path>` (a UNIX path) of the file.
