@@ -123,6 +123,8 @@ fn run(program: &str, cfg: &Path, sock: Option<&Path>) -> Result<Vec<(String, St
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut err);
     }
+    // Reaped already by try_wait; this returns its status again.
+    let _ = child.wait();
     match rows {
         // HAProxy dies of the SIGTERM itself; portcullis exits 0.
         Some(r)

@@ -250,19 +250,15 @@ impl<'s> Parser<'s> {
                 return true;
             }
             ".else" | ".endif" => {
+                // HAProxy aborts on all of these (ERR_ABORT).
                 if let Some(a) = extra {
-                    self.reader_alert(loc, format!("Unexpected argument '{a}' for '{first}'."));
-                    self.stop_file = true;
+                    let msg = format!("Unexpected argument '{a}' for '{first}'.");
+                    self.reader_abort(&loc.file, loc.line, msg);
                     return true;
                 }
                 let Some(t) = top else {
                     let msg = format!("lone '{first}' with no matching '.if'.");
-                    if first == ".else" {
-                        self.reader_abort(&loc.file, loc.line, msg);
-                    } else {
-                        self.reader_alert(loc, msg);
-                        self.stop_file = true;
-                    }
+                    self.reader_abort(&loc.file, loc.line, msg);
                     return true;
                 };
                 if first == ".endif" {

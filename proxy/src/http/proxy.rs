@@ -592,7 +592,7 @@ impl Session {
                 self.cbuf.drain(..n.min(self.cbuf.len()));
             }
             let sent = self.send_client(page).await;
-            if !(keep && !close) {
+            if !keep || close {
                 let _ = self.client.shutdown_write().await;
             }
             return sent && keep && !close;
