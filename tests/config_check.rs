@@ -560,3 +560,37 @@ fn conditional_blocks_match_haproxy() {
     assert_eq!(lua.status.code(), Some(1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The process keywords' errors and warnings, line for line as HAProxy 2.6 prints them.
+#[test]
+fn process_keyword_errors_match_haproxy() {
+    let haproxy = Path::new("/usr/sbin/haproxy");
+    if !haproxy.exists() {
+        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("portcullis-prockw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("p.cfg");
+    std::fs::write(
+        &f,
+        "global\n user nosuchuser\n group nosuchgrp\n uid abc\n chroot\n chroot /x\n chroot /y\n\
+         ulimit-n 100\n ulimit-n 200\n node bad!name\n description\n log-tag\n localpeer\n\
+         server-state-file\n set-dumpable x\n daemon 1\n master-worker foo\n nbthread 2\n\
+         unix-bind prefix /tmp mode 770 user nosuch\n default-path foo\n ca-base /etc/ssl\n\
+         ca-base /etc/ssl\n crt-base\n tune.bufsize 0\n tune.maxrewrite -1\n\
+         tune.idle-pool.shared maybe\n tune.ssl.default-dh-param 512\n tune.bufsize\n\
+         spread-checks 80\n ssl-dh-param-file /nonexistent/dh.pem\n",
+    )
+    .unwrap();
+    let ours = check(&[&f], &[]);
+    let theirs = Command::new(haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(&f)
+        .output()
+        .expect("run haproxy");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ours.status.code(), theirs.status.code());
+    assert_eq!(diag_lines(&ours), diag_lines(&theirs));
+}
