@@ -4,7 +4,8 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 
-/// Starts `cmd` in a new network namespace whose only interface, `lo`, is up.
+/// Starts `cmd` in a new network namespace whose only interface, `lo`, is up, and where
+/// non-local addresses may be bound (nothing can reach them).
 pub fn spawn_isolated(mut cmd: Command) -> Child {
     // SAFETY: between fork and exec only async-signal-safe calls (unshare, socket, ioctl).
     unsafe {
@@ -28,6 +29,18 @@ pub fn spawn_isolated(mut cmd: Command) -> Child {
                 return Err(std::io::Error::last_os_error());
             }
             libc::close(s);
+            // The files bind their real addresses: let them bind although only `lo` exists
+            // (these sysctls belong to the new namespace).
+            for path in [
+                c"/proc/sys/net/ipv4/ip_nonlocal_bind",
+                c"/proc/sys/net/ipv6/ip_nonlocal_bind",
+            ] {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                if fd >= 0 {
+                    libc::write(fd, b"1".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
             Ok(())
         });
     }
