@@ -648,6 +648,19 @@ impl<'s> Parser<'s> {
             return (config, self.diags);
         }
         self.resolve_errorfiles();
+        // `unix-bind` shapes UNIX listeners (prefix, mode, owner): not applied yet, so it only
+        // matters, and refuses the start, when the configuration has one.
+        if self.global.process.unix_bind != super::model::UnixBind::default()
+            && let Some(b) = self
+                .proxies
+                .iter()
+                .flat_map(|p| p.binds.iter())
+                .find(|b| matches!(b.addr, BindAddr::Unix(_)))
+        {
+            self.global
+                .pending
+                .push(("unix-bind (with a UNIX bind)".to_string(), b.loc.clone()));
+        }
         for px in &mut self.proxies {
             kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
         }
