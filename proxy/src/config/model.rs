@@ -363,6 +363,8 @@ pub struct BindSsl {
     pub ciphersuites: Option<String>,
     pub curves: Option<String>,
     pub options: SslOptions,
+    /// `strict-sni`: no default certificate; a handshake whose SNI names none fails.
+    pub strict_sni: bool,
 }
 
 /// Where a bind's certificates come from.
