@@ -6,7 +6,7 @@ mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -17,12 +17,7 @@ use proxy::{Proc, TempDir, get};
 
 /// One command on a fresh connection, as `echo "…" | socat <sock> stdio` does.
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    proxy::admin_cli(sock, cmd)
 }
 
 /// The seed's recipe, literally, through socat and awk.

@@ -25,12 +25,7 @@ const HTTP_BE: &str = "istio-http-backend";
 const TCP_BE: &str = "tcp-backend";
 
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    proxy::admin_cli(sock, cmd)
 }
 
 /// One proxy under test with its own nodes.

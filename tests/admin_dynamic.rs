@@ -21,12 +21,7 @@ use proxy::{Proc, TempDir, get};
 const HAPROXY: &str = "/usr/sbin/haproxy";
 
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    proxy::admin_cli(sock, cmd)
 }
 
 struct Side {

@@ -10,10 +10,8 @@ mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use backend::free_port;
 use proxy::{Proc, TempDir};
@@ -21,12 +19,7 @@ use proxy::{Proc, TempDir};
 const HAPROXY: &str = "/usr/sbin/haproxy";
 
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    proxy::admin_cli(sock, cmd)
 }
 
 struct Side {

@@ -9,7 +9,6 @@ mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
 
-use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,12 +17,7 @@ use backend::{HealthNode, HttpNode, HttpOpts, free_port};
 use proxy::{Proc, TempDir, get, request};
 
 fn cli(sock: &Path, cmd: &str) -> String {
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    proxy::admin_cli(sock, cmd)
 }
 
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {

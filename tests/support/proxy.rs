@@ -281,3 +281,15 @@ pub fn admin_connect(sock: &std::path::Path) -> std::os::unix::net::UnixStream {
         }
     }
 }
+
+/// One admin-socket command and its whole reply (the socket closes after a command).
+pub fn admin_cli(sock: &std::path::Path, cmd: &str) -> String {
+    let mut s = admin_connect(sock);
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    s.write_all(format!("{cmd}\n").as_bytes())
+        .expect("send a command");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read the reply");
+    out
+}
