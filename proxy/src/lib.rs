@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod backend;
 pub mod check;
+pub mod clock;
 pub mod cmdline;
 pub mod config;
 pub mod engine;

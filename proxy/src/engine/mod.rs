@@ -7,8 +7,12 @@ pub mod handover;
 pub mod idle;
 pub mod io;
 pub mod listen;
+pub mod pool;
+pub mod shared;
 pub mod state;
 pub mod worker;
+
+pub use shared::Shared;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -178,7 +182,7 @@ pub fn start_with(
     );
     let (stop_tx, _) = tokio::sync::watch::channel(false);
     let log = crate::log::Logger::new(&model.cfg).map_err(|e| vec![e])?;
-    let shared = Arc::new(worker::Shared {
+    let shared = Arc::new(Shared {
         log,
         model,
         io,

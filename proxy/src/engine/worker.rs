@@ -4,34 +4,17 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-
-use tokio::sync::watch;
 
 use super::conn::Conn;
 use super::handover::{self, Meta, Received, Slot};
-use super::io::{Accepted, Backend as IoBackend, Listener, spawn};
+use super::io::{Accepted, Listener, spawn};
 use super::listen;
 use crate::config::model::{BindAddr, Mode};
 use crate::model::{Model, Proxy};
 
-/// What every worker shares.
-pub struct Shared {
-    pub model: Arc<Model>,
-    pub io: IoBackend,
-    pub stopping: AtomicBool,
-    /// Sessions alive across all workers (soft stop waits for 0).
-    pub sessions: AtomicUsize,
-    pub stop_tx: watch::Sender<bool>,
-    pub log: crate::log::Logger,
-    /// TLS settings of each `bind … ssl` line: `[proxy index][bind index]`.
-    pub tls: Vec<Vec<Option<Arc<rustls::ServerConfig>>>>,
-    /// The certificates behind `tls`, replaceable through the admin socket.
-    pub certs: Arc<crate::tls::CertStore>,
-    /// The listening sockets `_getsocks` hands over to a new process.
-    pub handover: super::handover::Registry,
-}
+pub use super::shared::Shared;
 
 /// One worker's listening sockets: (proxy index, socket, unix, bind index).
 type WorkerListeners = Vec<(usize, socket2::Socket, bool, usize)>;
@@ -325,15 +308,15 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
         }
         let purge = spawn(async {
             loop {
-                tokio::time::sleep(crate::http::proxy::POOL_PURGE_DELAY).await;
-                crate::http::proxy::pool_purge();
+                tokio::time::sleep(super::pool::PURGE_DELAY).await;
+                super::pool::purge();
             }
         });
         for l in loops {
             let _ = l.await;
         }
         purge.abort();
-        crate::http::proxy::pool_clear();
+        super::pool::clear();
         // Soft stop: let this worker's sessions finish; the main thread enforces hard-stop-after.
         while sh.sessions.load(Ordering::Acquire) > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -438,8 +421,14 @@ async fn accept_loop(
                                 Box::pin(crate::http::h2::serve_tracked(sh, fe2, conn, peer, sess))
                                     .await
                             } else {
-                                Box::pin(crate::http::proxy::run_tracked(sh, fe2, conn, peer, sess))
-                                    .await
+                                Box::pin(crate::http::proxy::run_tracked(
+                                    sh,
+                                    fe2,
+                                    crate::http::h2::Client::Conn(conn),
+                                    peer,
+                                    sess,
+                                ))
+                                .await
                             }
                         }
                     }

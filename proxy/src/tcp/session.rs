@@ -20,7 +20,7 @@ use crate::http::sample::SampleCtx;
 use crate::stick::StkCtrs;
 
 use crate::backend;
-use crate::engine::worker::Shared;
+use crate::engine::Shared;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, stats};
 
