@@ -1,10 +1,11 @@
 //! portcullis: an HAProxy-compatible load balancer.
 //!
 //! One module per HAProxy concept (see `../shared/docs/design.md` in the workplace, and README):
-//! pure cores (`config`, `http::h1`, `lb`, `log::format`, `http::acl`, `http::sample`) carry no
+//! pure cores (`config`, `http::h1`, `lb`, `log::format`, `ana`) carry no
 //! I/O; the shells (`engine`, `tcp`, `http::proxy`, `log::sink`) stay thin.
 
 pub mod admin;
+pub mod ana;
 pub mod backend;
 pub mod check;
 pub mod clock;

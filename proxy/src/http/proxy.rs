@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::ana::rules::{self, Verdict};
+use crate::ana::sample::SampleCtx;
 use crate::backend::{self, ConnectError};
 use crate::config::model::HttpReuse;
 use crate::engine::Shared;
@@ -28,8 +30,6 @@ use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
 use crate::http::h2::Client;
 use crate::http::head::{RequestHead, Version};
-use crate::http::rules::{self, Verdict};
-use crate::http::sample::SampleCtx;
 use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server, stats as counters};

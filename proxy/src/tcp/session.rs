@@ -12,11 +12,12 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
+use crate::ana::rules::apply_tcp_rules;
+use crate::ana::sample::SampleCtx;
+use crate::ana::tcp::{base_ctx, route};
 use crate::config::model::{RelayEngine, TcpRequestAction};
 use crate::engine::conn::Conn;
 use crate::engine::io::{Peeker, Stream};
-use crate::http::rules::apply_tcp_rules;
-use crate::http::sample::SampleCtx;
 use crate::stick::StkCtrs;
 
 use crate::backend;
@@ -30,34 +31,8 @@ use super::relay::{RelayTimeouts, SpliceDirs, relay};
 /// 1024): once that much is waiting, inspection is final.
 pub const INSPECT_MAX: usize = 16384 - 1024;
 
-fn base_ctx(
-    fe: &Proxy,
-    src: Option<std::net::SocketAddr>,
-    dst: Option<std::net::SocketAddr>,
-) -> SampleCtx<'_> {
-    let zero = || std::net::SocketAddr::from(([0, 0, 0, 0], 0));
-    SampleCtx::new(src.unwrap_or_else(zero), dst.unwrap_or_else(zero), &fe.name)
-}
-
-/// The backend a frontend sends a session to (`use_backend` conditions evaluated on what is
-/// known of a TCP session: addresses, and the inspected bytes if any).
-pub fn route(
-    shared: &Shared,
-    fe: &Arc<Proxy>,
-    src: Option<std::net::SocketAddr>,
-    dst: Option<std::net::SocketAddr>,
-    payload: Option<&[u8]>,
-) -> Option<Arc<Proxy>> {
-    let ctx = SampleCtx {
-        payload,
-        ..base_ctx(fe, src, dst)
-    };
-    let idx = crate::http::rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx)?;
-    shared.model.proxies.get(idx).cloned()
-}
-
-/// Whether `tcp-request connection` rules refuse a just-accepted connection; `track-sc` rules
-/// track into `sess`, the session's counters.
+/// Whether `tcp-request connection` rules refuse a just-accepted connection (see
+/// [`crate::ana::tcp::connection_rejected`]).
 pub fn connection_rejected(
     model: &crate::model::Model,
     fe: &Proxy,
@@ -65,12 +40,8 @@ pub fn connection_rejected(
     sess: &StkCtrs,
     now: u64,
 ) -> bool {
-    if fe.rules.tcp_connection.is_empty() {
-        return false;
-    }
-    let mut ctx = base_ctx(fe, acc.peer, acc.stream.local_addr());
-    ctx.stick = model.stick_view(fe, Some(sess), None, now);
-    apply_tcp_rules(&fe.rules.tcp_connection, &ctx) == Some(TcpRequestAction::Reject)
+    let addrs = (acc.peer, acc.stream.local_addr());
+    crate::ana::tcp::connection_rejected(model, fe, addrs, sess, now)
 }
 
 /// Runs the `tcp-request content` rules over the client's first bytes, copied into `buf`;
@@ -221,7 +192,7 @@ pub async fn run_tracked(
     }
     let inspected = start.elapsed();
     let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
-    let Some(be) = route(&shared, &fe, peer, local, payload) else {
+    let Some(be) = route(&shared.model, &fe, peer, local, payload) else {
         log.term = *b"PR";
         log.total = start.elapsed();
         shared.log.session(&fe, &log);

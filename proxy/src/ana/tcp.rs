@@ -1,0 +1,52 @@
+//! The `tcp-request` rule helpers a session runs: the sample context of a connection, the
+//! `tcp-request connection` verdict at accept, and the backend a `mode tcp` session goes to.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::rules::apply_tcp_rules;
+use super::sample::SampleCtx;
+use crate::config::model::TcpRequestAction;
+use crate::model::{Model, Proxy};
+use crate::stick::StkCtrs;
+
+/// A connection's sample context: its addresses (0.0.0.0:0 when unknown, as for a unix socket)
+/// and the frontend's name.
+pub fn base_ctx(fe: &Proxy, src: Option<SocketAddr>, dst: Option<SocketAddr>) -> SampleCtx<'_> {
+    let zero = || SocketAddr::from(([0, 0, 0, 0], 0));
+    SampleCtx::new(src.unwrap_or_else(zero), dst.unwrap_or_else(zero), &fe.name)
+}
+
+/// The backend a frontend sends a session to (`use_backend` conditions evaluated on what is
+/// known of a TCP session: addresses, and the inspected bytes if any).
+pub fn route(
+    model: &Model,
+    fe: &Arc<Proxy>,
+    src: Option<SocketAddr>,
+    dst: Option<SocketAddr>,
+    payload: Option<&[u8]>,
+) -> Option<Arc<Proxy>> {
+    let ctx = SampleCtx {
+        payload,
+        ..base_ctx(fe, src, dst)
+    };
+    let idx = super::rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx)?;
+    model.proxies.get(idx).cloned()
+}
+
+/// Whether `tcp-request connection` rules refuse a just-accepted connection from `src` to
+/// `dst`; `track-sc` rules track into `sess`, the session's counters.
+pub fn connection_rejected(
+    model: &Model,
+    fe: &Proxy,
+    (src, dst): (Option<SocketAddr>, Option<SocketAddr>),
+    sess: &StkCtrs,
+    now: u64,
+) -> bool {
+    if fe.rules.tcp_connection.is_empty() {
+        return false;
+    }
+    let mut ctx = base_ctx(fe, src, dst);
+    ctx.stick = model.stick_view(fe, Some(sess), None, now);
+    apply_tcp_rules(&fe.rules.tcp_connection, &ctx) == Some(TcpRequestAction::Reject)
+}
