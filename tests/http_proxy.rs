@@ -304,3 +304,122 @@ fn server_maxconn_queues_then_times_out_with_sq() {
     assert!(line.contains(" sQ-- "), "{line}");
     assert_eq!(slow.join().unwrap().status, 200);
 }
+
+/// A request with `Content-Length: 0` has no body to wait for: it is answered at once, with
+/// keep-alive and without (HAProxy 2.6 does; an earlier portcullis waited for body bytes). A
+/// response with `Content-Length: 0` ends at its head, so the next request follows.
+#[test]
+fn content_length_zero_is_answered_at_once() {
+    let n = node([127, 0, 1, 42], "cl0");
+    let port = free_port();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server cl0 {}\n",
+        n.addr()
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let mut s = connect(lo(port));
+    // Short enough that a hang fails the test quickly, long for a loaded machine.
+    s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    for m in ["GET", "POST", "PUT"] {
+        s.write_all(format!("{m} /z HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = read_response(&mut s, false).unwrap_or_else(|| panic!("{m}: no response"));
+        assert_eq!(r.status, 200, "{m}");
+        if m != "GET" {
+            assert!(r.text().starts_with("len=0 "), "{m}: {}", r.text());
+        }
+    }
+    // An empty response body on the same connection, twice.
+    for _ in 0..2 {
+        s.write_all(b"GET /size?bytes=0 HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        let r = read_response(&mut s, false).expect("empty response");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-length").as_deref(), Some("0"));
+    }
+    // Without keep-alive: answered, then closed.
+    for m in ["GET", "POST", "PUT"] {
+        let mut c = connect(lo(port));
+        c.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        c.write_all(
+            format!("{m} /z HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        let r = read_response(&mut c, false).unwrap_or_else(|| panic!("{m} close: no response"));
+        assert_eq!(r.status, 200, "{m}");
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).ok(), Some(0), "{m}: closed after");
+    }
+    let reqs = n.requests();
+    assert_eq!(reqs.len(), 8);
+    assert!(reqs.iter().all(|r| r.body_len == 0));
+}
+
+/// A server that closes its connection after each response, without saying so in a header: the
+/// client's keep-alive connection stays, and each next request — with a body too, which cannot
+/// be replayed — goes on a new server connection (HAProxy notices the idle connection's close).
+#[test]
+fn server_close_after_response_keeps_the_client() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&served);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut buf = Vec::new();
+            let mut b = [0u8; 4096];
+            // Head, then as many body bytes as Content-Length says.
+            let body_at = loop {
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break i + 4;
+                }
+                match c.read(&mut b) {
+                    Ok(n) if n > 0 => buf.extend_from_slice(&b[..n]),
+                    _ => return,
+                }
+            };
+            let head = String::from_utf8_lossy(&buf[..body_at]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while buf.len() < body_at + len {
+                match c.read(&mut b) {
+                    Ok(n) if n > 0 => buf.extend_from_slice(&b[..n]),
+                    _ => return,
+                }
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            // Dropped: the server closes right after its response.
+        }
+    });
+    let port = free_port();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\nbackend be\n    server s1 {addr}\n"
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let mut s = connect(lo(port));
+    s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    for (i, req) in [
+        "GET /1 HTTP/1.1\r\nHost: a\r\n\r\n",
+        "HEAD /2 HTTP/1.1\r\nHost: a\r\n\r\n",
+        "POST /3 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\nthis is sent",
+        "GET /4 HTTP/1.1\r\nHost: a\r\nContent-Length: 38\r\n\r\nthis must be delivered, like it or not",
+    ]
+    .iter()
+    .enumerate()
+    {
+        // Let the server's close reach the proxy first, as a client's think time does.
+        std::thread::sleep(Duration::from_millis(100));
+        s.write_all(req.as_bytes()).unwrap();
+        let r = read_response(&mut s, req.starts_with("HEAD"))
+            .unwrap_or_else(|| panic!("request {i}: the client connection was closed"));
+        assert_eq!(r.status, 200, "request {i}");
+    }
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 4);
+}

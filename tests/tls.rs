@@ -877,3 +877,26 @@ fn tcp_mode_tls_offload_and_tls_towards_servers() {
     assert!(text.ends_with("tls-node sni= path=/tcp"), "{text}");
     assert_eq!(node.paths("/tcp"), 1);
 }
+
+/// `Content-Length: 0` over TLS, HTTP/1.1 and HTTP/2: answered at once (curl's own 5 s limit
+/// fails a hang), the node sees an empty body, and an empty response ends at its head.
+#[test]
+fn content_length_zero_over_h1_and_h2() {
+    let s = setup("");
+    for flag in ["--http1.1", "--http2"] {
+        for m in ["GET", "POST", "PUT"] {
+            let (rc, out) = curl(
+                s.port,
+                &[flag, "--max-time", "5", "-X", m, "-H", "Content-Length: 0"],
+                "/z",
+            );
+            assert_eq!(rc, 0, "{flag} {m}");
+            if m != "GET" {
+                assert!(out.starts_with("len=0 "), "{flag} {m}: {out}");
+            }
+        }
+        let (rc, out) = curl(s.port, &[flag, "--max-time", "5"], "/size?bytes=0");
+        assert_eq!((rc, out.as_str()), (0, ""), "{flag}");
+    }
+    assert!(s.node.requests().iter().all(|r| r.body_len == 0));
+}

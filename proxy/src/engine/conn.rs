@@ -67,6 +67,24 @@ impl Conn {
         self.socket().raw_fd()
     }
 
+    /// Whether an idle server connection can carry a new request: nothing arrived on it since
+    /// its last response — neither the server's close (a FIN or RST it sent while idle) nor
+    /// stray bytes. One non-blocking peek; no read is ever in flight on an idle connection.
+    pub fn idle_usable(&self) -> bool {
+        let fd = self.raw_fd();
+        let mut b = [0u8; 1];
+        // SAFETY: recv into a one-byte buffer we own.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                b.as_mut_ptr().cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+    }
+
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.socket().local_addr()
     }

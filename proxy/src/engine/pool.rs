@@ -52,9 +52,19 @@ pub fn give_buf(mut v: Vec<u8>) {
     });
 }
 
-/// The newest idle connection to `addr`, if any.
+/// The most recently idled connection to `addr` that the server has not closed meanwhile (the
+/// closed ones met on the way are dropped).
 pub fn take(addr: SocketAddr) -> Option<Rc<Conn>> {
-    CONNS.with(|p| p.borrow_mut().get_mut(&addr).and_then(|v| v.pop()))
+    CONNS.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.get_mut(&addr)?;
+        while let Some(c) = v.pop() {
+            if c.idle_usable() {
+                return Some(c);
+            }
+        }
+        None
+    })
 }
 
 /// Keeps an idle connection to `addr` (closed instead when the pool for it is full).

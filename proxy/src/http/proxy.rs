@@ -730,7 +730,9 @@ impl Session {
         let picked = Some(Arc::clone(&srv));
         {
             let srv = &srv;
-            if let Some((own_srv, conn)) = self.own.take() {
+            // A connection the server closed after its last response is not reused (HAProxy
+            // notices the close on the idle connection): the request goes on a new one.
+            if let Some((own_srv, conn)) = self.own.take().filter(|(_, c)| c.idle_usable()) {
                 if Arc::ptr_eq(&own_srv, srv) {
                     Counters::add(&srv.counters.lbtot, 1);
                     Counters::add(&be.counters.lbtot, 1);
