@@ -19,5 +19,6 @@ pub mod log;
 pub mod master;
 pub mod model;
 pub mod stick;
+pub mod stream;
 pub mod tcp;
 pub mod tls;

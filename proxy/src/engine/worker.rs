@@ -11,7 +11,8 @@ use super::conn::Conn;
 use super::handover::{self, Meta, Received, Slot};
 use super::io::{Accepted, Listener, spawn};
 use super::listen;
-use crate::config::model::{BindAddr, Mode};
+use super::service::Service;
+use crate::config::model::BindAddr;
 use crate::model::{Model, Proxy};
 
 pub use super::shared::Shared;
@@ -201,14 +202,19 @@ fn strip_os_error(e: &std::io::Error) -> String {
 }
 
 /// Runs the workers until a stop signal. Returns when every worker has ended.
-pub fn run(shared: Arc<Shared>, listeners: Vec<WorkerListeners>) -> Result<(), String> {
-    run_with(shared, listeners, || {})
+pub fn run<S: Service>(
+    shared: Arc<Shared>,
+    service: Arc<S>,
+    listeners: Vec<WorkerListeners>,
+) -> Result<(), String> {
+    run_with(shared, service, listeners, || {})
 }
 
 /// [`run`], calling `started` once every worker thread runs (`-sf`/`-st` then signal the old
 /// process: the sockets are listening since they were bound, and now accepted from).
-pub fn run_with(
+pub fn run_with<S: Service>(
     shared: Arc<Shared>,
+    service: Arc<S>,
     listeners: Vec<WorkerListeners>,
     started: impl FnOnce(),
 ) -> Result<(), String> {
@@ -220,9 +226,10 @@ pub fn run_with(
     let mut threads = Vec::new();
     for (i, ls) in listeners.into_iter().enumerate() {
         let sh = Arc::clone(&shared);
+        let svc = Arc::clone(&service);
         let t = std::thread::Builder::new()
             .name(format!("worker-{i}"))
-            .spawn(move || worker_main(sh, ls))
+            .spawn(move || worker_main(sh, svc, ls))
             .map_err(|e| format!("cannot start worker thread: {e}"))?;
         threads.push(t);
     }
@@ -282,7 +289,7 @@ fn wait_for_stop_signal() -> bool {
     }
 }
 
-fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
+fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: WorkerListeners) {
     let io = shared.io;
     let sh = Arc::clone(&shared);
     let res = super::io::block_on(io, async move {
@@ -302,7 +309,13 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
                 false => Listener::from_socket(io, sock, unix),
             };
             match l {
-                Ok(l) => loops.push(spawn(accept_loop(Arc::clone(&sh), fe, l, tls, bidx))),
+                Ok(l) => loops.push(spawn(accept_loop(
+                    Arc::clone(&sh),
+                    Arc::clone(&service),
+                    fe,
+                    l,
+                    (tls, bidx),
+                ))),
                 Err(e) => tracing::error!("proxy {}: cannot adopt listener: {e}", pidx),
             }
         }
@@ -341,12 +354,14 @@ impl Drop for SessionGuard {
     }
 }
 
-async fn accept_loop(
+/// A listener's accept loop; `(tls, bidx)`: the settings of its `bind … ssl` line, if any, and
+/// the line's index in the frontend.
+async fn accept_loop<S: Service>(
     shared: Arc<Shared>,
+    service: Arc<S>,
     fe: Arc<Proxy>,
     listener: Listener,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    bidx: usize,
+    (tls, bidx): (Option<Arc<rustls::ServerConfig>>, usize),
 ) {
     let mut stop = shared.stop_tx.subscribe();
     loop {
@@ -376,21 +391,20 @@ async fn accept_loop(
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.connection(now);
                 }
-                // `tcp-request connection reject`: counted in `dcon`, never a session, not
-                // logged, closed with a reset (as HAProxy).
-                let sess = crate::stick::StkCtrs::default();
-                if crate::tcp::session::connection_rejected(&shared.model, &fe, &acc, &sess, now) {
+                // Refused at accept (`tcp-request connection reject`): counted in `dcon`,
+                // never a session, not logged, closed with a reset (as HAProxy).
+                let Some(admitted) = service.admit(&shared, &fe, &acc, now) else {
                     fe.fe_counters.denied_conn.fetch_add(1, Ordering::Relaxed);
                     acc.stream.reset_on_close();
                     continue;
-                }
+                };
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.session(now);
                 }
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
                 let tls = tls.clone();
-                let sess = std::rc::Rc::new(sess);
+                let svc = Arc::clone(&service);
                 spawn(async move {
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
@@ -411,27 +425,7 @@ async fn accept_loop(
                             None => return,
                         },
                     };
-                    match fe2.cfg.mode {
-                        Mode::Tcp => {
-                            Box::pin(crate::tcp::session::run_tracked(sh, fe2, conn, peer, sess))
-                                .await
-                        }
-                        Mode::Http => {
-                            if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") {
-                                Box::pin(crate::http::h2::serve_tracked(sh, fe2, conn, peer, sess))
-                                    .await
-                            } else {
-                                Box::pin(crate::http::proxy::run_tracked(
-                                    sh,
-                                    fe2,
-                                    crate::http::h2::Client::Conn(conn),
-                                    peer,
-                                    sess,
-                                ))
-                                .await
-                            }
-                        }
-                    }
+                    svc.serve(sh, fe2, conn, peer, admitted).await
                 });
             }
             Err(e) => {

@@ -31,19 +31,6 @@ use super::relay::{RelayTimeouts, SpliceDirs, relay};
 /// 1024): once that much is waiting, inspection is final.
 pub const INSPECT_MAX: usize = 16384 - 1024;
 
-/// Whether `tcp-request connection` rules refuse a just-accepted connection (see
-/// [`crate::ana::tcp::connection_rejected`]).
-pub fn connection_rejected(
-    model: &crate::model::Model,
-    fe: &Proxy,
-    acc: &crate::engine::io::Accepted,
-    sess: &StkCtrs,
-    now: u64,
-) -> bool {
-    let addrs = (acc.peer, acc.stream.local_addr());
-    crate::ana::tcp::connection_rejected(model, fe, addrs, sess, now)
-}
-
 /// Runs the `tcp-request content` rules over the client's first bytes, copied into `buf`;
 /// returns the verdict and how many bytes were looked at.
 async fn inspect(
