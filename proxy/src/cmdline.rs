@@ -30,17 +30,45 @@ pub struct Args {
     pub master_worker: bool,
     /// `-Ws`: master-worker mode telling systemd (`Type=notify`) when it is ready or reloading.
     pub systemd: bool,
-    /// `-S <path>`: the master CLI socket.
-    pub master_cli: Option<PathBuf>,
+    /// `-S <addr>[,<opt>,<value>]…`: the master CLI socket (a path or an inherited `fd@<n>`).
+    pub master_cli: Option<String>,
     /// `--master-sock <path>` (set by the master for its workers): a private admin socket with
     /// `expose-fd listeners`, which the next worker's `-x` reads.
     pub master_sock: Option<PathBuf>,
+    /// `-L <name>`: this process' local peer name (`$HAPROXY_LOCALPEER` in the configuration).
+    pub localpeer: Option<String>,
+    /// `-cc <condition>`: evaluate a `.if` condition and exit 0 (true), 1 (false) or 2 (error).
+    pub check_condition: Option<String>,
 }
+
+/// The HAProxy release portcullis follows (`-vv`, `version_atleast()`).
+pub const HAPROXY_COMPAT: &str = "2.6.12";
+
+/// HAProxy's build features that portcullis has an equivalent of (`-vv`'s `Feature list`,
+/// `feature()` in conditions): TLS (rustls, so `OPENSSL`), regexes, the Linux engines.
+pub const FEATURES: &[&str] = &[
+    "+EPOLL",
+    "+PCRE2",
+    "+PCRE2_JIT",
+    "+POLL",
+    "+THREAD",
+    "+LINUX_SPLICE",
+    "+CRYPTO",
+    "+GETADDRINFO",
+    "+OPENSSL",
+    "+ACCEPT4",
+    "+PROMEX",
+    "-LUA",
+    "-ZLIB",
+    "-SLZ",
+    "-QUIC",
+];
 
 pub const USAGE: &str =
     "Usage : portcullis [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn> ]
         [ -p <pidfile> ] [ -c ] [ -q ] [ --io uring|epoll ]
         [ -x <unix_socket> ] [ -sf[-st] [pid ]* ] [ -W ] [ -S <unix_socket> ]
+        [ -L <localpeer> ] [ -cc <condition> ] [ -dM[<byte>] ]
         -v displays version ; -vv shows known build options.
         -d enters debug mode ; -db only disables background mode.
         -D goes daemon ; -p writes pids of all children to this file
@@ -51,7 +79,10 @@ pub const USAGE: &str =
         -sf/-st [pid ]* finishes/terminates old pids.
         -W master-worker mode.
         -Ws master-worker mode with systemd notify support.
-        -S <unix_socket> the master CLI socket (show proc, reload)
+        -S <unix_socket>[,<bind options>] the master CLI socket (show proc, reload, @<n>)
+        -L set local peer name (default to hostname)
+        -cc evaluates a condition and exits with 0 if true, 1 if false, 2 on error
+        -dM[<byte>] accepted for HAProxy's memory debugging (no effect)
         --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
 ";
 
@@ -74,6 +105,8 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         systemd: false,
         master_cli: None,
         master_sock: None,
+        localpeer: None,
+        check_condition: None,
     };
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
@@ -95,7 +128,11 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 out.master_worker = true;
                 out.systemd = true;
             }
-            "-S" => out.master_cli = Some(PathBuf::from(value("-S")?)),
+            "-S" => out.master_cli = Some(value("-S")?),
+            "-L" => out.localpeer = Some(value("-L")?),
+            "-cc" => out.check_condition = Some(value("-cc")?),
+            // HAProxy's memory debugging (poisoning, pool options): nothing to do in Rust.
+            s if s.starts_with("-dM") => {}
             "--master-sock" => out.master_sock = Some(PathBuf::from(value("--master-sock")?)),
             // As HAProxy: every following argument that is not an option is a pid.
             "-sf" | "-st" => {
@@ -181,6 +218,21 @@ mod tests {
         assert!(p(&["-f"]).is_err());
         assert!(p(&["--io", "kqueue"]).is_err());
         assert!(p(&["-x"]).is_err());
+        let a = p(&[
+            "-L",
+            "A",
+            "-cc",
+            "version_atleast(2.5-dev0)",
+            "-dM",
+            "-dM0x55",
+        ])
+        .unwrap();
+        assert_eq!(a.localpeer.as_deref(), Some("A"));
+        assert_eq!(
+            a.check_condition.as_deref(),
+            Some("version_atleast(2.5-dev0)")
+        );
+        assert!(p(&["-L"]).is_err() && p(&["-cc"]).is_err());
     }
 
     #[test]
@@ -196,7 +248,7 @@ mod tests {
         assert!(p(&["-sf"]).unwrap().finish_pids.is_empty());
         let a = p(&["-W", "-S", "/run/m.sock", "-f", "c"]).unwrap();
         assert!(a.master_worker);
-        assert_eq!(a.master_cli, Some(PathBuf::from("/run/m.sock")));
+        assert_eq!(a.master_cli.as_deref(), Some("/run/m.sock"));
         assert_eq!(
             p(&["-sf", "x1"]).unwrap_err(),
             "[ALERT]    (1) : -sf option: invalid pid 'x1'."

@@ -17,6 +17,7 @@ pub mod kernel;
 pub mod lb;
 pub mod log;
 pub mod master;
+pub mod master_cli;
 pub mod model;
 pub mod stick;
 pub mod stream;

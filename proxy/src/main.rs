@@ -20,6 +20,14 @@ fn main() -> ExitCode {
             env!("CARGO_PKG_VERSION")
         );
         if args.version > 1 {
+            // The line scripts parse (`grep 'HA-*Proxy version'`): the HAProxy release whose
+            // configuration language, CLI and logs this one follows.
+            println!(
+                "HAProxy version {} (portcullis {}) - compatible",
+                portcullis::cmdline::HAPROXY_COMPAT,
+                env!("CARGO_PKG_VERSION")
+            );
+            println!("Feature list : {}", portcullis::cmdline::FEATURES.join(" "));
             let uring = match portcullis::engine::io::uring_available() {
                 Ok(()) => "available".to_string(),
                 Err(e) => format!("unavailable ({e})"),
@@ -36,6 +44,10 @@ fn main() -> ExitCode {
             );
         }
         return ExitCode::SUCCESS;
+    }
+    if let Some(name) = &args.localpeer {
+        // SAFETY: still single-threaded here; the configuration reads it as `${HAPROXY_LOCALPEER}`.
+        unsafe { std::env::set_var("HAPROXY_LOCALPEER", name) };
     }
     if args.master_worker && !args.check_only {
         return master(&args);

@@ -15,6 +15,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
 use nix::unistd::Pid;
 
 use crate::cmdline::{Args, IoChoice};
+use crate::master_cli;
 
 /// How long a new worker may take to listen before the reload counts as failed.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -126,6 +127,9 @@ fn worker_args(args: &Args, sock: &Path) -> Vec<String> {
         IoChoice::Epoll => v.extend(["--io".into(), "epoll".into()]),
         IoChoice::Auto => {}
     }
+    if let Some(l) = &args.localpeer {
+        v.extend(["-L".into(), l.clone()]);
+    }
     v.push("--master-sock".into());
     v.push(sock.display().to_string());
     v
@@ -137,8 +141,10 @@ fn exe() -> Result<PathBuf, String> {
 
 /// `-c` on the configuration, in a child process (the check a worker start does).
 fn check(args: &Args) -> Result<(), String> {
+    // Not `-q`: that silences the alerts too, and a master that refuses a configuration must
+    // say why (its output is shown only when the check fails).
     let mut c = Command::new(exe()?);
-    c.arg("-c").arg("-q");
+    c.arg("-c");
     for f in &args.files {
         c.arg("-f").arg(f);
     }
@@ -264,17 +270,17 @@ pub fn run(args: &Args) -> u8 {
         current: Some(first),
         old: Vec::new(),
     }));
-    if let Some(path) = &args.master_cli {
-        match crate::engine::listen::unix(&path.display().to_string(), 16, Some(0o600)) {
-            Ok(sock) => {
+    let mut cli_path = None;
+    if let Some(spec) = &args.master_cli {
+        match bind_cli(spec) {
+            Ok((l, path)) => {
+                cli_path = path;
                 let st = Arc::clone(&state);
-                let l = UnixListener::from(std::os::fd::OwnedFd::from(sock));
-                let _ = l.set_nonblocking(false);
                 std::thread::spawn(move || cli_loop(l, st));
             }
             Err(e) => log(
                 "[ALERT]",
-                &format!("cannot bind the master CLI {}: {e}", path.display()),
+                &format!("cannot bind the master CLI {spec}: {e}"),
             ),
         }
     }
@@ -299,7 +305,8 @@ pub fn run(args: &Args) -> u8 {
                 for w in &mut all {
                     let _ = w.child.wait();
                 }
-                break 0;
+                // As HAProxy's master: 130 after SIGINT (what VTest expects), 0 otherwise.
+                break if sig == Signal::SIGINT { 130 } else { 0 };
             }
             Signal::SIGCHLD => {
                 let mut st = lock(&state);
@@ -344,7 +351,7 @@ pub fn run(args: &Args) -> u8 {
         "[WARNING]",
         &format!("All workers exited. Exiting... ({rc})"),
     );
-    if let Some(p) = &args.master_cli {
+    if let Some(p) = &cli_path {
         let _ = std::fs::remove_file(p);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -386,49 +393,134 @@ fn reload_inner(args: &Args, dir: &Path, state: &Mutex<State>) {
     }
 }
 
+/// Binds the master CLI: a unix socket path, or a listening socket inherited as `fd@<n>`
+/// (VTest passes one). Returns the path to remove at exit, if any.
+fn bind_cli(spec: &str) -> Result<(UnixListener, Option<PathBuf>), String> {
+    let spec = master_cli::parse_spec(spec)?;
+    let (sock, path) = match spec.addr {
+        master_cli::Addr::Fd(fd) => (
+            crate::engine::listen::inherited(fd).map_err(|e| e.to_string())?,
+            None,
+        ),
+        master_cli::Addr::Path(p) => (
+            crate::engine::listen::unix(&p, 16, spec.mode.or(Some(0o600)))
+                .map_err(|e| e.to_string())?,
+            Some(PathBuf::from(p)),
+        ),
+    };
+    let l = UnixListener::from(std::os::fd::OwnedFd::from(sock));
+    l.set_nonblocking(false).map_err(|e| e.to_string())?;
+    Ok((l, path))
+}
+
 fn cli_loop(l: UnixListener, state: Arc<Mutex<State>>) {
     for conn in l.incoming() {
-        let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-        let mut line = String::new();
-        let Ok(rd) = conn.try_clone() else { continue };
-        if BufReader::new(rd).read_line(&mut line).is_err() {
-            continue;
-        }
-        let reply = match line.trim() {
-            "show proc" => {
-                let st = lock(&state);
-                let now = Instant::now();
-                let row = |w: &Worker| {
-                    (
-                        w.child.id(),
-                        now - w.started,
-                        st.reloads.saturating_sub(w.generation),
-                    )
-                };
-                let workers: Vec<_> = st.current.iter().map(row).collect();
-                let old: Vec<_> = st.old.iter().map(row).collect();
-                show_proc(
-                    (
-                        std::process::id(),
-                        now - st.started,
-                        st.reloads,
-                        st.failed,
-                    ),
-                    &workers,
-                    &old,
-                    env!("CARGO_PKG_VERSION"),
-                ) + "\n"
-            }
-            "reload" => {
-                // The main thread does it, as for SIGUSR2.
-                let _ = kill(Pid::this(), Signal::SIGUSR2);
-                String::new()
-            }
-            _ => "Unknown command, but maybe one of the following ones is a better match:\n  reload                                  : reload portcullis\n  show proc                               : show processes status\n\n".to_string(),
-        };
-        let _ = conn.write_all(reply.as_bytes());
+        let Ok(conn) = conn else { continue };
+        let st = Arc::clone(&state);
+        std::thread::spawn(move || cli_session(conn, &st));
     }
+}
+
+/// One master CLI connection: a line of `;`-separated commands, or, after `prompt`, one line
+/// after another with a `master> ` prompt until `quit` or the client closes.
+fn cli_session(mut conn: UnixStream, state: &Mutex<State>) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(60)));
+    let Ok(rd) = conn.try_clone() else { return };
+    let mut rd = BufReader::new(rd);
+    let mut prompt = false;
+    loop {
+        let mut line = String::new();
+        match rd.read_line(&mut line) {
+            Ok(n) if n > 0 => {}
+            _ => return,
+        }
+        let mut out = String::new();
+        let mut quit = false;
+        match master_cli::split_line(&line) {
+            Err(e) => out.push_str(&e),
+            Ok(cmds) => {
+                for (target, cmd) in cmds {
+                    match (target, cmd.as_str()) {
+                        (master_cli::Target::Master, "prompt") => prompt = !prompt,
+                        (master_cli::Target::Master, "quit") => quit = true,
+                        (master_cli::Target::Master, c) => out.push_str(&master_command(c, state)),
+                        (t, c) => out.push_str(&forward(&t, c, state)),
+                    }
+                }
+            }
+        }
+        if prompt && !quit {
+            out.push_str("\nmaster> ");
+        }
+        if conn.write_all(out.as_bytes()).is_err() || quit || !prompt {
+            return;
+        }
+    }
+}
+
+fn master_command(cmd: &str, state: &Mutex<State>) -> String {
+    match cmd {
+        "show proc" => {
+            let st = lock(state);
+            let now = Instant::now();
+            let row = |w: &Worker| {
+                (
+                    w.child.id(),
+                    now - w.started,
+                    st.reloads.saturating_sub(w.generation),
+                )
+            };
+            let workers: Vec<_> = st.current.iter().map(row).collect();
+            let old: Vec<_> = st.old.iter().map(row).collect();
+            show_proc(
+                (std::process::id(), now - st.started, st.reloads, st.failed),
+                &workers,
+                &old,
+                env!("CARGO_PKG_VERSION"),
+            ) + "\n"
+        }
+        "show version" => format!("{}\n\n", env!("CARGO_PKG_VERSION")),
+        "reload" => {
+            // The main thread does it, as for SIGUSR2.
+            let _ = kill(Pid::this(), Signal::SIGUSR2);
+            String::new()
+        }
+        "help" => master_cli::HELP.to_string(),
+        _ => master_cli::UNKNOWN.to_string(),
+    }
+}
+
+/// Sends one command to a worker's admin socket and returns its whole reply.
+fn forward(target: &master_cli::Target, cmd: &str, state: &Mutex<State>) -> String {
+    let sock = {
+        let st = lock(state);
+        let mut all = st.current.iter().chain(st.old.iter().rev());
+        let w = match target {
+            master_cli::Target::Relative(n) => all.nth(*n as usize - 1),
+            master_cli::Target::Pid(p) => all.find(|w| w.child.id() == *p),
+            master_cli::Target::Master => None,
+        };
+        match w {
+            Some(w) => w.sock.clone(),
+            None => {
+                let prefix = match target {
+                    master_cli::Target::Pid(p) => format!("!{p}"),
+                    master_cli::Target::Relative(n) => n.to_string(),
+                    master_cli::Target::Master => "master".into(),
+                };
+                return format!("Can't find the target PID matching the prefix '@{prefix}'\n");
+            }
+        }
+    };
+    let ask = || -> std::io::Result<String> {
+        let mut s = UnixStream::connect(&sock)?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        s.write_all(format!("{cmd}\n").as_bytes())?;
+        let mut reply = String::new();
+        std::io::Read::read_to_string(&mut s, &mut reply)?;
+        Ok(reply)
+    };
+    ask().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! - `demo`: the seed config on loopback with fake nodes, until Ctrl-C.
 //! - `bench`: portcullis vs HAProxy vs nginx vs direct, same backend and load generators.
 //! - `drill`: seed 000's graceful-termination experiment against portcullis and HAProxy.
+//! - `regtests`: HAProxy's reg-tests (VTest) with HAProxy and with portcullis, side by side.
 
 // The fake backends are shared with the integration tests.
 #[path = "../../tests/support/backend.rs"]
@@ -16,6 +17,7 @@ mod drill;
 // The drill's pods, client and log reading are shared with tests/drill.rs.
 #[path = "../../tests/support/drill.rs"]
 mod drill_core;
+mod regtests;
 mod setup;
 mod util;
 
@@ -33,7 +35,10 @@ commands:
                         direct; writes target/bench/report.md, report.json, ratios.svg
   drill [--quick] [--net 127.B] [--balancer …] [--mode …] [--redispatch …]
                         seed 000's rolling-restart drill: current vs improved preStop,
-                        portcullis and HAProxy side by side (drill --help for all options)";
+                        portcullis and HAProxy side by side (drill --help for all options)
+  regtests [--release] [--no-haproxy] [--only T[,T…]]
+                        HAProxy's reg-tests (VTest, ../shared/tools/regtests) with HAProxy and
+                        with portcullis, side by side; fails if one in xtask/regtests-pass.txt fails";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +55,7 @@ fn main() -> ExitCode {
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "drill" => drill::run(rest),
+        "regtests" => regtests::run(rest),
         // The bench's own load clients, run as pinned child processes.
         "bench-load" => bench::load::run(rest),
         "-h" | "--help" | "help" => {
