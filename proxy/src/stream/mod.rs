@@ -2,6 +2,8 @@
 //! [`Service`]: it applies the `tcp-request connection` rules at accept, then runs the session
 //! the frontend's mode and the ALPN call for (`mode tcp`, HTTP/1, HTTP/2).
 
+pub mod end;
+
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;

@@ -24,6 +24,7 @@ use crate::backend;
 use crate::engine::Shared;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, stats};
+use crate::stream::end::{End, finish};
 
 use super::relay::{RelayTimeouts, SpliceDirs, relay};
 
@@ -135,7 +136,9 @@ pub async fn run(
     run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
 }
 
-/// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`.
+/// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`. Its
+/// phases, in HAProxy's order: content inspection, backend choice, server connection, relay;
+/// each exit fills the end-of-stream record that [`finish`] releases, counts and logs.
 pub async fn run_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
@@ -154,44 +157,41 @@ pub async fn run_tracked(
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
     shared.log.connect(&fe, &log);
-    let mut peeked = Vec::new();
-    // Content inspection peeks at the socket: plain connections only (a TLS frontend with
-    // `tcp-request content` rules is refused at start).
-    if let (false, Side::Plain(client)) = (fe.rules.tcp_content.is_empty(), &client) {
-        peeked.resize(INSPECT_MAX, 0);
-        let mut base = base_ctx(&fe, peer, local);
-        let now = shared.model.now_ms();
-        base.stick = shared.model.stick_view(&fe, Some(&sess), None, now);
-        let (verdict, len) = inspect(&fe, client, base, start, &mut peeked).await;
-        peeked.truncate(len);
-        if verdict == TcpRequestAction::Reject {
-            // HAProxy had read the bytes: they count in `bin`, and the close is a plain one.
-            if len > 0 {
-                let _ = client.read(Vec::with_capacity(len)).await;
-            }
-            Counters::add(&fe.fe_counters.denied_req, 1);
-            Counters::add(&fe.fe_counters.bytes_in, len as u64);
+    let end = stream(&shared, &fe, client, (peer, local), &sess, start, log).await;
+    finish(&shared, &fe, end);
+}
+
+/// The session's phases up to its end-of-stream record.
+async fn stream(
+    shared: &Shared,
+    fe: &Arc<Proxy>,
+    client: Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    sess: &StkCtrs,
+    start: Instant,
+    mut log: SessionLog,
+) -> End {
+    let peeked = match inspect_phase(shared, fe, &client, (peer, local), sess, start).await {
+        Ok(p) => p,
+        Err(()) => {
             log.term = *b"PR";
             log.total = start.elapsed();
-            shared.log.session(&fe, &log);
-            return;
+            return End::log_only(log);
         }
-    }
+    };
     let inspected = start.elapsed();
     let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
-    let Some(be) = route(&shared.model, &fe, peer, local, payload) else {
+    let Some(be) = route(&shared.model, fe, peer, local, payload) else {
         log.term = *b"PR";
         log.total = start.elapsed();
-        shared.log.session(&fe, &log);
-        return;
+        return End::log_only(log);
     };
     log.backend = Some(be.name.clone());
     let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
     let src = peer.map(|p| p.ip());
-    let connected = backend::connect(shared.io, &be, src, None).await;
-    match connected {
+    match backend::connect(shared.io, &be, src, None).await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
@@ -199,122 +199,169 @@ pub async fn run_tracked(
             log.queue = Some(inspected + f.info.queue);
             log.term = f.error.term();
             log.total = start.elapsed();
-            be.beconn.fetch_sub(1, Ordering::Relaxed);
-            // HAProxy releases the backend slot before logging.
-            log.beconn = be.beconn.load(Ordering::Relaxed);
-            shared.log.session(&fe, &log);
+            End::on(log, &be)
         }
         Ok(c) => {
-            let srv = c.server;
-            log.server = Some(srv.name.clone());
+            log.server = Some(c.server.name.clone());
             log.retries = c.info.retries;
             log.redispatched = c.info.redispatched;
             log.connect = Some(c.info.connect_time);
             // HAProxy's Tw counts from the end of the handshake: inspection time included.
             log.queue = Some(inspected + c.info.queue);
-            let t = RelayTimeouts {
-                client: fe.cfg.timeouts.client,
-                server: be.cfg.timeouts.server,
-                tunnel: be.cfg.timeouts.tunnel,
-                client_fin: fe.cfg.timeouts.client_fin,
-                server_fin: be.cfg.timeouts.server_fin,
-            };
-            let epoch = srv.kill_epoch();
-            let server = match srv.tls.as_ref().filter(|x| x.traffic) {
-                None => Side::Plain(Rc::new(c.stream)),
-                Some(x) => {
-                    let name = crate::tls::client::server_name(None, srv.addr().ip());
-                    let hs = crate::tls::stream::TlsStream::connect(
-                        c.stream,
-                        Arc::clone(&x.config),
-                        name,
-                        be.cfg.timeouts.connect,
-                    );
-                    match hs.await {
-                        Ok(s) => Side::Tls(Rc::new(Conn::Tls(Box::new(s)))),
-                        Err(e) => {
-                            tracing::debug!("{}/{}: TLS handshake failed: {e}", be.name, srv.name);
-                            Counters::add(&srv.counters.errors_conn, 1);
-                            Counters::add(&be.counters.errors_conn, 1);
-                            backend::release(&be, &srv);
-                            be.beconn.fetch_sub(1, Ordering::Relaxed);
-                            log.term = *b"SC";
-                            log.total = start.elapsed();
-                            log.beconn = be.beconn.load(Ordering::Relaxed);
-                            shared.log.session(&fe, &log);
-                            return;
-                        }
-                    }
+            connected(shared, fe, &be, client, c, start, log).await
+        }
+    }
+}
+
+/// Content inspection (`tcp-request content`): the bytes looked at, or Err when a rule
+/// rejected the session (its bytes then count in `bin` and `dreq`).
+async fn inspect_phase(
+    shared: &Shared,
+    fe: &Proxy,
+    client: &Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    sess: &StkCtrs,
+    start: Instant,
+) -> Result<Vec<u8>, ()> {
+    let mut peeked = Vec::new();
+    // Content inspection peeks at the socket: plain connections only (a TLS frontend with
+    // `tcp-request content` rules is refused at start).
+    let (false, Side::Plain(client)) = (fe.rules.tcp_content.is_empty(), client) else {
+        return Ok(peeked);
+    };
+    peeked.resize(INSPECT_MAX, 0);
+    let mut base = base_ctx(fe, peer, local);
+    let now = shared.model.now_ms();
+    base.stick = shared.model.stick_view(fe, Some(sess), None, now);
+    let (verdict, len) = inspect(fe, client, base, start, &mut peeked).await;
+    peeked.truncate(len);
+    if verdict == TcpRequestAction::Reject {
+        // HAProxy had read the bytes: they count in `bin`, and the close is a plain one.
+        if len > 0 {
+            let _ = client.read(Vec::with_capacity(len)).await;
+        }
+        Counters::add(&fe.fe_counters.denied_req, 1);
+        Counters::add(&fe.fe_counters.bytes_in, len as u64);
+        return Err(());
+    }
+    Ok(peeked)
+}
+
+/// A server connection is up (its slot taken): TLS to the server if asked, then the relay.
+async fn connected(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Arc<Proxy>,
+    client: Side,
+    c: backend::Connected,
+    start: Instant,
+    mut log: SessionLog,
+) -> End {
+    let srv = c.server;
+    let epoch = srv.kill_epoch();
+    let server = match srv.tls.as_ref().filter(|x| x.traffic) {
+        None => Side::Plain(Rc::new(c.stream)),
+        Some(x) => {
+            let name = crate::tls::client::server_name(None, srv.addr().ip());
+            let hs = crate::tls::stream::TlsStream::connect(
+                c.stream,
+                Arc::clone(&x.config),
+                name,
+                be.cfg.timeouts.connect,
+            );
+            match hs.await {
+                Ok(s) => Side::Tls(Rc::new(Conn::Tls(Box::new(s)))),
+                Err(e) => {
+                    tracing::debug!("{}/{}: TLS handshake failed: {e}", be.name, srv.name);
+                    Counters::add(&srv.counters.errors_conn, 1);
+                    Counters::add(&be.counters.errors_conn, 1);
+                    // The server slot goes first; the line shows no `srvconn` (as before).
+                    backend::release(be, &srv);
+                    log.term = *b"SC";
+                    log.total = start.elapsed();
+                    return End::on(log, be);
                 }
-            };
-            let kill = srv.killed(epoch);
-            let (engine, max_unacked, bulk_rate) = relay_choice(&fe, &be);
-            let sp = splice_dirs(shared.model.cfg.global.nosplice, &fe, &be);
-            let stats = match (client, server) {
-                (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Kernel => {
-                    let spliced = super::splice::relay(
-                        client.clone(),
-                        server.clone(),
-                        t,
-                        max_unacked,
-                        bulk_rate,
-                        kill,
-                        None,
-                    );
-                    match spliced.await {
-                        Ok(stats) => stats,
-                        // A failed attach has taken the sockets out of the SOCKHASH again, but
-                        // whatever a verdict may have queued in their psock in between is only
-                        // seen by recv: the copy path.
-                        Err(kill) => {
-                            relay(client, server, Vec::new(), t, SpliceDirs::NONE, kill).await
-                        }
-                    }
-                }
-                (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Auto => {
-                    super::auto::run(client, server, t, sp, max_unacked, bulk_rate, kill).await
-                }
-                (Side::Plain(client), Side::Plain(server)) => {
-                    relay(client, server, Vec::new(), t, sp, kill).await
-                }
-                (Side::Plain(client), Side::Tls(server)) => {
-                    relay(client, server, Vec::new(), t, sp, kill).await
-                }
-                (Side::Tls(client), Side::Plain(server)) => {
-                    relay(client, server, Vec::new(), t, sp, kill).await
-                }
-                (Side::Tls(client), Side::Tls(server)) => {
-                    relay(client, server, Vec::new(), t, sp, kill).await
-                }
-            };
-            for c in [&fe.fe_counters, &be.counters, &srv.counters] {
-                Counters::add(&c.bytes_in, stats.c2s);
-                Counters::add(&c.bytes_out, stats.s2c);
             }
-            log.bytes_in = stats.c2s;
-            log.bytes_out = stats.s2c;
-            log.term = match stats.end {
-                crate::tcp::End::Killed => [srv.kill_cause(), b'D'],
-                other => other.codes(),
-            };
-            // `option dontlognull`: nothing came from the client.
-            log.null = stats.c2s == 0;
-            log.total = start.elapsed();
-            // TCP has no response time: HAProxy's rtime stays 0.
-            let times = stats::Sample {
-                queue: stats::ms(c.info.queue),
-                connect: stats::ms(c.info.connect_time),
-                response: 0,
-                total: stats::ms(log.total),
-            };
-            be.counters.times(false, times);
-            srv.counters.times(false, times);
-            backend::release(&be, &srv);
-            be.beconn.fetch_sub(1, Ordering::Relaxed);
-            // HAProxy releases the backend and server slots before logging.
-            log.beconn = be.beconn.load(Ordering::Relaxed);
-            log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
-            shared.log.session(&fe, &log);
+        }
+    };
+    let kill = srv.killed(epoch);
+    let stats = relay_phase(shared, fe, be, client, server, kill).await;
+    log.bytes_in = stats.c2s;
+    log.bytes_out = stats.s2c;
+    log.term = match stats.end {
+        crate::tcp::End::Killed => [srv.kill_cause(), b'D'],
+        other => other.codes(),
+    };
+    // `option dontlognull`: nothing came from the client.
+    log.null = stats.c2s == 0;
+    log.total = start.elapsed();
+    // TCP has no response time: HAProxy's rtime stays 0.
+    let times = stats::Sample {
+        queue: stats::ms(c.info.queue),
+        connect: stats::ms(c.info.connect_time),
+        response: 0,
+        total: stats::ms(log.total),
+    };
+    End {
+        srv: Some(srv),
+        count_bytes: true,
+        times: Some((false, times)),
+        ..End::on(log, be)
+    }
+}
+
+/// Relays both directions until the session ends: the kernel splice, `auto`, or the userspace
+/// copy, as [`relay_choice`] says.
+async fn relay_phase(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Proxy,
+    client: Side,
+    server: Side,
+    kill: impl std::future::Future<Output = ()>,
+) -> crate::tcp::RelayStats {
+    let t = RelayTimeouts {
+        client: fe.cfg.timeouts.client,
+        server: be.cfg.timeouts.server,
+        tunnel: be.cfg.timeouts.tunnel,
+        client_fin: fe.cfg.timeouts.client_fin,
+        server_fin: be.cfg.timeouts.server_fin,
+    };
+    let (engine, max_unacked, bulk_rate) = relay_choice(fe, be);
+    let sp = splice_dirs(shared.model.cfg.global.nosplice, fe, be);
+    match (client, server) {
+        (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Kernel => {
+            let spliced = super::splice::relay(
+                client.clone(),
+                server.clone(),
+                t,
+                max_unacked,
+                bulk_rate,
+                kill,
+                None,
+            );
+            match spliced.await {
+                Ok(stats) => stats,
+                // A failed attach has taken the sockets out of the SOCKHASH again, but
+                // whatever a verdict may have queued in their psock in between is only
+                // seen by recv: the copy path.
+                Err(kill) => relay(client, server, Vec::new(), t, SpliceDirs::NONE, kill).await,
+            }
+        }
+        (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Auto => {
+            super::auto::run(client, server, t, sp, max_unacked, bulk_rate, kill).await
+        }
+        (Side::Plain(client), Side::Plain(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
+        }
+        (Side::Plain(client), Side::Tls(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
+        }
+        (Side::Tls(client), Side::Plain(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
+        }
+        (Side::Tls(client), Side::Tls(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
         }
     }
 }
