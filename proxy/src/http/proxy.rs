@@ -33,6 +33,7 @@ use crate::http::head::{RequestHead, Version};
 use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server, stats as counters};
+use crate::stream::end::{End, finish};
 use crate::tls::stream::TlsInfo;
 use portcullis_runtime_api::html::StatStatus;
 
@@ -276,7 +277,7 @@ impl Session {
         }
         let ok = self.send_client(bytes).await;
         log.total = start.elapsed();
-        self.shared.log.session(&self.fe, &log);
+        finish(&self.shared, &self.fe, End::log_only(log));
         if !keep {
             let _ = self.client.shutdown_write().await;
         }
@@ -373,7 +374,7 @@ impl Session {
                             log.null = true;
                             log.status = Some(400);
                             log.request_line = Some("<BADREQ>".into());
-                            self.shared.log.session(&self.fe, &log);
+                            finish(&self.shared, &self.fe, End::log_only(log));
                         }
                         return false;
                     }
@@ -387,7 +388,7 @@ impl Session {
                         log.status = Some(400);
                         let _ = self.send_client(errors::error_response(400).to_vec()).await;
                         log.total = start.elapsed();
-                        self.shared.log.session(&self.fe, &log);
+                        finish(&self.shared, &self.fe, End::log_only(log));
                         false
                     })
                     .await;
@@ -427,7 +428,7 @@ impl Session {
                         log.status = Some(400);
                         log.request_line = Some("<BADREQ>".into());
                         log.total = start.elapsed();
-                        self.shared.log.session(&self.fe, &log);
+                        finish(&self.shared, &self.fe, End::log_only(log));
                     }
                     return false;
                 }
@@ -681,14 +682,13 @@ impl Session {
                 start,
             )
             .await;
-        be.beconn.fetch_sub(1, Ordering::Relaxed);
-        for c in [&self.fe.fe_counters, &be.counters] {
-            c.bytes(log.bytes_in, log.bytes_out);
-        }
-        // HAProxy releases the backend and server slots before logging.
-        log.beconn = be.beconn.load(Ordering::Relaxed);
         log.total = start.elapsed();
-        self.shared.log.session(&self.fe, &log);
+        // The server's slot is released already (`exchange_on`): the backend's goes here.
+        let end = End {
+            count_bytes: true,
+            ..End::on(log, &be)
+        };
+        finish(&self.shared, &self.fe, end);
         result
     }
 

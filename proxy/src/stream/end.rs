@@ -89,3 +89,94 @@ pub fn finish(shared: &Shared, fe: &Proxy, end: End) {
     }
     shared.log.session(fe, &log);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::time::Duration;
+
+    /// A process' shared state from `cfg`, whose frontend logs to `log` (a UDP socket here).
+    fn shared(log: std::net::SocketAddr) -> Shared {
+        let text = format!(
+            "global\n    log {log} local0\ndefaults\n    mode tcp\n    log global\n    \
+             option tcplog\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n\
+             frontend fe\n    bind 127.0.0.1:1\n    default_backend be\n\
+             backend be\n    server s1 127.0.0.1:9\n"
+        );
+        let cfg = crate::config::parse_str("t.cfg", &text, &|_| None)
+            .expect("config")
+            .config;
+        let logger = crate::log::Logger::new(&cfg).expect("logger");
+        let model = Arc::new(crate::model::Model::build(cfg, None).expect("model"));
+        Shared {
+            model,
+            io: crate::engine::io::Backend::Epoll,
+            stopping: AtomicBool::new(false),
+            sessions: AtomicUsize::new(0),
+            stop_tx: tokio::sync::watch::channel(false).0,
+            log: logger,
+            tls: Vec::new(),
+            certs: Arc::new(crate::tls::CertStore::new()),
+            handover: crate::engine::handover::Registry::new(Vec::new()),
+        }
+    }
+
+    fn recv_line(sock: &std::net::UdpSocket) -> String {
+        let mut buf = [0u8; 2048];
+        let n = sock.recv(&mut buf).expect("a log line within the timeout");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[test]
+    fn finish_releases_the_slots_then_counts_and_logs_once() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let sh = shared(sock.local_addr().unwrap());
+        let fe = Arc::clone(sh.model.proxy("fe").unwrap());
+        let be = Arc::clone(sh.model.proxy("be").unwrap());
+        let srv = Arc::clone(&be.servers[0]);
+        // Another stream holds a slot of each: the line shows that one, not this stream's.
+        be.beconn.fetch_add(2, Ordering::Relaxed);
+        srv.cur_conns.fetch_add(2, Ordering::Relaxed);
+        let mut log = SessionLog::new(&fe, None, None, std::time::SystemTime::now());
+        log.backend = Some("be".into());
+        log.server = Some("s1".into());
+        log.bytes_in = 7;
+        log.bytes_out = 11;
+        log.term = *b"SD";
+        let end = End {
+            srv: Some(Arc::clone(&srv)),
+            count_bytes: true,
+            ..End::on(log, &be)
+        };
+        finish(&sh, &fe, end);
+        assert_eq!(be.beconn.load(Ordering::Relaxed), 1);
+        assert_eq!(srv.cur_conns.load(Ordering::Relaxed), 1);
+        for c in [&fe.fe_counters, &be.counters, &srv.counters] {
+            assert_eq!(c.bytes_in.load(Ordering::Relaxed), 7);
+            assert_eq!(c.bytes_out.load(Ordering::Relaxed), 11);
+        }
+        let line = recv_line(&sock);
+        assert!(line.contains(" fe be/s1 "), "{line}");
+        assert!(line.contains(" 11 SD "), "{line}");
+        // actconn/feconn/beconn/srvconn/retries: the slots were released before the line.
+        assert!(line.contains(" 0/0/1/1/0 "), "{line}");
+    }
+
+    #[test]
+    fn a_log_only_end_touches_no_counter() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let sh = shared(sock.local_addr().unwrap());
+        let fe = Arc::clone(sh.model.proxy("fe").unwrap());
+        let mut log = SessionLog::new(&fe, None, None, std::time::SystemTime::now());
+        log.bytes_in = 3;
+        log.term = *b"PR";
+        finish(&sh, &fe, End::log_only(log));
+        assert_eq!(fe.fe_counters.bytes_in.load(Ordering::Relaxed), 0);
+        let line = recv_line(&sock);
+        assert!(line.contains(" fe fe/<NOSRV> "), "{line}");
+        assert!(line.contains(" PR "), "{line}");
+    }
+}
