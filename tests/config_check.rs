@@ -238,12 +238,6 @@ const BAD: &[(&str, u32, &str, bool)] = &[
         true,
     ),
     (
-        "19-conflicting-binds.cfg",
-        15,
-        "'bind 127.0.0.1:18080' : address already used by frontend 'fe'",
-        false,
-    ),
-    (
         "20-ssl-missing-crt.cfg",
         12,
         "unable to stat SSL certificate from file '/nonexistent/portcullis/cert.pem'",

@@ -940,6 +940,17 @@ fn server_state_survives(master_worker: bool) {
         &format!("set server be/s2 addr {} port {}", o.ip(), o.port()),
     );
     assert!(out.contains("port changed"), "{out}");
+    // Servers added at run time are added again by the new process, with their state: d1
+    // checked and in service, d2 left in maintenance.
+    for c in [
+        format!("add server be/d1 {o} check inter 200ms"),
+        format!("add server be/d2 {o} weight 3"),
+    ] {
+        assert_eq!(admin_cmd(&sock, &c), "New server registered.\n\n", "{c}");
+    }
+    for c in ["enable health be/d1", "set server be/d1 state ready"] {
+        assert_eq!(admin_cmd(&sock, c), "\n", "{c}");
+    }
     // s4 fails its first check: DOWN.
     assert!(
         wait_until(Duration::from_secs(10), || state_field(
@@ -951,7 +962,9 @@ fn server_state_survives(master_worker: bool) {
         servers_state(&sock)
     );
     let before = settled_servers_state(&sock);
-    assert_eq!(before.len(), 4);
+    assert_eq!(before.len(), 6);
+    assert_eq!(state_field(&before, "d1", 5), "2");
+    assert_eq!(state_field(&before, "d2", 6), "1");
     // What was set shows: s1 MAINT (admin 0x01), s2 DRAIN (0x08) at its new address.
     assert_eq!(state_field(&before, "s1", 6), "1");
     assert_eq!(state_field(&before, "s2", 6), "8");
@@ -988,10 +1001,30 @@ fn server_state_survives(master_worker: bool) {
         log
     };
     wait_ready(lo(port), &sock);
-    let after = settled_servers_state(&sock);
+    // d1's check runs again in the new process: its result and health count from there.
+    assert!(wait_until(Duration::from_secs(10), || state_field(
+        &servers_state(&sock),
+        "d1",
+        10
+    ) == "6"));
+    let d1_check_masked = |st: Vec<String>| -> Vec<String> {
+        st.into_iter()
+            .map(|l| {
+                let mut f: Vec<String> = l.split(' ').map(str::to_string).collect();
+                if f[3] == "d1" {
+                    for v in f.iter_mut().take(13).skip(10) {
+                        *v = "-".into();
+                    }
+                }
+                f.join(" ")
+            })
+            .collect()
+    };
+    let after = d1_check_masked(settled_servers_state(&sock));
+    let before = d1_check_masked(before);
     assert_eq!(after, before, "{log}");
     assert!(
-        log.contains("server state of 4 server(s) taken from the old process"),
+        log.contains("server state of 6 server(s) taken from the old process"),
         "{log}"
     );
     // Traffic goes to s2's new address (s1 is in maintenance, s4 down, s3 and s2 share).

@@ -166,6 +166,25 @@ fn stats_page_csv_auth_metrics_and_browser() {
     assert_eq!(csv.header("content-type").as_deref(), Some("text/plain"));
     let sock_csv = cli(&s.sock, "show stat");
     assert_eq!(masked(&csv.text()), masked(&sock_csv));
+    // `scope=` narrows the CSV to the proxies whose name contains it (reg-test
+    // webstats-scope-and-post-change): the header line, then `app` rows only.
+    let scoped = get(s.stats, "/?;csv;scope=app").text();
+    let names: Vec<&str> = scoped
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next())
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert!(scoped.starts_with("# pxname,svname,"), "{scoped}");
+    assert!(
+        !names.is_empty() && names.iter().all(|n| *n == "app"),
+        "{scoped}"
+    );
+    assert!(
+        !get(s.stats, "/;csv;scope=nomatch")
+            .text()
+            .contains("\napp,")
+    );
 
     // `stats auth`: 401 with the realm, then 200 with the credentials.
     let r = get(s.secure, "/admin?stats");

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::engine::io::{Backend as IoBackend, Stream};
-use crate::model::{Counters, LiveView, Proxy, Server};
+use crate::model::{Counters, Proxy, Server};
 
 /// HAProxy's default `timeout connect` is infinite; a connect still ends when the kernel gives up.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -91,7 +91,8 @@ pub async fn take_server(
             }
             continue;
         }
-        if !be.lb.load().has_usable(&LiveView(&be.servers)) {
+        let pool = be.pool();
+        if !pool.lb.has_usable(&pool.view()) {
             break Err(ConnectError::NoServer);
         }
         if !queued {
@@ -135,10 +136,12 @@ pub fn pick_server(
     src: Option<IpAddr>,
     exclude: Option<&Arc<Server>>,
 ) -> Option<Arc<Server>> {
-    let view = LiveView(&be.servers);
-    let ex = exclude.and_then(|x| be.servers.iter().position(|s| Arc::ptr_eq(s, x)));
-    let idx = be.lb.load().pick_excluding(&be.lb_cursor, &view, src, ex)?;
-    be.servers.get(idx).cloned()
+    let pool = be.pool();
+    let ex = exclude.and_then(|x| pool.servers.iter().position(|s| Arc::ptr_eq(s, x)));
+    let idx = pool
+        .lb
+        .pick_excluding(&be.lb_cursor, &pool.view(), src, ex)?;
+    pool.servers.get(idx).cloned()
 }
 
 /// Whether HAProxy's `stream_choose_redispatch` would move retry number `attempt` (1-based count
@@ -161,12 +164,13 @@ fn should_redispatch(be: &Proxy, srv: &Server, attempt: u32) -> bool {
     } else {
         false
     };
-    let active = be
+    let pool = be.pool();
+    let active = pool
         .servers
         .iter()
         .filter(|s| !s.cfg.opts.backup && s.is_usable())
         .count();
-    let hash_based = be.lb.load().is_hash_based();
+    let hash_based = pool.lb.is_hash_based();
     matches || (active > 1 && !hash_based)
 }
 

@@ -39,30 +39,9 @@ pub struct Args {
     pub localpeer: Option<String>,
     /// `-cc <condition>`: evaluate a `.if` condition and exit 0 (true), 1 (false) or 2 (error).
     pub check_condition: Option<String>,
+    /// `-dK<class>[,…]`: print the keyword tables and exit.
+    pub dump_keywords: Option<String>,
 }
-
-/// The HAProxy release portcullis follows (`-vv`, `version_atleast()`).
-pub const HAPROXY_COMPAT: &str = "2.6.12";
-
-/// HAProxy's build features that portcullis has an equivalent of (`-vv`'s `Feature list`,
-/// `feature()` in conditions): TLS (rustls, so `OPENSSL`), regexes, the Linux engines.
-pub const FEATURES: &[&str] = &[
-    "+EPOLL",
-    "+PCRE2",
-    "+PCRE2_JIT",
-    "+POLL",
-    "+THREAD",
-    "+LINUX_SPLICE",
-    "+CRYPTO",
-    "+GETADDRINFO",
-    "+OPENSSL",
-    "+ACCEPT4",
-    "+PROMEX",
-    "-LUA",
-    "-ZLIB",
-    "-SLZ",
-    "-QUIC",
-];
 
 pub const USAGE: &str =
     "Usage : portcullis [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn> ]
@@ -84,6 +63,7 @@ pub const USAGE: &str =
         -cc evaluates a condition and exits with 0 if true, 1 if false, 2 on error
         -dM[<byte>] accepted for HAProxy's memory debugging (no effect)
         --io uring|epoll forces the I/O engine (default: io_uring when the kernel allows it)
+        -dK{class[,...]} dump registered keywords (use 'help' for list)
 ";
 
 /// Parses `argv[1..]`. Errors carry HAProxy-style text for stderr.
@@ -107,6 +87,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         master_sock: None,
         localpeer: None,
         check_condition: None,
+        dump_keywords: None,
     };
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
@@ -118,6 +99,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         match a.as_str() {
             "-f" => out.files.push(PathBuf::from(value("-f")?)),
             "-c" => out.check_only = true,
+            "-cc" => out.check_condition = Some(value("-cc")?),
             "-d" | "-db" => out.foreground = true,
             "-D" => out.daemon = true,
             "-q" => out.quiet = true,
@@ -130,7 +112,6 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             }
             "-S" => out.master_cli = Some(value("-S")?),
             "-L" => out.localpeer = Some(value("-L")?),
-            "-cc" => out.check_condition = Some(value("-cc")?),
             // HAProxy's memory debugging (poisoning, pool options): nothing to do in Rust.
             s if s.starts_with("-dM") => {}
             "--master-sock" => out.master_sock = Some(PathBuf::from(value("--master-sock")?)),
@@ -174,6 +155,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 }
             }
             s if s.starts_with("-f") && s.len() > 2 => out.files.push(PathBuf::from(&s[2..])),
+            s if s.starts_with("-dK") => out.dump_keywords = Some(s[3..].to_string()),
             s if s.starts_with("--io=") => {
                 out.io = match &s[5..] {
                     "uring" | "io_uring" => IoChoice::Uring,

@@ -19,6 +19,7 @@ pub mod log;
 pub mod master;
 pub mod master_cli;
 pub mod model;
+pub mod process;
 pub mod stick;
 pub mod stream;
 pub mod tcp;

@@ -20,34 +20,28 @@ fn main() -> ExitCode {
             env!("CARGO_PKG_VERSION")
         );
         if args.version > 1 {
-            // The line scripts parse (`grep 'HA-*Proxy version'`): the HAProxy release whose
-            // configuration language, CLI and logs this one follows.
-            println!(
-                "HAProxy version {} (portcullis {}) - compatible",
-                portcullis::cmdline::HAPROXY_COMPAT,
-                env!("CARGO_PKG_VERSION")
-            );
-            println!("Feature list : {}", portcullis::cmdline::FEATURES.join(" "));
-            let uring = match portcullis::engine::io::uring_available() {
-                Ok(()) => "available".to_string(),
-                Err(e) => format!("unavailable ({e})"),
-            };
-            println!(
-                "Build options : edition 2024, minimum rustc {}",
-                env!("CARGO_PKG_RUST_VERSION")
-            );
-            println!("Available I/O engines : io_uring (tokio-uring) {uring}, epoll (tokio)");
-            println!("HTTP : HTTP/1.1 (strict RFC 9112 codec), HTTP/2 (h2, by ALPN)");
-            println!("TLS  : rustls 0.23 (ring provider)");
-            println!(
-                "eBPF : aya 0.14 (sockmap splice for mode tcp, XDP filter with portcullis-xdp; loaded at start when the kernel allows)"
-            );
+            print!("{}", build_options());
         }
         return ExitCode::SUCCESS;
+    }
+    if let Some(classes) = &args.dump_keywords {
+        return match portcullis::config::keywords::dump(classes) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(1)
+            }
+        };
     }
     if let Some(name) = &args.localpeer {
         // SAFETY: still single-threaded here; the configuration reads it as `${HAPROXY_LOCALPEER}`.
         unsafe { std::env::set_var("HAPROXY_LOCALPEER", name) };
+    }
+    if let Some(c) = &args.check_condition {
+        return check_condition(c);
     }
     if args.master_worker && !args.check_only {
         return master(&args);
@@ -62,6 +56,117 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
     }
     run(args)
+}
+
+/// `-cc <condition>` as HAProxy: the text is split like a configuration line (quotes, `\`,
+/// `"${VAR}"`), its words re-joined with spaces, and evaluated.
+fn check_condition(text: &str) -> ExitCode {
+    let pid = std::process::id();
+    let env = |k: &str| std::env::var(k).ok();
+    let words = match portcullis::config::lexer::split_line(text, &env) {
+        Ok(w) => w,
+        Err(_) => {
+            eprintln!("[ALERT]    ({pid}) : config : Syntax Error in condition: Unmatched quote.");
+            return ExitCode::from(2);
+        }
+    };
+    match portcullis::config::cond::eval(&words.join(" "), &env) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(msg) => {
+            eprintln!("[ALERT]    ({pid}) : config : Failed to evaluate condition: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `-vv`: what this binary was built with and what this host allows, in `haproxy -vv`'s order.
+fn build_options() -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let uring = match portcullis::engine::io::uring_available() {
+        Ok(()) => "test result OK".to_string(),
+        Err(e) => format!("test result FAILED ({e})"),
+    };
+    let provider = portcullis::tls::default_provider();
+    let suites: Vec<String> = provider
+        .cipher_suites
+        .iter()
+        .map(|s| format!("{:?}", s.suite()))
+        .collect();
+    let groups: Vec<String> = provider
+        .kx_groups
+        .iter()
+        .map(|g| format!("{:?}", g.name()))
+        .collect();
+    // CAP_NET_ADMIN (12), CAP_PERFMON (38), CAP_BPF (39): what loading the eBPF programs needs.
+    let cap_eff = read("/proc/self/status")
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        .unwrap_or(0);
+    let missing: Vec<&str> = [(12, "CAP_NET_ADMIN"), (38, "CAP_PERFMON"), (39, "CAP_BPF")]
+        .iter()
+        .filter(|(bit, _)| cap_eff & (1u64 << bit) == 0)
+        .map(|(_, n)| *n)
+        .collect();
+    let ebpf = if missing.is_empty() {
+        "capabilities present; loaded at start when a mode tcp proxy or portcullis-xdp uses it"
+            .to_string()
+    } else {
+        format!(
+            "unavailable to this process (missing {}): mode tcp uses the userspace relay, portcullis-xdp stays in userspace",
+            missing.join(", ")
+        )
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!(
+        "HAProxy version {} (portcullis {}) - the HAProxy release this one follows
+Running on: Linux {} {}
+Build options :
+  EDITION = 2024
+  RUSTC   >= {}
+  PROFILE = {}
+  ALLOC   = mimalloc
+
+Feature list : {}
+
+Built with multi-threading support (default={threads}).
+Built with rustls version : 0.23 (crypto provider aws-lc-rs, TLS 1.3 key schedule on ring)
+rustls supports : TLSv1.2 TLSv1.3
+TLS cipher suites : {}
+TLS key exchange groups : {}
+Built with the Prometheus exporter as a service
+Built with the regex crate for regular expressions (no PCRE2)
+HTTP : HTTP/1.1 (strict RFC 9112 codec), HTTP/2 (h2, by ALPN)
+
+Available polling systems :
+   io_uring : {uring}
+      epoll : test result OK
+Selected by --io (default: io_uring when its test passes)
+
+eBPF kernel path (aya 0.14: sockmap splice for mode tcp, XDP filter) on this host :
+  {ebpf}
+",
+        portcullis::config::cond::HAPROXY_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        read("/proc/sys/kernel/osrelease"),
+        read("/proc/sys/kernel/version"),
+        env!("CARGO_PKG_RUST_VERSION"),
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        // `feature()` in conditions answers from the same list.
+        portcullis::config::cond::FEATURES,
+        suites.join(" "),
+        groups.join(" "),
+    )
 }
 
 /// `-c` also compiles what the engine compiles at start: rules, ACLs and log formats.
@@ -149,7 +254,16 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         }
     };
     for w in &loaded.warnings {
-        eprint!("{}", w.render(std::process::id()));
+        eprintln!("{}", w.render(std::process::id()));
+    }
+    if loaded.config.global.process.zero_warning
+        && loaded
+            .warnings
+            .iter()
+            .any(|w| w.severity == portcullis::config::Severity::Warning)
+    {
+        alert("config : Some warnings were found and 'zero-warning' is set. Aborting.");
+        return ExitCode::from(1);
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -160,6 +274,14 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         .with_target(false)
         .init();
     let cfg = loaded.config;
+    // `master-worker` in the configuration is `-W` (a worker started by a master has
+    // `--master-sock`).
+    if cfg.global.process.master_worker && args.master_sock.is_none() && !args.master_worker {
+        let mut a = args.clone();
+        a.master_worker = true;
+        a.daemon |= cfg.global.daemon;
+        return master(&a);
+    }
     if (args.daemon || cfg.global.daemon) && !args.foreground {
         // Before any thread exists: fork is only safe in a single-threaded process.
         if let Err(e) = nix::unistd::daemon(true, false) {

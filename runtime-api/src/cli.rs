@@ -7,6 +7,7 @@
 
 use crate::info::{InfoFormat, dump_info};
 use crate::model::{ProxySnap, ServerSnap, Snapshot};
+use crate::reply::{Reply, Sev, SeverityOutput};
 use crate::servers::{dump_backends, dump_servers_state};
 use crate::ssl::{AbortCertError, CertDetails, CertList, CommitCertError, SetCertError, SetCertOk};
 use crate::stat::{StatFormat, StatOpts, StatScope, dump_stat};
@@ -37,6 +38,8 @@ pub struct CliSession {
     pub level: Level,
     /// Interactive mode (`prompt`): each reply ends with `\n> ` and the connection stays open.
     pub prompt: bool,
+    /// `set severity-output`: how messages are prefixed.
+    pub severity: SeverityOutput,
 }
 
 impl CliSession {
@@ -44,6 +47,7 @@ impl CliSession {
         CliSession {
             level,
             prompt: false,
+            severity: SeverityOutput::None,
         }
     }
 }
@@ -166,6 +170,21 @@ pub trait Runtime {
     fn clear_table(&mut self, _args: &[&str], _allowed: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
     }
+    /// `add server`: `backend` indexes [`Snapshot::proxies`] (a backend accepting dynamic
+    /// servers), `addr` and `kws` are the words of a `server` line after the name. The server
+    /// starts in maintenance, its checks disabled, as in HAProxy. `Err` is HAProxy's message
+    /// (without its LF): a parse error, a duplicate name or id.
+    fn add_server(
+        &mut self,
+        _backend: usize,
+        _name: &str,
+        _addr: &str,
+        _kws: &[String],
+    ) -> Result<(), String> {
+        Err(UNSUPPORTED_REPLY.trim_end().to_string())
+    }
+    /// `del server`, once checked to be in maintenance and without connections.
+    fn del_server(&mut self, _srv: SrvRef) {}
 }
 
 /// Reply for a command HAProxy 2.6 knows but portcullis does not implement.
@@ -206,6 +225,9 @@ enum H {
     SetMaxconnServer,
     ClearCounters,
     ShutdownSessionsServer,
+    SetSeverityOutput,
+    AddServer,
+    DelServer,
     ShowSslCert,
     ShowTable,
     ClearTable,
@@ -595,14 +617,14 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("add server <bk>/<srv>                   : create a new server"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::AddServer,
     ),
     kw(
         &["del", "server"],
         Some("del server <bk>/<srv>                   : remove a dynamically added server"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::DelServer,
     ),
     kw(
         &["clear", "table"],
@@ -692,7 +714,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetSeverityOutput,
     ),
     kw(
         &["set", "timeout"],
@@ -1440,7 +1462,10 @@ pub fn execute_with_payload(
     for (i, cmd) in cmds.into_iter().enumerate() {
         let args = split_args(cmd);
         let p = if i == last { payload } else { None };
-        if run_one(&args, p, session, rt, &mut data) == Flow::Quit {
+        let mut reply = Reply::default();
+        let flow = run_one(&args, p, session, rt, &mut reply);
+        reply.render(session.severity, &mut data);
+        if flow == Flow::Quit {
             return Output {
                 data,
                 conn: Conn::Close,
@@ -1470,39 +1495,47 @@ fn run_one(
     payload: Option<&str>,
     s: &mut CliSession,
     rt: &mut dyn Runtime,
-    out: &mut String,
+    out: &mut Reply,
 ) -> Flow {
     let Some(k) = find_kw(args) else {
         usage_message(args, false, out);
+        out.sev = Some(Sev::Info);
         return Flow::Continue;
     };
     match k.vis {
         Vis::Expert => {
-            out.push_str("This command is restricted to expert mode only.\n");
+            out.err("This command is restricted to expert mode only.\n");
             return Flow::Continue;
         }
         Vis::Experimental => {
-            out.push_str("This command is restricted to experimental mode only.\n");
+            out.err("This command is restricted to experimental mode only.\n");
             return Flow::Continue;
         }
         Vis::Normal => {}
     }
     if s.level < k.level {
-        out.push_str(PERMISSION_DENIED);
+        out.err(PERMISSION_DENIED);
         return Flow::Continue;
     }
     match k.handler {
-        H::Help => usage_message(args, true, out),
+        H::Help => {
+            usage_message(args, true, out);
+            out.sev = Some(Sev::Info);
+        }
+        H::SetSeverityOutput => match SeverityOutput::parse(arg_at(args, 2)) {
+            Some(m) => s.severity = m,
+            None => out.err("one of 'none', 'number', 'string' is a required argument\n"),
+        },
         H::Prompt => s.prompt = !s.prompt,
         H::Quit => return Flow::Quit,
         H::Operator => s.level = s.level.min(Level::Operator),
         H::User => s.level = Level::User,
         H::ShowCliLevel => {
-            out.push_str(s.level.as_str());
+            out.info(s.level.as_str());
             out.push('\n');
         }
         H::ShowVersion => {
-            out.push_str(&rt.snapshot().info.version);
+            out.info(&rt.snapshot().info.version);
             out.push('\n');
         }
         H::ShowStat => show_stat(args, s, rt, out),
@@ -1513,7 +1546,7 @@ fn run_one(
             let mut body = String::new();
             match dump_servers_state(&snap, bk, &mut body) {
                 Ok(()) => out.push_str(&body),
-                Err(e) => out.push_str(e),
+                Err(e) => out.err(e),
             }
         }
         H::ShowBackend => dump_backends(&rt.snapshot(), out),
@@ -1545,13 +1578,13 @@ fn run_one(
             let snap = rt.snapshot();
             if let Some((r, sv)) = find_server(&snap, arg_at(args, 2), out) {
                 match k.handler {
-                    H::EnableHealth if !sv.check.configured => out.push_str(
-                        "Health check was not configured on this server, cannot enable.\n",
-                    ),
+                    H::EnableHealth if !sv.check.configured => {
+                        out.err("Health check was not configured on this server, cannot enable.\n")
+                    }
                     H::EnableHealth => rt.set_check_enabled(r, true),
                     H::DisableHealth => rt.set_check_enabled(r, false),
                     H::EnableAgent if !sv.agent.configured => {
-                        out.push_str("Agent was not configured on this server, cannot enable.\n")
+                        out.err("Agent was not configured on this server, cannot enable.\n")
                     }
                     H::EnableAgent => rt.set_agent_enabled(r, true),
                     _ => rt.set_agent_enabled(r, false),
@@ -1563,13 +1596,11 @@ fn run_one(
             if let Some((r, _)) = find_server(&snap, arg_at(args, 3), out) {
                 let v = arg_at(args, 4);
                 if v.is_empty() {
-                    out.push_str("Require <maxconn>.\n");
+                    out.err("Require <maxconn>.\n");
                 } else {
                     match strtol(v) {
-                        (_, 0) => out.push_str("maxconn string empty or preceded by garbage"),
-                        (_, end) if end < v.len() => {
-                            out.push_str("Trailing garbage in maxconn string")
-                        }
+                        (_, 0) => out.err("maxconn string empty or preceded by garbage"),
+                        (_, end) if end < v.len() => out.err("Trailing garbage in maxconn string"),
                         // HAProxy keeps the C conversion of the long into an unsigned int.
                         (n, _) => rt.set_maxconn_server(r, n as u32),
                     }
@@ -1579,7 +1610,7 @@ fn run_one(
         H::ClearCounters => {
             let all = arg_at(args, 2) == "all";
             if all && s.level < Level::Admin {
-                out.push_str(PERMISSION_DENIED);
+                out.err(PERMISSION_DENIED);
             } else {
                 rt.clear_counters(all);
             }
@@ -1597,28 +1628,37 @@ fn run_one(
         H::ShowTable | H::ClearTable => {
             let words: Vec<&str> = args.iter().skip(2).map(String::as_str).collect();
             let oper = s.level >= Level::Operator;
-            if k.handler == H::ShowTable {
-                out.push_str(&rt.show_table(&words, oper));
+            let r = if k.handler == H::ShowTable {
+                rt.show_table(&words, oper)
             } else {
-                out.push_str(&rt.clear_table(&words, oper));
+                rt.clear_table(&words, oper)
+            };
+            // A dump starts with its `# table` header; any other text is HAProxy's error.
+            if r.starts_with('#') {
+                out.push_str(&r);
+            } else {
+                out.err(&r);
             }
         }
-        H::Unsupported => out.push_str(UNSUPPORTED_REPLY),
+        H::AddServer | H::DelServer if s.level < Level::Admin => out.err(PERMISSION_DENIED),
+        H::AddServer => crate::dynamic::add_server(args, rt, out),
+        H::DelServer => crate::dynamic::del_server(args, rt, out),
+        H::Unsupported => out.err(UNSUPPORTED_REPLY),
     }
     Flow::Continue
 }
 
-fn show_ssl_cert(args: &[String], s: &CliSession, rt: &dyn Runtime, out: &mut String) {
+fn show_ssl_cert(args: &[String], s: &CliSession, rt: &dyn Runtime, out: &mut Reply) {
     // HAProxy 2.6 answers a user-level session so.
     if s.level < Level::Operator {
-        out.push_str("Can't allocate memory!\n");
+        out.err("Can't allocate memory!\n");
         return;
     }
     match args.get(3) {
-        None => crate::ssl::format_list(&rt.ssl_cert_list(), out),
+        None => crate::ssl::format_list(&rt.ssl_cert_list(), &mut out.text),
         Some(name) => match rt.ssl_cert_details(name) {
-            Some(d) => crate::ssl::format_details(&d, out),
-            None => out.push_str(crate::ssl::SHOW_NOT_FOUND),
+            Some(d) => crate::ssl::format_details(&d, &mut out.text),
+            None => out.err(crate::ssl::SHOW_NOT_FOUND),
         },
     }
 }
@@ -1629,25 +1669,38 @@ fn ssl_cert_txn(
     payload: Option<&str>,
     s: &CliSession,
     rt: &mut dyn Runtime,
-    out: &mut String,
+    out: &mut Reply,
 ) {
     if s.level < Level::Admin {
-        out.push_str(PERMISSION_DENIED);
+        out.err(PERMISSION_DENIED);
         return;
     }
     let file = args.get(3).map(String::as_str).filter(|f| !f.is_empty());
     match h {
         H::SetSslCert => match (file, payload) {
-            (Some(f), Some(p)) => crate::ssl::set_reply(f, &rt.ssl_cert_set(f, p), out),
-            _ => out.push_str("'set ssl cert expects a filename and a certificate as a payload\n"),
+            (Some(f), Some(p)) => {
+                let r = rt.ssl_cert_set(f, p);
+                out.sev = Some(if r.is_ok() { Sev::Notice } else { Sev::Err });
+                crate::ssl::set_reply(f, &r, out);
+            }
+            _ => out.err("'set ssl cert expects a filename and a certificate as a payload\n"),
         },
         H::CommitSslCert => match file {
-            Some(f) => crate::ssl::commit_reply(f, &rt.ssl_cert_commit(f), out),
-            None => out.push_str("'commit ssl cert expects a filename\n"),
+            Some(f) => {
+                let r = rt.ssl_cert_commit(f);
+                // Success is the committing handler's dump; a failure is an error message.
+                out.sev = r.is_err().then_some(Sev::Err);
+                crate::ssl::commit_reply(f, &r, out);
+            }
+            None => out.err("'commit ssl cert expects a filename\n"),
         },
         _ => match file {
-            Some(f) => crate::ssl::abort_reply(f, &rt.ssl_cert_abort(f), out),
-            None => out.push_str("'abort ssl cert' expects a filename\n"),
+            Some(f) => {
+                let r = rt.ssl_cert_abort(f);
+                out.sev = Some(if r.is_ok() { Sev::Notice } else { Sev::Err });
+                crate::ssl::abort_reply(f, &r, out);
+            }
+            None => out.err("'abort ssl cert' expects a filename\n"),
         },
     }
 }
@@ -1708,29 +1761,29 @@ fn strtol_ext(s: &str) -> (i64, usize, bool) {
 fn find_server<'a>(
     snap: &'a Snapshot,
     arg: &str,
-    out: &mut String,
+    out: &mut Reply,
 ) -> Option<(SrvRef, &'a ServerSnap)> {
     let (b, s) = match arg.split_once('/') {
         Some((b, s)) if !b.is_empty() && !s.is_empty() => (b, s),
         _ => {
-            out.push_str("Require 'backend/server'.\n");
+            out.err("Require 'backend/server'.\n");
             return None;
         }
     };
     let pi = snap.find_backend(b);
     let Some((pi, px)) = pi.and_then(|i| snap.proxies.get(i).map(|p| (i, p))) else {
-        out.push_str("No such backend.\n");
+        out.err("No such backend.\n");
         return None;
     };
     let Some((si, sv)) = px
         .find_server(s)
         .and_then(|i| px.servers.get(i).map(|v| (i, v)))
     else {
-        out.push_str("No such server.\n");
+        out.err("No such server.\n");
         return None;
     };
     if px.disabled {
-        out.push_str("Proxy is disabled.\n");
+        out.err("Proxy is disabled.\n");
         return None;
     }
     Some((
@@ -1744,7 +1797,7 @@ fn find_server<'a>(
     ))
 }
 
-fn set_weight(snap: &Snapshot, r: SrvRef, w: &str, rt: &mut dyn Runtime, out: &mut String) {
+fn set_weight(snap: &Snapshot, r: SrvRef, w: &str, rt: &mut dyn Runtime, out: &mut Reply) {
     let Some(px) = snap.proxies.get(r.proxy) else {
         return;
     };
@@ -1753,7 +1806,7 @@ fn set_weight(snap: &Snapshot, r: SrvRef, w: &str, rt: &mut dyn Runtime, out: &m
     };
     match parse_weight(px, sv, w) {
         Ok(v) => rt.set_weight(r, v),
-        Err(e) => out.push_str(e),
+        Err(e) => out.err(e),
     }
 }
 
@@ -1802,7 +1855,7 @@ fn parse_check_port(p: &str) -> Result<u16, &'static str> {
         .ok_or("provided port is invalid")
 }
 
-fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
+fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut Reply) {
     let snap = rt.snapshot();
     let Some((r, sv)) = find_server(&snap, arg_at(args, 2), out) else {
         return;
@@ -1814,47 +1867,46 @@ fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
     match arg_at(args, 3) {
         "weight" => match parse_weight(px, sv, a4) {
             Ok(v) => rt.set_weight(r, v),
-            Err(e) => out.push_str(e),
+            Err(e) => out.err(e),
         },
         "state" => match a4 {
             "ready" => rt.set_admin_state(r, AdminOp::Ready),
             "drain" => rt.set_admin_state(r, AdminOp::Drain),
             "maint" => rt.set_admin_state(r, AdminOp::Maint),
-            _ => out.push_str("'set server <srv> state' expects 'ready', 'drain' and 'maint'.\n"),
+            _ => out.err("'set server <srv> state' expects 'ready', 'drain' and 'maint'.\n"),
         },
         "health" => {
             if sv.tracks.is_some() {
-                out.push_str("cannot change health on a tracking server.\n");
+                out.err("cannot change health on a tracking server.\n");
             } else {
                 match a4 {
                     "up" => rt.set_health(r, HealthOp::Up),
                     "stopping" => rt.set_health(r, HealthOp::Stopping),
                     "down" => rt.set_health(r, HealthOp::Down),
-                    _ => out.push_str(
-                        "'set server <srv> health' expects 'up', 'stopping', or 'down'.\n",
-                    ),
+                    _ => {
+                        out.err("'set server <srv> health' expects 'up', 'stopping', or 'down'.\n")
+                    }
                 }
             }
         }
         "agent" => {
             if !sv.agent.enabled {
-                out.push_str("agent checks are not enabled on this server.\n");
+                out.err("agent checks are not enabled on this server.\n");
             } else {
                 match a4 {
                     "up" => rt.set_agent(r, true),
                     "down" => rt.set_agent(r, false),
-                    _ => out.push_str("'set server <srv> agent' expects 'up' or 'down'.\n"),
+                    _ => out.err("'set server <srv> agent' expects 'up' or 'down'.\n"),
                 }
             }
         }
         "agent-addr" | "check-addr" => {
             let agent = arg_at(args, 3) == "agent-addr";
             if a4.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "set server <b>/<s> {} requires an address and optionally a port.",
+                out.err(&format!(
+                    "set server <b>/<s> {} requires an address and optionally a port.\n",
                     arg_at(args, 3)
-                );
+                ));
                 return;
             }
             let enabled = if agent {
@@ -1863,7 +1915,7 @@ fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
                 sv.check.enabled
             };
             if !enabled {
-                out.push_str(if agent {
+                out.warn(if agent {
                     "agent checks are not enabled on this server"
                 } else {
                     "health checks are not enabled on this server"
@@ -1871,14 +1923,14 @@ fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
                 return;
             }
             let Ok(ip) = a4.parse::<IpAddr>() else {
-                let _ = write!(out, "invalid addr '{a4}'");
+                out.warn(&format!("invalid addr '{a4}'"));
                 return;
             };
             let port = if arg_at(args, 5) == "port" {
                 match parse_check_port(arg_at(args, 6)) {
                     Ok(p) => Some(p),
                     Err(e) => {
-                        out.push_str(e);
+                        out.warn(e);
                         return;
                     }
                 }
@@ -1894,11 +1946,10 @@ fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
         "agent-port" | "check-port" => {
             let agent = arg_at(args, 3) == "agent-port";
             if a4.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "set server <b>/<s> {} requires a port.",
+                out.err(&format!(
+                    "set server <b>/<s> {} requires a port.\n",
                     arg_at(args, 3)
-                );
+                ));
                 return;
             }
             let enabled = if agent {
@@ -1907,7 +1958,7 @@ fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
                 sv.check.enabled
             };
             if !enabled {
-                out.push_str(if agent {
+                out.warn(if agent {
                     "agent checks are not enabled on this server"
                 } else {
                     "health checks are not enabled on this server"
@@ -1917,12 +1968,12 @@ fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
             match parse_check_port(a4) {
                 Ok(p) if agent => rt.set_agent_port(r, p),
                 Ok(p) => rt.set_check_port(r, p),
-                Err(e) => out.push_str(e),
+                Err(e) => out.warn(e),
             }
         }
         "agent-send" => {
             if !sv.agent.enabled {
-                out.push_str("agent checks are not enabled on this server.\n");
+                out.err("agent checks are not enabled on this server.\n");
             } else {
                 rt.set_agent_send(r, a4);
             }
@@ -1930,17 +1981,15 @@ fn set_server(args: &[String], rt: &mut dyn Runtime, out: &mut String) {
         "addr" => set_server_addr(args, r, sv, rt, out),
         "fqdn" => {
             if a4.is_empty() {
-                out.push_str("set server <b>/<s> fqdn requires a FQDN.\n");
+                out.err("set server <b>/<s> fqdn requires a FQDN.\n");
             } else {
-                out.push_str(
-                    "set server <b>/<s> fqdn failed because no resolution is configured.\n",
-                );
+                out.err("set server <b>/<s> fqdn failed because no resolution is configured.\n");
             }
         }
-        "ssl" => out.push_str(
+        "ssl" => out.err(
             "'set server <srv> ssl' cannot be set.  default-server should define ssl settings\n",
         ),
-        _ => out.push_str(SET_SERVER_USAGE),
+        _ => out.err(SET_SERVER_USAGE),
     }
 }
 
@@ -1950,11 +1999,11 @@ fn set_server_addr(
     r: SrvRef,
     sv: &ServerSnap,
     rt: &mut dyn Runtime,
-    out: &mut String,
+    out: &mut Reply,
 ) {
     let a4 = arg_at(args, 4);
     if a4.is_empty() {
-        out.push_str("set server <b>/<s> addr requires an address and optionally a port.\n");
+        out.err("set server <b>/<s> addr requires an address and optionally a port.\n");
         return;
     }
     let mut msg = String::new();
@@ -2025,11 +2074,11 @@ fn set_server_addr(
     if new_addr.is_some() || new_port.is_some() {
         rt.set_addr(r, new_addr, new_port);
     }
-    out.push_str(&msg);
-    out.push_str(" by 'stats socket command'\n");
+    msg.push_str(" by 'stats socket command'\n");
+    out.warn(&msg);
 }
 
-fn show_stat(args: &[String], s: &CliSession, rt: &mut dyn Runtime, out: &mut String) {
+fn show_stat(args: &[String], s: &CliSession, rt: &mut dyn Runtime, out: &mut Reply) {
     let snap = rt.snapshot();
     let mut opts = StatOpts {
         legends: s.level >= Level::Operator,
@@ -2041,11 +2090,11 @@ fn show_stat(args: &[String], s: &CliSession, rt: &mut dyn Runtime, out: &mut St
         match arg_at(args, i) {
             "proxy" => i += 1,
             "resolvers" => {
-                out.push_str(UNSUPPORTED_REPLY);
+                out.err(UNSUPPORTED_REPLY);
                 return;
             }
             _ => {
-                out.push_str("Invalid statistics domain.\n");
+                out.err("Invalid statistics domain.\n");
                 return;
             }
         }
@@ -2057,7 +2106,7 @@ fn show_stat(args: &[String], s: &CliSession, rt: &mut dyn Runtime, out: &mut St
             None => atoi(a),
         };
         if iid == 0 {
-            out.push_str("No such proxy.\n");
+            out.err("No such proxy.\n");
             return;
         }
         opts.scope = Some(StatScope {

@@ -289,7 +289,8 @@ impl StatsRequest {
         }
     }
 
-    fn scope_allows(&self, name: &str) -> bool {
+    /// Whether the proxy named `name` is within `scope=` (HTML, CSV and JSON alike).
+    pub fn scope_allows(&self, name: &str) -> bool {
         self.scope.is_empty()
             || name
                 .to_ascii_lowercase()

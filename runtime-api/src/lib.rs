@@ -18,11 +18,13 @@
 //! sessions, server commands, all reply texts), [`field`] (value encodings).
 
 pub mod cli;
+pub mod dynamic;
 pub mod field;
 pub mod html;
 pub mod info;
 pub mod model;
 pub mod prom;
+pub mod reply;
 pub mod servers;
 pub mod ssl;
 pub mod stat;

@@ -113,6 +113,9 @@ pub struct BackendSnap {
     /// Whether the algorithm accepts any weight (roundrobin, leastconn, random, first…): static
     /// ones (static-rr, hashes with map-based) only accept `0%`/`100%` through the CLI.
     pub dynamic_weights: bool,
+    /// Whether `add server` may add to it: HAProxy 2.6 wants an algorithm that rebuilds its
+    /// tables at run time (roundrobin, leastconn, first), not a static or map-based one.
+    pub dynamic_servers: bool,
     /// `option allbackups`.
     pub all_backups: bool,
     /// Backend cookie name (`cookie` column), if any.

@@ -2,7 +2,8 @@
 //!
 //! setup → `cargo fmt --check` → clippy `-D warnings` → `cargo test --workspace` with
 //! `PORTCULLIS_IO=uring`, then again with `PORTCULLIS_IO=epoll` (the integration tests pass it to
-//! the binary as `--io`). The last line is `N passed, M failed`, summed over both test runs.
+//! the binary as `--io`). The last line is `N passed, M failed`, summed over both test runs;
+//! then the Debian package is built and checked (`deb::ci`).
 
 use crate::util::{Result, exec, show};
 use std::io::{BufRead, BufReader};
@@ -46,7 +47,7 @@ pub fn run() -> Result {
     if total.failed > 0 {
         return Err(format!("{} test(s) failed", total.failed));
     }
-    Ok(())
+    step("cargo xtask deb", crate::deb::ci)
 }
 
 fn step(name: &str, f: impl FnOnce() -> Result) -> Result {

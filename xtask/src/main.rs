@@ -6,12 +6,14 @@
 //! - `bench`: portcullis vs HAProxy vs nginx vs direct, same backend and load generators.
 //! - `drill`: seed 000's graceful-termination experiment against portcullis and HAProxy.
 //! - `regtests`: HAProxy's reg-tests (VTest) with HAProxy and with portcullis, side by side.
+//! - `deb`: the Debian package (and its checks).
 
 // The fake backends are shared with the integration tests.
 #[path = "../../tests/support/backend.rs"]
 mod backend;
 mod bench;
 mod ci;
+mod deb;
 mod demo;
 mod drill;
 // The drill's pods, client and log reading are shared with tests/drill.rs.
@@ -38,7 +40,11 @@ commands:
                         portcullis and HAProxy side by side (drill --help for all options)
   regtests [--release] [--no-haproxy] [--only T[,T…]]
                         HAProxy's reg-tests (VTest, ../shared/tools/regtests) with HAProxy and
-                        with portcullis, side by side; fails if one in xtask/regtests-pass.txt fails";
+                        with portcullis, side by side; fails if one in xtask/regtests-pass.txt fails
+  deb [--check] [--install-test] [--binary <path>]
+                        build target/deb/portcullis_<version>_<arch>.deb; --check reads it back
+                        (contents, conffiles, -c on the stock config, man page, lintian);
+                        --install-test (root) installs, runs and purges it";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -56,6 +62,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(rest),
         "drill" => drill::run(rest),
         "regtests" => regtests::run(rest),
+        "deb" => deb::run(rest),
         // The bench's own load clients, run as pinned child processes.
         "bench-load" => bench::load::run(rest),
         "-h" | "--help" | "help" => {

@@ -39,9 +39,16 @@ pub struct AdminRuntime {
 }
 
 impl AdminRuntime {
-    fn target(&self, r: SrvRef) -> Option<(&Arc<Proxy>, &Arc<Server>)> {
+    /// The server a command resolved (by id: `add server`/`del server` move indices).
+    fn target(&self, r: SrvRef) -> Option<(&Arc<Proxy>, Arc<Server>)> {
         let be = self.shared.model.proxies.get(r.proxy)?;
-        Some((be, be.servers.get(r.server)?))
+        let srv = be
+            .pool()
+            .servers
+            .iter()
+            .find(|s| s.id == r.server_id)
+            .cloned()?;
+        Some((be, srv))
     }
 
     fn transition(&self, be: &Proxy, srv: &Server, tr: Option<Transition>, was_usable: bool) {
@@ -73,6 +80,7 @@ impl Runtime for AdminRuntime {
         let Some((be, srv)) = self.target(r) else {
             return;
         };
+        let srv = &*srv;
         let was_usable = srv.is_usable();
         let admin_before = srv.admin();
         let tr = match op {
@@ -107,6 +115,7 @@ impl Runtime for AdminRuntime {
         let Some((be, srv)) = self.target(r) else {
             return;
         };
+        let srv = &*srv;
         let was_usable = srv.is_usable();
         let op = match op {
             HealthOp::Up => OpState::Running,
@@ -123,6 +132,7 @@ impl Runtime for AdminRuntime {
         let Some((be, srv)) = self.target(r) else {
             return;
         };
+        let srv = &*srv;
         srv.uweight.store(weight, Ordering::Release);
         srv.apply_state();
         be.rebuild_lb();
@@ -180,6 +190,7 @@ impl Runtime for AdminRuntime {
         let Some((be, srv)) = self.target(r) else {
             return;
         };
+        let srv = &*srv;
         srv.maxconn.store(
             if maxconn == u32::MAX { 0 } else { maxconn },
             Ordering::Release,
@@ -193,7 +204,7 @@ impl Runtime for AdminRuntime {
         for p in &model.proxies {
             p.counters.clear(all);
             p.fe_counters.clear(all);
-            for s in &p.servers {
+            for s in p.pool().servers.iter() {
                 s.counters.clear(all);
                 if all {
                     let mut st = fsm(s);
@@ -241,6 +252,38 @@ impl Runtime for AdminRuntime {
     fn clear_table(&mut self, args: &[&str], allowed: bool) -> String {
         let m = &self.shared.model;
         crate::stick::show::clear_table(&m.stick, args, allowed, m.now_ms())
+    }
+
+    fn add_server(
+        &mut self,
+        backend: usize,
+        name: &str,
+        addr: &str,
+        kws: &[String],
+    ) -> Result<(), String> {
+        let model = &self.shared.model;
+        let Some(be) = model.proxies.get(backend) else {
+            return Err("No such backend.".into());
+        };
+        let mut line = vec![addr.to_string()];
+        line.extend(kws.iter().cloned());
+        let srv = crate::model::dynamic::build(model, be, name, &line)?;
+        let srv = crate::model::dynamic::insert(be, srv);
+        let now = model.started.elapsed().as_secs();
+        srv.last_change.store(now, Ordering::Release);
+        be.note_state(now);
+        // Its check task idles until `enable health` (checks start disabled, as HAProxy).
+        if srv.check_spec.is_some() {
+            control::spawn_check(&self.shared, be, &srv, Duration::ZERO);
+        }
+        Ok(())
+    }
+
+    fn del_server(&mut self, r: SrvRef) {
+        if let Some((be, srv)) = self.target(r) {
+            be.remove_server(&srv);
+            be.note_state(self.shared.model.started.elapsed().as_secs());
+        }
     }
 }
 

@@ -142,12 +142,14 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
         check: api::CheckSnap {
             configured,
             enabled: configured && srv.check_enabled.load(Ordering::Relaxed),
-            paused: st.is_maint(),
+            paused: st.is_paused(),
             in_progress: st.in_progress(),
+            // HAProxy initialises every server's check status to INI, checked or not
+            // (`show servers state` srv_check_status 1); `show stat` hides it without a check.
             status: if configured {
                 status(last.status)
             } else {
-                api::CheckStatus::Unknown
+                api::CheckStatus::Ini
             },
             code: last.code.map_or(0, u32::from),
             duration_ms: last.duration.as_millis() as u64,
@@ -163,6 +165,8 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
         // 2.6 reports the configured check `port` as the agent's too (`srv_agent_port`): it
         // copies it there when no agent port is set.
         agent: api::CheckSnap {
+            // The `addr` keyword sets the agent's address too (`srv_agent_addr`).
+            addr: srv.cfg.opts.check_addr,
             port: srv
                 .check_spec
                 .as_ref()
@@ -236,6 +240,10 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
             fullconn: fullconn(model, p),
             algo: p.cfg.balance.as_str().into(),
             dynamic_weights: !matches!(p.cfg.balance, Balance::StaticRr),
+            dynamic_servers: matches!(
+                p.cfg.balance,
+                Balance::Roundrobin | Balance::Leastconn | Balance::First
+            ),
             all_backups: p.cfg.options.allbackups,
             cookie: None,
             down_trans: p.be_state.down_trans.load(Ordering::Relaxed),
@@ -258,7 +266,12 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
         socket_stats: p.cfg.options.socket_stats,
         listeners,
         backend,
-        servers: p.servers.iter().map(|s| server(model, s, http)).collect(),
+        servers: p
+            .pool()
+            .servers
+            .iter()
+            .map(|s| server(model, s, http))
+            .collect(),
     }
 }
 
@@ -312,9 +325,14 @@ pub fn maxsock(model: &Model, maxconn: u32, threads: u32) -> u32 {
     // A check `port` also counts once more: 2.6 copies it to the agent, whose socket is then
     // reserved too.
     let checks: usize = proxies
-        .flat_map(|p| p.servers.iter())
-        .filter_map(|s| s.check_spec.as_ref())
-        .map(|c| 1 + usize::from(c.check_port.is_some()))
+        .map(|p| {
+            p.pool()
+                .servers
+                .iter()
+                .filter_map(|s| s.check_spec.as_ref())
+                .map(|c| 1 + usize::from(c.check_port.is_some()))
+                .sum::<usize>()
+        })
         .sum();
     maxconn
         .saturating_mul(2)

@@ -265,6 +265,12 @@ pub struct CheckState {
     pub chkfail: u64,
     /// `chkdown`: transitions from usable to DOWN or MAINT.
     pub chkdown: u64,
+    /// Added at run time: HAProxy starts such a server at H = 0 and leaving maintenance does
+    /// not raise it (only check results do).
+    dynamic: bool,
+    /// In the maintenance `add server` starts in, never entered through an admin action: its
+    /// check is not marked paused (`srv_check_state`).
+    fresh: bool,
 }
 
 impl CheckState {
@@ -291,7 +297,20 @@ impl CheckState {
             intervals,
             chkfail: 0,
             chkdown: 0,
+            dynamic: false,
+            fresh: false,
         }
+    }
+
+    /// A server from `add server`: in maintenance, H = 0 (`show servers state` of HAProxy 2.6).
+    pub fn dynamic(opts: &ServerOpts) -> CheckState {
+        let mut st = CheckState::with(opts.rise, opts.fall, Intervals::from_opts(opts));
+        st.maint = true;
+        st.op = OpState::Stopped;
+        st.health = 0;
+        st.dynamic = true;
+        st.fresh = true;
+        st
     }
 
     pub fn rise(&self) -> u32 {
@@ -306,6 +325,10 @@ impl CheckState {
     }
     pub fn op(&self) -> OpState {
         self.op
+    }
+    /// In maintenance entered by an admin action or `disabled` (the check is paused).
+    pub fn is_paused(&self) -> bool {
+        self.maint && !self.fresh
     }
     pub fn is_maint(&self) -> bool {
         self.maint
@@ -423,7 +446,10 @@ impl CheckState {
             return None;
         }
         self.maint = false;
-        self.health = self.rise;
+        self.fresh = false;
+        if !self.dynamic {
+            self.health = self.rise;
+        }
         self.op = OpState::Running;
         Some(Transition::Ready)
     }

@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
+    /// `.notice`: printed, but not a warning (no "Warnings were found.").
+    Notice,
     Warning,
     Alert,
 }
@@ -17,6 +19,12 @@ pub struct Diag {
     pub line: u32,
     pub severity: Severity,
     pub msg: String,
+    /// Rendered `parsing [f:l]: ` (no space before the colon), as HAProxy words the messages of
+    /// its line reader (`.if`, `.alert`…) unlike those of keyword parsers.
+    pub tight: bool,
+    /// HAProxy stopped reading the configuration here (`ERR_ABORT`): no later checks ran, and it
+    /// exits without its closing "Fatal errors found" line.
+    pub abort: bool,
 }
 
 impl Diag {
@@ -26,7 +34,22 @@ impl Diag {
             line,
             severity: Severity::Alert,
             msg: msg.into(),
+            tight: false,
+            abort: false,
         }
+    }
+
+    /// A message of HAProxy's line reader (`parsing [f:l]: msg`).
+    pub fn reader(file: &str, line: u32, severity: Severity, msg: impl Into<String>) -> Diag {
+        Diag {
+            tight: true,
+            ..Diag::warning(file, line, msg).with_severity(severity)
+        }
+    }
+
+    fn with_severity(mut self, severity: Severity) -> Diag {
+        self.severity = severity;
+        self
     }
 
     pub fn warning(file: &str, line: u32, msg: impl Into<String>) -> Diag {
@@ -35,6 +58,8 @@ impl Diag {
             line,
             severity: Severity::Warning,
             msg: msg.into(),
+            tight: false,
+            abort: false,
         }
     }
 
@@ -45,6 +70,8 @@ impl Diag {
             line: 0,
             severity,
             msg: msg.into(),
+            tight: false,
+            abort: false,
         }
     }
 
@@ -57,10 +84,12 @@ impl Diag {
         let tag = match self.severity {
             Severity::Alert => "[ALERT]",
             Severity::Warning => "[WARNING]",
+            Severity::Notice => "[NOTICE]",
         };
         let mut out = format!("{tag:<10} ({pid}) : config : ");
         if !self.file.is_empty() {
-            let _ = write!(out, "parsing [{}:{}] : ", self.file, self.line);
+            let sep = if self.tight { "" } else { " " };
+            let _ = write!(out, "parsing [{}:{}]{sep}: ", self.file, self.line);
         }
         out.push_str(&self.msg);
         out
@@ -98,11 +127,13 @@ pub fn render_failure(diags: &[Diag], pid: u32) -> String {
             "[ALERT]"
         );
     }
-    let _ = writeln!(
-        out,
-        "{:<10} ({pid}) : config : Fatal errors found in configuration.",
-        "[ALERT]"
-    );
+    if !diags.iter().any(|d| d.abort) {
+        let _ = writeln!(
+            out,
+            "{:<10} ({pid}) : config : Fatal errors found in configuration.",
+            "[ALERT]"
+        );
+    }
     out
 }
 

@@ -3,7 +3,7 @@
 use super::model::{CliLevel, Global, SslOptions, StatsSocket};
 use super::parser::{Ctx, unknown_kw};
 use super::values::{TimeError, parse_time, parse_u32};
-use super::{addr, kw_proxy};
+use super::{addr, kw_process, kw_proxy, kw_ssl, kw_tune};
 
 pub(crate) struct GlobalKw {
     pub kw: &'static str,
@@ -87,7 +87,14 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
 
 pub(crate) fn dispatch(g: &mut Global, c: &mut Ctx, args: &[String]) {
     let Some(kw) = args.first() else { return };
-    match GLOBAL_KWS.iter().find(|k| k.kw == kw) {
+    let all = || {
+        GLOBAL_KWS
+            .iter()
+            .chain(kw_tune::TUNE_KWS)
+            .chain(kw_process::PROCESS_KWS)
+            .chain(kw_ssl::SSL_KWS)
+    };
+    match all().find(|k| k.kw == kw) {
         Some(row) => {
             let before = c.diags.len();
             (row.parse)(g, c, args);
@@ -95,7 +102,7 @@ pub(crate) fn dispatch(g: &mut Global, c: &mut Ctx, args: &[String]) {
                 g.pending.push((kw.clone(), c.loc.clone()));
             }
         }
-        None => c.alert(unknown_kw(kw, "global", GLOBAL_KWS.iter().map(|k| k.kw))),
+        None => c.alert(unknown_kw(kw, "global", all().map(|k| k.kw))),
     }
 }
 

@@ -9,7 +9,7 @@ use super::model::{
 };
 use super::parser::{Ctx, unknown_kw};
 use super::values::{parse_time, parse_u32, time_error_msg};
-use super::{addr, kw_rules, kw_server, suggest};
+use super::{addr, kw_pages, kw_rules, kw_server, kw_small, suggest};
 
 /// Allowed in `defaults` sections (named or anonymous).
 pub(crate) const DEF: u8 = 1;
@@ -244,8 +244,14 @@ pub(crate) fn dispatch(
         return;
     };
     let section = section_name(px, defaults.is_some());
-    let Some(row) = PROXY_KWS.iter().find(|k| k.kw == kw) else {
-        c.alert(unknown_kw(kw, section, PROXY_KWS.iter().map(|k| k.kw)));
+    let all = || {
+        PROXY_KWS
+            .iter()
+            .chain(kw_pages::PAGE_KWS)
+            .chain(kw_small::SMALL_KWS)
+    };
+    let Some(row) = all().find(|k| k.kw == kw) else {
+        c.alert(unknown_kw(kw, section, all().map(|k| k.kw)));
         return;
     };
     if no && kw != "option" && kw != "log" {
@@ -655,7 +661,7 @@ pub(crate) fn parse_log_target(c: &mut Ctx, args: &[String]) -> Option<LogTarget
     })
 }
 
-const TIMEOUTS: &[(&str, u8)] = &[
+pub(crate) const TIMEOUTS: &[(&str, u8)] = &[
     ("client", FE),
     ("server", BE),
     ("connect", BE),
@@ -717,8 +723,19 @@ fn kw_timeout(p: &mut P, args: &[String]) {
 }
 
 /// `option` names: (name, caps FE/BE, pending).
-const OPTIONS: &[(&str, u8, bool)] = &[
+pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("abortonclose", BE, true),
+    ("clitcpka", FE, true),
+    ("dontlog-normal", FE, true),
+    ("http-ignore-probes", FE, true),
+    ("log-separate-errors", FE, true),
+    ("logasap", FE, true),
+    ("redis-check", BE, true),
+    ("srvtcpka", BE, true),
+    ("ssl-hello-chk", BE, true),
+    ("tcp-smart-accept", FE, false),
+    ("tcp-smart-connect", BE, false),
+    ("tcpka", FE | BE, true),
     ("allbackups", BE, false),
     ("dontlognull", FE, false),
     ("forwardfor", FE | BE, false),
@@ -785,12 +802,36 @@ fn kw_option(p: &mut P, args: &[String]) {
         | "splice-auto"
         | "splice-request"
         | "splice-response"
+        | "clitcpka"
+        | "dontlog-normal"
+        | "http-ignore-probes"
+        | "log-separate-errors"
+        | "logasap"
+        | "redis-check"
+        | "srvtcpka"
+        | "ssl-hello-chk"
+        | "tcp-smart-accept"
+        | "tcp-smart-connect"
+        | "tcpka"
         | "tcp-check" => {
             if p.c.too_many(args, 2, 0) {
                 return;
             }
             let o = &mut p.px.options;
             match name {
+                // Accept-time and connect-time optimisations (TCP_DEFER_ACCEPT, delayed
+                // connect) that change no observable behaviour: accepted as HAProxy does.
+                "tcp-smart-accept" | "tcp-smart-connect" => {}
+                // Not built yet: recorded as pending below (the start refuses them).
+                "clitcpka"
+                | "dontlog-normal"
+                | "http-ignore-probes"
+                | "log-separate-errors"
+                | "logasap"
+                | "redis-check"
+                | "srvtcpka"
+                | "ssl-hello-chk"
+                | "tcpka" => {}
                 "abortonclose" => o.abortonclose = on,
                 "allbackups" => o.allbackups = on,
                 "dontlognull" => o.dontlognull = on,
@@ -884,6 +925,7 @@ fn kw_option(p: &mut P, args: &[String]) {
             if p.c.too_many(args, 2, 3) {
                 return;
             }
+            super::kw_rules::own_http_checks(p.px);
             let mut send = HttpCheckSend::default();
             match args.len() {
                 3 => send.uri = args[2].clone(),
@@ -993,6 +1035,10 @@ pub(crate) fn parse_ssl_option(
             o.no_tls_tickets = true;
             Ok(0)
         }
+        "prefer-client-ciphers" => {
+            o.prefer_client_ciphers = true;
+            Ok(0)
+        }
         // SSLv3 is never offered; the others map onto the version range.
         "no-sslv3" => Ok(0),
         "no-tlsv10" => {
@@ -1021,7 +1067,7 @@ pub(crate) fn parse_ssl_option(
     }
 }
 
-const BIND_OPTS: &[&str] = &[
+pub(crate) const BIND_OPTS: &[&str] = &[
     "alpn",
     "ciphers",
     "ciphersuites",
@@ -1037,6 +1083,7 @@ const BIND_OPTS: &[&str] = &[
     "no-tlsv10",
     "no-tlsv11",
     "no-tlsv13",
+    "prefer-client-ciphers",
     "ssl",
     "ssl-max-ver",
     "ssl-min-ver",
@@ -1070,8 +1117,8 @@ fn kw_bind(p: &mut P, args: &[String]) {
                 ssl_on = true;
                 Ok(0)
             }
-            "crt" => match val {
-                Some(v) => match (p.c.sys.stat)(v) {
+            "crt" => match val.map(|v| based(p.global.process.crt_base.as_deref(), v)) {
+                Some(ref v) => match (p.c.sys.stat)(v) {
                     Ok(()) => {
                         ssl.crts.push(v.clone());
                         ssl.sources.push(CrtSource::Crt(v.clone()));
@@ -1137,6 +1184,25 @@ fn kw_bind(p: &mut P, args: &[String]) {
                 }
                 None => Err(format!("{head} : 'maxconn' : expects an integer argument")),
             },
+            // Linux binds `:::p` dual-stack unless told otherwise: `v4v6` is what happens.
+            "v4v6" => Ok(0),
+            "v6only" | "transparent" | "defer-accept" | "tfo" | "strict-sni" => {
+                p.pending(&format!("bind {opt}"));
+                Ok(0)
+            }
+            "interface" | "thread" | "id" | "process" => match val {
+                Some(_) => {
+                    // `id` and `thread` only number/pin listeners; `interface` binds to a device.
+                    if opt == "interface" {
+                        p.pending("bind interface");
+                    }
+                    Ok(1)
+                }
+                None => Err(format!("{head} : '{opt}' : missing argument")),
+            },
+            "allow-0rtt" => Err(format!(
+                "{head} : 'allow-0rtt' : TLS 1.3 early data is not supported by portcullis."
+            )),
             o if BIND_OPTS.contains(&o) => parse_ssl_option(&mut ssl.options, o, args.get(i + 1))
                 .map_err(|e| format!("{head} : {e}")),
             other => {
@@ -1175,6 +1241,14 @@ fn kw_bind(p: &mut P, args: &[String]) {
     }
 }
 
+/// `crt-base`/`ca-base`: a relative path is taken under the base directory.
+pub(crate) fn based(base: Option<&str>, path: &str) -> String {
+    match base {
+        Some(b) if !path.starts_with('/') => format!("{}/{path}", b.trim_end_matches('/')),
+        _ => path.to_string(),
+    }
+}
+
 /// Derived settings once a proxy section is complete.
 pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag>) {
     // Content inspection peeks at the socket: with TLS terminated first there is nothing to peek.
@@ -1201,7 +1275,13 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
         if hc.send.version != defaults.version {
             base.send.version = hc.send.version.clone();
         }
-        base.send.headers.extend(hc.send.headers.iter().cloned());
+        // `http-check send hdr …` replaces the headers `option httpchk` smuggled in its version.
+        if !hc.send.headers.is_empty() {
+            if let Some((v, _)) = base.send.version.split_once("\r\n") {
+                base.send.version = v.to_string();
+            }
+            base.send.headers = hc.send.headers.clone();
+        }
         if hc.send.body.is_some() {
             base.send.body = hc.send.body.clone();
         }
@@ -1228,6 +1308,12 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             ),
         ));
     }
+    let ca_base = global.process.ca_base.as_deref();
+    for s in &mut px.servers {
+        if let Some(ca) = s.opts.ca_file.as_mut() {
+            *ca = based(ca_base, ca);
+        }
+    }
     for b in &mut px.binds {
         if let Some(ssl) = b.ssl.as_mut() {
             if ssl.ciphers.is_none() {
@@ -1241,6 +1327,10 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             o.min_ver = o.min_ver.or(g.min_ver);
             o.max_ver = o.max_ver.or(g.max_ver);
             o.no_tls_tickets |= g.no_tls_tickets;
+            o.prefer_client_ciphers |= g.prefer_client_ciphers;
+            if ssl.curves.is_none() {
+                ssl.curves = global.ssl_default_bind_curves.clone();
+            }
         }
     }
 }

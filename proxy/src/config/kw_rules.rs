@@ -4,8 +4,8 @@
 
 use super::kw_proxy::P;
 use super::model::{
-    AclDef, Cond, ExpectMatch, HttpCheckExpect, HttpRequestAction, HttpRequestRule, RedirectKind,
-    StatsPage, TcpCheckRule, TcpRequestAction, TcpRequestRule,
+    AclDef, Cond, ExpectMatch, HttpCheck, HttpCheckExpect, HttpRequestAction, HttpRequestRule,
+    RedirectKind, StatsPage, TcpCheckRule, TcpRequestAction, TcpRequestRule,
 };
 use super::values::{TimeError, invalid_name_char, parse_time, parse_u32};
 
@@ -47,7 +47,7 @@ pub(crate) fn kw_acl(p: &mut P, args: &[String]) {
     });
 }
 
-const HTTP_ACTIONS: &[&str] = &[
+pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "add-header",
     "allow",
     "del-header",
@@ -482,7 +482,19 @@ fn parse_expect(
     Ok((negate, m))
 }
 
+/// A proxy's own first `http-check` line drops the rules it inherited from `defaults`, the
+/// inherited `option httpchk` request included (the check stays an HTTP one).
+pub(crate) fn own_http_checks(px: &mut super::model::Proxy) {
+    if std::mem::take(&mut px.extra.checks_inherited) {
+        px.http_check = HttpCheck::default();
+        if let Some(o) = px.options.httpchk.as_mut() {
+            *o = HttpCheck::default();
+        }
+    }
+}
+
 pub(crate) fn kw_http_check(p: &mut P, args: &[String]) {
+    own_http_checks(p.px);
     let sub = arg(args, 1);
     match sub {
         "disable-on-404" => {
@@ -654,6 +666,18 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
                 return;
             }
         },
+        // Parsed; the stats page does not render them yet, so the start refuses them (pending).
+        "show-legends" | "show-node" | "show-desc" | "scope" | "http-request" => {
+            if sub == "scope" && v.is_none() {
+                p.alert("'scope' needs a proxy name.");
+                return;
+            }
+            if sub == "http-request" && v.is_none() {
+                p.alert("'stats http-request' requires a rule (allow, deny or auth).");
+                return;
+            }
+            p.pending(&format!("stats {sub}"));
+        }
         other => {
             p.alert(format!(
                 "unknown stats parameter '{other}', expects 'admin', 'uri', 'realm', 'auth', 'enable', 'hide-version' or 'refresh'."
@@ -662,8 +686,8 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
         }
     }
     let max = match sub {
-        "enable" | "hide-version" => 0,
-        "admin" => usize::MAX / 2,
+        "enable" | "hide-version" | "show-legends" => 0,
+        "admin" | "show-desc" | "http-request" => usize::MAX / 2,
         _ => 1,
     };
     if p.c.too_many(args, 2, max) {

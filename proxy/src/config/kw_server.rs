@@ -13,6 +13,8 @@ pub(crate) struct SrvState {
     pub name: String,
     pub opts: ServerOpts,
     pub id: Option<u32>,
+    /// Keywords parsed whose feature is not built yet (recorded as the proxy's pending ones).
+    pub pending: Vec<&'static str>,
 }
 
 pub(crate) struct SrvKw {
@@ -25,6 +27,22 @@ pub(crate) struct SrvKw {
 }
 
 pub(crate) static SRV_KWS: &[SrvKw] = &[
+    SrvKw {
+        kw: "slowstart",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| match parse_time(v) {
+            Ok(_) => {
+                s.pending.push("slowstart");
+                Ok(())
+            }
+            Err(TimeError::BadChar(c)) => Err(format!(
+                "unexpected character '{c}' in 'slowstart' argument of server {}.",
+                s.name
+            )),
+            Err(_) => Err("'slowstart' expects a positive delay in milliseconds.".to_string()),
+        },
+    },
     SrvKw {
         kw: "addr",
         args: 1,
@@ -317,7 +335,7 @@ fn srv_on_marked_up(s: &mut SrvState, v: &str) -> Result<(), String> {
 }
 
 /// Applies the option words `args[from..]`; `Err` carries the first error's text.
-fn apply(
+pub(crate) fn apply(
     st: &mut SrvState,
     args: &[String],
     from: usize,
@@ -356,9 +374,15 @@ pub(crate) fn kw_default_server(p: &mut P, args: &[String]) {
         name: "default-server".to_string(),
         opts: p.px.default_server.clone(),
         id: None,
+        pending: Vec::new(),
     };
     match apply(&mut st, args, 1, true) {
-        Ok(()) => p.px.default_server = st.opts,
+        Ok(()) => {
+            for k in &st.pending {
+                p.pending(k);
+            }
+            p.px.default_server = st.opts;
+        }
         Err(e) => p.alert(format!("'default-server' : {e}")),
     }
 }
@@ -386,10 +410,14 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
         name: name.clone(),
         opts: p.px.default_server.clone(),
         id: None,
+        pending: Vec::new(),
     };
     if let Err(e) = apply(&mut st, args, 3, false) {
         p.alert(format!("{who} : {e}"));
         return;
+    }
+    for k in &st.pending {
+        p.pending(k);
     }
     if let Some(prev) = p.px.servers.iter().find(|s| s.name == *name) {
         let msg = format!(

@@ -5,11 +5,18 @@
 //! come in through [`Sys`]. [`load`] and [`check_command`] are the thin shells that read files.
 
 pub mod addr;
+pub mod cond;
 pub mod diag;
+pub mod keywords;
 mod kw_global;
+mod kw_pages;
+mod kw_process;
 mod kw_proxy;
 mod kw_rules;
-mod kw_server;
+pub(crate) mod kw_server;
+mod kw_small;
+mod kw_ssl;
+mod kw_tune;
 pub mod lexer;
 pub mod model;
 mod parser;
@@ -36,6 +43,37 @@ pub struct Sys<'a> {
     pub stat: &'a dyn Fn(&str) -> Result<(), String>,
     /// Host name resolution for addresses that are not IP literals.
     pub resolve: &'a dyn Fn(&str) -> Option<IpAddr>,
+    /// `getpwnam`/`getgrnam` for `user`/`group`: the numeric id of a user (`Id::User`) or a
+    /// group (`Id::Group`).
+    pub ids: &'a dyn Fn(Id, &str) -> Option<u32>,
+    /// Reads a whole file (`errorfile`); `Err` is the reason.
+    pub read: &'a dyn Fn(&str) -> Result<Vec<u8>, String>,
+}
+
+/// `std::fs::read` with HAProxy's wording of the common failures.
+pub fn read_file(p: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(p).map_err(|e| io_reason(&e))
+}
+
+/// Which account database [`Sys::ids`] looks in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Id {
+    User,
+    Group,
+}
+
+/// The system's user and group databases.
+pub fn lookup_id(kind: Id, name: &str) -> Option<u32> {
+    match kind {
+        Id::User => nix::unistd::User::from_name(name)
+            .ok()
+            .flatten()
+            .map(|u| u.uid.as_raw()),
+        Id::Group => nix::unistd::Group::from_name(name)
+            .ok()
+            .flatten()
+            .map(|g| g.gid.as_raw()),
+    }
 }
 
 /// `stat(2)` with HAProxy's wording of the common failure.
@@ -87,6 +125,8 @@ pub fn parse_str(
         env,
         stat: &stat_path,
         resolve: &resolve_host,
+        ids: &lookup_id,
+        read: &read_file,
     };
     parse_sources(&[(name.to_string(), text.to_string())], &sys)
 }
@@ -146,6 +186,8 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<L
         env,
         stat: &stat_path,
         resolve: &resolve_host,
+        ids: &lookup_id,
+        read: &read_file,
     };
     parse_sources(&sources, &sys)
 }
@@ -196,9 +238,19 @@ pub fn check_command_with(
                 for w in &l.warnings {
                     eprintln!("{}", w.render(pid));
                 }
-                if !l.warnings.is_empty() {
-                    println!("Warnings were found.");
+            }
+            let warned = l.warnings.iter().any(|w| w.severity == Severity::Warning);
+            if warned && l.config.global.process.zero_warning {
+                if !quiet {
+                    eprintln!(
+                        "{:<10} ({pid}) : config : Some warnings were found and 'zero-warning' is set. Aborting.",
+                        "[ALERT]"
+                    );
                 }
+                return 1;
+            }
+            if warned && !quiet {
+                println!("Warnings were found.");
             }
             if no_listener(&l.config) {
                 if !quiet {

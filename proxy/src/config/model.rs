@@ -60,6 +60,78 @@ pub struct Global {
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
     /// with any of them (never silently ignored). (keyword, location)
     pub pending: Vec<(String, Loc)>,
+    /// `ssl-default-server-ciphers|ciphersuites|options`: TLS towards servers.
+    pub ssl_default_server_ciphers: Option<String>,
+    pub ssl_default_server_ciphersuites: Option<String>,
+    pub ssl_default_server_options: SslOptions,
+    /// `ssl-default-bind-curves`.
+    pub ssl_default_bind_curves: Option<String>,
+    /// `tune.*` settings.
+    pub tune: Tune,
+    /// The process section: identity, chroot, limits, names.
+    pub process: ProcessCfg,
+}
+
+/// `user`/`group`/`chroot`/`ulimit-n`… (global): how the process sets itself up.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessCfg {
+    /// `uid`/`user`: the workers run as this uid once everything privileged is open.
+    pub uid: Option<u32>,
+    /// `gid`/`group`.
+    pub gid: Option<u32>,
+    /// `chroot <dir>`: the workers are chrooted there once everything is open.
+    pub chroot: Option<String>,
+    /// `ulimit-n <n>`: RLIMIT_NOFILE set at start.
+    pub ulimit_n: Option<u64>,
+    /// `set-dumpable`: PR_SET_DUMPABLE after the privilege drop.
+    pub set_dumpable: bool,
+    /// `zero-warning`: any warning refuses the configuration.
+    pub zero_warning: bool,
+    /// `master-worker [no-exit-on-failure]`.
+    pub master_worker: bool,
+    pub mworker_max_reloads: Option<u32>,
+    /// `description` (`show info`, stats page).
+    pub description: Option<String>,
+    /// `node` (`show info`, stats page).
+    pub node: Option<String>,
+    /// `log-tag`: the syslog tag (default: the program name).
+    pub log_tag: Option<String>,
+    pub localpeer: Option<String>,
+    /// `ca-base` / `crt-base`: prefixes of relative CA and certificate paths.
+    pub ca_base: Option<String>,
+    pub crt_base: Option<String>,
+    /// `server-state-base` / `server-state-file`.
+    pub server_state_base: Option<String>,
+    pub server_state_file: Option<String>,
+    /// `unix-bind prefix <p> mode <m> uid/user <u> gid/group <g>`.
+    pub unix_bind: UnixBind,
+    /// `cpu-map <threads> <cpus>` lines as written.
+    pub cpu_map: Vec<(String, String)>,
+    /// `spread-checks <pct>`.
+    pub spread_checks: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnixBind {
+    pub prefix: Option<String>,
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+/// `tune.*` (global).
+#[derive(Clone, Debug, Default)]
+pub struct Tune {
+    /// `tune.bufsize` (rounded up to 16 as HAProxy does).
+    pub bufsize: Option<u32>,
+    /// `tune.maxrewrite`.
+    pub maxrewrite: Option<u32>,
+    /// `tune.idle-pool.shared on|off`.
+    pub idle_pool_shared: bool,
+    /// `tune.ssl.default-dh-param`: accepted, without effect (rustls has no FFDHE).
+    pub ssl_default_dh_param: Option<u32>,
+    /// The warning about finite-field DHE settings was given.
+    pub dhe_warned: bool,
 }
 
 /// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.
@@ -117,6 +189,9 @@ pub struct SslOptions {
     pub min_ver: Option<TlsVersion>,
     pub max_ver: Option<TlsVersion>,
     pub no_tls_tickets: bool,
+    /// `prefer-client-ciphers`: the client's cipher order wins (HAProxy's default is the
+    /// server's order).
+    pub prefer_client_ciphers: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -617,6 +692,7 @@ pub struct Proxy {
     pub stick_table: Option<StickTable>,
     /// Keywords parsed and validated whose feature has not landed (see `Global::pending`).
     pub pending: Vec<(String, Loc)>,
+    pub extra: ProxyExtra,
 }
 
 /// `portcullis-relay auto|kernel|userspace [max-unacked <size>] [bulk-rate <size>]` (a portcullis
@@ -643,6 +719,43 @@ pub enum RelayEngine {
     Kernel,
     /// Never the kernel splice, whatever the other side of the session says.
     Userspace,
+}
+
+/// Proxy settings of the real-world keywords (error pages, monitor, description…).
+#[derive(Clone, Debug, Default)]
+pub struct ProxyExtra {
+    /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the
+    /// proxy's own first such line starts them afresh, as HAProxy frees inherited rules.
+    pub checks_inherited: bool,
+    /// `errorfile`/`errorloc*` and resolved `errorfiles`: (status, the response as HAProxy
+    /// loads it), later entries win.
+    pub error_pages: Vec<(u16, Vec<u8>)>,
+    /// `errorfiles <section> [<status>…]` references, resolved at the end of the parse.
+    pub errorfiles_refs: Vec<ErrorfilesRef>,
+    /// `monitor-uri <uri>`.
+    pub monitor_uri: Option<String>,
+    /// `description <text>`.
+    pub description: Option<String>,
+}
+
+impl ProxyExtra {
+    /// The configured page for `status`, if any.
+    pub fn error_page(&self, status: u16) -> Option<&[u8]> {
+        self.error_pages
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == status)
+            .map(|(_, b)| b.as_slice())
+    }
+}
+
+/// One `errorfiles` line.
+#[derive(Clone, Debug)]
+pub struct ErrorfilesRef {
+    pub section: String,
+    /// Empty: every page of the section.
+    pub statuses: Vec<u16>,
+    pub loc: Loc,
 }
 
 impl Proxy {
@@ -678,6 +791,7 @@ impl Proxy {
             relay: Relay::default(),
             stick_table: None,
             pending: Vec::new(),
+            extra: ProxyExtra::default(),
         }
     }
 

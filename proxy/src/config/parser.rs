@@ -5,7 +5,7 @@
 use super::diag::{Diag, Severity};
 use super::model::{BindAddr, Cap, Config, Global, Loc, Mode, Proxy};
 use super::values::invalid_name_char;
-use super::{Sys, kw_global, kw_proxy, lexer, suggest};
+use super::{Sys, cond, kw_global, kw_proxy, lexer, suggest};
 use std::sync::Arc;
 
 /// What a keyword parser needs besides its target: where it is and where to report.
@@ -19,6 +19,15 @@ impl Ctx<'_> {
     pub fn alert(&mut self, msg: impl Into<String>) {
         self.diags
             .push(Diag::alert(&self.loc.file, self.loc.line, msg));
+    }
+    /// An alert worded `parsing [f:l]: msg` (HAProxy's spacing for some global keywords).
+    pub fn alert_tight(&mut self, msg: impl Into<String>) {
+        self.diags.push(Diag::reader(
+            &self.loc.file,
+            self.loc.line,
+            Severity::Alert,
+            msg,
+        ));
     }
     pub fn warn(&mut self, msg: impl Into<String>) {
         self.diags
@@ -45,6 +54,8 @@ enum Section {
     Global,
     Defaults(usize),
     Proxy(usize),
+    /// An `http-errors <name>` section (index in `Parser::http_errors`).
+    HttpErrors(usize),
     /// After a broken section header or in a section kind we do not support: lines are ignored.
     Skip,
 }
@@ -55,7 +66,6 @@ pub(crate) const UNSUPPORTED_SECTIONS: &[&str] = &[
     "resolvers",
     "mailers",
     "program",
-    "http-errors",
     "ring",
     "cache",
     "fcgi-app",
@@ -71,7 +81,58 @@ pub(crate) struct Parser<'s> {
     /// Every `defaults` section so far: (name, settings). The last one applies to new proxies.
     defaults: Vec<(Option<String>, Proxy)>,
     section: Section,
+    /// Open `.if` blocks of the current file, innermost last.
+    conds: Vec<CondState>,
+    /// HAProxy left its line loop for this file (`break` after some errors).
+    stop_file: bool,
+    /// HAProxy stopped reading the configuration (`ERR_ABORT`).
+    aborted: bool,
+    /// `http-errors` sections: (name, where, pages).
+    http_errors: Vec<HttpErrors>,
 }
+
+struct HttpErrors {
+    name: String,
+    loc: Loc,
+    pages: Vec<(u16, Vec<u8>)>,
+}
+
+/// Where a `.if` block stands (HAProxy's `nested_cond_state`): TAKE lines are parsed, DROP
+/// lines are not (the condition was false), SKIP lines are not (an earlier branch was taken or
+/// the enclosing block is masked, so this condition is never evaluated).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CondState {
+    IfTake,
+    IfDrop,
+    IfSkip,
+    ElifTake,
+    ElifDrop,
+    ElifSkip,
+    ElseTake,
+    ElseDrop,
+}
+
+impl CondState {
+    fn masked(self) -> bool {
+        !matches!(
+            self,
+            CondState::IfTake | CondState::ElifTake | CondState::ElseTake
+        )
+    }
+    /// A branch of this block was (or is being) taken, or it never evaluates anything.
+    fn settled(self) -> bool {
+        matches!(
+            self,
+            CondState::IfTake | CondState::IfSkip | CondState::ElifTake | CondState::ElifSkip
+        )
+    }
+    fn after_else(self) -> bool {
+        matches!(self, CondState::ElseTake | CondState::ElseDrop)
+    }
+}
+
+/// HAProxy's MAXNESTEDCONDS.
+const MAX_NESTED_CONDS: usize = 100;
 
 impl<'s> Parser<'s> {
     pub fn new(sys: &'s Sys<'s>) -> Self {
@@ -82,6 +143,10 @@ impl<'s> Parser<'s> {
             proxies: Vec::new(),
             defaults: Vec::new(),
             section: Section::None,
+            conds: Vec::new(),
+            stop_file: false,
+            aborted: false,
+            http_errors: Vec::new(),
         }
     }
 
@@ -89,12 +154,190 @@ impl<'s> Parser<'s> {
     pub fn feed(&mut self, file: &str, text: &str) {
         let file: Arc<str> = Arc::from(file);
         self.section = Section::None;
-        for (i, raw) in text.split('\n').enumerate() {
+        self.conds.clear();
+        self.stop_file = false;
+        if self.aborted {
+            return;
+        }
+        let mut last = 0u32;
+        let pieces: Vec<&str> = text.split('\n').collect();
+        for (i, raw) in pieces.iter().enumerate() {
+            // The empty piece after a final newline is not a line.
+            if i + 1 == pieces.len() && raw.is_empty() && i > 0 {
+                break;
+            }
+            last = u32::try_from(i + 1).unwrap_or(u32::MAX);
             let loc = Loc {
                 file: file.clone(),
-                line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                line: last,
             };
             self.line(loc, raw);
+            if self.aborted || self.stop_file {
+                break;
+            }
+        }
+        if !self.aborted && !self.conds.is_empty() {
+            self.reader_abort(&file, last, "non-terminated '.if' block.".to_string());
+        }
+    }
+
+    fn reader_abort(&mut self, file: &str, line: u32, msg: String) {
+        let mut d = Diag::reader(file, line, Severity::Alert, msg);
+        d.abort = true;
+        self.diags.push(d);
+        self.aborted = true;
+    }
+
+    fn reader_alert(&mut self, loc: &Loc, msg: String) {
+        self.diags
+            .push(Diag::reader(&loc.file, loc.line, Severity::Alert, msg));
+    }
+
+    /// `.if`/`.elif`/`.else`/`.endif` (and, outside masked blocks, `.alert`/`.warning`/
+    /// `.notice`/`.diag`): true when the line is consumed (a directive or masked out).
+    fn directive(&mut self, loc: &Loc, words: &[String]) -> bool {
+        let first = words.first().map_or("", String::as_str);
+        let top = self.conds.last().copied();
+        let extra = words.get(1).filter(|w| !w.is_empty());
+        match first {
+            ".if" => {
+                if self.conds.len() + 1 >= MAX_NESTED_CONDS {
+                    self.reader_abort(
+                        &loc.file,
+                        loc.line,
+                        format!("too many nested '.if', max is {MAX_NESTED_CONDS}."),
+                    );
+                    return true;
+                }
+                if top.is_some_and(CondState::masked) {
+                    self.conds.push(CondState::IfSkip);
+                    return true;
+                }
+                if let Some(v) = self.condition(loc, ".if", words) {
+                    self.conds.push(if v {
+                        CondState::IfTake
+                    } else {
+                        CondState::IfDrop
+                    });
+                }
+                return true;
+            }
+            ".elif" => {
+                let Some(t) = top else {
+                    let msg = "lone '.elif' with no matching '.if'.".to_string();
+                    self.reader_abort(&loc.file, loc.line, msg);
+                    return true;
+                };
+                if t.after_else() {
+                    let msg = "'.elif' after '.else' is not permitted.".to_string();
+                    self.reader_abort(&loc.file, loc.line, msg);
+                    return true;
+                }
+                let next = if t.settled() {
+                    Some(CondState::ElifSkip)
+                } else {
+                    self.condition(loc, ".elif", words).map(|v| {
+                        if v {
+                            CondState::ElifTake
+                        } else {
+                            CondState::ElifDrop
+                        }
+                    })
+                };
+                if let (Some(n), Some(slot)) = (next, self.conds.last_mut()) {
+                    *slot = n;
+                }
+                return true;
+            }
+            ".else" | ".endif" => {
+                if let Some(a) = extra {
+                    self.reader_alert(loc, format!("Unexpected argument '{a}' for '{first}'."));
+                    self.stop_file = true;
+                    return true;
+                }
+                let Some(t) = top else {
+                    let msg = format!("lone '{first}' with no matching '.if'.");
+                    if first == ".else" {
+                        self.reader_abort(&loc.file, loc.line, msg);
+                    } else {
+                        self.reader_alert(loc, msg);
+                        self.stop_file = true;
+                    }
+                    return true;
+                };
+                if first == ".endif" {
+                    self.conds.pop();
+                    return true;
+                }
+                if t.after_else() {
+                    let msg = "'.else' after '.else' is not permitted.".to_string();
+                    self.reader_abort(&loc.file, loc.line, msg);
+                    return true;
+                }
+                if let Some(slot) = self.conds.last_mut() {
+                    *slot = if t.settled() {
+                        CondState::ElseDrop
+                    } else {
+                        CondState::ElseTake
+                    };
+                }
+                return true;
+            }
+            _ => {}
+        }
+        if top.is_some_and(CondState::masked) {
+            return true;
+        }
+        if !first.starts_with('.') {
+            return false;
+        }
+        let sev = match first {
+            ".alert" => Severity::Alert,
+            ".warning" => Severity::Warning,
+            ".notice" => Severity::Notice,
+            ".diag" => Severity::Notice,
+            _ => {
+                self.reader_alert(loc, format!("unknown directive '{first}'."));
+                self.stop_file = true;
+                return true;
+            }
+        };
+        if let Some(a) = words.get(2).filter(|w| !w.is_empty()) {
+            self.reader_alert(
+                loc,
+                format!(
+                    "Unexpected argument '{a}' for '{first}'. Use quotes if the message should contain spaces."
+                ),
+            );
+            return true;
+        }
+        let msg = format!("'{}'.", words.get(1).map_or("", String::as_str));
+        match first {
+            ".alert" => self.reader_abort(&loc.file, loc.line, msg),
+            // `.diag` messages are only shown in HAProxy's diagnostic mode (-dD).
+            ".diag" => {}
+            _ => self.diags.push(Diag::reader(&loc.file, loc.line, sev, msg)),
+        }
+        true
+    }
+
+    /// Evaluates the condition of a `.if`/`.elif` line; `None` after reporting an error (which
+    /// stops the configuration, as in HAProxy).
+    fn condition(&mut self, loc: &Loc, kw: &str, words: &[String]) -> Option<bool> {
+        // HAProxy re-joins the line's words with single spaces.
+        let expr = words.get(1..).unwrap_or_default().join(" ");
+        match cond::eval_at(&expr, self.sys.env) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let caret = format!("{:>w$}", "^", w = e.pos + kw.len() + 2);
+                let msg = format!(
+                    "{} in '{kw}' at position {}:\n  {kw} {expr}\n  {caret}",
+                    e.msg,
+                    e.pos + 1
+                );
+                self.reader_abort(&loc.file, loc.line, msg);
+                None
+            }
         }
     }
 
@@ -111,6 +354,9 @@ impl<'s> Parser<'s> {
         if first.is_empty() {
             return;
         }
+        if (first.starts_with('.') || !self.conds.is_empty()) && self.directive(&loc, &words) {
+            return;
+        }
         match first.as_str() {
             "global" => {
                 self.section = Section::Global;
@@ -118,6 +364,7 @@ impl<'s> Parser<'s> {
             }
             "defaults" => return self.open_defaults(loc, &words),
             "frontend" | "backend" | "listen" => return self.open_proxy(loc, &words),
+            "http-errors" => return self.open_http_errors(loc, &words),
             s if UNSUPPORTED_SECTIONS.contains(&s) => {
                 self.diags.push(Diag::alert(
                     &loc.file,
@@ -139,6 +386,19 @@ impl<'s> Parser<'s> {
                 ctx.alert(format!("unknown keyword '{first}' out of section."));
             }
             Section::Skip => {}
+            Section::HttpErrors(i) => {
+                if first == "errorfile" {
+                    if let Some(page) = super::kw_pages::load_errorfile(&mut ctx, &words)
+                        && let Some(h) = self.http_errors.get_mut(i)
+                    {
+                        h.pages.push(page);
+                    }
+                } else {
+                    ctx.alert(format!(
+                        "unknown keyword '{first}' in 'http-errors' section"
+                    ));
+                }
+            }
             Section::Global => kw_global::dispatch(&mut self.global, &mut ctx, &words),
             Section::Defaults(i) => {
                 if let Some((name, px)) = self.defaults.get_mut(i) {
@@ -202,6 +462,84 @@ impl<'s> Parser<'s> {
                 };
                 self.diags.push(Diag::alert(&loc.file, loc.line, msg));
                 Err(())
+            }
+        }
+    }
+
+    /// `http-errors <name>`: a set of `errorfile` lines that `errorfiles` refers to.
+    fn open_http_errors(&mut self, loc: Loc, words: &[String]) {
+        self.section = Section::Skip;
+        let Some(name) = words.get(1).filter(|n| !n.is_empty()) else {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!("{} : missing name", words[0]),
+            ));
+            return;
+        };
+        if let Some(c) = invalid_name_char(name) {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!(
+                    "character '{c}' is not permitted in '{}' name '{name}'.",
+                    words[0]
+                ),
+            ));
+            return;
+        }
+        if let Some(prev) = self.http_errors.iter().find(|h| h.name == *name) {
+            self.diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!(
+                    "{} section '{name}' has the same name as another {} section declared at {}:{}.",
+                    words[0], words[0], prev.loc.file, prev.loc.line
+                ),
+            ));
+            return;
+        }
+        self.http_errors.push(HttpErrors {
+            name: name.clone(),
+            loc,
+            pages: Vec::new(),
+        });
+        self.section = Section::HttpErrors(self.http_errors.len() - 1);
+    }
+
+    /// `errorfiles` lines take their pages from the `http-errors` sections (HAProxy's
+    /// `proxy_check_errors`).
+    fn resolve_errorfiles(&mut self) {
+        for px in &mut self.proxies {
+            for r in std::mem::take(&mut px.extra.errorfiles_refs) {
+                let Some(h) = self.http_errors.iter().find(|h| h.name == r.section) else {
+                    self.diags.push(Diag::global(
+                        Severity::Alert,
+                        format!(
+                            "proxy '{}': unknown http-errors section '{}' (at {}:{}).",
+                            px.name, r.section, r.loc.file, r.loc.line
+                        ),
+                    ));
+                    continue;
+                };
+                let codes: Vec<u16> = if r.statuses.is_empty() {
+                    super::kw_pages::ERR_CODES.to_vec()
+                } else {
+                    r.statuses.clone()
+                };
+                for code in codes {
+                    match h.pages.iter().rev().find(|(s, _)| *s == code) {
+                        Some(page) => px.extra.error_pages.push(page.clone()),
+                        None if !r.statuses.is_empty() => self.diags.push(Diag::global(
+                            Severity::Warning,
+                            format!(
+                                "config: proxy '{}' : status '{code}' not declared in http-errors section '{}' (at {}:{}).",
+                                px.name, h.name, r.loc.file, r.loc.line
+                            ),
+                        )),
+                        None => {}
+                    }
+                }
             }
         }
     }
@@ -306,6 +644,14 @@ impl<'s> Parser<'s> {
 
     /// Whole-configuration checks and derived values; returns the configuration.
     pub fn finish(mut self) -> (Config, Vec<Diag>) {
+        if self.aborted {
+            let config = Config {
+                global: self.global,
+                proxies: self.proxies,
+            };
+            return (config, self.diags);
+        }
+        self.resolve_errorfiles();
         for px in &mut self.proxies {
             kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
         }
@@ -341,6 +687,7 @@ fn inherit(base: Proxy, name: &str, cap: Cap, loc: Loc) -> Proxy {
     px.servers.clear();
     px.use_backends.clear();
     px.disabled = false;
+    px.extra.checks_inherited = true;
     if !cap.frontend {
         px.default_backend = None;
     }
@@ -451,8 +798,9 @@ fn check_references(proxies: &[Proxy], diags: &mut Vec<Diag>) {
     }
 }
 
-/// Two listeners on the same address cannot both be bound (we bind without SO_REUSEPORT
-/// sharing between proxies), and a wildcard covers every address of its family.
+/// Inet listeners are bound with SO_REUSEPORT, so the same address in two places (or `*:p`
+/// beside `127.0.0.1:p`) is accepted, as HAProxy does; a UNIX path or an inherited fd can only
+/// be used once.
 fn check_binds(global: &Global, proxies: &[Proxy], diags: &mut Vec<Diag>) {
     let mut seen: Vec<(&BindAddr, &Loc, String)> = Vec::new();
     for s in &global.stats_sockets {
@@ -517,11 +865,6 @@ pub(crate) fn show_addr(a: &BindAddr) -> String {
 
 fn overlaps(a: &BindAddr, b: &BindAddr) -> bool {
     match (a, b) {
-        (BindAddr::Inet(x), BindAddr::Inet(y)) => {
-            x.port() == y.port()
-                && x.is_ipv4() == y.is_ipv4()
-                && (x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified())
-        }
         (BindAddr::Unix(x), BindAddr::Unix(y)) => x == y,
         (BindAddr::Fd(x), BindAddr::Fd(y)) => x == y,
         _ => false,

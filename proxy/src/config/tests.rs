@@ -25,11 +25,29 @@ fn resolve_fake(h: &str) -> Option<std::net::IpAddr> {
     (h == "localhost").then(|| "127.0.0.1".parse().unwrap())
 }
 
+fn ids_fake(kind: Id, name: &str) -> Option<u32> {
+    match (kind, name) {
+        (Id::User, "haproxy") => Some(99),
+        (Id::Group, "haproxy") => Some(98),
+        _ => None,
+    }
+}
+
+fn read_fake(p: &str) -> Result<Vec<u8>, String> {
+    match p {
+        "/errors/503.http" => Ok(b"HTTP/1.0 503 Service Unavailable\r\nCache-Control: no-cache\r\nConnection: close\r\nContent-Type: text/html\r\n\r\n<html><body><h1>503</h1></body></html>\n".to_vec()),
+        "/errors/bad.http" => Ok(b"HTTP/1.0 503 Oops\r\nContent-Length: 3\r\n\r\nabcd".to_vec()),
+        _ => Err("No such file or directory".into()),
+    }
+}
+
 fn parse_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<Diag>> {
     let sys = Sys {
         env,
         stat: &stat_fake,
         resolve: &resolve_fake,
+        ids: &ids_fake,
+        read: &read_fake,
     };
     parse_sources(&[("t.cfg".to_string(), text.to_string())], &sys)
 }
@@ -82,7 +100,8 @@ fn seed_loopback_parses() {
         SslOptions {
             min_ver: Some(TlsVersion::Tls12),
             max_ver: None,
-            no_tls_tickets: true
+            no_tls_tickets: true,
+            ..Default::default()
         }
     );
     let names: Vec<_> = c.proxies.iter().map(|p| (p.name.as_str(), p.id)).collect();
@@ -458,7 +477,6 @@ fn whole_config_errors() {
             "16: backend 'b', another server named 's' was already defined at line 15, please use distinct names.",
             "8: Proxy 'f': unable to find required default_backend: 'nope'.",
             "9: http frontend 'f' (t.cfg:5) tries to use incompatible tcp backend 't' (t.cfg:12) as its backend (see 'mode').",
-            "11: 'bind 0.0.0.0:80' : address already used by frontend 'f' at t.cfg:7.",
         ]
     );
 }
@@ -760,5 +778,167 @@ fn splice_keywords() {
             "2: 'nosplice' cannot handle unexpected argument 'x'.",
             "9: 'option splice-auto' cannot handle unexpected argument 'x'."
         ]
+    );
+}
+
+// --- `.if` / `.elif` / `.else` / `.endif` and the message directives ---
+
+fn parse_home(text: &str) -> Result<Loaded, Vec<Diag>> {
+    parse_env(text, &|k: &str| (k == "HOME").then(|| "/root".to_string()))
+}
+
+#[test]
+fn conditional_blocks_keep_only_the_taken_branch() {
+    let text = format!(
+        "{T}.if defined(HOME)\nfrontend a\n bind :1\n.elif 1\nfrontend b\n bind :2\n.else\nfrontend c\n bind :3\n.endif\n\
+         .if defined(NOPE)\nfrontend d\n bind :4\n.elif streq(x,x)\n.if 0\nfrontend e\n bind :5\n.else\nfrontend f\n bind :6\n.endif\n.else\nfrontend g\n bind :7\n.endif\n"
+    );
+    let l = parse_home(&text).expect("parses");
+    let names: Vec<&str> = l.config.proxies.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["a", "f"]);
+}
+
+#[test]
+fn masked_blocks_are_not_evaluated_nor_parsed() {
+    // A bad keyword and a bad condition inside a false block are never looked at.
+    let text = format!(
+        "{T}.if 0\n nonsense here\n.if bad(\n.endif\n.alert \"never\"\n.foo\n.endif\nfrontend a\n bind :1\n"
+    );
+    assert!(parse_home(&text).is_ok());
+}
+
+#[test]
+fn directives_report_like_haproxy() {
+    let l = parse_home(&format!(
+        "{T}.notice \"hello\"\n.warning w\n.diag d\nfrontend a\n bind :1\n"
+    ))
+    .expect("parses");
+    let shown: Vec<String> = l.warnings.iter().map(|d| d.render(1)).collect();
+    assert_eq!(
+        shown,
+        [
+            "[NOTICE]   (1) : config : parsing [t.cfg:5]: 'hello'.",
+            "[WARNING]  (1) : config : parsing [t.cfg:6]: 'w'."
+        ]
+    );
+    let e = parse_home(&format!("{T}.alert \"stop here\"\nfrontend a\n bind zz\n")).unwrap_err();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        e[0].render(1),
+        "[ALERT]    (1) : config : parsing [t.cfg:5]: 'stop here'."
+    );
+    assert!(e[0].abort);
+    let e = parse_home(".warning two words\n").unwrap_err();
+    assert_eq!(
+        e[0].msg,
+        "Unexpected argument 'words' for '.warning'. Use quotes if the message should contain spaces."
+    );
+}
+
+#[test]
+fn condition_errors_point_at_the_bad_character() {
+    let e = parse_home("global\n.if defined(HOME) && bad(1)\n.endif\n").unwrap_err();
+    assert_eq!(
+        e[0].render(7),
+        "[ALERT]    (7) : config : parsing [t.cfg:2]: unparsable conditional expression 'bad(1)' in '.if' at position 18:\n  .if defined(HOME) && bad(1)\n                       ^"
+    );
+    let e = parse_home(".if 0\n.elif streq(a)\n.endif\n").unwrap_err();
+    assert_eq!(
+        e[0].render(7),
+        "[ALERT]    (7) : config : parsing [t.cfg:2]: missing arguments (got 1/2), type 'string' expected in argument 1 of predicate 'streq' used in conditional expression in '.elif' at position 8:\n  .elif streq(a)\n               ^"
+    );
+}
+
+#[test]
+fn block_structure_errors() {
+    let cases: &[(&str, &str)] = &[
+        (".else\n", "1: lone '.else' with no matching '.if'."),
+        (".elif 1\n", "1: lone '.elif' with no matching '.if'."),
+        (".endif\n", "1: lone '.endif' with no matching '.if'."),
+        (
+            ".if 1\n.else\n.else\n.endif\n",
+            "3: '.else' after '.else' is not permitted.",
+        ),
+        (
+            ".if 1\n.else\n.elif 1\n.endif\n",
+            "3: '.elif' after '.else' is not permitted.",
+        ),
+        (
+            ".if 1\n.endif x\n",
+            "2: Unexpected argument 'x' for '.endif'.",
+        ),
+        (".if 1\nglobal\n", "2: non-terminated '.if' block."),
+        (".foo\n", "1: unknown directive '.foo'."),
+    ];
+    for (text, want) in cases {
+        assert_eq!(
+            alerts(text).first().map(String::as_str),
+            Some(*want),
+            "{text}"
+        );
+    }
+    let deep = ".if 1\n".repeat(120);
+    assert_eq!(alerts(&deep)[0], "100: too many nested '.if', max is 100.");
+}
+
+/// As HAProxy's reg-test checks/http-check-send: a proxy's own `option httpchk` or `http-check`
+/// line drops the check rules inherited from `defaults`; `http-check send hdr` replaces the
+/// headers smuggled in `option httpchk`'s version.
+#[test]
+fn own_check_rules_drop_the_inherited_ones() {
+    let c = ok(
+        "defaults\n mode http\n option httpchk GET /status HTTP/1.1\\r\\nHdr:\\ must-be-removed\n http-check send hdr Host my-www-host hdr X-test true body test\n\
+         backend be3\n option httpchk\n server s 127.0.0.1:1 check\n\
+         backend be4\n server s 127.0.0.1:1 check\n\
+         backend be5\n http-check send hdr Host other-www-host body other\n server s 127.0.0.1:1 check\n",
+    );
+    let send = |name: &str| {
+        let p = c.proxies.iter().find(|p| p.name == name).unwrap();
+        p.options.httpchk.as_ref().unwrap().send.clone()
+    };
+    let be3 = send("be3");
+    assert_eq!(
+        (be3.method.as_str(), be3.uri.as_str(), be3.version.as_str()),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+    assert!(be3.headers.is_empty() && be3.body.is_none());
+    let be4 = send("be4");
+    assert_eq!(
+        (be4.method.as_str(), be4.uri.as_str(), be4.version.as_str()),
+        ("GET", "/status", "HTTP/1.1")
+    );
+    assert_eq!(
+        be4.headers,
+        [
+            ("Host".to_string(), "my-www-host".to_string()),
+            ("X-test".to_string(), "true".to_string())
+        ]
+    );
+    assert_eq!(be4.body.as_deref(), Some("test"));
+    let be5 = send("be5");
+    assert_eq!(
+        (be5.method.as_str(), be5.uri.as_str(), be5.version.as_str()),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+    assert_eq!(
+        be5.headers,
+        [("Host".to_string(), "other-www-host".to_string())]
+    );
+    assert_eq!(be5.body.as_deref(), Some("other"));
+}
+
+#[test]
+fn shared_inet_binds_are_accepted_like_haproxy() {
+    // SO_REUSEPORT: the same address twice, and a wildcard beside a specific address.
+    let c = ok(&format!(
+        "{T}frontend a\n bind 127.0.0.1:80\nfrontend b\n bind 127.0.0.1:80\n bind *:80\n"
+    ));
+    assert_eq!(c.proxies[1].binds.len(), 2);
+    let a = alerts(&format!(
+        "{T}frontend a\n bind /tmp/x.sock\nfrontend b\n bind /tmp/x.sock\n"
+    ));
+    assert_eq!(
+        a,
+        ["8: 'bind /tmp/x.sock' : address already used by frontend 'a' at t.cfg:6."]
     );
 }

@@ -80,6 +80,22 @@ pub fn parse_size(s: &str) -> Option<u64> {
 }
 
 /// A plain non-negative decimal integer (no sign, no spaces).
+/// C's `atol`: optional blanks and sign, then digits; anything after is ignored and no digits
+/// read as 0 (HAProxy reads several numeric keywords this way).
+pub fn atol(s: &str) -> i64 {
+    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let mut v: i64 = 0;
+    for c in t.bytes().take_while(u8::is_ascii_digit) {
+        v = v.saturating_mul(10).saturating_add(i64::from(c - b'0'));
+    }
+    if neg { -v } else { v }
+}
+
 pub fn parse_u32(s: &str) -> Option<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -42,7 +42,8 @@ async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threa
         tokio::task::spawn_local(crate::admin::accept_loop(l, Arc::clone(&shared), threads));
     }
     for be in shared.model.proxies.iter().filter(|p| p.is_backend()) {
-        let checked: Vec<&Arc<Server>> = be
+        let pool = be.pool();
+        let checked: Vec<&Arc<Server>> = pool
             .servers
             .iter()
             .filter(|s| s.check_spec.is_some())
@@ -51,12 +52,7 @@ async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threa
         for (i, srv) in checked.into_iter().enumerate() {
             // First checks spread over the first interval, as HAProxy does.
             let first = fsm::first_check_offset(i, n, srv.cfg.opts.inter);
-            tokio::task::spawn_local(check_loop(
-                Arc::clone(&shared),
-                Arc::clone(be),
-                Arc::clone(srv),
-                first,
-            ));
+            spawn_check(&shared, be, srv, first);
         }
     }
     let mut stop = shared.stop_tx.subscribe();
@@ -67,13 +63,24 @@ async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threa
     }
 }
 
+/// Starts the check task of `srv` (on the control thread's local set), its first check after
+/// `first`; it ends with the process or when the server is deleted.
+pub fn spawn_check(shared: &Arc<Shared>, be: &Arc<Proxy>, srv: &Arc<Server>, first: Duration) {
+    tokio::task::spawn_local(check_loop(
+        Arc::clone(shared),
+        Arc::clone(be),
+        Arc::clone(srv),
+        first,
+    ));
+}
+
 async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first: Duration) {
     let Some(spec) = srv.check_spec.clone() else {
         return;
     };
     tokio::time::sleep(first).await;
     loop {
-        if shared.stopping.load(Ordering::Acquire) {
+        if shared.stopping.load(Ordering::Acquire) || srv.removed.load(Ordering::Acquire) {
             return;
         }
         let started = {
@@ -120,12 +127,13 @@ fn lock(srv: &Server) -> std::sync::MutexGuard<'_, fsm::CheckState> {
 }
 
 fn log_ctx<'a>(be: &'a Proxy, srv: &'a Server) -> LogCtx<'a> {
-    let active = be
+    let pool = be.pool();
+    let active = pool
         .servers
         .iter()
         .filter(|s| !s.cfg.opts.backup && s.is_usable())
         .count() as u32;
-    let backups = be
+    let backups = pool
         .servers
         .iter()
         .filter(|s| s.cfg.opts.backup && s.is_usable())
@@ -191,6 +199,7 @@ pub fn apply(
     // An active server back in service takes over from the backups that asked for it.
     if tr == Transition::Up && !srv.cfg.opts.backup && srv.is_usable() {
         for b in be
+            .pool()
             .servers
             .iter()
             .filter(|b| b.cfg.opts.backup && b.cfg.opts.on_marked_up_shutdown_backup_sessions)

@@ -125,6 +125,9 @@ pub fn start_with<S: Service>(
         return Err(pending);
     }
     let io = choose_backend(io_choice).map_err(|e| vec![e])?;
+    if let Some(w) = crate::process::apply_limits(&cfg.global) {
+        tracing::warn!("{w}");
+    }
     let threads = cfg
         .global
         .nbthread
@@ -193,6 +196,8 @@ pub fn start_with<S: Service>(
     );
     let (stop_tx, _) = tokio::sync::watch::channel(false);
     let log = crate::log::Logger::new(&model.cfg).map_err(|e| vec![e])?;
+    // Everything privileged is open (listeners, logs, admin sockets, certificates, eBPF).
+    crate::process::drop_privileges(&model.cfg.global).map_err(|e| vec![e])?;
     let shared = Arc::new(Shared {
         log,
         model,

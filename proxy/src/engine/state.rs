@@ -1,6 +1,7 @@
 //! Server state handed from the old process to the new one at a reload (what HAProxy needs a
 //! `server-state-file` for): runtime admin state (MAINT/DRAIN from the CLI), weight, address
-//! (`set server … addr`) and health, so that a DOWN server does not flap UP.
+//! (`set server … addr`), health and `enable|disable health`, so that a DOWN server does not
+//! flap UP; and the servers added with `add server`, added again in the new process.
 //!
 //! `_getstate` on an admin socket with `expose-fd listeners` answers a versioned message: the
 //! magic `PCST`, the format version (u32, little endian), then the state in bincode. A peer of
@@ -17,7 +18,8 @@ use crate::check::fsm::OpState;
 use crate::model::{ADMIN_DRAIN, ADMIN_MAINT, Model, Oper};
 
 const MAGIC: &[u8; 4] = b"PCST";
-pub const VERSION: u32 = 1;
+/// 2: `check_enabled` and the `add server` line.
+pub const VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerState {
@@ -33,6 +35,10 @@ pub struct ServerState {
     pub cfg_addr: SocketAddr,
     /// `Oper` as u8.
     pub oper: u8,
+    /// Checks enabled (`enable|disable health`).
+    pub check_enabled: bool,
+    /// For a server added at run time: the words after its name on `add server`.
+    pub dynamic: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,7 +89,7 @@ fn not_portcullis() -> String {
 pub fn capture(model: &Model) -> State {
     let mut servers = Vec::new();
     for be in model.proxies.iter().filter(|p| p.is_backend()) {
-        for s in &be.servers {
+        for s in be.pool().servers.iter() {
             servers.push(ServerState {
                 backend: be.name.clone(),
                 server: s.name.clone(),
@@ -93,6 +99,8 @@ pub fn capture(model: &Model) -> State {
                 addr: s.addr(),
                 cfg_addr: s.cfg.addr,
                 oper: s.oper() as u8,
+                check_enabled: s.check_enabled.load(Ordering::Acquire),
+                dynamic: s.dynamic.as_ref().map(|d| d.line.clone()),
             });
         }
     }
@@ -111,11 +119,39 @@ pub fn apply(model: &Model, state: &State) -> usize {
         else {
             continue;
         };
-        let Some(srv) = be.servers.iter().find(|s| s.name == st.server) else {
-            continue;
+        let found = be
+            .pool()
+            .servers
+            .iter()
+            .find(|s| s.name == st.server)
+            .cloned();
+        let srv = match (found, &st.dynamic) {
+            (Some(s), _) => s,
+            // Added at run time in the old process: added again, then given its state.
+            (None, Some(line)) => match crate::model::dynamic::build(model, be, &st.server, line) {
+                Ok(s) => crate::model::dynamic::insert(be, s),
+                Err(e) => {
+                    tracing::warn!(
+                        "server {}/{} added at run time cannot be added again: {e}",
+                        st.backend,
+                        st.server
+                    );
+                    continue;
+                }
+            },
+            (None, None) => continue,
         };
+        srv.check_enabled.store(
+            st.check_enabled && srv.check_spec.is_some(),
+            Ordering::Release,
+        );
         let mut fsm = srv.check.lock().unwrap_or_else(|p| p.into_inner());
         let maint = st.admin & ADMIN_MAINT != 0;
+        if !maint && srv.dynamic.is_some() {
+            // A dynamic server starts in maintenance; the old one had left it.
+            srv.admin.fetch_and(!ADMIN_MAINT, Ordering::AcqRel);
+            let _ = fsm.leave_maint();
+        }
         if maint {
             srv.admin.fetch_or(ADMIN_MAINT, Ordering::AcqRel);
             let _ = fsm.enter_maint();
@@ -189,6 +225,8 @@ mod tests {
                 addr: "127.0.0.9:81".parse().unwrap(),
                 cfg_addr: "127.0.0.1:80".parse().unwrap(),
                 oper: Oper::Stopped as u8,
+                check_enabled: true,
+                dynamic: Some(vec!["127.0.0.9:81".into(), "check".into()]),
             }],
         }
     }
@@ -196,16 +234,16 @@ mod tests {
     #[test]
     fn round_trip() {
         let bytes = encode(&sample());
-        assert_eq!(&bytes[..8], b"PCST\x01\x00\x00\x00");
+        assert_eq!(&bytes[..8], b"PCST\x02\x00\x00\x00");
         assert_eq!(decode(&bytes).unwrap(), sample());
     }
 
     #[test]
     fn other_version_is_refused() {
-        let bytes = encode_versioned(&sample(), 2);
+        let bytes = encode_versioned(&sample(), 1);
         assert_eq!(
             decode(&bytes).unwrap_err(),
-            "server state from the old process has format version 2, this one reads version 1: \
+            "server state from the old process has format version 1, this one reads version 2: \
              refused, servers start from the configuration"
         );
     }

@@ -314,6 +314,97 @@ pub fn with_connection(resp: &[u8], conn: ConnHeader) -> Vec<u8> {
     }
 }
 
+/// A configured page (`errorfile`, `errorloc*`, `errorfiles`) as HAProxy 2.6's H1 mux sends
+/// it: the status line as written, header names lowercased, the file's `connection` headers
+/// dropped and the mux's own added last, then the body. Returns the bytes and whether the
+/// connection must close after them: asked to, or the page has no `content-length` (its body
+/// then ends at the close). An empty file sends nothing and closes.
+///
+/// Captured from HAProxy 2.6.12: Debian's `503.http` (HTTP/1.0, `Connection: close`, no length)
+/// goes out as `HTTP/1.0 503 Service Unavailable\r\ncache-control: no-cache\r\ncontent-type:
+/// text/html\r\n\r\n<body>` and closes; an HTTP/1.0 page with a length to an HTTP/1.1 client
+/// kept alive gets `connection: keep-alive`; `errorloc302` goes out as `HTTP/1.1 302 Found`,
+/// `cache-control`, `content-length: 0`, `location`, kept alive.
+pub fn custom_page(raw: &[u8], conn: ConnHeader) -> (Vec<u8>, bool) {
+    let Some(end) = raw
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map(|i| (i + 1, i + 2))
+        .into_iter()
+        .chain(
+            raw.windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map(|i| (i + 2, i + 4)),
+        )
+        .min_by_key(|(head, _)| *head)
+    else {
+        return (Vec::new(), true);
+    };
+    let (head_end, body_at) = end;
+    let head = raw.get(..head_end).unwrap_or_default();
+    let body = raw.get(body_at..).unwrap_or_default();
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter(|l| !l.is_empty());
+    let status_line = lines.next().unwrap_or_default();
+    let v10 = status_line.starts_with(b"HTTP/1.0");
+    let status: u16 = std::str::from_utf8(status_line.get(9..12).unwrap_or_default())
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut out = status_line.to_vec();
+    out.extend_from_slice(b"\r\n");
+    let mut has_len = matches!(status, 204 | 304);
+    for l in lines {
+        let Some(colon) = l.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = l[..colon].trim_ascii().to_ascii_lowercase();
+        let value = l[colon + 1..].trim_ascii();
+        if name == b"connection" {
+            continue;
+        }
+        has_len |= name == b"content-length";
+        out.extend_from_slice(&name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    let close = conn == ConnHeader::Close || !has_len;
+    let line: &[u8] = match (v10, close) {
+        (true, false) => b"connection: keep-alive\r\n",
+        (true, true) => b"",
+        (false, true) => b"connection: close\r\n",
+        (false, false) if conn == ConnHeader::KeepAlive => b"connection: keep-alive\r\n",
+        (false, false) => b"",
+    };
+    out.extend_from_slice(line);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    (out, close)
+}
+
+/// The reply for an error HAProxy generates: the first configured page among `pages` (the
+/// backend's, then the frontend's, as HAProxy looks them up), else the canned page. Returns the
+/// bytes and whether the connection must close after them.
+pub fn reply_for(
+    pages: &[&crate::config::model::ProxyExtra],
+    status: u16,
+    conn: ConnHeader,
+) -> (Vec<u8>, bool) {
+    if let Some(raw) = pages.iter().find_map(|p| p.error_page(status)) {
+        return custom_page(raw, conn);
+    }
+    match status {
+        400 | 408 => (error_response(status).to_vec(), true),
+        _ => (
+            with_connection(error_response(status), conn),
+            conn == ConnHeader::Close,
+        ),
+    }
+}
+
 /// The reply to a HEAD request: the same head (including `content-length`), no body.
 pub fn head_only(resp: &[u8]) -> &[u8] {
     match header_end(resp) {
@@ -433,6 +524,37 @@ fn finish(out: &mut Vec<u8>, close: bool) {
 
 #[cfg(test)]
 mod tests {
+
+    /// Bytes HAProxy 2.6.12 sent on 127.0.0.1 for these error files (see `custom_page`).
+    #[test]
+    fn configured_pages_as_haproxys_mux_sends_them() {
+        let debian = b"HTTP/1.0 503 Service Unavailable\r\nCache-Control: no-cache\r\nConnection: close\r\nContent-Type: text/html\r\n\r\n<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this request.\n</body></html>\n\n";
+        let (b, close) = custom_page(debian, ConnHeader::None);
+        assert_eq!(
+            b,
+            b"HTTP/1.0 503 Service Unavailable\r\ncache-control: no-cache\r\ncontent-type: text/html\r\n\r\n<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this request.\n</body></html>\n\n"
+        );
+        assert!(close);
+        let (b, close) = custom_page(
+            b"HTTP/1.0 503 Oops\r\nContent-Length: 3\r\n\r\nabc",
+            ConnHeader::None,
+        );
+        assert_eq!(
+            b,
+            b"HTTP/1.0 503 Oops\r\ncontent-length: 3\r\nconnection: keep-alive\r\n\r\nabc"
+        );
+        assert!(!close);
+        let (b, close) = custom_page(
+            b"HTTP/1.1 302 Found\r\nCache-Control: no-cache\r\nContent-length: 0\r\nLocation: http://example.com/x\r\n\r\n",
+            ConnHeader::None,
+        );
+        assert_eq!(
+            b,
+            b"HTTP/1.1 302 Found\r\ncache-control: no-cache\r\ncontent-length: 0\r\nlocation: http://example.com/x\r\n\r\n"
+        );
+        assert!(!close);
+        assert_eq!(custom_page(b"", ConnHeader::None), (Vec::new(), true));
+    }
     use super::*;
 
     // Raw bytes captured from HAProxy 2.6.12 (see the module doc for the configs used).

@@ -386,7 +386,9 @@ impl Session {
                         log.request_line = Some("<BADREQ>".into());
                         Counters::add(&self.fe.fe_counters.errors_req, 1);
                         log.status = Some(400);
-                        let _ = self.send_client(errors::error_response(400).to_vec()).await;
+                        let (page, _) =
+                            errors::reply_for(&[&self.fe.cfg.extra], 400, ConnHeader::Close);
+                        let _ = self.send_client(page).await;
                         log.total = start.elapsed();
                         finish(&self.shared, &self.fe, End::log_only(log));
                         false
@@ -411,7 +413,8 @@ impl Session {
                         Counters::add(&self.fe.fe_counters.errors_req, 1);
                         let null = !got_first_byte;
                         log.null = null;
-                        let reply = errors::error_response(408).to_vec();
+                        let (reply, _) =
+                            errors::reply_for(&[&self.fe.cfg.extra], 408, ConnHeader::Close);
                         if null && self.fe.cfg.options.dontlognull {
                             let _ = self.send_client(reply).await;
                             return false;
@@ -578,12 +581,14 @@ impl Session {
                     if stage == 1 {
                         Counters::add(&be.counters.denied_req, 1);
                     }
-                    Some((
-                        st,
-                        errors::with_connection(errors::error_response(st), conn_hdr(!keep)),
-                        *b"PR",
-                        keep,
-                    ))
+                    // The backend's page once it is assigned, else the frontend's (HAProxy).
+                    let pages: &[&crate::config::model::ProxyExtra] = if stage == 1 {
+                        &[&be.cfg.extra, &fe.cfg.extra]
+                    } else {
+                        &[&fe.cfg.extra]
+                    };
+                    let (page, close) = errors::reply_for(pages, st, conn_hdr(!keep));
+                    Some((st, page, *b"PR", keep && !close))
                 }
                 Verdict::Redirect { code, location } => {
                     let close = !keep;
@@ -645,7 +650,7 @@ impl Session {
                     .local_reply(
                         log,
                         503,
-                        errors::error_response(503).to_vec(),
+                        errors::reply_for(&[&fe.cfg.extra], 503, ConnHeader::Close).0,
                         *b"SC",
                         start,
                         false,
@@ -872,7 +877,8 @@ impl Session {
         log.status = Some(502);
         self.fe.fe_counters.count_status(502);
         be.counters.count_status(502);
-        let bytes = errors::with_connection(errors::error_response(502), ConnHeader::Close);
+        let (bytes, _) =
+            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 502, ConnHeader::Close);
         log.bytes_out = crate::log::htx::reply_size(&bytes);
         let _ = self.send_client(bytes).await;
         let _ = self.client.shutdown_write().await;
@@ -912,7 +918,8 @@ impl Session {
                     log.term = term;
                     self.fe.fe_counters.count_status(503);
                     be.counters.count_status(503);
-                    let mut bytes = errors::with_connection(errors::error_response(503), conn);
+                    let (mut bytes, close) =
+                        errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, conn);
                     if head_req {
                         bytes = errors::head_only(&bytes).to_vec();
                     }
@@ -922,7 +929,7 @@ impl Session {
                         s.counters.bytes(log.bytes_in, log.bytes_out);
                     }
                     let sent = self.send_client(bytes).await;
-                    return sent && keep;
+                    return sent && keep && !close;
                 }
             };
             if reused {
@@ -1167,12 +1174,13 @@ impl Session {
             log.status = Some(st);
             self.fe.fe_counters.count_status(st);
             be.counters.count_status(st);
-            let mut bytes = errors::with_connection(errors::error_response(st), reply.0);
+            let (mut bytes, close) =
+                errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
             if reply.1 {
                 bytes = errors::head_only(&bytes).to_vec();
             }
             log.bytes_out = crate::log::htx::reply_size(&bytes);
-            return self.send_client(bytes).await;
+            return self.send_client(bytes).await && !close;
         }
         false
     }

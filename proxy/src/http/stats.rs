@@ -150,7 +150,11 @@ pub fn stats_reply(
     let uri = page.uri.as_deref().unwrap_or(DEFAULT_URI);
     let rest = req.target.get(uri.len()..).unwrap_or("");
     let r = StatsRequest::parse(rest);
-    let snap = crate::admin::snapshot::take(model, threads(model), stopping);
+    let mut snap = crate::admin::snapshot::take(model, threads(model), stopping);
+    // `scope=` narrows the CSV and JSON dumps to the matching proxies too, as HAProxy's.
+    if r.format != StatsFormat::Html {
+        snap.proxies.retain(|p| r.scope_allows(&p.name));
+    }
     let mut body = String::new();
     let ctype = match r.format {
         StatsFormat::Html => {
@@ -277,7 +281,13 @@ fn apply_post(shared: &std::sync::Arc<crate::engine::Shared>, f: &PostForm) -> S
     };
     let (mut total, mut altered) = (0, 0);
     for name in &f.servers {
-        let Some((si, srv)) = be.servers.iter().enumerate().find(|(_, s)| &s.name == name) else {
+        let pool = be.pool();
+        let Some((si, srv)) = pool
+            .servers
+            .iter()
+            .enumerate()
+            .find(|(_, s)| &s.name == name)
+        else {
             total += 1;
             continue;
         };

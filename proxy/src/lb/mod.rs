@@ -152,6 +152,12 @@ impl Lb {
         Lb::new(&self.algo, &servers, self.allbackups)
     }
 
+    /// The same algorithm over another server list (servers added or removed at run time);
+    /// [`Lb::rebuild`] then applies the live state.
+    pub fn with_servers(&self, servers: &[LbServer]) -> Lb {
+        Lb::new(&self.algo, servers, self.allbackups)
+    }
+
     pub fn algo(&self) -> &Balance {
         &self.algo
     }

@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 
 use crate::config::model as cfg;
 
+pub mod dynamic;
 pub mod stats;
 
 /// Connection-count gate for `maxconn` (global, frontend). Accept loops wait until the gate has
@@ -283,9 +284,72 @@ pub struct Server {
     /// Termination cause of the last kill: `D` (marked DOWN) or `U` (a backup's sessions when
     /// an active server came UP, `on-marked-up shutdown-backup-sessions`).
     kill_cause: std::sync::atomic::AtomicU8,
+    /// Added at run time (`add server`): its `server` line is handed over on a reload.
+    pub dynamic: Option<dynamic::Origin>,
+    /// Set by `del server`: its check task ends.
+    pub removed: AtomicBool,
 }
 
 impl Server {
+    /// The runtime server for configuration line `s` of proxy `p`; `Err` is the text of the
+    /// check or TLS settings error. A `dynamic` server starts in maintenance with its checks
+    /// disabled, as HAProxy's `add server` does.
+    pub fn new(
+        global: &cfg::Global,
+        p: &cfg::Proxy,
+        s: &cfg::Server,
+        dynamic: Option<dynamic::Origin>,
+    ) -> Result<Server, String> {
+        let check_spec = crate::check::probe::CheckSpec::from_config(p, s)?;
+        let tls = crate::tls::client::server_tls(global, s)?;
+        let maint = s.opts.disabled || dynamic.is_some();
+        let check = if dynamic.is_some() {
+            crate::check::fsm::CheckState::dynamic(&s.opts)
+        } else {
+            crate::check::fsm::CheckState::new(&s.opts)
+        };
+        let mut admin = if maint { ADMIN_MAINT } else { 0 };
+        // `enabled` on an `add server` line: in service at once.
+        if dynamic.as_ref().is_some_and(|d| d.enabled) {
+            admin = 0;
+        }
+        let running = admin == 0;
+        Ok(Server {
+            tls,
+            check: std::sync::Mutex::new(check),
+            check_enabled: AtomicBool::new(check_spec.is_some() && dynamic.is_none()),
+            check_target: std::sync::Mutex::new((
+                check_spec.as_ref().and_then(|c| c.check_addr),
+                check_spec.as_ref().and_then(|c| c.check_port),
+            )),
+            maxconn: AtomicU32::new(s.opts.maxconn.unwrap_or(0)),
+            check_spec,
+            name: s.name.clone(),
+            id: s.id,
+            cfg: s.clone(),
+            addr: ArcSwap::from_pointee(s.addr),
+            cur_conns: AtomicU32::new(0),
+            usable: AtomicBool::new(running),
+            weight: AtomicU32::new(s.opts.weight),
+            uweight: AtomicU32::new(s.opts.weight),
+            admin: std::sync::atomic::AtomicU8::new(admin),
+            oper: std::sync::atomic::AtomicU8::new(if dynamic.is_some() && !running {
+                Oper::Stopped as u8
+            } else {
+                Oper::Running as u8
+            }),
+            last_change: AtomicU64::new(0),
+            down_time: AtomicU64::new(0),
+            down_trans: AtomicU64::new(0),
+            counters: Counters::default(),
+            kill_epoch: AtomicU64::new(0),
+            kill: tokio::sync::Notify::new(),
+            kill_cause: std::sync::atomic::AtomicU8::new(b'D'),
+            dynamic,
+            removed: AtomicBool::new(false),
+        })
+    }
+
     pub fn addr(&self) -> SocketAddr {
         **self.addr.load()
     }
@@ -345,13 +409,16 @@ pub struct Proxy {
     pub cfg: cfg::Proxy,
     pub feconn: Gate,
     pub beconn: AtomicU32,
-    pub servers: Vec<Arc<Server>>,
+    /// The servers and their LB table, swapped together (`add server`/`del server` change the
+    /// indices the table holds).
+    pool: ArcSwap<Pool>,
+    /// Serialises the writers of `pool` (the control thread, the stats page's actions).
+    pool_write: std::sync::Mutex<()>,
     pub rules: crate::http::rules::ProxyRules,
     /// Streams waiting for a server slot (`maxconn` reached everywhere): `qcur`, `%bq`.
     pub queued: AtomicU32,
     /// Woken when a server slot frees up.
     pub queue: tokio::sync::Notify,
-    pub lb: ArcSwap<crate::lb::Lb>,
     pub lb_cursor: AtomicU64,
     /// The backend role's counters (BACKEND row).
     pub counters: Counters,
@@ -407,17 +474,72 @@ impl crate::lb::ServerView for LiveView<'_> {
     }
 }
 
+/// A backend's servers (configuration order, then those added at run time) and the LB table
+/// whose indices are positions in `servers`.
+pub struct Pool {
+    pub servers: Vec<Arc<Server>>,
+    pub lb: crate::lb::Lb,
+}
+
+impl Pool {
+    pub fn view(&self) -> LiveView<'_> {
+        LiveView(&self.servers)
+    }
+}
+
 impl Proxy {
+    /// The current servers and LB table (one consistent pair).
+    pub fn pool(&self) -> arc_swap::Guard<Arc<Pool>> {
+        self.pool.load()
+    }
+
+    /// Replaces the pool with `f(current)`'s servers, the LB table rebuilt from live state.
+    fn update_pool(&self, f: impl FnOnce(&Pool) -> Vec<Arc<Server>>) {
+        let _w = self.pool_write.lock().unwrap_or_else(|p| p.into_inner());
+        let cur = self.pool.load();
+        let servers = f(&cur);
+        let lb_servers: Vec<crate::lb::LbServer> = servers
+            .iter()
+            .map(|s| crate::lb::LbServer::from_config(&s.cfg))
+            .collect();
+        let lb = cur
+            .lb
+            .with_servers(&lb_servers)
+            .rebuild(&LiveView(&servers));
+        self.pool.store(Arc::new(Pool { servers, lb }));
+    }
+
     /// Rebuilds the LB table after a state or weight change.
     pub fn rebuild_lb(&self) {
-        let next = self.lb.load().rebuild(&LiveView(&self.servers));
-        self.lb.store(Arc::new(next));
+        self.update_pool(|p| p.servers.clone());
+    }
+
+    /// Appends a server added at run time.
+    pub fn push_server(&self, srv: Arc<Server>) {
+        self.update_pool(|p| {
+            let mut v = p.servers.clone();
+            v.push(srv);
+            v
+        });
+    }
+
+    /// Takes a server out (`del server`); streams holding it finish with their own `Arc`.
+    pub fn remove_server(&self, srv: &Arc<Server>) {
+        srv.removed.store(true, Ordering::Release);
+        self.update_pool(|p| {
+            p.servers
+                .iter()
+                .filter(|s| !Arc::ptr_eq(s, srv))
+                .cloned()
+                .collect()
+        });
     }
 
     /// Records whether the backend still has a usable server after a state change, at `now`
     /// (seconds since the start); HAProxy counts the backend DOWN when it has none.
     pub fn note_state(&self, now: u64) {
-        let up = self.servers.is_empty() || self.servers.iter().any(|s| s.is_usable());
+        let pool = self.pool();
+        let up = pool.servers.is_empty() || pool.servers.iter().any(|s| s.is_usable());
         let st = &self.be_state;
         if st.up.swap(up, Ordering::Relaxed) == up {
             return;
@@ -482,66 +604,19 @@ impl Model {
                     .map(crate::lb::LbServer::from_config)
                     .collect();
                 let lb = crate::lb::Lb::new(&p.balance, &lb_servers, p.options.allbackups);
-                let servers = p
+                let servers: Vec<Arc<Server>> = p
                     .servers
                     .iter()
-                    .map(|s| {
-                        let check_spec = match crate::check::probe::CheckSpec::from_config(p, s) {
-                            Ok(spec) => spec,
-                            Err(e) => {
-                                spec_errors.push(crate::config::Diag::alert(
-                                    &s.loc.file,
-                                    s.loc.line,
-                                    e,
-                                ));
-                                None
-                            }
-                        };
-                        let tls = match crate::tls::client::server_tls(&cfg.global, s) {
-                            Ok(t) => t,
-                            Err(e) => {
-                                spec_errors.push(crate::config::Diag::alert(
-                                    &s.loc.file,
-                                    s.loc.line,
-                                    e,
-                                ));
-                                None
-                            }
-                        };
-                        Arc::new(Server {
-                            tls,
-                            check: std::sync::Mutex::new(crate::check::fsm::CheckState::new(
-                                &s.opts,
-                            )),
-                            check_enabled: AtomicBool::new(check_spec.is_some()),
-                            check_target: std::sync::Mutex::new((
-                                check_spec.as_ref().and_then(|c| c.check_addr),
-                                check_spec.as_ref().and_then(|c| c.check_port),
-                            )),
-                            maxconn: AtomicU32::new(s.opts.maxconn.unwrap_or(0)),
-                            check_spec,
-                            name: s.name.clone(),
-                            id: s.id,
-                            cfg: s.clone(),
-                            addr: ArcSwap::from_pointee(s.addr),
-                            cur_conns: AtomicU32::new(0),
-                            usable: AtomicBool::new(!s.opts.disabled),
-                            weight: AtomicU32::new(s.opts.weight),
-                            uweight: AtomicU32::new(s.opts.weight),
-                            admin: std::sync::atomic::AtomicU8::new(if s.opts.disabled {
-                                ADMIN_MAINT
-                            } else {
-                                0
-                            }),
-                            oper: std::sync::atomic::AtomicU8::new(Oper::Running as u8),
-                            last_change: AtomicU64::new(0),
-                            down_time: AtomicU64::new(0),
-                            down_trans: AtomicU64::new(0),
-                            counters: Counters::default(),
-                            kill_epoch: AtomicU64::new(0),
-                            kill: tokio::sync::Notify::new(),
-                            kill_cause: std::sync::atomic::AtomicU8::new(b'D'),
-                        })
+                    .filter_map(|s| match Server::new(&cfg.global, p, s, None) {
+                        Ok(srv) => Some(Arc::new(srv)),
+                        Err(e) => {
+                            spec_errors.push(crate::config::Diag::alert(
+                                &s.loc.file,
+                                s.loc.line,
+                                e,
+                            ));
+                            None
+                        }
                     })
                     .collect();
                 // HAProxy: a frontend's maxconn defaults to the global one (-N sets the default).
@@ -552,11 +627,11 @@ impl Model {
                     cfg: p.clone(),
                     feconn: Gate::new(fe_max),
                     beconn: AtomicU32::new(0),
-                    servers,
+                    pool: ArcSwap::from_pointee(Pool { servers, lb }),
+                    pool_write: std::sync::Mutex::new(()),
                     rules: rules.next().unwrap_or_default(),
                     queued: AtomicU32::new(0),
                     queue: tokio::sync::Notify::new(),
-                    lb: ArcSwap::from_pointee(lb),
                     lb_cursor: AtomicU64::new(0),
                     counters: Counters::default(),
                     fe_counters: Counters::default(),

@@ -135,7 +135,7 @@ mod tests {
         let sh = shared(sock.local_addr().unwrap());
         let fe = Arc::clone(sh.model.proxy("fe").unwrap());
         let be = Arc::clone(sh.model.proxy("be").unwrap());
-        let srv = Arc::clone(&be.servers[0]);
+        let srv = Arc::clone(&be.pool().servers[0]);
         // Another stream holds a slot of each: the line shows that one, not this stream's.
         be.beconn.fetch_add(2, Ordering::Relaxed);
         srv.cur_conns.fetch_add(2, Ordering::Relaxed);

@@ -36,7 +36,15 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
     if !o.ssl && !checks {
         return Ok(None);
     }
-    let provider = Arc::new(super::default_provider());
+    // `ssl-default-server-ciphers|ciphersuites|options` shape every server's handshake.
+    let defaults = crate::config::model::BindSsl {
+        ciphers: global.ssl_default_server_ciphers.clone(),
+        ciphersuites: global.ssl_default_server_ciphersuites.clone(),
+        ..Default::default()
+    };
+    let provider = Arc::new(super::provider_for(&defaults).map_err(|e| e.to_string())?);
+    let opts = &global.ssl_default_server_options;
+    let versions = super::ciphers::versions(opts.min_ver, opts.max_ver)?;
     let verify_none = if o.verify_set {
         o.verify_none
     } else {
@@ -70,7 +78,7 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
         })
     };
     let config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(&versions)
         .map_err(|e| format!("unable to set SSL/TLS versions: {e}"))?
         .dangerous()
         .with_custom_certificate_verifier(verifier)

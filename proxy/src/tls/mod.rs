@@ -251,7 +251,7 @@ pub fn server_config_in(ssl: &BindSsl, store: &CertStore) -> Result<ServerConfig
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     // HAProxy sets SSL_OP_CIPHER_SERVER_PREFERENCE unless `prefer-client-ciphers`.
-    cfg.ignore_client_order = true;
+    cfg.ignore_client_order = !ssl.options.prefer_client_ciphers;
     cfg.alpn_protocols = ssl.alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
     cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
     if !ssl.options.no_tls_tickets {

@@ -446,6 +446,10 @@ fn settings_errors_and_tickets() {
     let cfg = server_config(&bind).unwrap();
     assert!(!cfg.ticketer.enabled());
     assert!(cfg.ignore_client_order);
+    // `prefer-client-ciphers`: the client's order wins.
+    bind.options.prefer_client_ciphers = true;
+    assert!(!server_config(&bind).unwrap().ignore_client_order);
+    bind.options.prefer_client_ciphers = false;
 
     bind.ciphers = Some("FOO".to_string());
     assert_eq!(

@@ -1,0 +1,78 @@
+//! Process setup from the `global` section, in HAProxy's order: the file-descriptor limit at
+//! start (`ulimit-n`), then — once listeners, log sockets, admin sockets, certificates and the
+//! eBPF programs are open — `chroot`, the group, the user, and `set-dumpable`.
+//!
+//! What the workers still reach after the chroot: only descriptors opened before it (listeners,
+//! `/dev/log` as opened at start, the admin sockets, certificates loaded in memory). A log
+//! socket that must be re-opened later has to exist inside the chroot (Debian's rsyslog snippet
+//! creates `/var/lib/haproxy/dev/log` for HAProxy for this reason).
+
+use crate::config::model::Global;
+
+/// `ulimit-n <n>`: RLIMIT_NOFILE set to `n` (soft and hard), as HAProxy does at start. Returns
+/// a warning when the kernel refuses.
+pub fn apply_limits(g: &Global) -> Option<String> {
+    let n = g.process.ulimit_n.filter(|n| *n > 0)?;
+    let want = libc::rlimit {
+        rlim_cur: n as libc::rlim_t,
+        rlim_max: n as libc::rlim_t,
+    };
+    // SAFETY: setrlimit/getrlimit only read or write the struct they are given.
+    unsafe {
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+            return None;
+        }
+        // Unprivileged: the soft limit can still go up to the hard one.
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut cur);
+        let soft = libc::rlimit {
+            rlim_cur: want.rlim_cur.min(cur.rlim_max),
+            rlim_max: cur.rlim_max,
+        };
+        libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut cur);
+        Some(format!(
+            "[portcullis.main()] Cannot raise FD limit to {n}, limit is {}.",
+            cur.rlim_cur
+        ))
+    }
+}
+
+/// `chroot`, `group`/`gid`, `user`/`uid` and `set-dumpable`, in that order. Errors carry
+/// HAProxy's words; the process must not go on serving after one.
+pub fn drop_privileges(g: &Global) -> Result<(), String> {
+    let p = &g.process;
+    if let Some(dir) = &p.chroot {
+        // Load the time zone before /etc/localtime goes out of reach (log timestamps).
+        let now: libc::time_t = 0;
+        // SAFETY: localtime_r only writes into the `tm` we own; a zeroed `tm` is a valid value.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        unsafe { libc::localtime_r(&now, &mut tm) };
+        nix::unistd::chroot(dir.as_str())
+            .and_then(|()| nix::unistd::chdir("/"))
+            .map_err(|_| format!("[portcullis.main()] Cannot chroot({dir})."))?;
+    }
+    if let Some(gid) = p.gid.filter(|g| *g != 0) {
+        // Supplementary groups of the (root) parent must not survive the switch.
+        if nix::unistd::getuid().is_root() {
+            let _ = nix::unistd::setgroups(&[]);
+        }
+        nix::unistd::setgid(nix::unistd::Gid::from_raw(gid))
+            .map_err(|_| format!("[portcullis.main()] Cannot set gid {gid}."))?;
+    }
+    if let Some(uid) = p.uid.filter(|u| *u != 0)
+        && nix::unistd::getuid().as_raw() != uid
+    {
+        nix::unistd::setuid(nix::unistd::Uid::from_raw(uid))
+            .map_err(|_| format!("[portcullis.main()] Cannot set uid {uid}."))?;
+    }
+    // After setuid the kernel clears the dumpable flag; `set-dumpable` puts it back.
+    if p.set_dumpable {
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1) };
+    }
+    Ok(())
+}
