@@ -1,8 +1,10 @@
 //! The stream layer: what runs on an accepted connection. [`Streams`] is the engine's
 //! [`Service`]: it applies the `tcp-request connection` rules at accept, then runs the session
-//! the frontend's mode and the ALPN call for (`mode tcp`, HTTP/1, HTTP/2).
+//! the frontend's mode and the ALPN call for (`mode tcp`: [`tcp`]; HTTP/1 and HTTP/2: still
+//! `http::proxy` and `http::h2`). Every stream ends in [`end::finish`]. See `LIFECYCLE.md`.
 
 pub mod end;
+pub mod tcp;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -41,9 +43,7 @@ impl Service for Streams {
         sess: Rc<StkCtrs>,
     ) -> SessionFuture {
         match fe.cfg.mode {
-            Mode::Tcp => Box::pin(crate::tcp::session::run_tracked(
-                shared, fe, conn, peer, sess,
-            )),
+            Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, peer, sess)),
             Mode::Http if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") => {
                 Box::pin(crate::http::h2::serve_tracked(shared, fe, conn, peer, sess))
             }

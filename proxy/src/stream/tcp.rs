@@ -20,13 +20,13 @@ use crate::engine::conn::Conn;
 use crate::engine::io::{Peeker, Stream};
 use crate::stick::StkCtrs;
 
+use super::end::{End, finish};
 use crate::backend;
 use crate::engine::Shared;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, stats};
-use crate::stream::end::{End, finish};
 
-use super::relay::{RelayTimeouts, SpliceDirs, relay};
+use crate::tcp::relay::{RelayTimeouts, SpliceDirs, relay};
 
 /// HAProxy's request buffer (`tune.bufsize` 16384) less the rewrite reserve (`tune.maxrewrite`
 /// 1024): once that much is waiting, inspection is final.
@@ -331,7 +331,7 @@ async fn relay_phase(
     let sp = splice_dirs(shared.model.cfg.global.nosplice, fe, be);
     match (client, server) {
         (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Kernel => {
-            let spliced = super::splice::relay(
+            let spliced = crate::tcp::splice::relay(
                 client.clone(),
                 server.clone(),
                 t,
@@ -349,7 +349,7 @@ async fn relay_phase(
             }
         }
         (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Auto => {
-            super::auto::run(client, server, t, sp, max_unacked, bulk_rate, kill).await
+            crate::tcp::auto::run(client, server, t, sp, max_unacked, bulk_rate, kill).await
         }
         (Side::Plain(client), Side::Plain(server)) => {
             relay(client, server, Vec::new(), t, sp, kill).await
