@@ -184,6 +184,9 @@ const SCRIPT: &[&str] = &[
     "add server web/w2 {w2} on-marked-down foo",
     "add server web/w2 {w2} ssl",
     "add server web/w2 {w2} id 1",
+    "add server web/w3 {w2} id 9",
+    "show servers state web",
+    "del server web/w3",
     // The real one: checked on its health port, in maintenance until made ready.
     "add server web/w2 {w2} check port {w2-check} inter 300ms rise 2 fall 2 weight 1",
     "add server web/w2 {w2}",
@@ -309,4 +312,48 @@ fn added_server_shows_on_stats_page_and_metrics() {
     assert!(!page("/").contains(">w2<"));
     assert!(!page("/metrics").contains("server=\"w2\""));
     let _ = p.proc.pid();
+}
+
+/// `set maxconn global|frontend` change the limits `show info` and `show stat` report (and the
+/// gates that accepting waits on), without a reload.
+#[test]
+fn set_maxconn_applies_at_once() {
+    let p = Side::start("portcullis", 44, false);
+    let info = |key: &str| {
+        p.cli("show info")
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(str::to_string))
+            .unwrap_or_default()
+    };
+    let hard = info("Hard_maxconn: ");
+    assert_eq!(p.cli("set maxconn global 100"), "\n");
+    assert_eq!(info("Maxconn: "), "100");
+    assert_eq!(info("Hard_maxconn: "), hard);
+    assert_eq!(p.cli("set maxconn global 0"), "\n");
+    assert_eq!(info("Maxconn: "), hard);
+    assert_eq!(p.cli("set maxconn frontend web-in 7"), "\n");
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[6], "7");
+    assert_eq!(get(p.front, "/").status, 200);
+    assert_eq!(p.cli("set maxconn frontend web 7"), "No such frontend.\n\n");
+
+    // `disable frontend`: PAUSED, nothing served until `enable frontend`.
+    assert_eq!(p.cli("disable frontend web-in"), "\n");
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "PAUSED");
+    assert_eq!(
+        p.cli("disable frontend web-in"),
+        "All sockets are already disabled.\n\n"
+    );
+    let front = p.front;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let _ = tx.send(get(front, "/").status);
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(700)).is_err(),
+        "served while disabled"
+    );
+    assert_eq!(p.cli("enable frontend web-in"), "\n");
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(200));
+    client.join().unwrap();
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "OPEN");
 }

@@ -185,6 +185,23 @@ pub trait Runtime {
     }
     /// `del server`, once checked to be in maintenance and without connections.
     fn del_server(&mut self, _srv: SrvRef) {}
+    /// `set maxconn frontend`: `proxy` indexes [`Snapshot::proxies`]; 0 as HAProxy reads it.
+    fn set_maxconn_frontend(&mut self, _proxy: usize, _maxconn: u32) {}
+    /// `disable frontend` (true) / `enable frontend`: accepting pauses or resumes.
+    fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
+    /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
+    fn set_maxconn_global(&mut self, _maxconn: u32) {}
+    /// `<verb> map <args…>` (show, get, add, set, del, clear, prepare, commit): the map store
+    /// is the proxy's, and so are these commands' texts (see `portcullis::map::cli`).
+    fn map_command(
+        &mut self,
+        _verb: &str,
+        _args: &[String],
+        _payload: Option<&str>,
+        out: &mut Reply,
+    ) {
+        out.err(UNSUPPORTED_REPLY);
+    }
 }
 
 /// Reply for a command HAProxy 2.6 knows but portcullis does not implement.
@@ -228,6 +245,13 @@ enum H {
     SetSeverityOutput,
     AddServer,
     DelServer,
+    Map,
+    SetMaxconnFrontend,
+    SetMaxconnGlobal,
+    SetRateLimit,
+    EnableFrontend,
+    DisableFrontend,
+    ShutdownFrontend,
     ShowSslCert,
     ShowTable,
     ClearTable,
@@ -698,14 +722,14 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("set maxconn global <value>              : change the per-process maxconn setting"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetMaxconnGlobal,
     ),
     kw(
         &["set", "rate-limit"],
         Some("set rate-limit <setting> <value>        : change a rate limiting value"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetRateLimit,
     ),
     kw(
         &["set", "severity-output"],
@@ -796,21 +820,21 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("disable frontend <frontend>             : temporarily disable specific frontend"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::DisableFrontend,
     ),
     kw(
         &["enable", "frontend"],
         Some("enable frontend <frontend>              : re-enable specific frontend"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::EnableFrontend,
     ),
     kw(
         &["set", "maxconn", "frontend"],
         Some("set maxconn frontend <frontend> <value> : change a frontend's maxconn setting"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetMaxconnFrontend,
     ),
     kw(
         &["show", "servers", "conn"],
@@ -844,7 +868,7 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("shutdown frontend <frontend>            : stop a specific frontend"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ShutdownFrontend,
     ),
     kw(
         &["set", "dynamic-cookie-key", "backend"],
@@ -1107,28 +1131,28 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["clear", "map"],
         Some("clear map [@<ver>] <map>                : clear the contents of this map"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["commit", "map"],
         Some("commit map @<ver> <map>                 : commit the map at this version"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["del", "map"],
         Some("del map <map> [<key>|#<ref>]            : delete map entries matching <key>"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["get", "map"],
@@ -1137,7 +1161,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["prepare", "map"],
@@ -1146,14 +1170,14 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["set", "map"],
         Some("set map <map> [<key>|#<ref>] <value>    : modify a map entry"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["show", "map"],
@@ -1162,7 +1186,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["show", "pools"],
@@ -1640,8 +1664,42 @@ fn run_one(
                 out.err(&r);
             }
         }
-        H::AddServer | H::DelServer if s.level < Level::Admin => out.err(PERMISSION_DENIED),
+        H::AddServer
+        | H::DelServer
+        | H::SetMaxconnFrontend
+        | H::SetMaxconnGlobal
+        | H::SetRateLimit
+        | H::EnableFrontend
+        | H::DisableFrontend
+        | H::ShutdownFrontend
+            if s.level < Level::Admin =>
+        {
+            out.err(PERMISSION_DENIED)
+        }
+        H::SetMaxconnFrontend => crate::limits::set_maxconn_frontend(args, rt, out),
+        H::SetMaxconnGlobal => crate::limits::set_maxconn_global(args, rt, out),
+        H::SetRateLimit => crate::limits::set_rate_limit(args, out),
+        H::EnableFrontend | H::DisableFrontend | H::ShutdownFrontend => {
+            let snap = rt.snapshot();
+            let Some(pi) = crate::limits::find_frontend(&snap, arg_at(args, 2), out) else {
+                return Flow::Continue;
+            };
+            let paused = snap
+                .proxies
+                .get(pi)
+                .and_then(|p| p.frontend.as_ref())
+                .is_some_and(|f| f.state == crate::model::FrontendState::Paused);
+            match k.handler {
+                H::EnableFrontend if !paused => out.notice("All sockets are already enabled.\n"),
+                H::EnableFrontend => rt.set_frontend_paused(pi, false),
+                H::DisableFrontend if paused => out.notice("All sockets are already disabled.\n"),
+                H::DisableFrontend => rt.set_frontend_paused(pi, true),
+                // Closing listeners for good is not in portcullis yet.
+                _ => out.err(UNSUPPORTED_REPLY),
+            }
+        }
         H::AddServer => crate::dynamic::add_server(args, rt, out),
+        H::Map => rt.map_command(arg_at(args, 0), args.get(2..).unwrap_or(&[]), payload, out),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
         H::Unsupported => out.err(UNSUPPORTED_REPLY),
     }
@@ -1707,7 +1765,7 @@ fn ssl_cert_txn(
 
 /// C `strtol(s, &end, 10)`: leading blanks, optional sign, digits; returns the value (saturated)
 /// and the byte offset where parsing stopped (0 when no digits were read).
-fn strtol(s: &str) -> (i64, usize) {
+pub(crate) fn strtol(s: &str) -> (i64, usize) {
     let (v, end, _) = strtol_ext(s);
     (v, end)
 }

@@ -22,6 +22,7 @@ pub mod dynamic;
 pub mod field;
 pub mod html;
 pub mod info;
+pub mod limits;
 pub mod model;
 pub mod prom;
 pub mod reply;

@@ -428,6 +428,22 @@ impl Runtime for FakeRuntime {
         });
         Ok(())
     }
+    fn set_maxconn_frontend(&mut self, proxy: usize, maxconn: u32) {
+        self.calls.push(format!("maxconn fe {proxy} {maxconn}"));
+    }
+    fn set_maxconn_global(&mut self, maxconn: u32) {
+        self.calls.push(format!("maxconn global {maxconn}"));
+    }
+    fn set_frontend_paused(&mut self, proxy: usize, paused: bool) {
+        self.calls.push(format!("paused {proxy} {paused}"));
+        if let Some(f) = self.snap.proxies[proxy].frontend.as_mut() {
+            f.state = if paused {
+                FrontendState::Paused
+            } else {
+                FrontendState::Open
+            };
+        }
+    }
     fn del_server(&mut self, r: SrvRef) {
         self.calls
             .push(format!("del {}/{}", r.proxy_id, r.server_id));
@@ -879,6 +895,57 @@ fn add_and_del_server_reply_like_haproxy() {
     );
 }
 
+/// `set maxconn frontend|global`, `set rate-limit` (captured from HAProxy 2.6 on the seed
+/// configuration, `Hard_maxconn` 4000): errors, levels, and the values applied.
+#[test]
+fn maxconn_and_rate_limit_reply_like_haproxy() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    rt.snap.info.hard_maxconn = 4000;
+    let cases = replay_golden_on(
+        &mut rt,
+        include_str!("../testdata/haproxy-2.6/limits-replies.txt"),
+    );
+    assert_eq!(cases, 23);
+    let fe = rt
+        .snap
+        .proxies
+        .iter()
+        .position(|p| p.name == "kube-apiserver" && p.frontend.is_some())
+        .unwrap();
+    let applied: Vec<String> = rt
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("maxconn"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        applied,
+        [
+            format!("maxconn fe {fe} 0"),
+            format!("maxconn fe {fe} 10"),
+            format!("maxconn fe {fe} 0"),
+            "maxconn global 4000".to_string(),
+            "maxconn global 100".to_string(),
+            "maxconn global 4000".to_string(),
+            "maxconn global 4000".to_string(),
+        ]
+    );
+}
+
+/// `enable|disable|shutdown frontend` captured from HAProxy 2.6 in this order (the state one
+/// line leaves is the next one's): "already" errors, levels, severity prefixes.
+#[test]
+fn frontend_controls_reply_like_haproxy() {
+    let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
+    let cases = replay_golden_on(
+        &mut rt,
+        include_str!("../testdata/haproxy-2.6/frontend-replies.txt"),
+    );
+    assert_eq!(cases, 14);
+    let n = rt.calls.iter().filter(|c| c.starts_with("paused")).count();
+    assert_eq!(n, 4, "{:?}", rt.calls);
+}
+
 /// Runs every `### <level> <line>` block of a capture on the seed snapshot; returns the count.
 fn replay_golden(golden: &str) -> usize {
     let mut rt = FakeRuntime::new(seed_snapshot(GOLDEN_CSV));
@@ -1254,7 +1321,7 @@ fn keyword_inventory_matches_haproxy_worker_keywords() {
         .filter(|k| k.implemented())
         .map(|k| k.words.join(" "))
         .collect();
-    assert_eq!(implemented.len(), 32, "{implemented:?}");
+    assert_eq!(implemented.len(), 46, "{implemented:?}");
 }
 
 /// `level user` sessions do not see `addr`, `cookie` and `algo` (checked on HAProxy 2.6).

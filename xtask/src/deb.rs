@@ -9,9 +9,9 @@
 //!   every expected path with its mode, the conffiles, the stock configuration valid with
 //!   `portcullis -c`, the man page rendered by `man -l`, `lintian` when installed.
 //! - `--install-test` (root, on a machine without the package) also installs it with `dpkg -i`,
-//!   verifies the unit (`systemd-analyze verify`), runs the packaged configuration as the
-//!   `portcullis` user until its admin socket answers, then `dpkg -r` and `dpkg -P` and checks
-//!   that nothing is left.
+//!   verifies the unit (`systemd-analyze verify`), runs the packaged configuration (started as
+//!   root, it must end up chrooted and running as the `portcullis` user) until its admin socket
+//!   answers, then `dpkg -r` and `dpkg -P` and checks that nothing is left.
 
 use crate::util::{Result, exec, have, is_root, output, root, show, target_dir};
 use std::fmt::Write as _;
@@ -331,12 +331,7 @@ fn build(binary: Option<&Path>) -> Result<PathBuf> {
     let bin = match binary {
         Some(b) => b.to_path_buf(),
         None => {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            exec(
-                Command::new(cargo)
-                    .args(["build", "--release", "-p", NAME])
-                    .current_dir(root()),
-            )?;
+            exec(nested_cargo().args(["build", "--release", "-p", NAME]))?;
             target_dir().join("release").join(NAME)
         }
     };
@@ -413,6 +408,29 @@ fn build(binary: Option<&Path>) -> Result<PathBuf> {
     )?;
     println!("built {}", deb.display());
     Ok(deb)
+}
+
+/// `cargo` for a nested build, without the variables `cargo run` set for xtask itself
+/// (`CARGO_PKG_*`, `CARGO_MANIFEST_*`, …): build scripts such as ring's rerun when those change,
+/// so inheriting them rebuilds what `cargo build --release` in a shell has built, and back.
+fn nested_cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_MANIFEST_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&&*k)
+        {
+            c.env_remove(&*k);
+        }
+    }
+    c
 }
 
 fn mkdir(d: &Path) -> Result {
@@ -575,10 +593,15 @@ fn check_extracted(deb: &Path, tmp: &Path, list: &[Entry]) -> Result {
     if field("Package") != NAME || field("Version") != VERSION {
         return Err("control: wrong Package or Version".into());
     }
-    // The stock configuration, as shipped, with the shipped binary. Its admin socket's
-    // directory does not exist here, which `-c` does not need.
+    // The stock configuration with the shipped binary, before anything is installed: its
+    // /etc/portcullis paths (error pages) moved into the extracted tree and, on a machine
+    // without the portcullis user, its user/group lines left out (`-c` resolves them). The
+    // file itself, unchanged, is checked by the install test once dpkg has put it in place.
     let bin = tmp.join("usr/sbin/portcullis");
-    let cfg = tmp.join("etc/portcullis/portcullis.cfg");
+    let stock = std::fs::read_to_string(tmp.join("etc/portcullis/portcullis.cfg"))
+        .map_err(|e| format!("stock configuration: {e}"))?;
+    let cfg = tmp.join("check.cfg");
+    write(&cfg, check_copy(&stock, tmp, user_exists()).as_bytes())?;
     let out = Command::new(&bin)
         .arg("-c")
         .arg("-f")
@@ -624,6 +647,29 @@ fn check_extracted(deb: &Path, tmp: &Path, list: &[Entry]) -> Result {
         println!("man page renders ({} lines)", text.lines().count());
     }
     Ok(())
+}
+
+fn user_exists() -> bool {
+    output(Command::new("getent").args(["passwd", NAME])).is_some()
+}
+
+/// The stock configuration as `--check` can verify it before installing: see
+/// [`check_extracted`].
+pub fn check_copy(stock: &str, root: &Path, have_user: bool) -> String {
+    let prefix = format!("{}/etc/portcullis/", root.display());
+    stock
+        .lines()
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            if !have_user && matches!(words.first(), Some(&"user") | Some(&"group")) {
+                format!("# (check: no {NAME} user here) {l}")
+            } else {
+                l.replace("/etc/portcullis/", &prefix)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// Installs, runs and removes the package on this machine. Refuses when the package or its
@@ -709,27 +755,18 @@ fn install_and_run(deb: &Path) -> Result {
     Ok(())
 }
 
-/// Runs the packaged configuration in the foreground as the `portcullis` user, as the unit's
-/// `RuntimeDirectory=` would prepare it, until `show info` on its admin socket answers.
+/// Runs the packaged configuration in the foreground as the unit would (started as root, in
+/// the unit's `RuntimeDirectory=`): it must open its admin socket, then chroot and run as the
+/// `portcullis` user, until `show info` on that socket answers.
 fn run_as_user() -> Result {
     let run = Path::new("/run/portcullis");
     let made_run = !run.exists();
     mkdir(run)?;
-    exec(Command::new("chown").args(["portcullis:portcullis", "/run/portcullis"]))?;
-    let mut child = Command::new("setpriv")
-        .args([
-            "--reuid=portcullis",
-            "--regid=portcullis",
-            "--init-groups",
-            "--",
-            "/usr/sbin/portcullis",
-            "-db",
-            "-f",
-            "/etc/portcullis/portcullis.cfg",
-        ])
+    let mut child = Command::new("/usr/sbin/portcullis")
+        .args(["-db", "-f", "/etc/portcullis/portcullis.cfg"])
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| format!("setpriv: {e}"))?;
+        .map_err(|e| format!("/usr/sbin/portcullis: {e}"))?;
     let res = wait_show_info(child.id());
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     let _ = child.wait();
@@ -764,7 +801,17 @@ fn wait_show_info(pid: u32) -> Result {
             if uid_line.split_whitespace().nth(1) != Some(want.trim()) {
                 return Err(format!("the process runs as '{uid_line}', not portcullis"));
             }
-            println!("running as portcullis ({uid_line}): {info}");
+            let root = std::fs::read_link(format!("/proc/{pid}/root")).unwrap_or_default();
+            if root != Path::new("/var/lib/portcullis") {
+                return Err(format!(
+                    "the process' root is {}, not the chroot",
+                    root.display()
+                ));
+            }
+            println!(
+                "running as portcullis ({uid_line}), chrooted in {}: {info}",
+                root.display()
+            );
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -819,6 +866,17 @@ mod tests {
                 "missing /etc/portcullis/portcullis.cfg".to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn check_copy_moves_paths_and_drops_user_lines_without_the_user() {
+        let stock = "global\n\tuser portcullis\n\tgroup portcullis\ndefaults\n\terrorfile 503 /etc/portcullis/errors/503.http\n";
+        let c = check_copy(stock, Path::new("/tmp/x"), false);
+        assert_eq!(
+            c,
+            "global\n# (check: no portcullis user here) \tuser portcullis\n# (check: no portcullis user here) \tgroup portcullis\ndefaults\n\terrorfile 503 /tmp/x/etc/portcullis/errors/503.http\n"
+        );
+        assert!(check_copy(stock, Path::new("/tmp/x"), true).contains("\tuser portcullis\n"));
     }
 
     #[test]

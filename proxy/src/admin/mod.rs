@@ -84,13 +84,20 @@ impl Runtime for AdminRuntime {
         let was_usable = srv.is_usable();
         let admin_before = srv.admin();
         let tr = match op {
+            // As HAProxy's srv_adm_set_maint/set_drain: each state clears the other.
             AdminOp::Maint => {
                 srv.admin.fetch_or(ADMIN_MAINT, Ordering::AcqRel);
+                srv.admin.fetch_and(!ADMIN_DRAIN, Ordering::AcqRel);
                 fsm(srv).enter_maint()
             }
             AdminOp::Drain => {
-                srv.admin.fetch_or(ADMIN_DRAIN, Ordering::AcqRel);
-                None
+                let before = srv.admin.fetch_or(ADMIN_DRAIN, Ordering::AcqRel);
+                srv.admin.fetch_and(!ADMIN_MAINT, Ordering::AcqRel);
+                if before & ADMIN_MAINT != 0 {
+                    fsm(srv).leave_maint()
+                } else {
+                    None
+                }
             }
             AdminOp::Ready => {
                 srv.admin
@@ -277,6 +284,39 @@ impl Runtime for AdminRuntime {
             control::spawn_check(&self.shared, be, &srv, Duration::ZERO);
         }
         Ok(())
+    }
+
+    fn map_command(
+        &mut self,
+        verb: &str,
+        args: &[String],
+        payload: Option<&str>,
+        out: &mut portcullis_runtime_api::reply::Reply,
+    ) {
+        crate::map::cli::run(crate::map::registry(), verb, args, payload, out);
+    }
+
+    fn set_maxconn_frontend(&mut self, proxy: usize, maxconn: u32) {
+        let model = &self.shared.model;
+        if let Some(fe) = model.proxies.get(proxy) {
+            // 0: back to the default, the process limit.
+            let v = if maxconn == 0 {
+                model.actconn.max()
+            } else {
+                maxconn
+            };
+            fe.feconn.set_max(v);
+        }
+    }
+
+    fn set_frontend_paused(&mut self, proxy: usize, paused: bool) {
+        if let Some(fe) = self.shared.model.proxies.get(proxy) {
+            fe.feconn.set_paused(paused);
+        }
+    }
+
+    fn set_maxconn_global(&mut self, maxconn: u32) {
+        self.shared.model.actconn.set_max(maxconn);
     }
 
     fn del_server(&mut self, r: SrvRef) {

@@ -121,7 +121,11 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
     api::ServerSnap {
         name: srv.name.clone(),
         id: srv.id,
-        forced_id: false,
+        // `id` on an `add server` line (configured servers keep HAProxy's 0 here for now).
+        forced_id: srv
+            .dynamic
+            .as_ref()
+            .is_some_and(|d| d.line.iter().any(|w| w == "id")),
         backup: srv.cfg.opts.backup,
         op_state: match srv.oper() {
             Oper::Stopped => api::OpState::Stopped,
@@ -206,6 +210,8 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
         api::FrontendSnap {
             state: if stopping {
                 api::FrontendState::Stop
+            } else if p.feconn.is_paused() {
+                api::FrontendState::Paused
             } else {
                 api::FrontendState::Open
             },
@@ -352,8 +358,9 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
     let now_ms = model.now_ms();
     let maxconn = model.actconn.max();
     let ulimit = nofile_limit();
+    // Sockets are reserved at start for the hard limit; `set maxconn global` leaves them.
     let maxsock = if model.cfg.global.maxconn.is_some() {
-        maxsock(model, maxconn, threads as u32)
+        maxsock(model, model.actconn.hard(), threads as u32)
     } else {
         ulimit
     };
@@ -366,7 +373,7 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
             pid: std::process::id(),
             uptime_secs: uptime,
             maxconn,
-            hard_maxconn: maxconn,
+            hard_maxconn: model.actconn.hard(),
             curr_conns: model.actconn.current(),
             cum_conns: t.conn_tot.load(Ordering::Relaxed) as u32,
             cum_req: t.req_tot.load(Ordering::Relaxed) as u32,

@@ -76,6 +76,11 @@ pub struct Rule {
 pub struct ProxyRules {
     /// (backend proxy index, condition)
     pub use_backends: Vec<(usize, Option<Condition>)>,
+    /// `use_backend <log-format>`: (number of `use_backends` before it, name format,
+    /// condition); the backend is looked up by the rendered name when the rule is reached.
+    pub dynamic_backends: Vec<(usize, LogFormat, Option<Condition>)>,
+    /// Every backend by name, for the dynamic rules.
+    pub backend_names: Vec<(String, usize)>,
     pub default_backend: Option<usize>,
     pub http_request: Vec<Rule>,
     pub tcp_content: Vec<TcpRule>,
@@ -162,6 +167,21 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     };
     for ub in &p.use_backends {
         let c = cond(&ub.cond, "use_backend", errs);
+        // A name with a `%` is a log-format (HAProxy's dynamic use_backend).
+        if ub.backend.contains('%') {
+            let parsed = crate::map::with_origin(&ub.loc.file, ub.loc.line, || {
+                LogFormat::parse_rule(&ub.backend)
+            });
+            match parsed {
+                Ok(f) => r.dynamic_backends.push((r.use_backends.len(), f, c)),
+                Err(e) => errs.push(Diag::alert(
+                    &ub.loc.file,
+                    ub.loc.line,
+                    format!("failed to parse use_backend rule '{}' : {e}.", ub.backend),
+                )),
+            }
+            continue;
+        }
         match index_of(&ub.backend) {
             Some(i) => r.use_backends.push((i, c)),
             None => errs.push(Diag::alert(
@@ -174,10 +194,19 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     if let Some((name, _)) = &p.default_backend {
         r.default_backend = index_of(name);
     }
+    if !r.dynamic_backends.is_empty() {
+        r.backend_names = cfg
+            .proxies
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.cap.backend)
+            .map(|(i, x)| (x.name.clone(), i))
+            .collect();
+    }
     let admin = p.stats.as_ref().and_then(|s| s.admin.clone());
     r.stats_admin = cond(&admin, "stats admin", errs);
     let fmt = |s: &str, loc: &crate::config::model::Loc, rule: &str, errs: &mut Vec<Diag>| {
-        match LogFormat::parse_rule(s) {
+        match crate::map::with_origin(&loc.file, loc.line, || LogFormat::parse_rule(s)) {
             Ok(f) => f,
             Err(e) => {
                 errs.push(Diag::alert(
@@ -479,6 +508,20 @@ pub fn apply_tcp_rules(rules: &[TcpRule], ctx: &SampleCtx<'_>) -> Option<TcpRequ
     Some(TcpRequestAction::Accept)
 }
 
+/// The dynamic rules placed before static rule `pos`: `Some(choice)` once one applies. A name
+/// that is no backend ends the rules with the default backend, as HAProxy does.
+fn dynamic_route(rules: &ProxyRules, pos: usize, ctx: &SampleCtx<'_>) -> Option<Option<usize>> {
+    for (_, f, cond) in rules.dynamic_backends.iter().filter(|d| d.0 == pos) {
+        if !Condition::eval_opt(cond.as_ref(), ctx) {
+            continue;
+        }
+        let name = render(f, ctx);
+        let found = rules.backend_names.iter().find(|(n, _)| *n == name);
+        return Some(found.map(|(_, i)| *i).or(rules.default_backend));
+    }
+    None
+}
+
 /// The backend a frontend sends a stream to: the first `use_backend` whose condition holds,
 /// else `default_backend`, else the proxy itself when it is a `listen`/backend.
 pub fn route(
@@ -487,10 +530,16 @@ pub fn route(
     self_is_backend: bool,
     ctx: &SampleCtx<'_>,
 ) -> Option<usize> {
-    for (idx, cond) in &rules.use_backends {
+    for (pos, (idx, cond)) in rules.use_backends.iter().enumerate() {
+        if let Some(d) = dynamic_route(rules, pos, ctx) {
+            return d;
+        }
         if Condition::eval_opt(cond.as_ref(), ctx) {
             return Some(*idx);
         }
+    }
+    if let Some(d) = dynamic_route(rules, rules.use_backends.len(), ctx) {
+        return d;
     }
     rules.default_backend.or(if self_is_backend {
         Some(self_index)
@@ -556,6 +605,45 @@ mod tests {
             "{}",
             errs[0].msg
         );
+    }
+
+    /// `use_backend <log-format>` in its place among the static rules; a name that is no
+    /// backend ends the rules with the default backend (HAProxy's `process_switching_rules`).
+    #[test]
+    fn dynamic_use_backend_routes_by_rendered_name() {
+        let dir = std::env::temp_dir().join(format!("pc-rules-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = dir.join("hosts.map");
+        std::fs::write(&map, "a.example a\nz.example nope\n").unwrap();
+        let cfg = format!(
+            "defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\nfrontend f\n  bind 127.0.0.1:1\n  use_backend c if {{ path /c }}\n  use_backend %[req.hdr(host),lower,map({},b)] if {{ path_beg /m }}\n  use_backend c\n  default_backend d\nbackend a\n  server s 127.0.0.1:2\nbackend b\n  server s 127.0.0.1:3\nbackend c\n  server s 127.0.0.1:4\nbackend d\n  server s 127.0.0.1:5\n",
+            map.display()
+        );
+        let rules = compile_one(&cfg).expect("compiles");
+        let fe = &rules[0];
+        let base = SampleCtx::new(
+            "127.0.0.1:5000".parse().unwrap(),
+            "127.0.0.1:1".parse().unwrap(),
+            "f",
+        );
+        let at = |path: &str, host: &str| {
+            let r = req(path, Some(host));
+            let ctx = SampleCtx {
+                req: Some(&r),
+                ..base
+            };
+            route(fe, 0, false, &ctx)
+        };
+        assert_eq!(at("/c", "a.example"), Some(3), "static rule first");
+        assert_eq!(at("/m", "A.Example"), Some(1), "map hit");
+        assert_eq!(at("/m", "other"), Some(2), "map default");
+        assert_eq!(
+            at("/m", "z.example"),
+            Some(4),
+            "no such backend: default_backend"
+        );
+        assert_eq!(at("/x", "a.example"), Some(3), "condition false: next rule");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

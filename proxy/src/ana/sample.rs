@@ -412,12 +412,28 @@ pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
 }
 
 /// Converters applied after the fetch (`path,lower`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Conv {
     Lower,
     Upper,
     Length,
+    /// `map`, `map_<match>(<file>[,<default>])`: the value of the matching entry, else the
+    /// default, else no sample.
+    Map(MapConv),
 }
+
+#[derive(Clone, Debug)]
+pub struct MapConv {
+    pub map: std::sync::Arc<crate::map::Map>,
+    pub default: Option<String>,
+}
+
+impl PartialEq for MapConv {
+    fn eq(&self, o: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.map, &o.map) && self.default == o.default
+    }
+}
+impl Eq for MapConv {}
 
 impl Conv {
     fn from_name(name: &str) -> Option<Conv> {
@@ -428,8 +444,27 @@ impl Conv {
             _ => None,
         }
     }
-    fn apply<'a>(self, v: SampleValue<'a>) -> SampleValue<'a> {
-        match self {
+    /// A map converter from its arguments (the file is loaded once per process).
+    fn map(name: &str, args: &[&str]) -> Option<Result<Conv, String>> {
+        let kind = crate::map::MatchKind::from_converter(name)?;
+        let Some(file) = args.first().filter(|f| !f.is_empty()) else {
+            return Some(Err(format!(
+                "converter '{name}' : expected type 'string' at position 1, but got nothing"
+            )));
+        };
+        Some(
+            crate::map::load_file(file, kind)
+                .map(|map| {
+                    Conv::Map(MapConv {
+                        map,
+                        default: args.get(1).map(|d| d.to_string()),
+                    })
+                })
+                .map_err(|e| format!("invalid args in converter '{name}' : {e}")),
+        )
+    }
+    fn apply<'a>(&self, v: SampleValue<'a>) -> Option<SampleValue<'a>> {
+        Some(match self {
             Conv::Lower => match v {
                 SampleValue::Str(Cow::Borrowed(s))
                     if !s.bytes().any(|b| b.is_ascii_uppercase()) =>
@@ -440,7 +475,11 @@ impl Conv {
             },
             Conv::Upper => SampleValue::Str(Cow::Owned(v.to_str().to_ascii_uppercase())),
             Conv::Length => SampleValue::Int(i64::try_from(v.to_str().len()).unwrap_or(i64::MAX)),
-        }
+            Conv::Map(m) => match m.map.lookup(&v.to_str()) {
+                Some((_, value)) => SampleValue::Str(Cow::Owned(value)),
+                None => SampleValue::Str(Cow::Owned(m.default.clone()?)),
+            },
+        })
     }
 }
 
@@ -538,6 +577,19 @@ pub(crate) fn parse_prefix_with(
         let rest = s.get(pos + 1..).unwrap_or("");
         let cend = rest.find(|c: char| !is_idchar(c)).unwrap_or(rest.len());
         let ckw = rest.get(..cend).unwrap_or("");
+        // A map converter takes its arguments here.
+        if s.get(pos + 1 + cend..).is_some_and(|r| r.starts_with('('))
+            && crate::map::MatchKind::from_converter(ckw).is_some()
+        {
+            let (args, next) = split_args(s, pos + 2 + cend).map_err(known)?;
+            match Conv::map(ckw, &args) {
+                Some(Ok(c)) => convs.push(c),
+                Some(Err(m)) => return Err(known(m)),
+                None => {}
+            }
+            pos = next;
+            continue;
+        }
         let conv = match Conv::from_name(ckw) {
             Some(c) => c,
             None => {
@@ -717,6 +769,7 @@ impl SampleExpr {
     pub fn out_type(&self) -> SmpType {
         match self.convs.last() {
             Some(Conv::Length) => SmpType::Int,
+            Some(Conv::Map(_)) => SmpType::Str,
             Some(_) => SmpType::Str,
             None => self.def.out,
         }
@@ -725,7 +778,7 @@ impl SampleExpr {
     /// The value of the expression (for a header without occurrence: the last value).
     pub fn eval<'a>(&self, ctx: &SampleCtx<'a>) -> Option<SampleValue<'a>> {
         let v = self.fetch_one(ctx)?;
-        Some(self.convert(v))
+        self.convert(v)
     }
 
     /// Calls `f` with every value the fetch yields (all header values in an ACL), stopping at
@@ -744,7 +797,8 @@ impl SampleExpr {
                 let Some(req) = ctx.req else { return false };
                 header_values(req, name.as_deref(), *full)
                     .into_iter()
-                    .any(|v| f(&self.convert(SampleValue::Str(Cow::Borrowed(v)))))
+                    .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v))))
+                    .any(|v| f(&v))
             }
             Fetch::ReqSslAlpn if ctx.ssl_hello.is_none() => {
                 let Some(h) = ctx.payload.and_then(|p| hello::client_hello(p).found()) else {
@@ -752,14 +806,16 @@ impl SampleExpr {
                 };
                 h.alpn
                     .into_iter()
-                    .any(|v| f(&self.convert(SampleValue::Str(v))))
+                    .filter_map(|v| self.convert(SampleValue::Str(v)))
+                    .any(|v| f(&v))
             }
             Fetch::HdrVal { name, occ: None } => {
                 let Some(req) = ctx.req else { return false };
                 header_values(req, name.as_deref(), false)
                     .into_iter()
                     .filter_map(|v| v.parse::<i64>().ok())
-                    .any(|v| f(&self.convert(SampleValue::Int(v))))
+                    .filter_map(|v| self.convert(SampleValue::Int(v)))
+                    .any(|v| f(&v))
             }
             _ => match self.eval(ctx) {
                 Some(v) => f(&v),
@@ -785,11 +841,11 @@ impl SampleExpr {
         }
     }
 
-    fn convert<'a>(&self, mut v: SampleValue<'a>) -> SampleValue<'a> {
+    fn convert<'a>(&self, mut v: SampleValue<'a>) -> Option<SampleValue<'a>> {
         for c in &self.convs {
-            v = c.apply(v);
+            v = c.apply(v)?;
         }
-        v
+        Some(v)
     }
 
     fn fetch_one<'a>(&self, ctx: &SampleCtx<'a>) -> Option<SampleValue<'a>> {

@@ -37,6 +37,8 @@ enum Matcher {
 pub struct Expect {
     negate: bool,
     matcher: Matcher,
+    /// tcp-check `min-recv`.
+    min_recv: Option<usize>,
 }
 
 impl Expect {
@@ -54,7 +56,11 @@ impl Expect {
                 Matcher::Rstring(regex::bytes::Regex::new(re).map_err(|e| bad(re, &e))?)
             }
         };
-        Ok(Expect { negate, matcher })
+        Ok(Expect {
+            negate,
+            matcher,
+            min_recv: None,
+        })
     }
     fn is_body(&self) -> bool {
         matches!(self.matcher, Matcher::String(_) | Matcher::Rstring(_))
@@ -172,9 +178,14 @@ impl CheckSpec {
                 steps.push(match r {
                     TcpCheckRule::Connect { port } => TcpStep::Connect { port: *port },
                     TcpCheckRule::Send(b) => TcpStep::Send(b.clone()),
-                    TcpCheckRule::Expect { negate, matcher } => {
-                        TcpStep::Expect(Expect::compile(*negate, matcher, "tcp-check")?)
-                    }
+                    TcpCheckRule::Expect {
+                        negate,
+                        matcher,
+                        min_recv,
+                    } => TcpStep::Expect(Expect {
+                        min_recv: *min_recv,
+                        ..Expect::compile(*negate, matcher, "tcp-check")?
+                    }),
                 });
             }
             CheckKind::Tcp(steps)
@@ -480,10 +491,15 @@ impl Run<'_> {
     }
 }
 
-/// A tcp-check `expect` against what arrived so far: `None` = wait for more data.
+/// A tcp-check `expect` against what arrived so far: `None` = wait for more data. As HAProxy's
+/// tcpcheck_eval_expect: below `min-recv` it waits; a pattern not found waits for more unless
+/// the server closed or a `min-recv` was given (then the absence is final), negated or not.
 fn eval_tcp_expect(x: &Expect, buf: &[u8], eof: bool, step: usize) -> Option<Result<(), String>> {
     if buf.is_empty() {
         return eof.then(|| Err(format!("TCPCHK got an empty response at step {step}")));
+    }
+    if !eof && x.min_recv.is_some_and(|m| buf.len() < m) {
+        return None;
     }
     let (found, what) = match &x.matcher {
         Matcher::String(p) => {
@@ -497,6 +513,9 @@ fn eval_tcp_expect(x: &Expect, buf: &[u8], eof: bool, step: usize) -> Option<Res
         // Status matchers are HTTP only (the parser refuses them here).
         Matcher::Status(_) | Matcher::Rstatus(_) => (false, "(status)".to_string()),
     };
+    if !found && !eof && x.min_recv.is_none() {
+        return None;
+    }
     Some(match (found, x.negate) {
         (true, false) | (false, true) => Ok(()),
         (false, false) => Err(format!(
@@ -762,6 +781,7 @@ mod tests {
         p.tcp_checks = vec![TcpCheckRule::Expect {
             negate: false,
             matcher: ExpectMatch::Rstring("(".into()),
+            min_recv: None,
         }];
         let e = CheckSpec::from_config(&p, &s).unwrap_err();
         assert!(
@@ -968,7 +988,11 @@ mod tests {
         TcpCheckRule::Send(s.as_bytes().to_vec())
     }
     fn expect(negate: bool, m: ExpectMatch) -> TcpCheckRule {
-        TcpCheckRule::Expect { negate, matcher: m }
+        TcpCheckRule::Expect {
+            negate,
+            matcher: m,
+            min_recv: None,
+        }
     }
 
     #[test]

@@ -566,6 +566,7 @@ pub(crate) fn parse_log_target(c: &mut Ctx, args: &[String]) -> Option<LogTarget
     }
     let mut i = 2;
     let mut format = LogFormatKind::Local;
+    let mut sample = None;
     loop {
         match arg(args, i) {
             "len" => {
@@ -584,10 +585,13 @@ pub(crate) fn parse_log_target(c: &mut Ctx, args: &[String]) -> Option<LogTarget
                     return None;
                 }
             },
-            "sample" => {
-                c.alert("log : 'sample' is not supported yet");
-                return None;
-            }
+            "sample" => match super::model::LogSample::parse(arg(args, i + 1)) {
+                Ok(smp) => sample = Some(smp),
+                Err(e) => {
+                    c.alert(e);
+                    return None;
+                }
+            },
             _ => break,
         }
         i += 2;
@@ -629,18 +633,21 @@ pub(crate) fn parse_log_target(c: &mut Ctx, args: &[String]) -> Option<LogTarget
             format,
             facility,
             level,
+            sample: sample.clone(),
         },
         "stderr" | "fd@2" => LogTarget::Stdout {
             stderr: true,
             format,
             facility,
             level,
+            sample: sample.clone(),
         },
         t if t.starts_with('/') || t.starts_with("unix@") => LogTarget::Unix {
             path: t.trim_start_matches("unix@").to_string(),
             format,
             facility,
             level,
+            sample: sample.clone(),
         },
         t if t.starts_with("ring@") || t.starts_with("fd@") => {
             c.alert(format!("log : target '{t}' is not supported yet"));
@@ -652,6 +659,7 @@ pub(crate) fn parse_log_target(c: &mut Ctx, args: &[String]) -> Option<LogTarget
                 format,
                 facility,
                 level,
+                sample: sample.clone(),
             },
             Err(e) => {
                 c.alert(format!("log : {e}"));

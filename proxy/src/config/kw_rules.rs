@@ -433,53 +433,92 @@ fn parse_status_list(s: &str) -> Option<Vec<(u16, u16)>> {
 }
 
 /// `[!] <kind> <pattern>` from `args[i..]` for the checks' `expect`.
+/// `<what> [min-recv <n>] [comment <msg>] [!] <match> <pattern>`, options on either side of the
+/// pattern as HAProxy's parser takes them; `!<match>` is the negated form too. `min-recv` is
+/// tcp-check's only (None in `kinds` callers that do not allow it).
 fn parse_expect(
     args: &[String],
     i: usize,
     what: &str,
     kinds: &[&str],
-) -> Result<(bool, ExpectMatch), String> {
-    let mut i = i;
+) -> Result<(bool, ExpectMatch, Option<usize>), String> {
     if args.len() <= i {
         return Err(format!(
             "'{what}' : expects at least a matching pattern as arguments."
         ));
     }
-    let negate = arg(args, i) == "!";
-    if negate {
-        i += 1;
+    let tcp = what.starts_with("tcp-check");
+    let mut i = i;
+    let mut negate = false;
+    let mut min_recv = None;
+    let mut found: Option<(String, String)> = None;
+    while let Some(w) = args.get(i) {
+        match w.as_str() {
+            "min-recv" if tcp => {
+                let v = arg(args, i + 1);
+                min_recv = Some(v.parse::<usize>().map_err(|_| {
+                    format!("'{what}' : '{w}' expects a integer as argument (got '{v}').")
+                })?);
+                i += 2;
+            }
+            "comment" => {
+                if args.get(i + 1).is_none() {
+                    return Err(format!("'{what}' : '{w}' expects a string as argument."));
+                }
+                i += 2;
+            }
+            "!" if found.is_none() => {
+                negate = true;
+                i += 1;
+            }
+            k if found.is_none() => {
+                let kind = match k.strip_prefix('!') {
+                    Some(rest) => {
+                        negate = true;
+                        rest
+                    }
+                    None => k,
+                };
+                if !kinds.contains(&kind) {
+                    let list = kinds
+                        .iter()
+                        .map(|k| format!("'[!]{k}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(format!(
+                        "'{what}' : only supports {list} but got '{kind}' as argument."
+                    ));
+                }
+                let Some(v) = args.get(i + 1).filter(|v| !v.is_empty()) else {
+                    return Err(format!(
+                        "'{what}' : '{kind}' expects a <pattern> as argument."
+                    ));
+                };
+                found = Some((kind.to_string(), v.clone()));
+                i += 2;
+            }
+            extra => {
+                return Err(format!(
+                    "'{what}' : cannot handle unexpected argument '{extra}'."
+                ));
+            }
+        }
     }
-    let kind = arg(args, i);
-    if !kinds.contains(&kind) {
-        let list = kinds
-            .iter()
-            .map(|k| format!("'[!]{k}'"))
-            .collect::<Vec<_>>()
-            .join(", ");
+    let Some((kind, v)) = found else {
         return Err(format!(
-            "'{what}' : only supports {list} but got '{kind}' as argument."
-        ));
-    }
-    let Some(v) = args.get(i + 1).filter(|v| !v.is_empty()) else {
-        return Err(format!(
-            "'{what}' : '{kind}' expects a <pattern> as argument."
+            "'{what}' : expects at least a matching pattern as arguments."
         ));
     };
-    if let Some(extra) = args.get(i + 2) {
-        return Err(format!(
-            "'{what}' : cannot handle unexpected argument '{extra}'."
-        ));
-    }
-    let m = match kind {
+    let m = match kind.as_str() {
         "status" => ExpectMatch::Status(
-            parse_status_list(v)
+            parse_status_list(&v)
                 .ok_or_else(|| format!("'{what}' : invalid status pattern '{v}'."))?,
         ),
-        "rstatus" => ExpectMatch::Rstatus(v.clone()),
-        "string" => ExpectMatch::String(v.clone()),
-        _ => ExpectMatch::Rstring(v.clone()),
+        "rstatus" => ExpectMatch::Rstatus(v),
+        "string" => ExpectMatch::String(v),
+        _ => ExpectMatch::Rstring(v),
     };
-    Ok((negate, m))
+    Ok((negate, m, min_recv))
 }
 
 /// A proxy's own first `http-check` line drops the rules it inherited from `defaults`, the
@@ -549,7 +588,7 @@ pub(crate) fn kw_http_check(p: &mut P, args: &[String]) {
             "http-check expect",
             &["status", "rstatus", "string", "rstring"],
         ) {
-            Ok((negate, matcher)) => {
+            Ok((negate, matcher, _)) => {
                 p.px.http_check.expect = Some(HttpCheckExpect { negate, matcher })
             }
             Err(e) => {
@@ -602,7 +641,11 @@ pub(crate) fn kw_tcp_check(p: &mut P, args: &[String]) {
             TcpCheckRule::Send(v.as_bytes().to_vec())
         }
         "expect" => match parse_expect(args, 2, "tcp-check expect", &["string", "rstring"]) {
-            Ok((negate, matcher)) => TcpCheckRule::Expect { negate, matcher },
+            Ok((negate, matcher, min_recv)) => TcpCheckRule::Expect {
+                negate,
+                matcher,
+                min_recv,
+            },
             Err(e) => {
                 p.alert(e);
                 return;

@@ -202,6 +202,7 @@ pub enum LogTarget {
         format: LogFormatKind,
         facility: Facility,
         level: Option<Level>,
+        sample: Option<LogSample>,
     },
     /// `log <ip>:<port>` (UDP syslog; port defaults to 514)
     Udp {
@@ -209,6 +210,7 @@ pub enum LogTarget {
         format: LogFormatKind,
         facility: Facility,
         level: Option<Level>,
+        sample: Option<LogSample>,
     },
     /// `log /dev/log` or `log unix@/path` (datagram unix socket)
     Unix {
@@ -216,7 +218,70 @@ pub enum LogTarget {
         format: LogFormatKind,
         facility: Facility,
         level: Option<Level>,
+        sample: Option<LogSample>,
     },
+}
+
+/// `log … sample <ranges>:<size>`: of every `size` messages for this target, only those whose
+/// position (1-based) is in one of the ranges are sent. The counter is the log line's own,
+/// shared by every worker (HAProxy's per-logger `smp_info`).
+#[derive(Clone, Debug)]
+pub struct LogSample {
+    pub ranges: Vec<(u32, u32)>,
+    pub size: u32,
+    pub counter: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl PartialEq for LogSample {
+    fn eq(&self, o: &Self) -> bool {
+        self.ranges == o.ranges && self.size == o.size
+    }
+}
+
+impl Eq for LogSample {}
+
+impl LogSample {
+    /// `1,3:5`, `2-4:10`: HAProxy's syntax; the size must cover every range.
+    pub fn parse(v: &str) -> Result<LogSample, String> {
+        let (ranges, size) = v.rsplit_once(':').ok_or_else(|| {
+            format!("log : invalid sample '{v}' (expects <ranges>:<sample size>)")
+        })?;
+        let size: u32 = size
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("log : invalid sample size '{size}'"))?;
+        let mut out = Vec::new();
+        for r in ranges.split(',') {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) else {
+                return Err(format!("log : invalid range '{r}' in sample '{v}'"));
+            };
+            if a == 0 || b < a {
+                return Err(format!("log : invalid range '{r}' in sample '{v}'"));
+            }
+            if b > size {
+                return Err(format!(
+                    "log : sample range '{r}' is beyond the sample size ({size})"
+                ));
+            }
+            out.push((a, b));
+        }
+        Ok(LogSample {
+            ranges: out,
+            size,
+            counter: Default::default(),
+        })
+    }
+
+    /// Counts one message; whether it is to be sent.
+    pub fn take(&self) -> bool {
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pos = (n % u64::from(self.size)) as u32 + 1;
+        self.ranges.iter().any(|&(a, b)| (a..=b).contains(&pos))
+    }
 }
 
 /// The syslog header format (`log … format <fmt>`); `local` is HAProxy's default.
@@ -546,9 +611,16 @@ pub struct HttpCheck {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TcpCheckRule {
-    Connect { port: Option<u16> },
+    Connect {
+        port: Option<u16>,
+    },
     Send(Vec<u8>),
-    Expect { negate: bool, matcher: ExpectMatch },
+    /// `min-recv`: bytes to have before the pattern is judged (a mismatch is then final).
+    Expect {
+        negate: bool,
+        matcher: ExpectMatch,
+        min_recv: Option<usize>,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

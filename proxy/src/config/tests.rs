@@ -149,7 +149,8 @@ fn seed_loopback_parses() {
             stderr: false,
             format: LogFormatKind::Raw,
             facility: Facility(16),
-            level: None
+            level: None,
+            sample: None,
         }]
     );
 
@@ -250,7 +251,8 @@ fn seed_homelab_fails_only_on_the_certificate() {
             path: "/dev/log".into(),
             format: LogFormatKind::Local,
             facility: Facility(16),
-            level: None
+            level: None,
+            sample: None,
         }]
     );
     assert_eq!(
@@ -378,7 +380,8 @@ fn options_and_rules() {
             addr: "127.0.0.1:1514".parse().unwrap(),
             format: LogFormatKind::Rfc5424,
             facility: Facility(19),
-            level: Some(Level(6))
+            level: Some(Level(6)),
+            sample: None,
         }
     );
     assert_eq!(f.log_format.as_ref().unwrap().0, "%ci %b");
@@ -416,7 +419,8 @@ fn tcp_checks_and_global() {
             TcpCheckRule::Send(b"PING\r\n".to_vec()),
             TcpCheckRule::Expect {
                 negate: false,
-                matcher: ExpectMatch::String("+PONG".into())
+                matcher: ExpectMatch::String("+PONG".into()),
+                min_recv: None,
             }
         ]
     );
@@ -940,5 +944,69 @@ fn shared_inet_binds_are_accepted_like_haproxy() {
     assert_eq!(
         a,
         ["8: 'bind /tmp/x.sock' : address already used by frontend 'a' at t.cfg:6."]
+    );
+}
+
+/// `log … sample 1,3:5` (reg-test log/load_balancing): messages 1 and 3 of every 5.
+#[test]
+fn log_sample_ranges() {
+    let c =
+        ok("defaults\n mode http\nfrontend f\n bind :80\n log 127.0.0.1:514 sample 1,3:5 local0\n");
+    let Some(LogTarget::Udp {
+        sample: Some(smp), ..
+    }) = c.proxies[0].logs.first()
+    else {
+        panic!("{:?}", c.proxies[0].logs)
+    };
+    let sent: Vec<bool> = (0..10).map(|_| smp.take()).collect();
+    assert_eq!(
+        sent,
+        [
+            true, false, true, false, false, true, false, true, false, false
+        ]
+    );
+    assert_eq!(
+        alerts("frontend f\n bind :80\n log 127.0.0.1:514 sample 1,7:5 local0\n"),
+        ["3: log : sample range '7' is beyond the sample size (5)"]
+    );
+    assert_eq!(
+        alerts("frontend f\n bind :80\n log 127.0.0.1:514 sample 2-4 local0\n"),
+        ["3: log : invalid sample '2-4' (expects <ranges>:<sample size>)"]
+    );
+}
+
+/// reg-test checks/tcp-check_min-recv: `!rstring`, `min-recv`, and `comment` on either side.
+#[test]
+fn tcp_check_expect_options() {
+    let c = ok(
+        "backend b\n option tcp-check\n tcp-check expect !rstring \"^error\" comment \"negative check\"\n tcp-check expect min-recv 5 !rstring ^error comment x\n tcp-check expect comment y string valid\n server s 127.0.0.1:1 check\n",
+    );
+    assert_eq!(
+        c.proxies[0].tcp_checks,
+        [
+            TcpCheckRule::Expect {
+                negate: true,
+                matcher: ExpectMatch::Rstring("^error".into()),
+                min_recv: None,
+            },
+            TcpCheckRule::Expect {
+                negate: true,
+                matcher: ExpectMatch::Rstring("^error".into()),
+                min_recv: Some(5),
+            },
+            TcpCheckRule::Expect {
+                negate: false,
+                matcher: ExpectMatch::String("valid".into()),
+                min_recv: None,
+            },
+        ]
+    );
+    assert_eq!(
+        alerts("backend b\n tcp-check expect min-recv x string a\n"),
+        ["2: 'tcp-check expect' : 'min-recv' expects a integer as argument (got 'x')."]
+    );
+    assert_eq!(
+        alerts("backend b\n tcp-check expect string a extra\n"),
+        ["2: 'tcp-check expect' : cannot handle unexpected argument 'extra'."]
     );
 }

@@ -243,6 +243,19 @@ impl LogSink {
         if !accepts(target, lvl) {
             return;
         }
+        if let LogTarget::Stdout {
+            sample: Some(smp), ..
+        }
+        | LogTarget::Udp {
+            sample: Some(smp), ..
+        }
+        | LogTarget::Unix {
+            sample: Some(smp), ..
+        } = target
+            && !smp.take()
+        {
+            return;
+        }
         let Some(tx) = &self.tx else { return };
         let time_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -450,6 +463,7 @@ mod tests {
             format: LogFormatKind::Local,
             facility: Facility(16),
             level: lvl,
+            sample: None,
         }
     }
 
@@ -489,6 +503,7 @@ mod tests {
             format: LogFormatKind::Raw,
             facility: Facility(16),
             level: None,
+            sample: None,
         };
         sink.log(&ut, None, level::INFO, "hello unix");
         let mut b = [0u8; 512];

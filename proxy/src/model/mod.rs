@@ -19,7 +19,12 @@ pub mod stats;
 /// worker took the last one meanwhile. Sessions running never exceed `max`.
 pub struct Gate {
     cur: AtomicU32,
-    max: u32,
+    /// Changed by `set maxconn frontend|global`.
+    max: AtomicU32,
+    /// The limit the process started with (`Hard_maxconn`; `set maxconn global` cannot pass it).
+    hard: u32,
+    /// `disable frontend`: accepting waits (connections stay in the kernel's backlog).
+    paused: AtomicBool,
     waiters: tokio::sync::Notify,
 }
 
@@ -27,7 +32,9 @@ impl Gate {
     pub fn new(max: u32) -> Gate {
         Gate {
             cur: AtomicU32::new(0),
-            max: max.max(1),
+            max: AtomicU32::new(max.max(1)),
+            hard: max.max(1),
+            paused: AtomicBool::new(false),
             waiters: tokio::sync::Notify::new(),
         }
     }
@@ -36,13 +43,31 @@ impl Gate {
         self.cur.load(Ordering::Relaxed)
     }
     pub fn max(&self) -> u32 {
-        self.max
+        self.max.load(Ordering::Relaxed)
+    }
+    pub fn hard(&self) -> u32 {
+        self.hard
+    }
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+    /// Pauses or resumes accepting; the previous state.
+    pub fn set_paused(&self, paused: bool) -> bool {
+        let was = self.paused.swap(paused, Ordering::AcqRel);
+        self.waiters.notify_waiters();
+        was
+    }
+    /// A new limit; sessions waiting for room re-check it (a lower one lets the running ones
+    /// finish).
+    pub fn set_max(&self, max: u32) {
+        self.max.store(max.max(1), Ordering::Relaxed);
+        self.waiters.notify_waiters();
     }
     /// Takes a slot if one is free.
     pub fn try_enter(&self) -> bool {
         let mut cur = self.cur.load(Ordering::Relaxed);
         loop {
-            if cur >= self.max {
+            if cur >= self.max() {
                 return false;
             }
             match self
@@ -69,12 +94,14 @@ impl Gate {
     }
     /// Waits until a slot is free, without taking it.
     pub async fn wait_room(&self) {
-        self.wait_until(|| self.cur.load(Ordering::Acquire) < self.max)
+        self.wait_until(|| !self.is_paused() && self.cur.load(Ordering::Acquire) < self.max())
             .await;
     }
-    /// Waits for a free slot and takes it.
+    /// Waits for a free slot and takes it; while paused, a connection accepted anyway (an
+    /// accept that was already waiting) is held here, unserved, as the kernel's backlog would.
     pub async fn enter(&self) {
-        self.wait_until(|| self.try_enter()).await;
+        self.wait_until(|| !self.is_paused() && self.try_enter())
+            .await;
     }
     /// Gives a slot back.
     pub fn leave(&self) {
