@@ -80,10 +80,11 @@ fn seed_recipe_matches_haproxy_and_commands_apply() {
     let _p = Proc::portcullis(&cfg, front);
     // All up, then master1's health answers 503.
     nodes[0].1.set_healthy(false);
-    wait_for("master1 DOWN", Duration::from_secs(5), || {
+    // Margins for a loaded machine (two failed checks 300 ms apart are enough when idle).
+    wait_for("master1 DOWN", Duration::from_secs(20), || {
         recipe(&sock).contains("master1=DOWN")
     });
-    wait_for("checks settled", Duration::from_secs(5), || {
+    wait_for("checks settled", Duration::from_secs(20), || {
         recipe(&sock)
             == "master1=DOWN check=L7STS\nworker1=UP check=L7OK\nworker2=UP check=L7OK\nBACKEND=UP check=\n"
     });

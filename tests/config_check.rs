@@ -484,3 +484,113 @@ fn bad_certificate_is_refused_by_check() {
         "{err}"
     );
 }
+
+/// The `[ALERT]`/`[WARNING]` lines of a `-c` run, without the pid (HAProxy's NOTICE lines about
+/// its own version and path are left out).
+fn diag_lines(out: &Output) -> Vec<String> {
+    let re_pid = |l: &str| -> String {
+        match (l.find('('), l.find(") : ")) {
+            (Some(a), Some(b)) if a < b => format!("{}(PID{}", &l[..a], &l[b..]),
+            _ => l.to_string(),
+        }
+    };
+    text(&out.stderr)
+        .lines()
+        .filter(|l| !l.contains("haproxy version is") && !l.contains("path to executable"))
+        .map(re_pid)
+        .collect()
+}
+
+/// `.if`/`.elif`/`.else`/`.endif`, the message directives and their errors print what HAProxy
+/// 2.6 prints, caret lines included, with the same exit status; `-cc` answers as HAProxy's.
+#[test]
+fn conditional_blocks_match_haproxy() {
+    let haproxy = Path::new("/usr/sbin/haproxy");
+    if !haproxy.exists() {
+        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("portcullis-cond-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "defaults\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n";
+    let cases = [
+        ".if defined(HOME) && version_atleast(2.5-dev0) && feature(OPENSSL)\n.notice \"ok\"\n.warning w\n.elif 1\n.alert \"no\"\n.else\n.alert no\n.endif\nfrontend f\n bind 127.0.0.1:1\n",
+        ".if streq(a,b) || !strneq(\"x y\",'x y')\nfrontend bad\n.elif 0x0\n.else\nfrontend f\n bind 127.0.0.1:1\n.endif\n",
+        "global\n foo\n.if defined(HOME) && bad(1)\n.endif\n",
+        ".if streq(a)\n.endif\n",
+        ".if streq(a,b\n.endif\n",
+        ".if defined FOO\n.endif\n",
+        ".if 1 &&\n.endif\n",
+        ".if (1\n.endif\n",
+        ".if 1\nfrontend f\n bind 127.0.0.1:1\n",
+        ".else\n",
+        ".endif\nfrontend f\n bind 127.0.0.1:1\n",
+        ".if 1\n.else\n.else\n.endif\n",
+        ".alert \"stop\"\nfrontend f\n bind zzz\n",
+        ".warning two words\nfrontend f\n bind 127.0.0.1:1\n",
+        ".foo\nfrontend f\n bind 127.0.0.1:1\n",
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let f = dir.join(format!("c{i}.cfg"));
+        std::fs::write(&f, format!("{base}{c}")).unwrap();
+        let ours = check(&[&f], &[]);
+        let theirs = Command::new(haproxy)
+            .arg("-c")
+            .arg("-f")
+            .arg(&f)
+            .output()
+            .expect("run haproxy");
+        assert_eq!(ours.status.code(), theirs.status.code(), "case {i}: {c}");
+        assert_eq!(diag_lines(&ours), diag_lines(&theirs), "case {i}: {c}");
+    }
+    for cond in [
+        "version_atleast(2.5-dev0)",
+        "version_atleast(2.6-dev0)",
+        "version_before(2.7)",
+        "feature(OPENSSL)",
+        "streq(a,a) && !0",
+        "bad(",
+    ] {
+        let ours = bin().args(["-cc", cond]).output().unwrap();
+        let theirs = Command::new(haproxy).args(["-cc", cond]).output().unwrap();
+        assert_eq!(ours.status.code(), theirs.status.code(), "-cc {cond}");
+    }
+    // Debian's HAProxy has Lua; portcullis does not, and says so.
+    let lua = bin().args(["-cc", "feature(LUA)"]).output().unwrap();
+    assert_eq!(lua.status.code(), Some(1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The process keywords' errors and warnings, line for line as HAProxy 2.6 prints them.
+#[test]
+fn process_keyword_errors_match_haproxy() {
+    let haproxy = Path::new("/usr/sbin/haproxy");
+    if !haproxy.exists() {
+        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("portcullis-prockw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("p.cfg");
+    std::fs::write(
+        &f,
+        "global\n user nosuchuser\n group nosuchgrp\n uid abc\n chroot\n chroot /x\n chroot /y\n\
+         ulimit-n 100\n ulimit-n 200\n node bad!name\n description\n log-tag\n localpeer\n\
+         server-state-file\n set-dumpable x\n daemon 1\n master-worker foo\n nbthread 2\n\
+         unix-bind prefix /tmp mode 770 user nosuch\n default-path foo\n ca-base /etc/ssl\n\
+         ca-base /etc/ssl\n crt-base\n tune.bufsize 0\n tune.maxrewrite -1\n\
+         tune.idle-pool.shared maybe\n tune.ssl.default-dh-param 512\n tune.bufsize\n\
+         spread-checks 80\n ssl-dh-param-file /nonexistent/dh.pem\n",
+    )
+    .unwrap();
+    let ours = check(&[&f], &[]);
+    let theirs = Command::new(haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(&f)
+        .output()
+        .expect("run haproxy");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ours.status.code(), theirs.status.code());
+    assert_eq!(diag_lines(&ours), diag_lines(&theirs));
+}

@@ -900,3 +900,50 @@ fn content_length_zero_over_h1_and_h2() {
     }
     assert!(s.node.requests().iter().all(|r| r.body_len == 0));
 }
+
+/// `server … ssl crt <pem>`: the client certificate is offered to a TLS server that asks for
+/// one. The server is HAProxy 2.6 itself, answering with what it saw (`ssl_c_used`, the CN).
+#[test]
+fn server_crt_is_the_client_certificate() {
+    let dir = TempDir::new("tls-srv-crt");
+    let (srv_pem, _) = bundle(&dir.0);
+    let mut params =
+        rcgen::CertificateParams::new(vec!["client.local".to_string()]).expect("params");
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "pc-client");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("client cert");
+    let client_pem = dir.0.join("client.pem");
+    std::fs::write(
+        &client_pem,
+        format!("{}{}", cert.pem(), key.serialize_pem()),
+    )
+    .unwrap();
+    let hport = free_port();
+    let hcfg = format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend tls\n    bind 127.0.0.1:{hport} ssl crt {} verify optional ca-file {} ca-ignore-err all crt-ignore-err all\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"used=%[ssl_c_used] cn=%[ssl_c_s_dn(CN)]\"\n",
+        srv_pem.display(),
+        client_pem.display()
+    );
+    let Some(_h) = Proc::haproxy(&hcfg, lo(hport)) else {
+        eprintln!("NOTICE: haproxy missing: server crt test skipped");
+        return;
+    };
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    use_backend with if {{ path /with }}\n    default_backend without\n\
+         backend with\n    server h 127.0.0.1:{hport} ssl verify none crt {}\n\
+         backend without\n    server h 127.0.0.1:{hport} ssl verify none\n",
+        client_pem.display()
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let r = proxy::get(lo(port), "/with");
+    assert_eq!((r.status, r.text().as_str()), (200, "used=1 cn=pc-client"));
+    let r = proxy::get(lo(port), "/without");
+    assert_eq!((r.status, r.text().as_str()), (200, "used=0 cn="));
+}

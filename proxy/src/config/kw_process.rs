@@ -329,7 +329,8 @@ fn kw_unix_bind(g: &mut Global, c: &mut Ctx, args: &[String]) {
     }
 }
 
-/// `cpu-map [auto:]<thread-set> <cpu-set>...`: recorded; the worker threads are not pinned.
+/// `cpu-map [auto:]<thread-set> <cpu-set>...`: recorded, with a warning: the worker threads are
+/// not pinned.
 fn kw_cpu_map(g: &mut Global, c: &mut Ctx, args: &[String]) {
     if arg(args, 1).is_empty() || arg(args, 2).is_empty() {
         c.alert(
@@ -346,6 +347,7 @@ fn kw_cpu_map(g: &mut Global, c: &mut Ctx, args: &[String]) {
         .collect::<Vec<_>>()
         .join(" ");
     g.process.cpu_map.push((arg(args, 1).to_string(), cpus));
+    c.warn("'cpu-map' : portcullis does not pin its worker threads; the mapping has no effect.");
 }
 
 fn kw_spread_checks(g: &mut Global, c: &mut Ctx, args: &[String]) {

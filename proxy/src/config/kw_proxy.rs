@@ -1194,7 +1194,11 @@ fn kw_bind(p: &mut P, args: &[String]) {
             },
             // Linux binds `:::p` dual-stack unless told otherwise: `v4v6` is what happens.
             "v4v6" => Ok(0),
-            "v6only" | "transparent" | "defer-accept" | "tfo" | "strict-sni" => {
+            "strict-sni" => {
+                ssl.strict_sni = true;
+                Ok(0)
+            }
+            "v6only" | "transparent" | "defer-accept" | "tfo" => {
                 p.pending(&format!("bind {opt}"));
                 Ok(0)
             }

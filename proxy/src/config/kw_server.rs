@@ -74,6 +74,12 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         parse: |s, _| flag(&mut s.opts.check_ssl, true),
     },
     SrvKw {
+        kw: "crt",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| set_str(&mut s.opts.crt, v),
+    },
+    SrvKw {
         kw: "disabled",
         args: 0,
         default_ok: true,

@@ -60,7 +60,6 @@ fn kw_monitor_uri(p: &mut P, args: &[String]) {
         return;
     }
     p.px.extra.monitor_uri = Some(uri.to_string());
-    p.pending("monitor-uri");
 }
 
 /// `monitor fail if|unless <cond>`.

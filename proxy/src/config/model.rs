@@ -363,6 +363,8 @@ pub struct BindSsl {
     pub ciphersuites: Option<String>,
     pub curves: Option<String>,
     pub options: SslOptions,
+    /// `strict-sni`: no default certificate; a handshake whose SNI names none fails.
+    pub strict_sni: bool,
 }
 
 /// Where a bind's certificates come from.
@@ -657,6 +659,8 @@ pub struct ServerOpts {
     /// `verify` was given on the line (else the global `ssl-server-verify` decides).
     pub verify_set: bool,
     pub ca_file: Option<String>,
+    /// `crt <pem>`: the client certificate (and key) offered to a TLS server.
+    pub crt: Option<String>,
     pub sni: Option<String>,
     pub check_ssl: bool,
 }
@@ -683,6 +687,7 @@ impl Default for ServerOpts {
             verify_none: false,
             verify_set: false,
             ca_file: None,
+            crt: None,
             sni: None,
             check_ssl: false,
         }

@@ -250,19 +250,15 @@ impl<'s> Parser<'s> {
                 return true;
             }
             ".else" | ".endif" => {
+                // HAProxy aborts on all of these (ERR_ABORT).
                 if let Some(a) = extra {
-                    self.reader_alert(loc, format!("Unexpected argument '{a}' for '{first}'."));
-                    self.stop_file = true;
+                    let msg = format!("Unexpected argument '{a}' for '{first}'.");
+                    self.reader_abort(&loc.file, loc.line, msg);
                     return true;
                 }
                 let Some(t) = top else {
                     let msg = format!("lone '{first}' with no matching '.if'.");
-                    if first == ".else" {
-                        self.reader_abort(&loc.file, loc.line, msg);
-                    } else {
-                        self.reader_alert(loc, msg);
-                        self.stop_file = true;
-                    }
+                    self.reader_abort(&loc.file, loc.line, msg);
                     return true;
                 };
                 if first == ".endif" {
@@ -652,6 +648,19 @@ impl<'s> Parser<'s> {
             return (config, self.diags);
         }
         self.resolve_errorfiles();
+        // `unix-bind` shapes UNIX listeners (prefix, mode, owner): not applied yet, so it only
+        // matters, and refuses the start, when the configuration has one.
+        if self.global.process.unix_bind != super::model::UnixBind::default()
+            && let Some(b) = self
+                .proxies
+                .iter()
+                .flat_map(|p| p.binds.iter())
+                .find(|b| matches!(b.addr, BindAddr::Unix(_)))
+        {
+            self.global
+                .pending
+                .push(("unix-bind (with a UNIX bind)".to_string(), b.loc.clone()));
+        }
         for px in &mut self.proxies {
             kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
         }

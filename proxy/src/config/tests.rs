@@ -1010,3 +1010,85 @@ fn tcp_check_expect_options() {
         ["2: 'tcp-check expect' : cannot handle unexpected argument 'extra'."]
     );
 }
+
+#[test]
+fn process_keywords_are_recorded() {
+    let l = parse_env(
+        &format!(
+            "global\n user haproxy\n group haproxy\n chroot /var/lib/haproxy\n ulimit-n 4096\n set-dumpable\n\
+             log-tag lb\n node n1\n description my lb\n ca-base /ca\n crt-base /certs\n cpu-map 1 0\n\
+             unix-bind mode 600\n{T}frontend f\n bind :1\n bind /tmp/u.sock\n"
+        ),
+        &no_env,
+    )
+    .expect("parses");
+    let p = &l.config.global.process;
+    assert_eq!((p.uid, p.gid), (Some(99), Some(98)));
+    assert_eq!(p.chroot.as_deref(), Some("/var/lib/haproxy"));
+    assert_eq!(p.ulimit_n, Some(4096));
+    assert!(p.set_dumpable);
+    assert_eq!(p.log_tag.as_deref(), Some("lb"));
+    assert_eq!(p.node.as_deref(), Some("n1"));
+    assert_eq!(p.description.as_deref(), Some("my lb"));
+    assert_eq!(p.ca_base.as_deref(), Some("/ca"));
+    // cpu-map has no effect, and says so; unix-bind with a UNIX bind is pending.
+    assert!(l.warnings.iter().any(|w| w.msg.contains("'cpu-map'")));
+    assert_eq!(
+        l.config
+            .global
+            .pending
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect::<Vec<_>>(),
+        ["unix-bind (with a UNIX bind)"]
+    );
+}
+
+#[test]
+fn errorfiles_resolve_from_http_errors_sections() {
+    let l = parse_env(
+        &format!(
+            "{T}errorfile 503 /errors/503.http\nhttp-errors site\n errorfile 503 /errors/503.http\nfrontend f\n bind :1\n errorfiles site\n errorloc303 502 /oops\nbackend b\n errorfiles site 404\nbackend c\n errorfiles nope\n"
+        ),
+        &no_env,
+    );
+    let e = l.unwrap_err();
+    assert!(
+        e.iter()
+            .any(|d| d.msg == "proxy 'c': unknown http-errors section 'nope' (at t.cfg:15)."),
+        "{e:#?}"
+    );
+    let l = parse_env(
+        &format!(
+            "{T}errorfile 503 /errors/503.http\nhttp-errors site\n errorfile 503 /errors/503.http\nfrontend f\n bind :1\n errorfiles site\n errorloc303 502 /oops\nbackend b\n errorfiles site 404\n"
+        ),
+        &no_env,
+    )
+    .expect("parses");
+    let f = &l.config.proxies[0].extra;
+    assert!(
+        f.error_page(503)
+            .is_some_and(|p| p.starts_with(b"HTTP/1.0 503"))
+    );
+    assert_eq!(
+        f.error_page(502),
+        Some(&b"HTTP/1.1 303 See Other\r\nCache-Control: no-cache\r\nContent-length: 0\r\nLocation: /oops\r\n\r\n"[..])
+    );
+    // A status the section lacks is a warning, as in HAProxy.
+    assert!(
+        l.warnings
+            .iter()
+            .any(|w| w.msg.contains("status '404' not declared"))
+    );
+    let e = alerts(&format!(
+        "{T}frontend f\n bind :1\n errorfile 503 /errors/bad.http\n errorfile 418 /errors/503.http\n errorfile 503 /none\n"
+    ));
+    assert_eq!(
+        e,
+        [
+            "7: errorfile : '/errors/bad.http': payload size does not match the announced content-length (4 != 3)",
+            "8: errorfile : status code '418' not handled.",
+            "9: errorfile : error opening file '/none'."
+        ]
+    );
+}

@@ -317,8 +317,8 @@ pub fn with_connection(resp: &[u8], conn: ConnHeader) -> Vec<u8> {
 /// A configured page (`errorfile`, `errorloc*`, `errorfiles`) as HAProxy 2.6's H1 mux sends
 /// it: the status line as written, header names lowercased, the file's `connection` headers
 /// dropped and the mux's own added last, then the body. Returns the bytes and whether the
-/// connection must close after them: asked to, or the page has no `content-length` (its body
-/// then ends at the close). An empty file sends nothing and closes.
+/// connection must close after them: asked to, the page says `Connection: close`, or it has no
+/// `content-length` (its body then ends at the close). An empty file sends nothing and closes.
 ///
 /// Captured from HAProxy 2.6.12: Debian's `503.http` (HTTP/1.0, `Connection: close`, no length)
 /// goes out as `HTTP/1.0 503 Service Unavailable\r\ncache-control: no-cache\r\ncontent-type:
@@ -356,6 +356,8 @@ pub fn custom_page(raw: &[u8], conn: ConnHeader) -> (Vec<u8>, bool) {
     let mut out = status_line.to_vec();
     out.extend_from_slice(b"\r\n");
     let mut has_len = matches!(status, 204 | 304);
+    // The page's own `Connection: close` makes the mux close after it.
+    let mut page_close = false;
     for l in lines {
         let Some(colon) = l.iter().position(|&b| b == b':') else {
             continue;
@@ -363,6 +365,7 @@ pub fn custom_page(raw: &[u8], conn: ConnHeader) -> (Vec<u8>, bool) {
         let name = l[..colon].trim_ascii().to_ascii_lowercase();
         let value = l[colon + 1..].trim_ascii();
         if name == b"connection" {
+            page_close |= value.to_ascii_lowercase().windows(5).any(|w| w == b"close");
             continue;
         }
         has_len |= name == b"content-length";
@@ -371,7 +374,7 @@ pub fn custom_page(raw: &[u8], conn: ConnHeader) -> (Vec<u8>, bool) {
         out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
-    let close = conn == ConnHeader::Close || !has_len;
+    let close = conn == ConnHeader::Close || !has_len || page_close;
     let line: &[u8] = match (v10, close) {
         (true, false) => b"connection: keep-alive\r\n",
         (true, true) => b"",

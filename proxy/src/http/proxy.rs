@@ -517,6 +517,22 @@ impl Session {
         // The stream's stick counters (`http-request track-sc`): held until the transaction
         // ends (`conn_cur`).
         let strm = StkCtrs::default();
+        // `monitor-uri`: the exact target is answered with the 200 page (or errorfile 200)
+        // before any rule, and is not logged, as HAProxy does.
+        if fe.cfg.extra.monitor_uri.as_deref() == Some(req.target.as_str()) {
+            let (mut page, close) = errors::reply_for(&[&fe.cfg.extra], 200, conn_hdr(!keep));
+            if req.method == "HEAD" {
+                page = errors::head_only(&page).to_vec();
+            }
+            if let Some(n) = body_here.filter(|_| keep) {
+                self.cbuf.drain(..n.min(self.cbuf.len()));
+            }
+            let sent = self.send_client(page).await;
+            if !keep || close {
+                let _ = self.client.shutdown_write().await;
+            }
+            return sent && keep && !close;
+        }
         for stage in 0..2 {
             let mut base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
             let now = self.shared.model.now_ms();

@@ -71,10 +71,14 @@ impl Logger {
         let styles = Self::styles(cfg)?;
         let any_target = cfg.proxies.iter().any(|p| !p.logs.is_empty());
         let sink = if any_target {
-            let opts = sink::SinkOptions {
+            let mut opts = sink::SinkOptions {
                 hostname: cfg.global.log_send_hostname.clone(),
                 ..Default::default()
             };
+            // `log-tag` (global): the syslog tag in every line's header.
+            if let Some(t) = &cfg.global.process.log_tag {
+                opts.tag = t.clone();
+            }
             Some(
                 sink::LogSink::new(opts)
                     .map_err(|e| format!("cannot start the log writer: {e}"))?,

@@ -77,12 +77,25 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
             check_name: o.sni.is_some(),
         })
     };
-    let config = ClientConfig::builder_with_provider(provider)
+    // `crt`: loaded as a bind's certificate is, offered whenever the server asks for one.
+    let client_cert = match &o.crt {
+        Some(path) => Some(
+            super::pem::load_bundle(path, &provider)
+                .map_err(|e| format!("'server {}' : {e}", s.name))?,
+        ),
+        None => None,
+    };
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
         .map_err(|e| format!("unable to set SSL/TLS versions: {e}"))?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier);
+    let config = match client_cert {
+        Some(b) => {
+            builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(b.key)))
+        }
+        None => builder.with_no_client_auth(),
+    };
     let sni = match &o.sni {
         Some(e) => Some(
             crate::http::sample::parse_sample(e)

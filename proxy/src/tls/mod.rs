@@ -249,7 +249,11 @@ pub fn server_config_in(ssl: &BindSsl, store: &CertStore) -> Result<ServerConfig
         .with_protocol_versions(&versions)
         .map_err(|e| TlsError::Setting(format!("unable to set SSL/TLS versions: {e}")))?
         .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .with_cert_resolver(if ssl.strict_sni {
+            Arc::new(store::StrictSni(resolver))
+        } else {
+            resolver
+        });
     // HAProxy sets SSL_OP_CIPHER_SERVER_PREFERENCE unless `prefer-client-ciphers`.
     cfg.ignore_client_order = !ssl.options.prefer_client_ciphers;
     cfg.alpn_protocols = ssl.alpn.iter().map(|a| a.as_bytes().to_vec()).collect();

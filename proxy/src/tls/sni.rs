@@ -60,6 +60,25 @@ impl SniResolver {
         sni: Option<&str>,
         schemes: &[SignatureScheme],
     ) -> Option<Arc<CertifiedKey>> {
+        self.pick_as(sni, schemes, false)
+    }
+
+    /// [`pick`](Self::pick) for `strict-sni`: no certificate (the handshake fails) when the
+    /// client sent no SNI or no certificate names it, instead of the default one.
+    pub fn pick_named(
+        &self,
+        sni: Option<&str>,
+        schemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.pick_as(sni, schemes, true)
+    }
+
+    fn pick_as(
+        &self,
+        sni: Option<&str>,
+        schemes: &[SignatureScheme],
+        strict: bool,
+    ) -> Option<Arc<CertifiedKey>> {
         let fits = |i: &usize| {
             self.all
                 .get(*i)
@@ -75,7 +94,7 @@ impl SniResolver {
                 return pick_in(v).cloned();
             }
             if self.negative.contains(&name) {
-                return self.all.first().cloned();
+                return self.all.first().filter(|_| !strict).cloned();
             }
             if let Some((_, parent)) = name.split_once('.')
                 && let Some(v) = self.wildcard.get(parent)
@@ -83,7 +102,7 @@ impl SniResolver {
                 return pick_in(v).cloned();
             }
         }
-        self.all.first().cloned()
+        self.all.first().filter(|_| !strict).cloned()
     }
 }
 

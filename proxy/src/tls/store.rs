@@ -46,6 +46,19 @@ impl BindCerts {
     }
 }
 
+/// A bind with `strict-sni`: only certificates the client's SNI names.
+#[derive(Debug)]
+pub struct StrictSni(pub Arc<BindCerts>);
+
+impl ResolvesServerCert for StrictSni {
+    fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.0
+            .current
+            .load()
+            .pick_named(client_hello.server_name(), client_hello.signature_schemes())
+    }
+}
+
 impl ResolvesServerCert for BindCerts {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         self.current

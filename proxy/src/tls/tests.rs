@@ -659,3 +659,48 @@ fn default_provider_keeps_aws_lc_suites_in_order() {
     assert_eq!(got, want);
     assert_eq!(got[0], rustls::CipherSuite::TLS13_AES_256_GCM_SHA384);
 }
+
+/// `strict-sni`: a name no certificate carries, or no SNI at all, fails the handshake instead of
+/// getting the default certificate.
+#[test]
+fn strict_sni_refuses_unnamed_handshakes() {
+    let t = Tmp::new("strict");
+    let a = make(&PKCS_ECDSA_P256_SHA256, &["a.example"], None);
+    let f = t.write("a.pem", &bundle(&a));
+    let mut bind = ssl(&[&f]);
+    let all = rustls::ALL_VERSIONS;
+    // Without strict-sni another name gets the default (and the client then rejects it).
+    assert!(
+        handshake(
+            server_config(&bind).unwrap(),
+            &[&a.der],
+            "a.example",
+            &[],
+            all
+        )
+        .is_ok()
+    );
+    bind.strict_sni = true;
+    assert!(
+        handshake(
+            server_config(&bind).unwrap(),
+            &[&a.der],
+            "a.example",
+            &[],
+            all
+        )
+        .is_ok()
+    );
+    let r = load_certs(&bind, &crate::tls::default_provider()).unwrap();
+    assert!(r.pick_named(Some("other.example"), &[]).is_none());
+    assert!(r.pick_named(None, &[]).is_none());
+    assert!(r.pick(None, &[]).is_some());
+    let err = handshake(
+        server_config(&bind).unwrap(),
+        &[&a.der],
+        "other.example",
+        &[],
+        all,
+    );
+    assert!(err.is_err());
+}
