@@ -1,12 +1,14 @@
 //! portcullis: an HAProxy-compatible load balancer.
 //!
 //! One module per HAProxy concept (see `../shared/docs/design.md` in the workplace, and README):
-//! pure cores (`config`, `http::h1`, `lb`, `log::format`, `http::acl`, `http::sample`) carry no
+//! pure cores (`config`, `http::h1`, `lb`, `log::format`, `ana`) carry no
 //! I/O; the shells (`engine`, `tcp`, `http::proxy`, `log::sink`) stay thin.
 
 pub mod admin;
+pub mod ana;
 pub mod backend;
 pub mod check;
+pub mod clock;
 pub mod cmdline;
 pub mod config;
 pub mod engine;
@@ -20,5 +22,6 @@ pub mod master_cli;
 pub mod model;
 pub mod process;
 pub mod stick;
+pub mod stream;
 pub mod tcp;
 pub mod tls;

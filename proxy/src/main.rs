@@ -305,7 +305,9 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
         terminate: args.terminate_pids.clone(),
         master_sock: args.master_sock.clone(),
     };
-    let res = portcullis::engine::start_with(cfg, args.io, args.maxconn, &reload);
+    // The engine runs the stream layer on what it accepts.
+    let streams = std::sync::Arc::new(portcullis::stream::Streams);
+    let res = portcullis::engine::start_with(cfg, args.io, args.maxconn, &reload, streams);
     // After a reload the file holds the new process' pid: only our own is removed.
     if let Some(p) = &pidfile
         && std::fs::read_to_string(p).is_ok_and(|s| s.trim() == std::process::id().to_string())

@@ -1,19 +1,16 @@
-//! A client connection: a plain engine stream or TLS over one, behind the same owned-buffer
-//! interface so that the HTTP session does not care which.
+//! A connection: a plain engine stream or TLS over one, behind the same owned-buffer interface
+//! so that the sessions do not care which.
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use super::io::{SpliceFd, Stream};
-use crate::http::h2::H2Pipe;
 use crate::tls::stream::{TlsInfo, TlsStream};
 
 pub enum Conn {
     Plain(Stream),
     Tls(Box<TlsStream>),
-    /// One HTTP/2 stream, seen as an HTTP/1.1 connection (see `http::h2`).
-    H2(Box<H2Pipe>),
 }
 
 impl Conn {
@@ -22,7 +19,6 @@ impl Conn {
         match self {
             Conn::Plain(s) => s.read(buf).await,
             Conn::Tls(t) => t.read(buf).await,
-            Conn::H2(p) => p.read(buf).await,
         }
     }
 
@@ -30,7 +26,6 @@ impl Conn {
         match self {
             Conn::Plain(s) => s.write_all(buf).await,
             Conn::Tls(t) => t.write_all(buf).await,
-            Conn::H2(p) => p.write_all(buf).await,
         }
     }
 
@@ -53,41 +48,30 @@ impl Conn {
         match self {
             Conn::Plain(s) => s.shutdown_write(),
             Conn::Tls(t) => t.shutdown_write().await,
-            Conn::H2(p) => p.shutdown_write().await,
         }
     }
 
     pub fn abort(&self, rst: bool) {
+        self.socket().abort(rst)
+    }
+
+    /// The socket under the connection.
+    pub fn socket(&self) -> &Stream {
         match self {
-            Conn::H2(p) => p.abort(),
-            _ => {
-                if let Some(s) = self.socket() {
-                    s.abort(rst)
-                }
-            }
+            Conn::Plain(s) => s,
+            Conn::Tls(t) => t.socket(),
         }
     }
 
-    /// The socket under the connection (none for an h2 stream).
-    pub fn socket(&self) -> Option<&Stream> {
-        match self {
-            Conn::Plain(s) => Some(s),
-            Conn::Tls(t) => Some(t.socket()),
-            Conn::H2(_) => None,
-        }
-    }
-
-    pub fn raw_fd(&self) -> Option<RawFd> {
-        self.socket().map(Stream::raw_fd)
+    pub fn raw_fd(&self) -> RawFd {
+        self.socket().raw_fd()
     }
 
     /// Whether an idle server connection can carry a new request: nothing arrived on it since
     /// its last response — neither the server's close (a FIN or RST it sent while idle) nor
     /// stray bytes. One non-blocking peek; no read is ever in flight on an idle connection.
     pub fn idle_usable(&self) -> bool {
-        let Some(fd) = self.raw_fd() else {
-            return true;
-        };
+        let fd = self.raw_fd();
         let mut b = [0u8; 1];
         // SAFETY: recv into a one-byte buffer we own.
         let n = unsafe {
@@ -102,10 +86,7 @@ impl Conn {
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        match self {
-            Conn::H2(p) => p.local_addr(),
-            _ => self.socket().and_then(Stream::local_addr),
-        }
+        self.socket().local_addr()
     }
 
     /// The handshake's facts, shared (sessions and h2 streams keep a reference, no copy).
@@ -113,29 +94,6 @@ impl Conn {
         match self {
             Conn::Plain(_) => None,
             Conn::Tls(t) => Some(t.info()),
-            Conn::H2(p) => p.tls(),
-        }
-    }
-
-    /// An h2 stream that is not its connection's first.
-    pub fn h2_later_stream(&self) -> bool {
-        matches!(self, Conn::H2(p) if !p.first_stream())
-    }
-
-    /// For an h2 stream, its request head when the h2 layer could build it without text (taken
-    /// once; the session then skips the HTTP/1 parser).
-    pub fn take_h2_head(&self) -> Option<crate::http::head::RequestHead> {
-        match self {
-            Conn::H2(p) => p.take_parsed_head(),
-            _ => None,
-        }
-    }
-
-    /// For an h2 stream, the request line HAProxy logs (`GET https://host/ HTTP/2.0`).
-    pub fn h2_log_line(&self) -> Option<&str> {
-        match self {
-            Conn::H2(p) => Some(p.log_line()),
-            _ => None,
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::check::fsm::{self, LogCtx, OpState, Transition};
 use crate::check::probe;
 use crate::model::{Oper, Proxy, Server};
 
-use super::worker::Shared;
+use super::Shared;
 
 /// Starts the control thread; it ends when the process stops.
 pub fn spawn(

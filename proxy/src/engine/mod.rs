@@ -1,5 +1,8 @@
-//! Worker threads and the I/O backends (io_uring, epoll): each worker is one thread with its own
-//! current-thread runtime and its own listening sockets; no work stealing, no locks on the hot path.
+//! The transport: worker threads and the I/O backends (io_uring, epoll), connections (`conn`),
+//! listeners, timers, per-worker pools, handover. Each worker is one thread with its own
+//! current-thread runtime and its own listening sockets; no work stealing, no locks on the hot
+//! path. What runs on an accepted connection is the [`Service`] given to [`start`]: nothing here
+//! names a session type.
 
 pub mod conn;
 pub mod control;
@@ -7,8 +10,14 @@ pub mod handover;
 pub mod idle;
 pub mod io;
 pub mod listen;
+pub mod pool;
+pub mod service;
+pub mod shared;
 pub mod state;
 pub mod worker;
+
+pub use service::Service;
+pub use shared::Shared;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -62,8 +71,13 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
 }
 
 /// Builds the runtime model, binds every listener and runs the workers until stopped.
-pub fn start(cfg: Config, io_choice: IoChoice, maxconn: Option<u32>) -> Result<(), Vec<String>> {
-    start_with(cfg, io_choice, maxconn, &Reload::default())
+pub fn start<S: Service>(
+    cfg: Config,
+    io_choice: IoChoice,
+    maxconn: Option<u32>,
+    service: Arc<S>,
+) -> Result<(), Vec<String>> {
+    start_with(cfg, io_choice, maxconn, &Reload::default(), service)
 }
 
 /// A reload from the command line: `-x <old admin socket>`, `-sf <pid>…`, `-st <pid>…`.
@@ -99,11 +113,12 @@ impl Reload {
 /// [`start`] for a reload: the old process' sockets are reused and it is told to finish once
 /// this one runs. Nothing is signalled when the configuration or a bind fails: the old process
 /// keeps serving.
-pub fn start_with(
+pub fn start_with<S: Service>(
     cfg: Config,
     io_choice: IoChoice,
     maxconn: Option<u32>,
     reload: &Reload,
+    service: Arc<S>,
 ) -> Result<(), Vec<String>> {
     let pending = pending_features(&cfg);
     if !pending.is_empty() {
@@ -183,7 +198,7 @@ pub fn start_with(
     let log = crate::log::Logger::new(&model.cfg).map_err(|e| vec![e])?;
     // Everything privileged is open (listeners, logs, admin sockets, certificates, eBPF).
     crate::process::drop_privileges(&model.cfg.global).map_err(|e| vec![e])?;
-    let shared = Arc::new(worker::Shared {
+    let shared = Arc::new(Shared {
         log,
         model,
         io,
@@ -200,7 +215,8 @@ pub fn start_with(
     worker::block_stop_signals();
     control::spawn(Arc::clone(&shared), admin, threads)
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
-    let r = worker::run_with(shared, listeners, || reload.signal_old()).map_err(|e| vec![e]);
+    let r =
+        worker::run_with(shared, service, listeners, || reload.signal_old()).map_err(|e| vec![e]);
     crate::kernel::xdp::shutdown();
     r
 }

@@ -4,34 +4,18 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-
-use tokio::sync::watch;
 
 use super::conn::Conn;
 use super::handover::{self, Meta, Received, Slot};
-use super::io::{Accepted, Backend as IoBackend, Listener, spawn};
+use super::io::{Accepted, Listener, spawn};
 use super::listen;
-use crate::config::model::{BindAddr, Mode};
+use super::service::Service;
+use crate::config::model::BindAddr;
 use crate::model::{Model, Proxy};
 
-/// What every worker shares.
-pub struct Shared {
-    pub model: Arc<Model>,
-    pub io: IoBackend,
-    pub stopping: AtomicBool,
-    /// Sessions alive across all workers (soft stop waits for 0).
-    pub sessions: AtomicUsize,
-    pub stop_tx: watch::Sender<bool>,
-    pub log: crate::log::Logger,
-    /// TLS settings of each `bind … ssl` line: `[proxy index][bind index]`.
-    pub tls: Vec<Vec<Option<Arc<rustls::ServerConfig>>>>,
-    /// The certificates behind `tls`, replaceable through the admin socket.
-    pub certs: Arc<crate::tls::CertStore>,
-    /// The listening sockets `_getsocks` hands over to a new process.
-    pub handover: super::handover::Registry,
-}
+pub use super::shared::Shared;
 
 /// One worker's listening sockets: (proxy index, socket, unix, bind index).
 type WorkerListeners = Vec<(usize, socket2::Socket, bool, usize)>;
@@ -218,14 +202,19 @@ fn strip_os_error(e: &std::io::Error) -> String {
 }
 
 /// Runs the workers until a stop signal. Returns when every worker has ended.
-pub fn run(shared: Arc<Shared>, listeners: Vec<WorkerListeners>) -> Result<(), String> {
-    run_with(shared, listeners, || {})
+pub fn run<S: Service>(
+    shared: Arc<Shared>,
+    service: Arc<S>,
+    listeners: Vec<WorkerListeners>,
+) -> Result<(), String> {
+    run_with(shared, service, listeners, || {})
 }
 
 /// [`run`], calling `started` once every worker thread runs (`-sf`/`-st` then signal the old
 /// process: the sockets are listening since they were bound, and now accepted from).
-pub fn run_with(
+pub fn run_with<S: Service>(
     shared: Arc<Shared>,
+    service: Arc<S>,
     listeners: Vec<WorkerListeners>,
     started: impl FnOnce(),
 ) -> Result<(), String> {
@@ -237,9 +226,10 @@ pub fn run_with(
     let mut threads = Vec::new();
     for (i, ls) in listeners.into_iter().enumerate() {
         let sh = Arc::clone(&shared);
+        let svc = Arc::clone(&service);
         let t = std::thread::Builder::new()
             .name(format!("worker-{i}"))
-            .spawn(move || worker_main(sh, ls))
+            .spawn(move || worker_main(sh, svc, ls))
             .map_err(|e| format!("cannot start worker thread: {e}"))?;
         threads.push(t);
     }
@@ -299,7 +289,7 @@ fn wait_for_stop_signal() -> bool {
     }
 }
 
-fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
+fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: WorkerListeners) {
     let io = shared.io;
     let sh = Arc::clone(&shared);
     let res = super::io::block_on(io, async move {
@@ -319,21 +309,27 @@ fn worker_main(shared: Arc<Shared>, listeners: WorkerListeners) {
                 false => Listener::from_socket(io, sock, unix),
             };
             match l {
-                Ok(l) => loops.push(spawn(accept_loop(Arc::clone(&sh), fe, l, tls, bidx))),
+                Ok(l) => loops.push(spawn(accept_loop(
+                    Arc::clone(&sh),
+                    Arc::clone(&service),
+                    fe,
+                    l,
+                    (tls, bidx),
+                ))),
                 Err(e) => tracing::error!("proxy {}: cannot adopt listener: {e}", pidx),
             }
         }
         let purge = spawn(async {
             loop {
-                tokio::time::sleep(crate::http::proxy::POOL_PURGE_DELAY).await;
-                crate::http::proxy::pool_purge();
+                tokio::time::sleep(super::pool::PURGE_DELAY).await;
+                super::pool::purge();
             }
         });
         for l in loops {
             let _ = l.await;
         }
         purge.abort();
-        crate::http::proxy::pool_clear();
+        super::pool::clear();
         // Soft stop: let this worker's sessions finish; the main thread enforces hard-stop-after.
         while sh.sessions.load(Ordering::Acquire) > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -358,12 +354,14 @@ impl Drop for SessionGuard {
     }
 }
 
-async fn accept_loop(
+/// A listener's accept loop; `(tls, bidx)`: the settings of its `bind … ssl` line, if any, and
+/// the line's index in the frontend.
+async fn accept_loop<S: Service>(
     shared: Arc<Shared>,
+    service: Arc<S>,
     fe: Arc<Proxy>,
     listener: Listener,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    bidx: usize,
+    (tls, bidx): (Option<Arc<rustls::ServerConfig>>, usize),
 ) {
     let mut stop = shared.stop_tx.subscribe();
     loop {
@@ -393,21 +391,20 @@ async fn accept_loop(
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.connection(now);
                 }
-                // `tcp-request connection reject`: counted in `dcon`, never a session, not
-                // logged, closed with a reset (as HAProxy).
-                let sess = crate::stick::StkCtrs::default();
-                if crate::tcp::session::connection_rejected(&shared.model, &fe, &acc, &sess, now) {
+                // Refused at accept (`tcp-request connection reject`): counted in `dcon`,
+                // never a session, not logged, closed with a reset (as HAProxy).
+                let Some(admitted) = service.admit(&shared, &fe, &acc, now) else {
                     fe.fe_counters.denied_conn.fetch_add(1, Ordering::Relaxed);
                     acc.stream.reset_on_close();
                     continue;
-                }
+                };
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.session(now);
                 }
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
                 let tls = tls.clone();
-                let sess = std::rc::Rc::new(sess);
+                let svc = Arc::clone(&service);
                 spawn(async move {
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
@@ -428,21 +425,7 @@ async fn accept_loop(
                             None => return,
                         },
                     };
-                    match fe2.cfg.mode {
-                        Mode::Tcp => {
-                            Box::pin(crate::tcp::session::run_tracked(sh, fe2, conn, peer, sess))
-                                .await
-                        }
-                        Mode::Http => {
-                            if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") {
-                                Box::pin(crate::http::h2::serve_tracked(sh, fe2, conn, peer, sess))
-                                    .await
-                            } else {
-                                Box::pin(crate::http::proxy::run_tracked(sh, fe2, conn, peer, sess))
-                                    .await
-                            }
-                        }
-                    }
+                    svc.serve(sh, fe2, conn, peer, admitted).await
                 });
             }
             Err(e) => {

@@ -23,9 +23,9 @@ use crate::stick::StkCtrs;
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::io::spawn;
-use crate::engine::worker::Shared;
 use crate::http::h1::{self, BodyFraming, Limits};
 use crate::http::head::{Header, Headers, RequestHead, Version};
 use crate::model::Proxy;
@@ -342,7 +342,7 @@ fn stream(
         uri: parts.uri,
         first,
     };
-    crate::http::proxy::run_tracked(shared, fe, Conn::H2(Box::new(pipe)), peer, sess)
+    crate::http::proxy::run_tracked(shared, fe, Client::H2(Box::new(pipe)), peer, sess)
 }
 
 /// The request line HAProxy logs for a stream (`GET https://host/path HTTP/2.0`).
@@ -667,6 +667,115 @@ fn slow_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>> {
         framing,
         used,
     }))
+}
+
+/// The client side of an L7 session: a connection, or one HTTP/2 stream seen as one.
+pub enum Client {
+    Conn(Conn),
+    H2(Box<H2Pipe>),
+}
+
+impl Client {
+    /// Reads into the spare capacity of `buf`; Ok(0) is end of stream.
+    pub async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        match self {
+            Client::Conn(c) => c.read(buf).await,
+            Client::H2(p) => p.read(buf).await,
+        }
+    }
+
+    pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        match self {
+            Client::Conn(c) => c.write_all(buf).await,
+            Client::H2(p) => p.write_all(buf).await,
+        }
+    }
+
+    /// `write_all` then `shutdown_write` (one send on TLS).
+    pub async fn write_all_close(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        match self {
+            Client::Conn(c) => c.write_all_close(buf).await,
+            Client::H2(p) => {
+                let (r, buf) = p.write_all(buf).await;
+                if r.is_err() {
+                    return (r, buf);
+                }
+                (p.shutdown_write().await, buf)
+            }
+        }
+    }
+
+    pub async fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Client::Conn(c) => c.shutdown_write().await,
+            Client::H2(p) => p.shutdown_write().await,
+        }
+    }
+
+    pub fn abort(&self, rst: bool) {
+        match self {
+            Client::Conn(c) => c.abort(rst),
+            Client::H2(p) => p.abort(),
+        }
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Client::Conn(c) => c.local_addr(),
+            Client::H2(p) => p.local_addr(),
+        }
+    }
+
+    /// The handshake's facts, shared (sessions and h2 streams keep a reference, no copy).
+    pub fn tls(&self) -> Option<&Arc<TlsInfo>> {
+        match self {
+            Client::Conn(c) => c.tls(),
+            Client::H2(p) => p.tls(),
+        }
+    }
+
+    /// An h2 stream that is not its connection's first.
+    pub fn h2_later_stream(&self) -> bool {
+        matches!(self, Client::H2(p) if !p.first_stream())
+    }
+
+    /// For an h2 stream, its request head when the h2 layer could build it without text (taken
+    /// once; the session then skips the HTTP/1 parser).
+    pub fn take_h2_head(&self) -> Option<RequestHead> {
+        match self {
+            Client::H2(p) => p.take_parsed_head(),
+            Client::Conn(_) => None,
+        }
+    }
+
+    /// For an h2 stream, the request line HAProxy logs (`GET https://host/ HTTP/2.0`).
+    pub fn h2_log_line(&self) -> Option<&str> {
+        match self {
+            Client::H2(p) => Some(p.log_line()),
+            Client::Conn(_) => None,
+        }
+    }
+}
+
+impl crate::engine::conn::Duplex for Client {
+    async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        Client::read(self, buf).await
+    }
+    async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        Client::write_all(self, buf).await
+    }
+    async fn shutdown_write(&self) -> io::Result<()> {
+        Client::shutdown_write(self).await
+    }
+    fn abort(&self, rst: bool) {
+        Client::abort(self, rst)
+    }
+    fn splice_fd(&self) -> Option<crate::engine::io::SpliceFd<'_>> {
+        match self {
+            Client::Conn(c) => crate::engine::conn::Duplex::splice_fd(c),
+            Client::H2(_) => None,
+        }
+    }
 }
 
 /// One stream seen by the L7 session as an HTTP/1.1 client connection.

@@ -7,7 +7,6 @@
 //! chunked bodies are forwarded verbatim once the decoder has validated their framing.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
@@ -18,116 +17,35 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::ana::rules::{self, Verdict};
+use crate::ana::sample::SampleCtx;
 use crate::backend::{self, ConnectError};
 use crate::config::model::HttpReuse;
+use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::idle::{Activity, Timer};
 use crate::engine::io::Stream;
-use crate::engine::worker::Shared;
+use crate::engine::pool::{self, BUF, give_buf, take_buf};
 use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
+use crate::http::h2::Client;
 use crate::http::head::{RequestHead, Version};
-use crate::http::rules::{self, Verdict};
-use crate::http::sample::SampleCtx;
 use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server, stats as counters};
+use crate::stream::end::{End, finish};
 use crate::tls::stream::TlsInfo;
 use portcullis_runtime_api::html::StatStatus;
 
-const BUF: usize = 16 * 1024;
 const BODY_BUF: usize = 64 * 1024;
 /// Largest stats page form accepted (HAProxy's buffer: `tune.bufsize`).
 const STATS_POST_MAX: usize = 16384;
 /// How long an idle keep-alive connection may wait for its next request once a soft stop began,
 /// without `timeout http-keep-alive`.
 const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
-/// Idle server connections a worker keeps per server address: room for every stream of a few
-/// busy h2 connections (100 each), else each burst of completions closes the surplus and the
-/// next burst connects again (HAProxy's `pool-max-conn` is unlimited by default).
-const POOL_PER_SERVER: usize = 1024;
-
 /// Buffer a connection waiting for its next request reads into: idle keep-alive connections then
 /// hold this much instead of a full buffer (HAProxy holds none while idle).
 const IDLE_READ: usize = 1024;
-/// Buffers kept per worker for reuse across sessions.
-const BUF_POOL: usize = 256;
-
-thread_local! {
-    /// Released session buffers, reused by the next transaction on this worker.
-    static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A cleared buffer with at least `BUF` bytes of capacity, from this worker's pool if it has one.
-fn take_buf() -> Vec<u8> {
-    BUFS.with(|b| b.borrow_mut().pop())
-        .unwrap_or_else(|| Vec::with_capacity(BUF))
-}
-
-/// Gives a buffer back to this worker's pool (oversized ones are freed).
-fn give_buf(mut v: Vec<u8>) {
-    if v.capacity() < BUF || v.capacity() > 2 * BODY_BUF {
-        return;
-    }
-    v.clear();
-    BUFS.with(|b| {
-        let mut b = b.borrow_mut();
-        if b.len() < BUF_POOL {
-            b.push(v);
-        }
-    });
-}
-
-thread_local! {
-    /// This worker's idle server connections, by server address (no locks: one pool per thread).
-    static POOL: RefCell<HashMap<SocketAddr, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
-}
-
-/// The most recently idled connection to `addr` that the server has not closed meanwhile (the
-/// closed ones met on the way are dropped).
-fn pool_take(addr: SocketAddr) -> Option<Rc<Conn>> {
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        let v = p.get_mut(&addr)?;
-        while let Some(c) = v.pop() {
-            if c.idle_usable() {
-                return Some(c);
-            }
-        }
-        None
-    })
-}
-
-/// HAProxy's `pool-purge-delay` default: every interval, half of the idle server connections
-/// are closed, so that a burst's surplus does not linger (up to [`POOL_PER_SERVER`] each).
-pub const POOL_PURGE_DELAY: Duration = Duration::from_secs(5);
-
-/// Closes the older half of this worker's idle server connections (each pool is taken from its
-/// end, so the front holds those idle the longest). Run every [`POOL_PURGE_DELAY`].
-pub fn pool_purge() {
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        for v in p.values_mut() {
-            v.drain(..v.len() / 2);
-        }
-        p.retain(|_, v| !v.is_empty());
-    });
-}
-
-/// Closes every idle server connection of this worker (at a stop: none will be used again).
-pub fn pool_clear() {
-    POOL.with(|p| p.borrow_mut().clear());
-}
-
-fn pool_put(addr: SocketAddr, s: Rc<Conn>) {
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        let v = p.entry(addr).or_default();
-        if v.len() < POOL_PER_SERVER {
-            v.push(s);
-        }
-    });
-}
 
 /// Why a transaction ended early, mapped to the termination state and counters.
 enum Abort {
@@ -196,7 +114,7 @@ impl KillWatch {
 struct Session {
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
-    client: Rc<Conn>,
+    client: Rc<Client>,
     /// The frontend TLS connection's facts (None: plain).
     tls: Option<Arc<TlsInfo>>,
     peer: Option<SocketAddr>,
@@ -216,14 +134,21 @@ struct Session {
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
-    run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+    run_tracked(
+        shared,
+        fe,
+        Client::Conn(conn),
+        peer,
+        Rc::new(StkCtrs::default()),
+    )
+    .await
 }
 
 /// [`run`] for a connection whose `tcp-request connection` rules tracked counters in `sess`.
 pub async fn run_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
-    conn: Conn,
+    conn: Client,
     peer: Option<SocketAddr>,
     sess: Rc<StkCtrs>,
 ) {
@@ -255,7 +180,7 @@ pub async fn run_tracked(
         let reuse = s.fe.cfg.http_reuse;
         // Stopping: nothing will take it again (the worker has emptied its pools).
         if reuse != HttpReuse::Never && !s.shared.stopping.load(Ordering::Acquire) {
-            pool_put(srv.addr(), conn);
+            pool::put(srv.addr(), conn);
         }
     }
 }
@@ -352,7 +277,7 @@ impl Session {
         }
         let ok = self.send_client(bytes).await;
         log.total = start.elapsed();
-        self.shared.log.session(&self.fe, &log);
+        finish(&self.shared, &self.fe, End::log_only(log));
         if !keep {
             let _ = self.client.shutdown_write().await;
         }
@@ -449,7 +374,7 @@ impl Session {
                             log.null = true;
                             log.status = Some(400);
                             log.request_line = Some("<BADREQ>".into());
-                            self.shared.log.session(&self.fe, &log);
+                            finish(&self.shared, &self.fe, End::log_only(log));
                         }
                         return false;
                     }
@@ -465,7 +390,7 @@ impl Session {
                             errors::reply_for(&[&self.fe.cfg.extra], 400, ConnHeader::Close);
                         let _ = self.send_client(page).await;
                         log.total = start.elapsed();
-                        self.shared.log.session(&self.fe, &log);
+                        finish(&self.shared, &self.fe, End::log_only(log));
                         false
                     })
                     .await;
@@ -506,7 +431,7 @@ impl Session {
                         log.status = Some(400);
                         log.request_line = Some("<BADREQ>".into());
                         log.total = start.elapsed();
-                        self.shared.log.session(&self.fe, &log);
+                        finish(&self.shared, &self.fe, End::log_only(log));
                     }
                     return false;
                 }
@@ -778,14 +703,13 @@ impl Session {
                 start,
             )
             .await;
-        be.beconn.fetch_sub(1, Ordering::Relaxed);
-        for c in [&self.fe.fe_counters, &be.counters] {
-            c.bytes(log.bytes_in, log.bytes_out);
-        }
-        // HAProxy releases the backend and server slots before logging.
-        log.beconn = be.beconn.load(Ordering::Relaxed);
         log.total = start.elapsed();
-        self.shared.log.session(&self.fe, &log);
+        // The server's slot is released already (`exchange_on`): the backend's goes here.
+        let end = End {
+            count_bytes: true,
+            ..End::on(log, &be)
+        };
+        finish(&self.shared, &self.fe, end);
         result
     }
 
@@ -837,7 +761,7 @@ impl Session {
                     return Ok((Arc::clone(srv), conn, true));
                 }
                 if reuse != HttpReuse::Never {
-                    pool_put(own_srv.addr(), conn);
+                    pool::put(own_srv.addr(), conn);
                 }
             }
             let may_share = match reuse {
@@ -846,7 +770,7 @@ impl Session {
                 HttpReuse::Always | HttpReuse::Aggressive => true,
             };
             // Not taken at all unless it may be used: a take-then-drop would close it.
-            if let Some(conn) = may_share.then(|| pool_take(srv.addr())).flatten() {
+            if let Some(conn) = may_share.then(|| pool::take(srv.addr())).flatten() {
                 Counters::add(&srv.counters.lbtot, 1);
                 Counters::add(&be.counters.lbtot, 1);
                 srv.counters.session(self.shared.model.now_ms());
@@ -1605,44 +1529,5 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 501 "), "{r}");
         assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
         assert_eq!(refusal(400), errors::error_response(400));
-    }
-
-    /// Whether the peer of a pooled connection saw it closed (EOF) within a short wait.
-    fn closed(peer: &mut std::net::TcpStream) -> bool {
-        use std::io::Read;
-        peer.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        matches!(peer.read(&mut [0u8; 1]), Ok(0))
-    }
-
-    #[test]
-    fn pool_purge_closes_the_older_half_and_clear_the_rest() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = l.local_addr().unwrap();
-            let mut peers = Vec::new();
-            for _ in 0..4 {
-                let c = std::net::TcpStream::connect(addr).unwrap();
-                peers.push(l.accept().unwrap().0);
-                let s =
-                    crate::engine::io::Stream::from_std_tcp(crate::engine::io::Backend::Epoll, c)
-                        .unwrap();
-                pool_put(addr, Rc::new(Conn::Plain(s)));
-            }
-            pool_purge();
-            let seen: Vec<bool> = peers.iter_mut().map(closed).collect();
-            assert_eq!(seen, [true, true, false, false]);
-            // The taker gets the newest; a lone idle connection survives a purge.
-            assert!(pool_take(addr).is_some());
-            pool_purge();
-            assert!(!closed(&mut peers[2]));
-            pool_clear();
-            assert!(closed(&mut peers[2]));
-            assert!(pool_take(addr).is_none());
-        });
     }
 }

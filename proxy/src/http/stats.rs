@@ -220,7 +220,7 @@ pub fn prometheus_reply(model: &Model, stopping: bool, conn: ConnHeader) -> Appl
 /// HAProxy's 303 back to the page with the outcome in `;st=<code>`. `body` is the request body,
 /// or the status that refuses it (too large, chunked).
 pub fn stats_post_reply(
-    shared: &std::sync::Arc<crate::engine::worker::Shared>,
+    shared: &std::sync::Arc<crate::engine::Shared>,
     page: &StatsPage,
     req: &RequestHead,
     admin: bool,
@@ -260,7 +260,7 @@ pub fn stats_post_reply(
 }
 
 /// Applies a stats page form as HAProxy 2.6 does, counting the servers named and those changed.
-fn apply_post(shared: &std::sync::Arc<crate::engine::worker::Shared>, f: &PostForm) -> StatStatus {
+fn apply_post(shared: &std::sync::Arc<crate::engine::Shared>, f: &PostForm) -> StatStatus {
     let model = &shared.model;
     let (Some(b), Some(action)) = (f.backend.as_deref(), f.action) else {
         return StatStatus::None;

@@ -604,16 +604,7 @@ pub struct Model {
     pub stats_admin: bool,
 }
 
-static CLOCK: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-
-/// Milliseconds since the first model was built: the clock every counter runs on (rates,
-/// `lastsess`), readable where no model is at hand.
-pub fn clock_ms() -> u64 {
-    CLOCK
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_millis() as u64
-}
+pub use crate::clock::clock_ms;
 
 /// HAProxy's default global maxconn when none is set and no ulimit forces another value.
 pub const DEFAULT_MAXCONN: u32 = 4096;

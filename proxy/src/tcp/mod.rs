@@ -1,11 +1,11 @@
-//! `mode tcp`: the userspace passthrough relay (`relay`), the kernel splice (`splice`) and the
-//! session around them (`session`).
+//! `mode tcp` transports: the userspace passthrough relay (`relay`), the kernel splice
+//! (`splice`), the automatic switch between them (`auto`). The session around them is
+//! `stream::tcp`.
 
 pub mod auto;
 pub mod hello;
 pub mod pipe;
 pub mod relay;
-pub mod session;
 pub mod splice;
 
 pub use relay::{End, RelayStats, RelayTimeouts, SpliceDirs, relay};

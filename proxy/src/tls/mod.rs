@@ -8,6 +8,7 @@ pub mod certinfo;
 pub mod ciphers;
 pub mod client;
 pub mod crtlist;
+pub mod info;
 pub mod pem;
 pub mod sni;
 pub mod store;

@@ -14,17 +14,7 @@ use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerCon
 
 use crate::engine::io::Stream;
 
-/// What the handshake settled, for `ssl_fc_*` and the logs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TlsInfo {
-    pub sni: Option<String>,
-    pub alpn: Option<String>,
-    /// `TLSv1.3`, `TLSv1.2`.
-    pub protocol: &'static str,
-    /// OpenSSL's name of the cipher (`TLS_AES_256_GCM_SHA384`, `ECDHE-RSA-AES128-GCM-SHA256`).
-    pub cipher: &'static str,
-    pub resumed: bool,
-}
+pub use super::info::TlsInfo;
 
 /// Why a handshake did not complete.
 #[derive(Debug)]

@@ -2,13 +2,13 @@
 //! `tcp-request content` rules. Compiled once at start (and by `-c`); applying them is pure and
 //! evaluated against a `SampleCtx` built by the session.
 
+use crate::ana::acl::{self, Condition};
+use crate::ana::sample::{SampleCtx, SampleExpr, parse_sample};
 use crate::config::diag::Diag;
 use crate::config::model::{
     Config, HttpRequestAction, Proxy, RedirectKind, TcpRequestAction, TrackSc,
 };
-use crate::http::acl::{self, Condition};
 use crate::http::head::RequestHead;
-use crate::http::sample::{SampleCtx, SampleExpr, parse_sample};
 use crate::log::format::{LogFormat, LogRecord};
 use crate::stick::StkCtrs;
 
@@ -333,10 +333,10 @@ fn stick_fetch_tables(cfg: &Config, p: &Proxy) -> Vec<Diag> {
         .chain(conds.flat_map(|c| c.tokens.iter().map(move |t| (t, &c.loc))));
     let mut out = Vec::new();
     for (w, loc) in words {
-        let Ok((expr, _)) = crate::http::sample::parse_sample_prefix(w) else {
+        let Ok((expr, _)) = crate::ana::sample::parse_sample_prefix(w) else {
             continue;
         };
-        let crate::http::sample::Fetch::Stick { src, table, .. } = &expr.fetch else {
+        let crate::ana::sample::Fetch::Stick { src, table, .. } = &expr.fetch else {
             continue;
         };
         let name = table.clone().unwrap_or_else(|| p.name.clone());

@@ -81,7 +81,7 @@ impl<'a> SampleCtx<'a> {
     }
 
     /// Fills the `ssl_fc*` facts from a frontend TLS connection.
-    pub fn with_tls(mut self, tls: Option<&'a crate::tls::stream::TlsInfo>) -> Self {
+    pub fn with_tls(mut self, tls: Option<&'a crate::tls::info::TlsInfo>) -> Self {
         if let Some(t) = tls {
             self.ssl = true;
             self.ssl_sni = t.sni.as_deref();

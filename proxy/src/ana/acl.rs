@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use regex::{Regex, RegexBuilder};
 
-use crate::config::model::{AclDef, Cond, Loc};
-use crate::http::sample::{
+use crate::ana::sample::{
     FetchDef, Label, SampleCtx, SampleExpr, SmpType, find_fetch, is_idchar, parse_prefix_with,
 };
+use crate::config::model::{AclDef, Cond, Loc};
 
 /// Pattern matching method (`-m <method>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -834,8 +834,8 @@ fn in_ranges(r: &[(Option<i64>, Option<i64>)], i: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ana::sample::SslHello;
     use crate::http::head::{Headers, RequestHead, Version};
-    use crate::http::sample::SslHello;
 
     fn loc(line: u32) -> Loc {
         Loc {

@@ -1,0 +1,156 @@
+//! Per-worker pools: released session buffers and idle server connections. Thread-local (one
+//! pool per worker thread, no locks); the worker purges the connection pool every
+//! [`PURGE_DELAY`] and clears it when it stops.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::conn::Conn;
+
+/// The capacity of a session buffer taken from the pool.
+pub const BUF: usize = 16 * 1024;
+/// Largest buffer given back (a body buffer may grow to this twice over).
+const BUF_MAX: usize = 2 * 64 * 1024;
+/// Buffers kept per worker for reuse across sessions.
+const BUF_POOL: usize = 256;
+/// Idle server connections a worker keeps per server address: room for every stream of a few
+/// busy h2 connections (100 each), else each burst of completions closes the surplus and the
+/// next burst connects again (HAProxy's `pool-max-conn` is unlimited by default).
+const PER_SERVER: usize = 1024;
+/// HAProxy's `pool-purge-delay` default: every interval, half of the idle server connections
+/// are closed, so that a burst's surplus does not linger (up to [`PER_SERVER`] each).
+pub const PURGE_DELAY: Duration = Duration::from_secs(5);
+
+thread_local! {
+    /// Released session buffers, reused by the next transaction on this worker.
+    static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    /// This worker's idle server connections, by server address.
+    static CONNS: RefCell<HashMap<SocketAddr, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
+}
+
+/// A cleared buffer with at least [`BUF`] bytes of capacity, from this worker's pool if it has
+/// one.
+pub fn take_buf() -> Vec<u8> {
+    BUFS.with(|b| b.borrow_mut().pop())
+        .unwrap_or_else(|| Vec::with_capacity(BUF))
+}
+
+/// Gives a buffer back to this worker's pool (undersized and oversized ones are freed).
+pub fn give_buf(mut v: Vec<u8>) {
+    if v.capacity() < BUF || v.capacity() > BUF_MAX {
+        return;
+    }
+    v.clear();
+    BUFS.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.len() < BUF_POOL {
+            b.push(v);
+        }
+    });
+}
+
+/// The most recently idled connection to `addr` that the server has not closed meanwhile (the
+/// closed ones met on the way are dropped).
+pub fn take(addr: SocketAddr) -> Option<Rc<Conn>> {
+    CONNS.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.get_mut(&addr)?;
+        while let Some(c) = v.pop() {
+            if c.idle_usable() {
+                return Some(c);
+            }
+        }
+        None
+    })
+}
+
+/// Keeps an idle connection to `addr` (closed instead when the pool for it is full).
+pub fn put(addr: SocketAddr, s: Rc<Conn>) {
+    CONNS.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.entry(addr).or_default();
+        if v.len() < PER_SERVER {
+            v.push(s);
+        }
+    });
+}
+
+/// Closes the older half of this worker's idle server connections (each pool is taken from its
+/// end, so the front holds those idle the longest). Run every [`PURGE_DELAY`].
+pub fn purge() {
+    CONNS.with(|p| {
+        let mut p = p.borrow_mut();
+        for v in p.values_mut() {
+            v.drain(..v.len() / 2);
+        }
+        p.retain(|_, v| !v.is_empty());
+    });
+}
+
+/// Closes every idle server connection of this worker (at a stop: none will be used again).
+pub fn clear() {
+    CONNS.with(|p| p.borrow_mut().clear());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the peer of a pooled connection saw it closed (EOF) within a short wait.
+    fn closed(peer: &mut std::net::TcpStream) -> bool {
+        use std::io::Read;
+        peer.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        matches!(peer.read(&mut [0u8; 1]), Ok(0))
+    }
+
+    #[test]
+    fn purge_closes_the_older_half_and_clear_the_rest() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let mut peers = Vec::new();
+            for _ in 0..4 {
+                let c = std::net::TcpStream::connect(addr).unwrap();
+                peers.push(l.accept().unwrap().0);
+                let s = super::super::io::Stream::from_std_tcp(super::super::io::Backend::Epoll, c)
+                    .unwrap();
+                put(addr, Rc::new(Conn::Plain(s)));
+            }
+            purge();
+            let seen: Vec<bool> = peers.iter_mut().map(closed).collect();
+            assert_eq!(seen, [true, true, false, false]);
+            // The taker gets the newest; a lone idle connection survives a purge.
+            assert!(take(addr).is_some());
+            purge();
+            assert!(!closed(&mut peers[2]));
+            clear();
+            assert!(closed(&mut peers[2]));
+            assert!(take(addr).is_none());
+        });
+    }
+
+    #[test]
+    fn buffers_come_back_cleared_and_odd_sizes_are_freed() {
+        let mut b = take_buf();
+        assert!(b.capacity() >= BUF);
+        b.extend_from_slice(b"left over");
+        give_buf(b);
+        let again = take_buf();
+        assert!(again.is_empty() && again.capacity() >= BUF);
+        give_buf(Vec::with_capacity(16));
+        give_buf(Vec::with_capacity(BUF_MAX + 1));
+        assert!(BUFS.with(|b| {
+            b.borrow()
+                .iter()
+                .all(|v| v.capacity() >= BUF && v.capacity() <= BUF_MAX)
+        }));
+    }
+}

@@ -1,0 +1,58 @@
+//! The stream layer: what runs on an accepted connection. [`Streams`] is the engine's
+//! [`Service`]: it applies the `tcp-request connection` rules at accept, then runs the session
+//! the frontend's mode and the ALPN call for (`mode tcp`: [`tcp`]; HTTP/1 and HTTP/2: still
+//! `http::proxy` and `http::h2`). Every stream ends in [`end::finish`]. See `LIFECYCLE.md`.
+
+pub mod end;
+pub mod tcp;
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::config::model::Mode;
+use crate::engine::Shared;
+use crate::engine::conn::Conn;
+use crate::engine::io::Accepted;
+use crate::engine::service::{Service, SessionFuture};
+use crate::model::Proxy;
+use crate::stick::StkCtrs;
+
+/// The sessions of `mode tcp` and `mode http` frontends.
+pub struct Streams;
+
+impl Service for Streams {
+    /// The stick counters `tcp-request connection track-sc` rules tracked at accept.
+    type Admitted = Rc<StkCtrs>;
+
+    fn admit(&self, shared: &Shared, fe: &Proxy, acc: &Accepted, now: u64) -> Option<Rc<StkCtrs>> {
+        let sess = StkCtrs::default();
+        let addrs = (acc.peer, acc.stream.local_addr());
+        match crate::ana::tcp::connection_rejected(&shared.model, fe, addrs, &sess, now) {
+            true => None,
+            false => Some(Rc::new(sess)),
+        }
+    }
+
+    fn serve(
+        &self,
+        shared: Arc<Shared>,
+        fe: Arc<Proxy>,
+        conn: Conn,
+        peer: Option<SocketAddr>,
+        sess: Rc<StkCtrs>,
+    ) -> SessionFuture {
+        match fe.cfg.mode {
+            Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, peer, sess)),
+            Mode::Http if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") => {
+                Box::pin(crate::http::h2::serve_tracked(shared, fe, conn, peer, sess))
+            }
+            Mode::Http => {
+                let client = crate::http::h2::Client::Conn(conn);
+                Box::pin(crate::http::proxy::run_tracked(
+                    shared, fe, client, peer, sess,
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! One `mode tcp` session: `tcp-request` rules, backend choice, server connect (retries,
+//! redispatch), relay, log line.
+//!
+//! Content inspection peeks at the client's first bytes (they stay in the socket, so the server
+//! receives them unmodified through the relay) and evaluates the rules as HAProxy does: at once,
+//! then on every arrival; a rule whose fetch needs more bytes waits until `inspect-delay`
+//! expires, the client closes, or the buffer is full, and is then evaluated on what is there.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use crate::ana::rules::apply_tcp_rules;
+use crate::ana::sample::SampleCtx;
+use crate::ana::tcp::{base_ctx, route};
+use crate::config::model::{RelayEngine, TcpRequestAction};
+use crate::engine::conn::Conn;
+use crate::engine::io::{Peeker, Stream};
+use crate::stick::StkCtrs;
+
+use super::end::{End, finish};
+use crate::backend;
+use crate::engine::Shared;
+use crate::log::SessionLog;
+use crate::model::{Counters, Proxy, stats};
+
+use crate::tcp::relay::{RelayTimeouts, SpliceDirs, relay};
+
+/// HAProxy's request buffer (`tune.bufsize` 16384) less the rewrite reserve (`tune.maxrewrite`
+/// 1024): once that much is waiting, inspection is final.
+pub const INSPECT_MAX: usize = 16384 - 1024;
+
+/// Runs the `tcp-request content` rules over the client's first bytes, copied into `buf`;
+/// returns the verdict and how many bytes were looked at.
+async fn inspect(
+    fe: &Proxy,
+    client: &Stream,
+    base: SampleCtx<'_>,
+    start: Instant,
+    buf: &mut [u8],
+) -> (TcpRequestAction, usize) {
+    let delay = fe.cfg.tcp_inspect_delay.filter(|d| !d.is_zero());
+    let deadline = delay.map(|d| start + d);
+    let peeker = Peeker::new(client).ok();
+    // What came with the connection counts from the first evaluation on, as in HAProxy.
+    let mut len = peeker
+        .as_ref()
+        .and_then(|p| p.try_peek(buf).ok())
+        .unwrap_or(0);
+    let mut closed = peeker.is_none();
+    loop {
+        let expired = deadline.is_none_or(|d| Instant::now() >= d);
+        let partial = !(expired || closed || len >= buf.len());
+        let ctx = SampleCtx {
+            payload: Some(buf.get(..len).unwrap_or(&[])),
+            partial,
+            ..base
+        };
+        if let Some(verdict) = apply_tcp_rules(&fe.rules.tcp_content, &ctx) {
+            return (verdict, len);
+        }
+        let (Some(p), Some(d)) = (&peeker, deadline) else {
+            return (TcpRequestAction::Accept, len);
+        };
+        match tokio::time::timeout_at(d, p.peek(buf)).await {
+            Ok(Ok((n, c))) => {
+                len = n;
+                closed = c;
+            }
+            Ok(Err(_)) => closed = true,
+            // Expired: the next pass is final.
+            Err(_) => {}
+        }
+    }
+}
+
+/// `portcullis-relay`: the userspace relay if the frontend or the backend asks for it or the
+/// kernel path is not loaded, else the kernel splice from the start if either asks for it, else
+/// `auto`; the splice's `max-unacked` and `bulk-rate` (each the backend's, else the
+/// frontend's, else the default).
+fn relay_choice(fe: &Proxy, be: &Proxy) -> (RelayEngine, u64, u64) {
+    let (f, b) = (fe.cfg.relay, be.cfg.relay);
+    let asks = |e| f.engine == Some(e) || b.engine == Some(e);
+    let engine = if asks(RelayEngine::Userspace) || crate::kernel::loaded().is_none() {
+        RelayEngine::Userspace
+    } else if asks(RelayEngine::Kernel) {
+        RelayEngine::Kernel
+    } else {
+        RelayEngine::Auto
+    };
+    let max = b
+        .max_unacked
+        .or(f.max_unacked)
+        .unwrap_or(crate::kernel::DEFAULT_MAX_UNACKED);
+    let bulk = b
+        .bulk_rate
+        .or(f.bulk_rate)
+        .unwrap_or(crate::kernel::DEFAULT_BULK_RATE);
+    (engine, max, bulk)
+}
+
+/// Which directions may move to splice(2): not with `global nosplice`, nor a direction that the
+/// frontend or the backend turned off (`no option splice-auto|splice-request|splice-response`).
+fn splice_dirs(nosplice: bool, fe: &Proxy, be: &Proxy) -> SpliceDirs {
+    let (f, b) = (&fe.cfg.options, &be.cfg.options);
+    SpliceDirs {
+        c2s: !nosplice && !f.no_splice_request && !b.no_splice_request,
+        s2c: !nosplice && !f.no_splice_response && !b.no_splice_response,
+    }
+}
+
+/// One side of a session: a plain socket (which the kernel path can splice) or a TLS connection.
+enum Side {
+    Plain(Rc<Stream>),
+    Tls(Rc<Conn>),
+}
+
+impl Side {
+    fn of(c: Conn) -> Side {
+        match c {
+            Conn::Plain(s) => Side::Plain(Rc::new(s)),
+            other => Side::Tls(Rc::new(other)),
+        }
+    }
+}
+
+/// Runs a `mode tcp` session on an accepted connection (TLS already terminated for `bind … ssl`).
+pub async fn run(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<std::net::SocketAddr>,
+) {
+    run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+}
+
+/// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`. Its
+/// phases, in HAProxy's order: content inspection, backend choice, server connection, relay;
+/// each exit fills the end-of-stream record that [`finish`] releases, counts and logs.
+pub async fn run_tracked(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    conn: Conn,
+    peer: Option<std::net::SocketAddr>,
+    sess: Rc<StkCtrs>,
+) {
+    let accept_at = std::time::SystemTime::now();
+    let start = Instant::now();
+    let local = conn.local_addr();
+    let tls = conn.tls().cloned();
+    let client = Side::of(conn);
+    let mut log = SessionLog::new(&fe, peer, local, accept_at);
+    log.ssl = tls.is_some();
+    log.tls = tls;
+    log.actconn = shared.model.actconn.current();
+    log.feconn = fe.feconn.current();
+    shared.log.connect(&fe, &log);
+    let end = stream(&shared, &fe, client, (peer, local), &sess, start, log).await;
+    finish(&shared, &fe, end);
+}
+
+/// The session's phases up to its end-of-stream record.
+async fn stream(
+    shared: &Shared,
+    fe: &Arc<Proxy>,
+    client: Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    sess: &StkCtrs,
+    start: Instant,
+    mut log: SessionLog,
+) -> End {
+    let peeked = match inspect_phase(shared, fe, &client, (peer, local), sess, start).await {
+        Ok(p) => p,
+        Err(()) => {
+            log.term = *b"PR";
+            log.total = start.elapsed();
+            return End::log_only(log);
+        }
+    };
+    let inspected = start.elapsed();
+    let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
+    let Some(be) = route(&shared.model, fe, peer, local, payload) else {
+        log.term = *b"PR";
+        log.total = start.elapsed();
+        return End::log_only(log);
+    };
+    log.backend = Some(be.name.clone());
+    let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
+    be.counters.smax.update(n);
+    be.counters.session(shared.model.now_ms());
+    let src = peer.map(|p| p.ip());
+    match backend::connect(shared.io, &be, src, None).await {
+        Err(f) => {
+            log.server = f.server.as_ref().map(|s| s.name.clone());
+            log.retries = f.info.retries;
+            log.redispatched = f.info.redispatched;
+            log.queue = Some(inspected + f.info.queue);
+            log.term = f.error.term();
+            log.total = start.elapsed();
+            End::on(log, &be)
+        }
+        Ok(c) => {
+            log.server = Some(c.server.name.clone());
+            log.retries = c.info.retries;
+            log.redispatched = c.info.redispatched;
+            log.connect = Some(c.info.connect_time);
+            // HAProxy's Tw counts from the end of the handshake: inspection time included.
+            log.queue = Some(inspected + c.info.queue);
+            connected(shared, fe, &be, client, c, start, log).await
+        }
+    }
+}
+
+/// Content inspection (`tcp-request content`): the bytes looked at, or Err when a rule
+/// rejected the session (its bytes then count in `bin` and `dreq`).
+async fn inspect_phase(
+    shared: &Shared,
+    fe: &Proxy,
+    client: &Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    sess: &StkCtrs,
+    start: Instant,
+) -> Result<Vec<u8>, ()> {
+    let mut peeked = Vec::new();
+    // Content inspection peeks at the socket: plain connections only (a TLS frontend with
+    // `tcp-request content` rules is refused at start).
+    let (false, Side::Plain(client)) = (fe.rules.tcp_content.is_empty(), client) else {
+        return Ok(peeked);
+    };
+    peeked.resize(INSPECT_MAX, 0);
+    let mut base = base_ctx(fe, peer, local);
+    let now = shared.model.now_ms();
+    base.stick = shared.model.stick_view(fe, Some(sess), None, now);
+    let (verdict, len) = inspect(fe, client, base, start, &mut peeked).await;
+    peeked.truncate(len);
+    if verdict == TcpRequestAction::Reject {
+        // HAProxy had read the bytes: they count in `bin`, and the close is a plain one.
+        if len > 0 {
+            let _ = client.read(Vec::with_capacity(len)).await;
+        }
+        Counters::add(&fe.fe_counters.denied_req, 1);
+        Counters::add(&fe.fe_counters.bytes_in, len as u64);
+        return Err(());
+    }
+    Ok(peeked)
+}
+
+/// A server connection is up (its slot taken): TLS to the server if asked, then the relay.
+async fn connected(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Arc<Proxy>,
+    client: Side,
+    c: backend::Connected,
+    start: Instant,
+    mut log: SessionLog,
+) -> End {
+    let srv = c.server;
+    let epoch = srv.kill_epoch();
+    let server = match srv.tls.as_ref().filter(|x| x.traffic) {
+        None => Side::Plain(Rc::new(c.stream)),
+        Some(x) => {
+            let name = crate::tls::client::server_name(None, srv.addr().ip());
+            let hs = crate::tls::stream::TlsStream::connect(
+                c.stream,
+                Arc::clone(&x.config),
+                name,
+                be.cfg.timeouts.connect,
+            );
+            match hs.await {
+                Ok(s) => Side::Tls(Rc::new(Conn::Tls(Box::new(s)))),
+                Err(e) => {
+                    tracing::debug!("{}/{}: TLS handshake failed: {e}", be.name, srv.name);
+                    Counters::add(&srv.counters.errors_conn, 1);
+                    Counters::add(&be.counters.errors_conn, 1);
+                    // The server slot goes first; the line shows no `srvconn` (as before).
+                    backend::release(be, &srv);
+                    log.term = *b"SC";
+                    log.total = start.elapsed();
+                    return End::on(log, be);
+                }
+            }
+        }
+    };
+    let kill = srv.killed(epoch);
+    let stats = relay_phase(shared, fe, be, client, server, kill).await;
+    log.bytes_in = stats.c2s;
+    log.bytes_out = stats.s2c;
+    log.term = match stats.end {
+        crate::tcp::End::Killed => [srv.kill_cause(), b'D'],
+        other => other.codes(),
+    };
+    // `option dontlognull`: nothing came from the client.
+    log.null = stats.c2s == 0;
+    log.total = start.elapsed();
+    // TCP has no response time: HAProxy's rtime stays 0.
+    let times = stats::Sample {
+        queue: stats::ms(c.info.queue),
+        connect: stats::ms(c.info.connect_time),
+        response: 0,
+        total: stats::ms(log.total),
+    };
+    End {
+        srv: Some(srv),
+        count_bytes: true,
+        times: Some((false, times)),
+        ..End::on(log, be)
+    }
+}
+
+/// Relays both directions until the session ends: the kernel splice, `auto`, or the userspace
+/// copy, as [`relay_choice`] says.
+async fn relay_phase(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Proxy,
+    client: Side,
+    server: Side,
+    kill: impl std::future::Future<Output = ()>,
+) -> crate::tcp::RelayStats {
+    let t = RelayTimeouts {
+        client: fe.cfg.timeouts.client,
+        server: be.cfg.timeouts.server,
+        tunnel: be.cfg.timeouts.tunnel,
+        client_fin: fe.cfg.timeouts.client_fin,
+        server_fin: be.cfg.timeouts.server_fin,
+    };
+    let (engine, max_unacked, bulk_rate) = relay_choice(fe, be);
+    let sp = splice_dirs(shared.model.cfg.global.nosplice, fe, be);
+    match (client, server) {
+        (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Kernel => {
+            let spliced = crate::tcp::splice::relay(
+                client.clone(),
+                server.clone(),
+                t,
+                max_unacked,
+                bulk_rate,
+                kill,
+                None,
+            );
+            match spliced.await {
+                Ok(stats) => stats,
+                // A failed attach has taken the sockets out of the SOCKHASH again, but
+                // whatever a verdict may have queued in their psock in between is only
+                // seen by recv: the copy path.
+                Err(kill) => relay(client, server, Vec::new(), t, SpliceDirs::NONE, kill).await,
+            }
+        }
+        (Side::Plain(client), Side::Plain(server)) if engine == RelayEngine::Auto => {
+            crate::tcp::auto::run(client, server, t, sp, max_unacked, bulk_rate, kill).await
+        }
+        (Side::Plain(client), Side::Plain(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
+        }
+        (Side::Plain(client), Side::Tls(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
+        }
+        (Side::Tls(client), Side::Plain(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
+        }
+        (Side::Tls(client), Side::Tls(server)) => {
+            relay(client, server, Vec::new(), t, sp, kill).await
+        }
+    }
+}
