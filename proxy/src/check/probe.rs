@@ -440,6 +440,9 @@ impl Run<'_> {
                     let Some(s) = conn.as_mut() else {
                         return (Status::SockErr, None, String::new());
                     };
+                    // As HAProxy's tcpcheck_eval_send: what arrived before a send is not matched
+                    // by the expects after it.
+                    buf.clear();
                     match self.send(s, data).await {
                         Ok(()) => {}
                         Err(None) => {
@@ -993,6 +996,47 @@ mod tests {
             matcher: m,
             min_recv: None,
         }
+    }
+
+    /// A send empties what was received before it (HAProxy's tcpcheck_eval_send): the expect
+    /// after the send judges only the new bytes, so a stale "valid" cannot pass it.
+    #[test]
+    fn tcp_check_send_forgets_earlier_bytes() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(mut c) = c else { continue };
+                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = c.write_all(b"valid");
+                let mut got = Vec::new();
+                let mut b = [0u8; 64];
+                while got.len() < 10 {
+                    match c.read(&mut b) {
+                        Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
+                        _ => break,
+                    }
+                }
+                let _ = c.write_all(b"error");
+            }
+        });
+        let mut p = proxy();
+        tcp(
+            &mut p,
+            vec![
+                expect(false, ExpectMatch::String("valid".into())),
+                send("0123456789"),
+                expect(false, ExpectMatch::String("valid".into())),
+            ],
+        );
+        assert_eq!(
+            brief(&check(&p, a, false)),
+            (
+                Status::L7Rsp,
+                None,
+                "TCPCHK did not match content 'valid' at step 3"
+            )
+        );
     }
 
     #[test]
