@@ -193,17 +193,10 @@ fn kw_mworker_max_reloads(g: &mut Global, c: &mut Ctx, args: &[String]) {
 }
 
 fn kw_description(g: &mut Global, c: &mut Ctx, args: &[String]) {
-    let words: Vec<&str> = args
-        .iter()
-        .skip(1)
-        .map(String::as_str)
-        .take_while(|w| !w.is_empty())
-        .collect();
-    if words.is_empty() {
-        c.alert_tight("'description' expects a string argument.");
-        return;
+    match super::values::joined_words(args) {
+        Some(d) => g.process.description = Some(d),
+        None => c.alert_tight("'description' expects a string argument."),
     }
-    g.process.description = Some(words.join(" "));
 }
 
 fn kw_node(g: &mut Global, c: &mut Ctx, args: &[String]) {

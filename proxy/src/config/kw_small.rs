@@ -36,17 +36,10 @@ fn arg(args: &[String], i: usize) -> &str {
 
 /// `description <text>…`: the words joined with spaces (stats page, `show info`-style dumps).
 fn kw_description(p: &mut P, args: &[String]) {
-    let words: Vec<&str> = args
-        .iter()
-        .skip(1)
-        .map(String::as_str)
-        .take_while(|w| !w.is_empty())
-        .collect();
-    if words.is_empty() {
-        p.alert("'description' expects a string argument.");
-        return;
+    match super::values::joined_words(args) {
+        Some(d) => p.px.extra.description = Some(d),
+        None => p.alert("'description' expects a string argument."),
     }
-    p.px.extra.description = Some(words.join(" "));
 }
 
 /// `monitor-uri <uri>`: requests for exactly this URI are answered by the proxy itself.

@@ -109,6 +109,18 @@ pub fn invalid_name_char(name: &str) -> Option<char> {
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':')))
 }
 
+/// The words after the keyword joined with single spaces, as HAProxy reads `description <text>…`
+/// (global and proxy alike); None when there are none.
+pub(crate) fn joined_words(args: &[String]) -> Option<String> {
+    let words: Vec<&str> = args
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .take_while(|w| !w.is_empty())
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
