@@ -296,13 +296,22 @@ fn srv_port(s: &mut SrvState, v: &str) -> Result<(), String> {
     }
 }
 
+/// `addr <ip>[:<port>]`: as HAProxy's tcpcheck connect, the port it carries is the check's
+/// port unless `port` sets one (whichever order the two come in).
 fn srv_addr(s: &mut SrvState, v: &str) -> Result<(), String> {
-    match addr::parse_ip(v) {
-        Some(ip) => {
-            s.opts.check_addr = Some(ip);
+    if let Some(ip) = addr::parse_ip(v) {
+        s.opts.check_addr = Some(ip);
+        return Ok(());
+    }
+    match v.parse::<std::net::SocketAddr>() {
+        Ok(sa) => {
+            s.opts.check_addr = Some(sa.ip());
+            if s.opts.check_port.is_none() && sa.port() != 0 {
+                s.opts.check_port = Some(sa.port());
+            }
             Ok(())
         }
-        None => Err(format!("'addr' : invalid address: '{v}' in '{v}'.")),
+        Err(_) => Err(format!("'addr' : invalid address: '{v}' in '{v}'.")),
     }
 }
 

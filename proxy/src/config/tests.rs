@@ -1092,3 +1092,31 @@ fn errorfiles_resolve_from_http_errors_sections() {
         ]
     );
 }
+
+/// As HAProxy (reg-test checks/tls_health_checks): server `addr` takes `<ip>:<port>`; that port
+/// is the check's unless `port` names one, before or after it.
+#[test]
+fn server_addr_with_port() {
+    let c = ok(
+        "backend b\n server a 127.0.0.1:80 check addr 127.0.0.2:8080\n \
+         server b 127.0.0.1:80 check addr 127.0.0.2:80 port 9000\n \
+         server c 127.0.0.1:80 check port 9000 addr [::1]:80\n",
+    );
+    let s = &c.proxies[0].servers;
+    let got: Vec<_> = s
+        .iter()
+        .map(|s| (s.opts.check_addr.map(|a| a.to_string()), s.opts.check_port))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some("127.0.0.2".into()), Some(8080)),
+            (Some("127.0.0.2".into()), Some(9000)),
+            (Some("::1".into()), Some(9000)),
+        ]
+    );
+    assert_eq!(
+        alerts("backend b\n server a 127.0.0.1:80 addr 127.0.0.1:x\n"),
+        ["2: 'server b/a' : 'addr' : invalid address: '127.0.0.1:x' in '127.0.0.1:x'."]
+    );
+}
