@@ -353,6 +353,31 @@ impl CheckState {
         self.rise + self.fall - 1
     }
 
+    /// The first field of `http-check send-state`'s `X-Haproxy-Server-State` header (HAProxy's
+    /// httpchk_build_status_header): `UP`, `UP n/f` going down, `NOLB`…, `DOWN n/r` going up.
+    pub fn state_word(&self, checks_enabled: bool) -> String {
+        if !checks_enabled {
+            return "no check".to_string();
+        }
+        if self.op == OpState::Stopped {
+            return match self.health {
+                0 => "DOWN".to_string(),
+                h => format!("DOWN {h}/{}", self.rise),
+            };
+        }
+        let word = if self.op == OpState::Stopping {
+            "NOLB"
+        } else {
+            "UP"
+        };
+        if self.health == self.full() {
+            word.to_string()
+        } else {
+            let n = (self.health + 1).saturating_sub(self.rise);
+            format!("{word} {n}/{}", self.fall)
+        }
+    }
+
     /// A probe was launched (`show stat` prefixes the status with `* `).
     pub fn start(&mut self) {
         self.in_progress = true;

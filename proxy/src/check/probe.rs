@@ -19,7 +19,11 @@ type ProbeIo = Box<dyn Io>;
 use tokio::time::Instant;
 
 use super::fsm::{CheckOutcome, Status};
-use crate::config::model::{ExpectMatch, Proxy, Server, TcpCheckRule};
+use super::sample;
+use crate::config::model::{
+    CheckConnect, ExpectMatch, HdrPattern, HttpCheck, HttpCheckRule, HttpCheckSend, Proxy, Server,
+    StrMatch, TcpCheckRule,
+};
 
 /// HAProxy reads a check's reply into one buffer (`tune.bufsize`).
 const BUFSIZE: usize = 16384;
@@ -30,6 +34,72 @@ enum Matcher {
     Rstatus(regex::Regex),
     String(String),
     Rstring(regex::bytes::Regex),
+    /// `hdr` / `fhdr` (`full`).
+    Header {
+        full: bool,
+        name: HdrMatcher,
+        value: Option<HdrMatcher>,
+    },
+}
+
+/// A header name or value pattern, compiled.
+#[derive(Clone, Debug)]
+enum HdrMatcher {
+    Fixed(StrMatch, String),
+    Lf(StrMatch, sample::Lf),
+    Re(regex::Regex),
+}
+
+impl HdrMatcher {
+    /// Names compare without case (a regex too: HAProxy compiles it case-insensitive); values
+    /// with case.
+    fn compile(p: &HdrPattern, name: bool) -> Result<HdrMatcher, String> {
+        let bad = |e: &dyn std::fmt::Display| {
+            format!(
+                "'http-check expect' : regex '{}' is invalid ({e}).",
+                p.pattern
+            )
+        };
+        Ok(match (p.how, p.lf) {
+            (StrMatch::Reg, _) => HdrMatcher::Re(
+                regex::RegexBuilder::new(&p.pattern)
+                    .case_insensitive(name)
+                    .build()
+                    .map_err(|e| bad(&e))?,
+            ),
+            (how, true) => HdrMatcher::Lf(
+                how,
+                sample::parse_lf(&p.pattern).map_err(|e| format!("'http-check expect' : {e}"))?,
+            ),
+            (how, false) => HdrMatcher::Fixed(how, p.pattern.clone()),
+        })
+    }
+
+    /// `Err` when a log-format pattern expands to nothing (HAProxy: L7RSP).
+    fn matches(&self, s: &str, ctx: &sample::Ctx, name: bool) -> Result<bool, ()> {
+        let (how, pat) = match self {
+            HdrMatcher::Re(re) => return Ok(re.is_match(s)),
+            HdrMatcher::Fixed(how, p) => (*how, std::borrow::Cow::Borrowed(p.as_str())),
+            HdrMatcher::Lf(how, lf) => {
+                let v = lf.eval(ctx);
+                if v.is_empty() {
+                    return Err(());
+                }
+                (*how, std::borrow::Cow::Owned(v))
+            }
+        };
+        let (s, pat) = if name {
+            (s.to_ascii_lowercase(), pat.to_ascii_lowercase())
+        } else {
+            (s.to_string(), pat.into_owned())
+        };
+        Ok(match how {
+            StrMatch::Str | StrMatch::Reg => s == pat,
+            StrMatch::Beg => s.starts_with(&pat),
+            StrMatch::End => s.ends_with(&pat),
+            StrMatch::Sub => s.contains(&pat),
+        })
+    }
 }
 
 /// One `expect` rule, compiled.
@@ -55,6 +125,14 @@ impl Expect {
             ExpectMatch::Rstring(re) => {
                 Matcher::Rstring(regex::bytes::Regex::new(re).map_err(|e| bad(re, &e))?)
             }
+            ExpectMatch::Header { full, name, value } => Matcher::Header {
+                full: *full,
+                name: HdrMatcher::compile(name, true)?,
+                value: value
+                    .as_ref()
+                    .map(|v| HdrMatcher::compile(v, false))
+                    .transpose()?,
+            },
         };
         Ok(Expect {
             negate,
@@ -67,13 +145,199 @@ impl Expect {
     }
 }
 
-/// `option httpchk` / `http-check send|expect|disable-on-404`.
+/// `option httpchk` + the `http-check` rules, as the sequence HAProxy runs: each `connect`
+/// opens a new connection, each `send` sends one request on it, the `expect`s after it judge
+/// its response, `set-var`/`unset-var` update the check's variables.
 #[derive(Clone, Debug)]
 pub struct HttpProbe {
-    /// The request bytes, as HAProxy 2.6 puts them on the wire.
-    pub request: Vec<u8>,
-    expect: Option<Expect>,
+    steps: Vec<HttpStep>,
     pub disable_on_404: bool,
+    /// `http-check send-state`: the caller passes the `X-Haproxy-Server-State` value to `run`.
+    pub send_state: bool,
+    backend: String,
+    server: String,
+}
+
+#[derive(Clone, Debug)]
+enum Text {
+    Plain(String),
+    Lf(sample::Lf),
+}
+
+impl Text {
+    fn new(s: &str, lf: bool) -> Result<Text, String> {
+        Ok(if lf {
+            Text::Lf(sample::parse_lf(s).map_err(|e| format!("'http-check send' : {e}"))?)
+        } else {
+            Text::Plain(s.to_string())
+        })
+    }
+    fn eval(&self, ctx: &sample::Ctx) -> String {
+        match self {
+            Text::Plain(s) => s.clone(),
+            Text::Lf(lf) => lf.eval(ctx),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct SendStep {
+    method: String,
+    uri: Text,
+    version: String,
+    /// Values are log-format strings; a header whose value expands to nothing is not sent.
+    headers: Vec<(String, sample::Lf)>,
+    body: Option<Text>,
+}
+
+impl SendStep {
+    fn compile(s: &HttpCheckSend) -> Result<SendStep, String> {
+        let mut headers = Vec::with_capacity(s.headers.len());
+        for (n, v) in &s.headers {
+            headers.push((
+                n.clone(),
+                sample::parse_lf(v).map_err(|e| format!("'http-check send' : {e}"))?,
+            ));
+        }
+        Ok(SendStep {
+            method: s.method.clone(),
+            uri: Text::new(&s.uri, s.uri_lf)?,
+            version: s.version.clone(),
+            headers,
+            body: s
+                .body
+                .as_deref()
+                .map(|b| Text::new(b, s.body_lf))
+                .transpose()?,
+        })
+    }
+
+    fn bytes(&self, ctx: &sample::Ctx, state: Option<&str>) -> Vec<u8> {
+        let mut uri = self.uri.eval(ctx);
+        if uri.is_empty() {
+            uri.push('/');
+        }
+        let mut headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.eval(ctx)))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        if let Some(st) = state {
+            headers.push(("X-Haproxy-Server-State".to_string(), st.to_string()));
+        }
+        let body = self.body.as_ref().map(|b| b.eval(ctx));
+        build_http_request(
+            &self.method,
+            &uri,
+            &self.version,
+            &headers,
+            body.as_deref().filter(|b| !b.is_empty()),
+        )
+    }
+}
+
+#[derive(Clone, Debug)]
+enum HttpStep {
+    Connect(CheckConnect),
+    Send(SendStep),
+    Expect(Expect),
+    SetVar { name: String, value: VarValue },
+    UnsetVar(String),
+}
+
+#[derive(Clone, Debug)]
+enum VarValue {
+    Expr(sample::Expr),
+    Fmt(sample::Lf),
+}
+
+impl HttpProbe {
+    /// HAProxy's check_tcpcheck_ruleset for an HTTP ruleset: `option httpchk`'s request is the
+    /// first send (merged into the first `http-check send`, or placed after a leading connect,
+    /// else first); a ruleset ending with a send gets `expect status 200-399`; one not starting
+    /// with a connect gets the default connect first.
+    fn compile(hc: &HttpCheck, backend: &str, server: &str) -> Result<HttpProbe, String> {
+        let mut steps = Vec::with_capacity(hc.rules.len() + 3);
+        let mut first_send = true;
+        for r in &hc.rules {
+            steps.push(match r {
+                HttpCheckRule::Connect(c) => HttpStep::Connect(c.clone()),
+                HttpCheckRule::Send(rule) => {
+                    let send = if std::mem::take(&mut first_send) {
+                        hc.send.clone()
+                    } else {
+                        let mut s = HttpCheckSend::default();
+                        s.overlay(rule);
+                        s
+                    };
+                    HttpStep::Send(SendStep::compile(&send)?)
+                }
+                HttpCheckRule::Expect(x) => {
+                    HttpStep::Expect(Expect::compile(x.negate, &x.matcher, "http-check")?)
+                }
+                HttpCheckRule::SetVar { name, expr, fmt } => HttpStep::SetVar {
+                    name: name.clone(),
+                    value: if *fmt {
+                        VarValue::Fmt(sample::parse_lf(expr)?)
+                    } else {
+                        VarValue::Expr(sample::parse_expr(expr)?)
+                    },
+                },
+                HttpCheckRule::UnsetVar(n) => HttpStep::UnsetVar(n.clone()),
+            });
+        }
+        let main = |steps: &[HttpStep]| {
+            steps
+                .iter()
+                .position(|s| !matches!(s, HttpStep::SetVar { .. } | HttpStep::UnsetVar(_)))
+        };
+        if first_send {
+            let send = HttpStep::Send(SendStep::compile(&hc.send)?);
+            match main(&steps) {
+                Some(i) if matches!(steps[i], HttpStep::Connect(_)) => steps.insert(i + 1, send),
+                _ => steps.insert(0, send),
+            }
+        }
+        if matches!(
+            steps
+                .iter()
+                .rev()
+                .find(|s| !matches!(s, HttpStep::SetVar { .. } | HttpStep::UnsetVar(_))),
+            Some(HttpStep::Send(_))
+        ) {
+            steps.push(HttpStep::Expect(Expect {
+                negate: false,
+                matcher: Matcher::Status(vec![(200, 399)]),
+                min_recv: None,
+            }));
+        }
+        if !matches!(main(&steps).map(|i| &steps[i]), Some(HttpStep::Connect(_))) {
+            steps.insert(
+                0,
+                HttpStep::Connect(CheckConnect {
+                    default: true,
+                    ..CheckConnect::default()
+                }),
+            );
+        }
+        Ok(HttpProbe {
+            steps,
+            disable_on_404: hc.disable_on_404,
+            send_state: hc.send_state,
+            backend: backend.to_string(),
+            server: server.to_string(),
+        })
+    }
+
+    /// Whether an expect after step `i`, before the next send or connect, needs the body.
+    fn needs_body(&self, i: usize) -> bool {
+        self.steps
+            .iter()
+            .skip(i + 1)
+            .take_while(|s| !matches!(s, HttpStep::Send(_) | HttpStep::Connect(_)))
+            .any(|s| matches!(s, HttpStep::Expect(x) if x.is_body()))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -156,22 +420,7 @@ impl CheckSpec {
             return Ok(None);
         }
         let kind = if let Some(hc) = &proxy.options.httpchk {
-            let s = &hc.send;
-            CheckKind::Http(HttpProbe {
-                request: build_http_request(
-                    &s.method,
-                    &s.uri,
-                    &s.version,
-                    &s.headers,
-                    s.body.as_deref(),
-                ),
-                expect: hc
-                    .expect
-                    .as_ref()
-                    .map(|e| Expect::compile(e.negate, &e.matcher, "http-check"))
-                    .transpose()?,
-                disable_on_404: hc.disable_on_404,
-            })
+            CheckKind::Http(HttpProbe::compile(hc, &proxy.name, &server.name)?)
         } else if proxy.options.tcp_check && !proxy.tcp_checks.is_empty() {
             let mut steps = Vec::with_capacity(proxy.tcp_checks.len());
             for r in &proxy.tcp_checks {
@@ -204,6 +453,11 @@ impl CheckSpec {
         }))
     }
 
+    /// Whether `run` needs the server's state (`http-check send-state`).
+    pub fn wants_state(&self) -> bool {
+        matches!(&self.kind, CheckKind::Http(h) if h.send_state)
+    }
+
     /// Where to connect, given the server's current address (`set server … addr` may move it).
     pub fn target(&self, server_addr: SocketAddr) -> SocketAddr {
         SocketAddr::new(
@@ -223,11 +477,13 @@ impl CheckSpec {
 /// Runs one check. `server_stopped`: the server is DOWN (`CheckState::is_stopped`), where a 404
 /// with `disable-on-404` is a plain failure rather than NOLB.
 /// `tls`: the server's TLS settings when its checks go over TLS (`check-ssl`).
+/// `state`: the `X-Haproxy-Server-State` value for `http-check send-state`.
 pub async fn run(
     spec: &CheckSpec,
     target: SocketAddr,
     server_stopped: bool,
     tls: Option<&crate::tls::client::ServerTls>,
+    state: Option<&str>,
 ) -> CheckOutcome {
     let mut p = Run {
         spec,
@@ -236,6 +492,8 @@ pub async fn run(
         tls: tls
             .filter(|t| t.checks)
             .map(|t| std::sync::Arc::clone(&t.config)),
+        server_tls: tls.map(|t| std::sync::Arc::clone(&t.config)),
+        state,
     };
     let (status, code, info) = match &spec.kind {
         CheckKind::Connect => match p.connect(target).await {
@@ -278,7 +536,11 @@ struct Run<'a> {
     start: Instant,
     /// Deadline of the current phase.
     deadline: Instant,
+    /// TLS of the implicit (and `default`) connect: the server's settings with `check-ssl`.
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// The server's TLS settings, for `http-check connect ssl`.
+    server_tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    state: Option<&'a str>,
 }
 
 type Verdict = (Status, Option<u16>, String);
@@ -365,36 +627,124 @@ impl Run<'_> {
     }
 
     async fn http(&mut self, h: &HttpProbe, target: SocketAddr, stopped: bool) -> Verdict {
-        let mut s = match self.connect(target).await {
-            Ok(s) => s,
-            Err(e) => return (e.status, None, e.text),
-        };
-        match self.send(&mut s, &h.request).await {
-            Ok(()) => {}
-            Err(None) => return (Status::L7Tout, None, String::new()),
-            Err(Some(e)) => return (Status::SockErr, None, err_text(&e)),
-        }
-        let need_body = h.expect.as_ref().is_some_and(Expect::is_body);
+        let mut vars = std::collections::HashMap::new();
+        let mut conn: Option<ProbeIo> = None;
+        // The response to the last send: its bytes and parsed head.
         let mut buf = Vec::new();
-        let resp = loop {
-            let eof = match self.read_more(&mut s, &mut buf).await {
+        let mut resp: Option<Response> = None;
+        let mut code = None;
+        for (i, step) in h.steps.iter().enumerate() {
+            fn ctx<'c>(
+                h: &'c HttpProbe,
+                vars: &'c std::collections::HashMap<String, String>,
+                resp: &'c Option<Response>,
+            ) -> sample::Ctx<'c> {
+                sample::Ctx {
+                    vars,
+                    status: resp.as_ref().map(|r| r.code),
+                    headers: resp.as_ref().map_or(&[][..], |r| &r.headers[..]),
+                    backend: &h.backend,
+                    server: &h.server,
+                }
+            }
+            match step {
+                HttpStep::Connect(c) => {
+                    drop(conn.take());
+                    // Port: the rule's, else the server's check port, else the one in the
+                    // rule's address, else the server's (`target` holds the last two merged).
+                    let port = c
+                        .port
+                        .or(self.spec.check_port)
+                        .or(c.addr_port)
+                        .unwrap_or(target.port());
+                    let addr = SocketAddr::new(c.addr.unwrap_or(target.ip()), port);
+                    let saved = self.tls.clone();
+                    if !c.default || c.ssl {
+                        self.tls = c.ssl.then(|| self.server_tls.clone()).flatten();
+                    }
+                    let r = self.connect(addr).await;
+                    self.tls = saved;
+                    match r {
+                        Ok(s) => conn = Some(s),
+                        Err(e) => return (e.status, None, e.text),
+                    }
+                }
+                HttpStep::Send(send) => {
+                    let Some(s) = conn.as_mut() else {
+                        return (Status::SockErr, None, String::new());
+                    };
+                    let state = self.state.filter(|_| h.send_state);
+                    let bytes = send.bytes(&ctx(h, &vars, &resp), state);
+                    buf.clear();
+                    resp = None;
+                    match self.send(s, &bytes).await {
+                        Ok(()) => {}
+                        Err(None) => return (Status::L7Tout, None, String::new()),
+                        Err(Some(e)) => return (Status::SockErr, None, err_text(&e)),
+                    }
+                }
+                HttpStep::Expect(x) => {
+                    if resp.is_none() {
+                        let Some(s) = conn.as_mut() else {
+                            return (Status::SockErr, None, String::new());
+                        };
+                        match self.read_response(s, &mut buf, h.needs_body(i)).await {
+                            Ok(r) => resp = Some(r),
+                            Err(v) => return v,
+                        }
+                    }
+                    let Some(r) = resp.as_ref() else {
+                        return (Status::L7Rsp, None, String::new());
+                    };
+                    code = Some(r.code);
+                    if h.disable_on_404 && !stopped && r.code == 404 {
+                        return (Status::L7OkC, Some(r.code), String::new());
+                    }
+                    let body = buf.get(r.body_start..).unwrap_or_default();
+                    if let Some(v) = eval_http_expect(x, r, body, &ctx(h, &vars, &resp)) {
+                        return v;
+                    }
+                }
+                HttpStep::SetVar { name, value } => {
+                    let c = ctx(h, &vars, &resp);
+                    let v = match value {
+                        VarValue::Expr(e) => e.eval(&c),
+                        VarValue::Fmt(f) => Some(f.eval(&c)),
+                    };
+                    if let Some(v) = v {
+                        vars.insert(name.clone(), v);
+                    }
+                }
+                HttpStep::UnsetVar(name) => {
+                    vars.remove(name);
+                }
+            }
+        }
+        (Status::L7Ok, code, String::new())
+    }
+
+    /// Reads the response to the last send: its head, and its body too when `need_body` (up to
+    /// `Content-Length`, the end of the connection or a full buffer).
+    async fn read_response(
+        &self,
+        s: &mut ProbeIo,
+        buf: &mut Vec<u8>,
+        need_body: bool,
+    ) -> Result<Response, Verdict> {
+        loop {
+            let eof = match self.read_more(s, buf).await {
                 Ok(more) => !more,
                 // A reset after a complete reply still counts as the reply.
                 Err(Some(_)) => true,
-                Err(None) => return (Status::L7Tout, None, String::new()),
+                Err(None) => return Err((Status::L7Tout, None, String::new())),
             };
-            match parse_response(&buf) {
-                Some(r) if eof || !need_body || r.body_complete(&buf) => break Some(r),
+            match parse_response(buf) {
+                Some(r) if eof || !need_body || r.body_complete(buf) => return Ok(r),
                 Some(_) => {}
-                None if eof => break None,
+                None if eof => return Err((Status::L7Rsp, None, String::new())),
                 None => {}
             }
-        };
-        let Some(r) = resp else {
-            return (Status::L7Rsp, None, String::new());
-        };
-        let body = buf.get(r.body_start..).unwrap_or_default();
-        eval_http(h, r.code, &r.reason, body, stopped)
+        }
     }
 
     async fn tcp(&mut self, steps: &[TcpStep], target: SocketAddr) -> Verdict {
@@ -513,8 +863,9 @@ fn eval_tcp_expect(x: &Expect, buf: &[u8], eof: bool, step: usize) -> Option<Res
             (contains(buf, p.as_bytes()), format!("'{p}'"))
         }
         Matcher::Rstring(re) => (re.is_match(buf), "(regex)".to_string()),
-        // Status matchers are HTTP only (the parser refuses them here).
+        // Status and header matchers are HTTP only (the parser refuses them here).
         Matcher::Status(_) | Matcher::Rstatus(_) => (false, "(status)".to_string()),
+        Matcher::Header { .. } => (false, "(header pattern)".to_string()),
     };
     if !found && !eof && x.min_recv.is_none() {
         return None;
@@ -534,45 +885,81 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// The verdict on a parsed HTTP reply.
-fn eval_http(h: &HttpProbe, code: u16, reason: &str, body: &[u8], stopped: bool) -> Verdict {
-    if h.disable_on_404 && !stopped && code == 404 {
-        return (Status::L7OkC, Some(code), String::new());
-    }
-    let ok = (Status::L7Ok, Some(code), String::new());
-    let wrong = (Status::L7Sts, Some(code), reason.to_string());
-    let Some(x) = &h.expect else {
-        return if (200..400).contains(&code) {
-            ok
-        } else {
-            wrong
-        };
-    };
+/// One `http-check expect` on a parsed reply: `None` when it passes, else the verdict (HAProxy's
+/// tcpcheck_eval_expect_http: a status or header mismatch is L7STS with the reason, a body one
+/// L7RSP).
+fn eval_http_expect(x: &Expect, r: &Response, body: &[u8], ctx: &sample::Ctx) -> Option<Verdict> {
+    let wrong = || Some((Status::L7Sts, Some(r.code), r.reason.clone()));
     let found = match &x.matcher {
-        Matcher::Status(l) => l.iter().any(|&(a, b)| (a..=b).contains(&code)),
-        Matcher::Rstatus(re) => re.is_match(&code.to_string()),
+        Matcher::Status(l) => l.iter().any(|&(a, b)| (a..=b).contains(&r.code)),
+        Matcher::Rstatus(re) => re.is_match(&r.code.to_string()),
         Matcher::String(s) => contains(body, s.as_bytes()),
         Matcher::Rstring(re) => re.is_match(body),
+        Matcher::Header { full, name, value } => {
+            match header_found(r, *full, name, value.as_ref(), ctx) {
+                Ok(f) => f,
+                Err(()) => {
+                    return Some((
+                        Status::L7Rsp,
+                        Some(r.code),
+                        "log-format string evaluated to an empty string".into(),
+                    ));
+                }
+            }
+        }
     };
     match (found != x.negate, x.is_body()) {
-        (true, _) => ok,
-        (false, false) => wrong,
-        (false, true) if x.negate => (
+        (true, _) => None,
+        (false, false) => wrong(),
+        (false, true) if x.negate => Some((
             Status::L7Rsp,
             None,
             "HTTP check matched unwanted content".into(),
-        ),
-        (false, true) => (
+        )),
+        (false, true) => Some((
             Status::L7Rsp,
             None,
             "HTTP content check did not match".into(),
-        ),
+        )),
     }
+}
+
+/// Whether a header of `r` matches `name` and, if given, one of its values matches `value`
+/// (`hdr`: each comma-separated value; `fhdr`: the whole value).
+fn header_found(
+    r: &Response,
+    full: bool,
+    name: &HdrMatcher,
+    value: Option<&HdrMatcher>,
+    ctx: &sample::Ctx,
+) -> Result<bool, ()> {
+    for (n, v) in &r.headers {
+        if !name.matches(n, ctx, true)? {
+            continue;
+        }
+        let Some(vm) = value else {
+            return Ok(true);
+        };
+        if full {
+            if vm.matches(v.trim(), ctx, false)? {
+                return Ok(true);
+            }
+        } else {
+            for part in v.split(',') {
+                if vm.matches(part.trim(), ctx, false)? {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
 }
 
 struct Response {
     code: u16,
     reason: String,
+    /// Names as received (matched without case).
+    headers: Vec<(String, String)>,
     body_start: usize,
     content_length: Option<usize>,
 }
@@ -606,15 +993,18 @@ fn parse_response(buf: &[u8]) -> Option<Response> {
     }
     let reason = it.next().unwrap_or("").to_string();
     let mut content_length = None;
+    let mut headers = Vec::new();
     for l in lines {
         let (n, v) = l.split_once(':')?;
         if n.trim().eq_ignore_ascii_case("content-length") {
             content_length = v.trim().parse().ok();
         }
+        headers.push((n.trim().to_string(), v.trim().to_string()));
     }
     Some(Response {
         code,
         reason,
+        headers,
         body_start: end + 4,
         content_length,
     })
@@ -717,15 +1107,19 @@ mod tests {
     fn httpchk(p: &mut Proxy, expect: Option<(bool, ExpectMatch)>, d404: bool) {
         p.options.httpchk = Some(HttpCheck {
             send: HttpCheckSend::default(),
-            expect: expect.map(|(negate, matcher)| HttpCheckExpect { negate, matcher }),
+            rules: expect
+                .map(|(negate, matcher)| HttpCheckRule::Expect(HttpCheckExpect { negate, matcher }))
+                .into_iter()
+                .collect(),
             disable_on_404: d404,
+            send_state: false,
         });
     }
 
     fn check(p: &Proxy, addr: SocketAddr, stopped: bool) -> CheckOutcome {
         let srv = server(addr);
         let spec = CheckSpec::from_config(p, &srv).unwrap().unwrap();
-        rt().block_on(run(&spec, spec.target(srv.addr), stopped, None))
+        rt().block_on(run(&spec, spec.target(srv.addr), stopped, None, None))
     }
 
     fn reply(s: &'static str) -> impl Fn(&[u8]) -> Option<Vec<u8>> + Send + 'static {
@@ -854,6 +1248,85 @@ mod tests {
         assert_eq!(brief(&check(&p, a, false)), (Status::L7Rsp, None, ""));
         let o = check(&p, refused(), false);
         assert_eq!(brief(&o), (Status::L4Con, None, "Connection refused"));
+    }
+
+    /// The backend `be` of a configuration text, and its server `srv` pointed at `addr`.
+    fn parsed(text: &str, addr: SocketAddr) -> (Proxy, Server) {
+        let text = text.replace("ADDR", &addr.to_string());
+        let cfg = crate::config::parse_str("t.cfg", &text, &|_| None)
+            .unwrap_or_else(|d| panic!("{d:#?}"))
+            .config;
+        let p = cfg.proxies.into_iter().find(|p| p.name == "be").unwrap();
+        let s = p.servers[0].clone();
+        (p, s)
+    }
+
+    /// As reg-test checks/http-check's `be4`: a ruleset of three connections, variables in
+    /// `uri-lf` and header values, `send-state`, implicit last expect.
+    #[test]
+    fn http_check_ruleset() {
+        let (a, reqs) = serve(reply(
+            "HTTP/1.1 200 OK\r\nX-Name: x-test1\r\nX-List: a, b-val\r\nX-Test1: yes\r\nContent-Length: 0\r\n\r\n",
+        ));
+        let (p, srv) = parsed(
+            "backend be\n mode http\n option httpchk\n http-check send-state\n \
+             http-check connect\n http-check set-var(check.path) str(/req1)\n \
+             http-check send meth GET uri-lf %[var(check.path)] ver HTTP/1.1 hdr x-test server=%[srv_name]\n \
+             http-check expect status 200\n http-check expect hdr name x-list value -m beg b-\n \
+             http-check set-var(check.hdr) res.fhdr(x-name)\n \
+             http-check expect fhdr name-lf %[var(check.hdr)]\n \
+             http-check connect addr ADDR\n http-check unset-var(check.path)\n \
+             http-check send meth POST uri-lf %[var(check.path)] body-lf on-%[be_name]\n \
+             server srv ADDR check\n",
+            a,
+        );
+        let spec = CheckSpec::from_config(&p, &srv).unwrap().unwrap();
+        assert!(spec.wants_state());
+        let o = rt().block_on(run(&spec, a, false, None, Some("UP; name=be/srv")));
+        assert_eq!(brief(&o), (Status::L7Ok, Some(200), ""));
+        let reqs = reqs.lock().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&reqs[0]),
+            "GET /req1 HTTP/1.1\r\nx-test: server=srv\r\nx-haproxy-server-state: UP; name=be/srv\r\nconnection: close\r\n\r\n"
+        );
+        // The second send is not merged with `option httpchk`: HAProxy's defaults, `/` for an
+        // empty URI.
+        assert!(
+            String::from_utf8_lossy(&reqs[1])
+                .starts_with("POST / HTTP/1.0\r\nx-haproxy-server-state: UP; name=be/srv\r\ncontent-length: 5\r\n"),
+            "{:?}",
+            String::from_utf8_lossy(&reqs[1])
+        );
+    }
+
+    #[test]
+    fn http_check_header_expects() {
+        let (a, _) = serve(reply(
+            "HTTP/1.1 202 Accepted\r\nX-Test2: true, begin-value, value-end\r\nX-Reg-Test1: 1\r\n\r\n",
+        ));
+        let verdict = |expect: &str| {
+            let (p, srv) = parsed(
+                &format!(
+                    "backend be\n option httpchk\n http-check expect {expect}\n server srv ADDR check\n"
+                ),
+                a,
+            );
+            let spec = CheckSpec::from_config(&p, &srv).unwrap().unwrap();
+            let o = rt().block_on(run(&spec, a, false, None, None));
+            (o.status, o.code, o.info)
+        };
+        let ok = (Status::L7Ok, Some(202), String::new());
+        let sts = (Status::L7Sts, Some(202), "Accepted".to_string());
+        assert_eq!(verdict("hdr name x-test2"), ok);
+        assert_eq!(verdict("hdr name -m str X-TEST2 value -m str true"), ok);
+        assert_eq!(verdict("hdr name -m reg ^[a-z]+-Reg-[a-z]+[0-9]$"), ok);
+        assert_eq!(verdict("hdr name -m sub test value -m end -end"), ok);
+        // `fhdr` sees the whole value, `hdr` each comma-separated one.
+        assert_eq!(verdict("fhdr name x-test2 value true"), sts);
+        assert_eq!(verdict("fhdr name x-test2 value -m sub begin-value,"), ok);
+        assert_eq!(verdict("hdr name x-test2 value -m str TRUE"), sts);
+        assert_eq!(verdict("! hdr name x-absent"), ok);
+        assert_eq!(verdict("hdr name x-absent"), sts);
     }
 
     #[test]

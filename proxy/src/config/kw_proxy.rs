@@ -950,8 +950,7 @@ fn kw_option(p: &mut P, args: &[String]) {
             }
             p.px.options.httpchk = Some(super::model::HttpCheck {
                 send,
-                expect: None,
-                disable_on_404: false,
+                ..Default::default()
             });
         }
     }
@@ -1273,32 +1272,19 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             b.loc.clone(),
         ));
     }
-    // `http-check` lines refine what `option httpchk` declared; both fields end up holding the
-    // effective check. A field still at its default keeps the `option httpchk` value.
-    let defaults = HttpCheckSend::default();
+    // `http-check` lines refine what `option httpchk` declared: its request takes what the first
+    // `http-check send` sets; both fields end up holding the effective check.
     if let Some(base) = px.options.httpchk.as_mut() {
         let hc = &px.http_check;
-        if hc.send.method != defaults.method {
-            base.send.method = hc.send.method.clone();
+        if let Some(first) = hc.rules.iter().find_map(|r| match r {
+            super::model::HttpCheckRule::Send(s) => Some(s),
+            _ => None,
+        }) {
+            base.send.overlay(first);
         }
-        if hc.send.uri != defaults.uri {
-            base.send.uri = hc.send.uri.clone();
-        }
-        if hc.send.version != defaults.version {
-            base.send.version = hc.send.version.clone();
-        }
-        // `http-check send hdr …` replaces the headers `option httpchk` smuggled in its version.
-        if !hc.send.headers.is_empty() {
-            if let Some((v, _)) = base.send.version.split_once("\r\n") {
-                base.send.version = v.to_string();
-            }
-            base.send.headers = hc.send.headers.clone();
-        }
-        if hc.send.body.is_some() {
-            base.send.body = hc.send.body.clone();
-        }
-        base.expect = hc.expect.clone();
+        base.rules = hc.rules.clone();
         base.disable_on_404 = hc.disable_on_404;
+        base.send_state = hc.send_state;
         px.http_check = base.clone();
     } else if px.cap.backend && px.http_check != super::model::HttpCheck::default() {
         diags.push(Diag::global(

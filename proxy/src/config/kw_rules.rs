@@ -4,8 +4,9 @@
 
 use super::kw_proxy::P;
 use super::model::{
-    AclDef, Cond, ExpectMatch, HttpCheck, HttpCheckExpect, HttpRequestAction, HttpRequestRule,
-    RedirectKind, StatsPage, TcpCheckRule, TcpRequestAction, TcpRequestRule,
+    AclDef, CheckConnect, Cond, ExpectMatch, HdrPattern, HttpCheck, HttpCheckExpect, HttpCheckRule,
+    HttpRequestAction, HttpRequestRule, HttpSendRule, RedirectKind, StatsPage, StrMatch,
+    TcpCheckRule, TcpRequestAction, TcpRequestRule,
 };
 use super::values::{TimeError, invalid_name_char, parse_time, parse_u32};
 
@@ -451,7 +452,7 @@ fn parse_expect(
     let mut i = i;
     let mut negate = false;
     let mut min_recv = None;
-    let mut found: Option<(String, String)> = None;
+    let mut found: Option<ExpectMatch> = None;
     while let Some(w) = args.get(i) {
         match w.as_str() {
             "min-recv" if tcp => {
@@ -489,12 +490,26 @@ fn parse_expect(
                         "'{what}' : only supports {list} but got '{kind}' as argument."
                     ));
                 }
-                let Some(v) = args.get(i + 1).filter(|v| !v.is_empty()) else {
+                if kind == "hdr" || kind == "fhdr" {
+                    let (m, next) = parse_expect_hdr(args, i, what, kind)?;
+                    found = Some(m);
+                    i = next;
+                    continue;
+                }
+                let Some(v) = args.get(i + 1).filter(|v| !v.is_empty()).cloned() else {
                     return Err(format!(
                         "'{what}' : '{kind}' expects a <pattern> as argument."
                     ));
                 };
-                found = Some((kind.to_string(), v.clone()));
+                found = Some(match kind {
+                    "status" => ExpectMatch::Status(
+                        parse_status_list(&v)
+                            .ok_or_else(|| format!("'{what}' : invalid status pattern '{v}'."))?,
+                    ),
+                    "rstatus" => ExpectMatch::Rstatus(v),
+                    "string" => ExpectMatch::String(v),
+                    _ => ExpectMatch::Rstring(v),
+                });
                 i += 2;
             }
             extra => {
@@ -504,21 +519,102 @@ fn parse_expect(
             }
         }
     }
-    let Some((kind, v)) = found else {
+    let Some(m) = found else {
         return Err(format!(
             "'{what}' : expects at least a matching pattern as arguments."
         ));
     };
-    let m = match kind.as_str() {
-        "status" => ExpectMatch::Status(
-            parse_status_list(&v)
-                .ok_or_else(|| format!("'{what}' : invalid status pattern '{v}'."))?,
-        ),
-        "rstatus" => ExpectMatch::Rstatus(v),
-        "string" => ExpectMatch::String(v),
-        _ => ExpectMatch::Rstring(v),
-    };
     Ok((negate, m, min_recv))
+}
+
+/// `hdr|fhdr {name|name-lf} [-m <meth>] <pattern> [{value|value-lf} [-m <meth>] <pattern>]` at
+/// `args[i]`; returns the matcher and the index after it. Errors in HAProxy 2.6's words.
+fn parse_expect_hdr(
+    args: &[String],
+    i: usize,
+    what: &str,
+    kind: &str,
+) -> Result<(ExpectMatch, usize), String> {
+    let pattern = |at: usize, key: &str| -> Result<(HdrPattern, usize), String> {
+        let lf = key.ends_with("-lf");
+        let (how, at) = if arg(args, at) == "-m" {
+            let how = match arg(args, at + 1) {
+                "str" => StrMatch::Str,
+                "beg" => StrMatch::Beg,
+                "end" => StrMatch::End,
+                "sub" => StrMatch::Sub,
+                "reg" if lf => {
+                    return Err(format!(
+                        "'{what}' : '{kind}': log-format string is not supported with a regex matching method."
+                    ));
+                }
+                "reg" => StrMatch::Reg,
+                "" => {
+                    return Err(format!(
+                        "'{what}' : '{kind}' : '-m' expects at a matching pattern ('str', 'beg', 'end', 'sub' or 'reg')."
+                    ));
+                }
+                other => {
+                    return Err(format!(
+                        "'{what}' : '{kind}' : '-m' only supports 'str', 'beg', 'end', 'sub' or 'reg' (got '{other}')."
+                    ));
+                }
+            };
+            (how, at + 2)
+        } else {
+            (StrMatch::Str, at)
+        };
+        Ok((
+            HdrPattern {
+                how,
+                lf,
+                pattern: arg(args, at).to_string(),
+            },
+            at + 1,
+        ))
+    };
+    let key = arg(args, i + 1);
+    if !matches!(key, "name" | "name-lf") || arg(args, i + 2).is_empty() {
+        return Err(format!(
+            "'{what}' : '{kind}' expects at the name keyword as first argument followed by a pattern."
+        ));
+    }
+    let (name, mut next) = pattern(i + 2, key)?;
+    if name.pattern.is_empty() {
+        return Err(format!(
+            "'{what}' : '{kind}' expects at the name keyword as first argument followed by a pattern."
+        ));
+    }
+    let mut value = None;
+    let vkey = arg(args, next);
+    if matches!(vkey, "value" | "value-lf") {
+        let (v, n) = pattern(next + 1, vkey)?;
+        if v.pattern.is_empty() && args.get(n - 1).is_none() {
+            return Err(format!(
+                "'{what}' : '{kind}' expect a pattern with the value keyword."
+            ));
+        }
+        value = Some(v);
+        next = n;
+    }
+    for p in std::iter::once(&name).chain(value.as_ref()) {
+        if p.how == StrMatch::Reg
+            && let Err(e) = regex::Regex::new(&p.pattern)
+        {
+            return Err(format!(
+                "'{what}' : regex '{}' is invalid ({e}).",
+                p.pattern
+            ));
+        }
+    }
+    Ok((
+        ExpectMatch::Header {
+            full: kind == "fhdr",
+            name,
+            value,
+        },
+        next,
+    ))
 }
 
 /// A proxy's own first `http-check` line drops the rules it inherited from `defaults`, the
@@ -535,72 +631,315 @@ pub(crate) fn own_http_checks(px: &mut super::model::Proxy) {
 pub(crate) fn kw_http_check(p: &mut P, args: &[String]) {
     own_http_checks(p.px);
     let sub = arg(args, 1);
-    match sub {
+    let rule = match sub {
         "disable-on-404" => {
-            if p.c.too_many(args, 2, 0) {
+            if !p.c.too_many(args, 2, 0) {
+                p.px.http_check.disable_on_404 = true;
+            }
+            return;
+        }
+        "send-state" => {
+            if !p.c.too_many(args, 2, 0) {
+                p.px.http_check.send_state = true;
+            }
+            return;
+        }
+        "comment" => {
+            if arg(args, 2).is_empty() {
+                p.alert("'http-check comment' expects a string as argument.");
+            }
+            return;
+        }
+        "connect" => match parse_check_connect(args) {
+            Ok(c) => HttpCheckRule::Connect(c),
+            Err(e) => {
+                p.alert(e);
+                p.px.http_check.rules.clear();
                 return;
             }
-            p.px.http_check.disable_on_404 = true;
-        }
-        "send" => {
-            let send = &mut p.px.http_check.send;
-            let mut i = 2;
-            let mut err = None;
-            while let Some(w) = args.get(i) {
-                let v = args.get(i + 1).filter(|v| !v.is_empty()).cloned();
-                match (w.as_str(), v) {
-                    ("meth", Some(v)) => send.method = v,
-                    ("uri", Some(v)) => send.uri = v,
-                    ("ver", Some(v)) => send.version = v,
-                    ("body", Some(v)) => send.body = Some(v),
-                    ("hdr", Some(n)) => match args.get(i + 2) {
-                        Some(v) => {
-                            send.headers.push((n, v.clone()));
-                            i += 1;
-                        }
-                        None => {
-                            err = Some("'http-check send' : 'hdr' expects <name> and <value> as arguments.".to_string());
-                            break;
-                        }
-                    },
-                    (k @ ("meth" | "uri" | "ver" | "body" | "hdr"), None) => {
-                        err = Some(format!(
-                            "'http-check send' : '{k}' expects a string as argument."
-                        ));
-                        break;
-                    }
-                    (other, _) => {
-                        err = Some(format!(
-                            "'http-check send' : expects 'meth', 'uri', 'ver', 'hdr' or 'body' but got '{other}' as argument."
-                        ));
-                        break;
-                    }
-                }
-                i += 2;
-            }
-            if let Some(e) = err {
+        },
+        "send" => match parse_http_send(args) {
+            Ok(s) => HttpCheckRule::Send(s),
+            Err(e) => {
                 p.alert(e);
+                p.px.http_check.rules.clear();
+                return;
             }
-        }
+        },
         "expect" => match parse_expect(
             args,
             2,
             "http-check expect",
-            &["status", "rstatus", "string", "rstring"],
+            &["status", "rstatus", "string", "rstring", "hdr", "fhdr"],
         ) {
-            Ok((negate, matcher, _)) => {
-                p.px.http_check.expect = Some(HttpCheckExpect { negate, matcher })
-            }
+            Ok((negate, matcher, _)) => HttpCheckRule::Expect(HttpCheckExpect { negate, matcher }),
             Err(e) => {
                 p.alert(e);
+                p.px.http_check.rules.clear();
+                return;
             }
         },
+        s if s.starts_with("set-var(")
+            || s.starts_with("set-var-fmt(")
+            || s.starts_with("unset-var(") =>
+        {
+            match parse_check_var(args) {
+                Ok(r) => r,
+                Err(e) => {
+                    p.alert(e);
+                    p.px.http_check.rules.clear();
+                    return;
+                }
+            }
+        }
         other => {
             p.alert(format!(
-                "'http-check' only supports 'disable-on-404', 'send', 'expect'. but got '{other}'"
+                "'http-check' only supports 'disable-on-404', 'send-state', 'comment', 'connect', 'send', 'expect', 'set-var-fmt(*)', 'set-var(*)', 'unset-var(*)'. but got '{other}'"
+            ));
+            return;
+        }
+    };
+    if let Err(e) = check_sequence(
+        &p.px.http_check.rules,
+        &rule,
+        p.px.options.httpchk.is_some(),
+    ) {
+        p.alert(format!("'http-check {sub}' : {e}."));
+        p.px.http_check.rules.clear();
+        return;
+    }
+    p.px.http_check.rules.push(rule);
+}
+
+/// HAProxy's tcpcheck_add_http_rule: a send follows a connect (or nothing but `option httpchk`'s
+/// implicit send), an expect a send or an expect, a connect an expect. `set-var`, `unset-var`
+/// and comments are transparent (but counted in the step number). As HAProxy, a line in error
+/// drops the ruleset built so far (later lines are judged against an empty one).
+fn check_sequence(
+    rules: &[HttpCheckRule],
+    new: &HttpCheckRule,
+    implicit_send: bool,
+) -> Result<(), String> {
+    let is_action =
+        |r: &HttpCheckRule| matches!(r, HttpCheckRule::SetVar { .. } | HttpCheckRule::UnsetVar(_));
+    // HAProxy numbers a new rule after the last one in its list; `option httpchk`'s send is
+    // rule 0 at the front until the first explicit send merges into it and moves, with its
+    // index, to the end.
+    let mut idx: Vec<usize> = if implicit_send { vec![0] } else { Vec::new() };
+    let mut merged = !implicit_send;
+    for r in rules {
+        if matches!(r, HttpCheckRule::Send(_)) && !std::mem::replace(&mut merged, true) {
+            idx.remove(0);
+            idx.push(0);
+        } else {
+            idx.push(idx.last().map_or(0, |i| i + 1));
+        }
+    }
+    let step = idx.last().map_or(0, |i| i + 1) + 1;
+    if matches!(new, HttpCheckRule::Connect(_))
+        && !rules.iter().any(|r| matches!(r, HttpCheckRule::Connect(_)))
+        && rules.iter().any(|r| !is_action(r))
+    {
+        return Err("first step MUST also be a 'connect', optionally preceded by a 'set-var', an 'unset-var' or a 'comment', when there is a 'connect' step in the tcp-check ruleset".to_string());
+    }
+    let Some(last) = rules.iter().rev().find(|r| !is_action(r)) else {
+        return Ok(());
+    };
+    match (last, new) {
+        (HttpCheckRule::Connect(_), HttpCheckRule::Send(_)) => Ok(()),
+        (_, HttpCheckRule::Send(_)) => Err(format!(
+            "unable to add http-check send rule at step {step} (missing connect rule)."
+        )),
+        (HttpCheckRule::Send(_) | HttpCheckRule::Expect(_), HttpCheckRule::Expect(_)) => Ok(()),
+        (_, HttpCheckRule::Expect(_)) => Err(format!(
+            "unable to add http-check expect rule at step {step} (missing send rule)."
+        )),
+        (HttpCheckRule::Expect(_), HttpCheckRule::Connect(_)) => Ok(()),
+        (_, HttpCheckRule::Connect(_)) => Err(format!(
+            "unable to add http-check connect rule at step {step} (missing expect rule)."
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `http-check connect [default] [port <n>] [addr <ip>] [ssl] [sni <s>] [alpn <l>] [linger]
+/// [proto <p>] [comment <m>]`.
+fn parse_check_connect(args: &[String]) -> Result<CheckConnect, String> {
+    let mut c = CheckConnect::default();
+    let mut i = 2;
+    while let Some(w) = args.get(i) {
+        let v = args
+            .get(i + 1)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty());
+        let need = |what: &str| format!("'http-check connect' : '{w}' expects {what} as argument.");
+        match w.as_str() {
+            "default" => c.default = true,
+            "ssl" => c.ssl = true,
+            "linger" => c.linger = true,
+            "port" => {
+                let v = v.ok_or_else(|| need("a port number or a sample expression"))?;
+                c.port = Some(
+                    parse_u32(v)
+                        .and_then(|n| u16::try_from(n).ok())
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| {
+                            format!("'http-check connect' : expects a valid TCP port (from range 1 to 65535) or a sample-fetch expression, got {v}.")
+                        })?,
+                );
+                i += 1;
+            }
+            "addr" => {
+                let v = v.ok_or_else(|| need("<ipv4|ipv6>"))?;
+                let (ip, port) = super::addr::parse_ip(v)
+                    .map(|ip| (ip, None))
+                    .or_else(|| {
+                        let sa = v.parse::<std::net::SocketAddr>().ok()?;
+                        Some((sa.ip(), Some(sa.port()).filter(|&p| p != 0)))
+                    })
+                    .ok_or_else(|| {
+                        format!("'http-check connect' : '{w}' : invalid address '{v}'.")
+                    })?;
+                c.addr = Some(ip);
+                c.addr_port = port;
+                i += 1;
+            }
+            "sni" => {
+                c.sni = Some(v.ok_or_else(|| need("a string"))?.to_string());
+                i += 1;
+            }
+            "alpn" => {
+                c.alpn = Some(v.ok_or_else(|| need("a protocol list"))?.to_string());
+                i += 1;
+            }
+            "comment" => {
+                v.ok_or_else(|| need("a string"))?;
+                i += 1;
+            }
+            // HTTP/1 is the only check protocol portcullis speaks; h2 checks are refused.
+            "proto" => {
+                match v.ok_or_else(|| need("the name of a mux protocol"))? {
+                    "h1" => {}
+                    other => {
+                        return Err(format!(
+                            "'http-check connect' : 'proto {other}' is not supported by portcullis yet (HTTP/1 checks only)."
+                        ));
+                    }
+                }
+                i += 1;
+            }
+            "send-proxy" | "via-socks4" => {
+                return Err(format!(
+                    "'http-check connect' : '{w}' is not supported by portcullis yet."
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "'http-check connect' : expects 'comment', 'port', 'addr', 'send-proxy', 'ssl', 'sni', 'alpn' or 'via-socks4', 'linger', 'default' but got '{other}' as argument.."
+                ));
+            }
+        }
+        i += 1;
+    }
+    Ok(c)
+}
+
+/// `http-check send [meth <m>] [uri <u> | uri-lf <fmt>] [ver <v>] [hdr <name> <fmt>]*
+/// [body <s> | body-lf <fmt>] [comment <msg>]`.
+fn parse_http_send(args: &[String]) -> Result<HttpSendRule, String> {
+    let mut send = HttpSendRule::default();
+    let mut i = 2;
+    while let Some(w) = args.get(i) {
+        let v = args.get(i + 1).filter(|v| !v.is_empty()).cloned();
+        match (w.as_str(), v) {
+            ("meth", Some(v)) => send.method = Some(v),
+            ("uri", Some(v)) => send.uri = Some((v, false)),
+            ("uri-lf", Some(v)) => send.uri = Some((v, true)),
+            ("ver", Some(v)) => send.version = Some(v),
+            ("body", Some(v)) => send.body = Some((v, false)),
+            ("body-lf", Some(v)) => send.body = Some((v, true)),
+            ("comment", Some(_)) => {}
+            ("hdr", Some(n)) => match args.get(i + 2) {
+                Some(v) => {
+                    send.headers.push((n, v.clone()));
+                    i += 1;
+                }
+                None => {
+                    return Err(
+                        "'http-check send' : 'hdr' expects <name> and <value> as arguments."
+                            .to_string(),
+                    );
+                }
+            },
+            (
+                k @ ("meth" | "uri" | "uri-lf" | "ver" | "body" | "body-lf" | "hdr" | "comment"),
+                None,
+            ) => {
+                return Err(format!(
+                    "'http-check send' : '{k}' expects a string as argument."
+                ));
+            }
+            (other, _) => {
+                return Err(format!(
+                    "'http-check send' : expects 'comment', 'meth', 'uri', 'uri-lf', 'ver', 'hdr', 'body' or 'body-lf' but got '{other}' as argument."
+                ));
+            }
+        }
+        i += 2;
+    }
+    for fmt in send
+        .uri
+        .iter()
+        .chain(send.body.iter())
+        .filter(|(_, lf)| *lf)
+        .map(|(f, _)| f)
+        .chain(send.headers.iter().map(|(_, v)| v))
+    {
+        crate::check::sample::parse_lf(fmt).map_err(|e| format!("'http-check send' : {e}"))?;
+    }
+    Ok(send)
+}
+
+/// `set-var(<scope>.<name>) <expr>`, `set-var-fmt(<scope>.<name>) <fmt>`, `unset-var(<name>)`.
+/// Checks run with the `check` (and `sess`) scopes of their own; `proc` is refused.
+fn parse_check_var(args: &[String]) -> Result<HttpCheckRule, String> {
+    let kw = arg(args, 1);
+    let (verb, rest) = kw.split_once('(').unwrap_or((kw, ""));
+    let Some(name) = rest.strip_suffix(')').filter(|n| !n.is_empty()) else {
+        return Err(format!(
+            "'http-check {kw}' : '{verb}' : missing variable name or closing parenthesis."
+        ));
+    };
+    let name = name.split(',').next().unwrap_or(name).to_string();
+    match name.split_once('.') {
+        Some(("check" | "sess" | "txn" | "req" | "res", v)) if !v.is_empty() => {}
+        Some(("proc", _)) => {
+            return Err(format!(
+                "'http-check {kw}' : '{verb}' : proc-scope variables in checks are not supported by portcullis yet."
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "'http-check {kw}' : '{verb}' : invalid variable name '{name}'. Only 'proc', 'sess' and 'check' scopes are supported."
             ));
         }
     }
+    if verb == "unset-var" {
+        return Ok(HttpCheckRule::UnsetVar(name));
+    }
+    let fmt = verb == "set-var-fmt";
+    let Some(expr) = args.get(2).filter(|e| !e.is_empty()).cloned() else {
+        return Err(format!(
+            "'http-check {kw}' : '{verb}' : missing expression."
+        ));
+    };
+    let parsed = if fmt {
+        crate::check::sample::parse_lf(&expr).map(|_| ())
+    } else {
+        crate::check::sample::parse_expr(&expr).map(|_| ())
+    };
+    parsed.map_err(|e| format!("'http-check {kw}' : '{verb}' : {e}."))?;
+    Ok(HttpCheckRule::SetVar { name, expr, fmt })
 }
 
 pub(crate) fn kw_tcp_check(p: &mut P, args: &[String]) {

@@ -572,9 +572,14 @@ pub struct TcpRequestRule {
 pub struct HttpCheckSend {
     pub method: String,
     pub uri: String,
+    /// `uri-lf`: `uri` is a log-format string.
+    pub uri_lf: bool,
     pub version: String,
+    /// Values are log-format strings (configuration.txt `http-check send hdr <name> <fmt>`).
     pub headers: Vec<(String, String)>,
     pub body: Option<String>,
+    /// `body-lf`: `body` is a log-format string.
+    pub body_lf: bool,
 }
 
 impl Default for HttpCheckSend {
@@ -582,11 +587,87 @@ impl Default for HttpCheckSend {
         HttpCheckSend {
             method: "OPTIONS".into(),
             uri: "/".into(),
+            uri_lf: false,
             version: "HTTP/1.0".into(),
             headers: Vec::new(),
             body: None,
+            body_lf: false,
         }
     }
+}
+
+impl HttpCheckSend {
+    /// What one `http-check send` line sets overrides this request (HAProxy's
+    /// tcpcheck_overwrite_send_http_rule); its headers replace those smuggled in the version.
+    pub fn overlay(&mut self, r: &HttpSendRule) {
+        if let Some(m) = &r.method {
+            self.method = m.clone();
+        }
+        if let Some((u, lf)) = &r.uri {
+            self.uri = u.clone();
+            self.uri_lf = *lf;
+        }
+        if let Some(v) = &r.version {
+            self.version = v.clone();
+        }
+        if !r.headers.is_empty() {
+            if let Some((v, _)) = self.version.split_once("\r\n") {
+                self.version = v.to_string();
+            }
+            self.headers = r.headers.clone();
+        }
+        if let Some((b, lf)) = &r.body {
+            self.body = Some(b.clone());
+            self.body_lf = *lf;
+        }
+    }
+}
+
+/// One `http-check send` line: only what it names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpSendRule {
+    pub method: Option<String>,
+    /// The URI and whether it is `uri-lf`.
+    pub uri: Option<(String, bool)>,
+    pub version: Option<String>,
+    pub headers: Vec<(String, String)>,
+    /// The body and whether it is `body-lf`.
+    pub body: Option<(String, bool)>,
+}
+
+/// `http-check connect [default] [port <n>] [addr <ip>] [ssl] [sni <s>] [alpn <l>] [linger]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckConnect {
+    pub addr: Option<std::net::IpAddr>,
+    /// The port `addr <ip>:<port>` carried: used when neither `port` nor the server's check
+    /// port is set (HAProxy's tcpcheck_eval_connect).
+    pub addr_port: Option<u16>,
+    pub port: Option<u16>,
+    pub ssl: bool,
+    pub sni: Option<String>,
+    pub alpn: Option<String>,
+    pub linger: bool,
+    pub default: bool,
+}
+
+/// How a header expect compares a name or a value (`-m str|beg|end|sub|reg`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StrMatch {
+    #[default]
+    Str,
+    Beg,
+    End,
+    Sub,
+    Reg,
+}
+
+/// The name or value pattern of `http-check expect hdr|fhdr`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HdrPattern {
+    pub how: StrMatch,
+    /// `name-lf` / `value-lf`: `pattern` is a log-format string.
+    pub lf: bool,
+    pub pattern: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -596,6 +677,12 @@ pub enum ExpectMatch {
     Rstatus(String),
     String(String),
     Rstring(String),
+    /// `hdr` (each comma-separated value) or `fhdr` (`full`: the whole value).
+    Header {
+        full: bool,
+        name: HdrPattern,
+        value: Option<HdrPattern>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -604,11 +691,40 @@ pub struct HttpCheckExpect {
     pub matcher: ExpectMatch,
 }
 
+/// One `http-check` rule, in the order of the configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpCheckRule {
+    Connect(CheckConnect),
+    Send(HttpSendRule),
+    Expect(HttpCheckExpect),
+    /// `set-var(<name>) <expr>`, or `set-var-fmt(<name>) <fmt>` (`fmt`).
+    SetVar {
+        name: String,
+        expr: String,
+        fmt: bool,
+    },
+    UnsetVar(String),
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HttpCheck {
+    /// `option httpchk`'s request with the first `http-check send` laid over it (HAProxy merges
+    /// the two into one rule).
     pub send: HttpCheckSend,
-    pub expect: Option<HttpCheckExpect>,
+    /// The `http-check` rules; the first `Send` among them is `send` above.
+    pub rules: Vec<HttpCheckRule>,
     pub disable_on_404: bool,
+    /// `http-check send-state`: the `X-Haproxy-Server-State` header.
+    pub send_state: bool,
+}
+
+impl HttpCheck {
+    pub fn expects(&self) -> impl Iterator<Item = &HttpCheckExpect> {
+        self.rules.iter().filter_map(|r| match r {
+            HttpCheckRule::Expect(x) => Some(x),
+            _ => None,
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -188,7 +188,7 @@ fn seed_loopback_parses() {
         ("GET", "/health_check.html", "HTTP/1.0")
     );
     assert_eq!(
-        chk.expect,
+        chk.expects().next().cloned(),
         Some(HttpCheckExpect {
             negate: false,
             matcher: ExpectMatch::Status(vec![(200, 200)])
@@ -391,7 +391,7 @@ fn options_and_rules() {
     assert_eq!(hc.send.method, "HEAD");
     assert_eq!(hc.send.headers, [("Host".to_string(), "x".to_string())]);
     assert_eq!(hc.send.body.as_deref(), Some("hi"));
-    assert!(hc.disable_on_404 && hc.expect.as_ref().unwrap().negate);
+    assert!(hc.disable_on_404 && hc.expects().next().unwrap().negate);
     assert_eq!(b.http_reuse, HttpReuse::Always);
     assert_eq!(b.balance, Balance::Leastconn);
     assert_eq!(b.timeouts.check, Some(Duration::from_secs(3)));
@@ -1119,4 +1119,42 @@ fn server_addr_with_port() {
         alerts("backend b\n server a 127.0.0.1:80 addr 127.0.0.1:x\n"),
         ["2: 'server b/a' : 'addr' : invalid address: '127.0.0.1:x' in '127.0.0.1:x'."]
     );
+}
+
+/// `http-check` rules in HAProxy 2.6's order and words (captured with `haproxy -c`).
+#[test]
+fn http_check_rule_errors() {
+    assert_eq!(
+        alerts(
+            "backend b\n mode http\n option httpchk\n http-check send meth GET\n http-check send meth GET\n \
+             http-check expect hdr name\n http-check expect hdr foo x\n \
+             http-check set-var(check.x) nosuchfetch\n \
+             http-check connect port 80 ssl sni x alpn h2 linger proto h1 comment c\n \
+             http-check connect bogus\n http-check bogus\n server s 127.0.0.1:1 check\n\
+             backend c\n option httpchk\n http-check send meth GET\n http-check connect\n server s 127.0.0.1:1 check\n\
+             backend d\n option httpchk\n http-check connect\n http-check send meth GET\n http-check connect\n server s 127.0.0.1:1 check\n"
+        ),
+        [
+            "5: 'http-check send' : unable to add http-check send rule at step 2 (missing connect rule)..",
+            "6: 'http-check expect' : 'hdr' expects at the name keyword as first argument followed by a pattern.",
+            "7: 'http-check expect' : 'hdr' expects at the name keyword as first argument followed by a pattern.",
+            "8: 'http-check set-var(check.x)' : 'set-var' : unknown fetch method 'nosuchfetch'.",
+            "10: 'http-check connect' : expects 'comment', 'port', 'addr', 'send-proxy', 'ssl', 'sni', 'alpn' or 'via-socks4', 'linger', 'default' but got 'bogus' as argument..",
+            "11: 'http-check' only supports 'disable-on-404', 'send-state', 'comment', 'connect', 'send', 'expect', 'set-var-fmt(*)', 'set-var(*)', 'unset-var(*)'. but got 'bogus'",
+            "16: 'http-check connect' : first step MUST also be a 'connect', optionally preceded by a 'set-var', an 'unset-var' or a 'comment', when there is a 'connect' step in the tcp-check ruleset.",
+            "22: 'http-check connect' : unable to add http-check connect rule at step 2 (missing expect rule)..",
+        ]
+    );
+    let c = ok(
+        "backend b\n option httpchk GET /a\n http-check connect\n http-check send hdr x y\n \
+         http-check expect status 200\n http-check connect port 81\n http-check send uri /b\n server s 127.0.0.1:1 check\n",
+    );
+    let hc = c.proxies[0].options.httpchk.as_ref().unwrap();
+    // The first send merges into `option httpchk`'s request.
+    assert_eq!(
+        (hc.send.method.as_str(), hc.send.uri.as_str()),
+        ("GET", "/a")
+    );
+    assert_eq!(hc.send.headers, [("x".to_string(), "y".to_string())]);
+    assert_eq!(hc.rules.len(), 5);
 }

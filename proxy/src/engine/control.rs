@@ -98,7 +98,9 @@ async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first
                 let base = srv.addr();
                 std::net::SocketAddr::new(addr.unwrap_or(base.ip()), port.unwrap_or(base.port()))
             };
-            let outcome = probe::run(&spec, target, stopped, srv.tls.as_ref()).await;
+            let state = spec.wants_state().then(|| server_state(&shared, &be, &srv));
+            let outcome =
+                probe::run(&spec, target, stopped, srv.tls.as_ref(), state.as_deref()).await;
             let (update, was_usable) = {
                 let mut st = lock(&srv);
                 let was = st.is_usable();
@@ -118,6 +120,45 @@ async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first
         let next = lock(&srv).next_interval();
         tokio::time::sleep(next).await;
     }
+}
+
+/// `X-Haproxy-Server-State` (HAProxy's httpchk_build_status_header): the state word, then
+/// address, port, names, node, effective weight over the backend's usable total, sessions and
+/// queue.
+fn server_state(shared: &Shared, be: &Proxy, srv: &Server) -> String {
+    let word = lock(srv).state_word(srv.check_enabled.load(Ordering::Acquire));
+    let addr = srv.addr();
+    let pool = be.pool();
+    let total: u32 = pool
+        .servers
+        .iter()
+        .filter(|s| s.is_usable())
+        .map(|s| s.weight.load(Ordering::Relaxed))
+        .sum();
+    let node = shared
+        .model
+        .cfg
+        .global
+        .process
+        .node
+        .clone()
+        .unwrap_or_else(|| {
+            nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+    let queued = be.queued.load(Ordering::Relaxed);
+    format!(
+        "{word}; address={}; port={}; name={}/{}; node={node}; weight={}/{total}; scur={}/{}; qcur={}",
+        addr.ip(),
+        addr.port(),
+        be.name,
+        srv.name,
+        srv.weight.load(Ordering::Relaxed),
+        srv.cur_conns.load(Ordering::Relaxed),
+        be.beconn.load(Ordering::Relaxed).saturating_sub(queued),
+        0
+    )
 }
 
 fn lock(srv: &Server) -> std::sync::MutexGuard<'_, fsm::CheckState> {
