@@ -422,3 +422,107 @@ fn shutdown_sessions_ends_requests_still_retrying_with_dc() {
         "{l}"
     );
 }
+
+/// `slowstart`: a server coming back UP starts at 1/16 of its weight and ramps up (HAProxy's
+/// server_recalc_eweight, whole seconds). Within 6 s of UP with `slowstart 100s`, `show stat`
+/// reads weight 7 of 100 and throttle 6 % for the starting server — on HAProxy 2.6 and on
+/// portcullis alike — and round robin sends it few requests.
+#[test]
+fn slowstart_ramps_a_server_coming_back() {
+    for haproxy in [false, true] {
+        let nodes = nodes(if haproxy { 131 } else { 141 });
+        let dir = proxy::TempDir::new("slowstart");
+        let sock = dir.0.join("admin.sock");
+        let port = free_port();
+        let front = SocketAddr::from(([127, 0, 0, 1], port));
+        let servers: String = nodes
+            .iter()
+            .zip(["master1", "worker1", "worker2"])
+            .map(|(n, name)| {
+                format!(
+                    "    server {name} {} weight 100 check port {} inter 200ms rise 1 fall 1{}\n",
+                    n.data.addr(),
+                    n.health.addr().port(),
+                    if name == "master1" {
+                        " slowstart 100s"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\n\
+             backend be\n    balance roundrobin\n    option httpchk GET /health_check.html\n{servers}",
+            sock.display()
+        );
+        let p = if haproxy {
+            match Proc::haproxy(&cfg, front) {
+                Some(p) => p,
+                None => return,
+            }
+        } else {
+            Proc::portcullis(&cfg, front)
+        };
+        let who = if haproxy { "haproxy" } else { "portcullis" };
+        // master1's row: (status, weight, throttle).
+        let row = || {
+            let out = cli(&sock, "show stat");
+            let mut lines = out.lines();
+            let head: Vec<&str> = lines
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("# ")
+                .split(',')
+                .collect();
+            let col = |n: &str| head.iter().position(|h| *h == n).expect("column");
+            let (st, w, t) = (col("status"), col("weight"), col("throttle"));
+            lines
+                .map(|l| l.split(',').collect::<Vec<_>>())
+                .find(|f| f.get(1) == Some(&"master1"))
+                .map(|f| (f[st].to_string(), f[w].to_string(), f[t].to_string()))
+                .unwrap_or_default()
+        };
+        let wait = |want: &str, secs: u64| {
+            let deadline = Instant::now() + Duration::from_secs(secs);
+            loop {
+                let r = row();
+                if r.0 == want {
+                    return r;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{who}: master1 never {want}: {r:?}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        // Before any ramp: full weight, no throttle.
+        assert_eq!(
+            wait("UP", 10),
+            ("UP".into(), "100".into(), "".into()),
+            "{who}"
+        );
+        nodes[0].health.set_healthy(false);
+        wait("DOWN", 10);
+        nodes[0].health.set_healthy(true);
+        let up = Instant::now();
+        let r = wait("UP", 10);
+        assert!(
+            up.elapsed() < Duration::from_secs(5),
+            "{who}: too slow to judge the ramp"
+        );
+        assert_eq!(r, ("UP".into(), "7".into(), "6".into()), "{who}");
+        let n = 200;
+        let to_master = (0..n)
+            .filter(|_| get(front, "/").header("x-node").as_deref() == Some("master1"))
+            .count();
+        // 7 of 207 by weight (HAProxy: 1/16 of 100 against 100 and 100).
+        assert!(
+            (1..=25).contains(&to_master),
+            "{who}: master1 took {to_master} of {n}"
+        );
+        drop(p);
+    }
+}

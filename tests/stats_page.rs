@@ -461,3 +461,68 @@ fn stats_admin_form_changes_servers() {
         Some("UP")
     );
 }
+
+/// `stats show-legends`, `show-node`, `show-desc`: the same title line and name tooltips as
+/// HAProxy 2.6 serves for the same configuration.
+#[test]
+fn stats_legends_node_and_desc_as_haproxy() {
+    let grab = |haproxy: bool| -> Option<Vec<String>> {
+        let port = free_port();
+        let front = SocketAddr::from(([127, 0, 0, 1], port));
+        let cfg = format!(
+            "global\n    description the global one\n\ndefaults\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\n\
+             frontend f\n    mode http\n    bind 127.0.0.1:{port}\n    stats enable\n    stats uri /\n    stats show-legends\n    stats show-node lb-one\n    stats show-desc\n\n\
+             backend b\n    mode tcp\n    balance leastconn\n    server a 127.0.0.1:1\n    server v6 [::1]:80 id 7\n\n\
+             listen l\n    mode http\n    bind 127.0.0.1:{}\n    balance source\n    server x 127.0.0.1:2 disabled\n",
+            free_port()
+        );
+        let _p = if haproxy {
+            Proc::haproxy(&cfg, front)?
+        } else {
+            Proc::portcullis(&cfg, front)
+        };
+        let page = get(front, "/").text();
+        let mut got: Vec<String> = Vec::new();
+        for line in page.lines().filter(|l| l.starts_with("<h2>")) {
+            let masked: String = line
+                .split(' ')
+                .map(|w| {
+                    if w.chars().all(|c| c.is_ascii_digit()) {
+                        "N"
+                    } else {
+                        w
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            got.push(masked);
+        }
+        let mut rest = page.as_str();
+        while let Some(i) = rest.find("<u><a ") {
+            let tail = &rest[i..];
+            let end = tail.find("</u>").map_or(tail.len(), |e| e + 4);
+            let cell = &tail[..end];
+            if cell.contains("cap: ")
+                || cell.contains("balancing: ")
+                || cell.contains(", id: ")
+                || cell.contains("id: ")
+            {
+                got.push(cell.to_string());
+            }
+            rest = &tail[end.min(tail.len())..];
+        }
+        // Backend rows open <u> before the anchor name.
+        let mut rest = page.as_str();
+        while let Some(i) = rest.find("<td class=ac><u><a name=") {
+            let tail = &rest[i..];
+            let end = tail.find("</td>").map_or(tail.len(), |e| e + 5);
+            got.push(tail[..end].to_string());
+            rest = &tail[end..];
+        }
+        Some(got)
+    };
+    let ours = grab(false).expect("portcullis");
+    let Some(theirs) = grab(true) else { return };
+    assert!(ours.len() >= 8, "{ours:#?}");
+    assert_eq!(ours, theirs);
+}

@@ -13,6 +13,7 @@ use crate::field::Val;
 use crate::model::*;
 use crate::stat::{self, Row, Scratch, StatDump, StatOpts};
 use std::fmt::Write as _;
+use std::net::IpAddr;
 
 /// What the page shows and links to.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +28,12 @@ pub struct HtmlOpts {
     pub req: StatsRequest,
     /// `stats admin` matched this request: checkboxes and action forms on backends.
     pub admin: bool,
+    /// `stats show-legends`: tooltips on proxy, backend and server names.
+    pub legends: bool,
+    /// `stats show-node`: the node name after the pid in the title.
+    pub node: Option<String>,
+    /// `stats show-desc`: the description after it.
+    pub desc: Option<String>,
 }
 
 /// Outcome of a stats page POST, carried back in `;st=<code>` and shown as a banner.
@@ -700,7 +707,15 @@ pub fn render_html(snap: &Snapshot, o: &HtmlOpts, out: &mut String) {
                 n = esc(&px.name)
             ),
         };
-        push_px_head(&px.name, &admin_th, out);
+        let legend = o.legends.then(|| {
+            let cap = match (px.frontend.is_some(), px.backend.is_some()) {
+                (true, true) => "proxy",
+                (true, false) => "frontend",
+                _ => "backend",
+            };
+            format!("cap: {cap}, mode: {}, id: {}", px.mode.as_str(), px.id)
+        });
+        push_px_head(&px.name, &admin_th, legend.as_deref(), out);
         let empty_cell = if o.admin { "<td></td>" } else { "" };
         if let Some(fe) = &px.frontend {
             let at = out.len();
@@ -722,6 +737,19 @@ pub fn render_html(snap: &Snapshot, o: &HtmlOpts, out: &mut String) {
                 sc.clear();
                 let at = out.len();
                 server_html(&F(&stat::server_row(snap, px, sv, &sopts, &mut sc)), out);
+                if o.legends {
+                    let addr = match sv.addr {
+                        Some(IpAddr::V4(a)) => format!("IPv4: {a}:{}, ", sv.port),
+                        Some(IpAddr::V6(a)) => format!("IPv6: [{a}]:{}, ", sv.port),
+                        None => String::new(),
+                    };
+                    let cookie = sv
+                        .cookie
+                        .as_deref()
+                        .map_or(String::new(), |c| format!(", cookie: '{}'", esc(c)));
+                    let tips = format!("{addr}id: {}{cookie}", sv.id);
+                    legend_name(out, at, "<a class=lfsb href=", &tips);
+                }
                 if o.admin {
                     let cell = format!(
                         "<td><input class='{}-checkbox' type=\"checkbox\" name=\"s\" value=\"{}\"></td>",
@@ -735,6 +763,9 @@ pub fn render_html(snap: &Snapshot, o: &HtmlOpts, out: &mut String) {
             let row = stat::backend_row(px, be, &sopts, &mut sc.status);
             let at = out.len();
             backend_html(&F(&row), out);
+            if o.legends {
+                legend_name(out, at, "<a name=", &format!("balancing: {}", be.algo));
+            }
             admin_cell(out, at, empty_cell);
         }
         if form {
@@ -774,7 +805,7 @@ fn push_info(i: &ProcessInfo, o: &HtmlOpts, out: &mut String) {
     let _ = write!(
         out,
         "<body><h1><a href=\"http://www.haproxy.org/\" style=\"text-decoration: none;\">HAProxy{version}</a></h1>\n\
-<h2>Statistics Report for pid {pid}</h2>\n\
+<h2>Statistics Report for pid {pid}{node}{desc}</h2>\n\
 <hr width=\"100%\" class=\"hr\">\n\
 <h3>&gt; General process information</h3>\n\
 <table border=0><tr><td align=\"left\" nowrap width=\"1%\">\n\
@@ -787,6 +818,15 @@ Running tasks: {rq}/{tasks}; idle = {idle} %<br>\n\
 </td><td align=\"center\" nowrap>\n{LEGEND}\
 <td align=\"left\" valign=\"top\" nowrap width=\"1%\"><b>Display option:</b><ul style=\"margin-top: 0.25em;\">",
         pid = i.pid,
+        // Configuration text, printed as HAProxy does (unescaped).
+        node = o
+            .node
+            .as_deref()
+            .map_or(String::new(), |n| format!(" on {n}")),
+        desc = o
+            .desc
+            .as_deref()
+            .map_or(String::new(), |d| format!(": {d}")),
         nbthread = i.nbthread,
         d = up / 86400,
         h = up % 86400 / 3600,
@@ -884,11 +924,32 @@ fn admin_cell(out: &mut String, at: usize, cell: &str) {
     }
 }
 
-fn push_px_head(name: &str, admin_th: &str, out: &mut String) {
+/// `stats show-legends` on a row written from `at`: the name cell, from `from` to its `</td>`,
+/// is underlined with the tooltip `tips` at its end (HAProxy 2.6's layout).
+fn legend_name(out: &mut String, at: usize, from: &str, tips: &str) {
+    let Some(start) = out.get(at..).and_then(|r| r.find(from)).map(|i| at + i) else {
+        return;
+    };
+    let Some(end) = out
+        .get(start..)
+        .and_then(|r| r.find("</td>"))
+        .map(|i| start + i)
+    else {
+        return;
+    };
+    out.insert_str(end, &format!("<div class=tips>{tips}</div></u>"));
+    out.insert_str(start, "<u>");
+}
+
+fn push_px_head(name: &str, admin_th: &str, legend: Option<&str>, out: &mut String) {
+    let (u, tips) = match legend {
+        Some(l) => ("<u>", format!("<div class=tips>{l}</div></u>")),
+        None => ("", String::new()),
+    };
     let _ = write!(
         out,
         "<table class=\"tbl\" width=\"100%\">\n\
-<tr class=\"titre\"><th class=\"pxname\" width=\"10%\"><a name=\"{name}\"></a><a class=px href=\"#{name}\">{name}</a></th><th class=\"empty\" width=\"90%\"></th></tr>\n\
+<tr class=\"titre\"><th class=\"pxname\" width=\"10%\"><a name=\"{name}\"></a>{u}<a class=px href=\"#{name}\">{name}</a>{tips}</th><th class=\"empty\" width=\"90%\"></th></tr>\n\
 </table>\n\
 <table class=\"tbl\" width=\"100%\">\n\
 <tr class=\"titre\">{admin_th}{COLUMN_HEADS}"
@@ -1371,6 +1432,7 @@ mod tests {
             hide_version: true,
             req: StatsRequest::default(),
             admin: false,
+            ..HtmlOpts::default()
         }
     }
 

@@ -139,8 +139,11 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
         uweight: srv.uweight.load(Ordering::Relaxed),
         iweight: srv.cfg.opts.weight,
         // HAProxy 2.6 keeps a drained server's effective weight (`weight` column): drain only
-        // takes it out of the LB. Without slowstart that is the user weight.
-        eweight: srv.uweight.load(Ordering::Relaxed),
+        // takes it out of the LB. That is the user weight, scaled during a slow start.
+        eweight: srv.warm_weight(crate::clock::clock_ms()),
+        throttle_pct: (srv.oper() == Oper::Starting && admin & ADMIN_DRAIN == 0)
+            .then(|| srv.throttle_pct(crate::clock::clock_ms()))
+            .flatten(),
         maxconn: srv.maxconn.load(Ordering::Relaxed),
         maxqueue: srv.cfg.opts.maxqueue.unwrap_or(0),
         check: api::CheckSnap {

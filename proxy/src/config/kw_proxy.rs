@@ -1306,6 +1306,18 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             ),
         ));
     }
+    // `maxqueue` bounds a server's own queue. Streams queue on a server only when something
+    // pins them to it (HAProxy: persistence, hash balancing); otherwise they wait in the
+    // backend's queue, where it does not apply. portcullis has no per-server queues yet, so a
+    // pinning algorithm keeps it refused.
+    if px.balance == super::model::Balance::Source {
+        for s in px.servers.iter().filter(|s| s.opts.maxqueue.is_some()) {
+            px.pending.push((
+                "server maxqueue (with balance source)".to_string(),
+                s.loc.clone(),
+            ));
+        }
+    }
     let ca_base = global.process.ca_base.as_deref();
     for s in &mut px.servers {
         if let Some(ca) = s.opts.ca_file.as_mut() {

@@ -1048,8 +1048,12 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
                 return;
             }
         },
+        "show-legends" => st.show_legends = true,
+        "show-node" => st.show_node = Some(v.cloned().unwrap_or_default()),
+        // The words are joined with single spaces, as HAProxy does.
+        "show-desc" => st.show_desc = Some(args.get(2..).unwrap_or_default().join(" ")),
         // Parsed; the stats page does not render them yet, so the start refuses them (pending).
-        "show-legends" | "show-node" | "show-desc" | "scope" | "http-request" => {
+        "scope" | "http-request" => {
             if sub == "scope" && v.is_none() {
                 p.alert("'scope' needs a proxy name.");
                 return;

@@ -32,8 +32,10 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         args: 1,
         default_ok: true,
         parse: |s, v| match parse_time(v) {
-            Ok(_) => {
-                s.pending.push("slowstart");
+            Ok(d) => {
+                // HAProxy keeps whole seconds, rounded up; 0 disables it.
+                let secs = d.as_millis().div_ceil(1000) as u64;
+                s.opts.slowstart = (secs > 0).then(|| Duration::from_secs(secs));
                 Ok(())
             }
             Err(TimeError::BadChar(c)) => Err(format!(
@@ -453,15 +455,6 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
         );
         p.alert(msg);
         return;
-    }
-    let o = &st.opts;
-    let pending: Vec<&str> = [(o.maxqueue.is_some(), "maxqueue")]
-        .iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, k)| *k)
-        .collect();
-    for k in pending {
-        p.pending(&format!("server {k}"));
     }
     let loc = p.c.loc.clone();
     p.px.servers.push(Server {

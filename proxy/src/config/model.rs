@@ -400,6 +400,15 @@ pub enum Balance {
 }
 
 impl Balance {
+    /// HAProxy's BE_LB_PROP_DYN: algorithms whose weights change at run time (`slowstart`
+    /// ramps only these).
+    pub fn dynamic_weights(&self) -> bool {
+        matches!(
+            self,
+            Balance::Roundrobin | Balance::Leastconn | Balance::First
+        )
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Balance::Roundrobin => "roundrobin",
@@ -747,6 +756,12 @@ pub struct StatsPage {
     pub uri: Option<String>,
     pub refresh: Option<Duration>,
     pub hide_version: bool,
+    /// `stats show-legends`.
+    pub show_legends: bool,
+    /// `stats show-node [<name>]`: `Some("")` names the global `node` (or the hostname).
+    pub show_node: Option<String>,
+    /// `stats show-desc [<text>]`: `Some("")` uses the global `description`.
+    pub show_desc: Option<String>,
     pub realm: Option<String>,
     pub auth: Vec<(String, String)>,
     pub admin: Option<Cond>,
@@ -779,6 +794,9 @@ pub struct ServerOpts {
     pub crt: Option<String>,
     pub sni: Option<String>,
     pub check_ssl: bool,
+    /// `slowstart`: after coming back UP, the weight ramps up over this delay (whole seconds,
+    /// as HAProxy rounds it).
+    pub slowstart: Option<Duration>,
 }
 
 impl Default for ServerOpts {
@@ -806,6 +824,7 @@ impl Default for ServerOpts {
             crt: None,
             sni: None,
             check_ssl: false,
+            slowstart: None,
         }
     }
 }

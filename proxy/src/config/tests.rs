@@ -1158,3 +1158,23 @@ fn http_check_rule_errors() {
     assert_eq!(hc.send.headers, [("x".to_string(), "y".to_string())]);
     assert_eq!(hc.rules.len(), 5);
 }
+
+/// `slowstart` keeps whole seconds, rounded up (HAProxy's `(ms + 999) / 1000`); `maxqueue` is
+/// refused only where streams would queue on a server (`balance source`).
+#[test]
+fn slowstart_and_maxqueue() {
+    let c = ok(
+        "backend b\n server a 127.0.0.1:1 slowstart 1500ms maxqueue 5\n server z 127.0.0.1:2 slowstart 0\n",
+    );
+    let b = &c.proxies[0];
+    assert_eq!(b.servers[0].opts.slowstart, Some(Duration::from_secs(2)));
+    assert_eq!(b.servers[1].opts.slowstart, None);
+    assert!(b.pending.is_empty(), "{:?}", b.pending);
+    let c = ok("backend b\n balance source\n server a 127.0.0.1:1 maxqueue 5\n");
+    let pending: Vec<_> = c.proxies[0]
+        .pending
+        .iter()
+        .map(|(k, l)| (k.as_str(), l.line))
+        .collect();
+    assert_eq!(pending, [("server maxqueue (with balance source)", 3)]);
+}

@@ -55,10 +55,46 @@ async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threa
             spawn_check(&shared, be, srv, first);
         }
     }
+    tokio::task::spawn_local(warmup_ticker(Arc::clone(&shared)));
     let mut stop = shared.stop_tx.subscribe();
     while !*stop.borrow() {
         if stop.changed().await.is_err() {
             break;
+        }
+    }
+}
+
+/// Steps the `slowstart` ramps once a second (HAProxy's server_warmup: its weight formula
+/// counts whole seconds): weights of starting servers are recomputed and their LB tables
+/// rebuilt; a ramp that is over leaves the server RUNNING.
+async fn warmup_ticker(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let now = crate::clock::clock_ms();
+        for be in shared.model.proxies.iter().filter(|p| p.is_backend()) {
+            let pool = be.pool();
+            let mut changed = false;
+            for srv in pool.servers.iter().filter(|s| s.oper() == Oper::Starting) {
+                if srv.warm_step(now).is_none() {
+                    srv.end_warmup();
+                    let _ = srv.oper.compare_exchange(
+                        Oper::Starting as u8,
+                        Oper::Running as u8,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                }
+                srv.apply_state();
+                changed = true;
+            }
+            if changed {
+                be.rebuild_lb();
+            }
         }
     }
 }
@@ -202,11 +238,23 @@ pub fn apply(
     was_usable: bool,
 ) {
     let op = lock(srv).op();
-    let oper = match op {
+    let mut oper = match op {
         OpState::Running => Oper::Running,
         OpState::Stopping => Oper::Stopping,
         OpState::Stopped => Oper::Stopped,
     };
+    // `slowstart`: a server coming back into service ramps its weight up (HAProxy's
+    // SRV_ST_STARTING), for the algorithms whose weights can change at run time.
+    if oper == Oper::Running
+        && !was_usable
+        && matches!(tr, Transition::Up | Transition::Ready)
+        && be.cfg.balance.dynamic_weights()
+        && srv.start_warmup(crate::clock::clock_ms())
+    {
+        oper = Oper::Starting;
+    } else if oper != Oper::Running {
+        srv.end_warmup();
+    }
     let now = shared.model.started.elapsed().as_secs();
     let prev = srv.oper.swap(oper as u8, Ordering::AcqRel);
     if prev != oper as u8 {

@@ -164,6 +164,27 @@ pub fn stats_reply(
                 hide_version: page.hide_version,
                 req: r.clone(),
                 admin,
+                legends: page.show_legends,
+                node: page.show_node.as_ref().map(|n| {
+                    if n.is_empty() {
+                        node_name(model)
+                    } else {
+                        n.clone()
+                    }
+                }),
+                desc: page.show_desc.as_ref().map(|d| {
+                    if d.is_empty() {
+                        model
+                            .cfg
+                            .global
+                            .process
+                            .description
+                            .clone()
+                            .unwrap_or_default()
+                    } else {
+                        d.clone()
+                    }
+                }),
             };
             html::render_html(&snap, &o, &mut body);
             "text/html"
@@ -361,6 +382,15 @@ fn apply_post(shared: &std::sync::Arc<crate::engine::Shared>, f: &PostForm) -> S
         }
     }
     StatStatus::of_post(total, altered)
+}
+
+/// The global `node`, else the hostname (HAProxy's default for `node`).
+fn node_name(model: &crate::model::Model) -> String {
+    model.cfg.global.process.node.clone().unwrap_or_else(|| {
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    })
 }
 
 #[cfg(test)]

@@ -315,6 +315,8 @@ pub struct Server {
     pub dynamic: Option<dynamic::Origin>,
     /// Set by `del server`: its check task ends.
     pub removed: AtomicBool,
+    /// `slowstart` in progress: `clock_ms() + 1` when the server came back UP (0: none).
+    warm_start: AtomicU64,
 }
 
 impl Server {
@@ -374,6 +376,7 @@ impl Server {
             kill_cause: std::sync::atomic::AtomicU8::new(b'D'),
             dynamic,
             removed: AtomicBool::new(false),
+            warm_start: AtomicU64::new(0),
         })
     }
 
@@ -390,14 +393,62 @@ impl Server {
     /// operational states; the caller then rebuilds the backend's LB table.
     pub fn apply_state(&self) {
         let admin = self.admin();
-        let usable = admin & ADMIN_MAINT == 0 && self.oper() == Oper::Running;
+        let usable =
+            admin & ADMIN_MAINT == 0 && matches!(self.oper(), Oper::Running | Oper::Starting);
         let weight = if admin & ADMIN_DRAIN != 0 {
             0
         } else {
-            self.uweight.load(Ordering::Acquire)
+            self.warm_weight(crate::clock::clock_ms())
         };
         self.weight.store(weight, Ordering::Release);
         self.usable.store(usable, Ordering::Release);
+    }
+
+    /// Starts a `slowstart` ramp (the server just came back UP); `false` without one.
+    pub fn start_warmup(&self, now_ms: u64) -> bool {
+        if self.cfg.opts.slowstart.is_none() {
+            return false;
+        }
+        self.warm_start.store(now_ms + 1, Ordering::Release);
+        true
+    }
+
+    /// HAProxy's server_recalc_eweight during a slow start: the step, out of 16
+    /// (BE_WEIGHT_SCALE), that `now_ms` has reached (`(16·elapsed + ss) / ss`, whole seconds);
+    /// `None` once the ramp is over or without one.
+    pub fn warm_step(&self, now_ms: u64) -> Option<u32> {
+        let start = self.warm_start.load(Ordering::Acquire).checked_sub(1)?;
+        let ss = self.cfg.opts.slowstart?.as_secs().max(1);
+        let elapsed = now_ms.saturating_sub(start) / 1000;
+        if elapsed >= ss {
+            return None;
+        }
+        u32::try_from((16 * elapsed + ss) / ss).ok()
+    }
+
+    /// The user weight scaled by the slow-start step, rounded up as HAProxy shows it.
+    pub fn warm_weight(&self, now_ms: u64) -> u32 {
+        let uw = self.uweight.load(Ordering::Acquire);
+        match self.warm_step(now_ms) {
+            Some(w) if uw > 0 => (uw * w).div_ceil(16).max(1),
+            _ => uw,
+        }
+    }
+
+    /// `throttle` (show stat) while ramping: HAProxy's server_throttle_rate,
+    /// `(100·eweight + 15) / (16·uweight)` with `eweight = uweight·step` (so 1/16 reads 6 %).
+    pub fn throttle_pct(&self, now_ms: u64) -> Option<u32> {
+        let uw = self.uweight.load(Ordering::Acquire);
+        let w = self.warm_step(now_ms)?;
+        if uw == 0 {
+            return Some(100);
+        }
+        Some((100 * uw * w + 15) / (16 * uw))
+    }
+
+    /// Ends the ramp (reached full weight, or the server went down again).
+    pub fn end_warmup(&self) {
+        self.warm_start.store(0, Ordering::Release);
     }
     /// The epoch a session records when it starts using this server.
     pub fn kill_epoch(&self) -> u64 {
