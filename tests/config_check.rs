@@ -436,7 +436,7 @@ fn pending_features_stop_the_start() {
     let cfg = dir.join("p.cfg");
     std::fs::write(
         &cfg,
-        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend fe\n    bind 127.0.0.1:1\n    stats admin if TRUE\n    tcp-request inspect-delay 5s\n    default_backend be\n\nbackend be\n    option abortonclose\n    server s1 127.0.0.1:9 maxqueue 10\n",
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend fe\n    bind 127.0.0.1:1\n    stats admin if TRUE\n    tcp-request inspect-delay 5s\n    default_backend be\n\nbackend be\n    option abortonclose\n    balance source\n    server s1 127.0.0.1:9 maxqueue 10\n",
     )
     .unwrap();
     // A start that wrongly goes ahead must not hang the test: it is killed after 10 s.
@@ -463,7 +463,7 @@ fn pending_features_stop_the_start() {
     for needle in [
         "p.cfg:10] : 'tcp-request inspect-delay' is not supported yet",
         "p.cfg:14] : 'option abortonclose' is not supported yet",
-        "p.cfg:15] : 'server maxqueue' is not supported yet",
+        "p.cfg:16] : 'server maxqueue (with balance source)' is not supported yet",
     ] {
         assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
     }
