@@ -531,6 +531,64 @@ fn header_rules_as_seen_by_backend() {
 }
 
 #[test]
+fn request_line_and_header_rewrites_as_seen_by_backend() {
+    let rules = [
+        r"http-request replace-path /foo/(.*) /\1 if { path_beg /x/foo /foo }",
+        r"http-request set-path /sp%[path] if { path_beg /setpath }",
+        r"http-request set-query q=1&%[query] if { path_beg /setq }",
+        r"http-request set-pathq /pq if { path_beg /setpq }",
+        r"http-request set-uri /u?%[path] if { path_beg /setu }",
+        r"http-request replace-uri ^/ru(.*) /RU\1 if { path_beg /ru }",
+        r"http-request replace-pathq ^/rpq(.*) /RPQ\1 if { path_beg /rpq }",
+        r"http-request set-method PUT if { path_beg /m }",
+        r"http-request replace-header X-A (b)(.*) <\1|\2>",
+        r"http-request replace-value X-V ^b(.*) [\1\x41\\z]",
+        r"http-request replace-value X-W ^b(.*) [\1]",
+    ]
+    .join("\n    ");
+    let Some((h, p)) = differential(
+        1,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    {rules}\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+                ports[0],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let a = side.addr(0);
+            let mut out = Steps::new();
+            for t in [
+                "/x/foo/bar",
+                "/foo/bar?a=b",
+                "/setpath/z?k=v",
+                "/setq/a",
+                "/setq/b?x=y",
+                "/setpq/a?b",
+                "/setu/a?b",
+                "/ru/a?b",
+                "/rpq/a?b",
+                "/m/a",
+                "/nomatch",
+            ] {
+                let raw = format!(
+                    "GET {t} HTTP/1.1\r\nHost: example.com\r\nX-A: abc\r\nX-A: zbq\r\nX-V: a, b c ,d,  bb\r\nX-W: a, c ,  d\r\nConnection: close\r\n\r\n"
+                );
+                let s = send(a, raw.as_bytes());
+                step(&mut out, side, t, s, 1);
+            }
+            let heads: Vec<String> = n.requests().iter().map(|r| r.head.clone()).collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("rewrites", &h, &p);
+}
+
+#[test]
 fn refused_server_retries_503_sc() {
     let Some((h, p)) = differential(
         1,

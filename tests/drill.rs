@@ -93,6 +93,15 @@ fn improved_prestop_hides_nothing_and_loses_nothing() {
     assert_eq!(r.log.downs, 1, "master1 went DOWN once: {:?}", r.log);
     assert_eq!(r.log.ups, 1, "its replacement came UP: {:?}", r.log);
     assert_eq!(r.load.conn_err(), 0, "{:?}", r.load.conn_errs);
-    assert_eq!(r.load.fivexx(), 0, "{:?}", r.load.statuses);
+    // The only 5xx allowed are the requests in flight at the DOWN instant, which the seed's
+    // `on-marked-down shutdown-sessions` kills whatever the pod does (`D`-coded, as HAProxy
+    // logs them); at 15 req/s a loaded machine can catch one.
+    let fivexx = r.load.fivexx();
+    assert!(
+        fivexx <= r.log.d_coded && r.log.d_coded <= 2,
+        "{:?} {:?}",
+        r.load.statuses,
+        r.log
+    );
     assert!(r.load.sent >= 15 * 12, "{} requests", r.load.sent);
 }

@@ -623,11 +623,16 @@ fn parse_patterns(method: MatchMethod, icase: bool, toks: &[String]) -> Result<P
                     RegexBuilder::new(t)
                         .case_insensitive(icase)
                         .build()
-                        .map_err(|e| format!("regex '{t}' is invalid (error={})", regex_err(&e)))
+                        .map_err(|e| regex_invalid(t, &e))
                 })
                 .collect::<Result<_, _>>()?,
         ),
     })
+}
+
+/// HAProxy's words for a pattern that does not compile.
+pub(crate) fn regex_invalid(pattern: &str, e: &regex::Error) -> String {
+    format!("regex '{pattern}' is invalid (error={})", regex_err(e))
 }
 
 /// The last line of the regex crate's message is the short reason ("unclosed group").

@@ -3,10 +3,11 @@
 //! evaluated against a `SampleCtx` built by the session.
 
 use crate::ana::acl::{self, Condition};
+use crate::ana::rewrite;
 use crate::ana::sample::{SampleCtx, SampleExpr, parse_sample};
 use crate::config::diag::Diag;
 use crate::config::model::{
-    Config, HttpRequestAction, Proxy, RedirectKind, TcpRequestAction, TrackSc,
+    Config, HttpRequestAction, LinePart, Proxy, RedirectKind, TcpRequestAction, TrackSc,
 };
 use crate::http::head::RequestHead;
 use crate::log::format::{LogFormat, LogRecord};
@@ -32,6 +33,14 @@ pub enum Action {
     Allow,
     UsePrometheus,
     TrackSc(Track),
+    SetLine(LinePart, LogFormat),
+    ReplaceLine(LinePart, regex::bytes::Regex, LogFormat),
+    ReplaceHeader {
+        name: String,
+        re: regex::bytes::Regex,
+        replace: LogFormat,
+        values: bool,
+    },
 }
 
 /// A compiled `track-sc<n> <key> [table <t>]`.
@@ -117,6 +126,20 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
         HttpRequestAction::Return { .. } => "http-request return",
         HttpRequestAction::Allow => "http-request allow",
         HttpRequestAction::UsePrometheus => "http-request use-service",
+        HttpRequestAction::SetLine { part, .. } => match part {
+            LinePart::Method => "http-request set-method",
+            LinePart::Path => "http-request set-path",
+            LinePart::PathQ => "http-request set-pathq",
+            LinePart::Query => "http-request set-query",
+            LinePart::Uri => "http-request set-uri",
+        },
+        HttpRequestAction::ReplaceLine { part, .. } => match part {
+            LinePart::PathQ => "http-request replace-pathq",
+            LinePart::Uri => "http-request replace-uri",
+            _ => "http-request replace-path",
+        },
+        HttpRequestAction::ReplaceHeader { values: false, .. } => "http-request replace-header",
+        HttpRequestAction::ReplaceHeader { values: true, .. } => "http-request replace-value",
         HttpRequestAction::TrackSc(t) => match t.sc {
             0 => "http-request track-sc0",
             1 => "http-request track-sc1",
@@ -257,6 +280,31 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 Some(t) => Action::TrackSc(t),
                 None => continue,
             },
+            HttpRequestAction::SetLine { part, value } => {
+                Action::SetLine(*part, fmt(value, &rule.loc, name, errs))
+            }
+            HttpRequestAction::ReplaceLine {
+                part,
+                regex,
+                replace,
+            } => match rewrite_regex(regex, &rule.loc, errs) {
+                Some(re) => Action::ReplaceLine(*part, re, fmt(replace, &rule.loc, name, errs)),
+                None => continue,
+            },
+            HttpRequestAction::ReplaceHeader {
+                name: h,
+                regex,
+                replace,
+                values,
+            } => match rewrite_regex(regex, &rule.loc, errs) {
+                Some(re) => Action::ReplaceHeader {
+                    name: h.clone(),
+                    re,
+                    replace: fmt(replace, &rule.loc, name, errs),
+                    values: *values,
+                },
+                None => continue,
+            },
         };
         let c = cond(&rule.cond, name, errs);
         r.http_request.push(Rule { action, cond: c });
@@ -287,6 +335,25 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     }
     errs.extend(stick_fetch_tables(cfg, p));
     r
+}
+
+/// A rewrite's regex (already checked by the parser; a failure here is still reported).
+fn rewrite_regex(
+    s: &str,
+    loc: &crate::config::model::Loc,
+    errs: &mut Vec<Diag>,
+) -> Option<regex::bytes::Regex> {
+    match regex::bytes::Regex::new(s) {
+        Ok(re) => Some(re),
+        Err(e) => {
+            errs.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                crate::ana::acl::regex_invalid(s, &e),
+            ));
+            None
+        }
+    }
 }
 
 /// `track-scN`: its key compiles and its table exists.
@@ -397,6 +464,23 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                 req.headers.append(name.clone(), v.into_bytes());
             }
             Action::DelHeader(name) => req.headers.remove(name),
+            Action::SetLine(part, f) => {
+                let v = render(f, &ctx);
+                rewrite::set_part(req, *part, &v);
+            }
+            Action::ReplaceLine(part, re, f) => {
+                let v = render(f, &ctx);
+                rewrite::replace_part(req, *part, re, &v);
+            }
+            Action::ReplaceHeader {
+                name,
+                re,
+                replace,
+                values,
+            } => {
+                let v = render(replace, &ctx);
+                rewrite::replace_header(&mut req.headers.0, name, re, &v, *values);
+            }
             Action::TrackSc(t) => {
                 if let Some(into) = ctx.stick.and_then(|v| v.strm)
                     && t.run(&ctx, into)

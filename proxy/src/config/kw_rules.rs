@@ -5,7 +5,7 @@
 use super::kw_proxy::P;
 use super::model::{
     AclDef, CheckConnect, Cond, ExpectMatch, HdrPattern, HttpCheck, HttpCheckExpect, HttpCheckRule,
-    HttpRequestAction, HttpRequestRule, HttpSendRule, RedirectKind, StatsPage, StrMatch,
+    HttpRequestAction, HttpRequestRule, HttpSendRule, LinePart, RedirectKind, StatsPage, StrMatch,
     TcpCheckRule, TcpRequestAction, TcpRequestRule,
 };
 use super::values::{TimeError, invalid_name_char, parse_time, parse_u32};
@@ -54,8 +54,18 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "del-header",
     "deny",
     "redirect",
+    "replace-header",
+    "replace-path",
+    "replace-pathq",
+    "replace-uri",
+    "replace-value",
     "return",
     "set-header",
+    "set-method",
+    "set-path",
+    "set-pathq",
+    "set-query",
+    "set-uri",
     "track-sc0",
     "track-sc1",
     "track-sc2",
@@ -237,6 +247,80 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
             }
             i = 3;
             HttpRequestAction::UsePrometheus
+        }
+        "set-method" | "set-path" | "set-pathq" | "set-query" | "set-uri" => {
+            let Some(v) = args.get(2).filter(|v| !v.is_empty()) else {
+                p.alert(format!("{head} expects exactly 1 argument <format>."));
+                return;
+            };
+            if !matches!(arg(args, 3), "" | "if" | "unless") {
+                p.alert(format!("{head} expects exactly 1 argument <format>."));
+                return;
+            }
+            i = 3;
+            let part = match action {
+                "set-method" => LinePart::Method,
+                "set-path" => LinePart::Path,
+                "set-pathq" => LinePart::PathQ,
+                "set-query" => LinePart::Query,
+                _ => LinePart::Uri,
+            };
+            HttpRequestAction::SetLine {
+                part,
+                value: v.clone(),
+            }
+        }
+        "replace-path" | "replace-pathq" | "replace-uri" => {
+            let (Some(re), Some(rep)) = (args.get(2), args.get(3)) else {
+                p.alert(format!(
+                    "{head} expects exactly 2 arguments <match-regex> and <replace-format>."
+                ));
+                return;
+            };
+            if !matches!(arg(args, 4), "" | "if" | "unless") {
+                p.alert(format!(
+                    "{head} expects exactly 2 arguments <match-regex> and <replace-format>."
+                ));
+                return;
+            }
+            if let Err(e) = regex::Regex::new(re) {
+                p.alert(format!(
+                    "{head} failed to parse the regex : {}.",
+                    crate::ana::acl::regex_invalid(re, &e)
+                ));
+                return;
+            }
+            i = 4;
+            let part = match action {
+                "replace-path" => LinePart::Path,
+                "replace-pathq" => LinePart::PathQ,
+                _ => LinePart::Uri,
+            };
+            HttpRequestAction::ReplaceLine {
+                part,
+                regex: re.clone(),
+                replace: rep.clone(),
+            }
+        }
+        "replace-header" | "replace-value" => {
+            let (Some(n), Some(re), Some(rep)) = (args.get(2), args.get(3), args.get(4)) else {
+                p.alert(format!("{head} expects exactly 3 arguments."));
+                return;
+            };
+            if let Err(e) = regex::Regex::new(re) {
+                p.alert(format!(
+                    "{head} {}.",
+                    crate::ana::acl::regex_invalid(re, &e)
+                ));
+                return;
+            }
+            i = 5;
+            HttpRequestAction::ReplaceHeader {
+                name: n.clone(),
+                regex: re.clone(),
+                replace: rep.clone(),
+                values: action == "replace-value",
+            }
         }
         a if a.starts_with("track-sc") => match parse_track_sc(args, 1) {
             Ok((t, next)) => {

@@ -510,6 +510,38 @@ pub enum HttpRequestAction {
     UsePrometheus,
     /// `track-sc<n> <key> [table <t>]`: count this request in a stick table.
     TrackSc(TrackSc),
+    /// `set-method|set-path|set-pathq|set-query|set-uri <fmt>`.
+    SetLine {
+        part: LinePart,
+        value: String,
+    },
+    /// `replace-path|replace-pathq|replace-uri <regex> <fmt>`.
+    ReplaceLine {
+        part: LinePart,
+        regex: String,
+        replace: String,
+    },
+    /// `replace-header|replace-value <name> <regex> <fmt>` (`values`: each comma-separated value).
+    ReplaceHeader {
+        name: String,
+        regex: String,
+        replace: String,
+        values: bool,
+    },
+}
+
+/// The part of the request line a rewrite reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinePart {
+    Method,
+    /// The path without the query string.
+    Path,
+    /// The path with the query string.
+    PathQ,
+    /// The query string after `?`.
+    Query,
+    /// The whole request-target.
+    Uri,
 }
 
 /// `track-sc<n> <key> [table <t>]` (in `tcp-request connection|content` and `http-request`).

@@ -532,8 +532,10 @@ impl LogFormat {
 
     fn parse_in(fmt: &str, http: bool, in_request: bool) -> Result<LogFormat, String> {
         let mut nodes = Vec::new();
+        // HAProxy passes LOG_OPT_MANDATORY (an empty value prints `-`) only for log-format;
+        // a rule's format renders an absent sample as nothing.
         let mut defopts = Opts {
-            mandatory: true,
+            mandatory: !in_request,
             ..Opts::default()
         };
         let mut text = String::new();
