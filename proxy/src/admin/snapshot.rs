@@ -37,6 +37,7 @@ fn counters(c: &model::Counters, now_ms: u64, http: bool) -> api::Counters {
         bin: g(&c.bytes_in),
         bout: g(&c.bytes_out),
         dreq: g(&c.denied_req),
+        dresp: g(&c.denied_resp),
         dcon: g(&c.denied_conn),
         dses: g(&c.denied_sess),
         ereq: g(&c.errors_req),

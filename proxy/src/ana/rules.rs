@@ -7,9 +7,10 @@ use crate::ana::rewrite;
 use crate::ana::sample::{SampleCtx, SampleExpr, parse_sample};
 use crate::config::diag::Diag;
 use crate::config::model::{
-    Config, HttpRequestAction, LinePart, Proxy, RedirectKind, TcpRequestAction, TrackSc,
+    Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, TcpRequestAction,
+    TrackSc,
 };
-use crate::http::head::RequestHead;
+use crate::http::head::{RequestHead, ResponseHead};
 use crate::log::format::{LogFormat, LogRecord};
 use crate::stick::StkCtrs;
 
@@ -41,6 +42,8 @@ pub enum Action {
         replace: LogFormat,
         values: bool,
     },
+    /// `http-response set-status <code> [reason <str>]`.
+    SetStatus(u16, Option<String>),
 }
 
 /// A compiled `track-sc<n> <key> [table <t>]`.
@@ -92,6 +95,8 @@ pub struct ProxyRules {
     pub backend_names: Vec<(String, usize)>,
     pub default_backend: Option<usize>,
     pub http_request: Vec<Rule>,
+    /// `http-response` rules, applied to a server's response head.
+    pub http_response: Vec<Rule>,
     pub tcp_content: Vec<TcpRule>,
     /// `tcp-request connection` rules, evaluated at accept on addresses only.
     pub tcp_connection: Vec<TcpRule>,
@@ -116,34 +121,36 @@ pub enum Verdict {
     Prometheus,
 }
 
+/// The action's keyword, as it appears after `http-request` / `http-response`.
 fn rule_name(a: &HttpRequestAction) -> &'static str {
     match a {
-        HttpRequestAction::SetHeader { .. } => "http-request set-header",
-        HttpRequestAction::AddHeader { .. } => "http-request add-header",
-        HttpRequestAction::DelHeader { .. } => "http-request del-header",
-        HttpRequestAction::Redirect { .. } => "http-request redirect",
-        HttpRequestAction::Deny { .. } => "http-request deny",
-        HttpRequestAction::Return { .. } => "http-request return",
-        HttpRequestAction::Allow => "http-request allow",
-        HttpRequestAction::UsePrometheus => "http-request use-service",
+        HttpRequestAction::SetHeader { .. } => "set-header",
+        HttpRequestAction::AddHeader { .. } => "add-header",
+        HttpRequestAction::DelHeader { .. } => "del-header",
+        HttpRequestAction::Redirect { .. } => "redirect",
+        HttpRequestAction::Deny { .. } => "deny",
+        HttpRequestAction::Return { .. } => "return",
+        HttpRequestAction::Allow => "allow",
+        HttpRequestAction::UsePrometheus => "use-service",
         HttpRequestAction::SetLine { part, .. } => match part {
-            LinePart::Method => "http-request set-method",
-            LinePart::Path => "http-request set-path",
-            LinePart::PathQ => "http-request set-pathq",
-            LinePart::Query => "http-request set-query",
-            LinePart::Uri => "http-request set-uri",
+            LinePart::Method => "set-method",
+            LinePart::Path => "set-path",
+            LinePart::PathQ => "set-pathq",
+            LinePart::Query => "set-query",
+            LinePart::Uri => "set-uri",
         },
         HttpRequestAction::ReplaceLine { part, .. } => match part {
-            LinePart::PathQ => "http-request replace-pathq",
-            LinePart::Uri => "http-request replace-uri",
-            _ => "http-request replace-path",
+            LinePart::PathQ => "replace-pathq",
+            LinePart::Uri => "replace-uri",
+            _ => "replace-path",
         },
-        HttpRequestAction::ReplaceHeader { values: false, .. } => "http-request replace-header",
-        HttpRequestAction::ReplaceHeader { values: true, .. } => "http-request replace-value",
+        HttpRequestAction::ReplaceHeader { values: false, .. } => "replace-header",
+        HttpRequestAction::ReplaceHeader { values: true, .. } => "replace-value",
+        HttpRequestAction::SetStatus { .. } => "set-status",
         HttpRequestAction::TrackSc(t) => match t.sc {
-            0 => "http-request track-sc0",
-            1 => "http-request track-sc1",
-            _ => "http-request track-sc2",
+            0 => "track-sc0",
+            1 => "track-sc1",
+            _ => "track-sc2",
         },
     }
 }
@@ -241,74 +248,84 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             }
         }
     };
-    for rule in &p.http_request {
-        let name = rule_name(&rule.action);
-        let action = match &rule.action {
-            HttpRequestAction::SetHeader { name: h, value } => {
-                Action::SetHeader(h.clone(), fmt(value, &rule.loc, name, errs))
-            }
-            HttpRequestAction::AddHeader { name: h, value } => {
-                Action::AddHeader(h.clone(), fmt(value, &rule.loc, name, errs))
-            }
-            HttpRequestAction::DelHeader { name: h } => Action::DelHeader(h.clone()),
-            HttpRequestAction::Redirect {
-                kind,
-                value,
-                code,
-                drop_query,
-                append_slash,
-            } => Action::Redirect {
-                kind: kind.clone(),
-                value: fmt(value, &rule.loc, name, errs),
-                code: *code,
-                drop_query: *drop_query,
-                append_slash: *append_slash,
-            },
-            HttpRequestAction::Deny { status } => Action::Deny(*status),
-            HttpRequestAction::Return {
-                status,
-                content_type,
-                body,
-            } => Action::Return {
-                status: *status,
-                content_type: content_type.clone(),
-                body: body.clone(),
-            },
-            HttpRequestAction::Allow => Action::Allow,
-            HttpRequestAction::UsePrometheus => Action::UsePrometheus,
-            HttpRequestAction::TrackSc(t) => match compile_track(cfg, p, t, errs) {
-                Some(t) => Action::TrackSc(t),
-                None => continue,
-            },
-            HttpRequestAction::SetLine { part, value } => {
-                Action::SetLine(*part, fmt(value, &rule.loc, name, errs))
-            }
-            HttpRequestAction::ReplaceLine {
-                part,
-                regex,
-                replace,
-            } => match rewrite_regex(regex, &rule.loc, errs) {
-                Some(re) => Action::ReplaceLine(*part, re, fmt(replace, &rule.loc, name, errs)),
-                None => continue,
-            },
-            HttpRequestAction::ReplaceHeader {
-                name: h,
-                regex,
-                replace,
-                values,
-            } => match rewrite_regex(regex, &rule.loc, errs) {
-                Some(re) => Action::ReplaceHeader {
-                    name: h.clone(),
-                    re,
-                    replace: fmt(replace, &rule.loc, name, errs),
-                    values: *values,
+    let http_rules = |rules: &[HttpRequestRule], kw: &str, errs: &mut Vec<Diag>| {
+        let mut out = Vec::with_capacity(rules.len());
+        for rule in rules {
+            let full = format!("{kw} {}", rule_name(&rule.action));
+            let name = full.as_str();
+            let action = match &rule.action {
+                HttpRequestAction::SetHeader { name: h, value } => {
+                    Action::SetHeader(h.clone(), fmt(value, &rule.loc, name, errs))
+                }
+                HttpRequestAction::AddHeader { name: h, value } => {
+                    Action::AddHeader(h.clone(), fmt(value, &rule.loc, name, errs))
+                }
+                HttpRequestAction::DelHeader { name: h } => Action::DelHeader(h.clone()),
+                HttpRequestAction::SetStatus { status, reason } => {
+                    Action::SetStatus(*status, reason.clone())
+                }
+                HttpRequestAction::Redirect {
+                    kind,
+                    value,
+                    code,
+                    drop_query,
+                    append_slash,
+                } => Action::Redirect {
+                    kind: kind.clone(),
+                    value: fmt(value, &rule.loc, name, errs),
+                    code: *code,
+                    drop_query: *drop_query,
+                    append_slash: *append_slash,
                 },
-                None => continue,
-            },
-        };
-        let c = cond(&rule.cond, name, errs);
-        r.http_request.push(Rule { action, cond: c });
-    }
+                HttpRequestAction::Deny { status } => Action::Deny(*status),
+                HttpRequestAction::Return {
+                    status,
+                    content_type,
+                    body,
+                } => Action::Return {
+                    status: *status,
+                    content_type: content_type.clone(),
+                    body: body.clone(),
+                },
+                HttpRequestAction::Allow => Action::Allow,
+                HttpRequestAction::UsePrometheus => Action::UsePrometheus,
+                HttpRequestAction::TrackSc(t) => match compile_track(cfg, p, t, errs) {
+                    Some(t) => Action::TrackSc(t),
+                    None => continue,
+                },
+                HttpRequestAction::SetLine { part, value } => {
+                    Action::SetLine(*part, fmt(value, &rule.loc, name, errs))
+                }
+                HttpRequestAction::ReplaceLine {
+                    part,
+                    regex,
+                    replace,
+                } => match rewrite_regex(regex, &rule.loc, errs) {
+                    Some(re) => Action::ReplaceLine(*part, re, fmt(replace, &rule.loc, name, errs)),
+                    None => continue,
+                },
+                HttpRequestAction::ReplaceHeader {
+                    name: h,
+                    regex,
+                    replace,
+                    values,
+                } => match rewrite_regex(regex, &rule.loc, errs) {
+                    Some(re) => Action::ReplaceHeader {
+                        name: h.clone(),
+                        re,
+                        replace: fmt(replace, &rule.loc, name, errs),
+                        values: *values,
+                    },
+                    None => continue,
+                },
+            };
+            let c = cond(&rule.cond, name, errs);
+            out.push(Rule { action, cond: c });
+        }
+        out
+    };
+    r.http_request = http_rules(&p.http_request, "http-request", errs);
+    r.http_response = http_rules(&p.http_response, "http-response", errs);
     for t in &p.tcp_request {
         let track = match &t.action {
             TcpRequestAction::TrackSc(tr) => match compile_track(cfg, p, tr, errs) {
@@ -490,6 +507,8 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                     tr.count_http_req(ctx.stick.map_or(0, |v| v.now_ms));
                 }
             }
+            // Only `http-response` rules carry it (the parser refuses it in requests).
+            Action::SetStatus(..) => {}
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Allow => return Verdict::Continue,
             Action::UsePrometheus => return Verdict::Prometheus,
@@ -521,6 +540,66 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
         }
     }
     Verdict::Continue
+}
+
+/// What one section's `http-response` rules decided.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ResVerdict {
+    Continue,
+    /// `deny`: the response is replaced by this status's error page.
+    Deny(u16),
+}
+
+/// Applies one section's `http-response` rules to the server's response head, in order; the
+/// first `allow` or `deny` stops this section. The request is gone by now (HAProxy has
+/// forwarded it), so request fetches yield nothing here.
+pub fn apply_http_response(
+    rules: &[Rule],
+    res: &mut ResponseHead,
+    base: &SampleCtx<'_>,
+) -> ResVerdict {
+    for rule in rules {
+        let ctx = SampleCtx {
+            req: None,
+            res: Some(&*res),
+            ..*base
+        };
+        if !Condition::eval_opt(rule.cond.as_ref(), &ctx) {
+            continue;
+        }
+        match &rule.action {
+            Action::SetHeader(name, f) => {
+                let v = render(f, &ctx);
+                res.headers.set(name, v.into_bytes());
+            }
+            Action::AddHeader(name, f) => {
+                let v = render(f, &ctx);
+                res.headers.append(name.clone(), v.into_bytes());
+            }
+            Action::DelHeader(name) => res.headers.remove(name),
+            Action::ReplaceHeader {
+                name,
+                re,
+                replace,
+                values,
+            } => {
+                let v = render(replace, &ctx);
+                rewrite::replace_header(&mut res.headers.0, name, re, &v, *values);
+            }
+            Action::SetStatus(status, reason) => {
+                res.status = *status;
+                res.reason = match reason {
+                    Some(r) => r.clone(),
+                    None => crate::http::errors::reason(*status).to_string(),
+                };
+            }
+            Action::Deny(status) => return ResVerdict::Deny(*status),
+            Action::Allow => return ResVerdict::Continue,
+            // Request-only actions (the parser keeps them out of `http-response`).
+            _ => {}
+        }
+    }
+    ResVerdict::Continue
 }
 
 /// The `Location` of a redirect, as HAProxy builds it: `scheme` keeps host and URI, `prefix`

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::http::head::{RequestHead, Version};
+use crate::http::head::{Headers, RequestHead, ResponseHead, Version};
 use crate::tcp::hello;
 
 /// What `tcp-request content` inspection learnt from a TLS ClientHello still in the buffer
@@ -44,6 +44,8 @@ pub struct SampleCtx<'a> {
     pub ssl_cipher: Option<&'a str>,
     /// The request head, once parsed (HTTP mode).
     pub req: Option<&'a RequestHead>,
+    /// The server's response head (`http-response` rules).
+    pub res: Option<&'a ResponseHead>,
     /// Raw ClientHello facts for TCP-mode content inspection (`req.ssl_sni`, …).
     pub ssl_hello: Option<SslHello<'a>>,
     /// Bytes waiting in the request buffer (`req.len`).
@@ -72,6 +74,7 @@ impl<'a> SampleCtx<'a> {
             ssl_protocol: None,
             ssl_cipher: None,
             req: None,
+            res: None,
             ssl_hello: None,
             req_len: 0,
             payload: None,
@@ -81,6 +84,18 @@ impl<'a> SampleCtx<'a> {
     }
 
     /// Fills the `ssl_fc*` facts from a frontend TLS connection.
+    /// The headers a header fetch of direction `dir` reads.
+    fn headers(&self, dir: HdrDir) -> Option<&'a Headers> {
+        match dir {
+            HdrDir::Req => self.req.map(|r| &r.headers),
+            HdrDir::Res => self.res.map(|r| &r.headers),
+            HdrDir::Any => self
+                .res
+                .map(|r| &r.headers)
+                .or(self.req.map(|r| &r.headers)),
+        }
+    }
+
     pub fn with_tls(mut self, tls: Option<&'a crate::tls::info::TlsInfo>) -> Self {
         if let Some(t) = tls {
             self.ssl = true;
@@ -201,15 +216,22 @@ pub enum Fetch {
         name: Option<String>,
         occ: Option<i64>,
         full: bool,
+        dir: HdrDir,
     },
     HdrCnt {
         name: Option<String>,
         full: bool,
+        dir: HdrDir,
     },
     HdrVal {
         name: Option<String>,
         occ: Option<i64>,
+        dir: HdrDir,
     },
+    /// `status`: the response's status code.
+    Status,
+    /// `res.ver`: the response's HTTP version.
+    ResVer,
     /// `str(<string>)`: a constant.
     Str(String),
     /// `sc_<data>(<ctr>[,<table>])`, `sc<N>_<data>([<table>])` (`src: false`) and
@@ -220,6 +242,15 @@ pub enum Fetch {
         data: crate::stick::StickData,
         table: Option<String>,
     },
+}
+
+/// Which message a header fetch reads: `req.*`, `res.*`, or `hdr` (the response once there
+/// is one, as HAProxy picks the channel the rule runs on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HdrDir {
+    Req,
+    Res,
+    Any,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,6 +280,7 @@ pub struct FetchDef {
 }
 
 const HRQ: Option<&str> = Some("HTTP request headers");
+const HRS: Option<&str> = Some("HTTP response headers");
 const L6: Option<&str> = Some("request buffer");
 
 macro_rules! fdef {
@@ -263,38 +295,49 @@ macro_rules! fdef {
     };
 }
 
-fn hdr_any() -> Fetch {
-    Fetch::Hdr {
-        name: None,
-        occ: None,
-        full: false,
-    }
+macro_rules! hdr_ctor {
+    ($f:ident, Hdr, $full:expr, $dir:ident) => {
+        fn $f() -> Fetch {
+            Fetch::Hdr {
+                name: None,
+                occ: None,
+                full: $full,
+                dir: HdrDir::$dir,
+            }
+        }
+    };
+    ($f:ident, HdrCnt, $full:expr, $dir:ident) => {
+        fn $f() -> Fetch {
+            Fetch::HdrCnt {
+                name: None,
+                full: $full,
+                dir: HdrDir::$dir,
+            }
+        }
+    };
+    ($f:ident, HdrVal, $dir:ident) => {
+        fn $f() -> Fetch {
+            Fetch::HdrVal {
+                name: None,
+                occ: None,
+                dir: HdrDir::$dir,
+            }
+        }
+    };
 }
-fn fhdr_any() -> Fetch {
-    Fetch::Hdr {
-        name: None,
-        occ: None,
-        full: true,
-    }
-}
-fn hdr_cnt_any() -> Fetch {
-    Fetch::HdrCnt {
-        name: None,
-        full: false,
-    }
-}
-fn fhdr_cnt_any() -> Fetch {
-    Fetch::HdrCnt {
-        name: None,
-        full: true,
-    }
-}
-fn hdr_val_any() -> Fetch {
-    Fetch::HdrVal {
-        name: None,
-        occ: None,
-    }
-}
+hdr_ctor!(hdr_any, Hdr, false, Any);
+hdr_ctor!(req_hdr, Hdr, false, Req);
+hdr_ctor!(req_fhdr, Hdr, true, Req);
+hdr_ctor!(res_hdr, Hdr, false, Res);
+hdr_ctor!(res_fhdr, Hdr, true, Res);
+hdr_ctor!(hdr_cnt_any, HdrCnt, false, Any);
+hdr_ctor!(req_hdr_cnt, HdrCnt, false, Req);
+hdr_ctor!(req_fhdr_cnt, HdrCnt, true, Req);
+hdr_ctor!(res_hdr_cnt, HdrCnt, false, Res);
+hdr_ctor!(res_fhdr_cnt, HdrCnt, true, Res);
+hdr_ctor!(hdr_val_any, HdrVal, Any);
+hdr_ctor!(req_hdr_val, HdrVal, Req);
+hdr_ctor!(res_hdr_val, HdrVal, Res);
 
 /// A stick-counter fetch row (`sc_conn_rate`, `sc0_conn_rate`, `src_conn_rate`, …).
 macro_rules! stick_def {
@@ -336,11 +379,11 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("path", Str, HRQ, None, || Fetch::Path),
     fdef!("pathq", Str, HRQ, None, || Fetch::PathQ),
     fdef!("query", Str, HRQ, None, || Fetch::Query),
-    fdef!("req.fhdr", Str, HRQ, HdrOcc, fhdr_any),
-    fdef!("req.fhdr_cnt", Int, HRQ, HdrName, fhdr_cnt_any),
-    fdef!("req.hdr", Str, HRQ, HdrOcc, hdr_any),
-    fdef!("req.hdr_cnt", Int, HRQ, HdrName, hdr_cnt_any),
-    fdef!("req.hdr_val", Int, HRQ, HdrOcc, hdr_val_any),
+    fdef!("req.fhdr", Str, HRQ, HdrOcc, req_fhdr),
+    fdef!("req.fhdr_cnt", Int, HRQ, HdrName, req_fhdr_cnt),
+    fdef!("req.hdr", Str, HRQ, HdrOcc, req_hdr),
+    fdef!("req.hdr_cnt", Int, HRQ, HdrName, req_hdr_cnt),
+    fdef!("req.hdr_val", Int, HRQ, HdrOcc, req_hdr_val),
     fdef!("req.len", Int, L6, None, || Fetch::ReqLen),
     fdef!("req.proto_http", Bool, HRQ, None, || Fetch::ReqProtoHttp),
     fdef!("req.ssl_alpn", Str, L6, None, || Fetch::ReqSslAlpn),
@@ -358,11 +401,18 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("req_ssl_sni", Str, L6, None, || Fetch::ReqSslSni),
     fdef!("req_ssl_ver", Int, L6, None, || Fetch::ReqSslVer),
     fdef!("req_ver", Str, HRQ, None, || Fetch::ReqVer),
+    fdef!("res.fhdr", Str, HRS, HdrOcc, res_fhdr),
+    fdef!("res.fhdr_cnt", Int, HRS, HdrName, res_fhdr_cnt),
+    fdef!("res.hdr", Str, HRS, HdrOcc, res_hdr),
+    fdef!("res.hdr_cnt", Int, HRS, HdrName, res_hdr_cnt),
+    fdef!("res.hdr_val", Int, HRS, HdrOcc, res_hdr_val),
+    fdef!("res.ver", Str, HRS, None, || Fetch::ResVer),
     fdef!("src", Ip, None, None, || Fetch::Src),
     fdef!("str", Str, None, Str, || Fetch::Str(String::new())),
     fdef!("src_is_local", Bool, None, None, || Fetch::SrcIsLocal),
     fdef!("src_port", Int, None, None, || Fetch::SrcPort),
     fdef!("srv_name", Str, None, None, || Fetch::SrvName),
+    fdef!("status", Int, HRS, None, || Fetch::Status),
     fdef!("ssl_fc", Bool, None, None, || Fetch::SslFc),
     fdef!("ssl_fc_alpn", Str, None, None, || Fetch::SslFcAlpn),
     fdef!("ssl_fc_cipher", Str, None, None, || Fetch::SslFcCipher),
@@ -701,7 +751,9 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         Fetch::Hdr {
             name: n, occ: oc, ..
         }
-        | Fetch::HdrVal { name: n, occ: oc } => {
+        | Fetch::HdrVal {
+            name: n, occ: oc, ..
+        } => {
             *n = name;
             *oc = occ;
         }
@@ -713,9 +765,9 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
 
 /// Header values for `name` (all headers if `None`), split on commas outside quotes unless
 /// `full`, in order.
-fn header_values<'a>(req: &'a RequestHead, name: Option<&str>, full: bool) -> Vec<&'a str> {
+fn header_values<'a>(headers: &'a Headers, name: Option<&str>, full: bool) -> Vec<&'a str> {
     let mut out = Vec::new();
-    for h in &req.headers.0 {
+    for h in &headers.0 {
         if name.is_some_and(|n| !h.name.eq_ignore_ascii_case(n)) {
             continue;
         }
@@ -793,9 +845,12 @@ impl SampleExpr {
                 name,
                 occ: None,
                 full,
+                dir,
             } => {
-                let Some(req) = ctx.req else { return false };
-                header_values(req, name.as_deref(), *full)
+                let Some(hs) = ctx.headers(*dir) else {
+                    return false;
+                };
+                header_values(hs, name.as_deref(), *full)
                     .into_iter()
                     .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v))))
                     .any(|v| f(&v))
@@ -809,9 +864,15 @@ impl SampleExpr {
                     .filter_map(|v| self.convert(SampleValue::Str(v)))
                     .any(|v| f(&v))
             }
-            Fetch::HdrVal { name, occ: None } => {
-                let Some(req) = ctx.req else { return false };
-                header_values(req, name.as_deref(), false)
+            Fetch::HdrVal {
+                name,
+                occ: None,
+                dir,
+            } => {
+                let Some(hs) = ctx.headers(*dir) else {
+                    return false;
+                };
+                header_values(hs, name.as_deref(), false)
                     .into_iter()
                     .filter_map(|v| v.parse::<i64>().ok())
                     .filter_map(|v| self.convert(SampleValue::Int(v)))
@@ -922,18 +983,29 @@ impl SampleExpr {
                 Version::Http11 => Str(Cow::Borrowed("1.1")),
                 Version::Http2 => Str(Cow::Borrowed("2.0")),
             }),
-            Fetch::Hdr { name, occ, full } => {
-                let vals = header_values(ctx.req?, name.as_deref(), *full);
+            Fetch::Hdr {
+                name,
+                occ,
+                full,
+                dir,
+            } => {
+                let vals = header_values(ctx.headers(*dir)?, name.as_deref(), *full);
                 pick(&vals, occ.unwrap_or(-1)).and_then(s)
             }
-            Fetch::HdrVal { name, occ } => {
-                let vals = header_values(ctx.req?, name.as_deref(), false);
+            Fetch::HdrVal { name, occ, dir } => {
+                let vals = header_values(ctx.headers(*dir)?, name.as_deref(), false);
                 pick(&vals, occ.unwrap_or(-1)).and_then(|v| v.parse().ok().map(Int))
             }
-            Fetch::HdrCnt { name, full } => {
-                let n = header_values(ctx.req?, name.as_deref(), *full).len();
+            Fetch::HdrCnt { name, full, dir } => {
+                let n = header_values(ctx.headers(*dir)?, name.as_deref(), *full).len();
                 Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
             }
+            Fetch::Status => ctx.res.map(|r| Int(i64::from(r.status))),
+            Fetch::ResVer => ctx.res.map(|r| match r.version {
+                Version::Http10 => Str(Cow::Borrowed("1.0")),
+                Version::Http11 => Str(Cow::Borrowed("1.1")),
+                Version::Http2 => Str(Cow::Borrowed("2.0")),
+            }),
             Fetch::Stick {
                 src,
                 sc,

@@ -82,6 +82,11 @@ pub fn all() -> Vec<Keyword> {
             .iter()
             .map(|n| kw("http-request", n, None)),
     );
+    v.extend(
+        kw_rules::HTTP_RESPONSE_ACTIONS
+            .iter()
+            .map(|n| kw("http-response", n, None)),
+    );
     v
 }
 

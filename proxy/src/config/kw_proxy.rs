@@ -128,6 +128,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_rules::kw_http_request,
     },
     ProxyKw {
+        kw: "http-response",
+        caps: FE | BE | NDEF,
+        strict: true,
+        parse: kw_rules::kw_http_response,
+    },
+    ProxyKw {
         kw: "http-reuse",
         caps: DEF | BE,
         strict: false,

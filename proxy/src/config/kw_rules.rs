@@ -77,34 +77,57 @@ const DENY_CODES: &[u16] = &[
     200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429, 500, 501, 502, 503, 504,
 ];
 
+/// `http-response` actions portcullis applies to a server's response head.
+pub(crate) const HTTP_RESPONSE_ACTIONS: &[&str] = &[
+    "add-header",
+    "allow",
+    "del-header",
+    "deny",
+    "replace-header",
+    "replace-value",
+    "set-header",
+    "set-status",
+];
+
 pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
+    if let Some(rule) = http_rule(p, args, "http-request", HTTP_ACTIONS) {
+        p.px.http_request.push(rule);
+    }
+}
+
+pub(crate) fn kw_http_response(p: &mut P, args: &[String]) {
+    if let Some(rule) = http_rule(p, args, "http-response", HTTP_RESPONSE_ACTIONS) {
+        p.px.http_response.push(rule);
+    }
+}
+
+/// One `http-request` / `http-response` rule (`kw`), whose action must be in `actions`.
+fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<HttpRequestRule> {
     let action = arg(args, 1);
     if let Some(n) = action.strip_prefix("track-sc")
-        && !HTTP_ACTIONS.contains(&action)
+        && !actions.contains(&action)
         && n.parse::<u32>().is_ok()
     {
         let head = format!(
-            "error detected in {} while parsing 'http-request {action}' rule :",
+            "error detected in {} while parsing '{kw} {action}' rule :",
             p.desc()
         );
         if let Err(e) = parse_track_sc(args, 1) {
             p.alert(format!("{head} {e}"));
-            return;
+            return None;
         }
     }
-    if !HTTP_ACTIONS.contains(&action) {
-        let list = HTTP_ACTIONS
+    if !actions.contains(&action) {
+        let list = actions
             .iter()
             .map(|a| format!("'{a}'"))
             .collect::<Vec<_>>()
             .join(", ");
-        p.alert(format!(
-            "'http-request' expects {list}, but got '{action}'."
-        ));
-        return;
+        p.alert(format!("'{kw}' expects {list}, but got '{action}'."));
+        return None;
     }
     let head = format!(
-        "error detected in {} while parsing 'http-request {action}' rule :",
+        "error detected in {} while parsing '{kw} {action}' rule :",
         p.desc()
     );
     let mut i = 2;
@@ -112,11 +135,11 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
         "set-header" | "add-header" => {
             let (Some(n), Some(v)) = (args.get(2), args.get(3)) else {
                 p.alert(format!("{head} expects exactly 2 arguments."));
-                return;
+                return None;
             };
             if n.is_empty() || n == "if" || n == "unless" {
                 p.alert(format!("{head} expects exactly 2 arguments."));
-                return;
+                return None;
             }
             i = 4;
             let (name, value) = (n.clone(), v.clone());
@@ -132,7 +155,7 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                 .filter(|n| !n.is_empty() && *n != "if" && *n != "unless")
             else {
                 p.alert(format!("{head} expects at least 1 argument."));
-                return;
+                return None;
             };
             i = 3;
             HttpRequestAction::DelHeader { name: n.clone() }
@@ -141,11 +164,12 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
             Ok(a) => a,
             Err(e) => {
                 p.alert(format!("{head} {e}"));
-                return;
+                return None;
             }
         },
         "deny" => {
-            let mut status = 403;
+            // HAProxy denies a response with a 502.
+            let mut status = if kw == "http-response" { 502 } else { 403 };
             while matches!(arg(args, i), "deny_status" | "status") {
                 match parse_u32(arg(args, i + 1)).and_then(|n| u16::try_from(n).ok()) {
                     Some(n) if DENY_CODES.contains(&n) => status = n,
@@ -154,20 +178,20 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                             "{head} Unexpected status code '{}'.",
                             arg(args, i + 1)
                         ));
-                        return;
+                        return None;
                     }
                     None if arg(args, i + 1).is_empty() => {
                         p.alert(format!(
                             "{head} 'status' expects <status_code> as argument."
                         ));
-                        return;
+                        return None;
                     }
                     None => {
                         p.alert(format!(
                             "{head} Unexpected status code '{}'.",
                             arg(args, i + 1)
                         ));
-                        return;
+                        return None;
                     }
                 }
                 i += 2;
@@ -191,14 +215,14 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                             p.alert(format!(
                                 "{head} 'status' expects <status_code> as argument."
                             ));
-                            return;
+                            return None;
                         }
                         _ => {
                             p.alert(format!(
                                 "{head} Unexpected status code '{}'.",
                                 arg(args, i + 1)
                             ));
-                            return;
+                            return None;
                         }
                     },
                     "content-type" => match v {
@@ -207,14 +231,14 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                             p.alert(format!(
                                 "{head} 'content-type' expects a value as argument."
                             ));
-                            return;
+                            return None;
                         }
                     },
                     "string" => match v {
                         Some(v) => body = Some(v.clone()),
                         None => {
                             p.alert(format!("{head} 'string' expects <str> as argument."));
-                            return;
+                            return None;
                         }
                     },
                     _ => break,
@@ -225,7 +249,7 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                 p.alert(format!(
                     "{head} a content type must be defined when non-empty payload is configured."
                 ));
-                return;
+                return None;
             }
             HttpRequestAction::Return {
                 status,
@@ -238,11 +262,11 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                 "prometheus-exporter" => {}
                 "" | "if" | "unless" => {
                     p.alert(format!("{head} 'use-service' expects a service name.."));
-                    return;
+                    return None;
                 }
                 other => {
                     p.alert(format!("{head} '{other}' unknown service name.."));
-                    return;
+                    return None;
                 }
             }
             i = 3;
@@ -251,11 +275,11 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
         "set-method" | "set-path" | "set-pathq" | "set-query" | "set-uri" => {
             let Some(v) = args.get(2).filter(|v| !v.is_empty()) else {
                 p.alert(format!("{head} expects exactly 1 argument <format>."));
-                return;
+                return None;
             };
             if !matches!(arg(args, 3), "" | "if" | "unless") {
                 p.alert(format!("{head} expects exactly 1 argument <format>."));
-                return;
+                return None;
             }
             i = 3;
             let part = match action {
@@ -275,20 +299,20 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                 p.alert(format!(
                     "{head} expects exactly 2 arguments <match-regex> and <replace-format>."
                 ));
-                return;
+                return None;
             };
             if !matches!(arg(args, 4), "" | "if" | "unless") {
                 p.alert(format!(
                     "{head} expects exactly 2 arguments <match-regex> and <replace-format>."
                 ));
-                return;
+                return None;
             }
             if let Err(e) = regex::Regex::new(re) {
                 p.alert(format!(
                     "{head} failed to parse the regex : {}.",
                     crate::ana::acl::regex_invalid(re, &e)
                 ));
-                return;
+                return None;
             }
             i = 4;
             let part = match action {
@@ -305,14 +329,14 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
         "replace-header" | "replace-value" => {
             let (Some(n), Some(re), Some(rep)) = (args.get(2), args.get(3), args.get(4)) else {
                 p.alert(format!("{head} expects exactly 3 arguments."));
-                return;
+                return None;
             };
             if let Err(e) = regex::Regex::new(re) {
                 p.alert(format!(
                     "{head} {}.",
                     crate::ana::acl::regex_invalid(re, &e)
                 ));
-                return;
+                return None;
             }
             i = 5;
             HttpRequestAction::ReplaceHeader {
@@ -322,6 +346,27 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
                 values: action == "replace-value",
             }
         }
+        "set-status" => {
+            let status = parse_u32(arg(args, 2))
+                .and_then(|n| u16::try_from(n).ok())
+                .filter(|n| (100..=999).contains(n));
+            let Some(status) = status else {
+                p.alert(format!(
+                    "{head} expects an integer status code between 100 and 999."
+                ));
+                return None;
+            };
+            i = 3;
+            let mut reason = None;
+            // A bare `reason` is left to the condition parser, whose error HAProxy prints.
+            if arg(args, 3) == "reason"
+                && let Some(r) = args.get(4)
+            {
+                reason = Some(r.clone());
+                i = 5;
+            }
+            HttpRequestAction::SetStatus { status, reason }
+        }
         a if a.starts_with("track-sc") => match parse_track_sc(args, 1) {
             Ok((t, next)) => {
                 i = next;
@@ -330,7 +375,7 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
             Err(e) => {
                 let e = if e.ends_with('.') { e } else { format!("{e}.") };
                 p.alert(format!("{head} {e}"));
-                return;
+                return None;
             }
         },
         _ => HttpRequestAction::Allow,
@@ -340,17 +385,17 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
         Some("if" | "unless") => Some(cond(p, args, i)),
         Some(other) => {
             p.alert(format!(
-                "'http-request {action}' expects either 'if' or 'unless' followed by a condition but found '{other}'."
+                "'{kw} {action}' expects either 'if' or 'unless' followed by a condition but found '{other}'."
             ));
-            return;
+            return None;
         }
     };
     let loc = p.c.loc.clone();
-    p.px.http_request.push(HttpRequestRule {
+    Some(HttpRequestRule {
         action: act,
         cond,
         loc,
-    });
+    })
 }
 
 fn parse_redirect(args: &[String], i: &mut usize) -> Result<HttpRequestAction, String> {

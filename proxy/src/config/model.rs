@@ -528,6 +528,11 @@ pub enum HttpRequestAction {
         replace: String,
         values: bool,
     },
+    /// `http-response set-status <status> [reason <str>]`.
+    SetStatus {
+        status: u16,
+        reason: Option<String>,
+    },
 }
 
 /// The part of the request line a rewrite reads or writes.
@@ -923,6 +928,8 @@ pub struct Proxy {
     pub default_backend: Option<(String, Loc)>,
     pub use_backends: Vec<UseBackend>,
     pub http_request: Vec<HttpRequestRule>,
+    /// `http-response` rules (the same actions on the server's response head).
+    pub http_response: Vec<HttpRequestRule>,
     pub tcp_request: Vec<TcpRequestRule>,
     pub tcp_inspect_delay: Option<Duration>,
     pub http_check: HttpCheck,
@@ -1025,6 +1032,7 @@ impl Proxy {
             default_backend: None,
             use_backends: Vec::new(),
             http_request: Vec::new(),
+            http_response: Vec::new(),
             tcp_request: Vec::new(),
             tcp_inspect_delay: None,
             http_check: HttpCheck::default(),

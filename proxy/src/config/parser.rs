@@ -907,15 +907,20 @@ fn warn_proxy(px: &Proxy, diags: &mut Vec<Diag>) {
             ),
         ));
     }
-    if px.mode == Mode::Tcp && !px.http_request.is_empty() {
-        diags.push(Diag::global(
-            Severity::Warning,
-            format!(
-                "'http-request' rules ignored for {} '{}' as they require HTTP mode.",
-                px.kind(),
-                px.name
-            ),
-        ));
+    for (kw, empty) in [
+        ("http-request", px.http_request.is_empty()),
+        ("http-response", px.http_response.is_empty()),
+    ] {
+        if px.mode == Mode::Tcp && !empty {
+            diags.push(Diag::global(
+                Severity::Warning,
+                format!(
+                    "'{kw}' rules ignored for {} '{}' as they require HTTP mode.",
+                    px.kind(),
+                    px.name
+                ),
+            ));
+        }
     }
 }
 

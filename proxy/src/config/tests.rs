@@ -1178,3 +1178,44 @@ fn slowstart_and_maxqueue() {
         .collect();
     assert_eq!(pending, [("server maxqueue (with balance source)", 3)]);
 }
+
+#[test]
+fn http_response_rules_and_haproxy_errors() {
+    let text = "defaults\n mode http\nfrontend f\n bind :1\n http-response set-status 418 reason Teapot if TRUE\n http-response deny\n http-response set-header X-A b\n";
+    let c = parse_env(text, &no_env).unwrap().config;
+    let f = &c.proxies[0];
+    assert_eq!(
+        f.http_response[0].action,
+        HttpRequestAction::SetStatus {
+            status: 418,
+            reason: Some("Teapot".into())
+        }
+    );
+    // A response is denied with a 502 unless told otherwise.
+    assert_eq!(
+        f.http_response[1].action,
+        HttpRequestAction::Deny { status: 502 }
+    );
+    assert_eq!(f.http_response.len(), 3);
+    assert!(f.http_request.is_empty());
+    // HAProxy 2.6's words (haproxy -c).
+    for (rule, msg) in [
+        (
+            "set-status abc",
+            "while parsing 'http-response set-status' rule : expects an integer status code between 100 and 999.",
+        ),
+        (
+            "set-status 200 reason",
+            "'http-response set-status' expects either 'if' or 'unless' followed by a condition but found 'reason'.",
+        ),
+        (
+            "deny deny_status 600",
+            "while parsing 'http-response deny' rule : Unexpected status code '600'.",
+        ),
+        ("set-path /x", "but got 'set-path'."),
+    ] {
+        let text = format!("defaults\n mode http\nfrontend f\n bind :1\n http-response {rule}\n");
+        let d = parse_env(&text, &no_env).unwrap_err();
+        assert!(d.iter().any(|d| d.msg.ends_with(msg)), "{rule}: {d:?}");
+    }
+}

@@ -29,7 +29,7 @@ use crate::engine::pool::{self, BUF, give_buf, take_buf};
 use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
 use crate::http::h2::Client;
-use crate::http::head::{RequestHead, Version};
+use crate::http::head::{RequestHead, ResponseHead, Version};
 use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy, Server, stats as counters};
@@ -1201,6 +1201,60 @@ impl Session {
         false
     }
 
+    /// `http-response` rules: the backend's, then the frontend's (HAProxy's order); `Some` is
+    /// the status of a `deny`.
+    fn response_rules(&self, be: &Proxy, srv: &Server, head: &mut ResponseHead) -> Option<u16> {
+        let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let mut base = SampleCtx::new(src, dst, &self.fe.name).with_tls(self.tls.as_deref());
+        base.backend = Some(&be.name);
+        base.server = Some(&srv.name);
+        let fe: &Proxy = &self.fe;
+        let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
+            &[be]
+        } else {
+            &[be, fe]
+        };
+        sections.iter().find_map(|px| {
+            match rules::apply_http_response(&px.rules.http_response, head, &base) {
+                rules::ResVerdict::Deny(st) => Some(st),
+                rules::ResVerdict::Continue => None,
+            }
+        })
+    }
+
+    /// `http-response deny`: the server connection is dropped (its body unread) and the client
+    /// gets the error page, logged `PH--` and counted in `dresp`.
+    async fn deny_response(
+        &mut self,
+        be: &Proxy,
+        srv: &Server,
+        server: &Conn,
+        status: u16,
+        (req, client_close): (&RequestHead, bool),
+        log: &mut SessionLog,
+    ) -> bool {
+        server.abort(true);
+        log.term = *b"PH";
+        log.status = Some(status);
+        // HAProxy logs no server response time for a denied response.
+        log.response = None;
+        Counters::add(&self.fe.fe_counters.denied_resp, 1);
+        Counters::add(&be.counters.denied_resp, 1);
+        Counters::add(&srv.counters.denied_resp, 1);
+        self.fe.fe_counters.count_status(status);
+        be.counters.count_status(status);
+        // The client connection stays, as after any reply HAProxy generates.
+        let hdr = ConnHeader::for_reply(req.version == Version::Http10, !client_close, false);
+        let (mut bytes, close) =
+            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
+        if req.method == "HEAD" {
+            bytes = errors::head_only(&bytes).to_vec();
+        }
+        log.bytes_out += crate::log::htx::reply_size(&bytes);
+        self.send_client(bytes).await && !client_close && !close
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn forward_response(
         &mut self,
@@ -1217,8 +1271,8 @@ impl Session {
         let (mut head, mut sbuf) = resp;
         let status = head.status;
         log.status = Some(status);
-        self.fe.fe_counters.count_status(status);
-        be.counters.count_status(status);
+        // The server counts what it sent; the frontend and backend count the final status
+        // once the rules (or an error) decided it, as HAProxy's process_stream does.
         srv.counters.count_status(status);
         let tunnel = upgrade && status == 101;
         let framing = match h1::response_framing(&head, &req.method) {
@@ -1248,8 +1302,22 @@ impl Session {
         let server_keep = !(httpclose || fo.http_server_close || bo.http_server_close);
         let close = client_close || httpclose || framing == BodyFraming::UntilClose;
         h1::remove_hop_by_hop(&mut head.headers);
-        // `%B` counts the head as HAProxy stores it, before the mux adds its connection header.
+        // `%B` counts the head as HAProxy stores it, before the mux adds its connection header
+        // and before the `http-response` rules change it.
         log.bytes_out = crate::log::htx::head_size(&head);
+        if let Some(st) = self.response_rules(be, srv, &mut head) {
+            // HAProxy has counted the body bytes that came with the head.
+            if let Ok(p) = BodyDecoder::new(framing).advance(&sbuf) {
+                log.bytes_out += crate::log::htx::BodySize::new(framing == BodyFraming::Chunked)
+                    .feed(&sbuf[..p.consumed]);
+            }
+            return self
+                .deny_response(be, srv, server, st, (req, client_close), log)
+                .await;
+        }
+        log.status = Some(head.status);
+        self.fe.fe_counters.count_status(head.status);
+        be.counters.count_status(head.status);
         let mut htx_body = crate::log::htx::BodySize::new(framing == BodyFraming::Chunked);
         // As HAProxy's H1 mux: `close` on an HTTP/1.1 response that ends the connection,
         // `keep-alive` when either side is HTTP/1.0 and the connection stays.

@@ -119,6 +119,8 @@ pub struct Counters {
     pub bytes_out: AtomicU64,
     pub req_tot: AtomicU64,
     pub denied_req: AtomicU64,
+    /// Responses refused by `http-response deny` (`dresp`).
+    pub denied_resp: AtomicU64,
     /// Connections refused by `tcp-request connection` (`dcon`).
     pub denied_conn: AtomicU64,
     /// Sessions refused by `tcp-request session` (`dses`).
@@ -213,6 +215,7 @@ impl Counters {
             &self.bytes_out,
             &self.req_tot,
             &self.denied_req,
+            &self.denied_resp,
             &self.denied_conn,
             &self.denied_sess,
             &self.errors_req,
