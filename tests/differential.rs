@@ -588,6 +588,48 @@ fn request_line_and_header_rewrites_as_seen_by_backend() {
     assert_same("rewrites", &h, &p);
 }
 
+#[test]
+fn captures_in_httplog_and_log_format() {
+    let fe_rules = [
+        "capture request header Host len 5",
+        "declare capture request len 8",
+        "capture response header x-node len 10",
+        "declare capture response len 4",
+        "http-request capture req.hdr(User-Agent) len 4",
+        "http-request capture path id 1",
+        "http-response capture res.hdr(content-type) id 1",
+    ]
+    .join("\n    ");
+    let Some((h, p)) = differential(
+        2,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    {fe_rules}\n    default_backend be\n\nfrontend lf\n    bind 127.0.0.1:{}\n    http-request capture req.hdr(x-a) len 3\n    log-format \"%ci [%[capture.req.hdr(0)]] [%[capture.req.hdr(1)]] %hrl|%hsl %ST\"\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+                ports[0],
+                ports[1],
+                n.addr()
+            )
+        },
+        |side, _| {
+            let mut out = Steps::new();
+            for (i, ua) in [(0, Some("a|b}c")), (0, None), (1, None)] {
+                let a = side.addr(i);
+                let ua = ua.map_or(String::new(), |u| format!("User-Agent: {u}\r\n"));
+                let raw = format!(
+                    "GET /some/long/path HTTP/1.1\r\nHost: example.com\r\n{ua}x-a: \"q\"\r\nConnection: close\r\n\r\n"
+                );
+                let s = send(a, raw.as_bytes());
+                step(&mut out, side, &format!("{i} {ua}"), s, 1);
+            }
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("captures", &h, &p);
+}
+
 fn stat_sock(port: u16) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("pc-diff-{}-{port}.sock", std::process::id()))
 }

@@ -44,6 +44,13 @@ pub enum Action {
     },
     /// `http-response set-status <code> [reason <str>]`.
     SetStatus(u16, Option<String>),
+    /// `capture <sample> len|id`: into the request's (or for `http-response`, the response's)
+    /// slot; `len` 0 = the slot's own.
+    Capture {
+        expr: SampleExpr,
+        slot: usize,
+        len: usize,
+    },
 }
 
 /// A compiled `track-sc<n> <key> [table <t>]`.
@@ -77,6 +84,8 @@ pub struct TcpRule {
     pub cond: Option<Condition>,
     /// Set for `TcpRequestAction::TrackSc`.
     pub track: Option<Track>,
+    /// Set for `TcpRequestAction::Capture`: the sample, slot and length.
+    pub capture: Option<(SampleExpr, usize, usize)>,
 }
 
 pub struct Rule {
@@ -147,6 +156,7 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
         HttpRequestAction::ReplaceHeader { values: false, .. } => "replace-header",
         HttpRequestAction::ReplaceHeader { values: true, .. } => "replace-value",
         HttpRequestAction::SetStatus { .. } => "set-status",
+        HttpRequestAction::Capture { .. } => "capture",
         HttpRequestAction::TrackSc(t) => match t.sc {
             0 => "track-sc0",
             1 => "track-sc1",
@@ -264,6 +274,17 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 HttpRequestAction::SetStatus { status, reason } => {
                     Action::SetStatus(*status, reason.clone())
                 }
+                HttpRequestAction::Capture { sample, slot, len } => match parse_sample(sample) {
+                    Ok(expr) => Action::Capture {
+                        expr,
+                        slot: *slot,
+                        len: *len,
+                    },
+                    Err(e) => {
+                        errs.push(Diag::alert(&rule.loc.file, rule.loc.line, e));
+                        continue;
+                    }
+                },
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -339,10 +360,21 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
         } else {
             "tcp-request content"
         };
+        let capture = match &t.action {
+            TcpRequestAction::Capture { sample, slot, len } => match parse_sample(sample) {
+                Ok(e) => Some((e, *slot, *len)),
+                Err(e) => {
+                    errs.push(Diag::alert(&t.loc.file, t.loc.line, e));
+                    continue;
+                }
+            },
+            _ => None,
+        };
         let rule = TcpRule {
             action: t.action.clone(),
             cond: cond(&t.cond, name, errs),
             track,
+            capture,
         };
         if t.connection {
             r.tcp_connection.push(rule);
@@ -509,6 +541,7 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             }
             // Only `http-response` rules carry it (the parser refuses it in requests).
             Action::SetStatus(..) => {}
+            Action::Capture { expr, slot, len } => capture(&ctx, expr, false, *slot, *len),
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Allow => return Verdict::Continue,
             Action::UsePrometheus => return Verdict::Prometheus,
@@ -540,6 +573,13 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
         }
     }
     Verdict::Continue
+}
+
+/// A `capture` action: the sample as a string into the slot (nothing when it yields none).
+fn capture(ctx: &SampleCtx<'_>, expr: &SampleExpr, response: bool, slot: usize, len: usize) {
+    if let (Some(caps), Some(v)) = (ctx.captures, expr.eval(ctx)) {
+        caps.store(response, slot, len, &v.to_str());
+    }
 }
 
 /// What one section's `http-response` rules decided.
@@ -593,6 +633,7 @@ pub fn apply_http_response(
                     None => crate::http::errors::reason(*status).to_string(),
                 };
             }
+            Action::Capture { expr, slot, len } => capture(&ctx, expr, true, *slot, *len),
             Action::Deny(status) => return ResVerdict::Deny(*status),
             Action::Allow => return ResVerdict::Continue,
             // Request-only actions (the parser keeps them out of `http-response`).
@@ -655,6 +696,10 @@ pub fn apply_tcp_rules(rules: &[TcpRule], ctx: &SampleCtx<'_>) -> Option<TcpRequ
             Some(c) => c.eval_partial(ctx)?,
         };
         if !applies {
+            continue;
+        }
+        if let Some((expr, slot, len)) = &rule.capture {
+            capture(ctx, expr, false, *slot, *len);
             continue;
         }
         match &rule.track {

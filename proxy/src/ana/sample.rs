@@ -46,6 +46,8 @@ pub struct SampleCtx<'a> {
     pub req: Option<&'a RequestHead>,
     /// The server's response head (`http-response` rules).
     pub res: Option<&'a ResponseHead>,
+    /// The transaction's capture slots (`capture` actions, `capture.req.hdr`).
+    pub captures: Option<&'a crate::ana::capture::Captured>,
     /// Raw ClientHello facts for TCP-mode content inspection (`req.ssl_sni`, …).
     pub ssl_hello: Option<SslHello<'a>>,
     /// Bytes waiting in the request buffer (`req.len`).
@@ -75,6 +77,7 @@ impl<'a> SampleCtx<'a> {
             ssl_cipher: None,
             req: None,
             res: None,
+            captures: None,
             ssl_hello: None,
             req_len: 0,
             payload: None,
@@ -230,6 +233,11 @@ pub enum Fetch {
     },
     /// `status`: the response's status code.
     Status,
+    /// `capture.req.hdr(<n>)` / `capture.res.hdr(<n>)`: a capture slot's value.
+    Capture {
+        res: bool,
+        slot: usize,
+    },
     /// `res.ver`: the response's HTTP version.
     ResVer,
     /// `str(<string>)`: a constant.
@@ -266,6 +274,8 @@ enum ArgSpec {
     ScCtr,
     /// `[table]`
     Table,
+    /// `integer` (mandatory): a capture slot.
+    Slot,
 }
 
 /// One row of the fetch table.
@@ -363,6 +373,14 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("always_true", Bool, None, None, || Fetch::AlwaysTrue),
     fdef!("base", Str, HRQ, None, || Fetch::Base),
     fdef!("be_name", Str, None, None, || Fetch::BeName),
+    fdef!("capture.req.hdr", Str, None, Slot, || Fetch::Capture {
+        res: false,
+        slot: 0
+    }),
+    fdef!("capture.res.hdr", Str, None, Slot, || Fetch::Capture {
+        res: true,
+        slot: 0
+    }),
     fdef!("dst", Ip, None, None, || Fetch::Dst),
     fdef!("dst_port", Int, None, None, || Fetch::DstPort),
     fdef!("fe_name", Str, None, None, || Fetch::FeName),
@@ -617,7 +635,7 @@ pub(crate) fn parse_prefix_with(
         let (args, next) = split_args(s, pos + 1).map_err(|m| known(format!("{prefix} : {m}")))?;
         pos = next;
         apply_args(&mut fetch, def.args, &args).map_err(|m| known(format!("{prefix} : {m}")))?;
-    } else if def.args == ArgSpec::ScCtr {
+    } else if matches!(def.args, ArgSpec::ScCtr | ArgSpec::Slot) {
         return Err(known(format!(
             "fetch method '{fkw}' : expected type 'integer' at position 1, but got nothing"
         )));
@@ -686,7 +704,7 @@ fn split_args(s: &str, start: usize) -> Result<(Vec<&str>, usize), String> {
 fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), String> {
     let max = match spec {
         ArgSpec::None => 0,
-        ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table => 1,
+        ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
         ArgSpec::HdrOcc | ArgSpec::ScCtr => 2,
     };
     if let Fetch::Stick { sc, table, .. } = fetch
@@ -712,6 +730,23 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
             .first()
             .filter(|t| !t.is_empty())
             .map(|t| t.to_string());
+        return Ok(());
+    }
+    if let Fetch::Capture { slot, .. } = fetch
+        && args.len() <= max
+    {
+        let a = args.first().copied().unwrap_or("");
+        *slot = match a.trim().parse::<usize>() {
+            Ok(n) => n,
+            Err(_) if a.is_empty() => {
+                return Err("expected type 'integer' at position 1, but got nothing".into());
+            }
+            Err(_) => {
+                return Err(format!(
+                    "failed to parse '{a}' as type 'integer' at position 1"
+                ));
+            }
+        };
         return Ok(());
     }
     if spec == ArgSpec::Str {
@@ -1001,6 +1036,10 @@ impl SampleExpr {
                 Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
             }
             Fetch::Status => ctx.res.map(|r| Int(i64::from(r.status))),
+            Fetch::Capture { res, slot } => ctx
+                .captures
+                .and_then(|c| c.get(*res, *slot))
+                .map(|v| Str(Cow::Owned(v))),
             Fetch::ResVer => ctx.res.map(|r| match r.version {
                 Version::Http10 => Str(Cow::Borrowed("1.0")),
                 Version::Http11 => Str(Cow::Borrowed("1.1")),

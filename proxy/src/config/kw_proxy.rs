@@ -9,7 +9,7 @@ use super::model::{
 };
 use super::parser::{Ctx, unknown_kw};
 use super::values::{parse_time, parse_u32, time_error_msg};
-use super::{addr, kw_pages, kw_rules, kw_server, kw_small, suggest};
+use super::{addr, kw_capture, kw_pages, kw_rules, kw_server, kw_small, suggest};
 
 /// Allowed in `defaults` sections (named or anonymous).
 pub(crate) const DEF: u8 = 1;
@@ -96,6 +96,18 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         caps: DEF | BE,
         strict: false,
         parse: kw_server::kw_default_server,
+    },
+    ProxyKw {
+        kw: "capture",
+        caps: FE,
+        strict: false,
+        parse: kw_capture::kw_capture,
+    },
+    ProxyKw {
+        kw: "declare",
+        caps: FE,
+        strict: false,
+        parse: kw_capture::kw_declare,
     },
     ProxyKw {
         kw: "default_backend",

@@ -51,6 +51,7 @@ pub(crate) fn kw_acl(p: &mut P, args: &[String]) {
 pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "add-header",
     "allow",
+    "capture",
     "del-header",
     "deny",
     "redirect",
@@ -81,6 +82,7 @@ const DENY_CODES: &[u16] = &[
 pub(crate) const HTTP_RESPONSE_ACTIONS: &[&str] = &[
     "add-header",
     "allow",
+    "capture",
     "del-header",
     "deny",
     "replace-header",
@@ -346,6 +348,16 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 values: action == "replace-value",
             }
         }
+        "capture" => match super::kw_capture::capture_rule(p, args, 2, kw == "http-response") {
+            Ok((sample, slot, len)) => {
+                i = 5;
+                HttpRequestAction::Capture { sample, slot, len }
+            }
+            Err(e) => {
+                p.alert(format!("{head} {e}"));
+                return None;
+            }
+        },
         "set-status" => {
             let status = parse_u32(arg(args, 2))
                 .and_then(|n| u16::try_from(n).ok())
@@ -495,6 +507,37 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
             let action = match arg(args, 2) {
                 "accept" => TcpRequestAction::Accept,
                 "reject" => TcpRequestAction::Reject,
+                "capture" if !connection => {
+                    let sample = arg(args, 3).to_string();
+                    let len = parse_u32(arg(args, 5)).filter(|n| *n > 0);
+                    let Some(len) = len.filter(|_| arg(args, 4) == "len") else {
+                        p.alert(
+                            "'tcp-request content capture' : a positive 'len' argument is mandatory",
+                        );
+                        return;
+                    };
+                    if let Err(e) = crate::ana::sample::parse_sample(&sample) {
+                        p.alert(format!("'tcp-request content capture' : {e}"));
+                        return;
+                    }
+                    if !p.px.cap.frontend {
+                        let d = p.desc();
+                        p.alert(format!(
+                            "'tcp-request content capture' : {d} has no frontend capability"
+                        ));
+                        return;
+                    }
+                    p.px.captures.req.push(super::model::CaptureSlot {
+                        header: None,
+                        len: len as usize,
+                    });
+                    at = 6;
+                    TcpRequestAction::Capture {
+                        sample,
+                        slot: p.px.captures.req.len() - 1,
+                        len: len as usize,
+                    }
+                }
                 t if t.starts_with("track-sc") => match parse_track_sc(args, 2) {
                     Ok((t, next)) => {
                         if connection

@@ -8,6 +8,7 @@ pub mod addr;
 pub mod cond;
 pub mod diag;
 pub mod keywords;
+mod kw_capture;
 mod kw_global;
 mod kw_pages;
 mod kw_process;

@@ -533,6 +533,29 @@ pub enum HttpRequestAction {
         status: u16,
         reason: Option<String>,
     },
+    /// `capture <sample> len <n>|id <n>`: stores the sample in capture slot `slot` (of the
+    /// request, or of the response for `http-response`); `len` 0 = the slot's own length.
+    Capture {
+        sample: String,
+        slot: usize,
+        len: usize,
+    },
+}
+
+/// One capture slot: a header's value (`capture request|response header`) or what a
+/// `capture` rule stores (`declare capture`, `… capture <sample> len <n>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureSlot {
+    pub header: Option<String>,
+    /// Values are cut to this many bytes.
+    pub len: usize,
+}
+
+/// A frontend's capture slots, per direction, in HAProxy's numbering (declaration order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Captures {
+    pub req: Vec<CaptureSlot>,
+    pub res: Vec<CaptureSlot>,
 }
 
 /// The part of the request line a rewrite reads or writes.
@@ -602,6 +625,12 @@ pub enum TcpRequestAction {
     Reject,
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
+    /// `capture <sample> len <n>` (not final), into request slot `slot`.
+    Capture {
+        sample: String,
+        slot: usize,
+        len: usize,
+    },
 }
 
 /// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).
@@ -930,6 +959,7 @@ pub struct Proxy {
     pub http_request: Vec<HttpRequestRule>,
     /// `http-response` rules (the same actions on the server's response head).
     pub http_response: Vec<HttpRequestRule>,
+    pub captures: Captures,
     pub tcp_request: Vec<TcpRequestRule>,
     pub tcp_inspect_delay: Option<Duration>,
     pub http_check: HttpCheck,
@@ -1033,6 +1063,7 @@ impl Proxy {
             use_backends: Vec::new(),
             http_request: Vec::new(),
             http_response: Vec::new(),
+            captures: Captures::default(),
             tcp_request: Vec::new(),
             tcp_inspect_delay: None,
             http_check: HttpCheck::default(),

@@ -3,7 +3,7 @@
 //! need the whole configuration (references, ids, conflicting binds) at the end.
 
 use super::diag::{Diag, Severity};
-use super::model::{BindAddr, Cap, Config, Global, Loc, Mode, Proxy};
+use super::model::{BindAddr, Cap, Config, Global, HttpRequestAction, Loc, Mode, Proxy};
 use super::values::invalid_name_char;
 use super::{Sys, cond, kw_global, kw_proxy, lexer, suggest};
 use std::sync::Arc;
@@ -906,6 +906,27 @@ fn warn_proxy(px: &Proxy, diags: &mut Vec<Diag>) {
                 px.name
             ),
         ));
+    }
+    // `capture … id <n>` names a slot the frontend declares (HAProxy's post-parse check).
+    if px.cap.frontend {
+        for (kw, rules, slots) in [
+            ("http-request", &px.http_request, px.captures.req.len()),
+            ("http-response", &px.http_response, px.captures.res.len()),
+        ] {
+            for r in rules {
+                if let HttpRequestAction::Capture { slot, len: 0, .. } = r.action
+                    && slot >= slots
+                {
+                    diags.push(Diag::global(
+                        Severity::Alert,
+                        format!(
+                            "Proxy '{}': unable to find capture id '{slot}' referenced by {kw} capture rule.",
+                            px.name
+                        ),
+                    ));
+                }
+            }
+        }
     }
     for (kw, empty) in [
         ("http-request", px.http_request.is_empty()),

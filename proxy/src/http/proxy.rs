@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::ana::capture::Captured;
 use crate::ana::rules::{self, Verdict};
 use crate::ana::sample::SampleCtx;
 use crate::backend::{self, ConnectError};
@@ -452,6 +453,12 @@ impl Session {
         let mut log = self.new_log();
         log.accept_date = std::time::SystemTime::now() - start.elapsed();
         log.request = Some(start.elapsed());
+        // `capture request header` sees the request as received, before any rule.
+        log.captures = Captured::start(&self.fe.cfg.captures);
+        if let Some(c) = &log.captures {
+            c.headers(false, &self.fe.cfg.captures.req, &req.headers);
+        }
+        let caps = log.captures.clone();
         // Only a log line reads it: no allocation per request when the frontend does not log.
         if !self.fe.cfg.logs.is_empty() {
             log.request_line = Some(match self.client.h2_log_line() {
@@ -535,6 +542,7 @@ impl Session {
         }
         for stage in 0..2 {
             let mut base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
+            base.captures = caps.as_deref();
             let now = self.shared.model.now_ms();
             base.stick = self
                 .shared
@@ -1203,12 +1211,19 @@ impl Session {
 
     /// `http-response` rules: the backend's, then the frontend's (HAProxy's order); `Some` is
     /// the status of a `deny`.
-    fn response_rules(&self, be: &Proxy, srv: &Server, head: &mut ResponseHead) -> Option<u16> {
+    fn response_rules(
+        &self,
+        be: &Proxy,
+        srv: &Server,
+        head: &mut ResponseHead,
+        captures: Option<&Captured>,
+    ) -> Option<u16> {
         let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let mut base = SampleCtx::new(src, dst, &self.fe.name).with_tls(self.tls.as_deref());
         base.backend = Some(&be.name);
         base.server = Some(&srv.name);
+        base.captures = captures;
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]
@@ -1305,7 +1320,10 @@ impl Session {
         // `%B` counts the head as HAProxy stores it, before the mux adds its connection header
         // and before the `http-response` rules change it.
         log.bytes_out = crate::log::htx::head_size(&head);
-        if let Some(st) = self.response_rules(be, srv, &mut head) {
+        if let Some(c) = &log.captures {
+            c.headers(true, &self.fe.cfg.captures.res, &head.headers);
+        }
+        if let Some(st) = self.response_rules(be, srv, &mut head, log.captures.as_deref()) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(framing).advance(&sbuf) {
                 log.bytes_out += crate::log::htx::BodySize::new(framing == BodyFraming::Chunked)

@@ -208,6 +208,8 @@ impl Logger {
         let local = rec
             .frontend_addr
             .unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
+        let req_caps = rec.captures.as_ref().map(|c| c.req.borrow());
+        let res_caps = rec.captures.as_ref().map(|c| c.res.borrow());
         let record = LogRecord {
             client: rec.client,
             frontend_addr: rec.frontend_addr,
@@ -230,10 +232,13 @@ impl Logger {
             retries: rec.retries,
             redispatched: rec.redispatched,
             request_line: rec.request_line.as_deref(),
+            req_captures: req_caps.as_deref().map(Vec::as_slice),
+            res_captures: res_caps.as_deref().map(Vec::as_slice),
             pid: self.pid,
             ..Default::default()
         };
-        let ctx = SampleCtx::new(client, local, &rec.frontend).with_tls(rec.tls.as_deref());
+        let mut ctx = SampleCtx::new(client, local, &rec.frontend).with_tls(rec.tls.as_deref());
+        ctx.captures = rec.captures.as_deref();
         let mut line = String::with_capacity(256);
         fmt.render(&record, &ctx, &mut line);
         self.emit(fe, &line);

@@ -45,6 +45,9 @@ pub struct SessionLog {
     pub request_line: Option<String>,
     /// The client sent no byte (for `option dontlognull`).
     pub null: bool,
+    /// The transaction's capture slots (`%hr`, `%hs`, `capture.req.hdr`), when the frontend
+    /// has any.
+    pub captures: Option<std::rc::Rc<crate::ana::capture::Captured>>,
 }
 
 impl SessionLog {
@@ -80,6 +83,7 @@ impl SessionLog {
             redispatched: false,
             request_line: None,
             null: false,
+            captures: None,
         }
     }
 }

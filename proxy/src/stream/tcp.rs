@@ -171,7 +171,17 @@ async fn stream(
     start: Instant,
     mut log: SessionLog,
 ) -> End {
-    let peeked = match inspect_phase(shared, fe, &client, (peer, local), sess, start).await {
+    log.captures = crate::ana::capture::Captured::start(&fe.cfg.captures);
+    let caps = log.captures.clone();
+    let inspecting = inspect_phase(
+        shared,
+        fe,
+        &client,
+        (peer, local),
+        (sess, caps.as_deref()),
+        start,
+    );
+    let peeked = match inspecting.await {
         Ok(p) => p,
         Err(()) => {
             log.term = *b"PR";
@@ -220,7 +230,7 @@ async fn inspect_phase(
     fe: &Proxy,
     client: &Side,
     (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
-    sess: &StkCtrs,
+    (sess, caps): (&StkCtrs, Option<&crate::ana::capture::Captured>),
     start: Instant,
 ) -> Result<Vec<u8>, ()> {
     let mut peeked = Vec::new();
@@ -233,6 +243,7 @@ async fn inspect_phase(
     let mut base = base_ctx(fe, peer, local);
     let now = shared.model.now_ms();
     base.stick = shared.model.stick_view(fe, Some(sess), None, now);
+    base.captures = caps;
     let (verdict, len) = inspect(fe, client, base, start, &mut peeked).await;
     peeked.truncate(len);
     if verdict == TcpRequestAction::Reject {
