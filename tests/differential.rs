@@ -630,6 +630,76 @@ fn captures_in_httplog_and_log_format() {
     assert_same("captures", &h, &p);
 }
 
+#[test]
+fn converters_as_seen_by_backend() {
+    let exprs = [
+        "path,field(3,/)",
+        "path,field(-1,/,2)",
+        "path,word(2,/)",
+        "path,regsub(/,_,g)",
+        "req.hdr(x-in),hex",
+        "req.hdr(x-in),base64",
+        "req.hdr(x-in),ub64enc",
+        "req.hdr(x-in),sha1,hex",
+        "req.hdr(x-in),sha2,hex",
+        "req.hdr(x-in),digest(sha512),base64",
+        "req.hdr(x-in),hmac(sha256,a2V5),hex",
+        "req.hdr(x-in),crc32",
+        "req.hdr(x-in),crc32(1)",
+        "req.hdr(x-in),djb2",
+        "req.hdr(x-in),sdbm(1)",
+        "req.hdr(x-in),wt6",
+        "req.hdr(x-in),json",
+        "req.hdr(x-in),bytes(2,3)",
+        // (HAProxy 2.6 caps the sum of two negatives to the maximum, a bug fixed later:
+        // no such sum here.)
+        "req.hdr(x-in),length,add(1000),mul(-3),add(7),div(2),mod(1000)",
+        "req.hdr(x-n),neg",
+        "req.hdr(x-n),and(6),or(8),xor(1)",
+        "req.hdr(x-n),odd,iif(odd,even)",
+        "req.hdr(x-n),hex2i",
+        "src,ipmask(16)",
+        "req.hdr(x-e),url_dec",
+        "req.hdr(x-e),url_dec(1)",
+        "req.hdr(x-t),http_date",
+        "req.hdr(x-t),http_date(3600)",
+        "req.hdr(x-t),utime(%Y-%m-%dT%H:%M:%S)",
+        "req.hdr(x-b),b64dec",
+        "req.hdr(x-w),ltrim(\\ x),rtrim(y)",
+        "req.hdr(x-w),cut_crlf,upper",
+    ];
+    let rules: Vec<String> = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| format!("http-request set-header x-c{i} %[{e}]"))
+        .collect();
+    let rules = rules.join("\n    ");
+    let Some((h, p)) = differential(
+        1,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    {rules}\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+                ports[0],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let a = side.addr(0);
+            let mut out = Steps::new();
+            let raw = "GET /a/bb/ccc/dd?q=1 HTTP/1.1\r\nHost: example.com\r\nx-in: a\"b/c\\d\r\nx-n: 21\r\nx-e: a%20b+c?d+e%41\r\nx-t: 784111777\r\nx-b: aGVsbG8=\r\nx-w:   xxwordyy\r\nConnection: close\r\n\r\n";
+            let s = send(a, raw.as_bytes());
+            step(&mut out, side, "request", s, 1);
+            let heads: Vec<String> = n.requests().iter().map(|r| r.head.clone()).collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("converters", &h, &p);
+}
+
 fn stat_sock(port: u16) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("pc-diff-{}-{port}.sock", std::process::id()))
 }

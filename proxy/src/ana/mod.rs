@@ -5,6 +5,7 @@
 
 pub mod acl;
 pub mod capture;
+pub mod conv;
 pub mod rewrite;
 pub mod rules;
 pub mod sample;

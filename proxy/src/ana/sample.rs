@@ -118,6 +118,8 @@ pub enum SampleValue<'a> {
     Int(i64),
     Bool(bool),
     Ip(IpAddr),
+    /// Binary (`sha1`, `b64dec`, `bytes`): as a string it is read as UTF-8, lossily.
+    Bin(Cow<'a, [u8]>),
 }
 
 impl SampleValue<'_> {
@@ -128,6 +130,20 @@ impl SampleValue<'_> {
             SampleValue::Int(i) => Cow::Owned(i.to_string()),
             SampleValue::Bool(b) => Cow::Borrowed(if *b { "1" } else { "0" }),
             SampleValue::Ip(ip) => Cow::Owned(ip.to_string()),
+            SampleValue::Bin(b) => String::from_utf8_lossy(b),
+        }
+    }
+    /// The value's bytes, as HAProxy casts to binary (an address is its raw octets).
+    pub fn to_bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            SampleValue::Bin(b) => Cow::Borrowed(b.as_ref()),
+            SampleValue::Str(s) => Cow::Borrowed(s.as_bytes()),
+            SampleValue::Ip(IpAddr::V4(a)) => Cow::Owned(a.octets().to_vec()),
+            SampleValue::Ip(IpAddr::V6(a)) => Cow::Owned(a.octets().to_vec()),
+            other => match other.to_str() {
+                Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+                Cow::Borrowed(s) => Cow::Owned(s.as_bytes().to_vec()),
+            },
         }
     }
     /// The value cast to an integer (strings must be a whole decimal number).
@@ -136,7 +152,7 @@ impl SampleValue<'_> {
             SampleValue::Str(s) => s.trim().parse().ok(),
             SampleValue::Int(i) => Some(*i),
             SampleValue::Bool(b) => Some(i64::from(*b)),
-            SampleValue::Ip(_) => None,
+            SampleValue::Ip(_) | SampleValue::Bin(_) => None,
         }
     }
     pub fn to_bool(&self) -> bool {
@@ -145,6 +161,7 @@ impl SampleValue<'_> {
             SampleValue::Int(i) => *i != 0,
             SampleValue::Bool(b) => *b,
             SampleValue::Ip(_) => true,
+            SampleValue::Bin(b) => !b.is_empty(),
         }
     }
     pub fn to_ip(&self) -> Option<IpAddr> {
@@ -160,6 +177,7 @@ impl SampleValue<'_> {
             SampleValue::Int(i) => SampleValue::Int(i),
             SampleValue::Bool(b) => SampleValue::Bool(b),
             SampleValue::Ip(ip) => SampleValue::Ip(ip),
+            SampleValue::Bin(b) => SampleValue::Bin(Cow::Owned(b.into_owned())),
         }
     }
 }
@@ -479,77 +497,7 @@ pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
     FETCHES.iter().find(|f| f.name == name)
 }
 
-/// Converters applied after the fetch (`path,lower`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Conv {
-    Lower,
-    Upper,
-    Length,
-    /// `map`, `map_<match>(<file>[,<default>])`: the value of the matching entry, else the
-    /// default, else no sample.
-    Map(MapConv),
-}
-
-#[derive(Clone, Debug)]
-pub struct MapConv {
-    pub map: std::sync::Arc<crate::map::Map>,
-    pub default: Option<String>,
-}
-
-impl PartialEq for MapConv {
-    fn eq(&self, o: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.map, &o.map) && self.default == o.default
-    }
-}
-impl Eq for MapConv {}
-
-impl Conv {
-    fn from_name(name: &str) -> Option<Conv> {
-        match name {
-            "lower" => Some(Conv::Lower),
-            "upper" => Some(Conv::Upper),
-            "length" => Some(Conv::Length),
-            _ => None,
-        }
-    }
-    /// A map converter from its arguments (the file is loaded once per process).
-    fn map(name: &str, args: &[&str]) -> Option<Result<Conv, String>> {
-        let kind = crate::map::MatchKind::from_converter(name)?;
-        let Some(file) = args.first().filter(|f| !f.is_empty()) else {
-            return Some(Err(format!(
-                "converter '{name}' : expected type 'string' at position 1, but got nothing"
-            )));
-        };
-        Some(
-            crate::map::load_file(file, kind)
-                .map(|map| {
-                    Conv::Map(MapConv {
-                        map,
-                        default: args.get(1).map(|d| d.to_string()),
-                    })
-                })
-                .map_err(|e| format!("invalid args in converter '{name}' : {e}")),
-        )
-    }
-    fn apply<'a>(&self, v: SampleValue<'a>) -> Option<SampleValue<'a>> {
-        Some(match self {
-            Conv::Lower => match v {
-                SampleValue::Str(Cow::Borrowed(s))
-                    if !s.bytes().any(|b| b.is_ascii_uppercase()) =>
-                {
-                    SampleValue::Str(Cow::Borrowed(s))
-                }
-                other => SampleValue::Str(Cow::Owned(other.to_str().to_ascii_lowercase())),
-            },
-            Conv::Upper => SampleValue::Str(Cow::Owned(v.to_str().to_ascii_uppercase())),
-            Conv::Length => SampleValue::Int(i64::try_from(v.to_str().len()).unwrap_or(i64::MAX)),
-            Conv::Map(m) => match m.map.lookup(&v.to_str()) {
-                Some((_, value)) => SampleValue::Str(Cow::Owned(value)),
-                None => SampleValue::Str(Cow::Owned(m.default.clone()?)),
-            },
-        })
-    }
-}
+pub use super::conv::{Conv, MapConv};
 
 /// A compiled sample expression: one fetch and its converters.
 #[derive(Clone, Debug)]
@@ -634,6 +582,7 @@ pub(crate) fn parse_prefix_with(
     if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
         let (args, next) = split_args(s, pos + 1).map_err(|m| known(format!("{prefix} : {m}")))?;
         pos = next;
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         apply_args(&mut fetch, def.args, &args).map_err(|m| known(format!("{prefix} : {m}")))?;
     } else if matches!(def.args, ArgSpec::ScCtr | ArgSpec::Slot) {
         return Err(known(format!(
@@ -650,6 +599,7 @@ pub(crate) fn parse_prefix_with(
             && crate::map::MatchKind::from_converter(ckw).is_some()
         {
             let (args, next) = split_args(s, pos + 2 + cend).map_err(known)?;
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             match Conv::map(ckw, &args) {
                 Some(Ok(c)) => convs.push(c),
                 Some(Err(m)) => return Err(known(m)),
@@ -658,8 +608,16 @@ pub(crate) fn parse_prefix_with(
             pos = next;
             continue;
         }
-        let conv = match Conv::from_name(ckw) {
-            Some(c) => c,
+        pos += 1 + cend;
+        let mut args: Vec<String> = Vec::new();
+        if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
+            let (a, next) = split_args(s, pos + 1).map_err(known)?;
+            args = a;
+            pos = next;
+        }
+        let conv = match Conv::parse(ckw, &args) {
+            Some(Ok(c)) => c,
+            Some(Err(m)) => return Err(known(m)),
             None => {
                 let m = format!("unknown converter '{ckw}'");
                 return Err(known(match label {
@@ -668,37 +626,39 @@ pub(crate) fn parse_prefix_with(
                 }));
             }
         };
-        pos += 1 + cend;
-        if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
-            let (args, next) = split_args(s, pos + 1).map_err(known)?;
-            if !args.is_empty() {
-                return Err(known(format!(
-                    "converter '{ckw}' does not support any args"
-                )));
-            }
-            pos = next;
-        }
         convs.push(conv);
     }
     Ok((SampleExpr { fetch, convs, def }, pos))
 }
 
 /// Split `a,b)` starting at `start` (just after `(`) into arguments; returns them and the offset
-/// after `)`.
-fn split_args(s: &str, start: usize) -> Result<(Vec<&str>, usize), String> {
+/// after `)`. As HAProxy's argument parser, `'…'` and `"…"` quote commas and parentheses, and
+/// `\\` escapes the next character.
+fn split_args(s: &str, start: usize) -> Result<(Vec<String>, usize), String> {
     let rest = s.get(start..).unwrap_or("");
-    match rest.find(')') {
-        Some(close) => {
-            let inner = rest.get(..close).unwrap_or("");
-            let args = if inner.is_empty() {
-                Vec::new()
-            } else {
-                inner.split(',').collect()
-            };
-            Ok((args, start + close + 1))
+    let mut args = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut it = rest.char_indices();
+    while let Some((i, c)) = it.next() {
+        match (c, quote) {
+            ('\\', _) => match it.next() {
+                Some((_, n)) => cur.push(n),
+                None => return Err("expected ')'".into()),
+            },
+            ('\'' | '"', None) => quote = Some(c),
+            (q, Some(open)) if q == open => quote = None,
+            (',', None) => args.push(std::mem::take(&mut cur)),
+            (')', None) => {
+                if !(args.is_empty() && cur.is_empty()) {
+                    args.push(cur);
+                }
+                return Ok((args, start + i + 1));
+            }
+            (c, _) => cur.push(c),
         }
-        None => Err("expected ')'".into()),
     }
+    Err("expected ')'".into())
 }
 
 fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), String> {
