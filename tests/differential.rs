@@ -700,6 +700,85 @@ fn converters_as_seen_by_backend() {
     assert_same("converters", &h, &p);
 }
 
+#[test]
+fn variables_across_rules_transactions_and_logs() {
+    let fe_rules = [
+        "http-request set-var(sess.n) req.hdr(x-n) if { req.hdr(x-n) -m found }",
+        "http-request set-var(txn.p) path,lower",
+        "http-request set-var(txn.g) int(5)",
+        "http-request set-var(txn.g,ifgt) int(3)",
+        "http-request set-var(txn.h) int(5)",
+        "http-request set-var(txn.h,ifgt) int(7)",
+        "http-request set-var(txn.e,ifexists) str(no)",
+        "http-request set-var-fmt(txn.f) \"%[var(txn.p)]-%[var(txn.g)]\"",
+        "http-request set-var(txn.u) str(gone)",
+        "http-request unset-var(txn.u)",
+        "http-request set-var(req.r) str(req-only),upper",
+        "http-request set-header x-sess %[var(sess.n)]",
+        "http-request set-header x-vars \"%[var(txn.p)] %[var(txn.g)] %[var(txn.h)] [%[var(txn.e)]] %[var(txn.f)] [%[var(txn.u)]] %[var(req.r)]\"",
+        "http-request set-header x-dflt %[var(txn.none,fallback)]",
+        "http-request deny deny_status 403 if { var(txn.p) -m str /deny }",
+        "http-response set-var(res.s) status",
+        "http-response set-header x-res \"%[var(res.s)] %[var(txn.p)] %[var(sess.n)]\"",
+    ]
+    .join("\n    ");
+    let Some((h, p)) = differential(
+        1,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    {fe_rules}\n    log-format \"%ST [%[var(txn.p)]] [%[var(sess.n)]] [%[var(res.s)]]\"\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+                ports[0],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let a = side.addr(0);
+            let mut out = Steps::new();
+            // Two requests on one connection: the second sees the first's `sess.n`.
+            let mut c = connect_from(None, a);
+            let mut seen = Vec::new();
+            for raw in [
+                "GET /A/b HTTP/1.1\r\nHost: x\r\nx-n: first\r\n\r\n",
+                "GET /Deny HTTP/1.1\r\nHost: x\r\n\r\n",
+                "GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            ] {
+                c.write_all(raw.as_bytes()).unwrap();
+                let r = read_response(&mut c, false);
+                seen.push(format!(
+                    "{:?} x-res={:?}",
+                    r.as_ref().map(|r| r.status),
+                    r.as_ref().and_then(|r| r.header("x-res"))
+                ));
+            }
+            let logs = side.logs(3);
+            out.push(("keep-alive".into(), (Seen::from(None, false), seen)));
+            out.push(("logs".into(), (Seen::from(None, false), logs)));
+            let s = send(
+                a,
+                b"GET /new HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            );
+            step(&mut out, side, "new connection", s, 1);
+            let heads: Vec<String> = n
+                .requests()
+                .iter()
+                .map(|r| {
+                    r.head
+                        .lines()
+                        .filter(|l| l.starts_with("x-"))
+                        .collect::<Vec<_>>()
+                        .join("|")
+                })
+                .collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("variables", &h, &p);
+}
+
 fn stat_sock(port: u16) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("pc-diff-{}-{port}.sock", std::process::id()))
 }

@@ -10,3 +10,4 @@ pub mod rewrite;
 pub mod rules;
 pub mod sample;
 pub mod tcp;
+pub mod vars;

@@ -4,7 +4,8 @@
 
 use crate::ana::acl::{self, Condition};
 use crate::ana::rewrite;
-use crate::ana::sample::{SampleCtx, SampleExpr, parse_sample};
+use crate::ana::sample::{SampleCtx, SampleExpr, SampleValue, parse_sample};
+use crate::ana::vars::{SetCond, VarName};
 use crate::config::diag::Diag;
 use crate::config::model::{
     Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, TcpRequestAction,
@@ -51,6 +52,18 @@ pub enum Action {
         slot: usize,
         len: usize,
     },
+    SetVar {
+        var: VarName,
+        conds: Vec<SetCond>,
+        value: VarValue,
+    },
+    UnsetVar(VarName),
+}
+
+/// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
+pub enum VarValue {
+    Sample(SampleExpr),
+    Fmt(LogFormat),
 }
 
 /// A compiled `track-sc<n> <key> [table <t>]`.
@@ -157,6 +170,9 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
         HttpRequestAction::ReplaceHeader { values: true, .. } => "replace-value",
         HttpRequestAction::SetStatus { .. } => "set-status",
         HttpRequestAction::Capture { .. } => "capture",
+        HttpRequestAction::SetVar { fmt: false, .. } => "set-var",
+        HttpRequestAction::SetVar { fmt: true, .. } => "set-var-fmt",
+        HttpRequestAction::UnsetVar { .. } => "unset-var",
         HttpRequestAction::TrackSc(t) => match t.sc {
             0 => "track-sc0",
             1 => "track-sc1",
@@ -285,6 +301,30 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                         continue;
                     }
                 },
+                HttpRequestAction::SetVar {
+                    var,
+                    conds,
+                    expr,
+                    fmt: is_fmt,
+                } => {
+                    let value = if *is_fmt {
+                        VarValue::Fmt(fmt(expr, &rule.loc, name, errs))
+                    } else {
+                        match parse_sample(expr) {
+                            Ok(e) => VarValue::Sample(e),
+                            Err(e) => {
+                                errs.push(Diag::alert(&rule.loc.file, rule.loc.line, e));
+                                continue;
+                            }
+                        }
+                    };
+                    Action::SetVar {
+                        var: var.clone(),
+                        conds: conds.clone(),
+                        value,
+                    }
+                }
+                HttpRequestAction::UnsetVar { var } => Action::UnsetVar(var.clone()),
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -542,6 +582,12 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             // Only `http-response` rules carry it (the parser refuses it in requests).
             Action::SetStatus(..) => {}
             Action::Capture { expr, slot, len } => capture(&ctx, expr, false, *slot, *len),
+            Action::SetVar { var, conds, value } => set_var(&ctx, var, conds, value),
+            Action::UnsetVar(var) => {
+                if let Some(v) = ctx.vars {
+                    v.unset(var);
+                }
+            }
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Allow => return Verdict::Continue,
             Action::UsePrometheus => return Verdict::Prometheus,
@@ -579,6 +625,22 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
 fn capture(ctx: &SampleCtx<'_>, expr: &SampleExpr, response: bool, slot: usize, len: usize) {
     if let (Some(caps), Some(v)) = (ctx.captures, expr.eval(ctx)) {
         caps.store(response, slot, len, &v.to_str());
+    }
+}
+
+/// `set-var`/`set-var-fmt`: a sample that yields nothing leaves the variable as it was.
+fn set_var(ctx: &SampleCtx<'_>, var: &VarName, conds: &[SetCond], value: &VarValue) {
+    let Some(vars) = ctx.vars else { return };
+    match value {
+        VarValue::Sample(e) => {
+            if let Some(v) = e.eval(ctx) {
+                vars.set(var, v, conds);
+            }
+        }
+        VarValue::Fmt(f) => {
+            let v = render(f, ctx);
+            vars.set(var, SampleValue::Str(v.into()), conds);
+        }
     }
 }
 
@@ -634,6 +696,12 @@ pub fn apply_http_response(
                 };
             }
             Action::Capture { expr, slot, len } => capture(&ctx, expr, true, *slot, *len),
+            Action::SetVar { var, conds, value } => set_var(&ctx, var, conds, value),
+            Action::UnsetVar(var) => {
+                if let Some(v) = ctx.vars {
+                    v.unset(var);
+                }
+            }
             Action::Deny(status) => return ResVerdict::Deny(*status),
             Action::Allow => return ResVerdict::Continue,
             // Request-only actions (the parser keeps them out of `http-response`).

@@ -48,6 +48,8 @@ pub struct SampleCtx<'a> {
     pub res: Option<&'a ResponseHead>,
     /// The transaction's capture slots (`capture` actions, `capture.req.hdr`).
     pub captures: Option<&'a crate::ana::capture::Captured>,
+    /// The transaction's variables (`set-var`, `var()`).
+    pub vars: Option<&'a super::vars::Vars>,
     /// Raw ClientHello facts for TCP-mode content inspection (`req.ssl_sni`, …).
     pub ssl_hello: Option<SslHello<'a>>,
     /// Bytes waiting in the request buffer (`req.len`).
@@ -78,6 +80,7 @@ impl<'a> SampleCtx<'a> {
             req: None,
             res: None,
             captures: None,
+            vars: None,
             ssl_hello: None,
             req_len: 0,
             payload: None,
@@ -251,6 +254,11 @@ pub enum Fetch {
     },
     /// `status`: the response's status code.
     Status,
+    /// `var(<scope>.<name>[,<default>])`
+    Var {
+        name: super::vars::VarName,
+        default: Option<String>,
+    },
     /// `capture.req.hdr(<n>)` / `capture.res.hdr(<n>)`: a capture slot's value.
     Capture {
         res: bool,
@@ -260,6 +268,8 @@ pub enum Fetch {
     ResVer,
     /// `str(<string>)`: a constant.
     Str(String),
+    /// `int(<integer>)`: a constant.
+    Int(i64),
     /// `sc_<data>(<ctr>[,<table>])`, `sc<N>_<data>([<table>])` (`src: false`) and
     /// `src_<data>([<table>])` (`src: true`).
     Stick {
@@ -294,6 +304,8 @@ enum ArgSpec {
     Table,
     /// `integer` (mandatory): a capture slot.
     Slot,
+    /// `<variable>[,<default>]`
+    Var,
 }
 
 /// One row of the fetch table.
@@ -445,6 +457,7 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("res.ver", Str, HRS, None, || Fetch::ResVer),
     fdef!("src", Ip, None, None, || Fetch::Src),
     fdef!("str", Str, None, Str, || Fetch::Str(String::new())),
+    fdef!("int", Int, None, Slot, || Fetch::Int(0)),
     fdef!("src_is_local", Bool, None, None, || Fetch::SrcIsLocal),
     fdef!("src_port", Int, None, None, || Fetch::SrcPort),
     fdef!("srv_name", Str, None, None, || Fetch::SrvName),
@@ -456,6 +469,13 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("ssl_fc_protocol", Str, None, None, || Fetch::SslFcProtocol),
     fdef!("ssl_fc_sni", Str, None, None, || Fetch::SslFcSni),
     fdef!("url", Str, HRQ, None, || Fetch::Url),
+    fdef!("var", Str, None, Var, || Fetch::Var {
+        name: super::vars::VarName {
+            scope: super::vars::Scope::Txn,
+            name: String::new(),
+        },
+        default: None
+    }),
     stick_def!("sc_conn_cnt", ScCtr, false, 0, ConnCnt),
     stick_def!("sc0_conn_cnt", Table, false, 0, ConnCnt),
     stick_def!("sc1_conn_cnt", Table, false, 1, ConnCnt),
@@ -584,7 +604,7 @@ pub(crate) fn parse_prefix_with(
         pos = next;
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         apply_args(&mut fetch, def.args, &args).map_err(|m| known(format!("{prefix} : {m}")))?;
-    } else if matches!(def.args, ArgSpec::ScCtr | ArgSpec::Slot) {
+    } else if matches!(def.args, ArgSpec::ScCtr | ArgSpec::Slot | ArgSpec::Var) {
         return Err(known(format!(
             "fetch method '{fkw}' : expected type 'integer' at position 1, but got nothing"
         )));
@@ -665,7 +685,7 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
     let max = match spec {
         ArgSpec::None => 0,
         ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
-        ArgSpec::HdrOcc | ArgSpec::ScCtr => 2,
+        ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var => 2,
     };
     if let Fetch::Stick { sc, table, .. } = fetch
         && args.len() <= max
@@ -690,6 +710,31 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
             .first()
             .filter(|t| !t.is_empty())
             .map(|t| t.to_string());
+        return Ok(());
+    }
+    if let Fetch::Var { name, default } = fetch
+        && args.len() <= max
+    {
+        let a = args.first().copied().unwrap_or("");
+        *name = super::vars::VarName::parse(a)?;
+        *default = args.get(1).map(|d| d.to_string());
+        return Ok(());
+    }
+    if let Fetch::Int(v) = fetch
+        && args.len() <= max
+    {
+        let a = args.first().copied().unwrap_or("");
+        *v = match a.trim().parse::<i64>() {
+            Ok(n) => n,
+            Err(_) if a.is_empty() => {
+                return Err("expected type 'integer' at position 1, but got nothing".into());
+            }
+            Err(_) => {
+                return Err(format!(
+                    "failed to parse '{a}' as type 'integer' at position 1"
+                ));
+            }
+        };
         return Ok(());
     }
     if let Fetch::Capture { slot, .. } = fetch
@@ -951,6 +996,7 @@ impl SampleExpr {
             }
             Fetch::ReqProtoHttp => Some(Bool(ctx.req.is_some())),
             Fetch::Str(v) => Some(Str(Cow::Owned(v.clone()))),
+            Fetch::Int(v) => Some(Int(*v)),
             Fetch::Method => ctx.req.map(|r| r.method.as_str()).and_then(s),
             Fetch::Path => ctx.req.map(|r| r.path()).and_then(s),
             Fetch::PathQ => {
@@ -996,6 +1042,10 @@ impl SampleExpr {
                 Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
             }
             Fetch::Status => ctx.res.map(|r| Int(i64::from(r.status))),
+            Fetch::Var { name, default } => match ctx.vars.and_then(|v| v.get(name)) {
+                Some(v) => Some(v),
+                None => default.clone().map(|d| Str(Cow::Owned(d))),
+            },
             Fetch::Capture { res, slot } => ctx
                 .captures
                 .and_then(|c| c.get(*res, *slot))

@@ -67,9 +67,12 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "set-pathq",
     "set-query",
     "set-uri",
+    "set-var(*)",
+    "set-var-fmt(*)",
     "track-sc0",
     "track-sc1",
     "track-sc2",
+    "unset-var(*)",
     "use-service",
 ];
 
@@ -89,6 +92,9 @@ pub(crate) const HTTP_RESPONSE_ACTIONS: &[&str] = &[
     "replace-value",
     "set-header",
     "set-status",
+    "set-var(*)",
+    "set-var-fmt(*)",
+    "unset-var(*)",
 ];
 
 pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
@@ -100,6 +106,68 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
 pub(crate) fn kw_http_response(p: &mut P, args: &[String]) {
     if let Some(rule) = http_rule(p, args, "http-response", HTTP_RESPONSE_ACTIONS) {
         p.px.http_response.push(rule);
+    }
+}
+
+/// `set-var(<var>[,<cond>…]) <expr>`, `set-var-fmt(<var>[,<cond>…]) <fmt>` or
+/// `unset-var(<var>)` at `args[1]`: the action and the index after its arguments.
+fn parse_var_action(args: &[String], action: &str) -> Result<(HttpRequestAction, usize), String> {
+    use crate::ana::vars::{SetCond, VarName};
+    let (kw, rest) = action.split_once('(').unwrap_or((action, ""));
+    let Some(inner) = rest.strip_suffix(')') else {
+        return Err(format!(
+            "incomplete argument after action '{action}'. Expects 'set-var(<var-name>)', 'set-var-fmt(<var-name>)' or 'unset-var(<var-name>)'."
+        ));
+    };
+    let mut parts = inner.split(',');
+    let name = parts.next().unwrap_or("");
+    // HAProxy reads the name up to the first character a name cannot hold.
+    if let Some(at) = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')) {
+        return Err(format!("invalid syntax at char '{}'.", &rest[at..]));
+    }
+    let var = VarName::parse(name).map_err(|e| format!("{e}."))?;
+    let conds = parts
+        .map(|c| SetCond::parse(c).map_err(|_| format!("unknown condition \"{c}\".")))
+        .collect::<Result<Vec<_>, _>>()?;
+    match kw {
+        "unset-var" => {
+            if !conds.is_empty() {
+                return Err("unset-var does not expect parameters after the variable name. Only \"set-var\" and \"set-var-fmt\" manage conditions.".into());
+            }
+            Ok((HttpRequestAction::UnsetVar { var }, 2))
+        }
+        "set-var-fmt" => {
+            // HAProxy accepts a missing format (the variable is set to an empty string).
+            let (expr, next) = match args.get(2).map(String::as_str) {
+                None | Some("if" | "unless") => (String::new(), 2),
+                Some(f) => (f.to_string(), 3),
+            };
+            Ok((
+                HttpRequestAction::SetVar {
+                    var,
+                    conds,
+                    expr,
+                    fmt: true,
+                },
+                next,
+            ))
+        }
+        _ => {
+            let expr = match args.get(2).map(String::as_str) {
+                None | Some("" | "if" | "unless") => return Err("missing fetch method.".into()),
+                Some(e) => e,
+            };
+            crate::ana::sample::parse_sample(expr).map_err(|e| format!("{e}."))?;
+            Ok((
+                HttpRequestAction::SetVar {
+                    var,
+                    conds,
+                    expr: expr.to_string(),
+                    fmt: false,
+                },
+                3,
+            ))
+        }
     }
 }
 
@@ -119,7 +187,12 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             return None;
         }
     }
-    if !actions.contains(&action) {
+    // `set-var(<name>)`-style actions are listed as `set-var(*)`.
+    let listed = match action.split_once('(') {
+        Some((a, _)) => format!("{a}(*)"),
+        None => action.to_string(),
+    };
+    if !actions.contains(&listed.as_str()) {
         let list = actions
             .iter()
             .map(|a| format!("'{a}'"))
@@ -352,6 +425,16 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             Ok((sample, slot, len)) => {
                 i = 5;
                 HttpRequestAction::Capture { sample, slot, len }
+            }
+            Err(e) => {
+                p.alert(format!("{head} {e}"));
+                return None;
+            }
+        },
+        a if listed.ends_with("(*)") => match parse_var_action(args, a) {
+            Ok((act, next)) => {
+                i = next;
+                act
             }
             Err(e) => {
                 p.alert(format!("{head} {e}"));

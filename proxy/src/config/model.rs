@@ -540,6 +540,18 @@ pub enum HttpRequestAction {
         slot: usize,
         len: usize,
     },
+    /// `set-var(<var>[,<cond>…]) <expr>` / `set-var-fmt(<var>[,<cond>…]) <fmt>`: as written
+    /// (`expr` is a sample expression, or a log-format when `fmt`).
+    SetVar {
+        var: crate::ana::vars::VarName,
+        conds: Vec<crate::ana::vars::SetCond>,
+        expr: String,
+        fmt: bool,
+    },
+    /// `unset-var(<var>)`.
+    UnsetVar {
+        var: crate::ana::vars::VarName,
+    },
 }
 
 /// One capture slot: a header's value (`capture request|response header`) or what a

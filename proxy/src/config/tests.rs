@@ -1219,3 +1219,87 @@ fn http_response_rules_and_haproxy_errors() {
         assert!(d.iter().any(|d| d.msg.ends_with(msg)), "{rule}: {d:?}");
     }
 }
+
+#[test]
+fn variables_and_haproxy_errors() {
+    use crate::ana::vars::{Scope, SetCond, VarName};
+    let text = "defaults\n mode http\nfrontend f\n bind :1\n http-request set-var(txn.a,ifnotset,ifgt) req.hdr(x),lower if TRUE\n http-request set-var-fmt(sess.b) %[src]:x\n http-request unset-var(req.c)\n http-response set-var(res.d) status\n";
+    let c = parse_env(text, &no_env).unwrap().config;
+    let f = &c.proxies[0];
+    let v = |scope, name: &str| VarName {
+        scope,
+        name: name.into(),
+    };
+    assert_eq!(
+        f.http_request[0].action,
+        HttpRequestAction::SetVar {
+            var: v(Scope::Txn, "a"),
+            conds: vec![SetCond::IfNotSet, SetCond::IfGt],
+            expr: "req.hdr(x),lower".into(),
+            fmt: false,
+        }
+    );
+    assert!(f.http_request[0].cond.is_some());
+    assert_eq!(
+        f.http_request[1].action,
+        HttpRequestAction::SetVar {
+            var: v(Scope::Sess, "b"),
+            conds: vec![],
+            expr: "%[src]:x".into(),
+            fmt: true,
+        }
+    );
+    assert_eq!(
+        f.http_request[2].action,
+        HttpRequestAction::UnsetVar {
+            var: v(Scope::Req, "c")
+        }
+    );
+    assert_eq!(f.http_response.len(), 1);
+    // HAProxy 2.6's words (haproxy -c).
+    for (rule, msg) in [
+        (
+            "set-var(foo.a) str(x)",
+            "error detected in frontend 'f' while parsing 'http-request set-var(foo.a)' rule : invalid variable name 'foo.a'. A variable name must be start by its scope. The scope can be 'proc', 'sess', 'txn', 'req', 'res' or 'check'.",
+        ),
+        (
+            "set-var(txn.a)",
+            "while parsing 'http-request set-var(txn.a)' rule : missing fetch method.",
+        ),
+        (
+            "set-var(txn.a str(x)",
+            "while parsing 'http-request set-var(txn.a' rule : incomplete argument after action 'set-var(txn.a'. Expects 'set-var(<var-name>)', 'set-var-fmt(<var-name>)' or 'unset-var(<var-name>)'.",
+        ),
+        (
+            "set-var(txn.a) foo",
+            "while parsing 'http-request set-var(txn.a)' rule : unknown fetch method 'foo'.",
+        ),
+        (
+            "set-var(txn.a,bogus) str(x)",
+            "while parsing 'http-request set-var(txn.a,bogus)' rule : unknown condition \"bogus\".",
+        ),
+        (
+            "unset-var(txn.a) str(x)",
+            "'http-request unset-var(txn.a)' expects either 'if' or 'unless' followed by a condition but found 'str(x)'.",
+        ),
+        (
+            "unset-var(txn.a,ifexists)",
+            "rule : unset-var does not expect parameters after the variable name. Only \"set-var\" and \"set-var-fmt\" manage conditions.",
+        ),
+        (
+            "set-var(txn.a-b) str(x)",
+            "while parsing 'http-request set-var(txn.a-b)' rule : invalid syntax at char '-b)'.",
+        ),
+        (
+            "set-var(txn.) str(x)",
+            "rule : invalid variable name 'txn.'. A variable name must be start by its scope. The scope can be 'proc', 'sess', 'txn', 'req', 'res' or 'check'.",
+        ),
+    ] {
+        let text = format!("defaults\n mode http\nfrontend f\n bind :1\n http-request {rule}\n");
+        let d = parse_env(&text, &no_env).unwrap_err();
+        assert!(d.iter().any(|d| d.msg.ends_with(msg)), "{rule}: {d:?}");
+    }
+    // An empty `set-var-fmt` is accepted, as HAProxy does.
+    let text = "defaults\n mode http\nfrontend f\n bind :1\n http-request set-var-fmt(txn.a)\n";
+    assert!(parse_env(text, &no_env).is_ok());
+}

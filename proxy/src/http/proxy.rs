@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use crate::ana::capture::Captured;
 use crate::ana::rules::{self, Verdict};
 use crate::ana::sample::SampleCtx;
+use crate::ana::vars::{SessVars, Vars};
 use crate::backend::{self, ConnectError};
 use crate::config::model::HttpReuse;
 use crate::engine::Shared;
@@ -132,6 +133,8 @@ struct Session {
     requests: u64,
     /// Stick counters the session tracked at accept (`tcp-request connection track-sc`).
     sess: Rc<StkCtrs>,
+    /// The `sess.*` variables, kept across the connection's transactions.
+    sess_vars: SessVars,
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
@@ -173,6 +176,7 @@ pub async fn run_tracked(
         own: None,
         requests,
         sess,
+        sess_vars: SessVars::default(),
     };
     // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
     // request is answered with `Connection: close` (see `transaction`).
@@ -459,6 +463,8 @@ impl Session {
             c.headers(false, &self.fe.cfg.captures.req, &req.headers);
         }
         let caps = log.captures.clone();
+        let vars = Vars::new(Rc::clone(&self.sess_vars));
+        log.vars = Some(Rc::clone(&vars));
         // Only a log line reads it: no allocation per request when the frontend does not log.
         if !self.fe.cfg.logs.is_empty() {
             log.request_line = Some(match self.client.h2_log_line() {
@@ -543,6 +549,7 @@ impl Session {
         for stage in 0..2 {
             let mut base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
             base.captures = caps.as_deref();
+            base.vars = Some(&vars);
             let now = self.shared.model.now_ms();
             base.stick = self
                 .shared
@@ -1217,6 +1224,7 @@ impl Session {
         srv: &Server,
         head: &mut ResponseHead,
         captures: Option<&Captured>,
+        vars: Option<&Vars>,
     ) -> Option<u16> {
         let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
@@ -1224,6 +1232,7 @@ impl Session {
         base.backend = Some(&be.name);
         base.server = Some(&srv.name);
         base.captures = captures;
+        base.vars = vars;
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]
@@ -1323,7 +1332,13 @@ impl Session {
         if let Some(c) = &log.captures {
             c.headers(true, &self.fe.cfg.captures.res, &head.headers);
         }
-        if let Some(st) = self.response_rules(be, srv, &mut head, log.captures.as_deref()) {
+        if let Some(st) = self.response_rules(
+            be,
+            srv,
+            &mut head,
+            log.captures.as_deref(),
+            log.vars.as_deref(),
+        ) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(framing).advance(&sbuf) {
                 log.bytes_out += crate::log::htx::BodySize::new(framing == BodyFraming::Chunked)

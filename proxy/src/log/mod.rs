@@ -239,6 +239,7 @@ impl Logger {
         };
         let mut ctx = SampleCtx::new(client, local, &rec.frontend).with_tls(rec.tls.as_deref());
         ctx.captures = rec.captures.as_deref();
+        ctx.vars = rec.vars.as_deref();
         let mut line = String::with_capacity(256);
         fmt.render(&record, &ctx, &mut line);
         self.emit(fe, &line);

@@ -48,6 +48,8 @@ pub struct SessionLog {
     /// The transaction's capture slots (`%hr`, `%hs`, `capture.req.hdr`), when the frontend
     /// has any.
     pub captures: Option<std::rc::Rc<crate::ana::capture::Captured>>,
+    /// The transaction's variables (`var()` in a log-format).
+    pub vars: Option<std::rc::Rc<crate::ana::vars::Vars>>,
 }
 
 impl SessionLog {
@@ -84,6 +86,7 @@ impl SessionLog {
             request_line: None,
             null: false,
             captures: None,
+            vars: None,
         }
     }
 }
