@@ -779,6 +779,82 @@ fn variables_across_rules_transactions_and_logs() {
     assert_same("variables", &h, &p);
 }
 
+#[test]
+fn basic_auth_userlists_and_groups() {
+    let ul = "userlist L\n    group admins users alice\n    group devs\n    user alice password $6$pcsalt$O4DNtRiikDeMQqlJ3SzHRaz8l3m0uqLj7U.awNJ1hRPwa9YgjNXIQq1Tuq.0glp02e0L.HEJTauv1UbmoPeN90\n    user bob insecure-password builder groups devs\n\n";
+    let fe_rules = [
+        "acl authed http_auth(L)",
+        "acl is_admin http_auth_group(L) admins",
+        "acl is_dev http_auth_group(L) devs",
+        "http-request auth realm \"Secure Area\" if !authed",
+        "http-request deny if { path_beg /admin } !is_admin",
+        "http-request set-header x-user %[http_auth_user]",
+        "http-request set-header x-type %[http_auth_type]",
+        "http-request set-header x-grp %[http_auth_group(L)]",
+        "http-request set-header x-dev %[str(yes)] if is_dev",
+    ]
+    .join("\n    ");
+    let Some((h, p)) = differential(
+        2,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}{ul}frontend fe\n    bind 127.0.0.1:{}\n    {fe_rules}\n    default_backend be\n\nfrontend plain\n    bind 127.0.0.1:{}\n    http-request auth unless {{ http_auth(L) }}\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+                ports[0],
+                ports[1],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let mut out = Steps::new();
+            for (i, path, auth) in [
+                (0, "/x", None),
+                (0, "/x", Some("Basic Ym9iOndyb25n")),
+                (0, "/x", Some("Bearer abc")),
+                (0, "/x", Some("Basic YWxpY2U6YWxpY2Vwdw==")),
+                (0, "/admin/a", Some("basic YWxpY2U6YWxpY2Vwdw==")),
+                (0, "/admin/b", Some("Basic Ym9iOmJ1aWxkZXI=")),
+                (0, "/y", Some("Basic Ym9iOmJ1aWxkZXI=")),
+                (1, "/z", None),
+                (1, "/z", Some("Basic Ym9iOmJ1aWxkZXI=")),
+            ] {
+                let a = side.addr(i);
+                let hdr = auth.map_or(String::new(), |v| format!("Authorization: {v}\r\n"));
+                let raw = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{hdr}\r\n");
+                let mut c = connect_from(None, a);
+                c.write_all(raw.as_bytes()).unwrap();
+                let r = read_response(&mut c, false);
+                let www = r.as_ref().and_then(|r| r.header("www-authenticate"));
+                let closed = peer_closed(&mut c);
+                let logs = side.logs(1);
+                out.push((
+                    format!("{i} {path} {auth:?}"),
+                    (
+                        Seen::from(r, closed),
+                        [vec![format!("{www:?}")], logs].concat(),
+                    ),
+                ));
+            }
+            let heads: Vec<String> = n
+                .requests()
+                .iter()
+                .map(|r| {
+                    r.head
+                        .lines()
+                        .filter(|l| l.starts_with("x-"))
+                        .collect::<Vec<_>>()
+                        .join("|")
+                })
+                .collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("basic auth", &h, &p);
+}
+
 fn stat_sock(port: u16) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("pc-diff-{}-{port}.sock", std::process::id()))
 }

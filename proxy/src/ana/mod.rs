@@ -4,6 +4,7 @@
 //! callers hand in a [`sample::SampleCtx`] and get a verdict back.
 
 pub mod acl;
+pub mod auth;
 pub mod capture;
 pub mod conv;
 pub mod rewrite;

@@ -58,6 +58,8 @@ pub enum Action {
         value: VarValue,
     },
     UnsetVar(VarName),
+    /// `auth [realm <r>]`.
+    Auth(Option<String>),
 }
 
 /// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
@@ -124,6 +126,8 @@ pub struct ProxyRules {
     pub tcp_connection: Vec<TcpRule>,
     /// `stats admin if|unless <cond>`: the stats page may change servers.
     pub stats_admin: Option<Condition>,
+    /// Every `userlist` (shared by all proxies), for `http_auth*()`.
+    pub userlists: std::sync::Arc<crate::ana::auth::Userlists>,
 }
 
 /// What the `http-request` rules decided.
@@ -141,6 +145,8 @@ pub enum Verdict {
     },
     /// `use-service prometheus-exporter`: answer with the exporter page.
     Prometheus,
+    /// `auth`: a 401 with this realm (None: the proxy's name).
+    Auth(Option<String>),
 }
 
 /// The action's keyword, as it appears after `http-request` / `http-response`.
@@ -173,6 +179,7 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
         HttpRequestAction::SetVar { fmt: false, .. } => "set-var",
         HttpRequestAction::SetVar { fmt: true, .. } => "set-var-fmt",
         HttpRequestAction::UnsetVar { .. } => "unset-var",
+        HttpRequestAction::Auth { .. } => "auth",
         HttpRequestAction::TrackSc(t) => match t.sc {
             0 => "track-sc0",
             1 => "track-sc1",
@@ -185,8 +192,11 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
 pub fn compile(cfg: &Config) -> Result<Vec<ProxyRules>, Vec<Diag>> {
     let mut out = Vec::with_capacity(cfg.proxies.len());
     let mut errs = Vec::new();
+    let lists = std::sync::Arc::new(crate::ana::auth::Userlists(cfg.userlists.clone()));
     for p in &cfg.proxies {
-        out.push(compile_proxy(cfg, p, &mut errs));
+        let mut r = compile_proxy(cfg, p, &mut errs);
+        r.userlists = std::sync::Arc::clone(&lists);
+        out.push(r);
     }
     if errs.is_empty() { Ok(out) } else { Err(errs) }
 }
@@ -325,6 +335,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     }
                 }
                 HttpRequestAction::UnsetVar { var } => Action::UnsetVar(var.clone()),
+                HttpRequestAction::Auth { realm } => Action::Auth(realm.clone()),
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -423,7 +434,83 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
         }
     }
     errs.extend(stick_fetch_tables(cfg, p));
+    errs.extend(auth_fetch_lists(cfg, p));
     r
+}
+
+/// `http_auth(<ul>)` / `http_auth_group(<ul>)` in an ACL: the list exists, and an ACL on
+/// `http_auth_group` names only its groups (HAProxy's post-parse checks).
+fn auth_fetch_lists(cfg: &Config, p: &Proxy) -> Vec<Diag> {
+    use crate::ana::sample::Fetch;
+    let mut out = Vec::new();
+    let conds = p
+        .http_request
+        .iter()
+        .chain(&p.http_response)
+        .filter_map(|r| r.cond.as_ref())
+        .chain(p.tcp_request.iter().filter_map(|r| r.cond.as_ref()))
+        .chain(p.use_backends.iter().filter_map(|r| r.cond.as_ref()));
+    let words = p
+        .acls
+        .iter()
+        .filter_map(|a| a.tokens.first().map(|t| (t, &a.loc)))
+        .chain(conds.flat_map(|c| c.tokens.iter().map(move |t| (t, &c.loc))));
+    for (w, loc) in words {
+        let Ok((expr, _)) = crate::ana::sample::parse_sample_prefix(w) else {
+            continue;
+        };
+        let Fetch::HttpAuth { list, .. } = &expr.fetch else {
+            continue;
+        };
+        let kw = w.split(['(', ',', ')']).next().unwrap_or(w);
+        let msg = match list {
+            None => format!(
+                "missing userlist name in arg 1 of ACL keyword '{kw}' in proxy '{}'.",
+                p.name
+            ),
+            Some(l) if !cfg.userlists.iter().any(|u| u.name == *l) => format!(
+                "unable to find userlist '{l}' referenced in arg 1 of ACL keyword '{kw}' in proxy '{}'.",
+                p.name
+            ),
+            Some(_) => continue,
+        };
+        out.push(Diag::global(
+            crate::config::diag::Severity::Alert,
+            format!("parsing [{}:{}]: {msg}", loc.file, loc.line),
+        ));
+    }
+    // Named ACLs on `http_auth_group(<ul>)`: every pattern is a group of the list.
+    for a in &p.acls {
+        let Some(first) = a.tokens.first() else {
+            continue;
+        };
+        let Ok((expr, _)) = crate::ana::sample::parse_sample_prefix(first) else {
+            continue;
+        };
+        let Fetch::HttpAuth {
+            list: Some(l),
+            group: true,
+        } = &expr.fetch
+        else {
+            continue;
+        };
+        let Some(ul) = cfg.userlists.iter().find(|u| u.name == *l) else {
+            continue;
+        };
+        for g in a.tokens.iter().skip(1).filter(|t| !t.starts_with('-')) {
+            if !ul.groups.iter().any(|x| x.name == *g) {
+                out.push(Diag::global(
+                    crate::config::diag::Severity::Alert,
+                    format!(
+                        "proxy {}: acl {} http_auth_group(): invalid group '{g}'.",
+                        p.name, a.name
+                    ),
+                ));
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// A rewrite's regex (already checked by the parser; a failure here is still reported).
@@ -589,6 +676,7 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                 }
             }
             Action::Deny(status) => return Verdict::Deny(*status),
+            Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
             Action::UsePrometheus => return Verdict::Prometheus,
             Action::Return {

@@ -50,6 +50,8 @@ pub struct SampleCtx<'a> {
     pub captures: Option<&'a crate::ana::capture::Captured>,
     /// The transaction's variables (`set-var`, `var()`).
     pub vars: Option<&'a super::vars::Vars>,
+    /// The configuration's `userlist` sections (`http_auth*()`).
+    pub userlists: Option<&'a super::auth::Userlists>,
     /// Raw ClientHello facts for TCP-mode content inspection (`req.ssl_sni`, …).
     pub ssl_hello: Option<SslHello<'a>>,
     /// Bytes waiting in the request buffer (`req.len`).
@@ -81,6 +83,7 @@ impl<'a> SampleCtx<'a> {
             res: None,
             captures: None,
             vars: None,
+            userlists: None,
             ssl_hello: None,
             req_len: 0,
             payload: None,
@@ -270,6 +273,14 @@ pub enum Fetch {
     Str(String),
     /// `int(<integer>)`: a constant.
     Int(i64),
+    /// `http_auth(<userlist>)` (bool) / `http_auth_group(<userlist>)` (the user; its groups
+    /// for an ACL): the request's Basic credentials checked against the list.
+    HttpAuth {
+        list: Option<String>,
+        group: bool,
+    },
+    /// `http_auth_type`, `http_auth_user`, `http_auth_pass`.
+    HttpAuthPart(AuthPart),
     /// `sc_<data>(<ctr>[,<table>])`, `sc<N>_<data>([<table>])` (`src: false`) and
     /// `src_<data>([<table>])` (`src: true`).
     Stick {
@@ -306,6 +317,14 @@ enum ArgSpec {
     Slot,
     /// `<variable>[,<default>]`
     Var,
+}
+
+/// What `http_auth_type|user|pass` read from the `Authorization` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthPart {
+    Type,
+    User,
+    Pass,
 }
 
 /// One row of the fetch table.
@@ -458,6 +477,23 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("src", Ip, None, None, || Fetch::Src),
     fdef!("str", Str, None, Str, || Fetch::Str(String::new())),
     fdef!("int", Int, None, Slot, || Fetch::Int(0)),
+    fdef!("http_auth", Bool, HRQ, Table, || Fetch::HttpAuth {
+        list: None,
+        group: false
+    }),
+    fdef!("http_auth_group", Str, HRQ, Table, || Fetch::HttpAuth {
+        list: None,
+        group: true
+    }),
+    fdef!("http_auth_pass", Str, HRQ, None, || Fetch::HttpAuthPart(
+        AuthPart::Pass
+    )),
+    fdef!("http_auth_type", Str, HRQ, None, || Fetch::HttpAuthPart(
+        AuthPart::Type
+    )),
+    fdef!("http_auth_user", Str, HRQ, None, || Fetch::HttpAuthPart(
+        AuthPart::User
+    )),
     fdef!("src_is_local", Bool, None, None, || Fetch::SrcIsLocal),
     fdef!("src_port", Int, None, None, || Fetch::SrcPort),
     fdef!("srv_name", Str, None, None, || Fetch::SrvName),
@@ -720,6 +756,15 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         *default = args.get(1).map(|d| d.to_string());
         return Ok(());
     }
+    if let Fetch::HttpAuth { list, .. } = fetch
+        && args.len() <= max
+    {
+        *list = args
+            .first()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.to_string());
+        return Ok(());
+    }
     if let Fetch::Int(v) = fetch
         && args.len() <= max
     {
@@ -918,6 +963,26 @@ impl SampleExpr {
                     .filter_map(|v| self.convert(SampleValue::Int(v)))
                     .any(|v| f(&v))
             }
+            // An ACL on `http_auth_group` matches the user's groups (HAProxy's `pat_match_auth`).
+            Fetch::HttpAuth {
+                list: Some(list),
+                group: true,
+            } => {
+                let (Some(req), Some(lists)) = (ctx.req, ctx.userlists) else {
+                    return false;
+                };
+                let Some(c) = super::auth::credentials(&req.headers) else {
+                    return false;
+                };
+                let Some(user) = lists.check(list, &c) else {
+                    return false;
+                };
+                lists
+                    .groups_of(list, user)
+                    .into_iter()
+                    .filter_map(|g| self.convert(SampleValue::Str(Cow::Owned(g.to_string()))))
+                    .any(|v| f(&v))
+            }
             _ => match self.eval(ctx) {
                 Some(v) => f(&v),
                 None => false,
@@ -997,6 +1062,29 @@ impl SampleExpr {
             Fetch::ReqProtoHttp => Some(Bool(ctx.req.is_some())),
             Fetch::Str(v) => Some(Str(Cow::Owned(v.clone()))),
             Fetch::Int(v) => Some(Int(*v)),
+            Fetch::HttpAuth { list, group } => {
+                let c = super::auth::credentials(&ctx.req?.headers)?;
+                let user = ctx.userlists?.check(list.as_deref()?, &c);
+                match (group, user) {
+                    (false, u) => Some(Bool(u.is_some())),
+                    (true, u) => u.map(|u| Str(Cow::Owned(u.to_string()))),
+                }
+            }
+            Fetch::HttpAuthPart(part) => {
+                let h = &ctx.req?.headers;
+                let c = super::auth::credentials(h);
+                Some(Str(Cow::Owned(match part {
+                    // HAProxy names the three schemes it knows, and nothing else.
+                    AuthPart::Type => match c?.kind.to_ascii_lowercase().as_str() {
+                        "basic" => "Basic".into(),
+                        "digest" => "Digest".into(),
+                        "bearer" => "Bearer".into(),
+                        _ => return None,
+                    },
+                    AuthPart::User => c?.user,
+                    AuthPart::Pass => c?.pass,
+                })))
+            }
             Fetch::Method => ctx.req.map(|r| r.method.as_str()).and_then(s),
             Fetch::Path => ctx.req.map(|r| r.path()).and_then(s),
             Fetch::PathQ => {

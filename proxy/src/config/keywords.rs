@@ -53,6 +53,7 @@ pub fn all() -> Vec<Keyword> {
         "backend",
         "listen",
         "http-errors",
+        "userlist",
     ] {
         v.push(kw("section", s, Some(Status::Supported)));
     }

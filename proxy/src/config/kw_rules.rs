@@ -51,6 +51,7 @@ pub(crate) fn kw_acl(p: &mut P, args: &[String]) {
 pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "add-header",
     "allow",
+    "auth",
     "capture",
     "del-header",
     "deny",
@@ -331,6 +332,20 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 content_type,
                 body,
             }
+        }
+        "auth" => {
+            let mut realm = None;
+            if arg(args, 2) == "realm" {
+                match args.get(3).filter(|r| !r.is_empty()) {
+                    Some(r) => realm = Some(r.clone()),
+                    None => {
+                        p.alert(format!("{head} missing realm value."));
+                        return None;
+                    }
+                }
+                i = 4;
+            }
+            HttpRequestAction::Auth { realm }
         }
         "use-service" => {
             match arg(args, 2) {

@@ -18,6 +18,7 @@ pub(crate) mod kw_server;
 mod kw_small;
 mod kw_ssl;
 mod kw_tune;
+mod kw_userlist;
 pub mod lexer;
 pub mod model;
 mod parser;

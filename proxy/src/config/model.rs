@@ -24,6 +24,33 @@ pub struct Config {
     /// Frontends, backends and listens in configuration order (HAProxy's proxy list order, which
     /// also decides `iid` and `show stat` order).
     pub proxies: Vec<Proxy>,
+    /// `userlist` sections, in configuration order.
+    pub userlists: Vec<Userlist>,
+}
+
+/// `userlist <name>`: users and groups for `http-request auth` and `http_auth*()`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Userlist {
+    pub name: String,
+    pub users: Vec<UserlistUser>,
+    pub groups: Vec<UserGroup>,
+}
+
+/// `user <name> [password <hash>|insecure-password <pw>] [groups <g>[,<g>]*]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserlistUser {
+    pub name: String,
+    pub password: Option<String>,
+    /// The password is clear text (`insecure-password`), not a crypt(3) hash.
+    pub insecure: bool,
+    pub groups: Vec<String>,
+}
+
+/// `group <name> [users <u>[,<u>]*]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserGroup {
+    pub name: String,
+    pub users: Vec<String>,
 }
 
 impl Config {
@@ -547,6 +574,10 @@ pub enum HttpRequestAction {
         conds: Vec<crate::ana::vars::SetCond>,
         expr: String,
         fmt: bool,
+    },
+    /// `auth [realm <realm>]`: a 401 asking for Basic credentials (realm: the proxy's name).
+    Auth {
+        realm: Option<String>,
     },
     /// `unset-var(<var>)`.
     UnsetVar {

@@ -56,12 +56,13 @@ enum Section {
     Proxy(usize),
     /// An `http-errors <name>` section (index in `Parser::http_errors`).
     HttpErrors(usize),
+    /// A `userlist <name>` section (index in `Parser::userlists`).
+    Userlist(usize),
     /// After a broken section header or in a section kind we do not support: lines are ignored.
     Skip,
 }
 
 pub(crate) const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "userlist",
     "peers",
     "resolvers",
     "mailers",
@@ -89,6 +90,7 @@ pub(crate) struct Parser<'s> {
     aborted: bool,
     /// `http-errors` sections: (name, where, pages).
     http_errors: Vec<HttpErrors>,
+    userlists: Vec<super::model::Userlist>,
 }
 
 struct HttpErrors {
@@ -147,6 +149,7 @@ impl<'s> Parser<'s> {
             stop_file: false,
             aborted: false,
             http_errors: Vec::new(),
+            userlists: Vec::new(),
         }
     }
 
@@ -361,6 +364,7 @@ impl<'s> Parser<'s> {
             "defaults" => return self.open_defaults(loc, &words),
             "frontend" | "backend" | "listen" => return self.open_proxy(loc, &words),
             "http-errors" => return self.open_http_errors(loc, &words),
+            "userlist" => return self.open_userlist(loc, &words),
             s if UNSUPPORTED_SECTIONS.contains(&s) => {
                 self.diags.push(Diag::alert(
                     &loc.file,
@@ -393,6 +397,11 @@ impl<'s> Parser<'s> {
                     ctx.alert(format!(
                         "unknown keyword '{first}' in 'http-errors' section"
                     ));
+                }
+            }
+            Section::Userlist(i) => {
+                if let Some(ul) = self.userlists.get_mut(i) {
+                    super::kw_userlist::dispatch(ul, &mut ctx, &words);
                 }
             }
             Section::Global => kw_global::dispatch(&mut self.global, &mut ctx, &words),
@@ -501,6 +510,24 @@ impl<'s> Parser<'s> {
             pages: Vec::new(),
         });
         self.section = Section::HttpErrors(self.http_errors.len() - 1);
+    }
+
+    /// `userlist <name>`.
+    fn open_userlist(&mut self, loc: Loc, words: &[String]) {
+        self.section = Section::Skip;
+        let mut ctx = Ctx {
+            loc,
+            diags: &mut self.diags,
+            sys: self.sys,
+        };
+        let Some(name) = super::kw_userlist::open(&mut ctx, words, &self.userlists) else {
+            return;
+        };
+        self.userlists.push(super::model::Userlist {
+            name,
+            ..Default::default()
+        });
+        self.section = Section::Userlist(self.userlists.len() - 1);
     }
 
     /// `errorfiles` lines take their pages from the `http-errors` sections (HAProxy's
@@ -644,10 +671,12 @@ impl<'s> Parser<'s> {
             let config = Config {
                 global: self.global,
                 proxies: self.proxies,
+                userlists: self.userlists,
             };
             return (config, self.diags);
         }
         self.resolve_errorfiles();
+        super::kw_userlist::check(&self.userlists, &mut self.diags);
         // `unix-bind` shapes UNIX listeners (prefix, mode, owner): not applied yet, so it only
         // matters, and refuses the start, when the configuration has one.
         if self.global.process.unix_bind != super::model::UnixBind::default()
@@ -678,6 +707,7 @@ impl<'s> Parser<'s> {
             Config {
                 global: self.global,
                 proxies: self.proxies,
+                userlists: self.userlists,
             },
             self.diags,
         )

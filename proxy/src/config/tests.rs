@@ -1303,3 +1303,88 @@ fn variables_and_haproxy_errors() {
     let text = "defaults\n mode http\nfrontend f\n bind :1\n http-request set-var-fmt(txn.a)\n";
     assert!(parse_env(text, &no_env).is_ok());
 }
+
+#[test]
+fn userlists_auth_and_haproxy_errors() {
+    let text = "userlist L\n group G users a\n user a password $6$pcsalt$O4DNtRiikDeMQqlJ3SzHRaz8l3m0uqLj7U.awNJ1hRPwa9YgjNXIQq1Tuq.0glp02e0L.HEJTauv1UbmoPeN90\n user b insecure-password p groups G\ndefaults\n mode http\nfrontend f\n bind :1\n http-request auth realm R if !{ http_auth(L) }\n http-request auth\n";
+    let c = parse_env(text, &no_env).unwrap().config;
+    assert_eq!(c.userlists.len(), 1);
+    assert_eq!(c.userlists[0].users.len(), 2);
+    assert!(c.userlists[0].users[1].insecure);
+    assert_eq!(c.userlists[0].users[1].groups, vec!["G".to_string()]);
+    assert_eq!(
+        c.proxies[0].http_request[0].action,
+        HttpRequestAction::Auth {
+            realm: Some("R".into())
+        }
+    );
+    assert_eq!(
+        c.proxies[0].http_request[1].action,
+        HttpRequestAction::Auth { realm: None }
+    );
+    // HAProxy 2.6's words (haproxy -c).
+    for (cfg, msg) in [
+        ("userlist\n", "'userlist' expects <name> as arguments."),
+        (
+            "userlist L\n bogus\n",
+            "unknown keyword 'bogus' in 'users' section",
+        ),
+        (
+            "userlist L\n user a bogus\n",
+            "'user' only supports 'password', 'insecure-password' and 'groups' options.",
+        ),
+        (
+            "userlist L\n group G bogus\n",
+            "'group' only supports 'users' option.",
+        ),
+        (
+            "userlist L\n group G users a,zz\n user a insecure-password p\n",
+            "userlist 'L': no such user 'zz' specified in group 'G'",
+        ),
+        (
+            "userlist L\n user a insecure-password p groups X\n",
+            "userlist 'L': no such group 'X' specified in user 'a'",
+        ),
+        (
+            "userlist L\n user a password $9$x$\n",
+            "the encrypted password used for user 'a' is not supported by crypt(3).",
+        ),
+        (
+            "defaults\n mode http\nfrontend f\n bind :1\n http-request auth realm\n",
+            "while parsing 'http-request auth' rule : missing realm value.",
+        ),
+        (
+            "defaults\n mode http\nfrontend f\n bind :1\n http-request auth bogus\n",
+            "'http-request auth' expects either 'if' or 'unless' followed by a condition but found 'bogus'.",
+        ),
+        (
+            "defaults\n mode http\nfrontend f\n bind :1\n http-request deny if !{ http_auth(NOPE) }\n",
+            "parsing [t.cfg:5]: unable to find userlist 'NOPE' referenced in arg 1 of ACL keyword 'http_auth' in proxy 'f'.",
+        ),
+        (
+            "defaults\n mode http\nfrontend f\n bind :1\n acl x http_auth\n http-request deny if x\n",
+            "missing userlist name in arg 1 of ACL keyword 'http_auth' in proxy 'f'.",
+        ),
+        (
+            "userlist L\n user a insecure-password p\ndefaults\n mode http\nfrontend f\n bind :1\n acl ok http_auth_group(L) G\n http-request auth unless ok\n",
+            "proxy f: acl ok http_auth_group(): invalid group 'G'.",
+        ),
+    ] {
+        let res = parse_env(cfg, &no_env);
+        let diags = match &res {
+            Ok(p) => p.warnings.clone(),
+            Err(d) => d.clone(),
+        };
+        let found = diags.iter().any(|d| d.msg.ends_with(msg));
+        let rules_err = res
+            .ok()
+            .map(|p| {
+                crate::ana::rules::compile(&p.config)
+                    .err()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let found = found || rules_err.iter().any(|d| d.msg.ends_with(msg));
+        assert!(found, "{cfg}: {diags:?} {rules_err:?}");
+    }
+}

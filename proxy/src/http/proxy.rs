@@ -550,6 +550,7 @@ impl Session {
             let mut base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
             base.captures = caps.as_deref();
             base.vars = Some(&vars);
+            base.userlists = Some(&be.rules.userlists);
             let now = self.shared.model.now_ms();
             base.stick = self
                 .shared
@@ -620,6 +621,14 @@ impl Session {
                     };
                     let (page, close) = errors::reply_for(pages, st, conn_hdr(!keep));
                     Some((st, page, *b"PR", keep && !close))
+                }
+                Verdict::Auth(realm) => {
+                    let realm = realm.unwrap_or_else(|| be.name.clone());
+                    let page = errors::with_connection(
+                        &errors::auth_response(&realm, false),
+                        conn_hdr(!keep),
+                    );
+                    Some((401, page, *b"LR", keep))
                 }
                 Verdict::Redirect { code, location } => {
                     let close = !keep;
