@@ -52,7 +52,15 @@ fn main() -> ExitCode {
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
     }
     if args.check_only {
-        let rc = portcullis::config::check_command_with(&args.files, args.quiet, &validate);
+        let mw = args.master_worker;
+        let rc = portcullis::config::check_command_with(&args.files, args.quiet, &|c| {
+            let mut v = validate(c);
+            v.extend(portcullis::config::kw_program::check(
+                &c.programs,
+                mw || c.global.process.master_worker,
+            ));
+            v
+        });
         return ExitCode::from(u8::try_from(rc).unwrap_or(1));
     }
     run(args)
@@ -255,6 +263,18 @@ fn run(args: portcullis::cmdline::Args) -> ExitCode {
     };
     for w in &loaded.warnings {
         eprintln!("{}", w.render(std::process::id()));
+    }
+    // A worker of `-W` has `--master-sock`; its master runs the programs.
+    let perrs = portcullis::config::kw_program::check(
+        &loaded.config.programs,
+        loaded.config.global.process.master_worker || args.master_sock.is_some(),
+    );
+    if !perrs.is_empty() {
+        eprint!(
+            "{}",
+            portcullis::config::diag::render_failure(&perrs, std::process::id())
+        );
+        return ExitCode::from(1);
     }
     if loaded.config.global.process.zero_warning
         && loaded

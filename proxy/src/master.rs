@@ -29,12 +29,136 @@ struct Worker {
     generation: u32,
 }
 
+/// A running `program` section's command.
+struct ProgChild {
+    name: String,
+    child: Child,
+    started: Instant,
+    generation: u32,
+}
+
 struct State {
     started: Instant,
     reloads: u32,
     failed: u32,
     current: Option<Worker>,
     old: Vec<Worker>,
+    programs: Vec<ProgChild>,
+    /// Programs told to stop by a reload, until they exit.
+    old_programs: Vec<ProgChild>,
+    /// `master-worker no-exit-on-failure` was not set: a failing program stops everything.
+    exit_on_failure: bool,
+}
+
+/// The `program` sections of the configuration (read as the check child just accepted it).
+fn load_programs(args: &Args) -> (Vec<crate::config::model::Program>, bool) {
+    let env = |k: &str| std::env::var(k).ok();
+    match crate::config::load(&args.files, &env) {
+        Ok(l) => (
+            l.config.programs,
+            !l.config.global.process.no_exit_on_failure,
+        ),
+        Err(_) => (Vec::new(), true),
+    }
+}
+
+/// Starts one program as HAProxy's master does (its own user and group if set).
+fn spawn_program(p: &crate::config::model::Program, generation: u32) -> Option<ProgChild> {
+    use std::os::unix::process::CommandExt;
+    let (bin, argv) = p.command.split_first()?;
+    let mut c = Command::new(bin);
+    c.args(argv);
+    if let Some(g) = p
+        .group
+        .as_deref()
+        .and_then(|g| nix::unistd::Group::from_name(g).ok().flatten())
+    {
+        c.gid(g.gid.as_raw());
+    }
+    if let Some(u) = p
+        .user
+        .as_deref()
+        .and_then(|u| nix::unistd::User::from_name(u).ok().flatten())
+    {
+        c.uid(u.uid.as_raw());
+    }
+    // The master blocks these for its signal loop; a program starts with them open.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&signals()), None);
+            Ok(())
+        });
+    }
+    match c.spawn() {
+        Ok(child) => {
+            log(
+                "[NOTICE]",
+                &format!("New program '{}' ({}) forked", p.name, child.id()),
+            );
+            Some(ProgChild {
+                name: p.name.clone(),
+                child,
+                started: Instant::now(),
+                generation,
+            })
+        }
+        Err(e) => {
+            log("[ALERT]", &format!("Cannot execute {bin}: {e}"));
+            None
+        }
+    }
+}
+
+/// After a reload: programs that restart on reload (and those no longer configured) are told
+/// to stop; new ones and restarted ones start; `no option start-on-reload` ones keep running.
+fn reload_programs(st: &mut State, progs: &[crate::config::model::Program], generation: u32) {
+    let mut keep = Vec::new();
+    for pc in st.programs.drain(..) {
+        let stays = progs
+            .iter()
+            .any(|p| p.name == pc.name && !p.start_on_reload);
+        if stays {
+            keep.push(pc);
+        } else {
+            // The soft-stop signal former workers get, as HAProxy sends it.
+            let _ = kill(Pid::from_raw(pc.child.id() as i32), Signal::SIGUSR1);
+            st.old_programs.push(pc);
+        }
+    }
+    for p in progs {
+        if !keep.iter().any(|k| k.name == p.name)
+            && let Some(pc) = spawn_program(p, generation)
+        {
+            keep.push(pc);
+        }
+    }
+    st.programs = keep;
+}
+
+/// Stops every program (at the master's exit): current ones first, then former ones.
+fn stop_programs(current: &mut [ProgChild], former: &mut [ProgChild]) {
+    for p in current.iter().chain(former.iter()) {
+        let _ = kill(Pid::from_raw(p.child.id() as i32), Signal::SIGTERM);
+    }
+    for (list, level, which) in [
+        (current, "[ALERT]", "Current"),
+        (former, "[WARNING]", "Former"),
+    ] {
+        for p in list.iter_mut() {
+            if let Ok(s) = p.child.wait() {
+                log(
+                    level,
+                    &format!(
+                        "{which} program '{}' ({}) exited with code {}",
+                        p.name,
+                        p.child.id(),
+                        code(s)
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// `sd_notify`: one datagram to `$NOTIFY_SOCKET` (`@` names an abstract socket), for `-Ws`.
@@ -79,6 +203,8 @@ pub fn show_proc(
     master: (u32, Duration, u32, u32),
     workers: &[(u32, Duration, u32)],
     old: &[(u32, Duration, u32)],
+    programs: &[(u32, &str, Duration, u32)],
+    old_programs: &[(u32, &str, Duration, u32)],
     version: &str,
 ) -> String {
     let mut out = format!(
@@ -109,6 +235,22 @@ pub fn show_proc(
         }
     }
     out.push_str("# programs\n");
+    let prow = |(pid, name, up, r): &(u32, &str, Duration, u32)| {
+        format!(
+            "{pid:<15} {name:<15} {r:<15} {:<15} {:<15}\n",
+            uptime(*up),
+            "-"
+        )
+    };
+    for p in programs {
+        out.push_str(&prow(p));
+    }
+    if !old_programs.is_empty() {
+        out.push_str("# old programs\n");
+        for p in old_programs {
+            out.push_str(&prow(p));
+        }
+    }
     out
 }
 
@@ -144,7 +286,8 @@ fn check(args: &Args) -> Result<(), String> {
     // Not `-q`: that silences the alerts too, and a master that refuses a configuration must
     // say why (its output is shown only when the check fails).
     let mut c = Command::new(exe()?);
-    c.arg("-c");
+    // `-W`: what the check accepts is for a master (its `program` sections need one).
+    c.arg("-W").arg("-c");
     for f in &args.files {
         c.arg("-f").arg(f);
     }
@@ -203,6 +346,12 @@ fn spawn(args: &Args, dir: &Path, n: u32, from: Option<&Worker>) -> Result<Worke
     })
 }
 
+/// An exit status as HAProxy counts it: the code, or 128 + the signal.
+fn exit_code(st: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    st.code().or(st.signal().map(|s| 128 + s)).unwrap_or(1)
+}
+
 fn code(st: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (st.code(), st.signal()) {
@@ -212,6 +361,12 @@ fn code(st: ExitStatus) -> String {
                 Signal::SIGTERM => "Terminated",
                 Signal::SIGKILL => "Killed",
                 Signal::SIGINT => "Interrupt",
+                Signal::SIGHUP => "Hangup",
+                Signal::SIGQUIT => "Quit",
+                Signal::SIGABRT => "Aborted",
+                Signal::SIGSEGV => "Segmentation fault",
+                Signal::SIGUSR1 => "User defined signal 1",
+                Signal::SIGUSR2 => "User defined signal 2",
                 _ => "Signal",
             });
             format!("{} ({name})", 128 + s)
@@ -261,6 +416,29 @@ pub fn run(args: &Args) -> u8 {
             return 1;
         }
     };
+    let (progs, exit_on_failure) = load_programs(args);
+    let mut programs: Vec<ProgChild> = Vec::new();
+    let mut unstarted = false;
+    for p in &progs {
+        match spawn_program(p, 0) {
+            Some(pc) => programs.push(pc),
+            None => unstarted = true,
+        }
+    }
+    // HAProxy's program child fails its exec and exits 1: with exit-on-failure, everything
+    // stops.
+    if unstarted && exit_on_failure {
+        log(
+            "[ALERT]",
+            "exit-on-failure: killing every processes with SIGTERM",
+        );
+        let mut w = first;
+        let _ = kill(Pid::from_raw(w.child.id() as i32), Signal::SIGTERM);
+        stop_programs(&mut programs, &mut []);
+        let _ = w.child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        return 1;
+    }
     log("[NOTICE]", "Loading success.");
     notify(args, &format!("READY=1\nMAINPID={}", std::process::id()));
     let state = Arc::new(Mutex::new(State {
@@ -269,6 +447,9 @@ pub fn run(args: &Args) -> u8 {
         failed: 0,
         current: Some(first),
         old: Vec::new(),
+        programs,
+        old_programs: Vec::new(),
+        exit_on_failure,
     }));
     let mut cli_path = None;
     if let Some(spec) = &args.master_cli {
@@ -298,10 +479,13 @@ pub fn run(args: &Args) -> u8 {
                 let mut st = lock(&state);
                 let mut all: Vec<Worker> = st.old.drain(..).collect();
                 all.extend(st.current.take());
+                let mut progs: Vec<ProgChild> = st.programs.drain(..).collect();
+                let mut former: Vec<ProgChild> = st.old_programs.drain(..).collect();
                 drop(st);
                 for w in &mut all {
                     let _ = kill(Pid::from_raw(w.child.id() as i32), fwd);
                 }
+                stop_programs(&mut progs, &mut former);
                 for w in &mut all {
                     let _ = w.child.wait();
                 }
@@ -310,6 +494,60 @@ pub fn run(args: &Args) -> u8 {
             }
             Signal::SIGCHLD => {
                 let mut st = lock(&state);
+                st.old_programs.retain_mut(|p| match p.child.try_wait() {
+                    Ok(Some(s)) => {
+                        log(
+                            "[WARNING]",
+                            &format!(
+                                "Former program '{}' ({}) exited with code {}",
+                                p.name,
+                                p.child.id(),
+                                code(s)
+                            ),
+                        );
+                        false
+                    }
+                    _ => true,
+                });
+                let mut failed = None;
+                st.programs.retain_mut(|p| match p.child.try_wait() {
+                    Ok(Some(s)) => {
+                        log(
+                            "[ALERT]",
+                            &format!(
+                                "Current program '{}' ({}) exited with code {}",
+                                p.name,
+                                p.child.id(),
+                                code(s)
+                            ),
+                        );
+                        let rc = exit_code(s);
+                        if rc != 0 && rc != 130 {
+                            failed = Some(rc);
+                        }
+                        false
+                    }
+                    _ => true,
+                });
+                if let Some(rc) = failed.filter(|_| st.exit_on_failure) {
+                    log(
+                        "[ALERT]",
+                        "exit-on-failure: killing every processes with SIGTERM",
+                    );
+                    let mut all: Vec<Worker> = st.old.drain(..).collect();
+                    all.extend(st.current.take());
+                    let mut progs: Vec<ProgChild> = st.programs.drain(..).collect();
+                    let mut former: Vec<ProgChild> = st.old_programs.drain(..).collect();
+                    drop(st);
+                    for w in &mut all {
+                        let _ = kill(Pid::from_raw(w.child.id() as i32), Signal::SIGTERM);
+                    }
+                    stop_programs(&mut progs, &mut former);
+                    for w in &mut all {
+                        let _ = w.child.wait();
+                    }
+                    break u8::try_from(rc).unwrap_or(1);
+                }
                 st.old.retain_mut(|w| match w.child.try_wait() {
                     Ok(Some(s)) => {
                         log(
@@ -382,6 +620,9 @@ fn reload_inner(args: &Args, dir: &Path, state: &Mutex<State>) {
             st.reloads = n;
             st.old.extend(cur);
             st.current = Some(w);
+            let (progs, exit_on_failure) = load_programs(args);
+            st.exit_on_failure = exit_on_failure;
+            reload_programs(&mut st, &progs, n);
             log("[NOTICE]", "Loading success.");
         }
         Err(e) => {
@@ -472,10 +713,30 @@ fn master_command(cmd: &str, state: &Mutex<State>) -> String {
             };
             let workers: Vec<_> = st.current.iter().map(row).collect();
             let old: Vec<_> = st.old.iter().map(row).collect();
+            fn prow(p: &ProgChild, now: Instant, reloads: u32) -> (u32, &str, Duration, u32) {
+                (
+                    p.child.id(),
+                    p.name.as_str(),
+                    now - p.started,
+                    reloads.saturating_sub(p.generation),
+                )
+            }
+            let programs: Vec<_> = st
+                .programs
+                .iter()
+                .map(|p| prow(p, now, st.reloads))
+                .collect();
+            let old_programs: Vec<_> = st
+                .old_programs
+                .iter()
+                .map(|p| prow(p, now, st.reloads))
+                .collect();
             show_proc(
                 (std::process::id(), now - st.started, st.reloads, st.failed),
                 &workers,
                 &old,
+                &programs,
+                &old_programs,
                 env!("CARGO_PKG_VERSION"),
             ) + "\n"
         }
@@ -533,6 +794,8 @@ mod tests {
             (17162, Duration::from_secs(62), 1, 0),
             &[(18785, Duration::from_secs(1), 0)],
             &[(17328, Duration::from_secs(3723), 1)],
+            &[(18790, "api", Duration::from_secs(5), 1)],
+            &[],
             "2.6.12-1+deb12u4",
         );
         assert_eq!(
@@ -543,7 +806,8 @@ mod tests {
              18785           worker          0               0d00h00m01s     2.6.12-1+deb12u4\n\
              # old workers\n\
              17328           worker          1               0d01h02m03s     2.6.12-1+deb12u4\n\
-             # programs\n"
+             # programs\n\
+             18790           api             1               0d00h00m05s     -              \n"
         );
     }
 }

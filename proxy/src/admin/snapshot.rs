@@ -298,6 +298,16 @@ pub fn raise_nofile(want: u32) -> u32 {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
             return 0;
         }
+        // As HAProxy: both limits to `want` first (privileged), else the soft one up to the
+        // hard one.
+        let both = libc::rlimit {
+            rlim_cur: libc::rlim_t::from(want),
+            rlim_max: libc::rlim_t::from(want).max(r.rlim_max),
+        };
+        if libc::rlim_t::from(want) > r.rlim_cur && libc::setrlimit(libc::RLIMIT_NOFILE, &both) == 0
+        {
+            return want;
+        }
         let target = libc::rlim_t::from(want).min(r.rlim_max);
         if target > r.rlim_cur {
             let next = libc::rlimit {

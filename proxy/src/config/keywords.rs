@@ -54,6 +54,7 @@ pub fn all() -> Vec<Keyword> {
         "listen",
         "http-errors",
         "userlist",
+        "program",
     ] {
         v.push(kw("section", s, Some(Status::Supported)));
     }

@@ -87,6 +87,9 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
 
 pub(crate) fn dispatch(g: &mut Global, c: &mut Ctx, args: &[String]) {
     let Some(kw) = args.first() else { return };
+    if kw == "no" && kw_process::kw_no(g, c, args) {
+        return;
+    }
     let all = || {
         GLOBAL_KWS
             .iter()

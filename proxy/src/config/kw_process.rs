@@ -34,6 +34,7 @@ kws! {
     "server-state-file" => kw_server_state,
     "set-dumpable" => kw_set_dumpable,
     "spread-checks" => kw_spread_checks,
+    "strict-limits" => kw_strict_limits,
     "uid" => kw_uid,
     "ulimit-n" => kw_ulimit_n,
     "unix-bind" => kw_unix_bind,
@@ -159,6 +160,25 @@ fn kw_set_dumpable(g: &mut Global, c: &mut Ctx, args: &[String]) {
     }
 }
 
+/// `[no] strict-limits`: a failed `setrlimit` at start is fatal (HAProxy's default) or a
+/// warning.
+fn kw_strict_limits(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if !c.too_many(args, 1, 0) {
+        g.process.no_strict_limits = false;
+    }
+}
+
+/// `no strict-limits` (the `global` keywords that take `no` go through here).
+pub(crate) fn kw_no(g: &mut Global, c: &mut Ctx, args: &[String]) -> bool {
+    if arg(args, 1) != "strict-limits" {
+        return false;
+    }
+    if !c.too_many(args, 2, 0) {
+        g.process.no_strict_limits = true;
+    }
+    true
+}
+
 fn kw_zero_warning(g: &mut Global, c: &mut Ctx, args: &[String]) {
     if !c.too_many(args, 1, 0) {
         g.process.zero_warning = true;
@@ -170,7 +190,11 @@ fn kw_master_worker(g: &mut Global, c: &mut Ctx, args: &[String]) {
         return;
     }
     match arg(args, 1) {
-        "" | "no-exit-on-failure" => g.process.master_worker = true,
+        "" => g.process.master_worker = true,
+        "no-exit-on-failure" => {
+            g.process.master_worker = true;
+            g.process.no_exit_on_failure = true;
+        }
         _ => c.alert("'master-worker' only supports 'no-exit-on-failure' option."),
     }
 }

@@ -12,6 +12,7 @@ mod kw_capture;
 mod kw_global;
 mod kw_pages;
 mod kw_process;
+pub mod kw_program;
 mod kw_proxy;
 mod kw_rules;
 pub(crate) mod kw_server;

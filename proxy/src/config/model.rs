@@ -26,6 +26,20 @@ pub struct Config {
     pub proxies: Vec<Proxy>,
     /// `userlist` sections, in configuration order.
     pub userlists: Vec<Userlist>,
+    /// `program` sections: commands the master runs.
+    pub programs: Vec<Program>,
+}
+
+/// `program <name>`: `command <argv…>`, `user`, `group`, `[no] option start-on-reload`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub name: String,
+    pub command: Vec<String>,
+    pub user: Option<String>,
+    pub group: Option<String>,
+    /// Restarted on every reload (HAProxy's default); else kept running across reloads.
+    pub start_on_reload: bool,
+    pub loc: Loc,
 }
 
 /// `userlist <name>`: users and groups for `http-request auth` and `http_auth*()`.
@@ -114,8 +128,12 @@ pub struct ProcessCfg {
     pub set_dumpable: bool,
     /// `zero-warning`: any warning refuses the configuration.
     pub zero_warning: bool,
+    /// `no strict-limits`: a file-descriptor limit that cannot be raised is only a warning.
+    pub no_strict_limits: bool,
     /// `master-worker [no-exit-on-failure]`.
     pub master_worker: bool,
+    /// `master-worker no-exit-on-failure`: a failing program does not stop the others.
+    pub no_exit_on_failure: bool,
     pub mworker_max_reloads: Option<u32>,
     /// `description` (`show info`, stats page).
     pub description: Option<String>,

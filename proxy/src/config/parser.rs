@@ -58,6 +58,8 @@ enum Section {
     HttpErrors(usize),
     /// A `userlist <name>` section (index in `Parser::userlists`).
     Userlist(usize),
+    /// A `program <name>` section (index in `Parser::programs`).
+    Program(usize),
     /// After a broken section header or in a section kind we do not support: lines are ignored.
     Skip,
 }
@@ -66,7 +68,6 @@ pub(crate) const UNSUPPORTED_SECTIONS: &[&str] = &[
     "peers",
     "resolvers",
     "mailers",
-    "program",
     "ring",
     "cache",
     "fcgi-app",
@@ -91,6 +92,7 @@ pub(crate) struct Parser<'s> {
     /// `http-errors` sections: (name, where, pages).
     http_errors: Vec<HttpErrors>,
     userlists: Vec<super::model::Userlist>,
+    programs: Vec<super::model::Program>,
 }
 
 struct HttpErrors {
@@ -150,6 +152,7 @@ impl<'s> Parser<'s> {
             aborted: false,
             http_errors: Vec::new(),
             userlists: Vec::new(),
+            programs: Vec::new(),
         }
     }
 
@@ -365,6 +368,19 @@ impl<'s> Parser<'s> {
             "frontend" | "backend" | "listen" => return self.open_proxy(loc, &words),
             "http-errors" => return self.open_http_errors(loc, &words),
             "userlist" => return self.open_userlist(loc, &words),
+            "program" => {
+                self.section = Section::Skip;
+                let mut ctx = Ctx {
+                    loc,
+                    diags: &mut self.diags,
+                    sys: self.sys,
+                };
+                if let Some(p) = super::kw_program::open(&mut ctx, &words, &self.programs) {
+                    self.programs.push(p);
+                    self.section = Section::Program(self.programs.len() - 1);
+                }
+                return;
+            }
             s if UNSUPPORTED_SECTIONS.contains(&s) => {
                 self.diags.push(Diag::alert(
                     &loc.file,
@@ -397,6 +413,11 @@ impl<'s> Parser<'s> {
                     ctx.alert(format!(
                         "unknown keyword '{first}' in 'http-errors' section"
                     ));
+                }
+            }
+            Section::Program(i) => {
+                if let Some(p) = self.programs.get_mut(i) {
+                    super::kw_program::dispatch(p, &mut ctx, &words);
                 }
             }
             Section::Userlist(i) => {
@@ -672,6 +693,7 @@ impl<'s> Parser<'s> {
                 global: self.global,
                 proxies: self.proxies,
                 userlists: self.userlists,
+                programs: self.programs,
             };
             return (config, self.diags);
         }
@@ -708,6 +730,7 @@ impl<'s> Parser<'s> {
                 global: self.global,
                 proxies: self.proxies,
                 userlists: self.userlists,
+                programs: self.programs,
             },
             self.diags,
         )

@@ -1388,3 +1388,69 @@ fn userlists_auth_and_haproxy_errors() {
         assert!(found, "{cfg}: {diags:?} {rules_err:?}");
     }
 }
+
+#[test]
+fn program_sections_and_haproxy_errors() {
+    let text = "program api\n command sleep 10\n no option start-on-reload\nprogram b\n command sh -c 'exit 0'\n user nobody\n";
+    let c = parse_env(text, &no_env).unwrap().config;
+    assert_eq!(c.programs.len(), 2);
+    assert_eq!(c.programs[0].command, vec!["sleep", "10"]);
+    assert!(!c.programs[0].start_on_reload);
+    assert_eq!(c.programs[1].command, vec!["sh", "-c", "exit 0"]);
+    assert!(c.programs[1].start_on_reload);
+    assert_eq!(c.programs[1].user.as_deref(), Some("nobody"));
+    // Programs need a master; a program needs a command (post-parse, in HAProxy's words).
+    let errs = super::kw_program::check(&c.programs, false);
+    assert_eq!(
+        errs[0].msg,
+        "Can't use a 'program' section without master worker mode."
+    );
+    assert!(super::kw_program::check(&c.programs, true).is_empty());
+    let c = parse_env("program x\n", &no_env).unwrap().config;
+    assert_eq!(
+        super::kw_program::check(&c.programs, true)[0].msg,
+        "The program section 'x' lacks a command to launch."
+    );
+    // HAProxy 2.6's words (haproxy -W -c).
+    for (cfg, msg) in [
+        ("program\n", "1] : 'program' expects an <id> argument"),
+        (
+            "program a b\n",
+            "1] : 'program' cannot handle unexpected argument 'b'.",
+        ),
+        (
+            "program a\n command\n",
+            "2]: 'command' expects a command with optional arguments separated in words.",
+        ),
+        (
+            "program a\n option\n",
+            "2]: 'option' expects an option name.",
+        ),
+        ("program a\n option foo\n", "2] : unknown option 'foo'."),
+        (
+            "program a\n option start-on-reload x\n",
+            "2] : 'option start-on-reload' cannot handle unexpected argument 'x'.",
+        ),
+        ("program a\n user\n", "2]: 'user' expects a user name."),
+        (
+            "program a\n user nosuchuser\n",
+            "2] : cannot find user id for 'nosuchuser' (0:Success)",
+        ),
+        (
+            "program a\n user nobody\n user root\n",
+            "3] : user/uid already specified. Continuing.",
+        ),
+        (
+            "program a\n bogus\n",
+            "2] : unknown keyword 'bogus' in 'program' section",
+        ),
+        (
+            "program a\n command x\nprogram a\n",
+            "3]: 'a' program section already exists in the configuration.",
+        ),
+    ] {
+        let d = parse_env(cfg, &no_env).unwrap_err();
+        let shown: Vec<String> = d.iter().map(|d| d.render(1)).collect();
+        assert!(shown.iter().any(|m| m.ends_with(msg)), "{cfg}: {shown:?}");
+    }
+}

@@ -144,7 +144,16 @@ pub fn start_with<S: Service>(
     })?);
     if model.cfg.global.maxconn.is_some() {
         let want = crate::admin::snapshot::maxsock(&model, model.actconn.max(), threads as u32);
-        crate::admin::snapshot::raise_nofile(want);
+        let got = crate::admin::snapshot::raise_nofile(want);
+        if got < want {
+            let msg =
+                format!("[portcullis.main()] Cannot raise FD limit to {want}, limit is {got}.");
+            // `strict-limits` (HAProxy's default): refuse to start rather than run short.
+            if !model.cfg.global.process.no_strict_limits {
+                return Err(vec![msg]);
+            }
+            tracing::warn!("{msg}");
+        }
     }
     let certs = Arc::new(crate::tls::CertStore::new());
     let tls = tls_configs(&model, &certs).map_err(|e| vec![e])?;
