@@ -183,6 +183,8 @@ pub fn depends(needed: &[String], glibc: &str) -> Result<String> {
         match lib.as_str() {
             "libc.so.6" => deps.push(format!("libc6 (>= {glibc})")),
             "libgcc_s.so.1" => deps.push("libgcc-s1 (>= 4.2)".into()),
+            // crypt(3) for userlist passwords.
+            "libcrypt.so.1" => deps.push("libcrypt1 (>= 1:4.1.0)".into()),
             // Part of libc6.
             "ld-linux-x86-64.so.2" | "libm.so.6" | "libpthread.so.0" | "libdl.so.2" => {}
             other => return Err(format!("no package known for shared library {other}")),
@@ -885,6 +887,10 @@ mod tests {
         assert_eq!(
             depends(&needed, "2.34").unwrap(),
             "adduser, libc6 (>= 2.34), libgcc-s1 (>= 4.2)"
+        );
+        assert_eq!(
+            depends(&["libcrypt.so.1".into()], "2.34").unwrap(),
+            "adduser, libcrypt1 (>= 1:4.1.0)"
         );
         assert!(depends(&["libssl.so.3".into()], "2.34").is_err());
     }
