@@ -213,7 +213,12 @@ pub async fn connect(
         let addr = srv.addr();
         // HAProxy's shutdown-sessions also ends the streams still connecting to the server.
         let epoch = srv.kill_epoch();
+        let known = srv.has_addr.load(Ordering::Acquire);
         let connect = async {
+            if !known {
+                // No address yet: HAProxy fails the connection attempt at once.
+                return Err(ConnectError::Refused);
+            }
             match timeout {
                 Some(t) => match tokio::time::timeout(t, Stream::connect(io, addr)).await {
                     Ok(r) => r.map_err(|_| ConnectError::Refused),

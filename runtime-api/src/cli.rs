@@ -2129,9 +2129,8 @@ fn set_server_addr(
             }
         }
     }
-    if new_addr.is_some() || new_port.is_some() {
-        rt.set_addr(r, new_addr, new_port);
-    }
+    // HAProxy clears the resolution maintenance whatever the update said.
+    rt.set_addr(r, new_addr, new_port);
     msg.push_str(" by 'stats socket command'\n");
     out.warn(&msg);
 }

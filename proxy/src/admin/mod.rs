@@ -100,9 +100,15 @@ impl Runtime for AdminRuntime {
                 }
             }
             AdminOp::Ready => {
-                srv.admin
+                let before = srv
+                    .admin
                     .fetch_and(!(ADMIN_MAINT | ADMIN_DRAIN), Ordering::AcqRel);
-                fsm(srv).leave_maint()
+                // Still without an address: the resolution maintenance stays.
+                if before & crate::model::ADMIN_RMAINT != 0 {
+                    None
+                } else {
+                    fsm(srv).leave_maint()
+                }
             }
         };
         self.transition(be, srv, tr, was_usable);
@@ -147,7 +153,7 @@ impl Runtime for AdminRuntime {
     }
 
     fn set_addr(&mut self, r: SrvRef, addr: Option<IpAddr>, port: Option<PortSpec>) {
-        let Some((_, srv)) = self.target(r) else {
+        let Some((be, srv)) = self.target(r) else {
             return;
         };
         let cur = srv.addr();
@@ -156,9 +162,11 @@ impl Runtime for AdminRuntime {
             Some(PortSpec::Fixed(p)) | Some(PortSpec::Mapped(p)) => p,
             None => cur.port(),
         };
+        // Nothing to change: only the resolution maintenance ends.
+        let new =
+            (addr.is_some() || port != cur.port()).then(|| std::net::SocketAddr::new(ip, port));
         // New connections use it at once; pooled ones to the old address simply age out.
-        srv.addr
-            .store(Arc::new(std::net::SocketAddr::new(ip, port)));
+        control::address_found(&self.shared, be, &srv, new);
     }
 
     fn set_check_addr(&mut self, r: SrvRef, addr: IpAddr, port: Option<u16>) {

@@ -107,6 +107,9 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
     if admin & ADMIN_DRAIN != 0 {
         flags |= api::AdminFlags::FDRAIN;
     }
+    if admin & crate::model::ADMIN_RMAINT != 0 {
+        flags |= api::AdminFlags::RMAINT;
+    }
     let addr = srv.addr();
     let (check_addr, check_port) = *srv.check_target.lock().unwrap_or_else(|p| p.into_inner());
     let last = st.last();
@@ -135,7 +138,8 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
             Oper::Stopping => api::OpState::Stopping,
         },
         admin: api::AdminFlags(flags),
-        addr: Some(addr.ip()),
+        // `-` until an address is known (`init-addr none`, unresolvable names).
+        addr: srv.has_addr.load(Ordering::Acquire).then_some(addr.ip()),
         port: addr.port(),
         uweight: srv.uweight.load(Ordering::Relaxed),
         iweight: srv.cfg.opts.weight,
@@ -185,6 +189,7 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
         last_change_secs: now.saturating_sub(changed) as u32,
         downtime_secs: down as u32,
         counters: c,
+        fqdn: srv.cfg.fqdn.clone(),
         ..Default::default()
     }
 }

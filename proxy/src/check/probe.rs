@@ -1091,6 +1091,8 @@ mod tests {
         Server {
             name: "s1".into(),
             addr,
+            fqdn: None,
+            unresolved: false,
             id: 1,
             opts: ServerOpts {
                 check: true,

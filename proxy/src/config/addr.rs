@@ -166,6 +166,18 @@ pub fn parse_server(arg: &str, resolve: Resolver) -> Result<SocketAddr, String> 
     Ok(SocketAddr::new(ip, port))
 }
 
+/// A `server` line's address, its name left for later: `(ip:port, None)` for an IP, or
+/// `(0.0.0.0:port, Some(name))` for a host name (`init-addr` and `resolvers` decide its address).
+pub fn parse_server_spec(arg: &str) -> Result<(SocketAddr, Option<String>), String> {
+    let (_, rest) = strip_family(arg);
+    let (host, _) = split_host_port(rest);
+    let is_name = !host.is_empty() && host.parse::<IpAddr>().is_err() && host != "*";
+    let unspec = |_: &str| Some(IpAddr::from([0, 0, 0, 0]));
+    let never = |_: &str| None;
+    let a = parse_server(arg, if is_name { &unspec } else { &never })?;
+    Ok((a, is_name.then(|| host.to_string())))
+}
+
 /// A plain IP address (`addr` server option, `option forwardfor except`).
 pub fn parse_ip(s: &str) -> Option<IpAddr> {
     s.parse().ok()

@@ -55,6 +55,7 @@ pub fn all() -> Vec<Keyword> {
         "http-errors",
         "userlist",
         "program",
+        "resolvers",
     ] {
         v.push(kw("section", s, Some(Status::Supported)));
     }

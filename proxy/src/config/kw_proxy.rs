@@ -44,6 +44,14 @@ impl P<'_, '_> {
     pub fn alert(&mut self, msg: impl Into<String>) {
         self.c.alert(msg);
     }
+    /// An alert HAProxy prints as `[file:line] : msg` (without `parsing`).
+    pub fn alert_bare(&mut self, msg: impl Into<String>) {
+        let loc = self.c.loc.clone();
+        self.c.diags.push(super::diag::Diag::global(
+            super::diag::Severity::Alert,
+            format!("[{}:{}] : {}", loc.file, loc.line, msg.into()),
+        ));
+    }
     pub fn warn(&mut self, msg: impl Into<String>) {
         self.c.warn(msg);
     }
@@ -204,6 +212,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         caps: BE,
         strict: true,
         parse: kw_server::kw_server,
+    },
+    ProxyKw {
+        kw: "server-template",
+        caps: BE,
+        strict: true,
+        parse: kw_server::kw_server_template,
     },
     ProxyKw {
         kw: "stats",

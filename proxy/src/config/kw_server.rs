@@ -26,7 +26,113 @@ pub(crate) struct SrvKw {
     pub parse: fn(&mut SrvState, &str) -> Result<(), String>,
 }
 
+/// Marks an error HAProxy prints as `[file:line] : 'server b/s' : …` (no `parsing`).
+pub(crate) const BARE: char = '\u{1}';
+
+fn bare(msg: String) -> String {
+    format!("{BARE}{msg}")
+}
+
+fn init_addr(s: &mut SrvState, v: &str) -> Result<(), String> {
+    use super::model::InitAddr;
+    let mut out = Vec::new();
+    for m in v.split(',') {
+        out.push(match m {
+            "last" => InitAddr::Last,
+            "libc" => InitAddr::Libc,
+            "none" => InitAddr::None,
+            _ => match m.parse() {
+                Ok(ip) => InitAddr::Ip(ip),
+                Err(_) => {
+                    return Err(bare(format!(
+                        "'init-addr' : unknown init-addr method '{m}', supported methods are 'libc', 'last', 'none'.."
+                    )));
+                }
+            },
+        });
+    }
+    s.opts.resolve.init_addr = out;
+    Ok(())
+}
+
+fn resolve_prefer(s: &mut SrvState, v: &str) -> Result<(), String> {
+    s.opts.resolve.prefer_ipv4 = match v {
+        "ipv4" => true,
+        "ipv6" => false,
+        _ => {
+            return Err(bare(
+                "'resolve-prefer' expects either ipv4 or ipv6 as argument..".into(),
+            ));
+        }
+    };
+    Ok(())
+}
+
+fn resolve_net(s: &mut SrvState, v: &str) -> Result<(), String> {
+    let mut nets = Vec::new();
+    for n in v.split(',') {
+        match addr::parse_net(n) {
+            Some(x) => nets.push(x),
+            None => return Err(bare(format!("'resolve-net' invalid network '{n}'.."))),
+        }
+    }
+    s.opts.resolve.nets = nets;
+    Ok(())
+}
+
+fn resolve_opts(s: &mut SrvState, v: &str) -> Result<(), String> {
+    let r = &mut s.opts.resolve;
+    for o in v.split(',') {
+        match o {
+            "allow-dup-ip" => r.allow_dup_ip = true,
+            "ignore-weight" => r.ignore_weight = true,
+            "prevent-dup-ip" => r.prevent_dup_ip = true,
+            _ => {
+                return Err(bare(format!(
+                    "'resolve-opts' : unknown resolve-opts option '{o}', supported methods are 'allow-dup-ip', 'ignore-weight', and 'prevent-dup-ip'.."
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) static SRV_KWS: &[SrvKw] = &[
+    SrvKw {
+        kw: "init-addr",
+        args: 1,
+        default_ok: true,
+        parse: init_addr,
+    },
+    SrvKw {
+        kw: "resolve-net",
+        args: 1,
+        default_ok: true,
+        parse: resolve_net,
+    },
+    SrvKw {
+        kw: "resolve-opts",
+        args: 1,
+        default_ok: true,
+        parse: resolve_opts,
+    },
+    SrvKw {
+        kw: "resolve-prefer",
+        args: 1,
+        default_ok: true,
+        parse: resolve_prefer,
+    },
+    SrvKw {
+        kw: "resolvers",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| {
+            // Parsed and checked; the resolver that keeps the address current is not built
+            // yet, so a start with it is refused by name.
+            s.pending.push("resolvers");
+            set_str(&mut s.opts.resolve.resolvers, v)
+        },
+    },
     SrvKw {
         kw: "slowstart",
         args: 1,
@@ -415,23 +521,42 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
         ));
         return;
     }
+    add_server(p, name, spec, args, 3);
+}
+
+/// Reports a server keyword's error in HAProxy's layout (see [`BARE`]).
+fn server_error(p: &mut P, who: &str, e: &str) {
+    match e.strip_prefix(BARE) {
+        Some(m) => {
+            let loc = p.c.loc.clone();
+            p.c.diags.push(super::diag::Diag::global(
+                super::diag::Severity::Alert,
+                format!("[{}:{}] : {who} : {m}", loc.file, loc.line),
+            ));
+        }
+        None => p.alert(format!("{who} : {e}")),
+    }
+}
+
+/// One server `name` at `spec` with the keywords from `args[from..]`; false when refused.
+fn add_server(p: &mut P, name: &str, spec: &str, args: &[String], from: usize) -> bool {
     let who = format!("'server {}/{name}'", p.px.name);
-    let addr = match addr::parse_server(spec, p.c.sys.resolve) {
+    let (addr, fqdn) = match addr::parse_server_spec(spec) {
         Ok(a) => a,
         Err(e) => {
             p.alert(format!("{who} : {e}"));
-            return;
+            return false;
         }
     };
     let mut st = SrvState {
-        name: name.clone(),
+        name: name.to_string(),
         opts: p.px.default_server.clone(),
         id: None,
         pending: Vec::new(),
     };
-    if let Err(e) = apply(&mut st, args, 3, false) {
-        p.alert(format!("{who} : {e}"));
-        return;
+    if let Err(e) = apply(&mut st, args, from, false) {
+        server_error(p, &who, &e);
+        return false;
     }
     for k in &st.pending {
         p.pending(k);
@@ -444,7 +569,7 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
             prev.loc.line
         );
         p.alert(msg);
-        return;
+        return false;
     }
     if let Some(id) = st.id
         && let Some(prev) = p.px.servers.iter().find(|s| s.id == id)
@@ -454,14 +579,55 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
             prev.loc, prev.name
         );
         p.alert(msg);
-        return;
+        return false;
     }
     let loc = p.c.loc.clone();
     p.px.servers.push(Server {
-        name: name.clone(),
+        name: name.to_string(),
         addr,
+        fqdn,
+        unresolved: false,
         id: st.id.unwrap_or(0),
         opts: st.opts,
         loc,
     });
+    true
+}
+
+/// `server-template <prefix> <num>|<low>-<high> <fqdn>[:<port>] [params…]`: servers
+/// `<prefix><n>` for each n, all on the same name (DNS fills them in).
+pub(crate) fn kw_server_template(p: &mut P, args: &[String]) {
+    let (Some(prefix), Some(range), Some(spec)) = (args.get(1), args.get(2), args.get(3)) else {
+        p.alert_bare(
+            "'server-template' expects <prefix> <nb | range> <addr>[:<port>] as arguments.",
+        );
+        return;
+    };
+    if prefix.is_empty() || range.is_empty() || spec.is_empty() {
+        p.alert_bare(
+            "'server-template' expects <prefix> <nb | range> <addr>[:<port>] as arguments.",
+        );
+        return;
+    }
+    let bounds = match range.split_once('-') {
+        Some((a, b)) => a.parse::<u32>().ok().zip(b.parse::<u32>().ok()),
+        None => range.parse::<u32>().ok().map(|n| (1, n)),
+    };
+    let Some((lo, hi)) = bounds.filter(|(lo, hi)| *lo >= 1 && lo <= hi) else {
+        p.alert_bare(format!(
+            "Wrong server-template number or range arg '{range}'."
+        ));
+        return;
+    };
+    if let Some(c) = invalid_name_char(prefix) {
+        p.alert(format!(
+            "character '{c}' is not permitted in server name '{prefix}'."
+        ));
+        return;
+    }
+    for n in lo..=hi {
+        if !add_server(p, &format!("{prefix}{n}"), spec, args, 4) {
+            return;
+        }
+    }
 }

@@ -14,6 +14,7 @@ mod kw_pages;
 mod kw_process;
 pub mod kw_program;
 mod kw_proxy;
+mod kw_resolvers;
 mod kw_rules;
 pub(crate) mod kw_server;
 mod kw_small;

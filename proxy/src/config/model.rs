@@ -28,6 +28,55 @@ pub struct Config {
     pub userlists: Vec<Userlist>,
     /// `program` sections: commands the master runs.
     pub programs: Vec<Program>,
+    /// `resolvers` sections: DNS servers that keep server addresses current.
+    pub resolvers: Vec<Resolvers>,
+}
+
+/// `resolvers <name>` (HAProxy's defaults: 3 retries, 1s resolve and retry timeouts, hold
+/// valid 10s, nx/other/refused/timeout 30s, obsolete 0, 512-byte payloads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolvers {
+    pub name: String,
+    /// `nameserver <name> <ip:port>` and those `parse-resolv-conf` added, in order.
+    pub nameservers: Vec<(String, std::net::SocketAddr)>,
+    pub resolve_retries: u32,
+    pub timeout_resolve: Duration,
+    pub timeout_retry: Duration,
+    pub hold_valid: Duration,
+    pub hold_nx: Duration,
+    pub hold_other: Duration,
+    pub hold_refused: Duration,
+    pub hold_timeout: Duration,
+    pub hold_obsolete: Duration,
+    pub accepted_payload_size: u16,
+    pub loc: Loc,
+}
+
+/// `init-addr`: how a server's name becomes its first address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitAddr {
+    /// The address in the `server-state-file`.
+    Last,
+    /// The system resolver.
+    Libc,
+    /// No address: the server starts in maintenance until a resolver finds one.
+    None,
+    Ip(std::net::IpAddr),
+}
+
+/// What a server takes from DNS: `resolvers`, `resolve-prefer`, `resolve-net`, `resolve-opts`,
+/// `init-addr`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResolveOpts {
+    pub resolvers: Option<String>,
+    /// HAProxy prefers IPv6 unless told otherwise.
+    pub prefer_ipv4: bool,
+    pub nets: Vec<(std::net::IpAddr, u8)>,
+    pub allow_dup_ip: bool,
+    pub ignore_weight: bool,
+    pub prevent_dup_ip: bool,
+    /// Empty: HAProxy's default `last,libc`.
+    pub init_addr: Vec<InitAddr>,
 }
 
 /// `program <name>`: `command <argv…>`, `user`, `group`, `[no] option start-on-reload`.
@@ -924,6 +973,7 @@ pub struct ServerOpts {
     /// `slowstart`: after coming back UP, the weight ramps up over this delay (whole seconds,
     /// as HAProxy rounds it).
     pub slowstart: Option<Duration>,
+    pub resolve: ResolveOpts,
 }
 
 impl Default for ServerOpts {
@@ -952,6 +1002,7 @@ impl Default for ServerOpts {
             sni: None,
             check_ssl: false,
             slowstart: None,
+            resolve: ResolveOpts::default(),
         }
     }
 }
@@ -959,8 +1010,14 @@ impl Default for ServerOpts {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Server {
     pub name: String,
-    /// Resolved address (`ip:port`; names resolved at parse time through the system resolver).
+    /// The address (`ip:port`): a name is resolved after the parse as `init-addr` says
+    /// (0.0.0.0 when it starts unresolved).
     pub addr: std::net::SocketAddr,
+    /// The host name as written, when the address is one (kept current by `resolvers`).
+    pub fqdn: Option<String>,
+    /// Starts in maintenance for want of an address (`init-addr none`, or a name that does not
+    /// resolve under `resolvers`): HAProxy's RMAINT.
+    pub unresolved: bool,
     /// `id <n>` or auto-assigned 1..n in configuration order (`sid` in `show stat`).
     pub id: u32,
     pub opts: ServerOpts,

@@ -60,13 +60,14 @@ enum Section {
     Userlist(usize),
     /// A `program <name>` section (index in `Parser::programs`).
     Program(usize),
+    /// A `resolvers <name>` section (index in `Parser::resolvers`).
+    Resolvers(usize),
     /// After a broken section header or in a section kind we do not support: lines are ignored.
     Skip,
 }
 
 pub(crate) const UNSUPPORTED_SECTIONS: &[&str] = &[
     "peers",
-    "resolvers",
     "mailers",
     "ring",
     "cache",
@@ -93,6 +94,7 @@ pub(crate) struct Parser<'s> {
     http_errors: Vec<HttpErrors>,
     userlists: Vec<super::model::Userlist>,
     programs: Vec<super::model::Program>,
+    resolvers: Vec<super::model::Resolvers>,
 }
 
 struct HttpErrors {
@@ -153,6 +155,7 @@ impl<'s> Parser<'s> {
             http_errors: Vec::new(),
             userlists: Vec::new(),
             programs: Vec::new(),
+            resolvers: Vec::new(),
         }
     }
 
@@ -368,6 +371,19 @@ impl<'s> Parser<'s> {
             "frontend" | "backend" | "listen" => return self.open_proxy(loc, &words),
             "http-errors" => return self.open_http_errors(loc, &words),
             "userlist" => return self.open_userlist(loc, &words),
+            "resolvers" => {
+                self.section = Section::Skip;
+                let mut ctx = Ctx {
+                    loc,
+                    diags: &mut self.diags,
+                    sys: self.sys,
+                };
+                if let Some(r) = super::kw_resolvers::open(&mut ctx, &words, &self.resolvers) {
+                    self.resolvers.push(r);
+                    self.section = Section::Resolvers(self.resolvers.len() - 1);
+                }
+                return;
+            }
             "program" => {
                 self.section = Section::Skip;
                 let mut ctx = Ctx {
@@ -413,6 +429,11 @@ impl<'s> Parser<'s> {
                     ctx.alert(format!(
                         "unknown keyword '{first}' in 'http-errors' section"
                     ));
+                }
+            }
+            Section::Resolvers(i) => {
+                if let Some(r) = self.resolvers.get_mut(i) {
+                    super::kw_resolvers::dispatch(r, &mut ctx, &words);
                 }
             }
             Section::Program(i) => {
@@ -694,6 +715,7 @@ impl<'s> Parser<'s> {
                 proxies: self.proxies,
                 userlists: self.userlists,
                 programs: self.programs,
+                resolvers: self.resolvers,
             };
             return (config, self.diags);
         }
@@ -715,6 +737,12 @@ impl<'s> Parser<'s> {
         for px in &mut self.proxies {
             kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
         }
+        super::kw_resolvers::finish(
+            &mut self.proxies,
+            &self.resolvers,
+            self.sys.resolve,
+            &mut self.diags,
+        );
         assign_ids(&self.global, &mut self.proxies, &mut self.diags);
         check_references(&self.proxies, &mut self.diags);
         check_binds(&self.global, &self.proxies, &mut self.diags);
@@ -731,6 +759,7 @@ impl<'s> Parser<'s> {
                 proxies: self.proxies,
                 userlists: self.userlists,
                 programs: self.programs,
+                resolvers: self.resolvers,
             },
             self.diags,
         )

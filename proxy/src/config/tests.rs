@@ -1454,3 +1454,124 @@ fn program_sections_and_haproxy_errors() {
         assert!(shown.iter().any(|m| m.ends_with(msg)), "{cfg}: {shown:?}");
     }
 }
+
+#[test]
+fn resolvers_server_templates_init_addr_and_haproxy_errors() {
+    let text = "resolvers r\n nameserver a 127.0.0.1:53\n hold valid 30s\n accepted_payload_size 8192\n timeout resolve 2s\n resolve_retries 5\ndefaults\n mode http\nbackend b\n server-template s 3 foo.invalid:80 resolvers r init-addr none resolve-prefer ipv4 resolve-opts allow-dup-ip\n server x 10.0.0.1:81\n server y foo.invalid:82 init-addr 10.0.0.9\n";
+    let c = parse_env(text, &no_env).unwrap().config;
+    let r = &c.resolvers[0];
+    assert_eq!(
+        r.nameservers,
+        vec![("a".to_string(), "127.0.0.1:53".parse().unwrap())]
+    );
+    assert_eq!(r.hold_valid, Duration::from_secs(30));
+    assert_eq!(r.accepted_payload_size, 8192);
+    assert_eq!(r.timeout_resolve, Duration::from_secs(2));
+    assert_eq!(r.resolve_retries, 5);
+    let b = &c.proxies[0];
+    let names: Vec<&str> = b.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["s1", "s2", "s3", "x", "y"]);
+    assert!(b.servers[0].unresolved);
+    assert_eq!(b.servers[0].fqdn.as_deref(), Some("foo.invalid"));
+    assert_eq!(b.servers[0].addr.port(), 80);
+    assert!(b.servers[0].opts.resolve.prefer_ipv4 && b.servers[0].opts.resolve.allow_dup_ip);
+    assert!(!b.servers[3].unresolved && b.servers[3].fqdn.is_none());
+    assert_eq!(b.servers[4].addr, "10.0.0.9:82".parse().unwrap());
+    // HAProxy 2.6's words (haproxy -c).
+    let d = "defaults\n mode http\n";
+    for (cfg, msg) in [
+        (
+            format!(
+                "resolvers r\n nameserver a 127.0.0.1:53\n{d}backend b\n server s foo.invalid:80 resolvers nope\n"
+            ),
+            "config : backend 'b', server 's': unable to find required resolvers 'nope'",
+        ),
+        (
+            format!("{d}backend b\n server s foo.invalid:80\n"),
+            "config : [t.cfg:4] : 'server b/s' : could not resolve address 'foo.invalid'.",
+        ),
+        (
+            format!("{d}backend b\n server s foo.invalid:80\n"),
+            "config : Failed to initialize server(s) addr.",
+        ),
+        (
+            format!("{d}backend b\n server s foo.invalid:80 init-addr bogus\n"),
+            "config : [t.cfg:4] : 'server b/s' : 'init-addr' : unknown init-addr method 'bogus', supported methods are 'libc', 'last', 'none'..",
+        ),
+        (
+            format!("{d}backend b\n server s 1.2.3.4:80 resolve-prefer ipv5\n"),
+            "[t.cfg:4] : 'server b/s' : 'resolve-prefer' expects either ipv4 or ipv6 as argument..",
+        ),
+        (
+            format!("{d}backend b\n server s 1.2.3.4:80 resolve-net 1.2.3.0/33\n"),
+            "[t.cfg:4] : 'server b/s' : 'resolve-net' invalid network '1.2.3.0/33'..",
+        ),
+        (
+            format!("{d}backend b\n server s 1.2.3.4:80 resolve-opts bogus\n"),
+            "'resolve-opts' : unknown resolve-opts option 'bogus', supported methods are 'allow-dup-ip', 'ignore-weight', and 'prevent-dup-ip'..",
+        ),
+        (
+            format!("{d}backend b\n server-template s 0 foo.invalid:80\n"),
+            "config : [t.cfg:4] : Wrong server-template number or range arg '0'.",
+        ),
+        (
+            format!("{d}backend b\n server-template s 2-1 foo.invalid:80\n"),
+            "[t.cfg:4] : Wrong server-template number or range arg '2-1'.",
+        ),
+        (
+            format!("{d}backend b\n server-template s 3\n"),
+            "[t.cfg:4] : 'server-template' expects <prefix> <nb | range> <addr>[:<port>] as arguments.",
+        ),
+        (
+            "resolvers\n".to_string(),
+            "parsing [t.cfg:1] : missing name for resolvers section.",
+        ),
+        (
+            "resolvers r\n nameserver a\n".to_string(),
+            "parsing [t.cfg:2] : 'nameserver' expects <name> and <addr>[:<port>] as arguments.",
+        ),
+        (
+            "resolvers r\n nameserver a nope.invalid:53\n".to_string(),
+            "parsing [t.cfg:2] : 'nameserver a' : invalid address: 'nope.invalid' in 'nope.invalid:53'",
+        ),
+        (
+            "resolvers r\n nameserver a 127.0.0.1\n".to_string(),
+            "parsing [t.cfg:2] : 'nameserver a' : missing port specification in '127.0.0.1'",
+        ),
+        (
+            "resolvers r\n hold bogus 1s\n".to_string(),
+            "parsing [t.cfg:2] : 'hold' unknown <event>: 'bogus', expects either 'nx', 'timeout', 'valid', 'obsolete' or 'other'.",
+        ),
+        (
+            "resolvers r\n timeout bogus 1s\n".to_string(),
+            "parsing [t.cfg:2] : 'timeout' expects 'retry' or 'resolve' and <time> as arguments got 'bogus'.",
+        ),
+        (
+            "resolvers r\n accepted_payload_size 1\n".to_string(),
+            "parsing [t.cfg:2] : 'accepted_payload_size' must be between 12 and 65535 inclusive (was 1).",
+        ),
+        (
+            "resolvers r\n bogus\n".to_string(),
+            "parsing [t.cfg:2] : unknown keyword 'bogus' in 'resolvers' section",
+        ),
+    ] {
+        let res = parse_env(&cfg, &no_env);
+        let diags = match &res {
+            Ok(p) => p.warnings.clone(),
+            Err(d) => d.clone(),
+        };
+        let shown: Vec<String> = diags.iter().map(|d| d.render(1)).collect();
+        assert!(shown.iter().any(|m| m.ends_with(msg)), "{cfg}: {shown:?}");
+    }
+    // A name that does not resolve under `resolvers`: a warning, and the server waits.
+    let text = format!(
+        "resolvers r\n nameserver a 127.0.0.1:53\n{d}backend b\n server s foo.invalid:80 resolvers r\n"
+    );
+    let l = parse_env(&text, &no_env).unwrap();
+    assert!(l.config.proxies[0].servers[0].unresolved);
+    let w: Vec<String> = l.warnings.iter().map(|d| d.render(1)).collect();
+    assert!(
+        w.iter().any(|m| m.ends_with("config : [t.cfg:6] : 'server b/s' : could not resolve address 'foo.invalid', disabling server.")),
+        "{w:?}"
+    );
+}

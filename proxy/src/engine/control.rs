@@ -229,6 +229,40 @@ fn log_ctx<'a>(be: &'a Proxy, srv: &'a Server) -> LogCtx<'a> {
 
 /// Applies a transition decided by the FSM to what the workers read, then logs it and, for a
 /// server going down with `on-marked-down shutdown-sessions`, ends its sessions everywhere.
+/// A server got an address (a resolver's answer, `set server … addr`): it leaves the
+/// resolution maintenance, and goes into service unless forced into maintenance.
+pub fn address_found(
+    shared: &Shared,
+    be: &Proxy,
+    srv: &Server,
+    addr: Option<std::net::SocketAddr>,
+) {
+    use crate::model::{ADMIN_MAINT, ADMIN_RMAINT};
+    if let Some(addr) = addr {
+        if srv.addr() != addr {
+            srv.addr.store(std::sync::Arc::new(addr));
+        }
+        srv.has_addr.store(true, Ordering::Release);
+    }
+    let before = srv.admin.fetch_and(!ADMIN_RMAINT, Ordering::AcqRel);
+    if before & ADMIN_RMAINT == 0 {
+        return;
+    }
+    let was_usable = srv.is_usable();
+    let tr = if before & ADMIN_MAINT == 0 {
+        lock(srv).leave_maint()
+    } else {
+        None
+    };
+    match tr {
+        Some(tr) => apply(shared, be, srv, tr, None, was_usable),
+        None => {
+            srv.apply_state();
+            be.rebuild_lb();
+        }
+    }
+}
+
 pub fn apply(
     shared: &Shared,
     be: &Proxy,

@@ -498,6 +498,8 @@ fn from_config_copies_the_balancing_fields() {
     let server = Server {
         name: "s1".into(),
         addr: "127.0.0.1:80".parse().unwrap(),
+        fqdn: None,
+        unresolved: false,
         id: 7,
         opts: ServerOpts {
             weight: 20,

@@ -85,6 +85,8 @@ pub fn build(model: &Model, be: &Proxy, name: &str, line: &[String]) -> Result<S
     let s = cfg::Server {
         name: name.to_string(),
         addr,
+        fqdn: None,
+        unresolved: false,
         id,
         opts: st.opts,
         loc: be.cfg.loc.clone(),

@@ -246,6 +246,11 @@ impl Counters {
 /// the config (`disabled`) or the admin socket.
 pub const ADMIN_MAINT: u8 = 1;
 pub const ADMIN_DRAIN: u8 = 2;
+/// Maintenance for want of an address (HAProxy's RMAINT): `init-addr none`, or a name no
+/// resolver answered yet; a resolved address or `set server … addr` clears it.
+pub const ADMIN_RMAINT: u8 = 4;
+/// Any maintenance bit.
+pub const ADMIN_ANY_MAINT: u8 = ADMIN_MAINT | ADMIN_RMAINT;
 
 /// Server operational states (HAProxy's `srv_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,6 +280,8 @@ pub struct Server {
     pub cfg: cfg::Server,
     /// Changes with `set server … addr` without a reload.
     pub addr: ArcSwap<SocketAddr>,
+    /// False while the server has no address (its `addr` is a placeholder no one connects to).
+    pub has_addr: AtomicBool,
     /// Established + connecting sessions on this server (`scur`, leastconn).
     pub cur_conns: AtomicU32,
     /// Operationally usable for new traffic (UP and not in maintenance). Checks and the admin
@@ -338,12 +345,18 @@ impl Server {
         let check = if dynamic.is_some() {
             crate::check::fsm::CheckState::dynamic(&s.opts)
         } else {
-            crate::check::fsm::CheckState::new(&s.opts)
+            // Without an address the checks wait in maintenance, as for `disabled`.
+            let mut o = s.opts.clone();
+            o.disabled |= s.unresolved;
+            crate::check::fsm::CheckState::new(&o)
         };
         let mut admin = if maint { ADMIN_MAINT } else { 0 };
         // `enabled` on an `add server` line: in service at once.
         if dynamic.as_ref().is_some_and(|d| d.enabled) {
             admin = 0;
+        }
+        if s.unresolved {
+            admin |= ADMIN_RMAINT;
         }
         let running = admin == 0;
         Ok(Server {
@@ -360,16 +373,19 @@ impl Server {
             id: s.id,
             cfg: s.clone(),
             addr: ArcSwap::from_pointee(s.addr),
+            has_addr: AtomicBool::new(!s.unresolved),
             cur_conns: AtomicU32::new(0),
             usable: AtomicBool::new(running),
             weight: AtomicU32::new(s.opts.weight),
             uweight: AtomicU32::new(s.opts.weight),
             admin: std::sync::atomic::AtomicU8::new(admin),
-            oper: std::sync::atomic::AtomicU8::new(if dynamic.is_some() && !running {
-                Oper::Stopped as u8
-            } else {
-                Oper::Running as u8
-            }),
+            oper: std::sync::atomic::AtomicU8::new(
+                if (dynamic.is_some() || s.unresolved) && !running {
+                    Oper::Stopped as u8
+                } else {
+                    Oper::Running as u8
+                },
+            ),
             last_change: AtomicU64::new(0),
             down_time: AtomicU64::new(0),
             down_trans: AtomicU64::new(0),
@@ -397,7 +413,7 @@ impl Server {
     pub fn apply_state(&self) {
         let admin = self.admin();
         let usable =
-            admin & ADMIN_MAINT == 0 && matches!(self.oper(), Oper::Running | Oper::Starting);
+            admin & ADMIN_ANY_MAINT == 0 && matches!(self.oper(), Oper::Running | Oper::Starting);
         let weight = if admin & ADMIN_DRAIN != 0 {
             0
         } else {
