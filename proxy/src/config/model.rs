@@ -346,6 +346,9 @@ pub struct Bind {
     pub name: Option<String>,
     pub ssl: Option<BindSsl>,
     pub maxconn: Option<u32>,
+    /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2) whose
+    /// addresses replace the socket's.
+    pub accept_proxy: bool,
     pub loc: Loc,
 }
 

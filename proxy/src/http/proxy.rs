@@ -6,6 +6,7 @@
 //! Bodies are streamed in both directions through one buffer per side and never held whole;
 //! chunked bodies are forwarded verbatim once the decoder has validated their framing.
 
+use crate::engine::service::Origin;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -135,11 +136,12 @@ struct Session {
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
+    let origin = Origin::of(&conn, peer);
     run_tracked(
         shared,
         fe,
         Client::Conn(conn),
-        peer,
+        origin,
         Rc::new(StkCtrs::default()),
     )
     .await
@@ -150,7 +152,7 @@ pub async fn run_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     conn: Client,
-    peer: Option<SocketAddr>,
+    origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
     let tls = conn.tls().cloned();
@@ -158,14 +160,13 @@ pub async fn run_tracked(
     // an idle server connection under `http-reuse safe`, as HAProxy's streams do.
     let requests = u64::from(conn.h2_later_stream());
     let client = Rc::new(conn);
-    let local = client.local_addr();
     let mut s = Session {
         shared,
         fe,
         client,
         tls,
-        peer,
-        local,
+        peer: origin.peer,
+        local: origin.local,
         cbuf: Vec::new(),
         activity: Activity::default(),
         ctimer: Timer::default(),

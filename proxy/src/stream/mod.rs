@@ -6,7 +6,6 @@
 pub mod end;
 pub mod tcp;
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -14,7 +13,7 @@ use crate::config::model::Mode;
 use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::io::Accepted;
-use crate::engine::service::{Service, SessionFuture};
+use crate::engine::service::{Origin, Service, SessionFuture};
 use crate::model::Proxy;
 use crate::stick::StkCtrs;
 
@@ -39,18 +38,18 @@ impl Service for Streams {
         shared: Arc<Shared>,
         fe: Arc<Proxy>,
         conn: Conn,
-        peer: Option<SocketAddr>,
+        origin: Origin,
         sess: Rc<StkCtrs>,
     ) -> SessionFuture {
         match fe.cfg.mode {
-            Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, peer, sess)),
-            Mode::Http if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") => {
-                Box::pin(crate::http::h2::serve_tracked(shared, fe, conn, peer, sess))
-            }
+            Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, origin, sess)),
+            Mode::Http if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") => Box::pin(
+                crate::http::h2::serve_tracked(shared, fe, conn, origin, sess),
+            ),
             Mode::Http => {
                 let client = crate::http::h2::Client::Conn(conn);
                 Box::pin(crate::http::proxy::run_tracked(
-                    shared, fe, client, peer, sess,
+                    shared, fe, client, origin, sess,
                 ))
             }
         }

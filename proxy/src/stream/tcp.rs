@@ -6,6 +6,7 @@
 //! then on every arrival; a rule whose fetch needs more bytes waits until `inspect-delay`
 //! expires, the client closes, or the buffer is full, and is then evaluated on what is there.
 
+use crate::engine::service::Origin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -133,7 +134,8 @@ pub async fn run(
     conn: Conn,
     peer: Option<std::net::SocketAddr>,
 ) {
-    run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+    let origin = Origin::of(&conn, peer);
+    run_tracked(shared, fe, conn, origin, Rc::new(StkCtrs::default())).await
 }
 
 /// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`. Its
@@ -143,12 +145,12 @@ pub async fn run_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     conn: Conn,
-    peer: Option<std::net::SocketAddr>,
+    origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
-    let local = conn.local_addr();
+    let (peer, local) = (origin.peer, origin.local);
     let tls = conn.tls().cloned();
     let client = Side::of(conn);
     let mut log = SessionLog::new(&fe, peer, local, accept_at);

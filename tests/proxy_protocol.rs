@@ -1,0 +1,311 @@
+//! The PROXY protocol against HAProxy 2.6, both ways:
+//!
+//! - accept: a client on 127.0.0.77 → HAProxy `server … send-proxy-v2` (or `send-proxy`) → the
+//!   receiver's `bind … accept-proxy`, where the receiver is HAProxy itself (the reference) or
+//!   portcullis on the same configuration. Both must log the original client address, route by
+//!   an ACL on `src` and pass it in `X-Forwarded-For`; bad headers end in the same log lines.
+//! - send: portcullis `server … send-proxy|send-proxy-v2` → HAProxy `bind … accept-proxy`, whose
+//!   log must show the client's address as when HAProxy is the sender.
+//!
+//! Modes http and tcp. Only 127.0.0.0/8. Skipped, with a notice, without /usr/sbin/haproxy.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::time::Duration;
+
+use backend::{HttpNode, HttpOpts, TcpEcho, free_port, lo};
+use proxy::{Proc, read_response};
+
+const HAPROXY: &str = "/usr/sbin/haproxy";
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 77);
+/// What both receivers log: client address, frontend address, route, status or bytes.
+const LOG_FORMAT: &str = "log-format \"pp %ci %fi:%fp %f %b %s\"";
+
+fn have_haproxy() -> bool {
+    let ok = std::path::Path::new(HAPROXY).exists();
+    if !ok {
+        eprintln!("NOTICE: {HAPROXY} is not installed: PROXY protocol differential skipped");
+    }
+    ok
+}
+
+/// A TCP connection from 127.0.0.77 (an address no proxy here has), with its local port.
+fn connect_from_client(to: SocketAddr) -> (TcpStream, u16) {
+    let s =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    s.bind(&SocketAddr::new(IpAddr::V4(CLIENT_IP), 0).into())
+        .expect("bind 127.0.0.77");
+    s.connect_timeout(&to.into(), Duration::from_secs(2))
+        .expect("connect");
+    let s: TcpStream = s.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let port = s.local_addr().expect("local").port();
+    (s, port)
+}
+
+/// The receiving side's configuration: `accept-proxy` on `port`, the client's `src` routed to
+/// `vip`, everything else to `def`.
+fn receiver_cfg(mode: &str, port: u16, vip: SocketAddr, def: SocketAddr) -> String {
+    let opt = if mode == "http" {
+        "    option forwardfor\n"
+    } else {
+        ""
+    };
+    format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode {mode}\n    log global\n    {LOG_FORMAT}\n    timeout connect 2s\n    timeout client 3s\n    timeout server 3s\n\n\
+         frontend fe\n    bind 127.0.0.1:{port} accept-proxy\n{opt}\
+         \x20   acl from_client src {CLIENT_IP}\n    use_backend vip if from_client\n    default_backend def\n\n\
+         backend vip\n    server vip_s {vip}\n\n\
+         backend def\n    server def_s {def}\n"
+    )
+}
+
+/// HAProxy as the sender: one frontend per receiver, each with `server … <send>`.
+fn sender_cfg(mode: &str, send: &str, routes: &[(u16, SocketAddr)]) -> String {
+    let mut c = format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode {mode}\n    log global\n    timeout connect 2s\n    timeout client 3s\n    timeout server 3s\n\n"
+    );
+    for (i, (port, to)) in routes.iter().enumerate() {
+        c.push_str(&format!(
+            "listen send{i}\n    bind 127.0.0.1:{port}\n    server r {to} {send}\n\n"
+        ));
+    }
+    c
+}
+
+/// The receiver's log line for `client_port`, waited for.
+fn line_for(p: &Proc, client_port: u16) -> String {
+    let needle = format!("pp {CLIENT_IP} ");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(l) = p.log_lines().into_iter().find(|l| l.starts_with(&needle)) {
+            return l;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line for client port {client_port}: {:?}",
+            p.log_lines()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn http_exchange(to: SocketAddr) -> (proxy::Response, u16) {
+    let (mut s, port) = connect_from_client(to);
+    s.write_all(b"GET /pp HTTP/1.1\r\nhost: pp.test\r\nconnection: close\r\n\r\n")
+        .expect("write");
+    let r = read_response(&mut s, false).expect("response");
+    (r, port)
+}
+
+fn tcp_exchange(to: SocketAddr) -> u16 {
+    let (mut s, port) = connect_from_client(to);
+    s.write_all(b"hello through the PROXY protocol")
+        .expect("write");
+    s.shutdown(std::net::Shutdown::Write).ok();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("read");
+    assert_eq!(got, b"hello through the PROXY protocol");
+    port
+}
+
+/// HAProxy `send-proxy-v2` / `send-proxy` → HAProxy and portcullis `accept-proxy`, mode http.
+#[test]
+fn accept_proxy_http_vs_haproxy() {
+    if !have_haproxy() {
+        return;
+    }
+    for send in ["send-proxy-v2", "send-proxy"] {
+        let (ref_port, pc_port) = (free_port(), free_port());
+        let (ref_vip, ref_def) = (
+            HttpNode::start(lo(0), HttpOpts::named("vip")).expect("node"),
+            HttpNode::start(lo(0), HttpOpts::named("def")).expect("node"),
+        );
+        let (pc_vip, pc_def) = (
+            HttpNode::start(lo(0), HttpOpts::named("vip")).expect("node"),
+            HttpNode::start(lo(0), HttpOpts::named("def")).expect("node"),
+        );
+        let reference = Proc::haproxy(
+            &receiver_cfg("http", ref_port, ref_vip.addr(), ref_def.addr()),
+            lo(ref_port),
+        )
+        .expect("haproxy");
+        let ours = Proc::portcullis(
+            &receiver_cfg("http", pc_port, pc_vip.addr(), pc_def.addr()),
+            lo(pc_port),
+        );
+        let (s_ref, s_pc) = (free_port(), free_port());
+        let _sender = Proc::haproxy(
+            &sender_cfg("http", send, &[(s_ref, lo(ref_port)), (s_pc, lo(pc_port))]),
+            lo(s_pc),
+        )
+        .expect("haproxy sender");
+        for (who, sport, recv, vip, def) in [
+            ("haproxy", s_ref, &reference, &ref_vip, &ref_def),
+            ("portcullis", s_pc, &ours, &pc_vip, &pc_def),
+        ] {
+            let (r, cport) = http_exchange(lo(sport));
+            assert_eq!(r.status, 200, "{who} {send}: {r:?}");
+            assert_eq!(r.header("x-node").as_deref(), Some("vip"), "{who} {send}");
+            assert!(vip.wait_requests(1, Duration::from_secs(2)), "{who} {send}");
+            assert_eq!(def.request_count(), 0, "{who} {send}");
+            let xff = vip.requests()[0].header("x-forwarded-for");
+            assert_eq!(xff.as_deref(), Some("127.0.0.77"), "{who} {send}");
+            let line = line_for(recv, cport);
+            assert_eq!(
+                line,
+                format!("pp {CLIENT_IP} 127.0.0.1:{sport} fe vip vip_s"),
+                "{who} {send}"
+            );
+        }
+    }
+}
+
+/// The same in mode tcp (the relay, spliced or not, starts after the header).
+#[test]
+fn accept_proxy_tcp_vs_haproxy() {
+    if !have_haproxy() {
+        return;
+    }
+    for send in ["send-proxy-v2", "send-proxy"] {
+        let (ref_port, pc_port) = (free_port(), free_port());
+        let (ref_vip, ref_def) = (
+            TcpEcho::start(lo(0)).expect("echo"),
+            TcpEcho::start(lo(0)).expect("echo"),
+        );
+        let (pc_vip, pc_def) = (
+            TcpEcho::start(lo(0)).expect("echo"),
+            TcpEcho::start(lo(0)).expect("echo"),
+        );
+        let reference = Proc::haproxy(
+            &receiver_cfg("tcp", ref_port, ref_vip.addr(), ref_def.addr()),
+            lo(ref_port),
+        )
+        .expect("haproxy");
+        let ours = Proc::portcullis(
+            &receiver_cfg("tcp", pc_port, pc_vip.addr(), pc_def.addr()),
+            lo(pc_port),
+        );
+        let (s_ref, s_pc) = (free_port(), free_port());
+        let _sender = Proc::haproxy(
+            &sender_cfg("tcp", send, &[(s_ref, lo(ref_port)), (s_pc, lo(pc_port))]),
+            lo(s_pc),
+        )
+        .expect("haproxy sender");
+        for (who, sport, recv, vip, def) in [
+            ("haproxy", s_ref, &reference, &ref_vip, &ref_def),
+            ("portcullis", s_pc, &ours, &pc_vip, &pc_def),
+        ] {
+            // The harness's probe of the sender's port went through to `def` already.
+            std::thread::sleep(Duration::from_millis(200));
+            let (v0, d0) = (vip.connections(), def.connections());
+            let cport = tcp_exchange(lo(sport));
+            let logs = recv.log_lines();
+            assert_eq!(vip.connections() - v0, 1, "{who} {send}: {logs:?}");
+            assert_eq!(def.connections() - d0, 0, "{who} {send}: {logs:?}");
+            let line = line_for(recv, cport);
+            assert_eq!(
+                line,
+                format!("pp {CLIENT_IP} 127.0.0.1:{sport} fe vip vip_s"),
+                "{who} {send}"
+            );
+        }
+    }
+}
+
+/// Masks the client port and the accept date of a connection error line.
+fn error_line(l: &str) -> String {
+    let mut out = String::new();
+    let mut rest = l;
+    if let Some((ip, r)) = rest.split_once(':') {
+        out.push_str(ip);
+        out.push_str(":P");
+        rest = r.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    if let (Some(a), Some(b)) = (rest.find('['), rest.find(']')) {
+        out.push_str(&rest[..a]);
+        out.push_str("[DATE]");
+        rest = &rest[b + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Raw bytes to an `accept-proxy` bind: what both log and whether the client is let through.
+#[test]
+fn bad_headers_log_as_haproxy() {
+    if !have_haproxy() {
+        return;
+    }
+    let cfg = |port: u16, be: SocketAddr| {
+        format!(
+            "global\n    log stdout format raw local0\n\
+             defaults\n    mode tcp\n    log global\n    option tcplog\n    timeout connect 2s\n    timeout client 1s\n    timeout server 2s\n\n\
+             frontend fe\n    bind 127.0.0.1:{port} accept-proxy\n    default_backend b\n\n\
+             frontend quiet\n    bind 127.0.0.1:{} accept-proxy\n    option dontlognull\n    default_backend b\n\n\
+             backend b\n    server s {be}\n",
+            port + 1
+        )
+    };
+    let free_pair = || loop {
+        let p = free_port();
+        if p < u16::MAX && std::net::TcpListener::bind(lo(p + 1)).is_ok() {
+            return p;
+        }
+    };
+    let echo = TcpEcho::start(lo(0)).expect("echo");
+    let (rp, pp) = (free_pair(), free_pair());
+    let reference = Proc::haproxy(&cfg(rp, echo.addr()), lo(rp)).expect("haproxy");
+    let ours = Proc::portcullis(&cfg(pp, echo.addr()), lo(pp));
+    let cases: &[(&[u8], bool)] = &[
+        (b"GET / HTTP/1.0\r\n\r\n", true),
+        (b"PROXY TCP4 1.2.3.4\r\n", true),
+        (b"PROXY TCP4 1.2", true),
+        (b"", true),
+        (b"PROXY UDP4 1.2.3.4 5.6.7.8 1 2\r\n", true),
+        (b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x05abcde", true),
+        (b"\r\n\r\n\0\r\nQUIT\n\x11\x11\x00\x00", true),
+        (b"PROXY TCP4 1.2", false),
+        (b"", false),
+    ];
+    let mut logs = Vec::new();
+    for (side, base, p) in [("haproxy", rp, &reference), ("portcullis", pp, &ours)] {
+        let mut got = Vec::new();
+        for quiet in [false, true] {
+            let port = base + u16::from(quiet);
+            for (bytes, close) in cases {
+                let before = p.log_lines().len();
+                let mut s = TcpStream::connect(lo(port)).expect("connect");
+                s.write_all(bytes).expect("write");
+                if *close {
+                    s.shutdown(std::net::Shutdown::Write).ok();
+                }
+                // Closed by the proxy either way: at once, or at `timeout client` (1 s).
+                s.set_read_timeout(Some(Duration::from_secs(3))).ok();
+                let mut sink = Vec::new();
+                let n = s.read_to_end(&mut sink).map(|_| sink.len());
+                assert!(matches!(n, Ok(0) | Err(_)), "{side}: data for {bytes:?}");
+                std::thread::sleep(Duration::from_millis(150));
+                let lines: Vec<String> = p.log_lines()[before..]
+                    .iter()
+                    .map(|l| error_line(l))
+                    .collect();
+                got.push(format!(
+                    "{} {:?} close={close}: {lines:?}",
+                    if quiet { "quiet" } else { "fe" },
+                    String::from_utf8_lossy(bytes)
+                ));
+            }
+        }
+        logs.push(got);
+    }
+    assert_eq!(logs[1], logs[0], "portcullis vs HAProxy");
+    assert_eq!(echo.connections(), 0);
+}
