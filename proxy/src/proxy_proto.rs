@@ -522,6 +522,11 @@ pub fn encode_v2(addrs: Option<(SocketAddr, SocketAddr)>, tlvs: &Tlvs<'_>, out: 
             out.extend_from_slice(&dst.port().to_be_bytes());
         }
     }
+    // HAProxy's order: the checksum first (filled in last), then ALPN, authority, unique id, SSL.
+    let crc_at = tlvs.crc32c.then(|| {
+        put_tlv(out, TLV_CRC32C, &[0; 4]);
+        out.len() - 4
+    });
     if let Some(v) = tlvs.alpn {
         put_tlv(out, TLV_ALPN, v);
     }
@@ -548,10 +553,6 @@ pub fn encode_v2(addrs: Option<(SocketAddr, SocketAddr)>, tlvs: &Tlvs<'_>, out: 
         }
         put_tlv(out, TLV_SSL, &v);
     }
-    let crc_at = tlvs.crc32c.then(|| {
-        put_tlv(out, TLV_CRC32C, &[0; 4]);
-        out.len() - 4
-    });
     let len = (out.len() - start - V2_FIXED) as u16;
     out[start + 14..start + 16].copy_from_slice(&len.to_be_bytes());
     if let Some(at) = crc_at {

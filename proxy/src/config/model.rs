@@ -866,6 +866,33 @@ pub struct ServerOpts {
     /// `slowstart`: after coming back UP, the weight ramps up over this delay (whole seconds,
     /// as HAProxy rounds it).
     pub slowstart: Option<Duration>,
+    /// The PROXY protocol header sent first on every connection to the server.
+    pub send_proxy: SendProxy,
+    /// `check-send-proxy`: health checks send it too, even with `port`/`addr`.
+    pub check_send_proxy: bool,
+}
+
+/// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
+/// of them sends a header; version 2 only with a `send-proxy-v2*` keyword.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendProxy {
+    pub v1: bool,
+    pub v2: bool,
+    pub ssl: bool,
+    pub cert_cn: bool,
+    pub ssl_cipher: bool,
+    pub cert_sig: bool,
+    pub cert_key: bool,
+    pub authority: bool,
+    pub crc32c: bool,
+    pub unique_id: bool,
+}
+
+impl SendProxy {
+    /// A header is sent at all (HAProxy: `pp_opts != 0`).
+    pub fn enabled(&self) -> bool {
+        *self != SendProxy::default()
+    }
 }
 
 impl Default for ServerOpts {
@@ -894,6 +921,8 @@ impl Default for ServerOpts {
             sni: None,
             check_ssl: false,
             slowstart: None,
+            send_proxy: SendProxy::default(),
+            check_send_proxy: false,
         }
     }
 }

@@ -121,6 +121,8 @@ struct Session {
     tls: Option<Arc<TlsInfo>>,
     peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
+    /// The PROXY protocol header of an `accept-proxy` bind (`fc_pp_*`, sent on by `send-proxy`).
+    proxied: Option<Arc<crate::proxy_proto::Header>>,
     /// Client bytes read but not yet consumed.
     cbuf: Vec<u8>,
     activity: Activity,
@@ -167,6 +169,7 @@ pub async fn run_tracked(
         tls,
         peer: origin.peer,
         local: origin.local,
+        proxied: origin.proxied,
         cbuf: Vec::new(),
         activity: Activity::default(),
         ctimer: Timer::default(),
@@ -181,7 +184,10 @@ pub async fn run_tracked(
     if let Some((srv, conn)) = s.own.take() {
         let reuse = s.fe.cfg.http_reuse;
         // Stopping: nothing will take it again (the worker has emptied its pools).
-        if reuse != HttpReuse::Never && !s.shared.stopping.load(Ordering::Acquire) {
+        if reuse != HttpReuse::Never
+            && !s.shared.stopping.load(Ordering::Acquire)
+            && !srv.cfg.opts.send_proxy.enabled()
+        {
             pool::put(srv.addr(), conn);
         }
     }
@@ -209,6 +215,7 @@ impl Session {
         log.feconn = self.fe.feconn.current();
         log.ssl = self.tls.is_some();
         log.tls = self.tls.clone();
+        log.proxied = self.proxied.clone();
         log
     }
 
@@ -769,11 +776,13 @@ impl Session {
                     srv.counters.session(self.shared.model.now_ms());
                     return Ok((Arc::clone(srv), conn, true));
                 }
-                if reuse != HttpReuse::Never {
+                // A connection that began with this client's PROXY header is never shared.
+                if reuse != HttpReuse::Never && !own_srv.cfg.opts.send_proxy.enabled() {
                     pool::put(own_srv.addr(), conn);
                 }
             }
             let may_share = match reuse {
+                _ if srv.cfg.opts.send_proxy.enabled() => false,
                 HttpReuse::Never => false,
                 HttpReuse::Safe => !first,
                 HttpReuse::Always | HttpReuse::Aggressive => true,
@@ -786,7 +795,13 @@ impl Session {
                 return Ok((Arc::clone(srv), conn, true));
             }
         }
-        match backend::connect(self.shared.io, be, src, picked).await {
+        let side = backend::ClientSide {
+            addrs: self.peer.zip(self.local),
+            tls: self.tls.as_deref(),
+            received: self.proxied.as_deref(),
+            unique_id: None,
+        };
+        match backend::connect(self.shared.io, be, src, picked, &side).await {
             Ok(c) => {
                 log.retries = c.info.retries;
                 log.redispatched = c.info.redispatched;

@@ -156,6 +156,7 @@ pub async fn run_tracked(
     let mut log = SessionLog::new(&fe, peer, local, accept_at);
     log.ssl = tls.is_some();
     log.tls = tls;
+    log.proxied = origin.proxied.clone();
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
     shared.log.connect(&fe, &log);
@@ -203,7 +204,15 @@ async fn stream(
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
     let src = peer.map(|p| p.ip());
-    match backend::connect(shared.io, &be, src, None).await {
+    let tls = log.tls.clone();
+    let proxied = log.proxied.clone();
+    let side = backend::ClientSide {
+        addrs: peer.zip(local),
+        tls: tls.as_deref(),
+        received: proxied.as_deref(),
+        unique_id: None,
+    };
+    match backend::connect(shared.io, &be, src, None, &side).await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
