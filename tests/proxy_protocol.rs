@@ -438,3 +438,113 @@ fn sent_headers_match_haproxy() {
         }
     }
 }
+
+/// `fc_rcvd_proxy`, `fc_pp_authority` and `fc_pp_unique_id` in both receivers' logs, for
+/// headers written by hand (v1, v2 with TLVs, v2 LOCAL) and by HAProxy (`unique-id`).
+#[test]
+fn fetches_log_as_haproxy() {
+    use portcullis::proxy_proto::{Tlvs, encode_v1, encode_v2};
+    if !have_haproxy() {
+        return;
+    }
+    let cfg = |port: u16, be: SocketAddr| {
+        format!(
+            "global\n    log stdout format raw local0\n\
+             defaults\n    mode tcp\n    log global\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\n\
+             frontend fe\n    bind 127.0.0.1:{port} accept-proxy\n\
+             \x20   log-format \"pp %ci:%cp rcvd=%[fc_rcvd_proxy] auth=%[fc_pp_authority] uid=%[fc_pp_unique_id] b=%b\"\n\
+             \x20   use_backend named if {{ fc_pp_authority -m end .example.com }}\n    default_backend b\n\n\
+             backend b\n    server s {be}\n\n\
+             backend named\n    server s {be}\n"
+        )
+    };
+    let echo = TcpEcho::start(lo(0)).expect("echo");
+    let (rp, pp) = (free_port(), free_port());
+    let reference = Proc::haproxy(&cfg(rp, echo.addr()), lo(rp)).expect("haproxy");
+    let ours = Proc::portcullis(&cfg(pp, echo.addr()), lo(pp));
+    // HAProxy as a sender of unique ids, into each receiver.
+    let (u_ref, u_pc) = (free_port(), free_port());
+    let mut sender = sender_cfg(
+        "tcp",
+        "send-proxy-v2 proxy-v2-options unique-id",
+        &[(u_ref, lo(rp)), (u_pc, lo(pp))],
+    );
+    sender = sender.replace(
+        "    timeout server 3s\n",
+        "    timeout server 3s\n    unique-id-format uid-%[src]\n",
+    );
+    let _sender = Proc::haproxy(&sender, lo(u_pc)).expect("haproxy sender");
+    std::thread::sleep(Duration::from_millis(200));
+    let src: SocketAddr = "127.0.0.9:4000".parse().expect("addr");
+    let dst: SocketAddr = "127.0.0.1:80".parse().expect("addr");
+    let mut headers: Vec<Vec<u8>> = Vec::new();
+    let mut h = Vec::new();
+    encode_v1(Some((src, dst)), &mut h);
+    headers.push(h);
+    for (authority, uid, crc) in [
+        (Some(&b"www.example.com"[..]), Some(&b"abc-123"[..]), false),
+        (Some(&b"other.test"[..]), None, true),
+        (None, Some(&b"only-id"[..]), true),
+    ] {
+        let mut h = Vec::new();
+        let t = Tlvs {
+            authority,
+            unique_id: uid,
+            crc32c: crc,
+            ..Tlvs::default()
+        };
+        encode_v2(Some((src, dst)), &t, &mut h);
+        headers.push(h);
+    }
+    let mut h = Vec::new();
+    encode_v2(None, &Tlvs::default(), &mut h);
+    headers.push(h);
+    let mut logs = Vec::new();
+    for (port, uport, p) in [(rp, u_ref, &reference), (pp, u_pc, &ours)] {
+        let mut got = Vec::new();
+        let exchange = |to: SocketAddr, header: &[u8], from_client: bool| {
+            let before = p.log_lines().len();
+            let mut s = match from_client {
+                true => connect_from_client(to).0,
+                false => TcpStream::connect(to).expect("connect"),
+            };
+            let mut data = header.to_vec();
+            data.extend_from_slice(b"ping");
+            s.write_all(&data).expect("write");
+            s.shutdown(std::net::Shutdown::Write).ok();
+            let mut back = Vec::new();
+            s.set_read_timeout(Some(Duration::from_secs(3))).ok();
+            s.read_to_end(&mut back).expect("read");
+            assert_eq!(back, b"ping");
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            while p.log_lines().len() <= before && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let line = p.log_lines().get(before).cloned().unwrap_or_default();
+            // The client port of a LOCAL header is the socket's: masked.
+            match line.split_once(' ') {
+                Some((_, rest)) => match rest.split_once(' ') {
+                    Some((ci, rest)) if ci.starts_with("127.0.0.1:") => {
+                        format!("pp 127.0.0.1:P {rest}")
+                    }
+                    Some((ci, rest)) if ci.starts_with("127.0.0.77:") => {
+                        format!("pp 127.0.0.77:P {rest}")
+                    }
+                    _ => line,
+                },
+                None => line,
+            }
+        };
+        for h in &headers {
+            got.push(exchange(lo(port), h, false));
+        }
+        got.push(exchange(lo(uport), b"", true));
+        logs.push(got);
+    }
+    assert_eq!(logs[1], logs[0], "portcullis vs HAProxy");
+    assert!(
+        logs[0][1].contains("auth=www.example.com uid=abc-123 b=named"),
+        "{logs:?}"
+    );
+    assert!(logs[0][5].contains("uid=uid-127.0.0.77"), "{logs:?}");
+}

@@ -18,16 +18,17 @@ pub fn base_ctx(fe: &Proxy, src: Option<SocketAddr>, dst: Option<SocketAddr>) ->
 }
 
 /// The backend a frontend sends a session to (`use_backend` conditions evaluated on what is
-/// known of a TCP session: addresses, and the inspected bytes if any).
+/// known of a TCP session: addresses, the PROXY header received, the inspected bytes if any).
 pub fn route(
     model: &Model,
     fe: &Arc<Proxy>,
-    src: Option<SocketAddr>,
-    dst: Option<SocketAddr>,
+    (src, dst): (Option<SocketAddr>, Option<SocketAddr>),
+    proxied: Option<&crate::proxy_proto::Header>,
     payload: Option<&[u8]>,
 ) -> Option<Arc<Proxy>> {
     let ctx = SampleCtx {
         payload,
+        proxied,
         ..base_ctx(fe, src, dst)
     };
     let idx = super::rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx)?;
@@ -90,7 +91,7 @@ mod tests {
         let m = model(CFG);
         let fe = m.proxy("fe").unwrap();
         let src = addr("127.0.0.3:4000");
-        let be = |dst| route(&m, fe, src, addr(dst), None).map(|b| b.name.clone());
+        let be = |dst| route(&m, fe, (src, addr(dst)), None, None).map(|b| b.name.clone());
         assert_eq!(be("127.0.0.1:1").as_deref(), Some("local"));
         assert_eq!(be("127.0.0.1:2").as_deref(), Some("other"));
     }

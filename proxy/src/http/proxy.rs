@@ -549,7 +549,9 @@ impl Session {
             return sent && keep && !close;
         }
         for stage in 0..2 {
-            let mut base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
+            let mut base = SampleCtx::new(src, dst, &fe.name)
+                .with_tls(self.tls.as_deref())
+                .with_proxied(self.proxied.as_deref());
             base.captures = caps.as_deref();
             let now = self.shared.model.now_ms();
             base.stick = self
@@ -840,7 +842,9 @@ impl Session {
         let sni = tls.sni.as_ref().and_then(|e| {
             let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
             let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
-            let ctx = SampleCtx::new(src, dst, &self.fe.name).with_tls(self.tls.as_deref());
+            let ctx = SampleCtx::new(src, dst, &self.fe.name)
+                .with_tls(self.tls.as_deref())
+                .with_proxied(self.proxied.as_deref());
             e.eval(&ctx).map(|v| v.to_str().into_owned())
         });
         let name = crate::tls::client::server_name(sni.as_deref(), srv.addr().ip());
@@ -1236,7 +1240,9 @@ impl Session {
     ) -> Option<u16> {
         let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
-        let mut base = SampleCtx::new(src, dst, &self.fe.name).with_tls(self.tls.as_deref());
+        let mut base = SampleCtx::new(src, dst, &self.fe.name)
+            .with_tls(self.tls.as_deref())
+            .with_proxied(self.proxied.as_deref());
         base.backend = Some(&be.name);
         base.server = Some(&srv.name);
         base.captures = captures;

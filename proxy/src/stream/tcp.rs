@@ -180,7 +180,7 @@ async fn stream(
         shared,
         fe,
         &client,
-        (peer, local),
+        (peer, local, log.proxied.as_deref()),
         (sess, caps.as_deref()),
         start,
     );
@@ -194,7 +194,14 @@ async fn stream(
     };
     let inspected = start.elapsed();
     let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
-    let Some(be) = route(&shared.model, fe, peer, local, payload) else {
+    let proxied = log.proxied.clone();
+    let Some(be) = route(
+        &shared.model,
+        fe,
+        (peer, local),
+        proxied.as_deref(),
+        payload,
+    ) else {
         log.term = *b"PR";
         log.total = start.elapsed();
         return End::log_only(log);
@@ -240,7 +247,11 @@ async fn inspect_phase(
     shared: &Shared,
     fe: &Proxy,
     client: &Side,
-    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    (peer, local, proxied): (
+        Option<std::net::SocketAddr>,
+        Option<std::net::SocketAddr>,
+        Option<&crate::proxy_proto::Header>,
+    ),
     (sess, caps): (&StkCtrs, Option<&crate::ana::capture::Captured>),
     start: Instant,
 ) -> Result<Vec<u8>, ()> {
@@ -251,7 +262,7 @@ async fn inspect_phase(
         return Ok(peeked);
     };
     peeked.resize(INSPECT_MAX, 0);
-    let mut base = base_ctx(fe, peer, local);
+    let mut base = base_ctx(fe, peer, local).with_proxied(proxied);
     let now = shared.model.now_ms();
     base.stick = shared.model.stick_view(fe, Some(sess), None, now);
     base.captures = caps;
