@@ -36,10 +36,15 @@ fn have_haproxy() -> bool {
 
 /// A TCP connection from 127.0.0.77 (an address no proxy here has), with its local port.
 fn connect_from_client(to: SocketAddr) -> (TcpStream, u16) {
+    connect_from(CLIENT_IP, to)
+}
+
+/// A TCP connection from `ip` (in 127.0.0.0/8).
+fn connect_from(ip: Ipv4Addr, to: SocketAddr) -> (TcpStream, u16) {
     let s =
         socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    s.bind(&SocketAddr::new(IpAddr::V4(CLIENT_IP), 0).into())
-        .expect("bind 127.0.0.77");
+    s.bind(&SocketAddr::new(IpAddr::V4(ip), 0).into())
+        .expect("bind client address");
     s.connect_timeout(&to.into(), Duration::from_secs(2))
         .expect("connect");
     let s: TcpStream = s.into();
@@ -547,4 +552,131 @@ fn fetches_log_as_haproxy() {
         "{logs:?}"
     );
     assert!(logs[0][5].contains("uid=uid-127.0.0.77"), "{logs:?}");
+}
+
+/// Health checks of a `send-proxy*` server (and `check-send-proxy`) reach an `accept-proxy`
+/// HAProxy as HAProxy's own checks do: each check request is logged, no header error is.
+#[test]
+fn checks_send_proxy_as_haproxy() {
+    if !have_haproxy() {
+        return;
+    }
+    for opts in [
+        "send-proxy",
+        "send-proxy-v2",
+        "check-send-proxy",
+        "send-proxy-v2 check-send-proxy port {rport}",
+        "send-proxy port {rport}",
+    ] {
+        // With `port` (or `addr`) only `check-send-proxy` sends the header on checks.
+        let header = !opts.contains("port") || opts.contains("check-send-proxy");
+        let rport = free_port();
+        let opts = opts.replace("{rport}", &rport.to_string());
+        let receiver = Proc::haproxy(
+            &format!(
+                "global\n    log stdout format raw local0\n\
+                 defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\n\
+                 frontend fe\n    bind 127.0.0.1:{rport} accept-proxy\n    option tcplog\n\
+                 \x20   log-format \"chk %ci %HU rcvd=%[fc_rcvd_proxy]\"\n\
+                 \x20   http-request return status 200 if {{ path /chk }}\n"
+            ),
+            lo(rport),
+        )
+        .expect("haproxy receiver");
+        let sender = |port: u16| {
+            format!(
+                "defaults\n    mode http\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\n\
+                 listen s\n    bind 127.0.0.1:{port}\n    option httpchk GET /chk\n\
+                 \x20   server r 127.0.0.1:{rport} check inter 300 {opts}\n"
+            )
+        };
+        let mut got = Vec::new();
+        for kind in ["haproxy", "portcullis"] {
+            let before = receiver.log_lines().len();
+            let port = free_port();
+            let p = match kind {
+                "haproxy" => Proc::haproxy(&sender(port), lo(port)).expect("haproxy"),
+                _ => Proc::portcullis(&sender(port), lo(port)),
+            };
+            std::thread::sleep(Duration::from_millis(900));
+            drop(p);
+            let lines: Vec<String> = receiver.log_lines()[before..].to_vec();
+            let ok = "chk 127.0.0.1 /chk rcvd=1".to_string();
+            assert_eq!(lines.contains(&ok), header, "{kind} {opts}: {lines:?}");
+            let mut kinds: Vec<String> = lines.iter().map(|l| error_line(l)).collect();
+            kinds.sort();
+            kinds.dedup();
+            got.push(kinds);
+        }
+        assert_eq!(got[1], got[0], "{opts}: portcullis vs HAProxy");
+    }
+}
+
+/// A server connection that began with one client's PROXY header never carries another
+/// client's requests (`http-reuse always`), with HAProxy or portcullis as the sender.
+#[test]
+fn send_proxy_connections_are_not_shared() {
+    if !have_haproxy() {
+        return;
+    }
+    let rport = free_port();
+    let node = HttpNode::start(lo(0), HttpOpts::named("n")).expect("node");
+    let receiver = Proc::haproxy(
+        &format!(
+            "global\n    log stdout format raw local0\n\
+             defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 3s\n    timeout server 3s\n\n\
+             frontend fe\n    bind 127.0.0.1:{rport} accept-proxy\n    log-format \"pp %ci %HU\"\n    default_backend b\n\n\
+             backend b\n    server n {}\n",
+            node.addr()
+        ),
+        lo(rport),
+    )
+    .expect("haproxy receiver");
+    let sender = |port: u16| {
+        format!(
+            "defaults\n    mode http\n    timeout connect 2s\n    timeout client 3s\n    timeout server 3s\n    http-reuse always\n\n\
+             listen s\n    bind 127.0.0.1:{port}\n    server r 127.0.0.1:{rport} send-proxy-v2\n"
+        )
+    };
+    let mut got = Vec::new();
+    for kind in ["haproxy", "portcullis"] {
+        let port = free_port();
+        let _p = match kind {
+            "haproxy" => Proc::haproxy(&sender(port), lo(port)).expect("haproxy"),
+            _ => Proc::portcullis(&sender(port), lo(port)),
+        };
+        let before = receiver.log_lines().len();
+        for (i, ip) in [Ipv4Addr::new(127, 0, 0, 77), Ipv4Addr::new(127, 0, 0, 78)]
+            .into_iter()
+            .enumerate()
+        {
+            let (mut c, _) = connect_from(ip, lo(port));
+            for j in 0..2 {
+                let req = format!("GET /c{i}/r{j} HTTP/1.1\r\nhost: a\r\n\r\n");
+                c.write_all(req.as_bytes()).expect("write");
+                let r = read_response(&mut c, false).expect("response");
+                assert_eq!(r.status, 200, "{kind}");
+            }
+            // Closed: its idle server connection would go to the pool for the next client.
+            drop(c);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while receiver.log_lines().len() < before + 4 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut lines = receiver.log_lines()[before..].to_vec();
+        lines.sort();
+        got.push(lines);
+    }
+    assert_eq!(
+        got[0],
+        [
+            "pp 127.0.0.77 /c0/r0",
+            "pp 127.0.0.77 /c0/r1",
+            "pp 127.0.0.78 /c1/r0",
+            "pp 127.0.0.78 /c1/r1"
+        ]
+    );
+    assert_eq!(got[1], got[0], "portcullis vs HAProxy");
 }
