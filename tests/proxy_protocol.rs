@@ -680,3 +680,150 @@ fn send_proxy_connections_are_not_shared() {
     );
     assert_eq!(got[1], got[0], "portcullis vs HAProxy");
 }
+
+/// A self-signed certificate for `example.local` as a PEM bundle; its DER.
+fn bundle(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
+    let ck = rcgen::generate_simple_self_signed(vec!["example.local".to_string()]).expect("cert");
+    let path = dir.join("bundle.pem");
+    let pem = format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem());
+    std::fs::write(&path, pem).expect("write bundle");
+    (path, ck.cert.der().to_vec())
+}
+
+/// TLS over `sock` (SNI `example.local`, ALPN http/1.1), trusting `der`; one GET, its status.
+fn tls_get(sock: TcpStream, der: &[u8]) -> u16 {
+    use std::sync::Arc;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(der.to_vec()))
+        .expect("root");
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("example.local").expect("name");
+    let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("client");
+    sock.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    tls.write_all(b"GET /tls HTTP/1.1\r\nhost: example.local\r\nconnection: close\r\n\r\n")
+        .expect("write");
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    text.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// TLS and the PROXY protocol together, against HAProxy 2.6: `accept-proxy ssl` reads the
+/// header before the handshake; `send-proxy-v2-ssl` from a TLS frontend sends the same ALPN,
+/// authority (the SNI) and SSL TLVs as HAProxy.
+#[test]
+fn tls_with_proxy_protocol_vs_haproxy() {
+    use portcullis::proxy_proto::{Parsed, Tlvs, encode_v2, parse};
+    if !have_haproxy() {
+        return;
+    }
+    let dir = proxy::TempDir::new("pp-tls");
+    let (cert, der) = bundle(&dir.0);
+    let node = HttpNode::start(lo(0), HttpOpts::named("n")).expect("node");
+    // Receivers: the header, then TLS.
+    let recv_cfg = |port: u16| {
+        format!(
+            "global\n    log stdout format raw local0\n\
+             defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 3s\n    timeout server 3s\n\n\
+             frontend fe\n    bind 127.0.0.1:{port} accept-proxy ssl crt {} alpn http/1.1\n\
+             \x20   log-format \"pp %ci:%cp %fi:%fp sni=%[ssl_fc_sni] alpn=%[ssl_fc_alpn] rcvd=%[fc_rcvd_proxy] auth=%[fc_pp_authority] %ST\"\n\
+             \x20   default_backend b\n\n\
+             backend b\n    server n {}\n",
+            cert.display(),
+            node.addr()
+        )
+    };
+    let (rp, pp) = (free_port(), free_port());
+    let reference = Proc::haproxy(&recv_cfg(rp), lo(rp)).expect("haproxy");
+    let ours = Proc::portcullis(&recv_cfg(pp), lo(pp));
+    let mut header = Vec::new();
+    let t = Tlvs {
+        authority: Some(b"front.example.com"),
+        ..Tlvs::default()
+    };
+    encode_v2(
+        Some((
+            "127.0.0.9:4000".parse().expect("a"),
+            "127.0.0.2:443".parse().expect("a"),
+        )),
+        &t,
+        &mut header,
+    );
+    let mut lines = Vec::new();
+    for (port, p) in [(rp, &reference), (pp, &ours)] {
+        let before = p.log_lines().len();
+        let mut s = TcpStream::connect(lo(port)).expect("connect");
+        s.write_all(&header).expect("header");
+        assert_eq!(tls_get(s, &der), 200);
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while p.log_lines().len() <= before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        lines.push(p.log_lines().get(before).cloned().unwrap_or_default());
+    }
+    assert_eq!(
+        lines[0],
+        "pp 127.0.0.9:4000 127.0.0.2:443 sni=example.local alpn=http/1.1 rcvd=1 auth=front.example.com 200"
+    );
+    assert_eq!(lines[1], lines[0], "portcullis vs HAProxy");
+
+    // Senders: TLS terminated, then the header with the TLS facts.
+    for send in [
+        "send-proxy-v2-ssl proxy-v2-options authority,crc32c",
+        "send-proxy-v2 proxy-v2-options ssl,authority",
+        "send-proxy-v2-ssl proxy-v2-options ssl-cipher",
+        "send-proxy-v2",
+    ] {
+        let capture = std::net::TcpListener::bind(lo(0)).expect("capture");
+        let to = capture.local_addr().expect("addr");
+        let send_cfg = |port: u16| {
+            format!(
+                "defaults\n    mode http\n    timeout connect 2s\n    timeout client 3s\n    timeout server 3s\n\n\
+                 listen s\n    bind 127.0.0.1:{port} ssl crt {} alpn http/1.1\n    server r {to} {send}\n",
+                cert.display()
+            )
+        };
+        let (s_ref, s_pc) = (free_port(), free_port());
+        let _r = Proc::haproxy(&send_cfg(s_ref), lo(s_ref)).expect("haproxy");
+        let _o = Proc::portcullis(&send_cfg(s_pc), lo(s_pc));
+        let mut got = Vec::new();
+        for sport in [s_ref, s_pc] {
+            let (c, _) = connect_from_client(lo(sport));
+            let der2 = der.clone();
+            let client = std::thread::spawn(move || tls_get(c, &der2));
+            let (mut srv, _) = capture.accept().expect("accept");
+            srv.set_read_timeout(Some(Duration::from_secs(3))).ok();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 1024];
+            let h = loop {
+                match parse(&buf) {
+                    Ok(Parsed::Done(h, _)) => break *h,
+                    Ok(Parsed::NeedMore) => {}
+                    Err(e) => panic!("{send}: {e:?} in {buf:?}"),
+                }
+                let n = srv.read(&mut chunk).expect("read header");
+                assert!(n > 0, "{send}: closed after {buf:?}");
+                buf.extend_from_slice(&chunk[..n]);
+            };
+            drop(srv);
+            let _ = client.join();
+            let mut h = h.clone();
+            h.addrs = portcullis::proxy_proto::Addresses::Unknown;
+            got.push(h);
+        }
+        assert_eq!(got[0].alpn.as_deref(), Some(&b"http/1.1"[..]), "{send}");
+        assert_eq!(got[1], got[0], "{send}: portcullis vs HAProxy");
+    }
+}
