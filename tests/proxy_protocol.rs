@@ -271,6 +271,8 @@ fn bad_headers_log_as_haproxy() {
     let ours = Proc::portcullis(&cfg(pp, echo.addr()), lo(pp));
     let cases: &[(&[u8], bool)] = &[
         (b"GET / HTTP/1.0\r\n\r\n", true),
+        (b"junk", true),
+        (b"GET / HTTP/1.0\r\n", true),
         (b"PROXY TCP4 1.2.3.4\r\n", true),
         (b"PROXY TCP4 1.2", true),
         (b"", true),
@@ -826,4 +828,79 @@ fn tls_with_proxy_protocol_vs_haproxy() {
         assert_eq!(got[0].alpn.as_deref(), Some(&b"http/1.1"[..]), "{send}");
         assert_eq!(got[1], got[0], "{send}: portcullis vs HAProxy");
     }
+}
+
+/// `tcp-request connection expect-proxy layer4 if …`: only matching connections carry a
+/// header; the connection rules themselves see the socket's addresses. Same logs as HAProxy.
+#[test]
+fn expect_proxy_layer4_vs_haproxy() {
+    use portcullis::proxy_proto::encode_v1;
+    if !have_haproxy() {
+        return;
+    }
+    let cfg = |port: u16, be: SocketAddr| {
+        format!(
+            "global\n    log stdout format raw local0\n\
+             defaults\n    mode tcp\n    log global\n    option tcplog\n    timeout connect 2s\n    timeout client 1s\n    timeout server 2s\n\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n\
+             \x20   log-format \"pp %ci rcvd=%[fc_rcvd_proxy] b=%b\"\n\
+             \x20   tcp-request connection expect-proxy layer4 if {{ src 127.0.0.1 }}\n\
+             \x20   tcp-request connection reject if {{ src 127.0.0.9 }}\n\
+             \x20   use_backend nine if {{ src 127.0.0.9 }}\n    default_backend b\n\n\
+             backend b\n    server s {be}\n\n\
+             backend nine\n    server s {be}\n"
+        )
+    };
+    let echo = TcpEcho::start(lo(0)).expect("echo");
+    let (rp, pp) = (free_port(), free_port());
+    let reference = Proc::haproxy(&cfg(rp, echo.addr()), lo(rp)).expect("haproxy");
+    let ours = Proc::portcullis(&cfg(pp, echo.addr()), lo(pp));
+    let mut header = Vec::new();
+    encode_v1(
+        Some((
+            "127.0.0.9:4000".parse().expect("a"),
+            "127.0.0.1:80".parse().expect("a"),
+        )),
+        &mut header,
+    );
+    let mut logs = Vec::new();
+    for (port, p) in [(rp, &reference), (pp, &ours)] {
+        let mut got = Vec::new();
+        for (from_client, with_header) in [(false, true), (true, false), (false, false)] {
+            let before = p.log_lines().len();
+            let mut s = match from_client {
+                true => connect_from_client(lo(port)).0,
+                false => TcpStream::connect(lo(port)).expect("connect"),
+            };
+            let mut data = if with_header {
+                header.clone()
+            } else {
+                Vec::new()
+            };
+            data.extend_from_slice(b"ping");
+            s.write_all(&data).expect("write");
+            s.shutdown(std::net::Shutdown::Write).ok();
+            s.set_read_timeout(Some(Duration::from_secs(3))).ok();
+            let mut back = Vec::new();
+            let _ = s.read_to_end(&mut back);
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            while p.log_lines().len() <= before && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let line = p.log_lines().get(before).cloned().unwrap_or_default();
+            got.push((
+                String::from_utf8_lossy(&back).into_owned(),
+                error_line(&line),
+            ));
+        }
+        logs.push(got);
+    }
+    assert_eq!(
+        logs[0][..2],
+        [
+            ("ping".to_string(), "pp 127.0.0.9 rcvd=1 b=nine".to_string()),
+            ("ping".to_string(), "pp 127.0.0.77 rcvd=0 b=b".to_string()),
+        ]
+    );
+    assert_eq!(logs[1], logs[0], "portcullis vs HAProxy");
 }

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::rules::apply_tcp_rules;
+use super::rules::apply_connection_rules;
 use super::sample::SampleCtx;
 use crate::config::model::TcpRequestAction;
 use crate::model::{Model, Proxy};
@@ -40,16 +40,31 @@ pub fn route(
 pub fn connection_rejected(
     model: &Model,
     fe: &Proxy,
-    (src, dst): (Option<SocketAddr>, Option<SocketAddr>),
+    addrs: (Option<SocketAddr>, Option<SocketAddr>),
     sess: &StkCtrs,
     now: u64,
 ) -> bool {
+    connection_verdict(model, fe, addrs, sess, now).is_none()
+}
+
+/// The `tcp-request connection` verdict: None when refused, else whether an `expect-proxy
+/// layer4` rule applied (the connection then starts with a PROXY protocol header).
+pub fn connection_verdict(
+    model: &Model,
+    fe: &Proxy,
+    (src, dst): (Option<SocketAddr>, Option<SocketAddr>),
+    sess: &StkCtrs,
+    now: u64,
+) -> Option<bool> {
     if fe.rules.tcp_connection.is_empty() {
-        return false;
+        return Some(false);
     }
     let mut ctx = base_ctx(fe, src, dst);
     ctx.stick = model.stick_view(fe, Some(sess), None, now);
-    apply_tcp_rules(&fe.rules.tcp_connection, &ctx) == Some(TcpRequestAction::Reject)
+    match apply_connection_rules(&fe.rules.tcp_connection, &ctx) {
+        (Some(TcpRequestAction::Reject), _) => None,
+        (_, expect) => Some(expect),
+    }
 }
 
 #[cfg(test)]

@@ -634,6 +634,9 @@ pub enum TcpRequestAction {
         slot: usize,
         len: usize,
     },
+    /// `tcp-request connection expect-proxy layer4` (not final): the connection starts with a
+    /// PROXY protocol header, as on an `accept-proxy` bind.
+    ExpectProxy,
 }
 
 /// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).

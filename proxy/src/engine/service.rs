@@ -68,6 +68,12 @@ pub trait Service: Send + Sync + 'static {
         now: u64,
     ) -> Option<Self::Admitted>;
 
+    /// Whether the admission asks for a PROXY protocol header although the bind has no
+    /// `accept-proxy` (`tcp-request connection expect-proxy layer4`).
+    fn expects_proxy(&self, _admitted: &Self::Admitted) -> bool {
+        false
+    }
+
     /// Runs the session of an admitted connection (PROXY header read for `accept-proxy`, TLS
     /// terminated for `bind … ssl`), until it ends. The worker holds the session's `maxconn`
     /// slots meanwhile.

@@ -422,7 +422,9 @@ async fn accept_loop<S: Service>(
                     };
                     // Each stage is boxed: a task holds its future inline, sized for the largest
                     // of them, and an idle keep-alive connection would carry them all.
-                    if fe2.cfg.binds.get(bidx).is_some_and(|b| b.accept_proxy) {
+                    if fe2.cfg.binds.get(bidx).is_some_and(|b| b.accept_proxy)
+                        || svc.expects_proxy(&admitted)
+                    {
                         match Box::pin(proxy_header(&sh, &fe2, &acc, bidx)).await {
                             Some(h) => origin = origin.proxied(h),
                             None => return,
@@ -483,6 +485,10 @@ async fn proxy_header(
         loop {
             seen.set(n);
             match pp::parse(&buf[..n]) {
+                // HAProxy 2.6 calls fewer than 16 bytes that are no header a truncated one.
+                Err(pp::Error::NotHeader) if n < 16 => {
+                    return Err((Failure::Closed { truncated: true }, n));
+                }
                 Err(e) => return Err((Failure::Parse(e), n)),
                 Ok(Parsed::Done(h, used)) => {
                     peeker.consume(used).map_err(aborted(n))?;

@@ -21,16 +21,25 @@ use crate::stick::StkCtrs;
 pub struct Streams;
 
 impl Service for Streams {
-    /// The stick counters `tcp-request connection track-sc` rules tracked at accept.
-    type Admitted = Rc<StkCtrs>;
+    /// The stick counters `tcp-request connection track-sc` rules tracked at accept, and
+    /// whether an `expect-proxy layer4` rule applied.
+    type Admitted = (Rc<StkCtrs>, bool);
 
-    fn admit(&self, shared: &Shared, fe: &Proxy, acc: &Accepted, now: u64) -> Option<Rc<StkCtrs>> {
+    fn admit(
+        &self,
+        shared: &Shared,
+        fe: &Proxy,
+        acc: &Accepted,
+        now: u64,
+    ) -> Option<(Rc<StkCtrs>, bool)> {
         let sess = StkCtrs::default();
         let addrs = (acc.peer, acc.stream.local_addr());
-        match crate::ana::tcp::connection_rejected(&shared.model, fe, addrs, &sess, now) {
-            true => None,
-            false => Some(Rc::new(sess)),
-        }
+        crate::ana::tcp::connection_verdict(&shared.model, fe, addrs, &sess, now)
+            .map(|expect| (Rc::new(sess), expect))
+    }
+
+    fn expects_proxy(&self, admitted: &(Rc<StkCtrs>, bool)) -> bool {
+        admitted.1
     }
 
     fn serve(
@@ -39,7 +48,7 @@ impl Service for Streams {
         fe: Arc<Proxy>,
         conn: Conn,
         origin: Origin,
-        sess: Rc<StkCtrs>,
+        (sess, _): (Rc<StkCtrs>, bool),
     ) -> SessionFuture {
         match fe.cfg.mode {
             Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, origin, sess)),
