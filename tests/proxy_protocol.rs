@@ -904,3 +904,121 @@ fn expect_proxy_layer4_vs_haproxy() {
     );
     assert_eq!(logs[1], logs[0], "portcullis vs HAProxy");
 }
+
+/// `accept-proxy` and `send-proxy-v2` around the kernel relay (`portcullis-relay kernel`): the
+/// client's header is consumed and the server's written before the sockets enter the sockmap,
+/// so the bytes relayed in the kernel are the stream's only. Root only (CAP_BPF), and only
+/// with the eBPF programs built.
+#[test]
+fn kernel_relay_between_headers() {
+    use portcullis::proxy_proto::{Parsed, encode_v1, parse};
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: the kernel relay needs root");
+        return;
+    }
+    let server = std::net::TcpListener::bind(lo(0)).expect("server");
+    let to = server.local_addr().expect("addr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // The harness's probe of the frontend reaches the server first (mode tcp): skip
+        // connections that close without a header.
+        while let Ok((mut s, _)) = server.accept() {
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 64 * 1024];
+            let (h, used) = loop {
+                match parse(&buf) {
+                    Ok(Parsed::Done(h, n)) => break (Some(*h), n),
+                    Ok(Parsed::NeedMore) => {}
+                    Err(_) => break (None, 0),
+                }
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break (None, 0),
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            };
+            let Some(h) = h.filter(|h| h.addrs.inet().is_some_and(|(s, _)| s.port() == 4000))
+            else {
+                continue;
+            };
+            // Echo whatever followed the header, then everything else, until EOF.
+            let mut total = 0usize;
+            let _ = s.write_all(&buf[used..]);
+            total += buf.len() - used;
+            loop {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let _ = s.write_all(&chunk[..n]);
+                        total += n;
+                    }
+                }
+            }
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            let _ = tx.send((h, total));
+        }
+    });
+    let dir = proxy::TempDir::new("pp-kernel");
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket {} level admin\n\n\
+         defaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\n\
+         frontend fe\n    bind 127.0.0.1:{port} accept-proxy\n    portcullis-relay kernel\n    default_backend be\n\n\
+         backend be\n    portcullis-relay kernel max-unacked 1g bulk-rate 0\n    server srv {to} send-proxy-v2\n",
+        sock.display()
+    );
+    let p = Proc::portcullis(&cfg, lo(port));
+    let mut c = TcpStream::connect(lo(port)).expect("connect");
+    let mut header = Vec::new();
+    encode_v1(
+        Some((
+            "127.0.0.9:4000".parse().expect("a"),
+            "127.0.0.1:80".parse().expect("a"),
+        )),
+        &mut header,
+    );
+    c.write_all(&header).expect("header");
+    let size = 8 * 1024 * 1024;
+    let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let mut w = c.try_clone().expect("clone");
+    let sender = std::thread::spawn(move || {
+        w.write_all(&data).expect("data");
+        w.shutdown(std::net::Shutdown::Write).ok();
+        data
+    });
+    c.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut back = Vec::new();
+    c.read_to_end(&mut back).expect("read back");
+    let data = sender.join().expect("sender");
+    assert!(
+        back == data,
+        "relayed {} of {} bytes",
+        back.len(),
+        data.len()
+    );
+    let (h, total) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("server saw it");
+    assert_eq!(total, size);
+    assert_eq!(
+        h.addrs.inet(),
+        Some((
+            "127.0.0.9:4000".parse().expect("a"),
+            "127.0.0.1:80".parse().expect("a")
+        ))
+    );
+    let out = proxy::admin_cli(&sock, "show splice");
+    if out.contains("not built") {
+        eprintln!("SKIPPED: the kernel part (eBPF programs not built): {out}");
+        return;
+    }
+    assert!(out.contains("Status: kernel"), "{out} {:?}", p.log_lines());
+    let sessions = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Sessions: "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(sessions >= 1, "not spliced in the kernel: {out}");
+}
