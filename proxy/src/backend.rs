@@ -1,7 +1,7 @@
 //! Server choice and connection establishment for a backend: LB pick, connect with `timeout
 //! connect`, `retries` and `option redispatch` with HAProxy's semantics (compat §7).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -174,15 +174,66 @@ fn should_redispatch(be: &Proxy, srv: &Server, attempt: u32) -> bool {
     matches || (active > 1 && !hash_based)
 }
 
+/// What a PROXY protocol header sent to a server tells of the client connection (HAProxy's
+/// "remote" connection): its addresses (those an `accept-proxy` bind received, if so), its TLS
+/// facts, and the header it arrived with.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientSide<'a> {
+    pub addrs: Option<(SocketAddr, SocketAddr)>,
+    pub tls: Option<&'a crate::tls::info::TlsInfo>,
+    pub received: Option<&'a crate::proxy_proto::Header>,
+    /// The stream's unique id (`proxy-v2-options unique-id`).
+    pub unique_id: Option<&'a str>,
+}
+
+/// The header `server … send-proxy*` / `proxy-v2-options` writes first on a connection: v2
+/// with a `send-proxy-v2*` keyword, else v1; empty when the server sends none. TLVs as HAProxy
+/// 2.6 sends them: the client's ALPN always, the authority (the received one, else the SNI),
+/// the unique id, the SSL TLV (TLS version, cipher), a CRC32C.
+pub fn proxy_header(pp: &crate::config::model::SendProxy, c: &ClientSide<'_>) -> Vec<u8> {
+    use crate::proxy_proto as ppr;
+    let mut out = Vec::new();
+    if !pp.enabled() {
+        return out;
+    }
+    if !pp.v2 {
+        ppr::encode_v1(c.addrs, &mut out);
+        return out;
+    }
+    let sni = c.tls.and_then(|t| t.sni.as_deref()).map(str::as_bytes);
+    let authority = c.received.and_then(|h| h.authority.as_deref()).or(sni);
+    let ssl = pp.ssl.then(|| match c.tls {
+        Some(t) => ppr::Ssl {
+            client: ppr::CLIENT_SSL,
+            version: Some(t.protocol.as_bytes().to_vec()),
+            cipher: pp.ssl_cipher.then(|| t.cipher.as_bytes().to_vec()),
+            ..ppr::Ssl::default()
+        },
+        None => ppr::Ssl::default(),
+    });
+    let tlvs = ppr::Tlvs {
+        alpn: c.tls.and_then(|t| t.alpn.as_deref()).map(str::as_bytes),
+        authority: authority.filter(|_| pp.authority),
+        unique_id: c.unique_id.map(str::as_bytes).filter(|_| pp.unique_id),
+        ssl: ssl.as_ref(),
+        crc32c: pp.crc32c,
+    };
+    ppr::encode_v2(c.addrs, &tlvs, &mut out);
+    out
+}
+
 /// Connects to a server of `be`, retrying per `retries`/`redispatch`.
 /// `chosen` is a server the caller already took with [`take_server`] (picking twice would skew
 /// the LB). On success the returned server holds a slot the caller gives back with [`release`];
-/// on failure no slot is held.
+/// on failure no slot is held. A server with `send-proxy*` gets its PROXY protocol header about
+/// `client` right after the TCP connect (before TLS, before any byte of the stream); a failed
+/// write is a failed attempt.
 pub async fn connect(
     io: IoBackend,
     be: &Proxy,
     src: Option<IpAddr>,
     chosen: Option<Arc<Server>>,
+    client: &ClientSide<'_>,
 ) -> Result<Connected, Failed> {
     let start = Instant::now();
     let mut info = ConnectInfo::default();
@@ -214,19 +265,25 @@ pub async fn connect(
         // HAProxy's shutdown-sessions also ends the streams still connecting to the server.
         let epoch = srv.kill_epoch();
         let known = srv.has_addr.load(Ordering::Acquire);
+        let header = proxy_header(&srv.cfg.opts.send_proxy, client);
+        let open = async {
+            let s = Stream::connect(io, addr).await?;
+            if !header.is_empty() {
+                s.write_all(header).await.0?;
+            }
+            Ok::<_, std::io::Error>(s)
+        };
         let connect = async {
             if !known {
                 // No address yet: HAProxy fails the connection attempt at once.
                 return Err(ConnectError::Refused);
             }
             match timeout {
-                Some(t) => match tokio::time::timeout(t, Stream::connect(io, addr)).await {
+                Some(t) => match tokio::time::timeout(t, open).await {
                     Ok(r) => r.map_err(|_| ConnectError::Refused),
                     Err(_) => Err(ConnectError::Timeout),
                 },
-                None => Stream::connect(io, addr)
-                    .await
-                    .map_err(|_| ConnectError::Refused),
+                None => open.await.map_err(|_| ConnectError::Refused),
             }
         };
         let attempt = tokio::select! {

@@ -21,6 +21,7 @@ pub mod master;
 pub mod master_cli;
 pub mod model;
 pub mod process;
+pub mod proxy_proto;
 pub mod stick;
 pub mod stream;
 pub mod tcp;

@@ -846,6 +846,25 @@ pub fn redirect_location(
 /// evaluation with `None` (wait for more data or for `inspect-delay` to expire); past the last
 /// rule the connection is accepted.
 pub fn apply_tcp_rules(rules: &[TcpRule], ctx: &SampleCtx<'_>) -> Option<TcpRequestAction> {
+    tcp_rules(rules, ctx, &mut false)
+}
+
+/// [`apply_tcp_rules`] for `tcp-request connection` rules: also whether an applying
+/// `expect-proxy layer4` rule came before the verdict.
+pub fn apply_connection_rules(
+    rules: &[TcpRule],
+    ctx: &SampleCtx<'_>,
+) -> (Option<TcpRequestAction>, bool) {
+    let mut expect = false;
+    let v = tcp_rules(rules, ctx, &mut expect);
+    (v, expect)
+}
+
+fn tcp_rules(
+    rules: &[TcpRule],
+    ctx: &SampleCtx<'_>,
+    expect_proxy: &mut bool,
+) -> Option<TcpRequestAction> {
     for rule in rules {
         let applies = match &rule.cond {
             None => true,
@@ -856,6 +875,10 @@ pub fn apply_tcp_rules(rules: &[TcpRule], ctx: &SampleCtx<'_>) -> Option<TcpRequ
         }
         if let Some((expr, slot, len)) = &rule.capture {
             capture(ctx, expr, false, *slot, *len);
+            continue;
+        }
+        if rule.action == TcpRequestAction::ExpectProxy {
+            *expect_proxy = true;
             continue;
         }
         match &rule.track {

@@ -64,6 +64,8 @@ pub struct SampleCtx<'a> {
     pub partial: bool,
     /// Stick tables and the tracked counters (`sc_*`, `src_*` fetches, `track-sc`).
     pub stick: Option<crate::stick::StickView<'a>>,
+    /// The PROXY protocol header the connection arrived with (`fc_rcvd_proxy`, `fc_pp_*`).
+    pub proxied: Option<&'a crate::proxy_proto::Header>,
 }
 
 impl<'a> SampleCtx<'a> {
@@ -89,7 +91,14 @@ impl<'a> SampleCtx<'a> {
             payload: None,
             partial: false,
             stick: None,
+            proxied: None,
         }
+    }
+
+    /// Sets the PROXY protocol header received on the connection, if any.
+    pub fn with_proxied(mut self, h: Option<&'a crate::proxy_proto::Header>) -> Self {
+        self.proxied = h;
+        self
     }
 
     /// Fills the `ssl_fc*` facts from a frontend TLS connection.
@@ -115,6 +124,11 @@ impl<'a> SampleCtx<'a> {
         }
         self
     }
+}
+
+/// Bytes received as text (a TLV value): borrowed when UTF-8, as HAProxy's string otherwise.
+fn text(b: &[u8]) -> SampleValue<'_> {
+    SampleValue::Str(String::from_utf8_lossy(b))
 }
 
 /// One fetched value. Strings borrow from the context when they can.
@@ -219,6 +233,9 @@ pub enum Fetch {
     BeName,
     SrvName,
     SslFc,
+    FcRcvdProxy,
+    FcPpAuthority,
+    FcPpUniqueId,
     SslFcSni,
     SslFcHasSni,
     SslFcAlpn,
@@ -432,6 +449,9 @@ pub static FETCHES: &[FetchDef] = &[
     }),
     fdef!("dst", Ip, None, None, || Fetch::Dst),
     fdef!("dst_port", Int, None, None, || Fetch::DstPort),
+    fdef!("fc_pp_authority", Str, None, None, || Fetch::FcPpAuthority),
+    fdef!("fc_pp_unique_id", Str, None, None, || Fetch::FcPpUniqueId),
+    fdef!("fc_rcvd_proxy", Bool, None, None, || Fetch::FcRcvdProxy),
     fdef!("fe_name", Str, None, None, || Fetch::FeName),
     fdef!(
         "hdr",
@@ -1029,6 +1049,9 @@ impl SampleExpr {
             Fetch::BeName => ctx.backend.and_then(s),
             Fetch::SrvName => ctx.server.and_then(s),
             Fetch::SslFc => Some(Bool(ctx.ssl)),
+            Fetch::FcRcvdProxy => Some(Bool(ctx.proxied.is_some())),
+            Fetch::FcPpAuthority => ctx.proxied.and_then(|h| h.authority.as_deref()).map(text),
+            Fetch::FcPpUniqueId => ctx.proxied.and_then(|h| h.unique_id.as_deref()).map(text),
             Fetch::SslFcSni => ctx.ssl_sni.filter(|_| ctx.ssl).and_then(s),
             Fetch::SslFcHasSni => ctx.ssl.then_some(Bool(ctx.ssl_sni.is_some())),
             Fetch::SslFcAlpn => ctx.alpn.filter(|_| ctx.ssl).and_then(s),
@@ -1195,6 +1218,34 @@ mod tests {
 
     fn ev(expr: &str, c: &SampleCtx<'_>) -> Option<String> {
         parse_sample(expr).unwrap().eval(c).map(|v| v.to_string())
+    }
+
+    #[test]
+    fn proxy_protocol_fetches() {
+        let r = req();
+        let mut c = ctx(&r);
+        assert_eq!(ev("fc_rcvd_proxy", &c).as_deref(), Some("0"));
+        assert_eq!(ev("fc_pp_authority", &c), None);
+        let h = crate::proxy_proto::Header {
+            version: 2,
+            authority: Some(b"www.example.com".to_vec()),
+            unique_id: Some(b"id-\xff".to_vec()),
+            ..Default::default()
+        };
+        c = c.with_proxied(Some(&h));
+        assert_eq!(ev("fc_rcvd_proxy", &c).as_deref(), Some("1"));
+        assert_eq!(
+            ev("fc_pp_authority", &c).as_deref(),
+            Some("www.example.com")
+        );
+        assert_eq!(ev("fc_pp_unique_id", &c).as_deref(), Some("id-\u{fffd}"));
+        let v1 = crate::proxy_proto::Header {
+            version: 1,
+            ..Default::default()
+        };
+        c = c.with_proxied(Some(&v1));
+        assert_eq!(ev("fc_rcvd_proxy", &c).as_deref(), Some("1"));
+        assert_eq!(ev("fc_pp_unique_id", &c), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::rules::apply_tcp_rules;
+use super::rules::apply_connection_rules;
 use super::sample::SampleCtx;
 use crate::config::model::TcpRequestAction;
 use crate::model::{Model, Proxy};
@@ -18,16 +18,17 @@ pub fn base_ctx(fe: &Proxy, src: Option<SocketAddr>, dst: Option<SocketAddr>) ->
 }
 
 /// The backend a frontend sends a session to (`use_backend` conditions evaluated on what is
-/// known of a TCP session: addresses, and the inspected bytes if any).
+/// known of a TCP session: addresses, the PROXY header received, the inspected bytes if any).
 pub fn route(
     model: &Model,
     fe: &Arc<Proxy>,
-    src: Option<SocketAddr>,
-    dst: Option<SocketAddr>,
+    (src, dst): (Option<SocketAddr>, Option<SocketAddr>),
+    proxied: Option<&crate::proxy_proto::Header>,
     payload: Option<&[u8]>,
 ) -> Option<Arc<Proxy>> {
     let ctx = SampleCtx {
         payload,
+        proxied,
         ..base_ctx(fe, src, dst)
     };
     let idx = super::rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx)?;
@@ -39,16 +40,31 @@ pub fn route(
 pub fn connection_rejected(
     model: &Model,
     fe: &Proxy,
-    (src, dst): (Option<SocketAddr>, Option<SocketAddr>),
+    addrs: (Option<SocketAddr>, Option<SocketAddr>),
     sess: &StkCtrs,
     now: u64,
 ) -> bool {
+    connection_verdict(model, fe, addrs, sess, now).is_none()
+}
+
+/// The `tcp-request connection` verdict: None when refused, else whether an `expect-proxy
+/// layer4` rule applied (the connection then starts with a PROXY protocol header).
+pub fn connection_verdict(
+    model: &Model,
+    fe: &Proxy,
+    (src, dst): (Option<SocketAddr>, Option<SocketAddr>),
+    sess: &StkCtrs,
+    now: u64,
+) -> Option<bool> {
     if fe.rules.tcp_connection.is_empty() {
-        return false;
+        return Some(false);
     }
     let mut ctx = base_ctx(fe, src, dst);
     ctx.stick = model.stick_view(fe, Some(sess), None, now);
-    apply_tcp_rules(&fe.rules.tcp_connection, &ctx) == Some(TcpRequestAction::Reject)
+    match apply_connection_rules(&fe.rules.tcp_connection, &ctx) {
+        (Some(TcpRequestAction::Reject), _) => None,
+        (_, expect) => Some(expect),
+    }
 }
 
 #[cfg(test)]
@@ -90,7 +106,7 @@ mod tests {
         let m = model(CFG);
         let fe = m.proxy("fe").unwrap();
         let src = addr("127.0.0.3:4000");
-        let be = |dst| route(&m, fe, src, addr(dst), None).map(|b| b.name.clone());
+        let be = |dst| route(&m, fe, (src, addr(dst)), None, None).map(|b| b.name.clone());
         assert_eq!(be("127.0.0.1:1").as_deref(), Some("local"));
         assert_eq!(be("127.0.0.1:2").as_deref(), Some("other"));
     }

@@ -368,6 +368,10 @@ pub struct CheckSpec {
     pub inter: Duration,
     pub timeout_connect: Option<Duration>,
     pub timeout_check: Option<Duration>,
+    /// A PROXY protocol header first (`Some(true)`: v2), as HAProxy 2.6 sends on checks of a
+    /// `send-proxy*` server without `port`/`addr`, or with `check-send-proxy`: v1 with the check
+    /// connection's own addresses, v2 as a `LOCAL` command.
+    pub send_proxy: Option<bool>,
 }
 
 /// The request `option httpchk` + `http-check send` produce: names lowercased (HAProxy's H1
@@ -450,6 +454,11 @@ impl CheckSpec {
             inter: o.inter,
             timeout_connect: proxy.timeouts.connect,
             timeout_check: proxy.timeouts.check,
+            send_proxy: ((o.send_proxy.enabled()
+                && o.check_port.is_none()
+                && o.check_addr.is_none())
+                || o.check_send_proxy)
+                .then_some(o.send_proxy.v2),
         }))
     }
 
@@ -579,6 +588,36 @@ impl Run<'_> {
                 // linger never blocks the close.
                 let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
                 let _ = s.set_nodelay(true);
+                if let Some(v2) = self.spec.send_proxy {
+                    let mut h = Vec::new();
+                    match v2 {
+                        true => crate::proxy_proto::encode_v2(None, &Default::default(), &mut h),
+                        false => {
+                            let addrs = s.local_addr().ok().zip(s.peer_addr().ok());
+                            crate::proxy_proto::encode_v1(addrs, &mut h)
+                        }
+                    }
+                    let mut s = s;
+                    match tokio::time::timeout_at(self.deadline, s.write_all(&h)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            return Err(Fail {
+                                status: Status::L4Con,
+                                text: err_text(&e),
+                            });
+                        }
+                        Err(_) => {
+                            return Err(Fail {
+                                status: Status::L4Tout,
+                                text: String::new(),
+                            });
+                        }
+                    }
+                    if let Some(t) = self.spec.timeout_check {
+                        self.deadline = Instant::now() + t;
+                    }
+                    return Ok(s);
+                }
                 if let Some(t) = self.spec.timeout_check {
                     self.deadline = Instant::now() + t;
                 }

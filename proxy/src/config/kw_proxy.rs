@@ -1107,6 +1107,7 @@ pub(crate) fn parse_ssl_option(
 }
 
 pub(crate) const BIND_OPTS: &[&str] = &[
+    "accept-proxy",
     "alpn",
     "ciphers",
     "ciphersuites",
@@ -1147,6 +1148,7 @@ fn kw_bind(p: &mut P, args: &[String]) {
     let mut ssl = BindSsl::default();
     let mut name = None;
     let mut maxconn = None;
+    let mut accept_proxy = false;
     let mut i = 2;
     while let Some(opt) = args.get(i) {
         let val = args.get(i + 1).filter(|v| !v.is_empty());
@@ -1154,6 +1156,10 @@ fn kw_bind(p: &mut P, args: &[String]) {
         let res: Result<usize, String> = match opt.as_str() {
             "ssl" => {
                 ssl_on = true;
+                Ok(0)
+            }
+            "accept-proxy" => {
+                accept_proxy = true;
                 Ok(0)
             }
             "crt" => match val.map(|v| based(p.global.process.crt_base.as_deref(), v)) {
@@ -1279,6 +1285,7 @@ fn kw_bind(p: &mut P, args: &[String]) {
             name: name.clone(),
             ssl: ssl_on.then(|| ssl.clone()),
             maxconn,
+            accept_proxy,
             loc: loc.clone(),
         });
     }

@@ -605,6 +605,25 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
             let action = match arg(args, 2) {
                 "accept" => TcpRequestAction::Accept,
                 "reject" => TcpRequestAction::Reject,
+                "expect-proxy" if !connection => {
+                    let d = p.desc();
+                    p.alert(format!(
+                        "'expect-proxy layer4' is not allowed in 'tcp-request content' rules in {d}"
+                    ));
+                    return;
+                }
+                "expect-proxy" => {
+                    if arg(args, 3) != "layer4" {
+                        let d = p.desc();
+                        p.alert(format!(
+                            "'tcp-request connection expect-proxy' only supports 'layer4' in {d} (got '{}')",
+                            arg(args, 3)
+                        ));
+                        return;
+                    }
+                    at = 4;
+                    TcpRequestAction::ExpectProxy
+                }
                 "capture" if !connection => {
                     let sample = arg(args, 3).to_string();
                     let len = parse_u32(arg(args, 5)).filter(|n| *n > 0);

@@ -134,6 +134,37 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         },
     },
     SrvKw {
+        kw: "send-proxy",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.send_proxy.v1, true),
+    },
+    SrvKw {
+        kw: "send-proxy-v2",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.send_proxy.v2, true),
+    },
+    SrvKw {
+        kw: "send-proxy-v2-ssl",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| {
+            s.opts.send_proxy.v2 = true;
+            flag(&mut s.opts.send_proxy.ssl, true)
+        },
+    },
+    SrvKw {
+        kw: "send-proxy-v2-ssl-cn",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| {
+            let pp = &mut s.opts.send_proxy;
+            (pp.v2, pp.ssl) = (true, true);
+            flag(&mut pp.cert_cn, true)
+        },
+    },
+    SrvKw {
         kw: "slowstart",
         args: 1,
         default_ok: true,
@@ -242,6 +273,12 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         parse: |s, v| opt_u32(&mut s.opts.maxqueue, v, "maxqueue"),
     },
     SrvKw {
+        kw: "check-send-proxy",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.check_send_proxy, true),
+    },
+    SrvKw {
         kw: "no-backup",
         args: 0,
         default_ok: true,
@@ -258,6 +295,37 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         args: 0,
         default_ok: true,
         parse: |s, _| flag(&mut s.opts.check_ssl, false),
+    },
+    SrvKw {
+        kw: "no-send-proxy",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.send_proxy.v1, false),
+    },
+    SrvKw {
+        kw: "no-send-proxy-v2",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| flag(&mut s.opts.send_proxy.v2, false),
+    },
+    SrvKw {
+        kw: "no-send-proxy-v2-ssl",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| {
+            s.opts.send_proxy.v2 = false;
+            flag(&mut s.opts.send_proxy.ssl, false)
+        },
+    },
+    SrvKw {
+        kw: "no-send-proxy-v2-ssl-cn",
+        args: 0,
+        default_ok: true,
+        parse: |s, _| {
+            let pp = &mut s.opts.send_proxy;
+            (pp.v2, pp.ssl) = (false, false);
+            flag(&mut pp.cert_cn, false)
+        },
     },
     SrvKw {
         kw: "no-ssl",
@@ -282,6 +350,12 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         args: 1,
         default_ok: true,
         parse: srv_port,
+    },
+    SrvKw {
+        kw: "proxy-v2-options",
+        args: 1,
+        default_ok: true,
+        parse: srv_proxy_v2_options,
     },
     SrvKw {
         kw: "rise",
@@ -432,6 +506,30 @@ fn srv_verify(s: &mut SrvState, v: &str) -> Result<(), String> {
             return Err(format!(
                 "'verify' : unknown verify method '{v}', only 'none' and 'required' are supported."
             ));
+        }
+    }
+    Ok(())
+}
+
+/// `proxy-v2-options <opt>[,<opt>]*`: the TLVs of the v2 header (`ssl` and `cert-*` add the
+/// SSL TLV).
+fn srv_proxy_v2_options(s: &mut SrvState, v: &str) -> Result<(), String> {
+    let pp = &mut s.opts.send_proxy;
+    for o in v.split(',') {
+        let f = match o {
+            "ssl" => &mut pp.ssl,
+            "cert-cn" => &mut pp.cert_cn,
+            "ssl-cipher" => &mut pp.ssl_cipher,
+            "cert-sig" => &mut pp.cert_sig,
+            "cert-key" => &mut pp.cert_key,
+            "authority" => &mut pp.authority,
+            "crc32c" => &mut pp.crc32c,
+            "unique-id" => &mut pp.unique_id,
+            _ => return Err(format!("'{o}' : proxy v2 option not implemented.")),
+        };
+        *f = true;
+        if o.starts_with("cert-") || o == "ssl-cipher" {
+            pp.ssl = true;
         }
     }
     Ok(())

@@ -440,6 +440,9 @@ pub struct Bind {
     pub name: Option<String>,
     pub ssl: Option<BindSsl>,
     pub maxconn: Option<u32>,
+    /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2) whose
+    /// addresses replace the socket's.
+    pub accept_proxy: bool,
     pub loc: Loc,
 }
 
@@ -741,6 +744,9 @@ pub enum TcpRequestAction {
         slot: usize,
         len: usize,
     },
+    /// `tcp-request connection expect-proxy layer4` (not final): the connection starts with a
+    /// PROXY protocol header, as on an `accept-proxy` bind.
+    ExpectProxy,
 }
 
 /// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).
@@ -974,6 +980,33 @@ pub struct ServerOpts {
     /// as HAProxy rounds it).
     pub slowstart: Option<Duration>,
     pub resolve: ResolveOpts,
+    /// The PROXY protocol header sent first on every connection to the server.
+    pub send_proxy: SendProxy,
+    /// `check-send-proxy`: health checks send it too, even with `port`/`addr`.
+    pub check_send_proxy: bool,
+}
+
+/// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
+/// of them sends a header; version 2 only with a `send-proxy-v2*` keyword.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendProxy {
+    pub v1: bool,
+    pub v2: bool,
+    pub ssl: bool,
+    pub cert_cn: bool,
+    pub ssl_cipher: bool,
+    pub cert_sig: bool,
+    pub cert_key: bool,
+    pub authority: bool,
+    pub crc32c: bool,
+    pub unique_id: bool,
+}
+
+impl SendProxy {
+    /// A header is sent at all (HAProxy: `pp_opts != 0`).
+    pub fn enabled(&self) -> bool {
+        *self != SendProxy::default()
+    }
 }
 
 impl Default for ServerOpts {
@@ -1003,6 +1036,8 @@ impl Default for ServerOpts {
             check_ssl: false,
             slowstart: None,
             resolve: ResolveOpts::default(),
+            send_proxy: SendProxy::default(),
+            check_send_proxy: false,
         }
     }
 }

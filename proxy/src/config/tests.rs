@@ -1575,3 +1575,62 @@ fn resolvers_server_templates_init_addr_and_haproxy_errors() {
         "{w:?}"
     );
 }
+
+/// The PROXY protocol keywords: `accept-proxy`, the server options and `expect-proxy layer4`,
+/// with HAProxy 2.6's errors (captured with `haproxy -c`).
+#[test]
+fn proxy_protocol_keywords() {
+    use super::model::SendProxy;
+    let c = ok(
+        "frontend f\n bind 127.0.0.1:1 accept-proxy\n bind 127.0.0.1:2\n \
+         tcp-request connection expect-proxy layer4 if { src 10.0.0.0/8 }\n default_backend b\n\
+         backend b\n default-server send-proxy\n server a 127.0.0.1:80\n \
+         server b 127.0.0.1:80 no-send-proxy send-proxy-v2-ssl-cn proxy-v2-options crc32c,cert-key\n \
+         server c 127.0.0.1:80 no-send-proxy proxy-v2-options authority check-send-proxy\n",
+    );
+    let f = &c.proxies[0];
+    assert_eq!(
+        f.binds.iter().map(|b| b.accept_proxy).collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(
+        f.tcp_request[0].action,
+        super::model::TcpRequestAction::ExpectProxy
+    );
+    let s = &c.proxies[1].servers;
+    assert_eq!(
+        s[0].opts.send_proxy,
+        SendProxy {
+            v1: true,
+            ..SendProxy::default()
+        }
+    );
+    assert_eq!(
+        s[1].opts.send_proxy,
+        SendProxy {
+            v2: true,
+            ssl: true,
+            cert_cn: true,
+            cert_key: true,
+            crc32c: true,
+            ..SendProxy::default()
+        }
+    );
+    assert!(s[2].opts.send_proxy.enabled() && !s[2].opts.send_proxy.v2);
+    assert!(s[2].opts.check_send_proxy);
+    assert_eq!(
+        alerts(
+            "frontend f\n bind 127.0.0.1:1\n tcp-request connection expect-proxy\n \
+             tcp-request connection expect-proxy layer5\n tcp-request content expect-proxy layer4\n \
+             tcp-request connection expect-proxy layer4 foo\n default_backend b\n\
+             backend b\n server r 127.0.0.1:1 proxy-v2-options crc32c,foo\n"
+        ),
+        [
+            "3: 'tcp-request connection expect-proxy' only supports 'layer4' in frontend 'f' (got '')",
+            "4: 'tcp-request connection expect-proxy' only supports 'layer4' in frontend 'f' (got 'layer5')",
+            "5: 'expect-proxy layer4' is not allowed in 'tcp-request content' rules in frontend 'f'",
+            "6: 'tcp-request connection expect-proxy' only accepts 'if' or 'unless', in frontend 'f' (got 'foo')",
+            "9: 'server b/r' : 'foo' : proxy v2 option not implemented.",
+        ]
+    );
+}

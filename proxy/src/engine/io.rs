@@ -479,6 +479,32 @@ impl Peeker {
     }
 }
 
+impl Peeker {
+    /// Takes `n` bytes that a peek has shown pending out of the socket (a PROXY protocol
+    /// header), so that what follows is the stream's first byte. Fails if fewer are pending.
+    pub fn consume(&self, n: usize) -> io::Result<()> {
+        let mut buf = vec![0u8; n];
+        let mut done = 0;
+        while done < n {
+            // SAFETY: recv into a buffer we own, bounded by its length.
+            let r = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf[done..].as_mut_ptr().cast(),
+                    n - done,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match r {
+                r if r < 0 => return Err(io::Error::last_os_error()),
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                r => done += r as usize,
+            }
+        }
+        Ok(())
+    }
+}
+
 fn peek_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: recv into a buffer we own, bounded by its length.
     let n = unsafe {

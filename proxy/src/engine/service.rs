@@ -13,6 +13,41 @@ use super::conn::Conn;
 use super::io::Accepted;
 use crate::model::Proxy;
 
+/// Where a session's connection comes from: the socket's addresses, or those the PROXY protocol
+/// header of an `accept-proxy` bind carried (they then are `src`/`dst` for rules, stick tables,
+/// logs and `X-Forwarded-For`, as in HAProxy).
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    /// The client (`src`).
+    pub peer: Option<SocketAddr>,
+    /// What the client connected to (`dst`).
+    pub local: Option<SocketAddr>,
+    /// The header received (`fc_rcvd_proxy`, `fc_pp_*`).
+    pub proxied: Option<Arc<crate::proxy_proto::Header>>,
+}
+
+impl Origin {
+    /// The socket's own addresses.
+    pub fn of(conn: &Conn, peer: Option<SocketAddr>) -> Origin {
+        Origin {
+            peer,
+            local: conn.local_addr(),
+            proxied: None,
+        }
+    }
+
+    /// The addresses of a received header replace the socket's (unless it carries none:
+    /// `LOCAL`, `UNKNOWN`, unix or unspecified families).
+    pub fn proxied(mut self, h: crate::proxy_proto::Header) -> Origin {
+        if let (false, Some((src, dst))) = (h.local, h.addrs.inet()) {
+            self.peer = Some(src);
+            self.local = Some(dst);
+        }
+        self.proxied = Some(Arc::new(h));
+        self
+    }
+}
+
 /// A session's future, boxed: a worker's task then holds a pointer, not the largest session's
 /// state inline (an idle keep-alive connection would carry it all).
 pub type SessionFuture = Pin<Box<dyn Future<Output = ()>>>;
@@ -33,14 +68,21 @@ pub trait Service: Send + Sync + 'static {
         now: u64,
     ) -> Option<Self::Admitted>;
 
-    /// Runs the session of an admitted connection (TLS already terminated for `bind … ssl`),
-    /// until it ends. The worker holds the session's `maxconn` slots meanwhile.
+    /// Whether the admission asks for a PROXY protocol header although the bind has no
+    /// `accept-proxy` (`tcp-request connection expect-proxy layer4`).
+    fn expects_proxy(&self, _admitted: &Self::Admitted) -> bool {
+        false
+    }
+
+    /// Runs the session of an admitted connection (PROXY header read for `accept-proxy`, TLS
+    /// terminated for `bind … ssl`), until it ends. The worker holds the session's `maxconn`
+    /// slots meanwhile.
     fn serve(
         &self,
         shared: Arc<Shared>,
         fe: Arc<Proxy>,
         conn: Conn,
-        peer: Option<SocketAddr>,
+        origin: Origin,
         admitted: Self::Admitted,
     ) -> SessionFuture;
 }

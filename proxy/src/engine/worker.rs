@@ -11,7 +11,7 @@ use super::conn::Conn;
 use super::handover::{self, Meta, Received, Slot};
 use super::io::{Accepted, Listener, spawn};
 use super::listen;
-use super::service::Service;
+use super::service::{Origin, Service};
 use crate::config::model::BindAddr;
 use crate::model::{Model, Proxy};
 
@@ -415,9 +415,21 @@ async fn accept_loop<S: Service>(
                         shared: Arc::clone(&sh),
                         fe: Arc::clone(&fe2),
                     };
-                    let peer = acc.peer;
+                    let mut origin = Origin {
+                        peer: acc.peer,
+                        local: acc.stream.local_addr(),
+                        proxied: None,
+                    };
                     // Each stage is boxed: a task holds its future inline, sized for the largest
                     // of them, and an idle keep-alive connection would carry them all.
+                    if fe2.cfg.binds.get(bidx).is_some_and(|b| b.accept_proxy)
+                        || svc.expects_proxy(&admitted)
+                    {
+                        match Box::pin(proxy_header(&sh, &fe2, &acc, bidx)).await {
+                            Some(h) => origin = origin.proxied(h),
+                            None => return,
+                        }
+                    }
                     let conn = match tls {
                         None => Conn::Plain(acc.stream),
                         Some(cfg) => match Box::pin(handshake(&sh, &fe2, acc, bidx, cfg)).await {
@@ -425,7 +437,7 @@ async fn accept_loop<S: Service>(
                             None => return,
                         },
                     };
-                    svc.serve(sh, fe2, conn, peer, admitted).await
+                    svc.serve(sh, fe2, conn, origin, admitted).await
                 });
             }
             Err(e) => {
@@ -436,6 +448,90 @@ async fn accept_loop<S: Service>(
                 tracing::warn!("accept on {}: {e}", fe.name);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        }
+    }
+}
+
+/// HAProxy names a listener by its `name`, else by its number in the frontend.
+fn listener_name(fe: &Proxy, bidx: usize) -> String {
+    fe.cfg
+        .binds
+        .get(bidx)
+        .and_then(|b| b.name.clone())
+        .unwrap_or_else(|| (bidx + 1).to_string())
+}
+
+/// The PROXY protocol header an `accept-proxy` bind expects before anything else (before TLS),
+/// bounded by `timeout client`. It is peeked at and only its own bytes are taken from the
+/// socket. A failure is logged as HAProxy logs it (a connection that sent nothing is "null" for
+/// `option dontlognull`) and ends the connection silently.
+async fn proxy_header(
+    shared: &Shared,
+    fe: &Proxy,
+    acc: &Accepted,
+    bidx: usize,
+) -> Option<crate::proxy_proto::Header> {
+    use crate::proxy_proto::{self as pp, Failure, Parsed};
+    let accept_date = std::time::SystemTime::now();
+    // Bytes seen so far: a timeout after some is a truncated header, as HAProxy says.
+    let seen = std::cell::Cell::new(0usize);
+    let read = async {
+        let peeker = super::io::Peeker::new(&acc.stream).map_err(|_| (Failure::Aborted, 0))?;
+        // Room for a v1 line and the common v2 headers; a longer v2 header grows it.
+        let mut buf = vec![0u8; 256];
+        let aborted = |n: usize| move |_| (Failure::Aborted, n);
+        let mut n = peeker.try_peek(&mut buf).map_err(aborted(0))?;
+        let mut closed = false;
+        loop {
+            seen.set(n);
+            match pp::parse(&buf[..n]) {
+                // HAProxy 2.6 calls fewer than 16 bytes that are no header a truncated one.
+                Err(pp::Error::NotHeader) if n < 16 => {
+                    return Err((Failure::Closed { truncated: true }, n));
+                }
+                Err(e) => return Err((Failure::Parse(e), n)),
+                Ok(Parsed::Done(h, used)) => {
+                    peeker.consume(used).map_err(aborted(n))?;
+                    return Ok(*h);
+                }
+                Ok(Parsed::NeedMore) => {}
+            }
+            let want = pp::wanted(&buf[..n]);
+            if want > buf.len() {
+                let full = n == buf.len();
+                buf.resize(want, 0);
+                if full {
+                    n = peeker.try_peek(&mut buf).map_err(aborted(n))?;
+                    continue;
+                }
+            }
+            if closed {
+                return Err((Failure::Closed { truncated: n > 0 }, n));
+            }
+            let (m, c) = peeker.peek(&mut buf).await.map_err(aborted(n))?;
+            (n, closed) = (m, c);
+        }
+    };
+    let res = match fe.cfg.timeouts.client {
+        Some(d) => tokio::time::timeout(d, read).await.unwrap_or_else(|_| {
+            let n = seen.get();
+            match n {
+                0 => Err((Failure::Timeout, 0)),
+                n => Err((Failure::Closed { truncated: true }, n)),
+            }
+        }),
+        None => read.await,
+    };
+    match res {
+        Ok(h) => Some(h),
+        Err((f, n)) => {
+            tracing::debug!("{}: PROXY protocol header: {}", fe.name, f.message());
+            let null = n == 0;
+            let name = listener_name(fe, bidx);
+            shared
+                .log
+                .embryonic(fe, acc.peer, accept_date, &name, f.message(), null);
+            None
         }
     }
 }
@@ -454,13 +550,7 @@ async fn handshake(
         Ok(t) => Some(Conn::Tls(Box::new(t))),
         Err((e, received)) => {
             tracing::debug!("{}: TLS handshake failed: {e}", fe.name);
-            // HAProxy names the listener by its `name`, else by its number in the frontend.
-            let listener = fe
-                .cfg
-                .binds
-                .get(bidx)
-                .and_then(|b| b.name.clone())
-                .unwrap_or_else(|| (bidx + 1).to_string());
+            let listener = listener_name(fe, bidx);
             shared.log.embryonic(
                 fe,
                 acc.peer,

@@ -7,6 +7,7 @@
 //! `host` from `:authority`, lowercase names as HAProxy sends them); what the session writes back
 //! is parsed as an HTTP/1.1 response and re-framed as HEADERS and DATA.
 
+use crate::engine::service::Origin;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
@@ -172,7 +173,8 @@ impl AsyncWrite for H2Io {
 /// Serves an HTTP/2 client connection until it closes, the client goes idle, or the process
 /// stops (GOAWAY, then the streams in flight finish).
 pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
-    serve_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+    let origin = Origin::of(&conn, peer);
+    serve_tracked(shared, fe, conn, origin, Rc::new(StkCtrs::default())).await
 }
 
 /// [`serve`] for a connection whose `tcp-request connection` rules tracked counters in `sess`
@@ -181,10 +183,9 @@ pub async fn serve_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     conn: Conn,
-    peer: Option<SocketAddr>,
+    origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
-    let local = conn.local_addr();
     let tls = conn.tls().cloned();
     let conn = Rc::new(conn);
     let io = H2Io::new(Rc::clone(&conn));
@@ -236,7 +237,7 @@ pub async fn serve_tracked(
                         fe2,
                         req,
                         respond,
-                        (peer, local, first),
+                        (origin.clone(), first),
                         tls2,
                         sess2,
                     ));
@@ -309,7 +310,7 @@ fn stream(
     fe: Arc<Proxy>,
     req: http::Request<RecvStream>,
     respond: SendResponse<Bytes>,
-    (peer, local, first): (Option<SocketAddr>, Option<SocketAddr>, bool),
+    (origin, first): (Origin, bool),
     tls: Option<Arc<TlsInfo>>,
     sess: Rc<StkCtrs>,
 ) -> impl Future<Output = ()> {
@@ -335,14 +336,14 @@ fn stream(
         head_request: parts.method == http::Method::HEAD,
         done: Cell::new(false),
         done_notify: tokio::sync::Notify::new(),
-        local,
+        local: origin.local,
         tls,
         log_line: std::cell::OnceCell::new(),
         method: parts.method,
         uri: parts.uri,
         first,
     };
-    crate::http::proxy::run_tracked(shared, fe, Client::H2(Box::new(pipe)), peer, sess)
+    crate::http::proxy::run_tracked(shared, fe, Client::H2(Box::new(pipe)), origin, sess)
 }
 
 /// The request line HAProxy logs for a stream (`GET https://host/path HTTP/2.0`).

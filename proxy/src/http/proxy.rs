@@ -6,6 +6,7 @@
 //! Bodies are streamed in both directions through one buffer per side and never held whole;
 //! chunked bodies are forwarded verbatim once the decoder has validated their framing.
 
+use crate::engine::service::Origin;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -121,6 +122,8 @@ struct Session {
     tls: Option<Arc<TlsInfo>>,
     peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
+    /// The PROXY protocol header of an `accept-proxy` bind (`fc_pp_*`, sent on by `send-proxy`).
+    proxied: Option<Arc<crate::proxy_proto::Header>>,
     /// Client bytes read but not yet consumed.
     cbuf: Vec<u8>,
     activity: Activity,
@@ -138,11 +141,12 @@ struct Session {
 }
 
 pub async fn run(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
+    let origin = Origin::of(&conn, peer);
     run_tracked(
         shared,
         fe,
         Client::Conn(conn),
-        peer,
+        origin,
         Rc::new(StkCtrs::default()),
     )
     .await
@@ -153,7 +157,7 @@ pub async fn run_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     conn: Client,
-    peer: Option<SocketAddr>,
+    origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
     let tls = conn.tls().cloned();
@@ -161,14 +165,14 @@ pub async fn run_tracked(
     // an idle server connection under `http-reuse safe`, as HAProxy's streams do.
     let requests = u64::from(conn.h2_later_stream());
     let client = Rc::new(conn);
-    let local = client.local_addr();
     let mut s = Session {
         shared,
         fe,
         client,
         tls,
-        peer,
-        local,
+        peer: origin.peer,
+        local: origin.local,
+        proxied: origin.proxied,
         cbuf: Vec::new(),
         activity: Activity::default(),
         ctimer: Timer::default(),
@@ -184,7 +188,10 @@ pub async fn run_tracked(
     if let Some((srv, conn)) = s.own.take() {
         let reuse = s.fe.cfg.http_reuse;
         // Stopping: nothing will take it again (the worker has emptied its pools).
-        if reuse != HttpReuse::Never && !s.shared.stopping.load(Ordering::Acquire) {
+        if reuse != HttpReuse::Never
+            && !s.shared.stopping.load(Ordering::Acquire)
+            && !srv.cfg.opts.send_proxy.enabled()
+        {
             pool::put(srv.addr(), conn);
         }
     }
@@ -212,6 +219,7 @@ impl Session {
         log.feconn = self.fe.feconn.current();
         log.ssl = self.tls.is_some();
         log.tls = self.tls.clone();
+        log.proxied = self.proxied.clone();
         log
     }
 
@@ -547,7 +555,9 @@ impl Session {
             return sent && keep && !close;
         }
         for stage in 0..2 {
-            let mut base = SampleCtx::new(src, dst, &fe.name).with_tls(self.tls.as_deref());
+            let mut base = SampleCtx::new(src, dst, &fe.name)
+                .with_tls(self.tls.as_deref())
+                .with_proxied(self.proxied.as_deref());
             base.captures = caps.as_deref();
             base.vars = Some(&vars);
             base.userlists = Some(&be.rules.userlists);
@@ -784,11 +794,13 @@ impl Session {
                     srv.counters.session(self.shared.model.now_ms());
                     return Ok((Arc::clone(srv), conn, true));
                 }
-                if reuse != HttpReuse::Never {
+                // A connection that began with this client's PROXY header is never shared.
+                if reuse != HttpReuse::Never && !own_srv.cfg.opts.send_proxy.enabled() {
                     pool::put(own_srv.addr(), conn);
                 }
             }
             let may_share = match reuse {
+                _ if srv.cfg.opts.send_proxy.enabled() => false,
                 HttpReuse::Never => false,
                 HttpReuse::Safe => !first,
                 HttpReuse::Always | HttpReuse::Aggressive => true,
@@ -801,7 +813,13 @@ impl Session {
                 return Ok((Arc::clone(srv), conn, true));
             }
         }
-        match backend::connect(self.shared.io, be, src, picked).await {
+        let side = backend::ClientSide {
+            addrs: self.peer.zip(self.local),
+            tls: self.tls.as_deref(),
+            received: self.proxied.as_deref(),
+            unique_id: None,
+        };
+        match backend::connect(self.shared.io, be, src, picked, &side).await {
             Ok(c) => {
                 log.retries = c.info.retries;
                 log.redispatched = c.info.redispatched;
@@ -840,7 +858,9 @@ impl Session {
         let sni = tls.sni.as_ref().and_then(|e| {
             let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
             let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
-            let ctx = SampleCtx::new(src, dst, &self.fe.name).with_tls(self.tls.as_deref());
+            let ctx = SampleCtx::new(src, dst, &self.fe.name)
+                .with_tls(self.tls.as_deref())
+                .with_proxied(self.proxied.as_deref());
             e.eval(&ctx).map(|v| v.to_str().into_owned())
         });
         let name = crate::tls::client::server_name(sni.as_deref(), srv.addr().ip());
@@ -1237,7 +1257,9 @@ impl Session {
     ) -> Option<u16> {
         let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
-        let mut base = SampleCtx::new(src, dst, &self.fe.name).with_tls(self.tls.as_deref());
+        let mut base = SampleCtx::new(src, dst, &self.fe.name)
+            .with_tls(self.tls.as_deref())
+            .with_proxied(self.proxied.as_deref());
         base.backend = Some(&be.name);
         base.server = Some(&srv.name);
         base.captures = captures;

@@ -237,7 +237,9 @@ impl Logger {
             pid: self.pid,
             ..Default::default()
         };
-        let mut ctx = SampleCtx::new(client, local, &rec.frontend).with_tls(rec.tls.as_deref());
+        let mut ctx = SampleCtx::new(client, local, &rec.frontend)
+            .with_tls(rec.tls.as_deref())
+            .with_proxied(rec.proxied.as_deref());
         ctx.captures = rec.captures.as_deref();
         ctx.vars = rec.vars.as_deref();
         let mut line = String::with_capacity(256);

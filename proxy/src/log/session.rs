@@ -15,6 +15,8 @@ pub struct SessionLog {
     pub ssl: bool,
     /// The frontend TLS connection's facts (`%[ssl_fc_*]` in log formats).
     pub tls: Option<std::sync::Arc<crate::tls::stream::TlsInfo>>,
+    /// The PROXY protocol header the connection arrived with (`%[fc_pp_*]` in log formats).
+    pub proxied: Option<std::sync::Arc<crate::proxy_proto::Header>>,
     pub accept_date: SystemTime,
     pub backend: Option<String>,
     pub server: Option<String>,
@@ -65,6 +67,7 @@ impl SessionLog {
             frontend: fe.name.clone(),
             ssl: false,
             tls: None,
+            proxied: None,
             accept_date,
             backend: None,
             server: None,

@@ -6,7 +6,6 @@
 pub mod end;
 pub mod tcp;
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -14,7 +13,7 @@ use crate::config::model::Mode;
 use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::io::Accepted;
-use crate::engine::service::{Service, SessionFuture};
+use crate::engine::service::{Origin, Service, SessionFuture};
 use crate::model::Proxy;
 use crate::stick::StkCtrs;
 
@@ -22,16 +21,25 @@ use crate::stick::StkCtrs;
 pub struct Streams;
 
 impl Service for Streams {
-    /// The stick counters `tcp-request connection track-sc` rules tracked at accept.
-    type Admitted = Rc<StkCtrs>;
+    /// The stick counters `tcp-request connection track-sc` rules tracked at accept, and
+    /// whether an `expect-proxy layer4` rule applied.
+    type Admitted = (Rc<StkCtrs>, bool);
 
-    fn admit(&self, shared: &Shared, fe: &Proxy, acc: &Accepted, now: u64) -> Option<Rc<StkCtrs>> {
+    fn admit(
+        &self,
+        shared: &Shared,
+        fe: &Proxy,
+        acc: &Accepted,
+        now: u64,
+    ) -> Option<(Rc<StkCtrs>, bool)> {
         let sess = StkCtrs::default();
         let addrs = (acc.peer, acc.stream.local_addr());
-        match crate::ana::tcp::connection_rejected(&shared.model, fe, addrs, &sess, now) {
-            true => None,
-            false => Some(Rc::new(sess)),
-        }
+        crate::ana::tcp::connection_verdict(&shared.model, fe, addrs, &sess, now)
+            .map(|expect| (Rc::new(sess), expect))
+    }
+
+    fn expects_proxy(&self, admitted: &(Rc<StkCtrs>, bool)) -> bool {
+        admitted.1
     }
 
     fn serve(
@@ -39,18 +47,18 @@ impl Service for Streams {
         shared: Arc<Shared>,
         fe: Arc<Proxy>,
         conn: Conn,
-        peer: Option<SocketAddr>,
-        sess: Rc<StkCtrs>,
+        origin: Origin,
+        (sess, _): (Rc<StkCtrs>, bool),
     ) -> SessionFuture {
         match fe.cfg.mode {
-            Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, peer, sess)),
-            Mode::Http if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") => {
-                Box::pin(crate::http::h2::serve_tracked(shared, fe, conn, peer, sess))
-            }
+            Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, origin, sess)),
+            Mode::Http if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") => Box::pin(
+                crate::http::h2::serve_tracked(shared, fe, conn, origin, sess),
+            ),
             Mode::Http => {
                 let client = crate::http::h2::Client::Conn(conn);
                 Box::pin(crate::http::proxy::run_tracked(
-                    shared, fe, client, peer, sess,
+                    shared, fe, client, origin, sess,
                 ))
             }
         }

@@ -6,6 +6,7 @@
 //! then on every arrival; a rule whose fetch needs more bytes waits until `inspect-delay`
 //! expires, the client closes, or the buffer is full, and is then evaluated on what is there.
 
+use crate::engine::service::Origin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -133,7 +134,8 @@ pub async fn run(
     conn: Conn,
     peer: Option<std::net::SocketAddr>,
 ) {
-    run_tracked(shared, fe, conn, peer, Rc::new(StkCtrs::default())).await
+    let origin = Origin::of(&conn, peer);
+    run_tracked(shared, fe, conn, origin, Rc::new(StkCtrs::default())).await
 }
 
 /// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`. Its
@@ -143,17 +145,18 @@ pub async fn run_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     conn: Conn,
-    peer: Option<std::net::SocketAddr>,
+    origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
-    let local = conn.local_addr();
+    let (peer, local) = (origin.peer, origin.local);
     let tls = conn.tls().cloned();
     let client = Side::of(conn);
     let mut log = SessionLog::new(&fe, peer, local, accept_at);
     log.ssl = tls.is_some();
     log.tls = tls;
+    log.proxied = origin.proxied.clone();
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
     shared.log.connect(&fe, &log);
@@ -177,7 +180,7 @@ async fn stream(
         shared,
         fe,
         &client,
-        (peer, local),
+        (peer, local, log.proxied.as_deref()),
         (sess, caps.as_deref()),
         start,
     );
@@ -191,7 +194,14 @@ async fn stream(
     };
     let inspected = start.elapsed();
     let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
-    let Some(be) = route(&shared.model, fe, peer, local, payload) else {
+    let proxied = log.proxied.clone();
+    let Some(be) = route(
+        &shared.model,
+        fe,
+        (peer, local),
+        proxied.as_deref(),
+        payload,
+    ) else {
         log.term = *b"PR";
         log.total = start.elapsed();
         return End::log_only(log);
@@ -201,7 +211,15 @@ async fn stream(
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
     let src = peer.map(|p| p.ip());
-    match backend::connect(shared.io, &be, src, None).await {
+    let tls = log.tls.clone();
+    let proxied = log.proxied.clone();
+    let side = backend::ClientSide {
+        addrs: peer.zip(local),
+        tls: tls.as_deref(),
+        received: proxied.as_deref(),
+        unique_id: None,
+    };
+    match backend::connect(shared.io, &be, src, None, &side).await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
@@ -229,7 +247,11 @@ async fn inspect_phase(
     shared: &Shared,
     fe: &Proxy,
     client: &Side,
-    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    (peer, local, proxied): (
+        Option<std::net::SocketAddr>,
+        Option<std::net::SocketAddr>,
+        Option<&crate::proxy_proto::Header>,
+    ),
     (sess, caps): (&StkCtrs, Option<&crate::ana::capture::Captured>),
     start: Instant,
 ) -> Result<Vec<u8>, ()> {
@@ -240,7 +262,7 @@ async fn inspect_phase(
         return Ok(peeked);
     };
     peeked.resize(INSPECT_MAX, 0);
-    let mut base = base_ctx(fe, peer, local);
+    let mut base = base_ctx(fe, peer, local).with_proxied(proxied);
     let now = shared.model.now_ms();
     base.stick = shared.model.stick_view(fe, Some(sess), None, now);
     base.captures = caps;
