@@ -22,6 +22,7 @@ pub mod master_cli;
 pub mod model;
 pub mod process;
 pub mod proxy_proto;
+pub mod resolve;
 pub mod stick;
 pub mod stream;
 pub mod tcp;

@@ -217,11 +217,40 @@ pub enum Transition {
     Down,
     /// Went NOLB ("is stopping").
     Nolb,
-    /// Entered forced maintenance; `was_down` picks HAProxy's "was DOWN and now enters
-    /// maintenance" line.
-    Maint { was_down: bool },
+    /// Entered maintenance; `was_down` picks HAProxy's "was DOWN and now enters
+    /// maintenance" line, `cause` its parenthesis.
+    Maint { was_down: bool, cause: MaintCause },
     /// Left forced maintenance ("UP/READY"), with `H = rise`.
     Ready,
+    /// Left the resolution maintenance: an address was found ("resolves again").
+    Resolved,
+}
+
+/// Why a server entered maintenance (HAProxy's `adm_st_chg_cause`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaintCause {
+    /// `disable server`, `set server … state maint`: no parenthesis.
+    Forced,
+    NoIp,
+    DnsNx,
+    DnsTimeout,
+    DnsRefused,
+    DnsOther,
+    SrvRemoved,
+}
+
+impl MaintCause {
+    fn text(self) -> &'static str {
+        match self {
+            MaintCause::Forced => "",
+            MaintCause::NoIp => " (No IP for server )",
+            MaintCause::DnsNx => " (DNS NX status)",
+            MaintCause::DnsTimeout => " (DNS timeout status)",
+            MaintCause::DnsRefused => " (DNS refused status)",
+            MaintCause::DnsOther => " (unspecified DNS error)",
+            MaintCause::SrvRemoved => " (entry removed from SRV record)",
+        }
+    }
 }
 
 /// `on_result`'s answer.
@@ -448,6 +477,11 @@ impl CheckState {
 
     /// `disable server` / `set server … state maint`. `None` when already in maintenance.
     pub fn enter_maint(&mut self) -> Option<Transition> {
+        self.enter_maint_for(MaintCause::Forced)
+    }
+
+    /// Maintenance for `cause`. `None` when already in maintenance.
+    pub fn enter_maint_for(&mut self, cause: MaintCause) -> Option<Transition> {
         if self.maint {
             return None;
         }
@@ -461,7 +495,7 @@ impl CheckState {
         // HAProxy 2.6 zeroes the health of a server forced into maintenance (`show servers
         // state` srv_check_health 0); leaving it restarts from `rise`.
         self.health = 0;
-        Some(Transition::Maint { was_down })
+        Some(Transition::Maint { was_down, cause })
     }
 
     /// `enable server` / `set server … state ready`: `H = rise`, running until a check says
@@ -610,6 +644,8 @@ pub struct LogCtx<'a> {
     pub sessions: u32,
     pub requeued: u32,
     pub queued: u32,
+    /// The server's host name (`server … <fqdn>`), for the resolution lines.
+    pub hostname: &'a str,
 }
 
 /// `, reason: <desc>[, code: <n>][, info: "<info>"], check duration: <ms>ms`.
@@ -653,13 +689,29 @@ pub fn fmt_transition(ctx: &LogCtx, tr: Transition, check: Option<&CheckOutcome>
         Transition::Down => format!("{who} is DOWN{reason}. {left}"),
         Transition::Up => format!("{who} is UP{reason}. {online}"),
         Transition::Nolb => format!("{who} is stopping{reason}. {online}"),
-        Transition::Maint { was_down: false } => {
-            format!("{who} is going DOWN for maintenance. {left}")
+        Transition::Maint {
+            was_down: false,
+            cause,
+        } => {
+            format!(
+                "{who} is going DOWN for maintenance{}. {left}",
+                cause.text()
+            )
         }
-        Transition::Maint { was_down: true } => {
-            format!("{who} was DOWN and now enters maintenance.")
+        Transition::Maint {
+            was_down: true,
+            cause,
+        } => {
+            format!("{who} was DOWN and now enters maintenance{}.", cause.text())
         }
         Transition::Ready => format!("{who} is UP/READY (leaving forced maintenance)."),
+        Transition::Resolved => format!(
+            "{}Server {}/{} ('{}') is UP/READY (resolves again).",
+            if ctx.backup { "Backup " } else { "" },
+            ctx.proxy,
+            ctx.server,
+            ctx.hostname
+        ),
     }
 }
 
@@ -667,7 +719,10 @@ pub fn fmt_transition(ctx: &LogCtx, tr: Transition, check: Option<&CheckOutcome>
 /// server going DOWN is only a notice).
 pub fn transition_level(tr: Transition, was_usable: bool) -> u8 {
     match tr {
-        Transition::Down | Transition::Maint { was_down: false } if was_usable => LOG_ALERT,
+        Transition::Down
+        | Transition::Maint {
+            was_down: false, ..
+        } if was_usable => LOG_ALERT,
         _ => LOG_NOTICE,
     }
 }
@@ -745,6 +800,7 @@ mod tests {
         sessions: 0,
         requeued: 0,
         queued: 0,
+        hostname: "",
     };
 
     #[test]
@@ -901,7 +957,13 @@ mod tests {
     fn maintenance() {
         let mut s = st(2, 2);
         s.on_result(ok());
-        assert_eq!(s.enter_maint(), Some(Transition::Maint { was_down: false }));
+        assert_eq!(
+            s.enter_maint(),
+            Some(Transition::Maint {
+                was_down: false,
+                cause: MaintCause::Forced
+            })
+        );
         assert_eq!(s.enter_maint(), None);
         assert_eq!(s.chkdown, 1);
         assert_eq!(s.stat_status(false), "MAINT");
@@ -918,7 +980,13 @@ mod tests {
         // Down servers entering maintenance are not counted again.
         s.on_result(bad());
         assert_eq!(s.chkdown, 2);
-        assert_eq!(s.enter_maint(), Some(Transition::Maint { was_down: true }));
+        assert_eq!(
+            s.enter_maint(),
+            Some(Transition::Maint {
+                was_down: true,
+                cause: MaintCause::Forced
+            })
+        );
         assert_eq!(s.chkdown, 2);
         let opts = ServerOpts {
             disabled: true,
@@ -1005,11 +1073,25 @@ mod tests {
             ..CTX
         };
         assert_eq!(
-            fmt_transition(&ctx11, Transition::Maint { was_down: false }, None),
+            fmt_transition(
+                &ctx11,
+                Transition::Maint {
+                    was_down: false,
+                    cause: MaintCause::Forced
+                },
+                None
+            ),
             "Server be/srv is going DOWN for maintenance. 1 active and 1 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
         );
         assert_eq!(
-            fmt_transition(&CTX, Transition::Maint { was_down: true }, None),
+            fmt_transition(
+                &CTX,
+                Transition::Maint {
+                    was_down: true,
+                    cause: MaintCause::Forced
+                },
+                None
+            ),
             "Server be/srv was DOWN and now enters maintenance."
         );
         assert_eq!(
@@ -1045,7 +1127,13 @@ mod tests {
         assert_eq!(transition_level(Transition::Down, true), LOG_ALERT);
         assert_eq!(transition_level(Transition::Down, false), LOG_NOTICE);
         assert_eq!(
-            transition_level(Transition::Maint { was_down: true }, false),
+            transition_level(
+                Transition::Maint {
+                    was_down: true,
+                    cause: MaintCause::Forced
+                },
+                false
+            ),
             LOG_NOTICE
         );
         assert_eq!(transition_level(Transition::Up, false), LOG_NOTICE);

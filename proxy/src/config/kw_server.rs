@@ -126,12 +126,7 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         kw: "resolvers",
         args: 1,
         default_ok: true,
-        parse: |s, v| {
-            // Parsed and checked; the resolver that keeps the address current is not built
-            // yet, so a start with it is refused by name.
-            s.pending.push("resolvers");
-            set_str(&mut s.opts.resolve.resolvers, v)
-        },
+        parse: |s, v| set_str(&mut s.opts.resolve.resolvers, v),
     },
     SrvKw {
         kw: "send-proxy",

@@ -14,10 +14,11 @@ use crate::model::{Oper, Proxy, Server};
 use super::Shared;
 
 /// Starts the control thread; it ends when the process stops.
-pub fn spawn(
+pub fn spawn<S: super::Service>(
     shared: Arc<Shared>,
     admin: Vec<crate::admin::AdminListener>,
     threads: usize,
+    service: Arc<S>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("control".into())
@@ -33,7 +34,12 @@ pub fn spawn(
                 }
             };
             let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, run(shared, admin, threads));
+            local.block_on(&rt, async move {
+                for task in service.background(&shared) {
+                    tokio::task::spawn_local(task);
+                }
+                run(shared, admin, threads).await
+            });
         })
 }
 
@@ -224,6 +230,7 @@ fn log_ctx<'a>(be: &'a Proxy, srv: &'a Server) -> LogCtx<'a> {
         sessions: srv.cur_conns.load(Ordering::Relaxed),
         requeued: 0,
         queued: 0,
+        hostname: srv.cfg.fqdn.as_deref().unwrap_or(""),
     }
 }
 
@@ -250,7 +257,31 @@ pub fn address_found(
     }
     let was_usable = srv.is_usable();
     let tr = if before & ADMIN_MAINT == 0 {
-        lock(srv).leave_maint()
+        lock(srv).leave_maint().map(|_| Transition::Resolved)
+    } else {
+        None
+    };
+    match tr {
+        Some(tr) => apply(shared, be, srv, tr, None, was_usable),
+        None => {
+            srv.apply_state();
+            be.rebuild_lb();
+        }
+    }
+}
+
+/// A server lost its address (no IP for it in the answer, or a failed resolution past its
+/// hold): it enters the resolution maintenance for `cause`, its address cleared.
+pub fn address_lost(shared: &Shared, be: &Proxy, srv: &Server, cause: fsm::MaintCause) {
+    use crate::model::{ADMIN_MAINT, ADMIN_RMAINT};
+    let before = srv.admin.fetch_or(ADMIN_RMAINT, Ordering::AcqRel);
+    if before & ADMIN_RMAINT != 0 {
+        return;
+    }
+    srv.has_addr.store(false, Ordering::Release);
+    let was_usable = srv.is_usable();
+    let tr = if before & ADMIN_MAINT == 0 {
+        lock(srv).enter_maint_for(cause)
     } else {
         None
     };
@@ -281,7 +312,10 @@ pub fn apply(
     // SRV_ST_STARTING), for the algorithms whose weights can change at run time.
     if oper == Oper::Running
         && !was_usable
-        && matches!(tr, Transition::Up | Transition::Ready)
+        && matches!(
+            tr,
+            Transition::Up | Transition::Ready | Transition::Resolved
+        )
         && be.cfg.balance.dynamic_weights()
         && srv.start_warmup(crate::clock::clock_ms())
     {
@@ -295,7 +329,7 @@ pub fn apply(
         let since = srv.last_change.swap(now, Ordering::AcqRel);
         // Leaving maintenance does not add the maintenance period to `downtime` (seen on 2.6:
         // it shows while in MAINT, then drops back).
-        if prev == Oper::Stopped as u8 && tr != Transition::Ready {
+        if prev == Oper::Stopped as u8 && !matches!(tr, Transition::Ready | Transition::Resolved) {
             srv.down_time
                 .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
         }

@@ -222,7 +222,7 @@ pub fn start_with<S: Service>(
         shared.handover.exportable.store(true, Ordering::SeqCst);
     }
     worker::block_stop_signals();
-    control::spawn(Arc::clone(&shared), admin, threads)
+    control::spawn(Arc::clone(&shared), admin, threads, Arc::clone(&service))
         .map_err(|e| vec![format!("cannot start the control thread: {e}")])?;
     let r =
         worker::run_with(shared, service, listeners, || reload.signal_old()).map_err(|e| vec![e]);

@@ -85,4 +85,10 @@ pub trait Service: Send + Sync + 'static {
         origin: Origin,
         admitted: Self::Admitted,
     ) -> SessionFuture;
+
+    /// Control-plane tasks the service keeps running beside the health checks (the DNS
+    /// resolvers); started on the control thread, they end when the process stops.
+    fn background(&self, _shared: &Arc<Shared>) -> Vec<SessionFuture> {
+        Vec::new()
+    }
 }

@@ -672,6 +672,8 @@ pub struct Model {
     pub stick: crate::stick::Tables,
     /// Whether any proxy has `stats admin`: only then is a small POST body read before the rules.
     pub stats_admin: bool,
+    /// The `resolvers` sections' nameserver counters (`show resolvers`).
+    pub resolvers: crate::resolve::counters::Counters,
 }
 
 pub use crate::clock::clock_ms;
@@ -756,6 +758,7 @@ impl Model {
         let stats_admin = proxies.iter().any(|p| p.rules.stats_admin.is_some());
         Ok(Model {
             stats_admin,
+            resolvers: crate::resolve::counters::Counters::from_config(&cfg.resolvers),
             started: std::time::Instant::now(),
             started_at: std::time::SystemTime::now(),
             proxies,

@@ -42,6 +42,10 @@ impl Service for Streams {
         admitted.1
     }
 
+    fn background(&self, shared: &Arc<Shared>) -> Vec<SessionFuture> {
+        crate::resolve::tasks(shared)
+    }
+
     fn serve(
         &self,
         shared: Arc<Shared>,
