@@ -166,6 +166,10 @@ pub trait Runtime {
     fn show_table(&self, _args: &[&str], _dump: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
     }
+    /// `show resolvers [<id>]`: the dump, or HAProxy's error text for an unknown section.
+    fn show_resolvers(&self, _only: Option<&str>) -> Result<String, String> {
+        Err(UNSUPPORTED_REPLY.to_string())
+    }
     /// `clear table <table> [<filter>]*`; `allowed` is false below level operator.
     fn clear_table(&mut self, _args: &[&str], _allowed: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
@@ -255,6 +259,7 @@ enum H {
     ShowSslCert,
     ShowTable,
     ClearTable,
+    ShowResolvers,
     SetSslCert,
     CommitSslCert,
     AbortSslCert,
@@ -691,7 +696,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ShowResolvers,
     ),
     kw(&["help"], None, Vis::Normal, Level::User, H::Help),
     kw(&["prompt"], None, Vis::Normal, Level::User, H::Prompt),
@@ -1648,6 +1653,13 @@ fn run_one(
         H::ShowSslCert => show_ssl_cert(args, s, rt, out),
         H::SetSslCert | H::CommitSslCert | H::AbortSslCert => {
             ssl_cert_txn(k.handler, args, payload, s, rt, out)
+        }
+        H::ShowResolvers => {
+            let only = args.get(2).map(String::as_str).filter(|a| !a.is_empty());
+            match rt.show_resolvers(only) {
+                Ok(text) => out.push_str(&text),
+                Err(e) => out.err(&e),
+            }
         }
         H::ShowTable | H::ClearTable => {
             let words: Vec<&str> = args.iter().skip(2).map(String::as_str).collect();

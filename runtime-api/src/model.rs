@@ -342,6 +342,8 @@ pub struct ServerSnap {
     /// SRV_F_MAPPORTS); `port` then holds that offset as HAProxy stores it (16-bit wrap).
     pub port_map: bool,
     pub fqdn: Option<String>,
+    /// The SRV record a `server-template` follows.
+    pub srvrecord: Option<String>,
     pub use_ssl: bool,
     /// User weight (set by `weight`/CLI) and initial weight from the configuration.
     pub uweight: u32,

@@ -31,7 +31,7 @@ pub fn push_proxy_servers_state(px: &ProxySnap, out: &mut String) {
         push_opt_addr(sv.addr, out);
         let _ = write!(
             out,
-            " {} {} {} {} {} {} {} {} {} {} {} {} {} {} - {} {} ",
+            " {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} ",
             sv.op_state as u8,
             sv.admin.0,
             sv.uweight,
@@ -46,6 +46,7 @@ pub fn push_proxy_servers_state(px: &ProxySnap, out: &mut String) {
             u8::from(sv.forced_id),
             sv.fqdn.as_deref().unwrap_or("-"),
             sv.port,
+            sv.srvrecord.as_deref().unwrap_or("-"),
             u8::from(sv.use_ssl),
             sv.check.port,
         );

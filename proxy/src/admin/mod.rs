@@ -264,6 +264,14 @@ impl Runtime for AdminRuntime {
         crate::stick::show::show_table(&m.stick, args, dump, m.now_ms())
     }
 
+    fn show_resolvers(&self, only: Option<&str>) -> Result<String, String> {
+        self.shared
+            .model
+            .resolvers
+            .show(only)
+            .map_err(str::to_string)
+    }
+
     fn clear_table(&mut self, args: &[&str], allowed: bool) -> String {
         let m = &self.shared.model;
         crate::stick::show::clear_table(&m.stick, args, allowed, m.now_ms())

@@ -110,6 +110,9 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
     if admin & crate::model::ADMIN_RMAINT != 0 {
         flags |= api::AdminFlags::RMAINT;
     }
+    if admin & crate::model::ADMIN_HMAINT != 0 {
+        flags |= api::AdminFlags::HMAINT;
+    }
     let addr = srv.addr();
     let (check_addr, check_port) = *srv.check_target.lock().unwrap_or_else(|p| p.into_inner());
     let last = st.last();
@@ -189,7 +192,8 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
         last_change_secs: now.saturating_sub(changed) as u32,
         downtime_secs: down as u32,
         counters: c,
-        fqdn: srv.cfg.fqdn.clone(),
+        fqdn: srv.host(),
+        srvrecord: srv.srv_record().map(str::to_string),
         ..Default::default()
     }
 }

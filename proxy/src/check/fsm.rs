@@ -632,7 +632,7 @@ pub const LOG_NOTICE: u8 = 5;
 
 /// Who a line is about and the counts HAProxy prints after a change (computed by the caller
 /// once the change is applied).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct LogCtx<'a> {
     pub proxy: &'a str,
     pub server: &'a str,
@@ -645,7 +645,7 @@ pub struct LogCtx<'a> {
     pub requeued: u32,
     pub queued: u32,
     /// The server's host name (`server … <fqdn>`), for the resolution lines.
-    pub hostname: &'a str,
+    pub hostname: String,
 }
 
 /// `, reason: <desc>[, code: <n>][, info: "<info>"], check duration: <ms>ms`.
@@ -800,7 +800,7 @@ mod tests {
         sessions: 0,
         requeued: 0,
         queued: 0,
-        hostname: "",
+        hostname: String::new(),
     };
 
     #[test]

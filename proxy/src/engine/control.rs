@@ -230,7 +230,7 @@ fn log_ctx<'a>(be: &'a Proxy, srv: &'a Server) -> LogCtx<'a> {
         sessions: srv.cur_conns.load(Ordering::Relaxed),
         requeued: 0,
         queued: 0,
-        hostname: srv.cfg.fqdn.as_deref().unwrap_or(""),
+        hostname: srv.host().unwrap_or_default(),
     }
 }
 

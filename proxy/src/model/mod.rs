@@ -249,6 +249,9 @@ pub const ADMIN_DRAIN: u8 = 2;
 /// Maintenance for want of an address (HAProxy's RMAINT): `init-addr none`, or a name no
 /// resolver answered yet; a resolved address or `set server … addr` clears it.
 pub const ADMIN_RMAINT: u8 = 4;
+/// The host name came from outside the configuration (an SRV record; HAProxy's HMAINT): only
+/// reported, it is no maintenance.
+pub const ADMIN_HMAINT: u8 = 8;
 /// Any maintenance bit.
 pub const ADMIN_ANY_MAINT: u8 = ADMIN_MAINT | ADMIN_RMAINT;
 
@@ -327,6 +330,9 @@ pub struct Server {
     pub removed: AtomicBool,
     /// `slowstart` in progress: `clock_ms() + 1` when the server came back UP (0: none).
     warm_start: AtomicU64,
+    /// The name the server resolves now: the configured one, or for a `server-template` slot
+    /// of an SRV record the target its record gave (none while the slot is free).
+    host: std::sync::Mutex<Option<String>>,
 }
 
 impl Server {
@@ -396,7 +402,20 @@ impl Server {
             dynamic,
             removed: AtomicBool::new(false),
             warm_start: AtomicU64::new(0),
+            host: std::sync::Mutex::new(s.fqdn.clone().filter(|f| !f.starts_with('_'))),
         })
+    }
+
+    /// The host name it resolves (`srv_fqdn`).
+    pub fn host(&self) -> Option<String> {
+        self.host.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    pub fn set_host(&self, host: Option<String>) {
+        *self.host.lock().unwrap_or_else(|p| p.into_inner()) = host;
+    }
+    /// The SRV record a `server-template` follows (`srvrecord`), if any.
+    pub fn srv_record(&self) -> Option<&str> {
+        self.cfg.fqdn.as_deref().filter(|f| f.starts_with('_'))
     }
 
     pub fn addr(&self) -> SocketAddr {

@@ -20,7 +20,7 @@ use crate::config::model::Resolvers;
 use crate::engine::Shared;
 use crate::engine::control;
 use crate::engine::service::SessionFuture;
-use crate::model::{ADMIN_RMAINT, Proxy, Server};
+use crate::model::{ADMIN_HMAINT, ADMIN_RMAINT, Proxy, Server};
 
 /// The tasks of every section some server uses.
 pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
@@ -81,9 +81,12 @@ enum Kind {
     Addr,
     /// A/AAAA of an SRV target, for the server holding that SRV record (created on demand).
     Target,
-    /// The SRV records of a `server-template` name: `slots[i]` is the record `reqs[i]` holds.
+    /// The SRV records of a `server-template` name: `slots[i]` is the record `reqs[i]` holds;
+    /// `free` the empty slots in the order HAProxy reuses them (a slot emptied goes last);
+    /// `seen` the records in HAProxy's answer-tree order.
     Srv {
         slots: Vec<Option<(String, u16)>>,
+        free: Vec<usize>,
         seen: Vec<(SrvRec, u64)>,
     },
 }
@@ -148,7 +151,9 @@ impl Ctx {
         let mut n = 0;
         if let Some(q) = wire::query(r.qid, &r.name, qt, self.payload) {
             for (i, s) in self.socks.iter().enumerate() {
-                match s.as_ref().map(|s| s.try_send(&q)) {
+                // A direct send: tokio's try_send refuses until the socket was once polled
+                // writable, and a UDP send does not wait anyway.
+                match s.as_ref().map(|s| socket2::SockRef::from(&**s).send(&q)) {
                     Some(Ok(_)) => {
                         n += 1;
                         self.bump(i, C::Sent);
@@ -286,7 +291,8 @@ fn group(reqs: Vec<Req>) -> Vec<Res> {
             .find(|r| r.r.name == name && r.r.prefer == prefer)
         {
             Some(r) => {
-                if let Kind::Srv { slots, .. } = &mut r.kind {
+                if let Kind::Srv { slots, free, .. } = &mut r.kind {
+                    free.push(slots.len());
                     slots.push(None);
                 }
                 r.reqs.push(q);
@@ -295,6 +301,7 @@ fn group(reqs: Vec<Req>) -> Vec<Res> {
                 let kind = if prefer == Qtype::Srv {
                     Kind::Srv {
                         slots: vec![None],
+                        free: vec![0],
                         seen: Vec::new(),
                     }
                 } else {
@@ -479,7 +486,7 @@ fn on_srv_success(ctx: &mut Ctx, all: &mut Vec<Res>, i: usize, a: Answer, now: u
     let mut targets: Vec<(Req, Option<String>)> = Vec::new();
     {
         let Some(res) = all.get_mut(i) else { return };
-        let Kind::Srv { slots, seen } = &mut res.kind else {
+        let Kind::Srv { slots, free, seen } = &mut res.kind else {
             return;
         };
         for rec in a.srv {
@@ -492,22 +499,29 @@ fn on_srv_success(ctx: &mut Ctx, all: &mut Vec<Res>, i: usize, a: Answer, now: u
             }
         }
         seen.retain(|(_, t)| t.saturating_add(ctx.obsolete) >= now);
-        for (slot, q) in slots.iter_mut().zip(&res.reqs) {
+        // Stable: records of equal keys keep their arrival order, as eb32 duplicates do.
+        seen.sort_by_key(|(s, _)| srv_key(&s.target));
+        for (idx, (slot, q)) in slots.iter_mut().zip(&res.reqs).enumerate() {
             if let Some(k) = slot
                 && !seen.iter().any(|(s, _)| s.target == k.0 && s.port == k.1)
             {
                 *slot = None;
+                free.push(idx);
                 targets.push((q.clone(), None));
                 srv_removed(ctx, q);
             }
         }
         for (rec, _) in seen.iter() {
             let key = (rec.target.clone(), rec.port);
-            if slots.iter().any(|s| s.as_ref() == Some(&key)) {
+            if slots.iter().any(|s| s.as_ref() == Some(&key)) || free.is_empty() {
                 continue;
             }
-            if let Some(free) = slots.iter_mut().find(|s| s.is_none()) {
-                *free = Some(key);
+            let idx = free.remove(0);
+            if let (Some(slot), Some(q)) = (slots.get_mut(idx), res.reqs.get(idx)) {
+                *slot = Some(key);
+                // The slot's host name is now the record's target (`srv_update_fqdn`).
+                q.srv.set_host(Some(rec.target.clone()));
+                q.srv.admin.fetch_or(ADMIN_HMAINT, Ordering::AcqRel);
             }
         }
         for (slot, q) in slots.iter().zip(&res.reqs) {
@@ -574,11 +588,27 @@ fn on_srv_success(ctx: &mut Ctx, all: &mut Vec<Res>, i: usize, a: Answer, now: u
     }
 }
 
-/// `resolv_srvrq_cleanup_srv`: the record went away, so does the server's address.
+/// `resolv_srvrq_cleanup_srv`: the record went away, so do the server's address, port and
+/// host name.
 fn srv_removed(ctx: &Ctx, q: &Req) {
     if q.srv.admin.load(Ordering::Acquire) & ADMIN_RMAINT == 0 {
         control::address_lost(&ctx.shared, &q.be, &q.srv, MaintCause::SrvRemoved);
     }
+    q.srv.set_host(None);
+    let ip = q.srv.addr().ip();
+    q.srv.addr.store(Arc::new(SocketAddr::new(ip, 0)));
+    q.srv.has_addr.store(false, Ordering::Release);
+}
+
+/// An SRV item's eb32 key: XXH32 of the target in DNS label form (what HAProxy's
+/// `resolv_read_name` returns, without the root label), seeded with the SRV type.
+fn srv_key(target: &str) -> u32 {
+    let mut wire = Vec::with_capacity(target.len() + 1);
+    for label in target.split('.').filter(|l| !l.is_empty()) {
+        wire.push(label.len().min(63) as u8);
+        wire.extend_from_slice(label.as_bytes());
+    }
+    crate::resolve::answer::xxh32(&wire, u32::from(Qtype::Srv.code()))
 }
 
 fn on_failure(ctx: &mut Ctx, all: &mut [Res], i: usize, now: u64) {
@@ -594,9 +624,10 @@ fn on_failure(ctx: &mut Ctx, all: &mut [Res], i: usize, now: u64) {
     if !expired {
         return;
     }
-    if let Kind::Srv { slots, .. } = &mut res.kind {
-        for (slot, q) in slots.iter_mut().zip(&res.reqs) {
+    if let Kind::Srv { slots, free, .. } = &mut res.kind {
+        for (idx, (slot, q)) in slots.iter_mut().zip(&res.reqs).enumerate() {
             if slot.take().is_some() {
+                free.push(idx);
                 srv_removed(ctx, q);
             }
         }
