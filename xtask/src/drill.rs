@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-const USAGE: &str = "usage: cargo xtask drill [--quick] [--duration S] [--rate N] [--restarts 1-3]
+const USAGE: &str =
+    "usage: cargo xtask drill --churn [--quick] [--balancer …]  (see drill --churn --help)
+       cargo xtask drill [--quick] [--duration S] [--rate N] [--restarts 1-3]
                   [--streams N] [--stream-seconds S] [--net 127.B]
                   [--balancer portcullis|haproxy|both] [--mode current|improved|both]
                   [--redispatch off|on|both] [--io auto|uring|epoll]
@@ -197,6 +199,9 @@ fn seed_text() -> String {
 }
 
 pub fn run(args: &[String]) -> Result {
+    if args.iter().any(|a| a == "--churn") {
+        return crate::churn::run(args);
+    }
     let o = parse(args)?;
     let duration = o.duration.unwrap_or(if o.quick { 20 } else { 90 });
     let restarts = o.restarts.unwrap_or(if o.quick { 1 } else { 3 });

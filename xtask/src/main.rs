@@ -12,6 +12,9 @@
 #[path = "../../tests/support/backend.rs"]
 mod backend;
 mod bench;
+mod churn;
+#[path = "../../tests/support/churn.rs"]
+mod churn_core;
 mod ci;
 mod deb;
 mod demo;
@@ -38,6 +41,9 @@ commands:
   drill [--quick] [--net 127.B] [--balancer …] [--mode …] [--redispatch …]
                         seed 000's rolling-restart drill: current vs improved preStop,
                         portcullis and HAProxy side by side (drill --help for all options)
+  drill --churn [--quick] [--balancer portcullis|haproxy|both]
+                        a controller's rolling update 3 → 6 → 3 pods over the Runtime API
+                        (add/del server, set map) under load, portcullis beside HAProxy
   regtests [--release] [--no-haproxy] [--only T[,T…]]
                         HAProxy's reg-tests (VTest, ../shared/tools/regtests) with HAProxy and
                         with portcullis, side by side; fails if one in xtask/regtests-pass.txt fails
