@@ -38,7 +38,7 @@
 //! - HEAD: same headers (the `content-length` of the page) and no body.
 
 /// A canned page: code, the reason on its status line and `<h1>`, and its message line.
-const PAGES: [(u16, &str, &str); 18] = [
+const PAGES: [(u16, &str, &str); 19] = [
     (200, "OK", "Service ready."),
     (400, "Bad request", "Your browser sent an invalid request."),
     (
@@ -81,6 +81,11 @@ const PAGES: [(u16, &str, &str); 18] = [
         421,
         "Misdirected Request",
         "Request sent to a non-authoritative server.",
+    ),
+    (
+        422,
+        "Unprocessable Content",
+        "The server cannot process the contained instructions.",
     ),
     (425, "Too Early", "Your browser sent early data."),
     (

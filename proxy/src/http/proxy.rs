@@ -498,6 +498,7 @@ impl Session {
         self.shared.log.connect(&self.fe, &log);
         // A request arriving during a soft stop is served, then the connection closes.
         let client_close = h1::wants_close(req.version, &req.headers)
+            || h1::framing_forces_close(req.version, &req.headers)
             || self.shared.stopping.load(Ordering::Acquire);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
@@ -765,7 +766,10 @@ impl Session {
                 req.headers.append(ff.header.clone(), ip.to_string());
             }
         }
-        if req.version == Version::Http10 {
+        h1::restrict_te(&mut req.headers);
+        // HAProxy keeps an HTTP/1.0 server connection alive, except for a chunked HTTP/1.0
+        // request (its connection closes after the response anyway).
+        if req.version == Version::Http10 && !req.headers.contains("transfer-encoding") {
             req.headers.append("connection", "keep-alive");
         }
     }
@@ -1349,13 +1353,16 @@ impl Session {
             .await;
             return false;
         };
-        let server_close = h1::wants_close(head.version, &head.headers);
+        // Chunked over a Content-Length, or in HTTP/1.0: both connections close afterwards.
+        let forced_close = h1::framing_forces_close(head.version, &head.headers);
+        h1::normalize_response(&mut head, &framing);
+        let server_close = h1::wants_close(head.version, &head.headers) || forced_close;
         let (fo, bo) = (&self.fe.cfg.options, &be.cfg.options);
         // `option httpclose` closes both sides after each exchange; `http-server-close` only the
         // server side.
         let httpclose = fo.httpclose || bo.httpclose;
         let server_keep = !(httpclose || fo.http_server_close || bo.http_server_close);
-        let close = client_close || httpclose || framing == BodyFraming::UntilClose;
+        let close = client_close || httpclose || forced_close || framing == BodyFraming::UntilClose;
         h1::remove_hop_by_hop(&mut head.headers);
         // `%B` counts the head as HAProxy stores it, before the mux adds its connection header
         // and before the `http-response` rules change it.

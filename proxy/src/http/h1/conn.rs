@@ -154,3 +154,26 @@ pub fn set_connection_mode(version: Version, headers: &mut Headers, keep_alive: 
         None => headers.append("Connection", token),
     }
 }
+
+/// The `TE` field as HAProxy's H1 mux sends it on: `trailers` alone when the value names it
+/// (followed by nothing or a comma), otherwise the field is dropped (RFC 9110 §10.1.4: other
+/// codings are hop-by-hop offers this hop cannot honour for the next).
+pub fn restrict_te(headers: &mut Headers) {
+    if !headers.contains("te") {
+        return;
+    }
+    headers.0.retain_mut(|h| {
+        if !h.name.eq_ignore_ascii_case("te") {
+            return true;
+        }
+        let v = h.value.as_slice();
+        let Some(i) = v.windows(8).position(|w| w == b"trailers") else {
+            return false;
+        };
+        if v.get(i + 8).is_some_and(|&c| c != b',') {
+            return false;
+        }
+        h.value = b"trailers".to_vec();
+        true
+    });
+}

@@ -77,17 +77,14 @@ fn transfer_codings(headers: &Headers) -> Result<Codings, H1Error> {
 }
 
 /// Body framing of a request (RFC 9112 §6.1–6.3), refusing everything that lets two parsers
-/// disagree: TE with CL, TE in HTTP/1.0, TE not ending in one `chunked` (400) or with codings
-/// we cannot decode (501), conflicting or malformed Content-Length.
+/// disagree: TE not ending in one `chunked` (400) or with codings we cannot decode (501),
+/// conflicting or malformed Content-Length. Transfer-Encoding wins over Content-Length, also
+/// in HTTP/1.0, as HAProxy 2.6 does (RFC 9112 §6.1 allows it): [`normalize_request`] drops the
+/// Content-Length and [`framing_forces_close`] closes the connection after the response, so
+/// bytes a Content-Length-trusting hop would have read as body never become a request.
 pub fn request_framing(head: &RequestHead) -> Result<BodyFraming, H1Error> {
     let headers = &head.headers;
     if headers.contains("transfer-encoding") {
-        if head.version == Version::Http10 {
-            return Err(H1Error::TeInHttp10);
-        }
-        if headers.contains("content-length") {
-            return Err(H1Error::TeAndCl);
-        }
         let c = transfer_codings(headers)?;
         if !c.last_is_chunked || c.chunked > 1 {
             return Err(H1Error::BadTransferEncoding);
@@ -103,11 +100,21 @@ pub fn request_framing(head: &RequestHead) -> Result<BodyFraming, H1Error> {
     })
 }
 
+/// Whether a message's framing is ambiguous enough that the client connection must close after
+/// the exchange (RFC 9112 §6.1, HAProxy's `H1_MF_CONN_CLO`): Transfer-Encoding with
+/// Content-Length, or in HTTP/1.0. Call it before [`normalize_request`] /
+/// [`normalize_response`], which remove the Content-Length.
+pub fn framing_forces_close(version: Version, h: &Headers) -> bool {
+    h.contains("transfer-encoding") && (h.contains("content-length") || version == Version::Http10)
+}
+
 /// Body framing of a response to a `req_method` request (RFC 9112 §6.3). `Tunnel` for 101 and
 /// for a 2xx to CONNECT (the caller checks the request really asked for it); `None` for HEAD,
-/// 1xx, 204 and 304; chunked if TE ends in chunked (other codings are forwarded undecoded),
-/// until close for any other TE, else Content-Length, else until close. Errors mean the server
-/// response is unusable: answer 502 and close the server connection.
+/// 1xx, 204 and 304; chunked for `Transfer-Encoding: chunked` (also in HTTP/1.0, and over a
+/// Content-Length, which [`normalize_response`] drops; [`framing_forces_close`] then closes
+/// the client connection), else Content-Length, else until close. Like HAProxy 2.6, any other
+/// transfer coding makes the response unusable: errors mean answer 502 and close the server
+/// connection.
 pub fn response_framing(head: &ResponseHead, req_method: &str) -> Result<BodyFraming, H1Error> {
     let status = head.status;
     if status == 101 {
@@ -121,18 +128,14 @@ pub fn response_framing(head: &ResponseHead, req_method: &str) -> Result<BodyFra
     }
     let headers = &head.headers;
     if headers.contains("transfer-encoding") {
-        if head.version == Version::Http10 {
-            return Err(H1Error::TeInHttp10);
-        }
         let c = transfer_codings(headers)?;
-        if c.chunked > 1 {
+        if c.chunked > 1 || (c.chunked == 1 && !c.last_is_chunked) {
             return Err(H1Error::BadTransferEncoding);
         }
-        return Ok(if c.last_is_chunked {
-            BodyFraming::Chunked
-        } else {
-            BodyFraming::UntilClose
-        });
+        if c.other {
+            return Err(H1Error::UnsupportedTransferCoding);
+        }
+        return Ok(BodyFraming::Chunked);
     }
     Ok(match content_length(headers)? {
         Some(n) => BodyFraming::Length(n),
@@ -181,6 +184,7 @@ pub fn normalize_request(head: &mut RequestHead, framing: &BodyFraming) {
     match *framing {
         BodyFraming::Length(n) => normalize_content_length(headers, n),
         BodyFraming::Chunked => {
+            headers.remove("content-length");
             let exact = {
                 let mut te = headers.get_all("transfer-encoding");
                 let first = te.next();

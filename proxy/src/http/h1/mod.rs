@@ -25,10 +25,12 @@ mod tests;
 
 pub use body::{BodyDecoder, BodyProgress};
 pub use conn::{
-    connection_has_token, is_upgrade, is_websocket_upgrade, remove_hop_by_hop, set_connection_mode,
-    strip_close_keepalive, wants_close,
+    connection_has_token, is_upgrade, is_websocket_upgrade, remove_hop_by_hop, restrict_te,
+    set_connection_mode, strip_close_keepalive, wants_close,
 };
-pub use framing::{normalize_request, normalize_response, request_framing, response_framing};
+pub use framing::{
+    framing_forces_close, normalize_request, normalize_response, request_framing, response_framing,
+};
 pub(crate) use parse::check_request;
 pub use parse::{parse_request_head, parse_response_head};
 pub use write::{write_request_head, write_response_head};
@@ -105,11 +107,10 @@ pub enum H1Error {
     BadHost,
     /// WebSocket handshake with a missing or malformed Sec-WebSocket-Key.
     BadWebSocketKey,
-    TeInHttp10,
-    TeAndCl,
     /// Transfer-Encoding that is not a valid list ending in a single `chunked`.
     BadTransferEncoding,
-    /// A transfer coding other than chunked, which we cannot decode.
+    /// A transfer coding other than chunked, which we cannot decode (HAProxy: 422 for a
+    /// request, 502 for a response).
     UnsupportedTransferCoding,
     BadContentLength,
     BadChunkSize,
@@ -129,7 +130,7 @@ impl H1Error {
     pub fn status(&self) -> u16 {
         match self {
             H1Error::UriTooLong => 414,
-            H1Error::UnsupportedTransferCoding => 501,
+            H1Error::UnsupportedTransferCoding => 422,
             _ => 400,
         }
     }
@@ -155,8 +156,6 @@ impl H1Error {
             H1Error::DuplicateHost => "duplicate Host header",
             H1Error::BadHost => "invalid Host header",
             H1Error::BadWebSocketKey => "invalid Sec-WebSocket-Key",
-            H1Error::TeInHttp10 => "Transfer-Encoding in HTTP/1.0 message",
-            H1Error::TeAndCl => "both Transfer-Encoding and Content-Length",
             H1Error::BadTransferEncoding => "invalid Transfer-Encoding",
             H1Error::UnsupportedTransferCoding => "unsupported transfer coding",
             H1Error::BadContentLength => "invalid Content-Length",

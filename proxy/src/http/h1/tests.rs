@@ -409,12 +409,12 @@ fn head_size_and_field_count_limits() {
 
 #[test]
 fn error_statuses_and_reasons() {
-    assert_eq!(H1Error::UnsupportedTransferCoding.status(), 501);
+    assert_eq!(H1Error::UnsupportedTransferCoding.status(), 422);
     assert_eq!(H1Error::BareLf.status(), 400);
     assert_eq!(H1Error::Truncated.status(), 400);
     assert_eq!(
-        H1Error::TeAndCl.reason(),
-        "both Transfer-Encoding and Content-Length"
+        H1Error::UnsupportedTransferCoding.reason(),
+        "unsupported transfer coding"
     );
     assert_eq!(H1Error::ObsFold.to_string(), "obsolete line folding");
 }
@@ -546,17 +546,22 @@ fn transfer_encoding_rules() {
         Ok(BodyFraming::Chunked)
     );
     let e = |f: &str| framing(f).unwrap_err();
+    // Transfer-Encoding wins (HAProxy 2.6; the connection then closes, see below).
     assert_eq!(
-        e("Transfer-Encoding: chunked\r\nContent-Length: 6\r\n"),
-        H1Error::TeAndCl
+        framing("Transfer-Encoding: chunked\r\nContent-Length: 6\r\n"),
+        Ok(BodyFraming::Chunked)
     );
     assert_eq!(
-        e("Content-Length: 6\r\nTransfer-Encoding: chunked\r\n"),
-        H1Error::TeAndCl
+        framing("Content-Length: 6\r\nTransfer-Encoding: chunked\r\n"),
+        Ok(BodyFraming::Chunked)
     );
     assert_eq!(
         framing_v("1.0", "Transfer-Encoding: chunked\r\n"),
-        Err(H1Error::TeInHttp10)
+        Ok(BodyFraming::Chunked)
+    );
+    assert_eq!(
+        e("Content-Length: 6\r\nTransfer-Encoding: gzip\r\n"),
+        H1Error::BadTransferEncoding
     );
     assert_eq!(
         e("Transfer-Encoding: gzip\r\n"),
@@ -596,7 +601,7 @@ fn transfer_encoding_rules() {
         e("Transfer-Encoding: gzip;q=1, chunked\r\n"),
         H1Error::UnsupportedTransferCoding
     );
-    assert_eq!(H1Error::UnsupportedTransferCoding.status(), 501);
+    assert_eq!(H1Error::UnsupportedTransferCoding.status(), 422);
 }
 
 fn rframing(raw: &str, method: &str) -> Result<BodyFraming, H1Error> {
@@ -632,16 +637,24 @@ fn response_framing_rules() {
         ),
         Ok(BodyFraming::Chunked)
     );
+    // Any coding but chunked: unusable, as in HAProxy 2.6 (reg-test http_transfer_encoding c11).
     assert_eq!(
         rframing(
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
             "GET"
         ),
-        Ok(BodyFraming::Chunked)
+        Err(H1Error::UnsupportedTransferCoding)
     );
     assert_eq!(
         rframing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "GET"),
-        Ok(BodyFraming::UntilClose)
+        Err(H1Error::UnsupportedTransferCoding)
+    );
+    assert_eq!(
+        rframing(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            "GET"
+        ),
+        Err(H1Error::BadTransferEncoding)
     );
     assert_eq!(
         rframing(
@@ -655,7 +668,7 @@ fn response_framing_rules() {
             "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
             "GET"
         ),
-        Err(H1Error::TeInHttp10)
+        Ok(BodyFraming::Chunked)
     );
     assert_eq!(
         rframing("HTTP/1.1 200 OK\r\nContent-Length: 3, 4\r\n\r\n", "GET"),
@@ -1105,4 +1118,49 @@ fn haproxy_connection_handling() {
     assert_eq!(names_values(&h), nv(&[("Connection", "Upgrade, close")]));
     set_connection_mode(Version::Http11, &mut h, false);
     assert_eq!(names_values(&h), nv(&[("Connection", "Upgrade, close")]));
+}
+
+/// HAProxy 2.6's answer to Transfer-Encoding with Content-Length (reg-test
+/// `http_transfer_encoding` c1/c2): chunked framing, the Content-Length dropped, and the
+/// connection closed after the response.
+#[test]
+fn te_with_cl_or_in_http10_is_chunked_then_closes() {
+    let head = |raw: &str| req(raw.as_bytes()).unwrap().0;
+    let fc = |h: &RequestHead| framing_forces_close(h.version, &h.headers);
+    let mut h = head(
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 31\r\nTransfer-Encoding: chunked\r\n\r\n",
+    );
+    assert!(fc(&h));
+    let f = request_framing(&h).unwrap();
+    normalize_request(&mut h, &f);
+    assert!(!h.headers.contains("content-length"));
+    assert!(h.headers.contains("transfer-encoding"));
+    assert!(fc(&head(
+        "POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )));
+    assert!(!fc(&head(
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )));
+    assert!(!fc(&head(
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n"
+    )));
+}
+
+/// `TE` towards the server as HAProxy 2.6 sends it (reg-test http_transfer_encoding c5).
+#[test]
+fn te_keeps_only_trailers() {
+    let te = |v: &str| {
+        let raw = format!("GET / HTTP/1.1\r\nHost: a\r\nTE: {v}\r\n\r\n");
+        let mut h = req(raw.as_bytes()).unwrap().0;
+        restrict_te(&mut h.headers);
+        h.headers
+            .get_all("te")
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(te("trailers, gzip"), ["trailers"]);
+    assert_eq!(te("gzip, trailers"), ["trailers"]);
+    assert_eq!(te("gzip"), Vec::<String>::new());
+    assert_eq!(te("trailers;q=0.5"), Vec::<String>::new());
+    assert_eq!(te("trailers"), ["trailers"]);
 }
