@@ -154,16 +154,29 @@ fn page(code: u16, why: &str, msg: &str, close: bool) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The form the H1 mux writes itself (parse errors, request timeout): original header case.
+/// The form the H1 mux writes itself (parse errors, request timeout): HAProxy's raw
+/// `http_err_msgs`, original header case; only 400 and 408 carry `Connection: close` there
+/// (the mux closes after any of them).
 fn mux_page(code: u16) -> Vec<u8> {
     let (code, why, msg) = entry(code);
     let body = body(code, why, msg);
+    let conn = if matches!(code, 400 | 408) {
+        "Connection: close\r\n"
+    } else {
+        ""
+    };
     format!(
         "HTTP/1.1 {code} {why}\r\nContent-length: {}\r\nCache-Control: no-cache\r\n\
-         Connection: close\r\nContent-Type: text/html\r\n\r\n{body}",
+         {conn}Content-Type: text/html\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
+}
+
+/// What the H1 mux sends for a message it could not parse with `status` (413, 422, 501…):
+/// the raw page, then it closes.
+pub fn mux_response(status: u16) -> Vec<u8> {
+    mux_page(status)
 }
 
 fn entry(status: u16) -> (u16, &'static str, &'static str) {

@@ -1618,6 +1618,10 @@ fn refusal(status: u16) -> Vec<u8> {
     if status == 400 || status == 408 {
         return errors::error_response(status).to_vec();
     }
+    // The H1 mux's own refusals of a request it parsed (HAProxy's `h1c->errcode`).
+    if status == 422 {
+        return errors::mux_response(status);
+    }
     if errors::has_error_page(status) {
         return errors::with_connection(errors::error_response(status), ConnHeader::Close);
     }
@@ -1668,5 +1672,12 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 501 "), "{r}");
         assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
         assert_eq!(refusal(400), errors::error_response(400));
+        let r = String::from_utf8(refusal(422)).unwrap();
+        assert_eq!(
+            r,
+            "HTTP/1.1 422 Unprocessable Content\r\nContent-length: 116\r\nCache-Control: no-cache\r\n\
+             Content-Type: text/html\r\n\r\n<html><body><h1>422 Unprocessable Content</h1>\n\
+             The server cannot process the contained instructions.\n</body></html>\n"
+        );
     }
 }
