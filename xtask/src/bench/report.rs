@@ -79,6 +79,7 @@ pub struct Report {
 }
 
 pub const HAPROXY: &str = "haproxy";
+pub const NGINX: &str = "nginx";
 pub const DIRECT: &str = "direct";
 
 impl Report {
@@ -105,6 +106,25 @@ impl Report {
             Better::Lower if v == 0.0 && b > 0.0 => Some(f64::INFINITY),
             _ => None,
         }
+    }
+
+    /// The better of HAProxy and nginx on this row (by median, oriented), if either ran.
+    pub fn best_peer(&self, row: &Row) -> Option<&Target> {
+        let median = |id: &str| match row.cells.get(self.index(id)?)? {
+            Cell::Value(s) => s.median(),
+            _ => None,
+        };
+        let better = |a: f64, b: f64| match row.better {
+            Better::Higher => a > b,
+            Better::Lower => a < b,
+        };
+        let pick = match (median(HAPROXY), median(NGINX)) {
+            (Some(h), Some(n)) => Some(if better(n, h) { NGINX } else { HAPROXY }),
+            (Some(_), None) => Some(HAPROXY),
+            (None, Some(_)) => Some(NGINX),
+            (None, None) => None,
+        }?;
+        self.targets.get(self.index(pick)?)
     }
 }
 
@@ -156,18 +176,19 @@ pub fn markdown(r: &Report) -> String {
     }
     out.push_str(
         "\nEach cell: median of the repetitions ± spread ((max − min) / median), then the ratio to \
-         HAProxy (H) and to direct (D). Ratios are oriented so that > 1 is better (for ↓ metrics \
-         the ratio is baseline / value).\n\n",
+         HAProxy (H), to nginx (N) and to direct (D). Ratios are oriented so that > 1 is better \
+         (for ↓ metrics the ratio is baseline / value). The last column names the better of \
+         HAProxy and nginx on the row.\n\n",
     );
     out.push_str("| workload | metric |");
     for t in &r.targets {
         let _ = write!(out, " {} |", t.label);
     }
-    out.push_str("\n|---|---|");
+    out.push_str(" best peer |\n|---|---|");
     for _ in &r.targets {
         out.push_str("---:|");
     }
-    out.push('\n');
+    out.push_str("---|\n");
     // Skip reasons are long and repeat down a column: numbered notes under the table.
     let mut notes: Vec<&str> = Vec::new();
     for row in &r.rows {
@@ -187,8 +208,9 @@ pub fn markdown(r: &Report) -> String {
                         }
                         let _ = write!(
                             t,
-                            "<br>{} H · {} D",
+                            "<br>{} H · {} N · {} D",
                             ratio_text(r.ratio(row, cell, HAPROXY)),
+                            ratio_text(r.ratio(row, cell, NGINX)),
                             ratio_text(r.ratio(row, cell, DIRECT))
                         );
                         if s.errors > 0 {
@@ -212,7 +234,8 @@ pub fn markdown(r: &Report) -> String {
             };
             let _ = write!(out, " {text} |");
         }
-        out.push('\n');
+        let best = r.best_peer(row).map_or("–", |t| t.label.as_str());
+        let _ = writeln!(out, " {best} |");
     }
     if !notes.is_empty() {
         out.push('\n');
@@ -290,12 +313,13 @@ pub fn json(r: &Report) -> String {
                         let samples: Vec<String> =
                             s.samples.iter().map(|v| json_num(Some(*v))).collect();
                         format!(
-                            "{{\"median\": {}, \"spread_pct\": {}, \"samples\": [{}], \"errors\": {}, \"vs_haproxy\": {}, \"vs_direct\": {}}}",
+                            "{{\"median\": {}, \"spread_pct\": {}, \"samples\": [{}], \"errors\": {}, \"vs_haproxy\": {}, \"vs_nginx\": {}, \"vs_direct\": {}}}",
                             json_num(s.median()),
                             json_num(s.spread_pct()),
                             samples.join(", "),
                             s.errors,
                             json_num(r.ratio(row, c, HAPROXY)),
+                            json_num(r.ratio(row, c, NGINX)),
                             json_num(r.ratio(row, c, DIRECT))
                         )
                     }
@@ -460,6 +484,7 @@ mod tests {
                 t("direct", "direct"),
                 t("haproxy", "haproxy 2.6.12"),
                 t("portcullis-uring", "portcullis uring"),
+                t("nginx", "nginx 1.22.1"),
             ],
             rows: vec![
                 Row {
@@ -474,6 +499,7 @@ mod tests {
                             samples: vec![80_000.0, 76_000.0, 84_000.0],
                             errors: 2,
                         }),
+                        stat(&[62_500.0]),
                     ],
                 },
                 Row {
@@ -485,6 +511,7 @@ mod tests {
                         Cell::NotApplicable,
                         stat(&[4.0]),
                         Cell::Skipped("exited at start".into()),
+                        stat(&[8.0]),
                     ],
                 },
             ],
@@ -521,12 +548,22 @@ mod tests {
             title: "Reload under load".into(),
             metric: "failed requests".into(),
             better: Better::Lower,
-            cells: vec![Cell::NotApplicable, stat(&[0.0]), stat(&[0.0, 0.0, 0.0])],
+            cells: vec![
+                Cell::NotApplicable,
+                stat(&[0.0]),
+                stat(&[0.0, 0.0, 0.0]),
+                Cell::Skipped("no reload".into()),
+            ],
         };
         assert_eq!(r.ratio(&row, &row.cells[2], HAPROXY), Some(1.0));
         assert_eq!(r.ratio(&row, &stat(&[3.0]), HAPROXY), Some(0.0));
         let fewer = Row {
-            cells: vec![Cell::NotApplicable, stat(&[6.0]), stat(&[0.0])],
+            cells: vec![
+                Cell::NotApplicable,
+                stat(&[6.0]),
+                stat(&[0.0]),
+                Cell::Skipped("no reload".into()),
+            ],
             ..row.clone()
         };
         assert_eq!(
@@ -538,10 +575,10 @@ mod tests {
             ..report()
         });
         assert!(md.contains(
-            "| Reload under load | failed requests ↓ | n/a | 0<br>1.00× H · – D | 0<br>1.00× H · – D |"
+            "| Reload under load | failed requests ↓ | n/a | 0<br>1.00× H · – N · – D | 0<br>1.00× H · – N · – D | skipped [1] | haproxy 2.6.12 |"
         ));
         assert!(md.contains(
-            "| Reload under load | failed requests ↓ | n/a | 6.00<br>1.00× H · – D | 0<br>∞ H · – D |"
+            "| Reload under load | failed requests ↓ | n/a | 6.00<br>1.00× H · – N · – D | 0<br>∞ H · – N · – D | skipped [1] | haproxy 2.6.12 |"
         ));
         // JSON has no infinity: null.
         assert_eq!(json_num(Some(f64::INFINITY)), "null");
@@ -563,12 +600,12 @@ mod tests {
         let lines: Vec<&str> = md.lines().collect();
         assert!(lines.contains(&"- command: `cargo xtask bench`"));
         assert!(
-            lines.contains(&"| workload | metric | direct | haproxy 2.6.12 | portcullis uring |")
+            lines.contains(&"| workload | metric | direct | haproxy 2.6.12 | portcullis uring | nginx 1.22.1 | best peer |")
         );
-        assert!(lines.contains(&"|---|---|---:|---:|---:|"));
-        assert!(lines.contains(&"| HTTP/1.1 keep-alive | req/s ↑ | 100,000 ±20%<br>2.00× H · 1.00× D | 50,000 ±0%<br>1.00× H · 0.50× D | 80,000 ±10%<br>1.60× H · 0.80× D<br>⚠ 2 errors |"));
+        assert!(lines.contains(&"|---|---|---:|---:|---:|---:|---|"));
+        assert!(lines.contains(&"| HTTP/1.1 keep-alive | req/s ↑ | 100,000 ±20%<br>2.00× H · 1.60× N · 1.00× D | 50,000 ±0%<br>1.00× H · 0.80× N · 0.50× D | 80,000 ±10%<br>1.60× H · 1.28× N · 0.80× D<br>⚠ 2 errors | 62,500<br>1.25× H · 1.00× N · 0.62× D | nginx 1.22.1 |"));
         assert!(lines.contains(
-            &"| 10k idle connections | KiB/conn ↓ | n/a | 4.00<br>1.00× H · – D | skipped [1] |"
+            &"| 10k idle connections | KiB/conn ↓ | n/a | 4.00<br>1.00× H · 2.00× N · – D | skipped [1] | 8.00<br>0.50× H · 1.00× N · – D | haproxy 2.6.12 |"
         ));
         assert_eq!(lines.last(), Some(&"[1] exited at start  "));
     }
@@ -577,7 +614,7 @@ mod tests {
     fn json_document() {
         let j = json(&report());
         assert!(j.contains("\"targets\": [{\"id\": \"direct\", \"label\": \"direct\"}, {\"id\": \"haproxy\", \"label\": \"haproxy 2.6.12\"}"));
-        assert!(j.contains("\"portcullis-uring\": {\"median\": 80000, \"spread_pct\": 10, \"samples\": [80000, 76000, 84000], \"errors\": 2, \"vs_haproxy\": 1.6, \"vs_direct\": 0.8}"));
+        assert!(j.contains("\"portcullis-uring\": {\"median\": 80000, \"spread_pct\": 10, \"samples\": [80000, 76000, 84000], \"errors\": 2, \"vs_haproxy\": 1.6, \"vs_nginx\": 1.28, \"vs_direct\": 0.8}"));
         assert!(j.contains("\"direct\": null"));
         assert!(j.contains("\"portcullis-uring\": {\"skipped\": \"exited at start\"}"));
         assert_eq!(json_str("a\"b\\\n\u{1}"), "\"a\\\"b\\\\\\n\\u0001\"");
@@ -591,9 +628,9 @@ mod tests {
         let s = svg(&report());
         assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
         assert!(s.ends_with("</svg>\n"));
-        // The memory row has no ratio besides HAProxy's own (n/a, skipped): not drawn.
+        // A row is drawn when some target besides HAProxy has a ratio (here nginx's).
         assert!(s.contains(">HTTP/1.1 keep-alive — req/s</text>"));
-        assert!(!s.contains("10k idle connections"));
+        assert!(s.contains("10k idle connections"));
         assert!(s.contains(">1.60</text>"));
         assert!(s.contains(">2.00</text>"));
         assert!(s.contains(">Ratio to haproxy 2.6.12 (&gt; 1 = better)</text>"));
