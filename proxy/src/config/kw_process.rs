@@ -26,6 +26,7 @@ kws! {
     "group" => kw_group,
     "localpeer" => kw_localpeer,
     "log-tag" => kw_log_tag,
+    "lua-prepend-path" => kw_lua_prepend_path,
     "master-worker" => kw_master_worker,
     "max-spread-checks" => kw_max_spread_checks,
     "mworker-max-reloads" => kw_mworker_max_reloads,
@@ -152,6 +153,19 @@ fn kw_ulimit_n(g: &mut Global, c: &mut Ctx, args: &[String]) {
         return;
     }
     g.process.ulimit_n = u64::try_from(atol(arg(args, 1))).ok();
+}
+
+/// `lua-prepend-path <path> [path|cpath]`: checked as HAProxy does, and without effect — it only
+/// extends the search path of `lua-load`, which portcullis refuses (it has no Lua).
+fn kw_lua_prepend_path(_g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if c.too_many(args, 1, 2) {
+        return;
+    }
+    if arg(args, 1).is_empty() {
+        c.alert("'lua-prepend-path' expects to receive a <path> as argument");
+    } else if !matches!(arg(args, 2), "" | "path" | "cpath") {
+        c.alert("'lua-prepend-path' expects <type> to either be 'path' or 'cpath'");
+    }
 }
 
 fn kw_set_dumpable(g: &mut Global, c: &mut Ctx, args: &[String]) {

@@ -1634,3 +1634,21 @@ fn proxy_protocol_keywords() {
         ]
     );
 }
+
+/// `lua-prepend-path`: HAProxy 2.6's checks (captured from `haproxy -c`), no effect otherwise.
+#[test]
+fn lua_prepend_path_checks_as_haproxy() {
+    assert_eq!(
+        alerts("global\n lua-prepend-path\n"),
+        ["2: 'lua-prepend-path' expects to receive a <path> as argument"]
+    );
+    assert_eq!(
+        alerts("global\n lua-prepend-path /a/?.lua foo\n"),
+        ["2: 'lua-prepend-path' expects <type> to either be 'path' or 'cpath'"]
+    );
+    assert_eq!(
+        alerts("global\n lua-prepend-path /a/?.lua cpath x\n"),
+        ["2: 'lua-prepend-path' cannot handle unexpected argument 'x'."]
+    );
+    ok("global\n lua-prepend-path /a/?.lua cpath\n lua-prepend-path /b/?.lua\n");
+}
