@@ -202,6 +202,9 @@ pub fn run(args: &[String]) -> Result {
     if args.iter().any(|a| a == "--churn") {
         return crate::churn::run(args);
     }
+    if args.iter().any(|a| a == "--failover") {
+        return crate::failover::run(args);
+    }
     let o = parse(args)?;
     let duration = o.duration.unwrap_or(if o.quick { 20 } else { 90 });
     let restarts = o.restarts.unwrap_or(if o.quick { 1 } else { 3 });

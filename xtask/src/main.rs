@@ -19,6 +19,7 @@ mod ci;
 mod deb;
 mod demo;
 mod drill;
+mod failover;
 // The drill's pods, client and log reading are shared with tests/drill.rs.
 #[path = "../../tests/support/drill.rs"]
 mod drill_core;
@@ -41,6 +42,9 @@ commands:
   drill [--quick] [--net 127.B] [--balancer …] [--mode …] [--redispatch …]
                         seed 000's rolling-restart drill: current vs improved preStop,
                         portcullis and HAProxy side by side (drill --help for all options)
+  drill --failover [--balancer portcullis|haproxy|both] [--seconds S]   (root)
+                        two LB hosts under keepalived in network namespaces: kill the
+                        active proxy under load; failed requests, failover time, rate limit kept
   drill --churn [--quick] [--balancer portcullis|haproxy|both]
                         a controller's rolling update 3 → 6 → 3 pods over the Runtime API
                         (add/del server, set map) under load, portcullis beside HAProxy
@@ -71,6 +75,8 @@ fn main() -> ExitCode {
         "deb" => deb::run(rest),
         // The bench's own load clients, run as pinned child processes.
         "bench-load" => bench::load::run(rest),
+        // The failover drill's client, run inside its client namespace.
+        "drill-client" => failover::client(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

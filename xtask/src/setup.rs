@@ -17,6 +17,8 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("libnginx-mod-stream", "nginx"),
     ("iperf3", "iperf3"),
     ("iproute2", "ip"),
+    // `cargo xtask drill --failover`: VRRP between the two LB namespaces.
+    ("keepalived", "keepalived"),
     ("chromium", "chromium"),
     // bpf-linker (which links the eBPF programs of ebpf/) builds against LLVM 22; Debian's default
     // llvm-config is 14, so the prefix is passed explicitly in [`ebpf_tools`].
