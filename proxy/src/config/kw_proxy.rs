@@ -1149,6 +1149,7 @@ fn kw_bind(p: &mut P, args: &[String]) {
     let mut name = None;
     let mut maxconn = None;
     let mut accept_proxy = false;
+    let mut proto = None;
     let mut i = 2;
     while let Some(opt) = args.get(i) {
         let val = args.get(i + 1).filter(|v| !v.is_empty());
@@ -1162,6 +1163,16 @@ fn kw_bind(p: &mut P, args: &[String]) {
                 accept_proxy = true;
                 Ok(0)
             }
+            // HAProxy 2.6's multiplexers; whether one suits the frontend's mode is checked once
+            // the section is complete.
+            "proto" => match val.map(String::as_str) {
+                Some(v @ ("h1" | "h2" | "none" | "fcgi")) => {
+                    proto = Some(v.to_string());
+                    Ok(1)
+                }
+                Some(v) => Err(format!("{head} : 'proto' :  unknown MUX protocol '{v}'")),
+                None => Err(format!("{head} : 'proto' : missing value")),
+            },
             "crt" => match val.map(|v| based(p.global.process.crt_base.as_deref(), v)) {
                 Some(ref v) => match (p.c.sys.stat)(v) {
                     Ok(()) => {
@@ -1286,6 +1297,8 @@ fn kw_bind(p: &mut P, args: &[String]) {
             ssl: ssl_on.then(|| ssl.clone()),
             maxconn,
             accept_proxy,
+            proto: proto.clone(),
+            spec: spec.clone(),
             loc: loc.clone(),
         });
     }
@@ -1301,6 +1314,29 @@ pub(crate) fn based(base: Option<&str>, path: &str) -> String {
 
 /// Derived settings once a proxy section is complete.
 pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag>) {
+    // A bind's `proto` must suit the mode: h1/h2 for HTTP, none for TCP (HAProxy's
+    // post-parse check, with its words).
+    for b in &px.binds {
+        let Some(proto) = &b.proto else { continue };
+        let usable = match px.mode {
+            Mode::Http => matches!(proto.as_str(), "h1" | "h2"),
+            Mode::Tcp => proto == "none",
+        };
+        if !usable {
+            let kind = match (px.cap.frontend, px.cap.backend) {
+                (true, true) => "proxy",
+                (true, false) => "frontend",
+                _ => "backend",
+            };
+            diags.push(Diag::global(
+                Severity::Alert,
+                format!(
+                    "{kind} '{}' : MUX protocol '{proto}' is not usable for 'bind {}' at [{}].",
+                    px.name, b.spec, b.loc
+                ),
+            ));
+        }
+    }
     // Content inspection peeks at the socket: with TLS terminated first there is nothing to peek.
     if px.mode == Mode::Tcp
         && px.tcp_request.iter().any(|r| !r.connection)

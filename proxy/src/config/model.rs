@@ -443,6 +443,12 @@ pub struct Bind {
     /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2) whose
     /// addresses replace the socket's.
     pub accept_proxy: bool,
+    /// `proto <mux>` (`h1`, `h2`, `none`; `fcgi` is known but never usable on a bind): the
+    /// protocol forced on every connection, whatever ALPN said (`h2` on a plain bind is
+    /// HTTP/2 with prior knowledge, h2c).
+    pub proto: Option<String>,
+    /// The address argument as written, for messages.
+    pub spec: String,
     pub loc: Loc,
 }
 

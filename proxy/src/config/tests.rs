@@ -1652,3 +1652,47 @@ fn lua_prepend_path_checks_as_haproxy() {
     );
     ok("global\n lua-prepend-path /a/?.lua cpath\n lua-prepend-path /b/?.lua\n");
 }
+
+/// `bind … proto`: HAProxy 2.6's multiplexer names and its checks (captured from `haproxy -c`).
+#[test]
+fn bind_proto_as_haproxy() {
+    let c = ok(&format!(
+        "{T}frontend f\n mode http\n bind :1 proto h2\n bind :2 proto h1\n bind :3\n"
+    ));
+    let f = c.proxies.iter().find(|p| p.name == "f").unwrap();
+    let protos: Vec<Option<&str>> = f.binds.iter().map(|b| b.proto.as_deref()).collect();
+    assert_eq!(protos, [Some("h2"), Some("h1"), None]);
+    ok(&format!("{T}frontend t\n mode tcp\n bind :1 proto none\n"));
+    assert_eq!(
+        alerts(&format!("{T}frontend f\n bind :1 proto foo\n")),
+        ["6: 'bind :1' in section 'frontend' : 'proto' :  unknown MUX protocol 'foo'"]
+    );
+    assert_eq!(
+        alerts(&format!("{T}frontend f\n bind :1 proto\n")),
+        ["6: 'bind :1' in section 'frontend' : 'proto' : missing value"]
+    );
+    let post = |cfg: &str| -> Vec<String> {
+        match parse_env(cfg, &no_env) {
+            Ok(_) => panic!("expected errors"),
+            Err(d) => d
+                .iter()
+                .filter(|d| d.is_alert())
+                .map(|d| d.msg.clone())
+                .collect(),
+        }
+    };
+    assert_eq!(
+        post(&format!(
+            "{T}frontend f\n mode tcp\n bind 127.0.0.1:9 proto h2\n"
+        )),
+        ["frontend 'f' : MUX protocol 'h2' is not usable for 'bind 127.0.0.1:9' at [t.cfg:7]."]
+    );
+    assert_eq!(
+        post(&format!("{T}listen l\n mode http\n bind :9 proto none\n")),
+        ["proxy 'l' : MUX protocol 'none' is not usable for 'bind :9' at [t.cfg:7]."]
+    );
+    assert_eq!(
+        post(&format!("{T}frontend f\n mode http\n bind :9 proto fcgi\n")),
+        ["frontend 'f' : MUX protocol 'fcgi' is not usable for 'bind :9' at [t.cfg:7]."]
+    );
+}

@@ -24,6 +24,8 @@ pub struct Origin {
     pub local: Option<SocketAddr>,
     /// The header received (`fc_rcvd_proxy`, `fc_pp_*`).
     pub proxied: Option<Arc<crate::proxy_proto::Header>>,
+    /// Which `bind` line of the frontend accepted the connection.
+    pub bind: usize,
 }
 
 impl Origin {
@@ -33,6 +35,7 @@ impl Origin {
             peer,
             local: conn.local_addr(),
             proxied: None,
+            bind: 0,
         }
     }
 

@@ -419,6 +419,7 @@ async fn accept_loop<S: Service>(
                         peer: acc.peer,
                         local: acc.stream.local_addr(),
                         proxied: None,
+                        bind: bidx,
                     };
                     // Each stage is boxed: a task holds its future inline, sized for the largest
                     // of them, and an idle keep-alive connection would carry them all.

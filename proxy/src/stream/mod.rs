@@ -54,11 +54,23 @@ impl Service for Streams {
         origin: Origin,
         (sess, _): (Rc<StkCtrs>, bool),
     ) -> SessionFuture {
+        // `bind … proto h1|h2` forces the protocol (h2 on a plain bind: prior knowledge);
+        // otherwise ALPN decides.
+        let h2 = match fe
+            .cfg
+            .binds
+            .get(origin.bind)
+            .and_then(|b| b.proto.as_deref())
+        {
+            Some("h2") => true,
+            Some("h1") => false,
+            _ => conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2"),
+        };
         match fe.cfg.mode {
             Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, origin, sess)),
-            Mode::Http if conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2") => Box::pin(
-                crate::http::h2::serve_tracked(shared, fe, conn, origin, sess),
-            ),
+            Mode::Http if h2 => Box::pin(crate::http::h2::serve_tracked(
+                shared, fe, conn, origin, sess,
+            )),
             Mode::Http => {
                 let client = crate::http::h2::Client::Conn(conn);
                 Box::pin(crate::http::proxy::run_tracked(
