@@ -370,6 +370,16 @@ pub fn maxsock(model: &Model, maxconn: u32, threads: u32) -> u32 {
         .saturating_add(20)
 }
 
+/// `show info`'s `Maxsock` for this process: the reserved sockets with a global `maxconn`,
+/// else the descriptor limit. `threads` as the engine counts them (`nbthread`, else the cores).
+pub fn reported_maxsock(model: &Model, threads: u32) -> u32 {
+    if model.cfg.global.maxconn.is_some() {
+        maxsock(model, model.actconn.hard(), threads)
+    } else {
+        nofile_limit()
+    }
+}
+
 /// The whole snapshot; `threads` and `stopping` describe the process.
 pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
     let uptime = model.started.elapsed().as_secs() as u32;

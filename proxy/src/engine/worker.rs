@@ -364,6 +364,8 @@ async fn accept_loop<S: Service>(
     (tls, bidx): (Option<Arc<rustls::ServerConfig>>, usize),
 ) {
     let mut stop = shared.stop_tx.subscribe();
+    // Whether the last accept failed for want of descriptors or memory (logged once).
+    let mut limited = false;
     loop {
         if shared.stopping.load(Ordering::Acquire) {
             break;
@@ -387,6 +389,7 @@ async fn accept_loop<S: Service>(
         };
         match accepted {
             Ok(acc) => {
+                limited = false;
                 let now = shared.model.now_ms();
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.connection(now);
@@ -445,12 +448,43 @@ async fn accept_loop<S: Service>(
                 if shared.stopping.load(Ordering::Acquire) {
                     break;
                 }
-                // EMFILE/ENFILE/ENOBUFS: back off instead of spinning.
-                tracing::warn!("accept on {}: {e}", fe.name);
+                // Out of descriptors or memory: the listener pauses 100 ms and tries again, as
+                // HAProxy's transient accept error; said once until an accept succeeds again.
+                if !limited {
+                    limited = true;
+                    let threads = shared.model.cfg.global.nbthread.map_or_else(
+                        || std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+                        |n| n.max(1),
+                    );
+                    let maxsock = crate::admin::snapshot::reported_maxsock(&shared.model, threads);
+                    match accept_limit_message(&fe.name, e.raw_os_error(), maxsock) {
+                        Some(m) => shared.log.event(&fe, 0, &m, &m),
+                        None => tracing::warn!("accept on {}: {e}", fe.name),
+                    }
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     }
+}
+
+/// HAProxy's words (`sock_accept_conn`) for an accept that failed for want of resources; None
+/// for other errors.
+fn accept_limit_message(proxy: &str, errno: Option<i32>, maxsock: u32) -> Option<String> {
+    let what = match errno? {
+        libc::EMFILE => "process FD limit",
+        libc::ENFILE => "system FD limit",
+        libc::ENOBUFS | libc::ENOMEM => "system memory limit",
+        _ => return None,
+    };
+    let advice = if what == "process FD limit" {
+        "Please check 'ulimit-n' and restart."
+    } else {
+        "Please check system tunables."
+    };
+    Some(format!(
+        "Proxy {proxy} reached {what} (maxsock={maxsock}). {advice}"
+    ))
 }
 
 /// HAProxy names a listener by its `name`, else by its number in the frontend.
