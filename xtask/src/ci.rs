@@ -4,6 +4,10 @@
 //! `PORTCULLIS_IO=uring`, then again with `PORTCULLIS_IO=epoll` (the integration tests pass it to
 //! the binary as `--io`). The last line is `N passed, M failed`, summed over both test runs;
 //! then the Debian package is built and checked (`deb::ci`).
+//!
+//! `cargo xtask test --stress [--runs N]` runs the suite on both engines N times (3 by default)
+//! while a spinning thread keeps one core busy, as when CI shares the machine: a test that
+//! judges a rate or a timing without margins fails there. It stops at the first failing run.
 
 use crate::util::{Result, exec, show};
 use std::io::{BufRead, BufReader};
@@ -18,7 +22,20 @@ pub struct Tally {
     pub failed: u64,
 }
 
-pub fn run() -> Result {
+pub fn run(args: &[String]) -> Result {
+    if args.first().map(String::as_str) == Some("--stress") {
+        let runs = match args.get(1..) {
+            Some([flag, n]) if flag == "--runs" => {
+                n.parse().map_err(|_| format!("--runs: '{n}' is not a number"))?
+            }
+            Some([]) | None => 3,
+            _ => return Err("usage: cargo xtask test [--stress [--runs N]]".into()),
+        };
+        return stress(runs);
+    }
+    if let Some(a) = args.first() {
+        return Err(format!("unknown option '{a}'\nusage: cargo xtask test [--stress [--runs N]]"));
+    }
     step("setup", crate::setup::run)?;
     step("cargo fmt", || {
         exec(&mut cargo(&["fmt", "--all", "--", "--check"]))
@@ -48,6 +65,44 @@ pub fn run() -> Result {
         return Err(format!("{} test(s) failed", total.failed));
     }
     step("cargo xtask deb", crate::deb::ci)
+}
+
+/// The suite on both engines `runs` times under a one-core CPU hog; the first failure ends it.
+fn stress(runs: u32) -> Result {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let hog = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        })
+    };
+    let mut result = Ok(());
+    'runs: for run in 1..=runs {
+        for io in IO_ENGINES {
+            println!("==> stress run {run}/{runs}: cargo test --workspace (PORTCULLIS_IO={io}), one core busy");
+            let mut total = Tally::default();
+            let outcome = cargo_test(io, &mut total);
+            println!(
+                "stress run {run}/{runs} {io}: {} passed, {} failed",
+                total.passed, total.failed
+            );
+            if let Err(e) = outcome {
+                result = Err(format!("stress run {run} (PORTCULLIS_IO={io}): {e}"));
+                break 'runs;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = hog.join();
+    if result.is_ok() {
+        println!("stress: {runs} run(s) passed on both engines");
+    }
+    result
 }
 
 fn step(name: &str, f: impl FnOnce() -> Result) -> Result {

@@ -34,6 +34,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   setup                 install missing tools (apt packages, nightly rust-src, bpf-linker)
   test                  run what CI runs: setup, fmt, clippy, tests with --io uring then epoll
+  test --stress [--runs N]
+                        the suite on both engines N times (3) while a spinning thread keeps one
+                        core busy
   demo [--haproxy]      run the seed config on loopback against fake nodes (Ctrl-C to stop);
                         --haproxy runs HAProxy on the unstripped config instead
   bench [--quick] [--only W[,W…]] [--duration S] [--reps N] [--release|--debug]
@@ -67,7 +70,7 @@ fn main() -> ExitCode {
     };
     let result = match cmd {
         "setup" => setup::run(),
-        "test" => ci::run(),
+        "test" => ci::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "drill" => drill::run(rest),
