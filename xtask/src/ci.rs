@@ -25,16 +25,18 @@ pub struct Tally {
 pub fn run(args: &[String]) -> Result {
     if args.first().map(String::as_str) == Some("--stress") {
         let runs = match args.get(1..) {
-            Some([flag, n]) if flag == "--runs" => {
-                n.parse().map_err(|_| format!("--runs: '{n}' is not a number"))?
-            }
+            Some([flag, n]) if flag == "--runs" => n
+                .parse()
+                .map_err(|_| format!("--runs: '{n}' is not a number"))?,
             Some([]) | None => 3,
             _ => return Err("usage: cargo xtask test [--stress [--runs N]]".into()),
         };
         return stress(runs);
     }
     if let Some(a) = args.first() {
-        return Err(format!("unknown option '{a}'\nusage: cargo xtask test [--stress [--runs N]]"));
+        return Err(format!(
+            "unknown option '{a}'\nusage: cargo xtask test [--stress [--runs N]]"
+        ));
     }
     step("setup", crate::setup::run)?;
     step("cargo fmt", || {
@@ -84,7 +86,9 @@ fn stress(runs: u32) -> Result {
     let mut result = Ok(());
     'runs: for run in 1..=runs {
         for io in IO_ENGINES {
-            println!("==> stress run {run}/{runs}: cargo test --workspace (PORTCULLIS_IO={io}), one core busy");
+            println!(
+                "==> stress run {run}/{runs}: cargo test --workspace (PORTCULLIS_IO={io}), one core busy"
+            );
             let mut total = Tally::default();
             let outcome = cargo_test(io, &mut total);
             println!(
