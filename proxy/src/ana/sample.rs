@@ -11,6 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 use crate::http::head::{Headers, RequestHead, ResponseHead, Version};
 use crate::tcp::hello;
 
+use super::vars::Vars;
+
 /// What `tcp-request content` inspection learnt from a TLS ClientHello still in the buffer
 /// (`req.ssl_*` fetches); `None` in [`SampleCtx::ssl_hello`] means "not TLS / not parsed yet".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -935,7 +937,7 @@ impl SampleExpr {
     /// The value of the expression (for a header without occurrence: the last value).
     pub fn eval<'a>(&self, ctx: &SampleCtx<'a>) -> Option<SampleValue<'a>> {
         let v = self.fetch_one(ctx)?;
-        self.convert(v)
+        self.convert(v, ctx.vars)
     }
 
     /// Calls `f` with every value the fetch yields (all header values in an ACL), stopping at
@@ -957,7 +959,7 @@ impl SampleExpr {
                 };
                 header_values(hs, name.as_deref(), *full)
                     .into_iter()
-                    .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v))))
+                    .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v)), ctx.vars))
                     .any(|v| f(&v))
             }
             Fetch::ReqSslAlpn if ctx.ssl_hello.is_none() => {
@@ -966,7 +968,7 @@ impl SampleExpr {
                 };
                 h.alpn
                     .into_iter()
-                    .filter_map(|v| self.convert(SampleValue::Str(v)))
+                    .filter_map(|v| self.convert(SampleValue::Str(v), ctx.vars))
                     .any(|v| f(&v))
             }
             Fetch::HdrVal {
@@ -980,7 +982,7 @@ impl SampleExpr {
                 header_values(hs, name.as_deref(), false)
                     .into_iter()
                     .filter_map(|v| v.parse::<i64>().ok())
-                    .filter_map(|v| self.convert(SampleValue::Int(v)))
+                    .filter_map(|v| self.convert(SampleValue::Int(v), ctx.vars))
                     .any(|v| f(&v))
             }
             // An ACL on `http_auth_group` matches the user's groups (HAProxy's `pat_match_auth`).
@@ -1000,7 +1002,9 @@ impl SampleExpr {
                 lists
                     .groups_of(list, user)
                     .into_iter()
-                    .filter_map(|g| self.convert(SampleValue::Str(Cow::Owned(g.to_string()))))
+                    .filter_map(|g| {
+                        self.convert(SampleValue::Str(Cow::Owned(g.to_string())), ctx.vars)
+                    })
                     .any(|v| f(&v))
             }
             _ => match self.eval(ctx) {
@@ -1027,9 +1031,9 @@ impl SampleExpr {
         }
     }
 
-    fn convert<'a>(&self, mut v: SampleValue<'a>) -> Option<SampleValue<'a>> {
+    fn convert<'a>(&self, mut v: SampleValue<'a>, vars: Option<&Vars>) -> Option<SampleValue<'a>> {
         for c in &self.convs {
-            v = c.apply(v)?;
+            v = c.apply_with(v, vars)?;
         }
         Some(v)
     }
