@@ -777,10 +777,10 @@ impl Session {
         be: &Proxy,
         first: bool,
         log: &mut SessionLog,
+        key: Option<u32>,
     ) -> Result<(Arc<Server>, Rc<Conn>, bool), (ConnectError, Option<Arc<Server>>)> {
-        let src = self.peer.map(|p| p.ip());
         let reuse = be.cfg.http_reuse;
-        let (srv, queued) = backend::take_server(be, src).await.map_err(|e| (e, None))?;
+        let (srv, queued) = backend::take_server(be, key).await.map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let picked = Some(Arc::clone(&srv));
         {
@@ -819,7 +819,7 @@ impl Session {
             received: self.proxied.as_deref(),
             unique_id: None,
         };
-        match backend::connect(self.shared.io, be, src, picked, &side).await {
+        match backend::connect(self.shared.io, be, key, picked, &side).await {
             Ok(c) => {
                 log.retries = c.info.retries;
                 log.redispatched = c.info.redispatched;
@@ -966,32 +966,34 @@ impl Session {
         let head_req = req.method == "HEAD";
         // A reused idle connection may have been closed by the server meanwhile: a bodiless
         // request that got no response byte is replayed once on a fresh connection.
+        // The balancing key of the request as it leaves the rules (HAProxy hashes at connect).
+        let key = be.pool().lb.key(self.peer.map(|p| p.ip()), Some(req));
         let (srv, server, resp) = loop {
             attempts += 1;
-            let (srv, server, reused) = match self.server_conn(be, first || attempts > 1, log).await
-            {
-                Ok(x) => x,
-                Err((e, failed)) => {
-                    log.beconn = be.beconn.load(Ordering::Relaxed);
-                    let term = e.term();
-                    log.status = Some(503);
-                    log.term = term;
-                    self.fe.fe_counters.count_status(503);
-                    be.counters.count_status(503);
-                    let (mut bytes, close) =
-                        errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, conn);
-                    if head_req {
-                        bytes = errors::head_only(&bytes).to_vec();
+            let (srv, server, reused) =
+                match self.server_conn(be, first || attempts > 1, log, key).await {
+                    Ok(x) => x,
+                    Err((e, failed)) => {
+                        log.beconn = be.beconn.load(Ordering::Relaxed);
+                        let term = e.term();
+                        log.status = Some(503);
+                        log.term = term;
+                        self.fe.fe_counters.count_status(503);
+                        be.counters.count_status(503);
+                        let (mut bytes, close) =
+                            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, conn);
+                        if head_req {
+                            bytes = errors::head_only(&bytes).to_vec();
+                        }
+                        log.bytes_out = crate::log::htx::reply_size(&bytes);
+                        // HAProxy counts the error's bytes on the server that failed too.
+                        if let Some(s) = failed {
+                            s.counters.bytes(log.bytes_in, log.bytes_out);
+                        }
+                        let sent = self.send_client(bytes).await;
+                        return sent && keep && !close;
                     }
-                    log.bytes_out = crate::log::htx::reply_size(&bytes);
-                    // HAProxy counts the error's bytes on the server that failed too.
-                    if let Some(s) = failed {
-                        s.counters.bytes(log.bytes_in, log.bytes_out);
-                    }
-                    let sent = self.send_client(bytes).await;
-                    return sent && keep && !close;
-                }
-            };
+                };
             if reused {
                 Counters::add(&srv.counters.reuse, 1);
                 Counters::add(&be.counters.reuse, 1);

@@ -702,7 +702,12 @@ impl Model {
                     .iter()
                     .map(crate::lb::LbServer::from_config)
                     .collect();
-                let lb = crate::lb::Lb::new(&p.balance, &lb_servers, p.options.allbackups);
+                let lb = crate::lb::Lb::with_hash(
+                    &p.balance,
+                    p.hash_type,
+                    &lb_servers,
+                    p.options.allbackups,
+                );
                 let servers: Vec<Arc<Server>> = p
                     .servers
                     .iter()

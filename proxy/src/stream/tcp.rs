@@ -219,7 +219,8 @@ async fn stream(
         received: proxied.as_deref(),
         unique_id: None,
     };
-    match backend::connect(shared.io, &be, src, None, &side).await {
+    let key = be.pool().lb.key(src, None);
+    match backend::connect(shared.io, &be, key, None, &side).await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
