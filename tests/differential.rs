@@ -667,6 +667,15 @@ fn converters_as_seen_by_backend() {
         "req.hdr(x-b),b64dec",
         "req.hdr(x-w),ltrim(\\ x),rtrim(y)",
         "req.hdr(x-w),cut_crlf,upper",
+        "url_param(q)",
+        "urlp",
+        "url_param(z)",
+        "env(HOME)",
+        "hostname",
+        "rand(1)",
+        "uuid,length",
+        "date,div(1000000000),bool",
+        "date(0,ms),div(1000000000000),bool",
     ];
     let rules: Vec<String> = exprs
         .iter()

@@ -288,6 +288,25 @@ pub enum Fetch {
     },
     /// `res.ver`: the response's HTTP version.
     ResVer,
+    /// `rand([<range>])`: a random 32-bit integer, scaled into `[0, range)`.
+    Rand(Option<i64>),
+    /// `uuid([4])`: a random (version 4) UUID.
+    Uuid,
+    /// `url_param|urlp([<name>[,<delim>]])`: a query-string parameter's value (the first
+    /// parameter's without a name).
+    UrlParam {
+        name: String,
+        delim: u8,
+    },
+    /// `env(<name>)`: an environment variable of the process.
+    Env(String),
+    /// `hostname`: the machine's host name.
+    Hostname,
+    /// `date([<offset>[,s|ms|us]])`: the current date in that unit, plus the offset.
+    Date {
+        offset: i64,
+        per_sec: i64,
+    },
     /// `str(<string>)`: a constant.
     Str(String),
     /// `int(<integer>)`: a constant.
@@ -336,6 +355,8 @@ enum ArgSpec {
     Slot,
     /// `<variable>[,<default>]`
     Var,
+    /// Up to two optional arguments, read per fetch.
+    Opt2,
 }
 
 /// What `http_auth_type|user|pass` read from the `Authorization` header.
@@ -403,6 +424,13 @@ macro_rules! hdr_ctor {
         }
     };
 }
+fn url_param() -> Fetch {
+    Fetch::UrlParam {
+        name: String::new(),
+        delim: b'?',
+    }
+}
+
 hdr_ctor!(hdr_any, Hdr, false, Any);
 hdr_ctor!(req_hdr, Hdr, false, Req);
 hdr_ctor!(req_fhdr, Hdr, true, Req);
@@ -468,6 +496,16 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("path", Str, HRQ, None, || Fetch::Path),
     fdef!("pathq", Str, HRQ, None, || Fetch::PathQ),
     fdef!("query", Str, HRQ, None, || Fetch::Query),
+    fdef!("rand", Int, None, Opt2, || Fetch::Rand(None)),
+    fdef!("uuid", Str, None, Opt2, || Fetch::Uuid),
+    fdef!("url_param", Str, HRQ, Opt2, url_param),
+    fdef!("urlp", Str, HRQ, Opt2, url_param),
+    fdef!("env", Str, None, Str, || Fetch::Env(String::new())),
+    fdef!("hostname", Str, None, None, || Fetch::Hostname),
+    fdef!("date", Int, None, Opt2, || Fetch::Date {
+        offset: 0,
+        per_sec: 1
+    }),
     fdef!("req.fhdr", Str, HRQ, HdrOcc, req_fhdr),
     fdef!("req.fhdr_cnt", Int, HRQ, HdrName, req_fhdr_cnt),
     fdef!("req.hdr", Str, HRQ, HdrOcc, req_hdr),
@@ -661,7 +699,12 @@ pub(crate) fn parse_prefix_with(
         let (args, next) = split_args(s, pos + 1).map_err(|m| known(format!("{prefix} : {m}")))?;
         pos = next;
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        apply_args(&mut fetch, def.args, &args).map_err(|m| known(format!("{prefix} : {m}")))?;
+        apply_args(&mut fetch, def.args, &args).map_err(|m| {
+            known(match m.strip_prefix(CHECK) {
+                Some(m) => format!("invalid args in {prefix} : {m}"),
+                None => format!("{prefix} : {m}"),
+            })
+        })?;
     } else if matches!(def.args, ArgSpec::ScCtr | ArgSpec::Slot | ArgSpec::Var) {
         return Err(known(format!(
             "fetch method '{fkw}' : expected type 'integer' at position 1, but got nothing"
@@ -744,7 +787,14 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         ArgSpec::None => 0,
         ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
         ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var => 2,
+        ArgSpec::Opt2 => match fetch {
+            Fetch::Rand(_) | Fetch::Uuid => 1,
+            _ => 2,
+        },
     };
+    if spec == ArgSpec::Opt2 && args.len() <= max {
+        return opt_args(fetch, args);
+    }
     if let Fetch::Stick { sc, table, .. } = fetch
         && args.len() <= max
     {
@@ -821,6 +871,10 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         };
         return Ok(());
     }
+    if let (Fetch::Env(v), [a]) = (&mut *fetch, args) {
+        *v = a.to_string();
+        return Ok(());
+    }
     if spec == ArgSpec::Str {
         if let Fetch::Str(v) = fetch {
             // HAProxy 2.6 accepts `str` and `str()` as the empty string.
@@ -868,6 +922,104 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         _ => {}
     }
     Ok(())
+}
+
+/// Marks an error of a fetch's argument check (HAProxy says "invalid args in fetch method")
+/// rather than of an argument's type.
+const CHECK: &str = "\u{0}check:";
+
+/// The arguments of `rand`, `uuid`, `url_param` and `date`, with HAProxy's errors.
+fn opt_args(fetch: &mut Fetch, args: &[&str]) -> Result<(), String> {
+    let int = |i: usize| -> Result<Option<i64>, String> {
+        match args.get(i).copied() {
+            None | Some("") => Ok(None),
+            Some(a) => a.trim().parse::<i64>().map(Some).map_err(|_| {
+                format!(
+                    "failed to parse '{a}' as type 'integer' at position {}",
+                    i + 1
+                )
+            }),
+        }
+    };
+    match fetch {
+        Fetch::Rand(range) => *range = int(0)?,
+        Fetch::Uuid => {
+            if let Some(v) = int(0)?.filter(|&v| v != 4) {
+                return Err(format!("{CHECK}Unsupported UUID version: '{v}'"));
+            }
+        }
+        Fetch::UrlParam { name, delim } => {
+            *name = args.first().map_or("", |a| a).to_string();
+            if let Some(d) = args.get(1).and_then(|d| d.bytes().next()) {
+                *delim = d;
+            }
+        }
+        Fetch::Date { offset, per_sec } => {
+            *offset = int(0)?.unwrap_or(0);
+            *per_sec = match args.get(1).copied() {
+                None => 1,
+                Some("s") => 1,
+                Some("ms") => 1_000,
+                Some("us") => 1_000_000,
+                Some(u) => return Err(format!("{CHECK}expects 's', 'ms' or 'us', got '{u}'")),
+            };
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `http_find_next_url_param`: after the first `delim` of the URI, the value of the first
+/// parameter named `name` (any parameter if empty); parameters end at `&`, `;` or `delim`.
+pub fn url_param_value<'a>(uri: &'a str, name: &str, delim: u8) -> Option<&'a str> {
+    let b = uri.as_bytes();
+    let is_delim = |c: u8| c == b'&' || c == b';' || c == delim;
+    let q = b.iter().position(|&c| is_delim(c))?;
+    let qs = &b[q + 1..];
+    let n = name.as_bytes();
+    let start = if n.is_empty() {
+        qs.iter().position(|&c| c == b'=')? + 1
+    } else {
+        let mut pos = 0;
+        loop {
+            let eq = pos + n.len();
+            if eq >= qs.len() {
+                return None;
+            }
+            if qs[eq] == b'=' {
+                if &qs[pos..eq] == n {
+                    break eq + 1;
+                }
+                pos = eq + 1;
+            }
+            pos += qs.get(pos..)?.iter().position(|&c| is_delim(c))? + 1;
+        }
+    };
+    let rest = qs.get(start..)?;
+    let end = rest.iter().position(|&c| is_delim(c)).unwrap_or(rest.len());
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
+/// HAProxy's `ha_generate_uuid` layout over 128 random bits.
+pub fn uuid_v4(rnd: [u32; 4]) -> String {
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        rnd[0],
+        rnd[1] & 0xffff,
+        ((rnd[1] >> 16) & 0xfff) | 0x4000,
+        (rnd[2] & 0x3fff) | 0x8000,
+        ((u64::from(rnd[2]) >> 14) | (u64::from(rnd[3]) << 18)) & 0xffff_ffff_ffff
+    )
+}
+
+fn hostname() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_default()
+    })
 }
 
 /// Header values for `name` (all headers if `None`), split on commas outside quotes unless
@@ -1124,6 +1276,37 @@ impl SampleExpr {
             }
             Fetch::Url => ctx.req.map(|r| r.target.as_str()).and_then(s),
             Fetch::Query => ctx.req.and_then(|r| r.query()).and_then(s),
+            Fetch::Rand(range) => {
+                let r = crate::lb::random_u32();
+                Some(Int(match range {
+                    // Scaled, not a modulo: every bit counts (HAProxy's smp_fetch_rand).
+                    Some(n) => ((u64::from(r) as i128 * i128::from(*n)) >> 32) as i64,
+                    None => i64::from(r),
+                }))
+            }
+            Fetch::Uuid => {
+                let mut b = [0u8; 16];
+                ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b).ok()?;
+                let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                Some(Str(Cow::Owned(uuid_v4([w(0), w(4), w(8), w(12)]))))
+            }
+            Fetch::UrlParam { name, delim } => ctx
+                .req
+                .and_then(|r| url_param_value(&r.target, name, *delim))
+                .and_then(s),
+            Fetch::Env(name) => std::env::var(name).ok().map(|v| Str(Cow::Owned(v))),
+            Fetch::Hostname => Some(Str(Cow::Borrowed(hostname()))),
+            Fetch::Date { offset, per_sec } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()?;
+                let secs = i64::try_from(now.as_secs()).ok()?;
+                let frac = i64::from(now.subsec_micros()) * per_sec / 1_000_000;
+                Some(Int(secs
+                    .saturating_mul(*per_sec)
+                    .saturating_add(frac)
+                    .saturating_add(*offset)))
+            }
             Fetch::Base => {
                 let r = ctx.req?;
                 match r.headers.get_first("host") {
@@ -1222,6 +1405,59 @@ mod tests {
 
     fn ev(expr: &str, c: &SampleCtx<'_>) -> Option<String> {
         parse_sample(expr).unwrap().eval(c).map(|v| v.to_string())
+    }
+
+    /// configuration.txt's rand, uuid, url_param, env, hostname and date, and HAProxy's errors.
+    #[test]
+    fn internal_and_query_fetches() {
+        let mut r = req();
+        r.target = "/p?a=1;b=two&bb=3&b=4".into();
+        let c = ctx(&r);
+        assert_eq!(ev("url_param(b)", &c).as_deref(), Some("two"));
+        assert_eq!(ev("urlp(bb)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("url_param", &c).as_deref(), Some("1"));
+        assert_eq!(ev("url_param(c)", &c), None);
+        assert_eq!(url_param_value("/p;x=1?y=2", "y", b'?'), Some("2"));
+        assert_eq!(url_param_value("/p?y=2", "y", b';'), None);
+        assert_eq!(url_param_value("/p?yy&y=", "y", b'?'), Some(""));
+        for _ in 0..200 {
+            let n: i64 = ev("rand(10)", &c).unwrap().parse().unwrap();
+            assert!((0..10).contains(&n));
+        }
+        let n: i64 = ev("rand", &c).unwrap().parse().unwrap();
+        assert!((0..=i64::from(u32::MAX)).contains(&n));
+        let u = ev("uuid", &c).unwrap();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
+        assert_eq!(
+            uuid_v4([0x0123_4567, 0x89ab_cdef, 0xffff_ffff, 0x1234_5678]),
+            "01234567-cdef-49ab-bfff-48d159e3ffff"
+        );
+        let err = |e: &str| parse_sample(e).unwrap_err();
+        assert_eq!(
+            err("uuid(3)"),
+            "invalid args in fetch method 'uuid' : Unsupported UUID version: '3'"
+        );
+        assert_eq!(
+            err("date(0,h)"),
+            "invalid args in fetch method 'date' : expects 's', 'ms' or 'us', got 'h'"
+        );
+        assert_eq!(
+            err("rand(x)"),
+            "fetch method 'rand' : failed to parse 'x' as type 'integer' at position 1"
+        );
+        assert_eq!(ev("env(PATH)", &c), std::env::var("PATH").ok());
+        assert_eq!(ev("env(PORTCULLIS_SURELY_UNSET_VAR)", &c), None);
+        assert!(!ev("hostname", &c).unwrap().is_empty());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let d: i64 = ev("date(3600)", &c).unwrap().parse().unwrap();
+        assert!((now + 3599..=now + 3602).contains(&d));
+        let ms: i64 = ev("date(0,ms)", &c).unwrap().parse().unwrap();
+        assert!((now * 1000..=(now + 2) * 1000).contains(&ms));
     }
 
     #[test]

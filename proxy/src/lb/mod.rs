@@ -696,7 +696,7 @@ fn gcd(mut a: u32, mut b: u32) -> u32 {
 }
 
 /// A per-thread xorshift (HAProxy's `statistical_prng`): random enough to spread, not secret.
-fn random_u32() -> u32 {
+pub(crate) fn random_u32() -> u32 {
     use std::cell::Cell;
     thread_local! {
         static STATE: Cell<u32> = Cell::new({
