@@ -1,7 +1,8 @@
 //! Hash-based balancing against HAProxy 2.6: the same configuration and the same 1,000 keys
 //! (URIs, URL parameters, headers, client addresses) through HAProxy then portcullis, counting
 //! which server answered each request (the fake servers name themselves in `x-node`). The two
-//! sequences must be identical: a mixed fleet sends a given key to the same server.
+//! sequences must be identical: a mixed fleet sends a given key to the same server. (And
+//! `static-rr`, which walks the same weighted map as map-based hashing.)
 //!
 //! Skipped, with a notice, when /usr/sbin/haproxy is not installed.
 
@@ -54,6 +55,8 @@ const CASES: &[(&str, &str, &[u32])] = &[
         &[1, 1, 1, 1],
     ),
     ("balance hdr(X-List)", "", &[5, 1, 1, 1]),
+    // Not a hash: HAProxy's map walked in order, the same sequence from the same start.
+    ("balance static-rr", "", &[3, 1, 2, 1]),
 ];
 
 fn have_haproxy() -> bool {

@@ -79,8 +79,9 @@ struct Group {
     members: Box<[usize]>,
     /// The same in id order (`first` only).
     by_id: Box<[usize]>,
-    /// What roundrobin walks: one period of the smooth weighted sequence (roundrobin,
-    /// static-rr), the map or the ring (hash-based algorithms, for a stream without a key).
+    /// What roundrobin walks: one period of the smooth weighted sequence (roundrobin), HAProxy's
+    /// map (static-rr), or the map or the ring (hash-based algorithms, for a stream without a
+    /// key).
     table: Box<[usize]>,
     /// `hash-type map-based`: HAProxy's server map, one slot per unit of effective weight.
     map: Box<[usize]>,
@@ -98,12 +99,13 @@ impl Group {
             .collect();
         let algo = &shape.algo;
         let mut table = match algo {
-            Balance::Roundrobin | Balance::StaticRr => table::smooth(&members),
+            Balance::Roundrobin => table::smooth(&members),
             _ => Vec::new(),
         };
         let mut map = Vec::new();
         let mut ring = Vec::new();
-        if algo.is_hash() && !shape.hash.consistent {
+        let on_map = *algo == Balance::StaticRr || (algo.is_hash() && !shape.hash.consistent);
+        if on_map {
             // HAProxy's map weights: the configured ones divided by their GCD (rounded up).
             let wmult = shape.wmult.max(1);
             let ew: Vec<(usize, u32)> = members
@@ -128,7 +130,10 @@ impl Group {
         }
         // A stream without a key goes round the map (HAProxy's map_get_server_rr) or the ring
         // in point order (chash_get_next_server).
-        if algo.is_hash() {
+        if *algo == Balance::StaticRr {
+            // static-rr walks HAProxy's map in order (map_get_server_rr).
+            table = std::mem::take(&mut map);
+        } else if algo.is_hash() {
             table = if shape.hash.consistent {
                 ring.iter().map(|&(_, i)| i).collect()
             } else {
