@@ -676,6 +676,9 @@ fn converters_as_seen_by_backend() {
         "uuid,length",
         "date,div(1000000000),bool",
         "date(0,ms),div(1000000000000),bool",
+        "be_conn(be)",
+        "nbsrv(be)",
+        "srv_conn(be/s1)",
     ];
     let rules: Vec<String> = exprs
         .iter()
@@ -918,6 +921,7 @@ fn http_response_rules_as_the_client_sees_them() {
         "http-response set-status 299 if { status 202 }",
         "http-response set-status 418 reason Teapot if { status 203 }",
         "http-response set-header X-Late late",
+        "http-response set-header X-Counts \"%[be_conn] %[be_conn(be)] %[srv_conn(s1)] %[srv_conn(be/s1)] %[nbsrv] %[nbsrv(be)]\"",
     ]
     .join("\n    ");
     let Some((h, p)) = differential(

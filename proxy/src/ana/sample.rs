@@ -68,6 +68,26 @@ pub struct SampleCtx<'a> {
     pub stick: Option<crate::stick::StickView<'a>>,
     /// The PROXY protocol header the connection arrived with (`fc_rcvd_proxy`, `fc_pp_*`).
     pub proxied: Option<&'a crate::proxy_proto::Header>,
+    /// Live proxy and server counts (`be_conn`, `srv_conn`, `nbsrv`), and the proxy whose
+    /// rules run (their default backend).
+    pub counts: Option<(&'a dyn Counts, &'a str)>,
+}
+
+/// What `be_conn`, `srv_conn` and `nbsrv` read of the running proxies, by name.
+pub trait Counts {
+    /// Current sessions on the backend (`beconn`).
+    fn be_conn(&self, backend: &str) -> Option<i64>;
+    /// Current sessions on the server.
+    fn srv_conn(&self, backend: &str, server: &str) -> Option<i64>;
+    /// Usable servers as HAProxy's `be_usable_srv`: the active ones, else 1 for the first
+    /// backup (all backups with `allbackups`).
+    fn nbsrv(&self, backend: &str) -> Option<i64>;
+}
+
+impl std::fmt::Debug for dyn Counts + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counts")
+    }
 }
 
 impl<'a> SampleCtx<'a> {
@@ -94,6 +114,7 @@ impl<'a> SampleCtx<'a> {
             partial: false,
             stick: None,
             proxied: None,
+            counts: None,
         }
     }
 
@@ -302,6 +323,12 @@ pub enum Fetch {
     Env(String),
     /// `hostname`: the machine's host name.
     Hostname,
+    /// `be_conn([<backend>])`, `nbsrv([<backend>])`: the backend's current sessions, usable
+    /// servers (`None`: the proxy whose rules run).
+    BeConn(Option<String>),
+    NbSrv(Option<String>),
+    /// `srv_conn([<backend>/]<server>)`
+    SrvConn(Option<String>, String),
     /// `date([<offset>[,s|ms|us]])`: the current date in that unit, plus the offset.
     Date {
         offset: i64,
@@ -502,6 +529,12 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("urlp", Str, HRQ, Opt2, url_param),
     fdef!("env", Str, None, Str, || Fetch::Env(String::new())),
     fdef!("hostname", Str, None, None, || Fetch::Hostname),
+    fdef!("be_conn", Int, None, Opt2, || Fetch::BeConn(None)),
+    fdef!("nbsrv", Int, None, Opt2, || Fetch::NbSrv(None)),
+    fdef!("srv_conn", Int, None, Str, || Fetch::SrvConn(
+        None,
+        String::new()
+    )),
     fdef!("date", Int, None, Opt2, || Fetch::Date {
         offset: 0,
         per_sec: 1
@@ -788,7 +821,7 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
         ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var => 2,
         ArgSpec::Opt2 => match fetch {
-            Fetch::Rand(_) | Fetch::Uuid => 1,
+            Fetch::Rand(_) | Fetch::Uuid | Fetch::BeConn(_) | Fetch::NbSrv(_) => 1,
             _ => 2,
         },
     };
@@ -875,6 +908,16 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         *v = a.to_string();
         return Ok(());
     }
+    if let (Fetch::SrvConn(be, srv), [a]) = (&mut *fetch, args) {
+        match a.split_once('/') {
+            Some((b, s)) => {
+                *be = Some(b.to_string());
+                *srv = s.to_string();
+            }
+            None => *srv = a.to_string(),
+        }
+        return Ok(());
+    }
     if spec == ArgSpec::Str {
         if let Fetch::Str(v) = fetch {
             // HAProxy 2.6 accepts `str` and `str()` as the empty string.
@@ -947,6 +990,12 @@ fn opt_args(fetch: &mut Fetch, args: &[&str]) -> Result<(), String> {
             if let Some(v) = int(0)?.filter(|&v| v != 4) {
                 return Err(format!("{CHECK}Unsupported UUID version: '{v}'"));
             }
+        }
+        Fetch::BeConn(be) | Fetch::NbSrv(be) => {
+            *be = args
+                .first()
+                .filter(|a| !a.is_empty())
+                .map(|a| a.to_string());
         }
         Fetch::UrlParam { name, delim } => {
             *name = args.first().map_or("", |a| a).to_string();
@@ -1296,6 +1345,19 @@ impl SampleExpr {
                 .and_then(s),
             Fetch::Env(name) => std::env::var(name).ok().map(|v| Str(Cow::Owned(v))),
             Fetch::Hostname => Some(Str(Cow::Borrowed(hostname()))),
+            Fetch::BeConn(be) | Fetch::NbSrv(be) => {
+                let (c, current) = ctx.counts?;
+                let name = be.as_deref().unwrap_or(current);
+                if matches!(self.fetch, Fetch::BeConn(_)) {
+                    c.be_conn(name).map(Int)
+                } else {
+                    c.nbsrv(name).map(Int)
+                }
+            }
+            Fetch::SrvConn(be, srv) => {
+                let (c, current) = ctx.counts?;
+                c.srv_conn(be.as_deref().unwrap_or(current), srv).map(Int)
+            }
             Fetch::Date { offset, per_sec } => {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -1458,6 +1520,34 @@ mod tests {
         assert!((now + 3599..=now + 3602).contains(&d));
         let ms: i64 = ev("date(0,ms)", &c).unwrap().parse().unwrap();
         assert!((now * 1000..=(now + 2) * 1000).contains(&ms));
+    }
+
+    struct FakeCounts;
+    impl Counts for FakeCounts {
+        fn be_conn(&self, b: &str) -> Option<i64> {
+            (b == "be1").then_some(7)
+        }
+        fn srv_conn(&self, b: &str, s: &str) -> Option<i64> {
+            (b == "be1" && s == "s2").then_some(3)
+        }
+        fn nbsrv(&self, b: &str) -> Option<i64> {
+            (b == "be1").then_some(2)
+        }
+    }
+
+    #[test]
+    fn backend_count_fetches() {
+        let r = req();
+        let mut c = ctx(&r);
+        assert_eq!(ev("be_conn", &c), None);
+        c.counts = Some((&FakeCounts, "be1"));
+        assert_eq!(ev("be_conn", &c).as_deref(), Some("7"));
+        assert_eq!(ev("be_conn(be1)", &c).as_deref(), Some("7"));
+        assert_eq!(ev("be_conn(nope)", &c), None);
+        assert_eq!(ev("srv_conn(s2)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("srv_conn(be1/s2)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("srv_conn(x/s2)", &c), None);
+        assert_eq!(ev("nbsrv", &c).as_deref(), Some("2"));
     }
 
     #[test]

@@ -561,6 +561,7 @@ impl Session {
             base.captures = caps.as_deref();
             base.vars = Some(&vars);
             base.userlists = Some(&be.rules.userlists);
+            base.counts = Some((&*self.shared.model, &be.name));
             let now = self.shared.model.now_ms();
             base.stick = self
                 .shared
@@ -1266,6 +1267,7 @@ impl Session {
         base.server = Some(&srv.name);
         base.captures = captures;
         base.vars = vars;
+        base.counts = Some((&*self.shared.model, &be.name));
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]

@@ -809,6 +809,35 @@ impl Model {
     }
 }
 
+impl crate::ana::sample::Counts for Model {
+    fn be_conn(&self, backend: &str) -> Option<i64> {
+        let p = self.proxy(backend)?;
+        Some(i64::from(p.beconn.load(Ordering::Relaxed)))
+    }
+
+    fn srv_conn(&self, backend: &str, server: &str) -> Option<i64> {
+        let pool = self.proxy(backend)?.pool();
+        let s = pool.servers.iter().find(|s| s.name == server)?;
+        Some(i64::from(s.cur_conns.load(Ordering::Relaxed)))
+    }
+
+    fn nbsrv(&self, backend: &str) -> Option<i64> {
+        let p = self.proxy(backend)?;
+        let pool = p.pool();
+        let count = |backup: bool| {
+            pool.servers
+                .iter()
+                .filter(|s| s.cfg.opts.backup == backup && s.is_usable())
+                .count() as i64
+        };
+        Some(match count(false) {
+            0 if p.cfg.options.allbackups => count(true),
+            0 => count(true).min(1),
+            n => n,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
