@@ -55,6 +55,17 @@ const CASES: &[(&str, &str, &[u32])] = &[
         &[1, 1, 1, 1],
     ),
     ("balance hdr(X-List)", "", &[5, 1, 1, 1]),
+    (
+        "balance hash req.hdr(x-key),lower",
+        "hash-type consistent",
+        &[1, 1, 1, 1],
+    ),
+    (
+        "balance hash path,field(2,/)",
+        "hash-type map-based djb2 avalanche",
+        &[1, 3, 1, 2],
+    ),
+    ("balance hash url_param(k)", "", &[1, 1, 2, 2]),
     // Not a hash: HAProxy's map walked in order, the same sequence from the same start.
     ("balance static-rr", "", &[3, 1, 2, 1]),
 ];

@@ -538,7 +538,7 @@ pub(crate) fn parse_balance(a: &[String]) -> Result<Option<Balance>, String> {
             if !at(2).is_empty() {
                 return Err(format!("hash takes no other argument (got '{}').", at(2)));
             }
-            return Ok(None);
+            Balance::Hash(at(1).to_string())
         }
         _ if algo.starts_with("hdr(") => {
             let name = algo["hdr(".len()..].split(')').next().unwrap_or("");
@@ -1554,6 +1554,21 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             ),
         ));
         px.balance = Balance::Roundrobin;
+    }
+    // `balance hash` compiles its expression once the section is read (HAProxy's words).
+    if let Balance::Hash(e) = &px.balance
+        && let Err(err) = crate::ana::sample::parse_sample(e)
+    {
+        diags.push(Diag::global(
+            Severity::Alert,
+            format!(
+                "{} '{}' [{}:{}]: failed to parse 'balance hash' expression '{e}' in : {err}.",
+                px.kind(),
+                px.name,
+                px.loc.file,
+                px.loc.line
+            ),
+        ));
     }
     if px.balance.is_hash() {
         let algo = px.balance.as_str();

@@ -515,6 +515,8 @@ pub enum Balance {
         name: String,
         domain_only: bool,
     },
+    /// `hash <expr>`: the sample expression's value (as binary) hashed.
+    Hash(String),
 }
 
 impl Balance {
@@ -534,7 +536,11 @@ impl Balance {
     pub fn is_hash(&self) -> bool {
         matches!(
             self,
-            Balance::Source | Balance::Uri { .. } | Balance::UrlParam { .. } | Balance::Hdr { .. }
+            Balance::Source
+                | Balance::Uri { .. }
+                | Balance::UrlParam { .. }
+                | Balance::Hdr { .. }
+                | Balance::Hash(_)
         )
     }
 
@@ -558,6 +564,7 @@ impl Balance {
             Balance::Uri { .. } => "uri",
             Balance::UrlParam { .. } => "url_param",
             Balance::Hdr { .. } => "hdr",
+            Balance::Hash(_) => "hash",
         }
     }
 }

@@ -1710,6 +1710,19 @@ fn balance_and_hash_type() {
             "20: 'hash-type' only supports 'avalanche' as a modifier for hash functions.",
         ]
     );
+    assert_eq!(
+        be(" balance hash req.hdr(x),lower").0,
+        Balance::Hash("req.hdr(x),lower".into())
+    );
+    let a = alerts(&format!(
+        "{T}backend b\n balance hash foo(\n server s 127.0.0.1:1\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "0: backend 'b' [t.cfg:5]: failed to parse 'balance hash' expression 'foo(' in : unknown fetch method 'foo'."
+        ]
+    );
     // A layer-7 hash in a TCP backend: roundrobin, with HAProxy's warning.
     let l = parse_env(
         &format!("{T}backend t\n balance hdr(x)\n server s 127.0.0.1:1\n"),

@@ -748,6 +748,26 @@ impl Session {
         result
     }
 
+    /// The request's balancing key for `be` (`balance hash` evaluates its expression here).
+    fn lb_key(&self, be: &Proxy, req: &RequestHead) -> Option<u32> {
+        let pool = be.pool();
+        let Some(expr) = pool.lb.hash_expr() else {
+            return pool.lb.key(self.peer.map(|p| p.ip()), Some(req));
+        };
+        let zero = || SocketAddr::from(([0, 0, 0, 0], 0));
+        let mut ctx = SampleCtx::new(
+            self.peer.unwrap_or_else(zero),
+            self.local.unwrap_or_else(zero),
+            &self.fe.name,
+        )
+        .with_tls(self.tls.as_deref())
+        .with_proxied(self.proxied.as_deref());
+        ctx.req = Some(req);
+        ctx.backend = Some(&be.name);
+        let v = expr.eval(&ctx)?;
+        Some(pool.lb.key_of(&v.to_bytes()))
+    }
+
     /// Header edits every forwarded request gets: hop-by-hop removal, `option forwardfor`.
     fn prepare_request(&self, req: &mut RequestHead, be: &Proxy, upgrade: bool) {
         let _ = upgrade;
@@ -968,7 +988,7 @@ impl Session {
         // A reused idle connection may have been closed by the server meanwhile: a bodiless
         // request that got no response byte is replayed once on a fresh connection.
         // The balancing key of the request as it leaves the rules (HAProxy hashes at connect).
-        let key = be.pool().lb.key(self.peer.map(|p| p.ip()), Some(req));
+        let key = self.lb_key(be, req);
         let (srv, server, resp) = loop {
             attempts += 1;
             let (srv, server, reused) =

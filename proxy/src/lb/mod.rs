@@ -178,6 +178,8 @@ struct Shape {
     /// HAProxy's `wmult` for map-based hashing: the GCD of the configured weights, fixed when
     /// the server list is set (weights changed at run time keep dividing by it).
     wmult: u32,
+    /// `balance hash <expr>`, compiled.
+    expr: Option<std::sync::Arc<crate::ana::sample::SampleExpr>>,
 }
 
 /// A backend's balancing state, immutable between rebuilds.
@@ -202,12 +204,19 @@ impl Lb {
             .map(|s| s.weight.min(MAX_WEIGHT))
             .filter(|&w| w > 0)
             .fold(0, gcd);
+        let expr = match algo {
+            Balance::Hash(e) => crate::ana::sample::parse_sample(e)
+                .ok()
+                .map(std::sync::Arc::new),
+            _ => None,
+        };
         Lb::build(
             Shape {
                 algo: algo.clone(),
                 hash,
                 allbackups,
                 wmult: wmult.max(1),
+                expr,
             },
             servers,
         )
@@ -251,6 +260,18 @@ impl Lb {
     /// Hash-based: redispatch does not re-balance on the plain "more than one server" rule.
     pub fn is_hash_based(&self) -> bool {
         self.shape.algo.is_hash()
+    }
+
+    /// `balance hash`'s expression: the caller evaluates it on the stream, then [`Lb::key_of`].
+    pub fn hash_expr(&self) -> Option<&crate::ana::sample::SampleExpr> {
+        self.shape.expr.as_deref()
+    }
+
+    /// The key of `balance hash`: the sample's bytes through the hash function.
+    pub fn key_of(&self, sample: &[u8]) -> u32 {
+        let ht = &self.shape.hash;
+        let h = gen_hash(ht.func, sample);
+        if ht.avalanche { full_hash(h) } else { h }
     }
 
     /// The hash a hash-based algorithm looks up for this stream (HAProxy's `get_server_sh`,

@@ -219,7 +219,21 @@ async fn stream(
         received: proxied.as_deref(),
         unique_id: None,
     };
-    let key = be.pool().lb.key(src, None);
+    let key = {
+        let pool = be.pool();
+        match pool.lb.hash_expr() {
+            // `balance hash` on what a TCP session has: its addresses and PROXY header.
+            Some(expr) => {
+                let ctx = crate::ana::sample::SampleCtx {
+                    proxied: proxied.as_deref(),
+                    backend: Some(&be.name),
+                    ..crate::ana::tcp::base_ctx(fe, peer, local)
+                };
+                expr.eval(&ctx).map(|v| pool.lb.key_of(&v.to_bytes()))
+            }
+            None => pool.lb.key(src, None),
+        }
+    };
     match backend::connect(shared.io, &be, key, None, &side).await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
