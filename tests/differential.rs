@@ -679,6 +679,14 @@ fn converters_as_seen_by_backend() {
         "be_conn(be)",
         "nbsrv(be)",
         "srv_conn(be/s1)",
+        "req.cook(a)",
+        "cook(b)",
+        "req.cook",
+        "req.cook_cnt(a)",
+        "req.cook_cnt",
+        "req.cook_val(n)",
+        "cookie(a)",
+        "req.cook(c)",
     ];
     let rules: Vec<String> = exprs
         .iter()
@@ -699,7 +707,7 @@ fn converters_as_seen_by_backend() {
         |side, n| {
             let a = side.addr(0);
             let mut out = Steps::new();
-            let raw = "GET /a/bb/ccc/dd?q=1 HTTP/1.1\r\nHost: example.com\r\nx-in: a\"b/c\\d\r\nx-n: 21\r\nx-e: a%20b+c?d+e%41\r\nx-t: 784111777\r\nx-b: aGVsbG8=\r\nx-w:   xxwordyy\r\nConnection: close\r\n\r\n";
+            let raw = "GET /a/bb/ccc/dd?q=1 HTTP/1.1\r\nHost: example.com\r\nx-in: a\"b/c\\d\r\nx-n: 21\r\nx-e: a%20b+c?d+e%41\r\nx-t: 784111777\r\nx-b: aGVsbG8=\r\nx-w:   xxwordyy\r\nCookie: a=1; b = two ; $Path=/; a=3, c=4\r\nCookie: n=42x; a=\"q;u\"; e\r\nConnection: close\r\n\r\n";
             let s = send(a, raw.as_bytes());
             step(&mut out, side, "request", s, 1);
             let heads: Vec<String> = n.requests().iter().map(|r| r.head.clone()).collect();
@@ -920,6 +928,9 @@ fn http_response_rules_as_the_client_sees_them() {
         "http-response allow if { status 201 }",
         "http-response set-status 299 if { status 202 }",
         "http-response set-status 418 reason Teapot if { status 203 }",
+        "http-response add-header Set-Cookie \"sid=abc; Path=/; HttpOnly\"",
+        "http-response add-header Set-Cookie \"lang=fr; Max-Age=3, x=1\"",
+        "http-response set-header X-Cook \"%[res.cook(sid)] %[res.cook(lang)] %[res.cook_cnt] %[res.cook_cnt(sid)] %[res.cook] %[scook_val(lang)] %[cookie(x)]\"",
         "http-response set-header X-Late late",
         "http-response set-header X-Counts \"%[be_conn] %[be_conn(be)] %[srv_conn(s1)] %[srv_conn(be/s1)] %[nbsrv] %[nbsrv(be)]\"",
     ]

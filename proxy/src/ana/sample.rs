@@ -323,6 +323,13 @@ pub enum Fetch {
     Env(String),
     /// `hostname`: the machine's host name.
     Hostname,
+    /// `req.cook|cook|res.cook|scook|cookie([<name>])` and their `_cnt`/`_val` forms: cookies of
+    /// the `Cookie` (request) or `Set-Cookie` (response) headers.
+    Cook {
+        name: String,
+        dir: HdrDir,
+        kind: CookKind,
+    },
     /// `be_conn([<backend>])`, `nbsrv([<backend>])`: the backend's current sessions, usable
     /// servers (`None`: the proxy whose rules run).
     BeConn(Option<String>),
@@ -384,6 +391,15 @@ enum ArgSpec {
     Var,
     /// Up to two optional arguments, read per fetch.
     Opt2,
+}
+
+/// What a cookie fetch returns: the value (the last occurrence, the first without a name), the
+/// number of occurrences, or the value as an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CookKind {
+    Value,
+    Cnt,
+    Val,
 }
 
 /// What `http_auth_type|user|pass` read from the `Authorization` header.
@@ -529,6 +545,71 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("urlp", Str, HRQ, Opt2, url_param),
     fdef!("env", Str, None, Str, || Fetch::Env(String::new())),
     fdef!("hostname", Str, None, None, || Fetch::Hostname),
+    fdef!("req.cook", Str, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Value
+    }),
+    fdef!("req.cook_cnt", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Cnt
+    }),
+    fdef!("req.cook_val", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Val
+    }),
+    fdef!("cook", Str, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Value
+    }),
+    fdef!("cook_cnt", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Cnt
+    }),
+    fdef!("cook_val", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Val
+    }),
+    fdef!("res.cook", Str, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Value
+    }),
+    fdef!("res.cook_cnt", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Cnt
+    }),
+    fdef!("res.cook_val", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Val
+    }),
+    fdef!("scook", Str, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Value
+    }),
+    fdef!("scook_cnt", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Cnt
+    }),
+    fdef!("scook_val", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Val
+    }),
+    fdef!("cookie", Str, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Any,
+        kind: CookKind::Value
+    }),
     fdef!("be_conn", Int, None, Opt2, || Fetch::BeConn(None)),
     fdef!("nbsrv", Int, None, Opt2, || Fetch::NbSrv(None)),
     fdef!("srv_conn", Int, None, Str, || Fetch::SrvConn(
@@ -962,9 +1043,103 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
             *oc = occ;
         }
         Fetch::HdrCnt { name: n, .. } => *n = name,
+        Fetch::Cook { name: n, .. } => *n = name.unwrap_or_default(),
         _ => {}
     }
     Ok(())
+}
+
+/// Every value of cookie `name` (any cookie if empty) in the `Cookie` headers (`set`: the
+/// `Set-Cookie` ones, whose first attribute only is the cookie), in order, as HAProxy's
+/// `http_extract_cookie_value` walks the comma-separated header values.
+fn cookie_values<'a>(headers: &'a Headers, set: bool, name: &str) -> Vec<&'a str> {
+    let hname = if set { "set-cookie" } else { "cookie" };
+    let sp = |c: u8| c == b' ' || c == b'\t';
+    let mut out = Vec::new();
+    for v in header_values(headers, Some(hname), false) {
+        if v.len() < name.len() + 1 {
+            continue;
+        }
+        let b = v.as_bytes();
+        let mut at = 0;
+        while at + name.len() + 1 < b.len() {
+            while at < b.len() && sp(b[at]) {
+                at += 1;
+            }
+            let att_beg = at;
+            let mut att_end = at;
+            let mut eq = at;
+            while eq < b.len() {
+                let c = b[eq];
+                if c == b'=' || c == b';' || (!set && c == b',') {
+                    break;
+                }
+                eq += 1;
+                if !sp(c) {
+                    att_end = eq;
+                }
+            }
+            let (val_beg, val_end, next) = if eq < b.len() && b[eq] == b'=' {
+                let mut vb = eq + 1;
+                while vb < b.len() && sp(b[vb]) {
+                    vb += 1;
+                }
+                let next = cookie_value_end(b, vb);
+                let mut ve = next;
+                while ve > vb && sp(b[ve - 1]) {
+                    ve -= 1;
+                }
+                (vb, ve, next)
+            } else {
+                (eq, eq, eq)
+            };
+            // `$` attributes and cookies without `=` are passed over.
+            if b.get(att_beg) != Some(&b'$') && eq != next {
+                if name.is_empty() || v.get(att_beg..att_end) == Some(name) {
+                    out.push(v.get(val_beg..val_end).unwrap_or(""));
+                } else if set {
+                    // Set-Cookie: past the cookie itself come its attributes.
+                    break;
+                }
+            }
+            at = next + 1;
+        }
+    }
+    out
+}
+
+/// `http_find_cookie_value_end`: the first `,` or `;` outside a quoted string.
+fn cookie_value_end(b: &[u8], from: usize) -> usize {
+    let (mut quoted, mut pair) = (false, false);
+    for (i, &c) in b.iter().enumerate().skip(from) {
+        if pair {
+            pair = false;
+        } else if quoted {
+            match c {
+                b'\\' => pair = true,
+                b'"' => quoted = false,
+                _ => {}
+            }
+        } else if c == b'"' {
+            quoted = true;
+        } else if c == b',' || c == b';' {
+            return i;
+        }
+    }
+    b.len()
+}
+
+/// `strl2ic`: an optional sign and the leading digits (0 without any).
+fn strl2ic(s: &str) -> i64 {
+    let (neg, d) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let n = d.bytes().take_while(u8::is_ascii_digit).fold(0i64, |n, c| {
+        n.wrapping_mul(10).wrapping_add(i64::from(c - b'0'))
+    });
+    if neg { n.wrapping_neg() } else { n }
 }
 
 /// Marks an error of a fetch's argument check (HAProxy says "invalid args in fetch method")
@@ -1345,6 +1520,30 @@ impl SampleExpr {
                 .and_then(s),
             Fetch::Env(name) => std::env::var(name).ok().map(|v| Str(Cow::Owned(v))),
             Fetch::Hostname => Some(Str(Cow::Borrowed(hostname()))),
+            Fetch::Cook { name, dir, kind } => {
+                let set = match dir {
+                    HdrDir::Req => false,
+                    HdrDir::Res => true,
+                    HdrDir::Any => ctx.res.is_some(),
+                };
+                let dir = if set { HdrDir::Res } else { HdrDir::Req };
+                let found = cookie_values(ctx.headers(dir)?, set, name);
+                match kind {
+                    CookKind::Cnt => Some(Int(i64::try_from(found.len()).unwrap_or(i64::MAX))),
+                    _ => {
+                        let v = if name.is_empty() {
+                            found.first()
+                        } else {
+                            found.last()
+                        };
+                        let v = *v?;
+                        Some(match kind {
+                            CookKind::Val => Int(strl2ic(v)),
+                            _ => Str(Cow::Borrowed(v)),
+                        })
+                    }
+                }
+            }
             Fetch::BeConn(be) | Fetch::NbSrv(be) => {
                 let (c, current) = ctx.counts?;
                 let name = be.as_deref().unwrap_or(current);
@@ -1520,6 +1719,40 @@ mod tests {
         assert!((now + 3599..=now + 3602).contains(&d));
         let ms: i64 = ev("date(0,ms)", &c).unwrap().parse().unwrap();
         assert!((now * 1000..=(now + 2) * 1000).contains(&ms));
+    }
+
+    /// configuration.txt's cookie fetches, walked as http_extract_cookie_value.
+    #[test]
+    fn cookie_fetches() {
+        let mut r = req();
+        r.headers
+            .append("Cookie", "a=1; b = two ; $Path=/; a=3, c=4");
+        r.headers.append("cookie", "n=42x; a=\"q;u\"; e");
+        let c = ctx(&r);
+        assert_eq!(ev("req.cook(a)", &c).as_deref(), Some("\"q;u\""));
+        assert_eq!(ev("cook(b)", &c).as_deref(), Some("two"));
+        assert_eq!(ev("req.cook", &c).as_deref(), Some("1"));
+        assert_eq!(ev("req.cook_cnt(a)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("req.cook_cnt", &c).as_deref(), Some("6"));
+        assert_eq!(ev("req.cook_val(n)", &c).as_deref(), Some("42"));
+        assert_eq!(ev("req.cook(e)", &c), None);
+        assert_eq!(ev("cookie(c)", &c).as_deref(), Some("4"));
+        let mut res = ResponseHead {
+            version: Version::Http11,
+            status: 200,
+            reason: "OK".into(),
+            headers: Headers::default(),
+        };
+        res.headers
+            .append("Set-Cookie", "sid=abc; Path=/; HttpOnly");
+        res.headers.append("Set-Cookie", "lang=fr; Max-Age=3, x=1");
+        let mut c = ctx(&r);
+        c.res = Some(&res);
+        assert_eq!(ev("res.cook(sid)", &c).as_deref(), Some("abc"));
+        assert_eq!(ev("scook(Path)", &c).as_deref(), None);
+        // HAProxy counts the attributes after a nameless match too.
+        assert_eq!(ev("res.cook_cnt", &c).as_deref(), Some("5"));
+        assert_eq!(ev("cookie(x)", &c).as_deref(), Some("1"));
     }
 
     struct FakeCounts;
