@@ -721,6 +721,52 @@ fn converters_as_seen_by_backend() {
 }
 
 #[test]
+fn unique_id_header_fetch_and_log() {
+    let Some((h, p)) = differential(
+        1,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    unique-id-format %ci:%f:%HM:%HU\n    unique-id-header X-Unique-ID\n    http-request set-header x-uid %[unique-id]\n    log-format \"%ID %ST %b\"\n    default_backend be\n\nbackend be\n    option forwardfor\n    server s1 {}\n",
+                ports[0],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let a = side.addr(0);
+            let mut out = Steps::new();
+            let s = send(
+                a,
+                b"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            );
+            step(&mut out, side, "request", s, 1);
+            let s = send(
+                a,
+                b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            step(&mut out, side, "post", s, 1);
+            let heads: Vec<String> = n
+                .requests()
+                .iter()
+                .map(|r| {
+                    r.head
+                        .lines()
+                        .filter(|l| l.starts_with("x-") || l.starts_with("X-"))
+                        .map(|l| l.replace(&format!(":{}", side.ports[0]), ":PORT"))
+                        .collect::<Vec<_>>()
+                        .join("|")
+                })
+                .collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("unique-id", &h, &p);
+}
+
+#[test]
 fn variables_across_rules_transactions_and_logs() {
     let fe_rules = [
         "http-request set-var(sess.n) req.hdr(x-n) if { req.hdr(x-n) -m found }",

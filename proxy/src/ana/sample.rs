@@ -71,6 +71,8 @@ pub struct SampleCtx<'a> {
     /// Live proxy and server counts (`be_conn`, `srv_conn`, `nbsrv`), and the proxy whose
     /// rules run (their default backend).
     pub counts: Option<(&'a dyn Counts, &'a str)>,
+    /// The stream's unique id (`unique-id`).
+    pub unique_id: Option<&'a str>,
 }
 
 /// What `be_conn`, `srv_conn` and `nbsrv` read of the running proxies, by name.
@@ -115,6 +117,7 @@ impl<'a> SampleCtx<'a> {
             stick: None,
             proxied: None,
             counts: None,
+            unique_id: None,
         }
     }
 
@@ -336,6 +339,8 @@ pub enum Fetch {
     NbSrv(Option<String>),
     /// `srv_conn([<backend>/]<server>)`
     SrvConn(Option<String>, String),
+    /// `unique-id`: the stream's id per `unique-id-format`.
+    UniqueId,
     /// `date([<offset>[,s|ms|us]])`: the current date in that unit, plus the offset.
     Date {
         offset: i64,
@@ -545,6 +550,7 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("urlp", Str, HRQ, Opt2, url_param),
     fdef!("env", Str, None, Str, || Fetch::Env(String::new())),
     fdef!("hostname", Str, None, None, || Fetch::Hostname),
+    fdef!("unique-id", Str, None, None, || Fetch::UniqueId),
     fdef!("req.cook", Str, HRQ, HdrName, || Fetch::Cook {
         name: String::new(),
         dir: HdrDir::Req,
@@ -1520,6 +1526,7 @@ impl SampleExpr {
                 .and_then(s),
             Fetch::Env(name) => std::env::var(name).ok().map(|v| Str(Cow::Owned(v))),
             Fetch::Hostname => Some(Str(Cow::Borrowed(hostname()))),
+            Fetch::UniqueId => ctx.unique_id.and_then(s),
             Fetch::Cook { name, dir, kind } => {
                 let set = match dir {
                     HdrDir::Req => false,

@@ -94,6 +94,18 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_balance,
     },
     ProxyKw {
+        kw: "unique-id-format",
+        caps: DEF | FE,
+        strict: false,
+        parse: kw_unique_id_format,
+    },
+    ProxyKw {
+        kw: "unique-id-header",
+        caps: DEF | FE,
+        strict: false,
+        parse: kw_unique_id_header,
+    },
+    ProxyKw {
         kw: "hash-type",
         caps: DEF | BE,
         strict: false,
@@ -724,6 +736,21 @@ fn kw_use_backend(p: &mut P, args: &[String]) {
         cond,
         loc: p.c.loc.clone(),
     });
+}
+
+fn kw_unique_id_format(p: &mut P, args: &[String]) {
+    match args.len() {
+        0 | 1 => p.alert("unique-id-format expects an argument."),
+        2 => p.px.unique_id_format = Some((args[1].clone(), p.c.loc.clone())),
+        _ => p.alert("unique-id-format expects only one argument, don't forget to escape spaces!"),
+    }
+}
+
+fn kw_unique_id_header(p: &mut P, args: &[String]) {
+    match args.get(1) {
+        Some(h) if !h.is_empty() => p.px.unique_id_header = Some(h.clone()),
+        _ => p.alert("unique-id-header expects an argument."),
+    }
 }
 
 fn kw_log_format(p: &mut P, args: &[String]) {

@@ -1176,6 +1176,9 @@ pub struct Proxy {
     pub logs: Vec<LogTarget>,
     /// `log-format` string, raw (compiled by `log::format`).
     pub log_format: Option<(String, Loc)>,
+    /// `unique-id-format`, raw (compiled by `log::format`), and `unique-id-header`.
+    pub unique_id_format: Option<(String, Loc)>,
+    pub unique_id_header: Option<String>,
     pub acls: Vec<AclDef>,
     pub default_backend: Option<(String, Loc)>,
     pub use_backends: Vec<UseBackend>,
@@ -1282,6 +1285,8 @@ impl Proxy {
             options: Options::default(),
             logs: Vec::new(),
             log_format: None,
+            unique_id_format: None,
+            unique_id_header: None,
             acls: Vec::new(),
             default_backend: None,
             use_backends: Vec::new(),

@@ -1734,3 +1734,27 @@ fn balance_and_hash_type() {
     assert!(l.warnings.iter().any(|w| w.msg
         == "Layer 7 hash not possible for backend 't' (needs 'mode http'). Falling back to round robin."));
 }
+
+#[test]
+fn unique_id_keywords() {
+    let c = ok(&format!(
+        "{T}frontend f\n bind :80\n unique-id-format %ci:%cp\n unique-id-header X-ID\n"
+    ));
+    let f = c.proxies.iter().find(|p| p.name == "f").unwrap();
+    assert_eq!(
+        f.unique_id_format.as_ref().map(|(s, _)| s.as_str()),
+        Some("%ci:%cp")
+    );
+    assert_eq!(f.unique_id_header.as_deref(), Some("X-ID"));
+    let a = alerts(&format!(
+        "{T}frontend f\n unique-id-format\n unique-id-format a b\n unique-id-header\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "6: unique-id-format expects an argument.",
+            "7: unique-id-format expects only one argument, don't forget to escape spaces!",
+            "8: unique-id-header expects an argument.",
+        ]
+    );
+}

@@ -496,6 +496,10 @@ impl Session {
         };
         // Without a log format, HAProxy logs "Connect from" per stream, i.e. per valid request.
         self.shared.log.connect(&self.fe, &log);
+        // `unique-id-format`: made once per stream, from what is known before the rules (HAProxy
+        // makes it at first use, at the latest before the backend's headers are added).
+        log.unique_id = self.shared.log.unique_id(&self.fe, &log);
+        let uid = log.unique_id.clone();
         // A request arriving during a soft stop is served, then the connection closes.
         let client_close = h1::wants_close(req.version, &req.headers)
             || self.shared.stopping.load(Ordering::Acquire);
@@ -562,6 +566,7 @@ impl Session {
             base.vars = Some(&vars);
             base.userlists = Some(&be.rules.userlists);
             base.counts = Some((&*self.shared.model, &be.name));
+            base.unique_id = uid.as_deref();
             let now = self.shared.model.now_ms();
             base.stick = self
                 .shared
@@ -717,6 +722,9 @@ impl Session {
             be = next;
         }
         log.backend = Some(be.name.clone());
+        if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &uid) {
+            req.headers.append(h.clone(), id.clone());
+        }
         self.prepare_request(&mut req, &be, upgrade);
 
         let mut head_bytes = Vec::with_capacity(1024);
@@ -834,11 +842,12 @@ impl Session {
                 return Ok((Arc::clone(srv), conn, true));
             }
         }
+        let uid = log.unique_id.clone();
         let side = backend::ClientSide {
             addrs: self.peer.zip(self.local),
             tls: self.tls.as_deref(),
             received: self.proxied.as_deref(),
-            unique_id: None,
+            unique_id: uid.as_deref(),
         };
         match backend::connect(self.shared.io, be, key, picked, &side).await {
             Ok(c) => {
