@@ -213,11 +213,14 @@ async fn stream(
     let src = peer.map(|p| p.ip());
     let tls = log.tls.clone();
     let proxied = log.proxied.clone();
+    // `unique-id-format` (for the PROXY v2 `unique-id` TLV and `%ID`): made at connect time.
+    log.unique_id = shared.log.unique_id(fe, &log);
+    let uid = log.unique_id.clone();
     let side = backend::ClientSide {
         addrs: peer.zip(local),
         tls: tls.as_deref(),
         received: proxied.as_deref(),
-        unique_id: None,
+        unique_id: uid.as_deref(),
     };
     let key = {
         let pool = be.pool();
