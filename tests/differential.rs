@@ -687,6 +687,10 @@ fn converters_as_seen_by_backend() {
         "req.cook_val(n)",
         "cookie(a)",
         "req.cook(c)",
+        "fe_conn",
+        "fe_conn(fe)",
+        "be_sess_rate(be)",
+        "srv_sess_rate(be/s1)",
     ];
     let rules: Vec<String> = exprs
         .iter()

@@ -84,6 +84,25 @@ pub trait Counts {
     /// Usable servers as HAProxy's `be_usable_srv`: the active ones, else 1 for the first
     /// backup (all backups with `allbackups`).
     fn nbsrv(&self, backend: &str) -> Option<i64>;
+    /// A current connection count or a per-second rate of a proxy (or of one of its servers,
+    /// when `server` is not empty).
+    fn gauge(&self, g: Gauge, proxy: &str, server: &str) -> Option<i64> {
+        let _ = (g, proxy, server);
+        None
+    }
+}
+
+/// The gauges of [`Counts::gauge`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gauge {
+    /// `fe_conn`: current connections on the frontend.
+    FeConn,
+    /// `fe_sess_rate`, `fe_req_rate`, `be_sess_rate`, `srv_sess_rate`: events over the last
+    /// second.
+    FeSessRate,
+    FeReqRate,
+    BeSessRate,
+    SrvSessRate,
 }
 
 impl std::fmt::Debug for dyn Counts + '_ {
@@ -339,6 +358,13 @@ pub enum Fetch {
     NbSrv(Option<String>),
     /// `srv_conn([<backend>/]<server>)`
     SrvConn(Option<String>, String),
+    /// `fe_conn|fe_sess_rate|fe_req_rate|be_sess_rate([<proxy>])`,
+    /// `srv_sess_rate([<backend>/]<server>)`.
+    Gauge {
+        g: Gauge,
+        proxy: Option<String>,
+        server: String,
+    },
     /// `unique-id`: the stream's id per `unique-id-format`.
     UniqueId,
     /// `date([<offset>[,s|ms|us]])`: the current date in that unit, plus the offset.
@@ -618,6 +644,31 @@ pub static FETCHES: &[FetchDef] = &[
     }),
     fdef!("be_conn", Int, None, Opt2, || Fetch::BeConn(None)),
     fdef!("nbsrv", Int, None, Opt2, || Fetch::NbSrv(None)),
+    fdef!("fe_conn", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::FeConn,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("fe_sess_rate", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::FeSessRate,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("fe_req_rate", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::FeReqRate,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("be_sess_rate", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::BeSessRate,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("srv_sess_rate", Int, None, Str, || Fetch::Gauge {
+        g: Gauge::SrvSessRate,
+        proxy: None,
+        server: String::new()
+    }),
     fdef!("srv_conn", Int, None, Str, || Fetch::SrvConn(
         None,
         String::new()
@@ -908,7 +959,11 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
         ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var => 2,
         ArgSpec::Opt2 => match fetch {
-            Fetch::Rand(_) | Fetch::Uuid | Fetch::BeConn(_) | Fetch::NbSrv(_) => 1,
+            Fetch::Rand(_)
+            | Fetch::Uuid
+            | Fetch::BeConn(_)
+            | Fetch::NbSrv(_)
+            | Fetch::Gauge { .. } => 1,
             _ => 2,
         },
     };
@@ -995,7 +1050,17 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         *v = a.to_string();
         return Ok(());
     }
-    if let (Fetch::SrvConn(be, srv), [a]) = (&mut *fetch, args) {
+    if let (
+        Fetch::Gauge {
+            proxy: be,
+            server: srv,
+            ..
+        }
+        | Fetch::SrvConn(be, srv),
+        [a],
+    ) = (&mut *fetch, args)
+        && spec == ArgSpec::Str
+    {
         match a.split_once('/') {
             Some((b, s)) => {
                 *be = Some(b.to_string());
@@ -1560,6 +1625,16 @@ impl SampleExpr {
                     c.nbsrv(name).map(Int)
                 }
             }
+            Fetch::Gauge { g, proxy, server } => {
+                let (c, current) = ctx.counts?;
+                // Without a name: the frontend for the frontend gauges, else the current proxy.
+                let dflt = match g {
+                    Gauge::FeConn | Gauge::FeSessRate | Gauge::FeReqRate => ctx.frontend,
+                    _ => current,
+                };
+                c.gauge(*g, proxy.as_deref().unwrap_or(dflt), server)
+                    .map(Int)
+            }
             Fetch::SrvConn(be, srv) => {
                 let (c, current) = ctx.counts?;
                 c.srv_conn(be.as_deref().unwrap_or(current), srv).map(Int)
@@ -1773,6 +1848,14 @@ mod tests {
         fn nbsrv(&self, b: &str) -> Option<i64> {
             (b == "be1").then_some(2)
         }
+        fn gauge(&self, g: Gauge, p: &str, s: &str) -> Option<i64> {
+            Some(match (g, p, s) {
+                (Gauge::FeConn, "fe1", "") => 4,
+                (Gauge::BeSessRate, "be1", "") => 5,
+                (Gauge::SrvSessRate, "be1", "s2") => 6,
+                _ => return None,
+            })
+        }
     }
 
     #[test]
@@ -1788,6 +1871,11 @@ mod tests {
         assert_eq!(ev("srv_conn(be1/s2)", &c).as_deref(), Some("3"));
         assert_eq!(ev("srv_conn(x/s2)", &c), None);
         assert_eq!(ev("nbsrv", &c).as_deref(), Some("2"));
+        // The frontend gauges default to the frontend, the others to the current proxy.
+        assert_eq!(ev("fe_conn", &c).as_deref(), Some("4"));
+        assert_eq!(ev("be_sess_rate", &c).as_deref(), Some("5"));
+        assert_eq!(ev("srv_sess_rate(s2)", &c).as_deref(), Some("6"));
+        assert_eq!(ev("fe_sess_rate", &c), None);
     }
 
     #[test]

@@ -821,6 +821,23 @@ impl crate::ana::sample::Counts for Model {
         Some(i64::from(s.cur_conns.load(Ordering::Relaxed)))
     }
 
+    fn gauge(&self, g: crate::ana::sample::Gauge, proxy: &str, server: &str) -> Option<i64> {
+        use crate::ana::sample::Gauge;
+        let p = self.proxy(proxy)?;
+        let now = self.now_ms();
+        Some(i64::from(match g {
+            Gauge::FeConn => p.feconn.current(),
+            Gauge::FeSessRate => p.fe_counters.sess_rate.read(now),
+            Gauge::FeReqRate => p.fe_counters.req_rate.read(now),
+            Gauge::BeSessRate => p.counters.sess_rate.read(now),
+            Gauge::SrvSessRate => {
+                let pool = p.pool();
+                let s = pool.servers.iter().find(|s| s.name == server)?;
+                s.counters.sess_rate.read(now)
+            }
+        }))
+    }
+
     fn nbsrv(&self, backend: &str) -> Option<i64> {
         let p = self.proxy(backend)?;
         let pool = p.pool();
