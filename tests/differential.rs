@@ -771,6 +771,54 @@ fn unique_id_header_fetch_and_log() {
 }
 
 #[test]
+fn stick_table_converters() {
+    let Some((h, p)) = differential(
+        1,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    stick-table type ip size 1k expire 1m store http_req_rate(10s),http_req_cnt,conn_cnt\n    http-request set-header x-before \"%[src,in_table(fe)] %[src,table_http_req_cnt(fe)]\"\n    http-request track-sc0 src\n    http-request set-header x-t \"%[src,in_table(fe)] %[src,table_http_req_rate(fe)] %[src,table_http_req_cnt(fe)] %[src,table_conn_cnt(fe)] [%[src,table_sess_cnt(fe)]] %[str(10.9.9.9),in_table(fe)] %[str(10.9.9.9),table_sess_cnt(fe)] [%[str(x),in_table(fe)]]\"\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+                ports[0],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let a = side.addr(0);
+            let mut out = Steps::new();
+            let mut c = connect_from(None, a);
+            let mut seen = Vec::new();
+            for raw in [
+                "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n",
+                "GET /2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            ] {
+                c.write_all(raw.as_bytes()).unwrap();
+                seen.push(format!(
+                    "{:?}",
+                    read_response(&mut c, false).map(|r| r.status)
+                ));
+            }
+            out.push(("responses".into(), (Seen::from(None, false), seen)));
+            let heads: Vec<String> = n
+                .requests()
+                .iter()
+                .map(|r| {
+                    r.head
+                        .lines()
+                        .filter(|l| l.starts_with("x-"))
+                        .collect::<Vec<_>>()
+                        .join("|")
+                })
+                .collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("table converters", &h, &p);
+}
+
+#[test]
 fn variables_across_rules_transactions_and_logs() {
     let fe_rules = [
         "http-request set-var(sess.n) req.hdr(x-n) if { req.hdr(x-n) -m found }",

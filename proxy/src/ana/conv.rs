@@ -91,6 +91,17 @@ pub enum Conv {
     Even,
     /// `debug`: passes the value through (HAProxy also copies it to a ring).
     Debug,
+    /// `in_table(<table>)`: the input (an address) has an entry in the table.
+    InTable(String),
+    /// `table_<data>(<table>)`: the entry's value, 0 without an entry.
+    Table(crate::stick::StickData, String),
+}
+
+/// What converters read besides their input: the transaction's variables and stick tables.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConvEnv<'a> {
+    pub vars: Option<&'a Vars>,
+    pub stick: Option<crate::stick::StickView<'a>>,
 }
 
 /// An operator's argument: an integer, or a variable read at run time (HAProxy tries the
@@ -174,6 +185,7 @@ pub const NAMES: &[&str] = &[
     "hex2i",
     "hmac",
     "http_date",
+    "in_table",
     "iif",
     "ipmask",
     "json",
@@ -195,6 +207,13 @@ pub const NAMES: &[&str] = &[
     "sha2",
     "strcmp",
     "sub",
+    "table_conn_cnt",
+    "table_conn_cur",
+    "table_conn_rate",
+    "table_http_req_cnt",
+    "table_http_req_rate",
+    "table_sess_cnt",
+    "table_sess_rate",
     "add",
     "ub64dec",
     "ub64enc",
@@ -501,6 +520,13 @@ impl Conv {
                 }
                 Ok(Conv::Concat(first.to_string(), var, last))
             }),
+            "in_table" => max_args(name, args, 1)
+                .and_then(|_| need(name, args, 0, "table").map(|t| Conv::InTable(t.to_string()))),
+            _ if name.starts_with("table_") => {
+                let d = crate::stick::StickData::from_name(&name["table_".len()..])?;
+                max_args(name, args, 1)
+                    .and_then(|_| need(name, args, 0, "table").map(|t| Conv::Table(d, t.to_string())))
+            }
             "strcmp" | "secure_memcmp" => max_args(name, args, 1).and_then(|_| {
                 let a = need(name, args, 0, "string")?;
                 let var = var_arg(name, a)?;
@@ -537,16 +563,12 @@ impl Conv {
 
     /// Applies the converter without variables (those reading one see it unset).
     pub fn apply<'a>(&self, v: SampleValue<'a>) -> Option<SampleValue<'a>> {
-        self.apply_with(v, None)
+        self.apply_with(v, &ConvEnv::default())
     }
 
-    pub fn apply_with<'a>(
-        &self,
-        v: SampleValue<'a>,
-        vars: Option<&Vars>,
-    ) -> Option<SampleValue<'a>> {
+    pub fn apply_with<'a>(&self, v: SampleValue<'a>, env: &ConvEnv<'_>) -> Option<SampleValue<'a>> {
         use SampleValue::{Bin, Bool, Int, Ip, Str};
-        let var = |n: &VarName| vars.and_then(|vs| vs.get(n));
+        let var = |n: &VarName| env.vars.and_then(|vs| vs.get(n));
         let owned = |s: String| Some(Str(Cow::Owned(s)));
         Some(match self {
             Conv::Lower => match v {
@@ -736,6 +758,21 @@ impl Conv {
             Conv::Odd => Bool(v.to_int()? & 1 == 1),
             Conv::Even => Bool(v.to_int()? & 1 == 0),
             Conv::Debug => v,
+            // As HAProxy: an input that is no key of the table gives no sample; a missing
+            // entry gives 0 (false); a present one lacking the data, no sample.
+            Conv::InTable(t) | Conv::Table(_, t) => {
+                let view = env.stick?;
+                let table = view.tables.find(t)?;
+                let key = table.key_of(v.to_ip()?)?;
+                let present = table.contains(key, view.now_ms);
+                match self {
+                    Conv::Table(d, _) if present => {
+                        Int(i64::try_from(table.peek(key, *d, view.now_ms)?).unwrap_or(i64::MAX))
+                    }
+                    Conv::Table(..) => Int(0),
+                    _ => Bool(present),
+                }
+            }
         })
     }
 }
@@ -1222,7 +1259,13 @@ mod tests {
         vars.set(&n("txn.n"), SampleValue::Int(5), &[]);
         let with = |name: &str, args: &[&str], v: SampleValue<'static>| {
             conv(name, args)
-                .apply_with(v, Some(&vars))
+                .apply_with(
+                    v,
+                    &ConvEnv {
+                        vars: Some(&vars),
+                        stick: None,
+                    },
+                )
                 .map(|v| v.to_str().into_owned())
         };
         assert_eq!(
@@ -1300,6 +1343,29 @@ mod tests {
             "invalid args in converter 'add_item' : one of the optional arguments has to be nonempty"
         );
         assert!(err("strcmp", &[]).contains("expected type 'string' at position 1"));
+    }
+
+    #[test]
+    fn table_converters_parse_and_need_a_table() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(matches!(
+            Conv::parse("table_http_req_rate", &a(&["t"])),
+            Some(Ok(Conv::Table(crate::stick::StickData::HttpReqRate, _)))
+        ));
+        assert!(matches!(
+            Conv::parse("in_table", &a(&["t"])),
+            Some(Ok(Conv::InTable(_)))
+        ));
+        assert!(
+            Conv::parse("in_table", &[])
+                .unwrap()
+                .unwrap_err()
+                .contains("expected type 'table' at position 1")
+        );
+        // Data portcullis tables do not store: not a converter here.
+        assert!(Conv::parse("table_gpc0", &a(&["t"])).is_none());
+        // Without stick tables in reach: no sample.
+        assert_eq!(run("in_table", &["t"], s("10.0.0.1")), None);
     }
 
     #[test]

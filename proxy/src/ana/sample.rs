@@ -11,8 +11,6 @@ use std::net::{IpAddr, SocketAddr};
 use crate::http::head::{Headers, RequestHead, ResponseHead, Version};
 use crate::tcp::hello;
 
-use super::vars::Vars;
-
 /// What `tcp-request content` inspection learnt from a TLS ClientHello still in the buffer
 /// (`req.ssl_*` fetches); `None` in [`SampleCtx::ssl_hello`] means "not TLS / not parsed yet".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1384,7 +1382,7 @@ impl SampleExpr {
     /// The value of the expression (for a header without occurrence: the last value).
     pub fn eval<'a>(&self, ctx: &SampleCtx<'a>) -> Option<SampleValue<'a>> {
         let v = self.fetch_one(ctx)?;
-        self.convert(v, ctx.vars)
+        self.convert(v, ctx)
     }
 
     /// Calls `f` with every value the fetch yields (all header values in an ACL), stopping at
@@ -1406,7 +1404,7 @@ impl SampleExpr {
                 };
                 header_values(hs, name.as_deref(), *full)
                     .into_iter()
-                    .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v)), ctx.vars))
+                    .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v)), ctx))
                     .any(|v| f(&v))
             }
             Fetch::ReqSslAlpn if ctx.ssl_hello.is_none() => {
@@ -1415,7 +1413,7 @@ impl SampleExpr {
                 };
                 h.alpn
                     .into_iter()
-                    .filter_map(|v| self.convert(SampleValue::Str(v), ctx.vars))
+                    .filter_map(|v| self.convert(SampleValue::Str(v), ctx))
                     .any(|v| f(&v))
             }
             Fetch::HdrVal {
@@ -1429,7 +1427,7 @@ impl SampleExpr {
                 header_values(hs, name.as_deref(), false)
                     .into_iter()
                     .filter_map(|v| v.parse::<i64>().ok())
-                    .filter_map(|v| self.convert(SampleValue::Int(v), ctx.vars))
+                    .filter_map(|v| self.convert(SampleValue::Int(v), ctx))
                     .any(|v| f(&v))
             }
             // An ACL on `http_auth_group` matches the user's groups (HAProxy's `pat_match_auth`).
@@ -1449,9 +1447,7 @@ impl SampleExpr {
                 lists
                     .groups_of(list, user)
                     .into_iter()
-                    .filter_map(|g| {
-                        self.convert(SampleValue::Str(Cow::Owned(g.to_string())), ctx.vars)
-                    })
+                    .filter_map(|g| self.convert(SampleValue::Str(Cow::Owned(g.to_string())), ctx))
                     .any(|v| f(&v))
             }
             _ => match self.eval(ctx) {
@@ -1478,9 +1474,13 @@ impl SampleExpr {
         }
     }
 
-    fn convert<'a>(&self, mut v: SampleValue<'a>, vars: Option<&Vars>) -> Option<SampleValue<'a>> {
+    fn convert<'a>(&self, mut v: SampleValue<'a>, ctx: &SampleCtx<'_>) -> Option<SampleValue<'a>> {
+        let env = super::conv::ConvEnv {
+            vars: ctx.vars,
+            stick: ctx.stick,
+        };
         for c in &self.convs {
-            v = c.apply_with(v, vars)?;
+            v = c.apply_with(v, &env)?;
         }
         Some(v)
     }
