@@ -731,7 +731,7 @@ fn unique_id_header_fetch_and_log() {
         || http_node("n1"),
         |ports, n| {
             format!(
-                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    unique-id-format %ci:%f:%HM:%HU\n    unique-id-header X-Unique-ID\n    http-request set-header x-uid %[unique-id]\n    log-format \"%ID %ST %b\"\n    default_backend be\n\nbackend be\n    option forwardfor\n    server s1 {}\n",
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    unique-id-format %ci:%f:%HM:%HU:%rt\n    unique-id-header X-Unique-ID\n    http-request set-header x-uid %[unique-id]\n    log-format \"%ID %ST %b %rt %{{+X}}rt\"\n    default_backend be\n\nbackend be\n    option forwardfor\n    server s1 {}\n",
                 ports[0],
                 n.addr()
             )

@@ -217,6 +217,7 @@ impl Session {
         );
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
+        log.req_counter = self.shared.model.streams.fetch_add(1, Ordering::Relaxed);
         log.ssl = self.tls.is_some();
         log.tls = self.tls.clone();
         log.proxied = self.proxied.clone();

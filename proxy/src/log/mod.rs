@@ -278,6 +278,7 @@ impl Logger {
             res_captures: res_caps.as_deref().map(Vec::as_slice),
             pid: self.pid,
             unique_id: rec.unique_id.as_deref(),
+            req_counter: rec.req_counter,
             ..Default::default()
         };
         let mut ctx = SampleCtx::new(client, local, &rec.frontend)

@@ -54,6 +54,8 @@ pub struct SessionLog {
     pub vars: Option<std::rc::Rc<crate::ana::vars::Vars>>,
     /// The stream's `unique-id-format` value (`%ID`, `unique-id`).
     pub unique_id: Option<String>,
+    /// The stream's number in the process (`%rt`).
+    pub req_counter: u64,
 }
 
 impl SessionLog {
@@ -93,6 +95,7 @@ impl SessionLog {
             captures: None,
             vars: None,
             unique_id: None,
+            req_counter: 0,
         }
     }
 }

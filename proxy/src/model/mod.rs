@@ -665,6 +665,8 @@ pub struct Model {
     pub cfg: cfg::Config,
     pub proxies: Vec<Arc<Proxy>>,
     pub actconn: Gate,
+    /// Streams started so far (HAProxy's `global.req_count`: `%rt`, the stream's number).
+    pub streams: AtomicU64,
     /// Process-wide counters for `show info`: `stot`/`sess_rate` are sessions (`CumConns`,
     /// `SessRate`), `conn_rate` connections, `req_tot` requests (`CumReq`).
     pub totals: Counters,
@@ -768,6 +770,7 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
+            streams: AtomicU64::new(0),
             totals: Counters::default(),
             stick,
             cfg,
