@@ -731,7 +731,7 @@ fn unique_id_header_fetch_and_log() {
         || http_node("n1"),
         |ports, n| {
             format!(
-                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    unique-id-format %ci:%f:%HM:%HU:%rt\n    unique-id-header X-Unique-ID\n    http-request set-header x-uid %[unique-id]\n    log-format \"%ID %ST %b %rt %{{+X}}rt\"\n    default_backend be\n\nbackend be\n    option forwardfor\n    server s1 {}\n",
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    unique-id-format %ci:%f:%HM:%HU:%rt\n    unique-id-header X-Unique-ID\n    http-request set-header x-uid %[unique-id]\n    http-response set-header x-res-uid %[unique-id]\n    log-format \"%ID %ST %b %rt %{{+X}}rt\"\n    default_backend be\n\nbackend be\n    option forwardfor\n    server s1 {}\n",
                 ports[0],
                 n.addr()
             )
@@ -739,11 +739,16 @@ fn unique_id_header_fetch_and_log() {
         |side, n| {
             let a = side.addr(0);
             let mut out = Steps::new();
-            let s = send(
-                a,
-                b"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            );
-            step(&mut out, side, "request", s, 1);
+            let mut c = connect_from(None, a);
+            c.write_all(b"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let r = read_response(&mut c, false);
+            let res_uid = vec![format!(
+                "{:?}",
+                r.as_ref().and_then(|r| r.header("x-res-uid"))
+            )];
+            step(&mut out, side, "request", Seen::from(r, false), 1);
+            out.push(("response uid".into(), (Seen::from(None, false), res_uid)));
             let s = send(
                 a,
                 b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",

@@ -1287,6 +1287,7 @@ impl Session {
         head: &mut ResponseHead,
         captures: Option<&Captured>,
         vars: Option<&Vars>,
+        unique_id: Option<&str>,
     ) -> Option<u16> {
         let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
@@ -1297,6 +1298,7 @@ impl Session {
         base.server = Some(&srv.name);
         base.captures = captures;
         base.vars = vars;
+        base.unique_id = unique_id;
         base.counts = Some((&*self.shared.model, &be.name));
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
@@ -1403,6 +1405,7 @@ impl Session {
             &mut head,
             log.captures.as_deref(),
             log.vars.as_deref(),
+            log.unique_id.as_deref(),
         ) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(framing).advance(&sbuf) {
