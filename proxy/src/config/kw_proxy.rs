@@ -106,6 +106,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_unique_id_header,
     },
     ProxyKw {
+        kw: "hash-balance-factor",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_hash_balance_factor,
+    },
+    ProxyKw {
         kw: "hash-type",
         caps: DEF | BE,
         strict: false,
@@ -586,6 +592,20 @@ pub(crate) fn parse_balance(a: &[String]) -> Result<Option<Balance>, String> {
             return Err("only supports 'roundrobin', 'static-rr', 'leastconn', 'source', 'uri', 'url_param', 'hdr(name)' and 'rdp-cookie(name)' options.".into());
         }
     }))
+}
+
+/// `hash-balance-factor <n>`: consistent hashing with bounded loads (0 or more than 100).
+fn kw_hash_balance_factor(p: &mut P, args: &[String]) {
+    if arg(args, 1).is_empty() {
+        p.alert("'hash-balance-factor' expects an integer argument.");
+        return;
+    }
+    let n = super::values::atoi(arg(args, 1));
+    if n != 0 && n <= 100 {
+        p.alert("'hash-balance-factor' must be 0 or greater than 100.");
+        return;
+    }
+    p.px.hash_balance_factor = u32::try_from(n).unwrap_or(0);
 }
 
 /// `hash-type map-based|consistent [<function> [avalanche]]` (consistent alone: sdbm with

@@ -1171,6 +1171,8 @@ pub struct Proxy {
     pub retries: u32,
     pub balance: Balance,
     pub hash_type: HashType,
+    /// `hash-balance-factor` (0: unbounded).
+    pub hash_balance_factor: u32,
     pub http_reuse: HttpReuse,
     pub options: Options,
     pub logs: Vec<LogTarget>,
@@ -1281,6 +1283,7 @@ impl Proxy {
             retries: 3,
             balance: Balance::Roundrobin,
             hash_type: HashType::default(),
+            hash_balance_factor: 0,
             http_reuse: HttpReuse::Safe,
             options: Options::default(),
             logs: Vec::new(),

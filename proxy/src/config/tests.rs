@@ -1758,3 +1758,22 @@ fn unique_id_keywords() {
         ]
     );
 }
+
+#[test]
+fn hash_balance_factor_keyword() {
+    let c = ok(&format!(
+        "{T}backend b\n hash-balance-factor 150\n server s 127.0.0.1:1\n"
+    ));
+    let b = c.proxies.iter().find(|p| p.name == "b").unwrap();
+    assert_eq!(b.hash_balance_factor, 150);
+    let a = alerts(&format!(
+        "{T}backend b\n hash-balance-factor\n hash-balance-factor 50\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "6: 'hash-balance-factor' expects an integer argument.",
+            "7: 'hash-balance-factor' must be 0 or greater than 100.",
+        ]
+    );
+}

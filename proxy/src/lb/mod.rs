@@ -87,6 +87,9 @@ struct Group {
     map: Box<[usize]>,
     /// `hash-type consistent` and `random`: HAProxy's ring, `(point, server)` sorted by point.
     ring: Box<[(u32, usize)]>,
+    /// Per member in configuration order: `(server, cumulative weight before it, weight)` in
+    /// ring units (weight × 16), for `hash-balance-factor`.
+    shares: Box<[(usize, u64, u64)]>,
 }
 
 impl Group {
@@ -140,6 +143,15 @@ impl Group {
                 map.clone()
             };
         }
+        let mut cum = 0u64;
+        let shares: Box<[(usize, u64, u64)]> = members
+            .iter()
+            .map(|&(i, w)| {
+                let ew = u64::from(w) * 16;
+                cum += ew;
+                (i, cum - ew, ew)
+            })
+            .collect();
         let members: Box<[usize]> = members.into_iter().map(|(i, _)| i).collect();
         let mut by_id = Vec::new();
         if *algo == Balance::First {
@@ -152,6 +164,7 @@ impl Group {
             table: table.into_boxed_slice(),
             map: map.into_boxed_slice(),
             ring: ring.into_boxed_slice(),
+            shares,
         }
     }
 
@@ -180,6 +193,8 @@ struct Shape {
     wmult: u32,
     /// `balance hash <expr>`, compiled.
     expr: Option<std::sync::Arc<crate::ana::sample::SampleExpr>>,
+    /// `hash-balance-factor` (0: unbounded).
+    balance_factor: u32,
 }
 
 /// A backend's balancing state, immutable between rebuilds.
@@ -217,6 +232,7 @@ impl Lb {
                 allbackups,
                 wmult: wmult.max(1),
                 expr,
+                balance_factor: 0,
             },
             servers,
         )
@@ -250,7 +266,14 @@ impl Lb {
     /// [`Lb::rebuild`] then applies the live state.
     pub fn with_servers(&self, servers: &[LbServer]) -> Lb {
         let s = &self.shape;
-        Lb::with_hash(&s.algo, s.hash, servers, s.allbackups)
+        Lb::with_hash(&s.algo, s.hash, servers, s.allbackups).with_balance_factor(s.balance_factor)
+    }
+
+    /// `hash-balance-factor`: on the consistent ring, a server serving more than `factor`% of
+    /// its weighted share passes the stream on (HAProxy's bounded loads).
+    pub fn with_balance_factor(mut self, factor: u32) -> Lb {
+        self.shape.balance_factor = factor;
+        self
     }
 
     pub fn algo(&self) -> &Balance {
@@ -447,7 +470,8 @@ impl<V: ServerView> Pick<'_, V> {
             // `allbackups`, indexes the backup map by the first backup's weight.
             Target::Single(_) => self.walk_map(&self.lb.backup, 0),
             Target::Group(g) if consistent => self
-                .ring_walk(g, hash, |i| self.fits(i))
+                .ring_walk(g, hash, |i| self.fits(i) && self.within_bound(g, i))
+                .or_else(|| self.ring_walk(g, hash, |i| self.fits(i)))
                 .or_else(|| self.avoided(g)),
             Target::Group(g) => self.walk_map(g, hash),
         }
@@ -490,6 +514,30 @@ impl<V: ServerView> Pick<'_, V> {
             .find(|&i| ok(i))
     }
 
+    /// `chash_server_is_eligible`: server `i` serves fewer streams than its slots, the
+    /// backend's streams (plus this one) × factor / 100 spread by weight. Always true without
+    /// a factor.
+    fn within_bound(&self, g: &Group, i: usize) -> bool {
+        let factor = u64::from(self.lb.shape.balance_factor);
+        if factor == 0 {
+            return true;
+        }
+        let Some(&(_, cumw, ew)) = g.shares.iter().find(|&&(s, _, _)| s == i) else {
+            return true;
+        };
+        let tot: u64 = g.shares.iter().map(|&(_, _, w)| w).sum();
+        if tot == 0 {
+            return true;
+        }
+        let served: u64 = (0..self.lb.servers.len())
+            .map(|s| u64::from(self.view.conns(s)))
+            .sum();
+        let tot_slots = ((served + 1) * factor).div_ceil(100);
+        let (per, rem) = (tot_slots / tot, tot_slots % tot);
+        let slots = (ew * per + ((cumw + ew) * rem) / tot - (cumw * rem) / tot).max(1);
+        u64::from(self.view.conns(i)) < slots
+    }
+
     /// `balance random(<draws>)`: the least loaded (per weight) of `draws` random ring
     /// lookups; a full server leaves the stream to the backend queue.
     fn random(&self, draws: u32) -> Option<usize> {
@@ -498,6 +546,7 @@ impl<V: ServerView> Pick<'_, V> {
             Target::Group(g) => g,
         };
         let usable = |i: usize| Some(i) != self.exclude && eligible(self.view, i);
+        let bounded = |i: usize| usable(i) && self.within_bound(g, i);
         let load = |i: usize| {
             (
                 u64::from(self.view.conns(i)),
@@ -507,8 +556,10 @@ impl<V: ServerView> Pick<'_, V> {
         let mut curr: Option<usize> = None;
         for _ in 0..draws.max(1) {
             let prev = curr;
+            let h = random_u32();
             let Some(c) = self
-                .ring_walk(g, random_u32(), usable)
+                .ring_walk(g, h, bounded)
+                .or_else(|| self.ring_walk(g, h, usable))
                 .or_else(|| self.avoided(g))
             else {
                 break;

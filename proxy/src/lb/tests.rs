@@ -649,3 +649,41 @@ fn random_prefers_the_less_loaded_draw() {
     }
     assert!(c[0] > 700 && c[1] > 700, "{c:?}");
 }
+
+/// `hash-balance-factor` as chash_server_is_eligible: with 125, two equal servers and 10
+/// streams on the first, its share is 7 slots, so every key goes to the second.
+#[test]
+fn balance_factor_bounds_loads_on_the_ring() {
+    let s = servers(&[1, 1]);
+    let algo = Balance::Uri {
+        len: 0,
+        depth: 0,
+        whole: false,
+        path_only: false,
+    };
+    let consistent = HashType {
+        consistent: true,
+        avalanche: true,
+        ..HashType::default()
+    };
+    let mut view = View::of(&s);
+    view.conns = vec![10, 0];
+    let cursor = AtomicU64::new(0);
+    let free = Lb::with_hash(&algo, consistent, &s, false);
+    let bounded = free.clone().with_balance_factor(125);
+    let keys: Vec<u32> = (0..200u32).map(full_hash).collect();
+    assert!(
+        keys.iter()
+            .any(|&k| free.pick(&cursor, &view, Some(k)) == Some(0))
+    );
+    assert!(
+        keys.iter()
+            .all(|&k| bounded.pick(&cursor, &view, Some(k)) == Some(1))
+    );
+    // Both past their share: the plain choice.
+    view.conns = vec![10, 10];
+    assert!(
+        keys.iter()
+            .all(|&k| bounded.pick(&cursor, &view, Some(k)) == free.pick(&cursor, &view, Some(k)))
+    );
+}

@@ -709,7 +709,8 @@ impl Model {
                     p.hash_type,
                     &lb_servers,
                     p.options.allbackups,
-                );
+                )
+                .with_balance_factor(p.hash_balance_factor);
                 let servers: Vec<Arc<Server>> = p
                     .servers
                     .iter()
