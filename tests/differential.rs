@@ -667,6 +667,30 @@ fn converters_as_seen_by_backend() {
         "req.hdr(x-b),b64dec",
         "req.hdr(x-w),ltrim(\\ x),rtrim(y)",
         "req.hdr(x-w),cut_crlf,upper",
+        "url_param(q)",
+        "urlp",
+        "url_param(z)",
+        "env(HOME)",
+        "hostname",
+        "rand(1)",
+        "uuid,length",
+        "date,div(1000000000),bool",
+        "date(0,ms),div(1000000000000),bool",
+        "be_conn(be)",
+        "nbsrv(be)",
+        "srv_conn(be/s1)",
+        "req.cook(a)",
+        "cook(b)",
+        "req.cook",
+        "req.cook_cnt(a)",
+        "req.cook_cnt",
+        "req.cook_val(n)",
+        "cookie(a)",
+        "req.cook(c)",
+        "fe_conn",
+        "fe_conn(fe)",
+        "be_sess_rate(be)",
+        "srv_sess_rate(be/s1)",
     ];
     let rules: Vec<String> = exprs
         .iter()
@@ -687,7 +711,7 @@ fn converters_as_seen_by_backend() {
         |side, n| {
             let a = side.addr(0);
             let mut out = Steps::new();
-            let raw = "GET /a/bb/ccc/dd?q=1 HTTP/1.1\r\nHost: example.com\r\nx-in: a\"b/c\\d\r\nx-n: 21\r\nx-e: a%20b+c?d+e%41\r\nx-t: 784111777\r\nx-b: aGVsbG8=\r\nx-w:   xxwordyy\r\nConnection: close\r\n\r\n";
+            let raw = "GET /a/bb/ccc/dd?q=1 HTTP/1.1\r\nHost: example.com\r\nx-in: a\"b/c\\d\r\nx-n: 21\r\nx-e: a%20b+c?d+e%41\r\nx-t: 784111777\r\nx-b: aGVsbG8=\r\nx-w:   xxwordyy\r\nCookie: a=1; b = two ; $Path=/; a=3, c=4\r\nCookie: n=42x; a=\"q;u\"; e\r\nConnection: close\r\n\r\n";
             let s = send(a, raw.as_bytes());
             step(&mut out, side, "request", s, 1);
             let heads: Vec<String> = n.requests().iter().map(|r| r.head.clone()).collect();
@@ -698,6 +722,105 @@ fn converters_as_seen_by_backend() {
         return;
     };
     assert_same("converters", &h, &p);
+}
+
+#[test]
+fn unique_id_header_fetch_and_log() {
+    let Some((h, p)) = differential(
+        1,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    unique-id-format %ci:%f:%HM:%HU:%rt\n    unique-id-header X-Unique-ID\n    http-request set-header x-uid %[unique-id]\n    http-response set-header x-res-uid %[unique-id]\n    log-format \"%ID %ST %b %rt %{{+X}}rt\"\n    default_backend be\n\nbackend be\n    option forwardfor\n    server s1 {}\n",
+                ports[0],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let a = side.addr(0);
+            let mut out = Steps::new();
+            let mut c = connect_from(None, a);
+            c.write_all(b"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let r = read_response(&mut c, false);
+            let res_uid = vec![format!(
+                "{:?}",
+                r.as_ref().and_then(|r| r.header("x-res-uid"))
+            )];
+            step(&mut out, side, "request", Seen::from(r, false), 1);
+            out.push(("response uid".into(), (Seen::from(None, false), res_uid)));
+            let s = send(
+                a,
+                b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            step(&mut out, side, "post", s, 1);
+            let heads: Vec<String> = n
+                .requests()
+                .iter()
+                .map(|r| {
+                    r.head
+                        .lines()
+                        .filter(|l| l.starts_with("x-") || l.starts_with("X-"))
+                        .map(|l| l.replace(&format!(":{}", side.ports[0]), ":PORT"))
+                        .collect::<Vec<_>>()
+                        .join("|")
+                })
+                .collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("unique-id", &h, &p);
+}
+
+#[test]
+fn stick_table_converters() {
+    let Some((h, p)) = differential(
+        1,
+        || http_node("n1"),
+        |ports, n| {
+            format!(
+                "{DEFAULTS}frontend fe\n    bind 127.0.0.1:{}\n    stick-table type ip size 1k expire 1m store http_req_rate(10s),http_req_cnt,conn_cnt\n    http-request set-header x-before \"%[src,in_table(fe)] %[src,table_http_req_cnt(fe)]\"\n    http-request track-sc0 src\n    http-request set-header x-t \"%[src,in_table(fe)] %[src,table_http_req_rate(fe)] %[src,table_http_req_cnt(fe)] %[src,table_conn_cnt(fe)] [%[src,table_sess_cnt(fe)]] %[str(10.9.9.9),in_table(fe)] %[str(10.9.9.9),table_sess_cnt(fe)] [%[str(x),in_table(fe)]]\"\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+                ports[0],
+                n.addr()
+            )
+        },
+        |side, n| {
+            let a = side.addr(0);
+            let mut out = Steps::new();
+            let mut c = connect_from(None, a);
+            let mut seen = Vec::new();
+            for raw in [
+                "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n",
+                "GET /2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            ] {
+                c.write_all(raw.as_bytes()).unwrap();
+                seen.push(format!(
+                    "{:?}",
+                    read_response(&mut c, false).map(|r| r.status)
+                ));
+            }
+            out.push(("responses".into(), (Seen::from(None, false), seen)));
+            let heads: Vec<String> = n
+                .requests()
+                .iter()
+                .map(|r| {
+                    r.head
+                        .lines()
+                        .filter(|l| l.starts_with("x-"))
+                        .collect::<Vec<_>>()
+                        .join("|")
+                })
+                .collect();
+            out.push(("backend heads".into(), (Seen::from(None, false), heads)));
+            out
+        },
+    ) else {
+        return;
+    };
+    assert_same("table converters", &h, &p);
 }
 
 #[test]
@@ -717,6 +840,9 @@ fn variables_across_rules_transactions_and_logs() {
         "http-request set-header x-sess %[var(sess.n)]",
         "http-request set-header x-vars \"%[var(txn.p)] %[var(txn.g)] %[var(txn.h)] [%[var(txn.e)]] %[var(txn.f)] [%[var(txn.u)]] %[var(req.r)]\"",
         "http-request set-header x-dflt %[var(txn.none,fallback)]",
+        "http-request set-header x-conv \"%[var(txn.p),concat(<,txn.f,>)] %[var(txn.p),concat(,txn.none,!)] %[str(a),add_item(;,txn.p)] [%[str(),add_item(;,,sfx)]] %[str(a),add_item(;,txn.none)]\"",
+        "http-request set-header x-cmp \"%[var(txn.p),strcmp(txn.p)] %[str(/a/z),strcmp(txn.p)] %[str(/a/a),strcmp(txn.p)] %[str(/a/b/c),strcmp(txn.p)] %[str(/a),strcmp(txn.p)] [%[str(x),strcmp(txn.none)]] %[var(txn.p),secure_memcmp(txn.p)] %[str(/a/c),secure_memcmp(txn.p)]\"",
+        "http-request set-header x-ops \"%[var(txn.g),add(txn.g)] %[int(7),mul(txn.h),sub(-2)] [%[int(1),sub(txn.none)]]\"",
         "http-request deny deny_status 403 if { var(txn.p) -m str /deny }",
         "http-response set-var(res.s) status",
         "http-response set-header x-res \"%[var(res.s)] %[var(txn.p)] %[var(sess.n)]\"",
@@ -905,7 +1031,11 @@ fn http_response_rules_as_the_client_sees_them() {
         "http-response allow if { status 201 }",
         "http-response set-status 299 if { status 202 }",
         "http-response set-status 418 reason Teapot if { status 203 }",
+        "http-response add-header Set-Cookie \"sid=abc; Path=/; HttpOnly\"",
+        "http-response add-header Set-Cookie \"lang=fr; Max-Age=3, x=1\"",
+        "http-response set-header X-Cook \"%[res.cook(sid)] %[res.cook(lang)] %[res.cook_cnt] %[res.cook_cnt(sid)] %[res.cook] %[scook_val(lang)] %[cookie(x)]\"",
         "http-response set-header X-Late late",
+        "http-response set-header X-Counts \"%[be_conn] %[be_conn(be)] %[srv_conn(s1)] %[srv_conn(be/s1)] %[nbsrv] %[nbsrv(be)]\"",
     ]
     .join("\n    ");
     let Some((h, p)) = differential(

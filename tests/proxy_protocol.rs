@@ -314,6 +314,7 @@ fn bad_headers_log_as_haproxy() {
         logs.push(got);
     }
     assert_eq!(logs[1], logs[0], "portcullis vs HAProxy");
+    assert_eq!(logs[2], logs[0], "portcullis as the sender vs HAProxy");
     assert_eq!(echo.connections(), 0);
 }
 
@@ -481,6 +482,18 @@ fn fetches_log_as_haproxy() {
         "    timeout server 3s\n    unique-id-format uid-%[src]\n",
     );
     let _sender = Proc::haproxy(&sender, lo(u_pc)).expect("haproxy sender");
+    // portcullis as the sender, into HAProxy: the same unique id in the same TLV.
+    let u_ours = free_port();
+    let ours_sender = sender_cfg(
+        "tcp",
+        "send-proxy-v2 proxy-v2-options unique-id",
+        &[(u_ours, lo(rp))],
+    )
+    .replace(
+        "    timeout server 3s\n",
+        "    timeout server 3s\n    unique-id-format uid-%[src]\n",
+    );
+    let _ours_sender = Proc::portcullis(&ours_sender, lo(u_ours));
     std::thread::sleep(Duration::from_millis(200));
     let src: SocketAddr = "127.0.0.9:4000".parse().expect("addr");
     let dst: SocketAddr = "127.0.0.1:80".parse().expect("addr");
@@ -507,7 +520,11 @@ fn fetches_log_as_haproxy() {
     encode_v2(None, &Tlvs::default(), &mut h);
     headers.push(h);
     let mut logs = Vec::new();
-    for (port, uport, p) in [(rp, u_ref, &reference), (pp, u_pc, &ours)] {
+    for (port, uport, p) in [
+        (rp, u_ref, &reference),
+        (pp, u_pc, &ours),
+        (rp, u_ours, &reference),
+    ] {
         let mut got = Vec::new();
         let exchange = |to: SocketAddr, header: &[u8], from_client: bool| {
             let before = p.log_lines().len();
@@ -549,6 +566,7 @@ fn fetches_log_as_haproxy() {
         logs.push(got);
     }
     assert_eq!(logs[1], logs[0], "portcullis vs HAProxy");
+    assert_eq!(logs[2], logs[0], "portcullis as the sender vs HAProxy");
     assert!(
         logs[0][1].contains("auth=www.example.com uid=abc-123 b=named"),
         "{logs:?}"
@@ -903,6 +921,7 @@ fn expect_proxy_layer4_vs_haproxy() {
         ]
     );
     assert_eq!(logs[1], logs[0], "portcullis vs HAProxy");
+    assert_eq!(logs[2], logs[0], "portcullis as the sender vs HAProxy");
 }
 
 /// `accept-proxy` and `send-proxy-v2` around the kernel relay (`portcullis-relay kernel`): the

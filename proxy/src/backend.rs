@@ -1,7 +1,7 @@
 //! Server choice and connection establishment for a backend: LB pick, connect with `timeout
 //! connect`, `retries` and `option redispatch` with HAProxy's semantics (compat §7).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -77,7 +77,7 @@ pub fn release(be: &Proxy, srv: &Server) {
 /// backend's queue for `timeout queue` (default: `timeout connect`). Returns the time queued.
 pub async fn take_server(
     be: &Proxy,
-    src: Option<IpAddr>,
+    key: Option<u32>,
 ) -> Result<(Arc<Server>, Duration), ConnectError> {
     let start = Instant::now();
     let limit = be.cfg.timeouts.queue.or(be.cfg.timeouts.connect);
@@ -85,7 +85,7 @@ pub async fn take_server(
     let mut queued = false;
     let out = loop {
         let notified = be.queue.notified();
-        if let Some(s) = pick_server(be, src, None) {
+        if let Some(s) = pick_server(be, key, None) {
             if acquire(&s) {
                 break Ok((s, start.elapsed()));
             }
@@ -129,18 +129,19 @@ pub struct Failed {
     pub info: ConnectInfo,
 }
 
-/// Picks a usable server with the backend's algorithm. `exclude` is the server a redispatch moves
-/// away from (ignored when it is the only usable one).
+/// Picks a usable server with the backend's algorithm; `key` is the stream's balancing key
+/// ([`crate::lb::Lb::key`]). `exclude` is the server a redispatch moves away from (ignored when
+/// it is the only usable one).
 pub fn pick_server(
     be: &Proxy,
-    src: Option<IpAddr>,
+    key: Option<u32>,
     exclude: Option<&Arc<Server>>,
 ) -> Option<Arc<Server>> {
     let pool = be.pool();
     let ex = exclude.and_then(|x| pool.servers.iter().position(|s| Arc::ptr_eq(s, x)));
     let idx = pool
         .lb
-        .pick_excluding(&be.lb_cursor, &pool.view(), src, ex)?;
+        .pick_excluding(&be.lb_cursor, &pool.view(), key, ex)?;
     pool.servers.get(idx).cloned()
 }
 
@@ -231,7 +232,7 @@ pub fn proxy_header(pp: &crate::config::model::SendProxy, c: &ClientSide<'_>) ->
 pub async fn connect(
     io: IoBackend,
     be: &Proxy,
-    src: Option<IpAddr>,
+    key: Option<u32>,
     chosen: Option<Arc<Server>>,
     client: &ClientSide<'_>,
 ) -> Result<Connected, Failed> {
@@ -239,7 +240,7 @@ pub async fn connect(
     let mut info = ConnectInfo::default();
     let mut srv = match chosen {
         Some(s) => s,
-        None => match take_server(be, src).await {
+        None => match take_server(be, key).await {
             Ok((s, q)) => {
                 info.queue = q;
                 s
@@ -325,7 +326,7 @@ pub async fn connect(
                 Counters::add(&srv.counters.retries, 1);
                 Counters::add(&be.counters.retries, 1);
                 let other = if should_redispatch(be, &srv, info.retries) {
-                    pick_server(be, src, Some(&srv))
+                    pick_server(be, key, Some(&srv))
                 } else {
                     None
                 };

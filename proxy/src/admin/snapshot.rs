@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use portcullis_runtime_api::model as api;
 
-use crate::config::model::{Balance, BindAddr, Mode};
+use crate::config::model::{BindAddr, Mode};
 use crate::model::{self, ADMIN_DRAIN, ADMIN_MAINT, Model, Oper, Proxy, Server};
 
 /// The counters of one row at `now_ms`; `http` sizes the time averages' window by requests
@@ -258,11 +258,9 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
         api::BackendSnap {
             fullconn: fullconn(model, p),
             algo: p.cfg.balance.as_str().into(),
-            dynamic_weights: !matches!(p.cfg.balance, Balance::StaticRr),
-            dynamic_servers: matches!(
-                p.cfg.balance,
-                Balance::Roundrobin | Balance::Leastconn | Balance::First
-            ),
+            // HAProxy's BE_LB_PROP_DYN decides both `set weight` and `add server`.
+            dynamic_weights: p.cfg.balance.dynamic_weights(&p.cfg.hash_type),
+            dynamic_servers: p.cfg.balance.dynamic_weights(&p.cfg.hash_type),
             all_backups: p.cfg.options.allbackups,
             cookie: None,
             down_trans: p.be_state.down_trans.load(Ordering::Relaxed),

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use base64::Engine;
 
 use super::sample::SampleValue;
+use super::vars::{VarName, Vars};
 
 /// A parsed converter with its arguments.
 #[derive(Clone, Debug)]
@@ -72,8 +73,16 @@ pub enum Conv {
     Rtrim(Vec<u8>),
     /// `iif(<true>,<false>)`
     Iif(String, String),
-    /// `add|sub|mul|div|mod|and|or|xor(<integer>)`
-    Arith(ArithOp, i64),
+    /// `add|sub|mul|div|mod|and|or|xor(<integer>|<variable>)`
+    Arith(ArithOp, IntArg),
+    /// `concat([<start>],[<var>],[<end>])`: the input, then each part.
+    Concat(String, Option<VarName>, String),
+    /// `add_item(<delim>,[<var>][,<suffix>])`: the delimiter only after a non-empty input.
+    AddItem(String, Option<VarName>, String),
+    /// `strcmp(<var>)`: strcmp(3)-like order of the input and the variable.
+    Strcmp(VarName),
+    /// `secure_memcmp(<var>)`: constant-time equality with the variable.
+    SecureMemcmp(VarName),
     Neg,
     Cpl,
     Bool,
@@ -82,6 +91,25 @@ pub enum Conv {
     Even,
     /// `debug`: passes the value through (HAProxy also copies it to a ring).
     Debug,
+    /// `in_table(<table>)`: the input (an address) has an entry in the table.
+    InTable(String),
+    /// `table_<data>(<table>)`: the entry's value, 0 without an entry.
+    Table(crate::stick::StickData, String),
+}
+
+/// What converters read besides their input: the transaction's variables and stick tables.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConvEnv<'a> {
+    pub vars: Option<&'a Vars>,
+    pub stick: Option<crate::stick::StickView<'a>>,
+}
+
+/// An operator's argument: an integer, or a variable read at run time (HAProxy tries the
+/// variable name first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IntArg {
+    Const(i64),
+    Var(VarName),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,11 +165,13 @@ impl Eq for Conv {}
 
 /// The converter names [`Conv::parse`] knows (besides the `map*` family).
 pub const NAMES: &[&str] = &[
+    "add_item",
     "and",
     "b64dec",
     "base64",
     "bool",
     "bytes",
+    "concat",
     "cpl",
     "crc32",
     "cut_crlf",
@@ -155,6 +185,7 @@ pub const NAMES: &[&str] = &[
     "hex2i",
     "hmac",
     "http_date",
+    "in_table",
     "iif",
     "ipmask",
     "json",
@@ -171,9 +202,18 @@ pub const NAMES: &[&str] = &[
     "regsub",
     "rtrim",
     "sdbm",
+    "secure_memcmp",
     "sha1",
     "sha2",
+    "strcmp",
     "sub",
+    "table_conn_cnt",
+    "table_conn_cur",
+    "table_conn_rate",
+    "table_http_req_cnt",
+    "table_http_req_rate",
+    "table_sess_cnt",
+    "table_sess_rate",
     "add",
     "ub64dec",
     "ub64enc",
@@ -452,13 +492,50 @@ impl Conv {
                         _ => ArithOp::Xor,
                     };
                     let a = need(name, args, 0, "string")?;
-                    // HAProxy also takes a variable name here; variables are not supported yet.
-                    let v = a.trim().parse::<i64>().map_err(|_| {
-                        format!("invalid args in converter '{name}' : failed to parse '{a}' as an integer (variables are not supported yet by portcullis)")
-                    })?;
+                    let v = match VarName::parse(a) {
+                        Ok(var) => IntArg::Var(var),
+                        Err(_) => IntArg::Const(parse_c_int(a).ok_or_else(|| {
+                            format!("invalid args in converter '{name}' : expects an integer or a variable name")
+                        })?),
+                    };
                     Ok(Conv::Arith(op, v))
                 })
             }
+            "concat" | "add_item" => max_args(name, args, 3).and_then(|_| {
+                let first = if name == "add_item" {
+                    need(name, args, 0, "string")?
+                } else {
+                    args.first().map_or("", String::as_str)
+                };
+                let var = match args.get(1).filter(|a| !a.is_empty()) {
+                    Some(a) => Some(var_arg(name, a)?),
+                    None => None,
+                };
+                let last = args.get(2).cloned().unwrap_or_default();
+                if name == "add_item" {
+                    if var.is_none() && last.is_empty() {
+                        return Err(format!("invalid args in converter '{name}' : one of the optional arguments has to be nonempty"));
+                    }
+                    return Ok(Conv::AddItem(first.to_string(), var, last));
+                }
+                Ok(Conv::Concat(first.to_string(), var, last))
+            }),
+            "in_table" => max_args(name, args, 1)
+                .and_then(|_| need(name, args, 0, "table").map(|t| Conv::InTable(t.to_string()))),
+            _ if name.starts_with("table_") => {
+                let d = crate::stick::StickData::from_name(&name["table_".len()..])?;
+                max_args(name, args, 1)
+                    .and_then(|_| need(name, args, 0, "table").map(|t| Conv::Table(d, t.to_string())))
+            }
+            "strcmp" | "secure_memcmp" => max_args(name, args, 1).and_then(|_| {
+                let a = need(name, args, 0, "string")?;
+                let var = var_arg(name, a)?;
+                Ok(if name == "strcmp" {
+                    Conv::Strcmp(var)
+                } else {
+                    Conv::SecureMemcmp(var)
+                })
+            }),
             _ => return None,
         };
         Some(r)
@@ -484,8 +561,14 @@ impl Conv {
         )
     }
 
+    /// Applies the converter without variables (those reading one see it unset).
     pub fn apply<'a>(&self, v: SampleValue<'a>) -> Option<SampleValue<'a>> {
+        self.apply_with(v, &ConvEnv::default())
+    }
+
+    pub fn apply_with<'a>(&self, v: SampleValue<'a>, env: &ConvEnv<'_>) -> Option<SampleValue<'a>> {
         use SampleValue::{Bin, Bool, Int, Ip, Str};
+        let var = |n: &VarName| env.vars.and_then(|vs| vs.get(n));
         let owned = |s: String| Some(Str(Cow::Owned(s)));
         Some(match self {
             Conv::Lower => match v {
@@ -632,7 +715,42 @@ impl Conv {
             Conv::Iif(t, f) => {
                 return owned(if v.to_bool() { t.clone() } else { f.clone() });
             }
-            Conv::Arith(op, b) => Int(arith(*op, v.to_int()?, *b)),
+            Conv::Arith(op, b) => {
+                let b = match b {
+                    IntArg::Const(i) => *i,
+                    IntArg::Var(n) => var(n)?.to_int()?,
+                };
+                Int(arith(*op, v.to_int()?, b))
+            }
+            Conv::Concat(start, name, end) => {
+                let mut out = v.to_str().into_owned();
+                out.push_str(start);
+                if let Some(x) = name.as_ref().and_then(var) {
+                    out.push_str(&x.to_str());
+                }
+                out.push_str(end);
+                return owned(out);
+            }
+            Conv::AddItem(delim, name, suffix) => {
+                let mut out = v.to_str().into_owned();
+                let x = name.as_ref().and_then(var).map(|x| x.to_str().into_owned());
+                if !out.is_empty()
+                    && (x.as_ref().is_some_and(|x| !x.is_empty()) || !suffix.is_empty())
+                {
+                    out.push_str(delim);
+                }
+                out.push_str(x.as_deref().unwrap_or(""));
+                out.push_str(suffix);
+                return owned(out);
+            }
+            Conv::Strcmp(n) => {
+                let (a, b) = (v.to_bytes(), var(n)?.to_bytes().into_owned());
+                Int(strcmp(&a, &b))
+            }
+            Conv::SecureMemcmp(n) => {
+                let (a, b) = (v.to_bytes(), var(n)?.to_bytes().into_owned());
+                Bool(a.len() == b.len() && constant_time_eq(&a, &b))
+            }
             Conv::Neg => Int(v.to_int()?.checked_neg().unwrap_or(i64::MAX)),
             Conv::Cpl => Int(!v.to_int()?),
             Conv::Bool => Bool(v.to_int()? != 0),
@@ -640,8 +758,70 @@ impl Conv {
             Conv::Odd => Bool(v.to_int()? & 1 == 1),
             Conv::Even => Bool(v.to_int()? & 1 == 0),
             Conv::Debug => v,
+            // As HAProxy: an input that is no key of the table gives no sample; a missing
+            // entry gives 0 (false); a present one lacking the data, no sample.
+            Conv::InTable(t) | Conv::Table(_, t) => {
+                let view = env.stick?;
+                let table = view.tables.find(t)?;
+                let key = table.key_of(v.to_ip()?)?;
+                let present = table.contains(key, view.now_ms);
+                match self {
+                    Conv::Table(d, _) if present => {
+                        Int(i64::try_from(table.peek(key, *d, view.now_ms)?).unwrap_or(i64::MAX))
+                    }
+                    Conv::Table(..) => Int(0),
+                    _ => Bool(present),
+                }
+            }
         })
     }
+}
+
+fn var_arg(name: &str, a: &str) -> Result<VarName, String> {
+    VarName::parse(a).map_err(|_| {
+        format!("invalid args in converter '{name}' : failed to register variable name '{a}'")
+    })
+}
+
+/// `read_int64` as `check_operator` uses it: optional sign, digits, nothing after.
+fn parse_c_int(a: &str) -> Option<i64> {
+    let (neg, digits) = match a.as_bytes().first() {
+        Some(b'-') => (true, &a[1..]),
+        Some(b'+') => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for c in digits.bytes() {
+        n = n.wrapping_mul(10).wrapping_add(i64::from(c - b'0'));
+    }
+    Some(if neg { n.wrapping_neg() } else { n })
+}
+
+/// `strcmp` as HAProxy's: `strncmp` over the common length (stops at a NUL), then the shorter
+/// one sorts first; the sign of the byte difference otherwise.
+fn strcmp(a: &[u8], b: &[u8]) -> i64 {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return i64::from(*x) - i64::from(*y);
+        }
+        if *x == 0 {
+            return 0;
+        }
+    }
+    match a.len().cmp(&b.len()) {
+        std::cmp::Ordering::Less => -1,
+        std::cmp::Ordering::Equal => 0,
+        std::cmp::Ordering::Greater => 1,
+    }
+}
+
+/// Equal-length comparison whose time does not depend on where the bytes differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 /// HAProxy's capped integer arithmetic: overflows give the nearest bound, `div` by zero gives
@@ -1066,6 +1246,126 @@ mod tests {
             run("iif", &["yes", "no"], SampleValue::Bool(true)).as_deref(),
             Some("yes")
         );
+    }
+
+    #[test]
+    fn variables_as_arguments() {
+        // configuration.txt: concat, add_item, strcmp, secure_memcmp and the operators reading
+        // a variable; an unset variable drops the part (concat) or fails the sample.
+        use crate::ana::vars::SessVars;
+        let vars = Vars::new(SessVars::default());
+        let n = |s: &str| VarName::parse(s).unwrap();
+        vars.set(&n("txn.x"), s("XX"), &[]);
+        vars.set(&n("txn.n"), SampleValue::Int(5), &[]);
+        let with = |name: &str, args: &[&str], v: SampleValue<'static>| {
+            conv(name, args)
+                .apply_with(
+                    v,
+                    &ConvEnv {
+                        vars: Some(&vars),
+                        stick: None,
+                    },
+                )
+                .map(|v| v.to_str().into_owned())
+        };
+        assert_eq!(
+            with("concat", &["<", "txn.x", ">"], s("a")).as_deref(),
+            Some("a<XX>")
+        );
+        assert_eq!(
+            with("concat", &["", "txn.nope", "!"], s("a")).as_deref(),
+            Some("a!")
+        );
+        assert_eq!(
+            with("concat", &[",", "txn.n"], s("a")).as_deref(),
+            Some("a,5")
+        );
+        assert_eq!(
+            with("add_item", &[",", "txn.x"], s("a")).as_deref(),
+            Some("a,XX")
+        );
+        assert_eq!(
+            with("add_item", &[",", "txn.x"], s("")).as_deref(),
+            Some("XX")
+        );
+        assert_eq!(
+            with("add_item", &[",", "", "s"], s("a")).as_deref(),
+            Some("a,s")
+        );
+        assert_eq!(
+            with("add_item", &[",", "txn.nope"], s("a")).as_deref(),
+            Some("a")
+        );
+        assert_eq!(with("strcmp", &["txn.x"], s("XX")).as_deref(), Some("0"));
+        assert_eq!(with("strcmp", &["txn.x"], s("X")).as_deref(), Some("-1"));
+        assert_eq!(with("strcmp", &["txn.x"], s("XXa")).as_deref(), Some("1"));
+        assert!(
+            with("strcmp", &["txn.x"], s("XA"))
+                .unwrap()
+                .starts_with('-')
+        );
+        assert_eq!(with("strcmp", &["txn.nope"], s("XX")), None);
+        assert_eq!(
+            with("secure_memcmp", &["txn.x"], s("XX")).as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            with("secure_memcmp", &["txn.x"], s("XY")).as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            with("secure_memcmp", &["txn.x"], s("XXX")).as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            with("add", &["txn.n"], SampleValue::Int(2)).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            with("mul", &["-3"], SampleValue::Int(2)).as_deref(),
+            Some("-6")
+        );
+        assert_eq!(with("sub", &["txn.nope"], SampleValue::Int(2)), None);
+        let err = |name: &str, args: &[&str]| {
+            let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            Conv::parse(name, &a).unwrap().unwrap_err()
+        };
+        assert_eq!(
+            err("add", &["x1"]),
+            "invalid args in converter 'add' : expects an integer or a variable name"
+        );
+        assert_eq!(
+            err("concat", &["a", "foo", "b"]),
+            "invalid args in converter 'concat' : failed to register variable name 'foo'"
+        );
+        assert_eq!(
+            err("add_item", &[","]),
+            "invalid args in converter 'add_item' : one of the optional arguments has to be nonempty"
+        );
+        assert!(err("strcmp", &[]).contains("expected type 'string' at position 1"));
+    }
+
+    #[test]
+    fn table_converters_parse_and_need_a_table() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(matches!(
+            Conv::parse("table_http_req_rate", &a(&["t"])),
+            Some(Ok(Conv::Table(crate::stick::StickData::HttpReqRate, _)))
+        ));
+        assert!(matches!(
+            Conv::parse("in_table", &a(&["t"])),
+            Some(Ok(Conv::InTable(_)))
+        ));
+        assert!(
+            Conv::parse("in_table", &[])
+                .unwrap()
+                .unwrap_err()
+                .contains("expected type 'table' at position 1")
+        );
+        // Data portcullis tables do not store: not a converter here.
+        assert!(Conv::parse("table_gpc0", &a(&["t"])).is_none());
+        // Without stick tables in reach: no sample.
+        assert_eq!(run("in_table", &["t"], s("10.0.0.1")), None);
     }
 
     #[test]

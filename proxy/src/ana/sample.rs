@@ -66,6 +66,47 @@ pub struct SampleCtx<'a> {
     pub stick: Option<crate::stick::StickView<'a>>,
     /// The PROXY protocol header the connection arrived with (`fc_rcvd_proxy`, `fc_pp_*`).
     pub proxied: Option<&'a crate::proxy_proto::Header>,
+    /// Live proxy and server counts (`be_conn`, `srv_conn`, `nbsrv`), and the proxy whose
+    /// rules run (their default backend).
+    pub counts: Option<(&'a dyn Counts, &'a str)>,
+    /// The stream's unique id (`unique-id`).
+    pub unique_id: Option<&'a str>,
+}
+
+/// What `be_conn`, `srv_conn` and `nbsrv` read of the running proxies, by name.
+pub trait Counts {
+    /// Current sessions on the backend (`beconn`).
+    fn be_conn(&self, backend: &str) -> Option<i64>;
+    /// Current sessions on the server.
+    fn srv_conn(&self, backend: &str, server: &str) -> Option<i64>;
+    /// Usable servers as HAProxy's `be_usable_srv`: the active ones, else 1 for the first
+    /// backup (all backups with `allbackups`).
+    fn nbsrv(&self, backend: &str) -> Option<i64>;
+    /// A current connection count or a per-second rate of a proxy (or of one of its servers,
+    /// when `server` is not empty).
+    fn gauge(&self, g: Gauge, proxy: &str, server: &str) -> Option<i64> {
+        let _ = (g, proxy, server);
+        None
+    }
+}
+
+/// The gauges of [`Counts::gauge`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gauge {
+    /// `fe_conn`: current connections on the frontend.
+    FeConn,
+    /// `fe_sess_rate`, `fe_req_rate`, `be_sess_rate`, `srv_sess_rate`: events over the last
+    /// second.
+    FeSessRate,
+    FeReqRate,
+    BeSessRate,
+    SrvSessRate,
+}
+
+impl std::fmt::Debug for dyn Counts + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counts")
+    }
 }
 
 impl<'a> SampleCtx<'a> {
@@ -92,6 +133,8 @@ impl<'a> SampleCtx<'a> {
             partial: false,
             stick: None,
             proxied: None,
+            counts: None,
+            unique_id: None,
         }
     }
 
@@ -286,6 +329,47 @@ pub enum Fetch {
     },
     /// `res.ver`: the response's HTTP version.
     ResVer,
+    /// `rand([<range>])`: a random 32-bit integer, scaled into `[0, range)`.
+    Rand(Option<i64>),
+    /// `uuid([4])`: a random (version 4) UUID.
+    Uuid,
+    /// `url_param|urlp([<name>[,<delim>]])`: a query-string parameter's value (the first
+    /// parameter's without a name).
+    UrlParam {
+        name: String,
+        delim: u8,
+    },
+    /// `env(<name>)`: an environment variable of the process.
+    Env(String),
+    /// `hostname`: the machine's host name.
+    Hostname,
+    /// `req.cook|cook|res.cook|scook|cookie([<name>])` and their `_cnt`/`_val` forms: cookies of
+    /// the `Cookie` (request) or `Set-Cookie` (response) headers.
+    Cook {
+        name: String,
+        dir: HdrDir,
+        kind: CookKind,
+    },
+    /// `be_conn([<backend>])`, `nbsrv([<backend>])`: the backend's current sessions, usable
+    /// servers (`None`: the proxy whose rules run).
+    BeConn(Option<String>),
+    NbSrv(Option<String>),
+    /// `srv_conn([<backend>/]<server>)`
+    SrvConn(Option<String>, String),
+    /// `fe_conn|fe_sess_rate|fe_req_rate|be_sess_rate([<proxy>])`,
+    /// `srv_sess_rate([<backend>/]<server>)`.
+    Gauge {
+        g: Gauge,
+        proxy: Option<String>,
+        server: String,
+    },
+    /// `unique-id`: the stream's id per `unique-id-format`.
+    UniqueId,
+    /// `date([<offset>[,s|ms|us]])`: the current date in that unit, plus the offset.
+    Date {
+        offset: i64,
+        per_sec: i64,
+    },
     /// `str(<string>)`: a constant.
     Str(String),
     /// `int(<integer>)`: a constant.
@@ -334,6 +418,17 @@ enum ArgSpec {
     Slot,
     /// `<variable>[,<default>]`
     Var,
+    /// Up to two optional arguments, read per fetch.
+    Opt2,
+}
+
+/// What a cookie fetch returns: the value (the last occurrence, the first without a name), the
+/// number of occurrences, or the value as an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CookKind {
+    Value,
+    Cnt,
+    Val,
 }
 
 /// What `http_auth_type|user|pass` read from the `Authorization` header.
@@ -401,6 +496,13 @@ macro_rules! hdr_ctor {
         }
     };
 }
+fn url_param() -> Fetch {
+    Fetch::UrlParam {
+        name: String::new(),
+        delim: b'?',
+    }
+}
+
 hdr_ctor!(hdr_any, Hdr, false, Any);
 hdr_ctor!(req_hdr, Hdr, false, Req);
 hdr_ctor!(req_fhdr, Hdr, true, Req);
@@ -466,6 +568,113 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("path", Str, HRQ, None, || Fetch::Path),
     fdef!("pathq", Str, HRQ, None, || Fetch::PathQ),
     fdef!("query", Str, HRQ, None, || Fetch::Query),
+    fdef!("rand", Int, None, Opt2, || Fetch::Rand(None)),
+    fdef!("uuid", Str, None, Opt2, || Fetch::Uuid),
+    fdef!("url_param", Str, HRQ, Opt2, url_param),
+    fdef!("urlp", Str, HRQ, Opt2, url_param),
+    fdef!("env", Str, None, Str, || Fetch::Env(String::new())),
+    fdef!("hostname", Str, None, None, || Fetch::Hostname),
+    fdef!("unique-id", Str, None, None, || Fetch::UniqueId),
+    fdef!("req.cook", Str, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Value
+    }),
+    fdef!("req.cook_cnt", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Cnt
+    }),
+    fdef!("req.cook_val", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Val
+    }),
+    fdef!("cook", Str, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Value
+    }),
+    fdef!("cook_cnt", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Cnt
+    }),
+    fdef!("cook_val", Int, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Req,
+        kind: CookKind::Val
+    }),
+    fdef!("res.cook", Str, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Value
+    }),
+    fdef!("res.cook_cnt", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Cnt
+    }),
+    fdef!("res.cook_val", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Val
+    }),
+    fdef!("scook", Str, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Value
+    }),
+    fdef!("scook_cnt", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Cnt
+    }),
+    fdef!("scook_val", Int, HRS, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Res,
+        kind: CookKind::Val
+    }),
+    fdef!("cookie", Str, HRQ, HdrName, || Fetch::Cook {
+        name: String::new(),
+        dir: HdrDir::Any,
+        kind: CookKind::Value
+    }),
+    fdef!("be_conn", Int, None, Opt2, || Fetch::BeConn(None)),
+    fdef!("nbsrv", Int, None, Opt2, || Fetch::NbSrv(None)),
+    fdef!("fe_conn", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::FeConn,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("fe_sess_rate", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::FeSessRate,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("fe_req_rate", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::FeReqRate,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("be_sess_rate", Int, None, Opt2, || Fetch::Gauge {
+        g: Gauge::BeSessRate,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("srv_sess_rate", Int, None, Str, || Fetch::Gauge {
+        g: Gauge::SrvSessRate,
+        proxy: None,
+        server: String::new()
+    }),
+    fdef!("srv_conn", Int, None, Str, || Fetch::SrvConn(
+        None,
+        String::new()
+    )),
+    fdef!("date", Int, None, Opt2, || Fetch::Date {
+        offset: 0,
+        per_sec: 1
+    }),
     fdef!("req.fhdr", Str, HRQ, HdrOcc, req_fhdr),
     fdef!("req.fhdr_cnt", Int, HRQ, HdrName, req_fhdr_cnt),
     fdef!("req.hdr", Str, HRQ, HdrOcc, req_hdr),
@@ -659,7 +868,12 @@ pub(crate) fn parse_prefix_with(
         let (args, next) = split_args(s, pos + 1).map_err(|m| known(format!("{prefix} : {m}")))?;
         pos = next;
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        apply_args(&mut fetch, def.args, &args).map_err(|m| known(format!("{prefix} : {m}")))?;
+        apply_args(&mut fetch, def.args, &args).map_err(|m| {
+            known(match m.strip_prefix(CHECK) {
+                Some(m) => format!("invalid args in {prefix} : {m}"),
+                None => format!("{prefix} : {m}"),
+            })
+        })?;
     } else if matches!(def.args, ArgSpec::ScCtr | ArgSpec::Slot | ArgSpec::Var) {
         return Err(known(format!(
             "fetch method '{fkw}' : expected type 'integer' at position 1, but got nothing"
@@ -742,7 +956,18 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         ArgSpec::None => 0,
         ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
         ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var => 2,
+        ArgSpec::Opt2 => match fetch {
+            Fetch::Rand(_)
+            | Fetch::Uuid
+            | Fetch::BeConn(_)
+            | Fetch::NbSrv(_)
+            | Fetch::Gauge { .. } => 1,
+            _ => 2,
+        },
     };
+    if spec == ArgSpec::Opt2 && args.len() <= max {
+        return opt_args(fetch, args);
+    }
     if let Fetch::Stick { sc, table, .. } = fetch
         && args.len() <= max
     {
@@ -819,6 +1044,30 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         };
         return Ok(());
     }
+    if let (Fetch::Env(v), [a]) = (&mut *fetch, args) {
+        *v = a.to_string();
+        return Ok(());
+    }
+    if let (
+        Fetch::Gauge {
+            proxy: be,
+            server: srv,
+            ..
+        }
+        | Fetch::SrvConn(be, srv),
+        [a],
+    ) = (&mut *fetch, args)
+        && spec == ArgSpec::Str
+    {
+        match a.split_once('/') {
+            Some((b, s)) => {
+                *be = Some(b.to_string());
+                *srv = s.to_string();
+            }
+            None => *srv = a.to_string(),
+        }
+        return Ok(());
+    }
     if spec == ArgSpec::Str {
         if let Fetch::Str(v) = fetch {
             // HAProxy 2.6 accepts `str` and `str()` as the empty string.
@@ -863,9 +1112,207 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
             *oc = occ;
         }
         Fetch::HdrCnt { name: n, .. } => *n = name,
+        Fetch::Cook { name: n, .. } => *n = name.unwrap_or_default(),
         _ => {}
     }
     Ok(())
+}
+
+/// Every value of cookie `name` (any cookie if empty) in the `Cookie` headers (`set`: the
+/// `Set-Cookie` ones, whose first attribute only is the cookie), in order, as HAProxy's
+/// `http_extract_cookie_value` walks the comma-separated header values.
+fn cookie_values<'a>(headers: &'a Headers, set: bool, name: &str) -> Vec<&'a str> {
+    let hname = if set { "set-cookie" } else { "cookie" };
+    let sp = |c: u8| c == b' ' || c == b'\t';
+    let mut out = Vec::new();
+    for v in header_values(headers, Some(hname), false) {
+        if v.len() < name.len() + 1 {
+            continue;
+        }
+        let b = v.as_bytes();
+        let mut at = 0;
+        while at + name.len() + 1 < b.len() {
+            while at < b.len() && sp(b[at]) {
+                at += 1;
+            }
+            let att_beg = at;
+            let mut att_end = at;
+            let mut eq = at;
+            while eq < b.len() {
+                let c = b[eq];
+                if c == b'=' || c == b';' || (!set && c == b',') {
+                    break;
+                }
+                eq += 1;
+                if !sp(c) {
+                    att_end = eq;
+                }
+            }
+            let (val_beg, val_end, next) = if eq < b.len() && b[eq] == b'=' {
+                let mut vb = eq + 1;
+                while vb < b.len() && sp(b[vb]) {
+                    vb += 1;
+                }
+                let next = cookie_value_end(b, vb);
+                let mut ve = next;
+                while ve > vb && sp(b[ve - 1]) {
+                    ve -= 1;
+                }
+                (vb, ve, next)
+            } else {
+                (eq, eq, eq)
+            };
+            // `$` attributes and cookies without `=` are passed over.
+            if b.get(att_beg) != Some(&b'$') && eq != next {
+                if name.is_empty() || v.get(att_beg..att_end) == Some(name) {
+                    out.push(v.get(val_beg..val_end).unwrap_or(""));
+                } else if set {
+                    // Set-Cookie: past the cookie itself come its attributes.
+                    break;
+                }
+            }
+            at = next + 1;
+        }
+    }
+    out
+}
+
+/// `http_find_cookie_value_end`: the first `,` or `;` outside a quoted string.
+fn cookie_value_end(b: &[u8], from: usize) -> usize {
+    let (mut quoted, mut pair) = (false, false);
+    for (i, &c) in b.iter().enumerate().skip(from) {
+        if pair {
+            pair = false;
+        } else if quoted {
+            match c {
+                b'\\' => pair = true,
+                b'"' => quoted = false,
+                _ => {}
+            }
+        } else if c == b'"' {
+            quoted = true;
+        } else if c == b',' || c == b';' {
+            return i;
+        }
+    }
+    b.len()
+}
+
+/// `strl2ic`: an optional sign and the leading digits (0 without any).
+fn strl2ic(s: &str) -> i64 {
+    let (neg, d) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let n = d.bytes().take_while(u8::is_ascii_digit).fold(0i64, |n, c| {
+        n.wrapping_mul(10).wrapping_add(i64::from(c - b'0'))
+    });
+    if neg { n.wrapping_neg() } else { n }
+}
+
+/// Marks an error of a fetch's argument check (HAProxy says "invalid args in fetch method")
+/// rather than of an argument's type.
+const CHECK: &str = "\u{0}check:";
+
+/// The arguments of `rand`, `uuid`, `url_param` and `date`, with HAProxy's errors.
+fn opt_args(fetch: &mut Fetch, args: &[&str]) -> Result<(), String> {
+    let int = |i: usize| -> Result<Option<i64>, String> {
+        match args.get(i).copied() {
+            None | Some("") => Ok(None),
+            Some(a) => a.trim().parse::<i64>().map(Some).map_err(|_| {
+                format!(
+                    "failed to parse '{a}' as type 'integer' at position {}",
+                    i + 1
+                )
+            }),
+        }
+    };
+    match fetch {
+        Fetch::Rand(range) => *range = int(0)?,
+        Fetch::Uuid => {
+            if let Some(v) = int(0)?.filter(|&v| v != 4) {
+                return Err(format!("{CHECK}Unsupported UUID version: '{v}'"));
+            }
+        }
+        Fetch::BeConn(be) | Fetch::NbSrv(be) => {
+            *be = args
+                .first()
+                .filter(|a| !a.is_empty())
+                .map(|a| a.to_string());
+        }
+        Fetch::UrlParam { name, delim } => {
+            *name = args.first().map_or("", |a| a).to_string();
+            if let Some(d) = args.get(1).and_then(|d| d.bytes().next()) {
+                *delim = d;
+            }
+        }
+        Fetch::Date { offset, per_sec } => {
+            *offset = int(0)?.unwrap_or(0);
+            *per_sec = match args.get(1).copied() {
+                None => 1,
+                Some("s") => 1,
+                Some("ms") => 1_000,
+                Some("us") => 1_000_000,
+                Some(u) => return Err(format!("{CHECK}expects 's', 'ms' or 'us', got '{u}'")),
+            };
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `http_find_next_url_param`: after the first `delim` of the URI, the value of the first
+/// parameter named `name` (any parameter if empty); parameters end at `&`, `;` or `delim`.
+pub fn url_param_value<'a>(uri: &'a str, name: &str, delim: u8) -> Option<&'a str> {
+    let b = uri.as_bytes();
+    let is_delim = |c: u8| c == b'&' || c == b';' || c == delim;
+    let q = b.iter().position(|&c| is_delim(c))?;
+    let qs = &b[q + 1..];
+    let n = name.as_bytes();
+    let start = if n.is_empty() {
+        qs.iter().position(|&c| c == b'=')? + 1
+    } else {
+        let mut pos = 0;
+        loop {
+            let eq = pos + n.len();
+            if eq >= qs.len() {
+                return None;
+            }
+            if qs[eq] == b'=' {
+                if &qs[pos..eq] == n {
+                    break eq + 1;
+                }
+                pos = eq + 1;
+            }
+            pos += qs.get(pos..)?.iter().position(|&c| is_delim(c))? + 1;
+        }
+    };
+    let rest = qs.get(start..)?;
+    let end = rest.iter().position(|&c| is_delim(c)).unwrap_or(rest.len());
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
+/// HAProxy's `ha_generate_uuid` layout over 128 random bits.
+pub fn uuid_v4(rnd: [u32; 4]) -> String {
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        rnd[0],
+        rnd[1] & 0xffff,
+        ((rnd[1] >> 16) & 0xfff) | 0x4000,
+        (rnd[2] & 0x3fff) | 0x8000,
+        ((u64::from(rnd[2]) >> 14) | (u64::from(rnd[3]) << 18)) & 0xffff_ffff_ffff
+    )
+}
+
+fn hostname() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_default()
+    })
 }
 
 /// Header values for `name` (all headers if `None`), split on commas outside quotes unless
@@ -935,7 +1382,7 @@ impl SampleExpr {
     /// The value of the expression (for a header without occurrence: the last value).
     pub fn eval<'a>(&self, ctx: &SampleCtx<'a>) -> Option<SampleValue<'a>> {
         let v = self.fetch_one(ctx)?;
-        self.convert(v)
+        self.convert(v, ctx)
     }
 
     /// Calls `f` with every value the fetch yields (all header values in an ACL), stopping at
@@ -957,7 +1404,7 @@ impl SampleExpr {
                 };
                 header_values(hs, name.as_deref(), *full)
                     .into_iter()
-                    .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v))))
+                    .filter_map(|v| self.convert(SampleValue::Str(Cow::Borrowed(v)), ctx))
                     .any(|v| f(&v))
             }
             Fetch::ReqSslAlpn if ctx.ssl_hello.is_none() => {
@@ -966,7 +1413,7 @@ impl SampleExpr {
                 };
                 h.alpn
                     .into_iter()
-                    .filter_map(|v| self.convert(SampleValue::Str(v)))
+                    .filter_map(|v| self.convert(SampleValue::Str(v), ctx))
                     .any(|v| f(&v))
             }
             Fetch::HdrVal {
@@ -980,7 +1427,7 @@ impl SampleExpr {
                 header_values(hs, name.as_deref(), false)
                     .into_iter()
                     .filter_map(|v| v.parse::<i64>().ok())
-                    .filter_map(|v| self.convert(SampleValue::Int(v)))
+                    .filter_map(|v| self.convert(SampleValue::Int(v), ctx))
                     .any(|v| f(&v))
             }
             // An ACL on `http_auth_group` matches the user's groups (HAProxy's `pat_match_auth`).
@@ -1000,7 +1447,7 @@ impl SampleExpr {
                 lists
                     .groups_of(list, user)
                     .into_iter()
-                    .filter_map(|g| self.convert(SampleValue::Str(Cow::Owned(g.to_string()))))
+                    .filter_map(|g| self.convert(SampleValue::Str(Cow::Owned(g.to_string())), ctx))
                     .any(|v| f(&v))
             }
             _ => match self.eval(ctx) {
@@ -1027,9 +1474,13 @@ impl SampleExpr {
         }
     }
 
-    fn convert<'a>(&self, mut v: SampleValue<'a>) -> Option<SampleValue<'a>> {
+    fn convert<'a>(&self, mut v: SampleValue<'a>, ctx: &SampleCtx<'_>) -> Option<SampleValue<'a>> {
+        let env = super::conv::ConvEnv {
+            vars: ctx.vars,
+            stick: ctx.stick,
+        };
         for c in &self.convs {
-            v = c.apply(v)?;
+            v = c.apply_with(v, &env)?;
         }
         Some(v)
     }
@@ -1120,6 +1571,85 @@ impl SampleExpr {
             }
             Fetch::Url => ctx.req.map(|r| r.target.as_str()).and_then(s),
             Fetch::Query => ctx.req.and_then(|r| r.query()).and_then(s),
+            Fetch::Rand(range) => {
+                let r = crate::lb::random_u32();
+                Some(Int(match range {
+                    // Scaled, not a modulo: every bit counts (HAProxy's smp_fetch_rand).
+                    Some(n) => ((u64::from(r) as i128 * i128::from(*n)) >> 32) as i64,
+                    None => i64::from(r),
+                }))
+            }
+            Fetch::Uuid => {
+                let mut b = [0u8; 16];
+                ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b).ok()?;
+                let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                Some(Str(Cow::Owned(uuid_v4([w(0), w(4), w(8), w(12)]))))
+            }
+            Fetch::UrlParam { name, delim } => ctx
+                .req
+                .and_then(|r| url_param_value(&r.target, name, *delim))
+                .and_then(s),
+            Fetch::Env(name) => std::env::var(name).ok().map(|v| Str(Cow::Owned(v))),
+            Fetch::Hostname => Some(Str(Cow::Borrowed(hostname()))),
+            Fetch::UniqueId => ctx.unique_id.and_then(s),
+            Fetch::Cook { name, dir, kind } => {
+                let set = match dir {
+                    HdrDir::Req => false,
+                    HdrDir::Res => true,
+                    HdrDir::Any => ctx.res.is_some(),
+                };
+                let dir = if set { HdrDir::Res } else { HdrDir::Req };
+                let found = cookie_values(ctx.headers(dir)?, set, name);
+                match kind {
+                    CookKind::Cnt => Some(Int(i64::try_from(found.len()).unwrap_or(i64::MAX))),
+                    _ => {
+                        let v = if name.is_empty() {
+                            found.first()
+                        } else {
+                            found.last()
+                        };
+                        let v = *v?;
+                        Some(match kind {
+                            CookKind::Val => Int(strl2ic(v)),
+                            _ => Str(Cow::Borrowed(v)),
+                        })
+                    }
+                }
+            }
+            Fetch::BeConn(be) | Fetch::NbSrv(be) => {
+                let (c, current) = ctx.counts?;
+                let name = be.as_deref().unwrap_or(current);
+                if matches!(self.fetch, Fetch::BeConn(_)) {
+                    c.be_conn(name).map(Int)
+                } else {
+                    c.nbsrv(name).map(Int)
+                }
+            }
+            Fetch::Gauge { g, proxy, server } => {
+                let (c, current) = ctx.counts?;
+                // Without a name: the frontend for the frontend gauges, else the current proxy.
+                let dflt = match g {
+                    Gauge::FeConn | Gauge::FeSessRate | Gauge::FeReqRate => ctx.frontend,
+                    _ => current,
+                };
+                c.gauge(*g, proxy.as_deref().unwrap_or(dflt), server)
+                    .map(Int)
+            }
+            Fetch::SrvConn(be, srv) => {
+                let (c, current) = ctx.counts?;
+                c.srv_conn(be.as_deref().unwrap_or(current), srv).map(Int)
+            }
+            Fetch::Date { offset, per_sec } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()?;
+                let secs = i64::try_from(now.as_secs()).ok()?;
+                let frac = i64::from(now.subsec_micros()) * per_sec / 1_000_000;
+                Some(Int(secs
+                    .saturating_mul(*per_sec)
+                    .saturating_add(frac)
+                    .saturating_add(*offset)))
+            }
             Fetch::Base => {
                 let r = ctx.req?;
                 match r.headers.get_first("host") {
@@ -1218,6 +1748,134 @@ mod tests {
 
     fn ev(expr: &str, c: &SampleCtx<'_>) -> Option<String> {
         parse_sample(expr).unwrap().eval(c).map(|v| v.to_string())
+    }
+
+    /// configuration.txt's rand, uuid, url_param, env, hostname and date, and HAProxy's errors.
+    #[test]
+    fn internal_and_query_fetches() {
+        let mut r = req();
+        r.target = "/p?a=1;b=two&bb=3&b=4".into();
+        let c = ctx(&r);
+        assert_eq!(ev("url_param(b)", &c).as_deref(), Some("two"));
+        assert_eq!(ev("urlp(bb)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("url_param", &c).as_deref(), Some("1"));
+        assert_eq!(ev("url_param(c)", &c), None);
+        assert_eq!(url_param_value("/p;x=1?y=2", "y", b'?'), Some("2"));
+        assert_eq!(url_param_value("/p?y=2", "y", b';'), None);
+        assert_eq!(url_param_value("/p?yy&y=", "y", b'?'), Some(""));
+        for _ in 0..200 {
+            let n: i64 = ev("rand(10)", &c).unwrap().parse().unwrap();
+            assert!((0..10).contains(&n));
+        }
+        let n: i64 = ev("rand", &c).unwrap().parse().unwrap();
+        assert!((0..=i64::from(u32::MAX)).contains(&n));
+        let u = ev("uuid", &c).unwrap();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
+        assert_eq!(
+            uuid_v4([0x0123_4567, 0x89ab_cdef, 0xffff_ffff, 0x1234_5678]),
+            "01234567-cdef-49ab-bfff-48d159e3ffff"
+        );
+        let err = |e: &str| parse_sample(e).unwrap_err();
+        assert_eq!(
+            err("uuid(3)"),
+            "invalid args in fetch method 'uuid' : Unsupported UUID version: '3'"
+        );
+        assert_eq!(
+            err("date(0,h)"),
+            "invalid args in fetch method 'date' : expects 's', 'ms' or 'us', got 'h'"
+        );
+        assert_eq!(
+            err("rand(x)"),
+            "fetch method 'rand' : failed to parse 'x' as type 'integer' at position 1"
+        );
+        assert_eq!(ev("env(PATH)", &c), std::env::var("PATH").ok());
+        assert_eq!(ev("env(PORTCULLIS_SURELY_UNSET_VAR)", &c), None);
+        assert!(!ev("hostname", &c).unwrap().is_empty());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let d: i64 = ev("date(3600)", &c).unwrap().parse().unwrap();
+        assert!((now + 3599..=now + 3602).contains(&d));
+        let ms: i64 = ev("date(0,ms)", &c).unwrap().parse().unwrap();
+        assert!((now * 1000..=(now + 2) * 1000).contains(&ms));
+    }
+
+    /// configuration.txt's cookie fetches, walked as http_extract_cookie_value.
+    #[test]
+    fn cookie_fetches() {
+        let mut r = req();
+        r.headers
+            .append("Cookie", "a=1; b = two ; $Path=/; a=3, c=4");
+        r.headers.append("cookie", "n=42x; a=\"q;u\"; e");
+        let c = ctx(&r);
+        assert_eq!(ev("req.cook(a)", &c).as_deref(), Some("\"q;u\""));
+        assert_eq!(ev("cook(b)", &c).as_deref(), Some("two"));
+        assert_eq!(ev("req.cook", &c).as_deref(), Some("1"));
+        assert_eq!(ev("req.cook_cnt(a)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("req.cook_cnt", &c).as_deref(), Some("6"));
+        assert_eq!(ev("req.cook_val(n)", &c).as_deref(), Some("42"));
+        assert_eq!(ev("req.cook(e)", &c), None);
+        assert_eq!(ev("cookie(c)", &c).as_deref(), Some("4"));
+        let mut res = ResponseHead {
+            version: Version::Http11,
+            status: 200,
+            reason: "OK".into(),
+            headers: Headers::default(),
+        };
+        res.headers
+            .append("Set-Cookie", "sid=abc; Path=/; HttpOnly");
+        res.headers.append("Set-Cookie", "lang=fr; Max-Age=3, x=1");
+        let mut c = ctx(&r);
+        c.res = Some(&res);
+        assert_eq!(ev("res.cook(sid)", &c).as_deref(), Some("abc"));
+        assert_eq!(ev("scook(Path)", &c).as_deref(), None);
+        // HAProxy counts the attributes after a nameless match too.
+        assert_eq!(ev("res.cook_cnt", &c).as_deref(), Some("5"));
+        assert_eq!(ev("cookie(x)", &c).as_deref(), Some("1"));
+    }
+
+    struct FakeCounts;
+    impl Counts for FakeCounts {
+        fn be_conn(&self, b: &str) -> Option<i64> {
+            (b == "be1").then_some(7)
+        }
+        fn srv_conn(&self, b: &str, s: &str) -> Option<i64> {
+            (b == "be1" && s == "s2").then_some(3)
+        }
+        fn nbsrv(&self, b: &str) -> Option<i64> {
+            (b == "be1").then_some(2)
+        }
+        fn gauge(&self, g: Gauge, p: &str, s: &str) -> Option<i64> {
+            Some(match (g, p, s) {
+                (Gauge::FeConn, "fe1", "") => 4,
+                (Gauge::BeSessRate, "be1", "") => 5,
+                (Gauge::SrvSessRate, "be1", "s2") => 6,
+                _ => return None,
+            })
+        }
+    }
+
+    #[test]
+    fn backend_count_fetches() {
+        let r = req();
+        let mut c = ctx(&r);
+        assert_eq!(ev("be_conn", &c), None);
+        c.counts = Some((&FakeCounts, "be1"));
+        assert_eq!(ev("be_conn", &c).as_deref(), Some("7"));
+        assert_eq!(ev("be_conn(be1)", &c).as_deref(), Some("7"));
+        assert_eq!(ev("be_conn(nope)", &c), None);
+        assert_eq!(ev("srv_conn(s2)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("srv_conn(be1/s2)", &c).as_deref(), Some("3"));
+        assert_eq!(ev("srv_conn(x/s2)", &c), None);
+        assert_eq!(ev("nbsrv", &c).as_deref(), Some("2"));
+        // The frontend gauges default to the frontend, the others to the current proxy.
+        assert_eq!(ev("fe_conn", &c).as_deref(), Some("4"));
+        assert_eq!(ev("be_sess_rate", &c).as_deref(), Some("5"));
+        assert_eq!(ev("srv_sess_rate(s2)", &c).as_deref(), Some("6"));
+        assert_eq!(ev("fe_sess_rate", &c), None);
     }
 
     #[test]

@@ -94,6 +94,30 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_balance,
     },
     ProxyKw {
+        kw: "unique-id-format",
+        caps: DEF | FE,
+        strict: false,
+        parse: kw_unique_id_format,
+    },
+    ProxyKw {
+        kw: "unique-id-header",
+        caps: DEF | FE,
+        strict: false,
+        parse: kw_unique_id_header,
+    },
+    ProxyKw {
+        kw: "hash-balance-factor",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_hash_balance_factor,
+    },
+    ProxyKw {
+        kw: "hash-type",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_hash_type,
+    },
+    ProxyKw {
         kw: "bind",
         caps: FE,
         strict: true,
@@ -422,20 +446,223 @@ fn kw_portcullis_relay(p: &mut P, args: &[String]) {
 }
 
 fn kw_balance(p: &mut P, args: &[String]) {
-    let algo = match arg(args, 1) {
-        "roundrobin" => Balance::Roundrobin,
+    // HAProxy's backend_parse_balance: words after what an algorithm reads are ignored.
+    match parse_balance(&args[1.min(args.len())..]) {
+        Ok(Some(algo)) => p.px.balance = algo,
+        Ok(None) => p.pending(&format!("balance {}", arg(args, 1))),
+        Err(e) => p.alert(format!("balance {e}")),
+    }
+}
+
+/// `balance` after the keyword: the algorithm, `None` for one portcullis does not have yet, or
+/// HAProxy 2.6's error text (after `balance `).
+pub(crate) fn parse_balance(a: &[String]) -> Result<Option<Balance>, String> {
+    let at = |i: usize| a.get(i).map_or("", String::as_str);
+    let algo = at(0);
+    let positive = |i: usize| -> Result<u32, String> {
+        let v = at(i + 1);
+        match super::values::atoi(v) {
+            n if n > 0 => Ok(u32::try_from(n).unwrap_or(u32::MAX)),
+            _ => Err(format!(
+                "{algo} : '{}' expects a positive integer (got '{v}').",
+                at(i)
+            )),
+        }
+    };
+    Ok(Some(match algo {
+        "" | "roundrobin" => Balance::Roundrobin,
         "static-rr" => Balance::StaticRr,
         "leastconn" => Balance::Leastconn,
         "first" => Balance::First,
         "source" => Balance::Source,
+        _ if algo.starts_with("random") => {
+            let rest = &algo["random".len()..];
+            let mut draws = 2;
+            if let Some(inner) = rest.strip_prefix('(').filter(|i| !i.starts_with(')')) {
+                let (n, end) = super::values::strtol(inner);
+                match end.chars().next() {
+                    Some(')') => {}
+                    None => return Err("random : missing closing parenthesis.".into()),
+                    Some(c) => {
+                        return Err(format!(
+                            "random : unexpected character '{c}' after argument."
+                        ));
+                    }
+                }
+                if n < 1 {
+                    return Err("random : number of draws must be at least 1.".into());
+                }
+                draws = u32::try_from(n).unwrap_or(u32::MAX);
+            }
+            Balance::Random { draws }
+        }
+        "uri" => {
+            let (mut len, mut depth, mut whole, mut path_only) = (0, 0, false, false);
+            let mut i = 1;
+            while !at(i).is_empty() {
+                match at(i) {
+                    "len" => {
+                        len = positive(i)?;
+                        i += 2;
+                    }
+                    "depth" => {
+                        depth = positive(i)?;
+                        i += 2;
+                    }
+                    "whole" => {
+                        whole = true;
+                        i += 1;
+                    }
+                    "path-only" => {
+                        path_only = true;
+                        i += 1;
+                    }
+                    other => {
+                        return Err(format!(
+                            "uri only accepts parameters 'len', 'depth', 'path-only', and 'whole' (got '{other}')."
+                        ));
+                    }
+                }
+            }
+            Balance::Uri {
+                len,
+                depth,
+                whole,
+                path_only,
+            }
+        }
+        "url_param" => {
+            if at(1).is_empty() {
+                return Err("url_param requires an URL parameter name.".into());
+            }
+            let check_post = match at(2) {
+                "" => false,
+                "check_post" => true,
+                other => {
+                    return Err(format!(
+                        "url_param only accepts 'check_post' modifier (got '{other}')."
+                    ));
+                }
+            };
+            Balance::UrlParam {
+                name: at(1).to_string(),
+                check_post,
+            }
+        }
+        "hash" => {
+            if at(1).is_empty() {
+                return Err("hash requires a sample expression.".into());
+            }
+            if !at(2).is_empty() {
+                return Err(format!("hash takes no other argument (got '{}').", at(2)));
+            }
+            Balance::Hash(at(1).to_string())
+        }
+        _ if algo.starts_with("hdr(") => {
+            let name = algo["hdr(".len()..].split(')').next().unwrap_or("");
+            if name.is_empty() || !algo["hdr(".len()..].contains(')') {
+                return Err("hdr requires an http header field name.".into());
+            }
+            let domain_only = match at(1) {
+                "" => false,
+                "use_domain_only" => true,
+                other => {
+                    return Err(format!(
+                        "{algo} only accepts 'use_domain_only' modifier (got '{other}')."
+                    ));
+                }
+            };
+            Balance::Hdr {
+                name: name.to_ascii_lowercase(),
+                domain_only,
+            }
+        }
+        _ if algo.starts_with("rdp-cookie") => {
+            let rest = &algo["rdp-cookie".len()..];
+            let ok = rest.is_empty()
+                || rest
+                    .strip_prefix('(')
+                    .is_some_and(|r| r.find(')').is_some_and(|e| e > 0));
+            if !ok {
+                return Err("rdp-cookie : missing cookie name.".into());
+            }
+            return Ok(None);
+        }
         _ => {
-            p.alert("balance only supports 'roundrobin', 'static-rr', 'leastconn', 'first' and 'source' options.");
+            return Err("only supports 'roundrobin', 'static-rr', 'leastconn', 'source', 'uri', 'url_param', 'hdr(name)' and 'rdp-cookie(name)' options.".into());
+        }
+    }))
+}
+
+/// `hash-balance-factor <n>`: consistent hashing with bounded loads (0 or more than 100).
+fn kw_hash_balance_factor(p: &mut P, args: &[String]) {
+    if arg(args, 1).is_empty() {
+        p.alert("'hash-balance-factor' expects an integer argument.");
+        return;
+    }
+    let n = super::values::atoi(arg(args, 1));
+    if n != 0 && n <= 100 {
+        p.alert("'hash-balance-factor' must be 0 or greater than 100.");
+        return;
+    }
+    p.px.hash_balance_factor = u32::try_from(n).unwrap_or(0);
+}
+
+/// `hash-type map-based|consistent [<function> [avalanche]]` (consistent alone: sdbm with
+/// avalanche, as HAProxy).
+fn kw_hash_type(p: &mut P, args: &[String]) {
+    use super::model::{HashFn, HashType};
+    let consistent = match arg(args, 1) {
+        "consistent" => true,
+        "map-based" => false,
+        "avalanche" => {
+            p.alert(format!(
+                "experimental feature '{0} {1}' is not supported anymore, please use '{0} map-based sdbm avalanche' instead.",
+                arg(args, 0),
+                arg(args, 1)
+            ));
+            return;
+        }
+        _ => {
+            p.alert(format!(
+                "'{}' only supports 'consistent' and 'map-based'.",
+                arg(args, 0)
+            ));
             return;
         }
     };
-    if !p.c.too_many(args, 1, 1) {
-        p.px.balance = algo;
+    let mut ht = HashType {
+        consistent,
+        func: HashFn::Sdbm,
+        avalanche: consistent,
+    };
+    if !arg(args, 2).is_empty() {
+        ht.func = match arg(args, 2) {
+            "sdbm" => HashFn::Sdbm,
+            "djb2" => HashFn::Djb2,
+            "wt6" => HashFn::Wt6,
+            "crc32" => HashFn::Crc32,
+            _ => {
+                p.alert(format!(
+                    "'{}' only supports 'sdbm', 'djb2', 'crc32', or 'wt6' hash functions.",
+                    arg(args, 0)
+                ));
+                return;
+            }
+        };
+        ht.avalanche = match arg(args, 3) {
+            "avalanche" => true,
+            "" => false,
+            _ => {
+                p.alert(format!(
+                    "'{}' only supports 'avalanche' as a modifier for hash functions.",
+                    arg(args, 0)
+                ));
+                return;
+            }
+        };
     }
+    p.px.hash_type = ht;
 }
 
 fn kw_http_reuse(p: &mut P, args: &[String]) {
@@ -529,6 +756,21 @@ fn kw_use_backend(p: &mut P, args: &[String]) {
         cond,
         loc: p.c.loc.clone(),
     });
+}
+
+fn kw_unique_id_format(p: &mut P, args: &[String]) {
+    match args.len() {
+        0 | 1 => p.alert("unique-id-format expects an argument."),
+        2 => p.px.unique_id_format = Some((args[1].clone(), p.c.loc.clone())),
+        _ => p.alert("unique-id-format expects only one argument, don't forget to escape spaces!"),
+    }
+}
+
+fn kw_unique_id_header(p: &mut P, args: &[String]) {
+    match args.get(1) {
+        Some(h) if !h.is_empty() => p.px.unique_id_header = Some(h.clone()),
+        _ => p.alert("unique-id-header expects an argument."),
+    }
 }
 
 fn kw_log_format(p: &mut P, args: &[String]) {
@@ -1385,10 +1627,37 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
     // pins them to it (HAProxy: persistence, hash balancing); otherwise they wait in the
     // backend's queue, where it does not apply. portcullis has no per-server queues yet, so a
     // pinning algorithm keeps it refused.
-    if px.balance == super::model::Balance::Source {
+    if px.cap.backend && px.mode != Mode::Http && px.balance.needs_http() {
+        diags.push(Diag::global(
+            Severity::Warning,
+            format!(
+                "Layer 7 hash not possible for {} '{}' (needs 'mode http'). Falling back to round robin.",
+                px.kind(),
+                px.name
+            ),
+        ));
+        px.balance = Balance::Roundrobin;
+    }
+    // `balance hash` compiles its expression once the section is read (HAProxy's words).
+    if let Balance::Hash(e) = &px.balance
+        && let Err(err) = crate::ana::sample::parse_sample(e)
+    {
+        diags.push(Diag::global(
+            Severity::Alert,
+            format!(
+                "{} '{}' [{}:{}]: failed to parse 'balance hash' expression '{e}' in : {err}.",
+                px.kind(),
+                px.name,
+                px.loc.file,
+                px.loc.line
+            ),
+        ));
+    }
+    if px.balance.is_hash() {
+        let algo = px.balance.as_str();
         for s in px.servers.iter().filter(|s| s.opts.maxqueue.is_some()) {
             px.pending.push((
-                "server maxqueue (with balance source)".to_string(),
+                format!("server maxqueue (with balance {algo})"),
                 s.loc.clone(),
             ));
         }

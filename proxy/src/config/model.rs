@@ -500,15 +500,61 @@ pub enum Balance {
     Leastconn,
     First,
     Source,
+    /// `random[(<draws>)]`: the least loaded of `draws` servers drawn on the consistent tree.
+    Random {
+        draws: u32,
+    },
+    /// `uri [len <n>] [depth <n>] [whole] [path-only]` (0: no limit).
+    Uri {
+        len: u32,
+        depth: u32,
+        whole: bool,
+        path_only: bool,
+    },
+    /// `url_param <name> [check_post]`
+    UrlParam {
+        name: String,
+        check_post: bool,
+    },
+    /// `hdr(<name>) [use_domain_only]`
+    Hdr {
+        name: String,
+        domain_only: bool,
+    },
+    /// `hash <expr>`: the sample expression's value (as binary) hashed.
+    Hash(String),
 }
 
 impl Balance {
     /// HAProxy's BE_LB_PROP_DYN: algorithms whose weights change at run time (`slowstart`
-    /// ramps only these).
-    pub fn dynamic_weights(&self) -> bool {
+    /// ramps only these): the tree-based ones, consistent hashing included.
+    pub fn dynamic_weights(&self, hash: &HashType) -> bool {
+        match self {
+            Balance::Roundrobin | Balance::Leastconn | Balance::First | Balance::Random { .. } => {
+                true
+            }
+            Balance::StaticRr => false,
+            _ => hash.consistent,
+        }
+    }
+
+    /// Hashes a key of the stream (HAProxy's BE_LB_KIND_HI).
+    pub fn is_hash(&self) -> bool {
         matches!(
             self,
-            Balance::Roundrobin | Balance::Leastconn | Balance::First
+            Balance::Source
+                | Balance::Uri { .. }
+                | Balance::UrlParam { .. }
+                | Balance::Hdr { .. }
+                | Balance::Hash(_)
+        )
+    }
+
+    /// Needs an HTTP request (HAProxy's BE_LB_NEED_HTTP): roundrobin in a `mode tcp` backend.
+    pub fn needs_http(&self) -> bool {
+        matches!(
+            self,
+            Balance::Uri { .. } | Balance::UrlParam { .. } | Balance::Hdr { .. }
         )
     }
 
@@ -519,8 +565,31 @@ impl Balance {
             Balance::Leastconn => "leastconn",
             Balance::First => "first",
             Balance::Source => "source",
+            // As 2.6's backend_lb_algo_str, which has no name for it.
+            Balance::Random { .. } => "unknown",
+            Balance::Uri { .. } => "uri",
+            Balance::UrlParam { .. } => "url_param",
+            Balance::Hdr { .. } => "hdr",
+            Balance::Hash(_) => "hash",
         }
     }
+}
+
+/// `hash-type map-based|consistent [<function> [avalanche]]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HashType {
+    pub consistent: bool,
+    pub func: HashFn,
+    pub avalanche: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HashFn {
+    #[default]
+    Sdbm,
+    Djb2,
+    Wt6,
+    Crc32,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1107,11 +1176,17 @@ pub struct Proxy {
     pub timeouts: Timeouts,
     pub retries: u32,
     pub balance: Balance,
+    pub hash_type: HashType,
+    /// `hash-balance-factor` (0: unbounded).
+    pub hash_balance_factor: u32,
     pub http_reuse: HttpReuse,
     pub options: Options,
     pub logs: Vec<LogTarget>,
     /// `log-format` string, raw (compiled by `log::format`).
     pub log_format: Option<(String, Loc)>,
+    /// `unique-id-format`, raw (compiled by `log::format`), and `unique-id-header`.
+    pub unique_id_format: Option<(String, Loc)>,
+    pub unique_id_header: Option<String>,
     pub acls: Vec<AclDef>,
     pub default_backend: Option<(String, Loc)>,
     pub use_backends: Vec<UseBackend>,
@@ -1213,10 +1288,14 @@ impl Proxy {
             timeouts: Timeouts::default(),
             retries: 3,
             balance: Balance::Roundrobin,
+            hash_type: HashType::default(),
+            hash_balance_factor: 0,
             http_reuse: HttpReuse::Safe,
             options: Options::default(),
             logs: Vec::new(),
             log_format: None,
+            unique_id_format: None,
+            unique_id_header: None,
             acls: Vec::new(),
             default_backend: None,
             use_backends: Vec::new(),

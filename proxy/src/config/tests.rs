@@ -1696,3 +1696,146 @@ fn bind_proto_as_haproxy() {
         ["frontend 'f' : MUX protocol 'fcgi' is not usable for 'bind :9' at [t.cfg:7]."]
     );
 }
+
+/// `balance` and `hash-type` as HAProxy 2.6 parses them (its words, checked with `haproxy -c`).
+#[test]
+fn balance_and_hash_type() {
+    use super::model::{HashFn, HashType};
+    let be = |lines: &str| {
+        let c = ok(&format!(
+            "{T}backend b\n mode http\n{lines}\n server s 127.0.0.1:1\n"
+        ));
+        let b = c.proxies.iter().find(|p| p.name == "b").unwrap().clone();
+        (b.balance, b.hash_type)
+    };
+    assert_eq!(be(" balance roundrobin foo").0, Balance::Roundrobin);
+    assert_eq!(be(" balance random").0, Balance::Random { draws: 2 });
+    assert_eq!(be(" balance random(5)").0, Balance::Random { draws: 5 });
+    assert_eq!(
+        be(" balance uri len 12 depth 3 whole").0,
+        Balance::Uri {
+            len: 12,
+            depth: 3,
+            whole: true,
+            path_only: false
+        }
+    );
+    assert_eq!(
+        be(" balance url_param sid check_post").0,
+        Balance::UrlParam {
+            name: "sid".into(),
+            check_post: true
+        }
+    );
+    assert_eq!(
+        be(" balance hdr(Host) use_domain_only").0,
+        Balance::Hdr {
+            name: "host".into(),
+            domain_only: true
+        }
+    );
+    let ht = |consistent, func, avalanche| HashType {
+        consistent,
+        func,
+        avalanche,
+    };
+    assert_eq!(be(" balance uri").1, ht(false, HashFn::Sdbm, false));
+    assert_eq!(be(" hash-type consistent").1, ht(true, HashFn::Sdbm, true));
+    assert_eq!(
+        be(" hash-type consistent djb2").1,
+        ht(true, HashFn::Djb2, false)
+    );
+    assert_eq!(
+        be(" hash-type map-based crc32 avalanche").1,
+        ht(false, HashFn::Crc32, true)
+    );
+    let a = alerts(&format!(
+        "{T}backend b\n balance random(0)\n balance random(3\n balance random(x)\n balance uri len 0\n balance uri foo\n balance url_param\n balance url_param a x\n balance hdr()\n balance hdr(Host) x\n balance hash\n balance foo\n hash-type\n hash-type avalanche\n hash-type consistent md5\n hash-type map-based sdbm foo\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "6: balance random : number of draws must be at least 1.",
+            "7: balance random : missing closing parenthesis.",
+            "8: balance random : unexpected character 'x' after argument.",
+            "9: balance uri : 'len' expects a positive integer (got '0').",
+            "10: balance uri only accepts parameters 'len', 'depth', 'path-only', and 'whole' (got 'foo').",
+            "11: balance url_param requires an URL parameter name.",
+            "12: balance url_param only accepts 'check_post' modifier (got 'x').",
+            "13: balance hdr requires an http header field name.",
+            "14: balance hdr(Host) only accepts 'use_domain_only' modifier (got 'x').",
+            "15: balance hash requires a sample expression.",
+            "16: balance only supports 'roundrobin', 'static-rr', 'leastconn', 'source', 'uri', 'url_param', 'hdr(name)' and 'rdp-cookie(name)' options.",
+            "17: 'hash-type' only supports 'consistent' and 'map-based'.",
+            "18: experimental feature 'hash-type avalanche' is not supported anymore, please use 'hash-type map-based sdbm avalanche' instead.",
+            "19: 'hash-type' only supports 'sdbm', 'djb2', 'crc32', or 'wt6' hash functions.",
+            "20: 'hash-type' only supports 'avalanche' as a modifier for hash functions.",
+        ]
+    );
+    assert_eq!(
+        be(" balance hash req.hdr(x),lower").0,
+        Balance::Hash("req.hdr(x),lower".into())
+    );
+    let a = alerts(&format!(
+        "{T}backend b\n balance hash foo(\n server s 127.0.0.1:1\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "0: backend 'b' [t.cfg:5]: failed to parse 'balance hash' expression 'foo(' in : unknown fetch method 'foo'."
+        ]
+    );
+    // A layer-7 hash in a TCP backend: roundrobin, with HAProxy's warning.
+    let l = parse_env(
+        &format!("{T}backend t\n balance hdr(x)\n server s 127.0.0.1:1\n"),
+        &no_env,
+    )
+    .unwrap();
+    let t = l.config.proxies.iter().find(|p| p.name == "t").unwrap();
+    assert_eq!(t.balance, Balance::Roundrobin);
+    assert!(l.warnings.iter().any(|w| w.msg
+        == "Layer 7 hash not possible for backend 't' (needs 'mode http'). Falling back to round robin."));
+}
+
+#[test]
+fn unique_id_keywords() {
+    let c = ok(&format!(
+        "{T}frontend f\n bind :80\n unique-id-format %ci:%cp\n unique-id-header X-ID\n"
+    ));
+    let f = c.proxies.iter().find(|p| p.name == "f").unwrap();
+    assert_eq!(
+        f.unique_id_format.as_ref().map(|(s, _)| s.as_str()),
+        Some("%ci:%cp")
+    );
+    assert_eq!(f.unique_id_header.as_deref(), Some("X-ID"));
+    let a = alerts(&format!(
+        "{T}frontend f\n unique-id-format\n unique-id-format a b\n unique-id-header\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "6: unique-id-format expects an argument.",
+            "7: unique-id-format expects only one argument, don't forget to escape spaces!",
+            "8: unique-id-header expects an argument.",
+        ]
+    );
+}
+
+#[test]
+fn hash_balance_factor_keyword() {
+    let c = ok(&format!(
+        "{T}backend b\n hash-balance-factor 150\n server s 127.0.0.1:1\n"
+    ));
+    let b = c.proxies.iter().find(|p| p.name == "b").unwrap();
+    assert_eq!(b.hash_balance_factor, 150);
+    let a = alerts(&format!(
+        "{T}backend b\n hash-balance-factor\n hash-balance-factor 50\n"
+    ));
+    assert_eq!(
+        a,
+        [
+            "6: 'hash-balance-factor' expects an integer argument.",
+            "7: 'hash-balance-factor' must be 0 or greater than 100.",
+        ]
+    );
+}

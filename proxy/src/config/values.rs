@@ -121,6 +121,54 @@ pub(crate) fn joined_words(args: &[String]) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
+/// C's `atoi`: leading blanks, an optional sign, then digits up to the first other character
+/// (0 when there are none), saturating.
+pub fn atoi(s: &str) -> i64 {
+    let t = s.trim_start();
+    match t.as_bytes().first() {
+        Some(b'-') => strtol_radix(&t[1..], 10).0.saturating_neg(),
+        Some(b'+') => strtol_radix(&t[1..], 10).0,
+        _ => strtol_radix(t, 10).0,
+    }
+}
+
+/// C's `strtol(s, &end, 0)`: the value and what follows it (`0x` hex, leading-`0` octal).
+pub fn strtol(s: &str) -> (i64, &str) {
+    let t = s.trim_start();
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (radix, digits) = if (body.starts_with("0x") || body.starts_with("0X"))
+        && body[2..].starts_with(|c: char| c.is_ascii_hexdigit())
+    {
+        (16, &body[2..])
+    } else if body.starts_with('0') {
+        (8, body)
+    } else {
+        (10, body)
+    };
+    let (n, rest) = strtol_radix(digits, radix);
+    if rest.len() == digits.len() {
+        // No digits at all: nothing is consumed.
+        return (0, s);
+    }
+    (if neg { n.saturating_neg() } else { n }, rest)
+}
+
+/// Unsigned digits in `radix`, saturating, and what follows them.
+fn strtol_radix(body: &str, radix: u32) -> (i64, &str) {
+    let end = body
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(body.len());
+    let n = body[..end].chars().fold(0i64, |n, c| {
+        n.saturating_mul(i64::from(radix))
+            .saturating_add(i64::from(c.to_digit(radix).unwrap_or(0)))
+    });
+    (n, &body[end..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -316,7 +316,7 @@ pub fn apply(
             tr,
             Transition::Up | Transition::Ready | Transition::Resolved
         )
-        && be.cfg.balance.dynamic_weights()
+        && be.cfg.balance.dynamic_weights(&be.cfg.hash_type)
         && srv.start_warmup(crate::clock::clock_ms())
     {
         oper = Oper::Starting;

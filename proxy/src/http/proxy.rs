@@ -217,6 +217,7 @@ impl Session {
         );
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
+        log.req_counter = self.shared.model.streams.fetch_add(1, Ordering::Relaxed);
         log.ssl = self.tls.is_some();
         log.tls = self.tls.clone();
         log.proxied = self.proxied.clone();
@@ -496,6 +497,10 @@ impl Session {
         };
         // Without a log format, HAProxy logs "Connect from" per stream, i.e. per valid request.
         self.shared.log.connect(&self.fe, &log);
+        // `unique-id-format`: made once per stream, from what is known before the rules (HAProxy
+        // makes it at first use, at the latest before the backend's headers are added).
+        log.unique_id = self.shared.log.unique_id(&self.fe, &log);
+        let uid = log.unique_id.clone();
         // A request arriving during a soft stop is served, then the connection closes.
         let client_close = h1::wants_close(req.version, &req.headers)
             || h1::framing_forces_close(req.version, &req.headers)
@@ -562,6 +567,8 @@ impl Session {
             base.captures = caps.as_deref();
             base.vars = Some(&vars);
             base.userlists = Some(&be.rules.userlists);
+            base.counts = Some((&*self.shared.model, &be.name));
+            base.unique_id = uid.as_deref();
             let now = self.shared.model.now_ms();
             base.stick = self
                 .shared
@@ -717,6 +724,9 @@ impl Session {
             be = next;
         }
         log.backend = Some(be.name.clone());
+        if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &uid) {
+            req.headers.append(h.clone(), id.clone());
+        }
         self.prepare_request(&mut req, &be, upgrade);
 
         let mut head_bytes = Vec::with_capacity(1024);
@@ -746,6 +756,26 @@ impl Session {
         };
         finish(&self.shared, &self.fe, end);
         result
+    }
+
+    /// The request's balancing key for `be` (`balance hash` evaluates its expression here).
+    fn lb_key(&self, be: &Proxy, req: &RequestHead) -> Option<u32> {
+        let pool = be.pool();
+        let Some(expr) = pool.lb.hash_expr() else {
+            return pool.lb.key(self.peer.map(|p| p.ip()), Some(req));
+        };
+        let zero = || SocketAddr::from(([0, 0, 0, 0], 0));
+        let mut ctx = SampleCtx::new(
+            self.peer.unwrap_or_else(zero),
+            self.local.unwrap_or_else(zero),
+            &self.fe.name,
+        )
+        .with_tls(self.tls.as_deref())
+        .with_proxied(self.proxied.as_deref());
+        ctx.req = Some(req);
+        ctx.backend = Some(&be.name);
+        let v = expr.eval(&ctx)?;
+        Some(pool.lb.key_of(&v.to_bytes()))
     }
 
     /// Header edits every forwarded request gets: hop-by-hop removal, `option forwardfor`.
@@ -781,10 +811,10 @@ impl Session {
         be: &Proxy,
         first: bool,
         log: &mut SessionLog,
+        key: Option<u32>,
     ) -> Result<(Arc<Server>, Rc<Conn>, bool), (ConnectError, Option<Arc<Server>>)> {
-        let src = self.peer.map(|p| p.ip());
         let reuse = be.cfg.http_reuse;
-        let (srv, queued) = backend::take_server(be, src).await.map_err(|e| (e, None))?;
+        let (srv, queued) = backend::take_server(be, key).await.map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let picked = Some(Arc::clone(&srv));
         {
@@ -817,13 +847,14 @@ impl Session {
                 return Ok((Arc::clone(srv), conn, true));
             }
         }
+        let uid = log.unique_id.clone();
         let side = backend::ClientSide {
             addrs: self.peer.zip(self.local),
             tls: self.tls.as_deref(),
             received: self.proxied.as_deref(),
-            unique_id: None,
+            unique_id: uid.as_deref(),
         };
-        match backend::connect(self.shared.io, be, src, picked, &side).await {
+        match backend::connect(self.shared.io, be, key, picked, &side).await {
             Ok(c) => {
                 log.retries = c.info.retries;
                 log.redispatched = c.info.redispatched;
@@ -970,32 +1001,34 @@ impl Session {
         let head_req = req.method == "HEAD";
         // A reused idle connection may have been closed by the server meanwhile: a bodiless
         // request that got no response byte is replayed once on a fresh connection.
+        // The balancing key of the request as it leaves the rules (HAProxy hashes at connect).
+        let key = self.lb_key(be, req);
         let (srv, server, resp) = loop {
             attempts += 1;
-            let (srv, server, reused) = match self.server_conn(be, first || attempts > 1, log).await
-            {
-                Ok(x) => x,
-                Err((e, failed)) => {
-                    log.beconn = be.beconn.load(Ordering::Relaxed);
-                    let term = e.term();
-                    log.status = Some(503);
-                    log.term = term;
-                    self.fe.fe_counters.count_status(503);
-                    be.counters.count_status(503);
-                    let (mut bytes, close) =
-                        errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, conn);
-                    if head_req {
-                        bytes = errors::head_only(&bytes).to_vec();
+            let (srv, server, reused) =
+                match self.server_conn(be, first || attempts > 1, log, key).await {
+                    Ok(x) => x,
+                    Err((e, failed)) => {
+                        log.beconn = be.beconn.load(Ordering::Relaxed);
+                        let term = e.term();
+                        log.status = Some(503);
+                        log.term = term;
+                        self.fe.fe_counters.count_status(503);
+                        be.counters.count_status(503);
+                        let (mut bytes, close) =
+                            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, conn);
+                        if head_req {
+                            bytes = errors::head_only(&bytes).to_vec();
+                        }
+                        log.bytes_out = crate::log::htx::reply_size(&bytes);
+                        // HAProxy counts the error's bytes on the server that failed too.
+                        if let Some(s) = failed {
+                            s.counters.bytes(log.bytes_in, log.bytes_out);
+                        }
+                        let sent = self.send_client(bytes).await;
+                        return sent && keep && !close;
                     }
-                    log.bytes_out = crate::log::htx::reply_size(&bytes);
-                    // HAProxy counts the error's bytes on the server that failed too.
-                    if let Some(s) = failed {
-                        s.counters.bytes(log.bytes_in, log.bytes_out);
-                    }
-                    let sent = self.send_client(bytes).await;
-                    return sent && keep && !close;
-                }
-            };
+                };
             if reused {
                 Counters::add(&srv.counters.reuse, 1);
                 Counters::add(&be.counters.reuse, 1);
@@ -1258,6 +1291,7 @@ impl Session {
         head: &mut ResponseHead,
         captures: Option<&Captured>,
         vars: Option<&Vars>,
+        unique_id: Option<&str>,
     ) -> Option<u16> {
         let src = self.peer.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
         let dst = self.local.unwrap_or_else(|| ([0, 0, 0, 0], 0).into());
@@ -1268,6 +1302,8 @@ impl Session {
         base.server = Some(&srv.name);
         base.captures = captures;
         base.vars = vars;
+        base.unique_id = unique_id;
+        base.counts = Some((&*self.shared.model, &be.name));
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]
@@ -1376,6 +1412,7 @@ impl Session {
             &mut head,
             log.captures.as_deref(),
             log.vars.as_deref(),
+            log.unique_id.as_deref(),
         ) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(framing).advance(&sbuf) {

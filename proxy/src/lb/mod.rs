@@ -1,4 +1,9 @@
-//! Load-balancing algorithms (pure): roundrobin (smooth weighted), leastconn, first, source.
+//! Load-balancing algorithms (pure): roundrobin (smooth weighted), leastconn, first, random, and
+//! the hash-based ones (source, uri, url_param, hdr) with HAProxy 2.6's exact server choice:
+//! `hash-type map-based` indexes HAProxy's weighted map (`recalc_server_map`) with `hash %
+//! total weight`, `consistent` looks the hash up on HAProxy's ring (each server has `weight × 16`
+//! points at `full_hash(id × 4096 + n)`, the nearest point wins), so a key picks the same server
+//! as an HAProxy with the same server list.
 //!
 //! The shape follows the thread-per-core engine: an [`Lb`] is immutable and cheap to rebuild, so
 //! the caller keeps it behind an `ArcSwap` per backend and swaps in [`Lb::rebuild`] whenever a
@@ -26,7 +31,9 @@ mod table;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::config::model::{Balance, Server};
+use crate::ana::conv::{crc32, djb2, full_hash, sdbm, wt6};
+use crate::config::model::{Balance, HashFn, HashType, Server};
+use crate::http::head::RequestHead;
 
 /// HAProxy's largest server weight.
 pub const MAX_WEIGHT: u32 = 256;
@@ -72,22 +79,79 @@ struct Group {
     members: Box<[usize]>,
     /// The same in id order (`first` only).
     by_id: Box<[usize]>,
-    /// One period of the smooth weighted sequence (roundrobin, static-rr, source only).
+    /// What roundrobin walks: one period of the smooth weighted sequence (roundrobin), HAProxy's
+    /// map (static-rr), or the map or the ring (hash-based algorithms, for a stream without a
+    /// key).
     table: Box<[usize]>,
+    /// `hash-type map-based`: HAProxy's server map, one slot per unit of effective weight.
+    map: Box<[usize]>,
+    /// `hash-type consistent` and `random`: HAProxy's ring, `(point, server)` sorted by point.
+    ring: Box<[(u32, usize)]>,
+    /// Per member in configuration order: `(server, cumulative weight before it, weight)` in
+    /// ring units (weight × 16), for `hash-balance-factor`.
+    shares: Box<[(usize, u64, u64)]>,
 }
 
 impl Group {
-    fn build(servers: &[LbServer], backup: bool, algo: &Balance) -> Group {
+    fn build(servers: &[LbServer], backup: bool, shape: &Shape) -> Group {
         let members: Vec<(usize, u32)> = servers
             .iter()
             .enumerate()
             .filter(|(_, s)| s.backup == backup && s.weight > 0)
             .map(|(i, s)| (i, s.weight.min(MAX_WEIGHT)))
             .collect();
-        let table = match algo {
-            Balance::Roundrobin | Balance::StaticRr | Balance::Source => table::smooth(&members),
-            Balance::Leastconn | Balance::First => Vec::new(),
+        let algo = &shape.algo;
+        let mut table = match algo {
+            Balance::Roundrobin => table::smooth(&members),
+            _ => Vec::new(),
         };
+        let mut map = Vec::new();
+        let mut ring = Vec::new();
+        let on_map = *algo == Balance::StaticRr || (algo.is_hash() && !shape.hash.consistent);
+        if on_map {
+            // HAProxy's map weights: the configured ones divided by their GCD (rounded up).
+            let wmult = shape.wmult.max(1);
+            let ew: Vec<(usize, u32)> = members
+                .iter()
+                .map(|&(i, w)| (i, w.div_ceil(wmult)))
+                .collect();
+            // Without `allbackups` HAProxy sizes the backup map by the first backup alone.
+            let tot = match ew.first() {
+                Some(&(_, first)) if backup && !shape.allbackups => first,
+                _ => ew.iter().map(|&(_, w)| w).sum(),
+            };
+            map = haproxy_map(&ew, tot);
+        } else if algo.is_hash() || matches!(algo, Balance::Random { .. }) {
+            for &(i, w) in &members {
+                let id = servers.get(i).map_or(0, |s| s.id);
+                for node in 0..w * 16 {
+                    ring.push((full_hash(id.wrapping_mul(4096).wrapping_add(node)), i));
+                }
+            }
+            // Stable: equal points keep server order, as the tree keeps insertion order.
+            ring.sort_by_key(|&(k, _)| k);
+        }
+        // A stream without a key goes round the map (HAProxy's map_get_server_rr) or the ring
+        // in point order (chash_get_next_server).
+        if *algo == Balance::StaticRr {
+            // static-rr walks HAProxy's map in order (map_get_server_rr).
+            table = std::mem::take(&mut map);
+        } else if algo.is_hash() {
+            table = if shape.hash.consistent {
+                ring.iter().map(|&(_, i)| i).collect()
+            } else {
+                map.clone()
+            };
+        }
+        let mut cum = 0u64;
+        let shares: Box<[(usize, u64, u64)]> = members
+            .iter()
+            .map(|&(i, w)| {
+                let ew = u64::from(w) * 16;
+                cum += ew;
+                (i, cum - ew, ew)
+            })
+            .collect();
         let members: Box<[usize]> = members.into_iter().map(|(i, _)| i).collect();
         let mut by_id = Vec::new();
         if *algo == Balance::First {
@@ -98,6 +162,9 @@ impl Group {
             members,
             by_id: by_id.into_boxed_slice(),
             table: table.into_boxed_slice(),
+            map: map.into_boxed_slice(),
+            ring: ring.into_boxed_slice(),
+            shares,
         }
     }
 
@@ -115,25 +182,68 @@ enum Target<'a> {
     Single(usize),
 }
 
+/// What the groups are built from besides the servers.
+#[derive(Clone, Debug)]
+struct Shape {
+    algo: Balance,
+    hash: HashType,
+    allbackups: bool,
+    /// HAProxy's `wmult` for map-based hashing: the GCD of the configured weights, fixed when
+    /// the server list is set (weights changed at run time keep dividing by it).
+    wmult: u32,
+    /// `balance hash <expr>`, compiled.
+    expr: Option<std::sync::Arc<crate::ana::sample::SampleExpr>>,
+    /// `hash-balance-factor` (0: unbounded).
+    balance_factor: u32,
+}
+
 /// A backend's balancing state, immutable between rebuilds.
 #[derive(Clone, Debug)]
 pub struct Lb {
-    algo: Balance,
-    allbackups: bool,
+    shape: Shape,
     servers: Box<[LbServer]>,
     active: Group,
     backup: Group,
 }
 
 impl Lb {
-    /// Builds from `servers` (configuration order) at their given weights.
+    /// Builds from `servers` (configuration order) at their given weights, map-based hashing.
     pub fn new(algo: &Balance, servers: &[LbServer], allbackups: bool) -> Lb {
+        Lb::with_hash(algo, HashType::default(), servers, allbackups)
+    }
+
+    /// [`Lb::new`] with the backend's `hash-type`.
+    pub fn with_hash(algo: &Balance, hash: HashType, servers: &[LbServer], allbackups: bool) -> Lb {
+        let wmult = servers
+            .iter()
+            .map(|s| s.weight.min(MAX_WEIGHT))
+            .filter(|&w| w > 0)
+            .fold(0, gcd);
+        let expr = match algo {
+            Balance::Hash(e) => crate::ana::sample::parse_sample(e)
+                .ok()
+                .map(std::sync::Arc::new),
+            _ => None,
+        };
+        Lb::build(
+            Shape {
+                algo: algo.clone(),
+                hash,
+                allbackups,
+                wmult: wmult.max(1),
+                expr,
+                balance_factor: 0,
+            },
+            servers,
+        )
+    }
+
+    fn build(shape: Shape, servers: &[LbServer]) -> Lb {
         Lb {
-            algo: algo.clone(),
-            allbackups,
+            active: Group::build(servers, false, &shape),
+            backup: Group::build(servers, true, &shape),
             servers: servers.into(),
-            active: Group::build(servers, false, algo),
-            backup: Group::build(servers, true, algo),
+            shape,
         }
     }
 
@@ -149,22 +259,78 @@ impl Lb {
                 ..*s
             })
             .collect();
-        Lb::new(&self.algo, &servers, self.allbackups)
+        Lb::build(self.shape.clone(), &servers)
     }
 
     /// The same algorithm over another server list (servers added or removed at run time);
     /// [`Lb::rebuild`] then applies the live state.
     pub fn with_servers(&self, servers: &[LbServer]) -> Lb {
-        Lb::new(&self.algo, servers, self.allbackups)
+        let s = &self.shape;
+        Lb::with_hash(&s.algo, s.hash, servers, s.allbackups).with_balance_factor(s.balance_factor)
+    }
+
+    /// `hash-balance-factor`: on the consistent ring, a server serving more than `factor`% of
+    /// its weighted share passes the stream on (HAProxy's bounded loads).
+    pub fn with_balance_factor(mut self, factor: u32) -> Lb {
+        self.shape.balance_factor = factor;
+        self
     }
 
     pub fn algo(&self) -> &Balance {
-        &self.algo
+        &self.shape.algo
     }
 
     /// Hash-based: redispatch does not re-balance on the plain "more than one server" rule.
     pub fn is_hash_based(&self) -> bool {
-        self.algo == Balance::Source
+        self.shape.algo.is_hash()
+    }
+
+    /// `balance hash`'s expression: the caller evaluates it on the stream, then [`Lb::key_of`].
+    pub fn hash_expr(&self) -> Option<&crate::ana::sample::SampleExpr> {
+        self.shape.expr.as_deref()
+    }
+
+    /// The key of `balance hash`: the sample's bytes through the hash function.
+    pub fn key_of(&self, sample: &[u8]) -> u32 {
+        let ht = &self.shape.hash;
+        let h = gen_hash(ht.func, sample);
+        if ht.avalanche { full_hash(h) } else { h }
+    }
+
+    /// The hash a hash-based algorithm looks up for this stream (HAProxy's `get_server_sh`,
+    /// `_uh`, `_ph`, `_hh` up to the lookup), or `None`: no key (then roundrobin, as HAProxy).
+    pub fn key(&self, src: Option<IpAddr>, req: Option<&RequestHead>) -> Option<u32> {
+        let ht = &self.shape.hash;
+        let h = match &self.shape.algo {
+            Balance::Source => source_hash(src?),
+            Balance::Uri {
+                len,
+                depth,
+                whole,
+                path_only,
+            } => {
+                let req = req?;
+                let uri = if *path_only {
+                    uri_path(&req.target)
+                } else {
+                    req.target.as_str()
+                };
+                gen_hash(ht.func, uri_key(uri.as_bytes(), *len, *depth, *whole))
+            }
+            Balance::UrlParam { name, .. } => {
+                gen_hash(ht.func, url_param(req?.target.as_bytes(), name.as_bytes())?)
+            }
+            Balance::Hdr { name, domain_only } => {
+                let v = header_value(req?, name)?;
+                if *domain_only {
+                    gen_hash(ht.func, main_domain(v))
+                } else {
+                    gen_hash(ht.func, v)
+                }
+            }
+            _ => return None,
+        };
+        Some(if ht.avalanche { full_hash(h) } else { h })
     }
 
     /// Some server (active or backup) is eligible: when `pick` returns `None` while this holds,
@@ -173,15 +339,16 @@ impl Lb {
         self.target(view).is_some()
     }
 
-    /// Chooses a server, or `None` when none is eligible or all candidates are full. `src` is
-    /// the client address, used by `balance source` (without one it falls back to roundrobin).
+    /// Chooses a server, or `None` when none is eligible or all candidates are full. `key` is
+    /// the stream's [`Lb::key`], used by the hash-based algorithms (without one they fall back
+    /// to roundrobin).
     pub fn pick(
         &self,
         cursor: &AtomicU64,
         view: &impl ServerView,
-        src: Option<IpAddr>,
+        key: Option<u32>,
     ) -> Option<usize> {
-        self.pick_excluding(cursor, view, src, None)
+        self.pick_excluding(cursor, view, key, None)
     }
 
     /// [`Lb::pick`] avoiding `exclude` (the server that just failed, for `option redispatch`).
@@ -189,7 +356,7 @@ impl Lb {
         &self,
         cursor: &AtomicU64,
         view: &impl ServerView,
-        src: Option<IpAddr>,
+        key: Option<u32>,
         exclude: Option<usize>,
     ) -> Option<usize> {
         let pick = Pick {
@@ -197,11 +364,12 @@ impl Lb {
             view,
             exclude,
         };
-        match (&self.algo, src) {
-            (Balance::Source, Some(ip)) => pick.hash(hash_ip(ip)),
-            (Balance::Roundrobin | Balance::StaticRr | Balance::Source, _) => pick.rr(cursor),
+        match (&self.shape.algo, key) {
+            (Balance::Random { draws }, _) => pick.random(*draws),
+            (a, Some(h)) if a.is_hash() => pick.hash(h),
             (Balance::Leastconn, _) => pick.with_target(|g| pick.leastconn(g, cursor)),
             (Balance::First, _) => pick.with_target(|g| pick.first(g)),
+            _ => pick.rr(cursor),
         }
     }
 
@@ -209,7 +377,7 @@ impl Lb {
     fn target(&self, view: &impl ServerView) -> Option<Target<'_>> {
         if self.active.members.iter().any(|&i| eligible(view, i)) {
             Some(Target::Group(&self.active))
-        } else if self.allbackups {
+        } else if self.shape.allbackups {
             let any = self.backup.members.iter().any(|&i| eligible(view, i));
             any.then_some(Target::Group(&self.backup))
         } else {
@@ -291,22 +459,122 @@ impl<V: ServerView> Pick<'_, V> {
         })
     }
 
-    /// Map-based hash: the table slot at `hash % len`. A slot whose server does not fit falls
-    /// through to the next slots, so only that server's clients move.
-    fn hash(&self, hash: u64) -> Option<usize> {
-        if let Some(i) = self.lb.active.slot(hash)
-            && self.fits(i)
-        {
-            return Some(i);
+    /// A hash-based pick: the map slot at `hash % total weight` (map-based) or the nearest ring
+    /// point (consistent). A server that does not fit passes to the next slots or points, so
+    /// only its own clients move.
+    fn hash(&self, hash: u32) -> Option<usize> {
+        let consistent = self.lb.shape.hash.consistent;
+        match self.lb.target(self.view)? {
+            Target::Single(i) if consistent => self.has_room(i).then_some(i),
+            // HAProxy hashes nothing with one server in use (hash 0) and, without
+            // `allbackups`, indexes the backup map by the first backup's weight.
+            Target::Single(_) => self.walk_map(&self.lb.backup, 0),
+            Target::Group(g) if consistent => self
+                .ring_walk(g, hash, |i| self.fits(i) && self.within_bound(g, i))
+                .or_else(|| self.ring_walk(g, hash, |i| self.fits(i)))
+                .or_else(|| self.avoided(g)),
+            Target::Group(g) => self.walk_map(g, hash),
         }
-        self.with_target(|g| {
-            let len = g.table.len();
-            let start = usize::try_from(hash % u64::try_from(len).ok()?.max(1)).ok()?;
-            (0..len)
-                .filter_map(|off| g.table.get((start + off) % len).copied())
-                .find(|&i| self.fits(i))
+    }
+
+    fn walk_map(&self, g: &Group, hash: u32) -> Option<usize> {
+        let len = g.map.len();
+        if len == 0 {
+            return None;
+        }
+        let start = usize::try_from(hash).ok()? % len;
+        (0..len)
+            .filter_map(|off| g.map.get((start + off) % len).copied())
+            .find(|&i| self.fits(i))
+            .or_else(|| self.avoided(g))
+    }
+
+    /// `chash_get_server_hash`: the point nearest to `hash` (the one before on a tie), then the
+    /// following points until `ok` accepts a server.
+    fn ring_walk(&self, g: &Group, hash: u32, ok: impl Fn(usize) -> bool) -> Option<usize> {
+        let ring = &g.ring;
+        let len = ring.len();
+        if len == 0 {
+            return None;
+        }
+        let mut next = ring.partition_point(|&(k, _)| k < hash);
+        if next == len {
+            next = 0;
+        }
+        let prev = if next == 0 { len - 1 } else { next - 1 };
+        let (pk, _) = ring[prev];
+        let (nk, _) = ring[next];
+        let start = if hash.wrapping_sub(pk) <= nk.wrapping_sub(hash) {
+            prev
+        } else {
+            next
+        };
+        (0..len)
+            .filter_map(|off| ring.get((start + off) % len).map(|&(_, i)| i))
+            .find(|&i| ok(i))
+    }
+
+    /// `chash_server_is_eligible`: server `i` serves fewer streams than its slots, the
+    /// backend's streams (plus this one) × factor / 100 spread by weight. Always true without
+    /// a factor.
+    fn within_bound(&self, g: &Group, i: usize) -> bool {
+        let factor = u64::from(self.lb.shape.balance_factor);
+        if factor == 0 {
+            return true;
+        }
+        let Some(&(_, cumw, ew)) = g.shares.iter().find(|&&(s, _, _)| s == i) else {
+            return true;
+        };
+        let tot: u64 = g.shares.iter().map(|&(_, _, w)| w).sum();
+        if tot == 0 {
+            return true;
+        }
+        let served: u64 = (0..self.lb.servers.len())
+            .map(|s| u64::from(self.view.conns(s)))
+            .sum();
+        let tot_slots = ((served + 1) * factor).div_ceil(100);
+        let (per, rem) = (tot_slots / tot, tot_slots % tot);
+        let slots = (ew * per + ((cumw + ew) * rem) / tot - (cumw * rem) / tot).max(1);
+        u64::from(self.view.conns(i)) < slots
+    }
+
+    /// `balance random(<draws>)`: the least loaded (per weight) of `draws` random ring
+    /// lookups; a full server leaves the stream to the backend queue.
+    fn random(&self, draws: u32) -> Option<usize> {
+        let g = match self.lb.target(self.view)? {
+            Target::Single(i) => return self.has_room(i).then_some(i),
+            Target::Group(g) => g,
+        };
+        let usable = |i: usize| Some(i) != self.exclude && eligible(self.view, i);
+        let bounded = |i: usize| usable(i) && self.within_bound(g, i);
+        let load = |i: usize| {
+            (
+                u64::from(self.view.conns(i)),
+                u64::from(self.view.weight(i).max(1)),
+            )
+        };
+        let mut curr: Option<usize> = None;
+        for _ in 0..draws.max(1) {
+            let prev = curr;
+            let h = random_u32();
+            let Some(c) = self
+                .ring_walk(g, h, bounded)
+                .or_else(|| self.ring_walk(g, h, usable))
                 .or_else(|| self.avoided(g))
-        })
+            else {
+                break;
+            };
+            curr = Some(c);
+            if let Some(p) = prev
+                && p != c
+            {
+                let ((cc, cw), (pc, pw)) = (load(c), load(p));
+                if cc * pw > pc * cw {
+                    curr = Some(p);
+                }
+            }
+        }
+        curr.filter(|&i| self.has_room(i))
     }
 
     /// Lowest `conns / weight`; ties share turns through the cursor.
@@ -359,26 +627,169 @@ impl<V: ServerView> Pick<'_, V> {
     }
 }
 
-/// Stable across processes and reloads (no random seed), so a client keeps its server. An
-/// IPv4-mapped IPv6 address hashes as the IPv4 one: same client on a dual-stack socket.
-fn hash_ip(ip: IpAddr) -> u64 {
-    let bits: u128 = match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => u128::from(u32::from(v4)),
-            None => u128::from(v6),
-        },
-    };
-    // Truncations intended: the two halves are mixed separately.
-    let (hi, lo) = ((bits >> 64) as u64, bits as u64);
-    mix64(lo ^ mix64(hi))
+/// `get_server_sh`: the address's 32-bit big-endian words XORed (IPv6 as it is, a v4-mapped
+/// one included, as HAProxy hashes `sin6_addr`).
+fn source_hash(ip: IpAddr) -> u32 {
+    match ip {
+        IpAddr::V4(v4) => u32::from(v4),
+        IpAddr::V6(v6) => v6
+            .octets()
+            .chunks_exact(4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+            .fold(0, |h, w| h ^ w),
+    }
 }
 
-/// The splitmix64 finalizer: every input bit reaches every output bit.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+fn gen_hash(f: HashFn, key: &[u8]) -> u32 {
+    match f {
+        HashFn::Sdbm => sdbm(key),
+        HashFn::Djb2 => djb2(key),
+        HashFn::Wt6 => wt6(key),
+        HashFn::Crc32 => crc32(key),
+    }
+}
+
+/// `balance uri`'s key: at most `len` bytes (0: all), cut before the `depth`-th slash after
+/// the first (0: no limit) and, without `whole`, before the query string.
+fn uri_key(uri: &[u8], len: u32, depth: u32, whole: bool) -> &[u8] {
+    let max = if len > 0 {
+        uri.len().min(usize::try_from(len).unwrap_or(usize::MAX))
+    } else {
+        uri.len()
+    };
+    let mut slashes = 0;
+    let mut end = 0;
+    while end < max {
+        match uri[end] {
+            b'/' => {
+                slashes += 1;
+                if depth > 0 && slashes == depth + 1 {
+                    break;
+                }
+            }
+            b'?' if !whole => break,
+            _ => {}
+        }
+        end += 1;
+    }
+    &uri[..end]
+}
+
+/// `http_parse_path`: an absolute-form target without its scheme and authority (query kept);
+/// empty for `*` and authority-form.
+fn uri_path(target: &str) -> &str {
+    if target.starts_with('/') {
+        return target;
+    }
+    match target.find("://") {
+        Some(i) => target[i + 3..]
+            .find('/')
+            .map_or("", |j| &target[i + 3 + j..]),
+        None => "",
+    }
+}
+
+/// `get_server_ph`: the value of the first `name=` parameter of the query string.
+fn url_param<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let q = uri.iter().position(|&c| c == b'?')?;
+    let mut params = &uri[q + 1..];
+    let plen = name.len();
+    while params.len() > plen {
+        if params[plen] == b'=' && &params[..plen] == name {
+            let v = &params[plen + 1..];
+            let end = v.iter().position(|&c| c == b'&').unwrap_or(v.len());
+            return Some(&v[..end]);
+        }
+        let amp = params.iter().position(|&c| c == b'&')?;
+        params = &params[amp + 1..];
+    }
+    None
+}
+
+/// `get_server_hh`'s value: the first comma-separated value of the first occurrence, without
+/// surrounding blanks; `None` when absent or empty.
+fn header_value<'a>(req: &'a RequestHead, name: &'a str) -> Option<&'a [u8]> {
+    let raw = req.headers.get_first(name)?;
+    let first = raw.split(|&c| c == b',').next().unwrap_or(raw);
+    let is_blank = |c: &u8| *c == b' ' || *c == b'\t';
+    let start = first
+        .iter()
+        .position(|c| !is_blank(c))
+        .unwrap_or(first.len());
+    let end = first
+        .iter()
+        .rposition(|c| !is_blank(c))
+        .map_or(start, |e| e + 1);
+    let v = first.get(start..end.max(start))?;
+    (!v.is_empty()).then_some(v)
+}
+
+/// `use_domain_only`: the label before the last dot ("www.example.com" → "example"); the whole
+/// value when it has no dot, as HAProxy's backward scan.
+fn main_domain(v: &[u8]) -> &[u8] {
+    let Some(last) = v.iter().rposition(|&c| c == b'.') else {
+        return v;
+    };
+    let start = v[..last]
+        .iter()
+        .rposition(|&c| c == b'.')
+        .map_or(0, |d| d + 1);
+    &v[start..last]
+}
+
+/// HAProxy's `recalc_server_map`: `tot` slots, each to the member whose accumulated score,
+/// divided by `tot`, is highest (the first on ties), which then pays `tot` back.
+fn haproxy_map(members: &[(usize, u32)], tot: u32) -> Vec<usize> {
+    let tot_i = i64::from(tot);
+    let mut score = vec![0i64; members.len()];
+    let mut map = Vec::with_capacity(usize::try_from(tot).unwrap_or(0));
+    for _ in 0..tot {
+        let mut best: Option<(usize, i64)> = None;
+        for (k, &(_, w)) in members.iter().enumerate() {
+            if tot == 1 {
+                best = Some((k, 0));
+                break;
+            }
+            score[k] += i64::from(w);
+            let v = (score[k] + tot_i) / tot_i;
+            if best.is_none_or(|(_, max)| v > max) {
+                best = Some((k, v));
+            }
+        }
+        let Some((k, _)) = best else { break };
+        if let (Some(&(idx, _)), Some(sc)) = (members.get(k), score.get_mut(k)) {
+            map.push(idx);
+            *sc -= tot_i;
+        }
+    }
+    map
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// A per-thread xorshift (HAProxy's `statistical_prng`): random enough to spread, not secret.
+pub(crate) fn random_u32() -> u32 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u32> = Cell::new({
+            let mut seed = [0u8; 4];
+            let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut seed);
+            u32::from_ne_bytes(seed) | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        s.set(x);
+        x
+    })
 }
 
 #[cfg(test)]

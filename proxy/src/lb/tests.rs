@@ -287,6 +287,11 @@ fn first_fills_servers_in_id_order() {
     assert_eq!(lb.pick(&cursor, &view, None), Some(0));
 }
 
+/// The key `balance source` hashes (map-based, no avalanche: the default `hash-type`).
+fn k(ip: IpAddr) -> Option<u32> {
+    Some(source_hash(ip))
+}
+
 fn v4(n: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(n))
 }
@@ -298,22 +303,23 @@ fn source_is_stable_per_client() {
     let view = View::of(&s);
     let cursor = AtomicU64::new(0);
     let ip: IpAddr = "192.0.2.7".parse().unwrap();
-    let first = lb.pick(&cursor, &view, Some(ip)).unwrap();
+    let first = lb.pick(&cursor, &view, k(ip)).unwrap();
     for _ in 0..20 {
-        assert_eq!(lb.pick(&cursor, &view, Some(ip)), Some(first));
+        assert_eq!(lb.pick(&cursor, &view, k(ip)), Some(first));
     }
-    // Same answer from a rebuilt Lb and for the IPv4-mapped form of the address.
+    // Same answer from a rebuilt Lb.
     let rebuilt = lb.rebuild(&view);
-    assert_eq!(rebuilt.pick(&cursor, &view, Some(ip)), Some(first));
-    let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
-    assert_eq!(lb.pick(&cursor, &view, Some(mapped)), Some(first));
-    // The hash is a fixed function: pin one value so it cannot drift across releases.
-    assert_eq!(hash_ip(v4(0x0a00_0001)), 0x8a97_5842_f474_5f16);
+    assert_eq!(rebuilt.pick(&cursor, &view, k(ip)), Some(first));
+    // HAProxy's get_server_sh: the address words XORed, a v4-mapped IPv6 address as it is.
+    assert_eq!(source_hash(v4(0x0a00_0001)), 0x0a00_0001);
     assert_eq!(
-        hash_ip("::ffff:10.0.0.1".parse().unwrap()),
-        0x8a97_5842_f474_5f16
+        source_hash("::ffff:10.0.0.1".parse().unwrap()),
+        0x0a00_0001 ^ 0xffff
     );
-    assert_ne!(hash_ip(v4(0x0a00_0001)), hash_ip(v4(0x0a00_0002)));
+    assert_eq!(
+        source_hash("2001:db8::1:2".parse().unwrap()),
+        0x2001_0db8 ^ 0x0001_0002
+    );
     // No client address: roundrobin.
     assert_eq!(picks(&lb, &AtomicU64::new(0), &view, 4), [0, 1, 2, 0]);
 }
@@ -326,7 +332,7 @@ fn source_spreads_by_weight() {
     let cursor = AtomicU64::new(0);
     let mut c = [0u32; 2];
     for n in 0..20_000u32 {
-        c[lb.pick(&cursor, &view, Some(v4(0x0a00_0000 + n))).unwrap()] += 1;
+        c[lb.pick(&cursor, &view, k(v4(0x0a00_0000 + n))).unwrap()] += 1;
     }
     assert!((14_400..=15_600).contains(&c[0]), "{c:?}");
     let s = servers(&[1, 1, 1]);
@@ -335,7 +341,7 @@ fn source_spreads_by_weight() {
     let mut c = [0u32; 3];
     for n in 0..30_000u128 {
         let ip = IpAddr::V6(Ipv6Addr::from((0x2001_0db8u128 << 96) | (n << 64) | 1));
-        c[lb.pick(&cursor, &view, Some(ip)).unwrap()] += 1;
+        c[lb.pick(&cursor, &view, k(ip)).unwrap()] += 1;
     }
     for x in c {
         assert!((9_400..=10_600).contains(&x), "{c:?}");
@@ -349,12 +355,12 @@ fn source_moves_only_the_clients_of_a_down_server() {
     let mut view = View::of(&s);
     let cursor = AtomicU64::new(0);
     let before: Vec<usize> = (0..3000)
-        .map(|n| lb.pick(&cursor, &view, Some(v4(n))).unwrap())
+        .map(|n| lb.pick(&cursor, &view, k(v4(n))).unwrap())
         .collect();
     view.up[1] = false;
     let mut moved = [0u32; 3];
     for (n, &was) in before.iter().enumerate() {
-        let now = lb.pick(&cursor, &view, Some(v4(n as u32))).unwrap();
+        let now = lb.pick(&cursor, &view, k(v4(n as u32))).unwrap();
         assert_ne!(now, 1);
         if was != 1 {
             assert_eq!(now, was, "client {n} moved");
@@ -441,11 +447,11 @@ fn redispatch_avoids_the_failed_server() {
 
     let src = Lb::new(&Balance::Source, &s, false);
     let ip = v4(0xc000_0207);
-    let usual = src.pick(&cursor, &view, Some(ip)).unwrap();
-    let other = src.pick_excluding(&cursor, &view, Some(ip), Some(usual));
+    let usual = src.pick(&cursor, &view, k(ip)).unwrap();
+    let other = src.pick_excluding(&cursor, &view, k(ip), Some(usual));
     assert!(other.is_some() && other != Some(usual));
     assert_eq!(
-        src.pick_excluding(&cursor, &view, Some(ip), Some(usual)),
+        src.pick_excluding(&cursor, &view, k(ip), Some(usual)),
         other
     );
 
@@ -453,10 +459,7 @@ fn redispatch_avoids_the_failed_server() {
     let mut alone = view.clone();
     alone.up = vec![true, false, false];
     for lb in [&rr, &lc, &first, &src] {
-        assert_eq!(
-            lb.pick_excluding(&cursor, &alone, Some(ip), Some(0)),
-            Some(0)
-        );
+        assert_eq!(lb.pick_excluding(&cursor, &alone, k(ip), Some(0)), Some(0));
     }
 }
 
@@ -470,7 +473,7 @@ fn nothing_to_pick_never_panics() {
         Balance::First,
         Balance::Source,
     ];
-    let ip = Some(v4(1));
+    let ip = k(v4(1));
     for algo in &algos {
         let empty = Lb::new(algo, &[], true);
         let view = View::of(&[]);
@@ -520,5 +523,167 @@ fn from_config_copies_the_balancing_fields() {
             backup: true,
             maxconn: Some(30)
         }
+    );
+}
+
+/// HAProxy's `recalc_server_map` order (worked by hand from lb_map.c; the differential test
+/// `lb_hash` checks it against HAProxy): the first server leads, ties go to the earlier one.
+#[test]
+fn haproxy_map_matches_recalc_server_map() {
+    assert_eq!(haproxy_map(&[(0, 1), (1, 1), (2, 1)], 3), [0, 1, 2]);
+    assert_eq!(
+        haproxy_map(&[(0, 1), (1, 2), (2, 3), (3, 1)], 7),
+        [0, 1, 2, 1, 2, 2, 3]
+    );
+    assert_eq!(haproxy_map(&[(0, 3), (1, 1)], 4), [0, 0, 0, 1]);
+    assert_eq!(haproxy_map(&[(4, 2)], 1), [4]);
+    assert!(haproxy_map(&[], 0).is_empty());
+    // Map weights are the configured ones divided by their GCD (2, 4, 6, 2 → 1, 2, 3, 1).
+    let s = servers(&[2, 4, 6, 2]);
+    let lb = Lb::with_hash(
+        &Balance::Uri {
+            len: 0,
+            depth: 0,
+            whole: false,
+            path_only: false,
+        },
+        HashType::default(),
+        &s,
+        false,
+    );
+    assert_eq!(&*lb.active.map, [0, 1, 2, 1, 2, 2, 3]);
+    // ... and keep that divisor when a server goes down.
+    let mut view = View::of(&s);
+    view.up[2] = false;
+    assert_eq!(&*lb.rebuild(&view).active.map, [0, 1, 1, 3]);
+}
+
+#[test]
+fn hash_keys_as_haproxy_cuts_them() {
+    assert_eq!(uri_key(b"/a/b/c?x=1", 0, 0, false), b"/a/b/c");
+    assert_eq!(uri_key(b"/a/b/c?x=1", 0, 0, true), b"/a/b/c?x=1");
+    assert_eq!(uri_key(b"/a/b/c?x=1", 0, 2, false), b"/a/b");
+    assert_eq!(uri_key(b"/a/b/c?x=1", 4, 0, false), b"/a/b");
+    assert_eq!(uri_path("http://h:8/p?q"), "/p?q");
+    assert_eq!(uri_path("http://h"), "");
+    assert_eq!(uri_path("*"), "");
+    assert_eq!(url_param(b"/p?a=1&k=v&k=w", b"k"), Some(&b"v"[..]));
+    assert_eq!(url_param(b"/p?kk=1&k=", b"k"), Some(&b""[..]));
+    assert_eq!(url_param(b"/p?a=1", b"k"), None);
+    assert_eq!(url_param(b"/p", b"k"), None);
+    assert_eq!(main_domain(b"www.example.com"), b"example");
+    assert_eq!(main_domain(b"example.com"), b"example");
+    assert_eq!(main_domain(b"localhost"), b"localhost");
+    let mut req = RequestHead {
+        method: "GET".into(),
+        target: "/".into(),
+        version: crate::http::head::Version::Http11,
+        headers: Default::default(),
+    };
+    req.headers.append("x-k", "  a b , c");
+    assert_eq!(header_value(&req, "x-k"), Some(&b"a b"[..]));
+    req.headers.append("x-e", " ,c");
+    assert_eq!(header_value(&req, "x-e"), None);
+}
+
+/// HAProxy's ring: `weight × 16` points per server at `full_hash(id × 4096 + n)`; a hash goes to
+/// the nearest point and the clients of a removed server are the only ones to move.
+#[test]
+fn consistent_ring_is_haproxy_s() {
+    let s = servers(&[1, 2]);
+    let algo = Balance::Hdr {
+        name: "x".into(),
+        domain_only: false,
+    };
+    let consistent = HashType {
+        consistent: true,
+        avalanche: true,
+        ..HashType::default()
+    };
+    let lb = Lb::with_hash(&algo, consistent, &s, false);
+    assert_eq!(lb.active.ring.len(), 48);
+    let first = full_hash(4096);
+    assert!(lb.active.ring.contains(&(first, 0)));
+    assert!(lb.active.ring.contains(&(full_hash(2 * 4096 + 31), 1)));
+    let view = View::of(&s);
+    let cursor = AtomicU64::new(0);
+    // Exactly on a point: that point's server.
+    assert_eq!(lb.pick(&cursor, &view, Some(first)), Some(0));
+    let mut three = servers(&[1, 1, 1]);
+    three[2].id = 9;
+    let lb3 = Lb::with_hash(&algo, consistent, &three, false);
+    let mut down = View::of(&three);
+    let before: Vec<usize> = (0..2000u32)
+        .map(|n| lb3.pick(&cursor, &down, Some(full_hash(n))).unwrap())
+        .collect();
+    down.up[1] = false;
+    let after = lb3.rebuild(&down);
+    for (n, &was) in before.iter().enumerate() {
+        let now = after
+            .pick(&cursor, &down, Some(full_hash(n as u32)))
+            .unwrap();
+        if was != 1 {
+            assert_eq!(now, was);
+        }
+    }
+}
+
+#[test]
+fn random_prefers_the_less_loaded_draw() {
+    let s = servers(&[1, 1]);
+    let lb = Lb::new(&Balance::Random { draws: 2 }, &s, false);
+    let mut view = View::of(&s);
+    view.conns = vec![50, 0];
+    let cursor = AtomicU64::new(0);
+    let mut c = [0u32; 2];
+    for _ in 0..2000 {
+        c[lb.pick(&cursor, &view, None).unwrap()] += 1;
+    }
+    // Server 0 wins only when both draws land on it (about a quarter of the time).
+    assert!(c[1] > 1300, "{c:?}");
+    let one = Lb::new(&Balance::Random { draws: 1 }, &s, false);
+    view.conns = vec![0, 0];
+    let mut c = [0u32; 2];
+    for _ in 0..2000 {
+        c[one.pick(&cursor, &view, None).unwrap()] += 1;
+    }
+    assert!(c[0] > 700 && c[1] > 700, "{c:?}");
+}
+
+/// `hash-balance-factor` as chash_server_is_eligible: with 125, two equal servers and 10
+/// streams on the first, its share is 7 slots, so every key goes to the second.
+#[test]
+fn balance_factor_bounds_loads_on_the_ring() {
+    let s = servers(&[1, 1]);
+    let algo = Balance::Uri {
+        len: 0,
+        depth: 0,
+        whole: false,
+        path_only: false,
+    };
+    let consistent = HashType {
+        consistent: true,
+        avalanche: true,
+        ..HashType::default()
+    };
+    let mut view = View::of(&s);
+    view.conns = vec![10, 0];
+    let cursor = AtomicU64::new(0);
+    let free = Lb::with_hash(&algo, consistent, &s, false);
+    let bounded = free.clone().with_balance_factor(125);
+    let keys: Vec<u32> = (0..200u32).map(full_hash).collect();
+    assert!(
+        keys.iter()
+            .any(|&k| free.pick(&cursor, &view, Some(k)) == Some(0))
+    );
+    assert!(
+        keys.iter()
+            .all(|&k| bounded.pick(&cursor, &view, Some(k)) == Some(1))
+    );
+    // Both past their share: the plain choice.
+    view.conns = vec![10, 10];
+    assert!(
+        keys.iter()
+            .all(|&k| bounded.pick(&cursor, &view, Some(k)) == free.pick(&cursor, &view, Some(k)))
     );
 }

@@ -31,6 +31,8 @@ enum Style {
 pub struct Logger {
     sink: Option<sink::LogSink>,
     styles: Vec<Style>,
+    /// Each proxy's `unique-id-format`, compiled.
+    uids: Vec<Option<LogFormat>>,
     utc_offset: i32,
     pid: u32,
 }
@@ -38,7 +40,24 @@ pub struct Logger {
 impl Logger {
     /// Checks every `log-format` without starting anything (for `-c`).
     pub fn formats_ok(cfg: &Config) -> Result<(), String> {
-        Self::styles(cfg).map(|_| ())
+        Self::styles(cfg)?;
+        Self::uids(cfg).map(|_| ())
+    }
+
+    fn uids(cfg: &Config) -> Result<Vec<Option<LogFormat>>, String> {
+        cfg.proxies
+            .iter()
+            .map(|p| {
+                p.unique_id_format
+                    .as_ref()
+                    .map(|(fmt, loc)| {
+                        LogFormat::parse(fmt, p.mode == Mode::Http).map_err(|e| {
+                            format!("Parsing [{loc}]: failed to parse unique-id : {e}.")
+                        })
+                    })
+                    .transpose()
+            })
+            .collect()
     }
 
     fn styles(cfg: &Config) -> Result<Vec<Style>, String> {
@@ -69,6 +88,7 @@ impl Logger {
     /// Compiles each proxy's log format; errors name the proxy and the format's location.
     pub fn new(cfg: &Config) -> Result<Logger, String> {
         let styles = Self::styles(cfg)?;
+        let uids = Self::uids(cfg)?;
         let any_target = cfg.proxies.iter().any(|p| !p.logs.is_empty());
         let sink = if any_target {
             let mut opts = sink::SinkOptions {
@@ -92,6 +112,7 @@ impl Logger {
         Ok(Logger {
             sink,
             styles,
+            uids,
             utc_offset: sink::local_utc_offset(now),
             pid: std::process::id(),
         })
@@ -183,6 +204,27 @@ impl Logger {
         if fe.cfg.options.dontlognull && rec.null {
             return;
         }
+        let mut line = String::with_capacity(256);
+        self.with_record(fe, rec, |record, ctx| fmt.render(record, ctx, &mut line));
+        self.emit(fe, &line);
+    }
+
+    /// The stream's unique id per the frontend's `unique-id-format` (`None` without one),
+    /// from what the stream knows so far.
+    pub fn unique_id(&self, fe: &Proxy, rec: &SessionLog) -> Option<String> {
+        let fmt = self.uids.get(fe.index)?.as_ref()?;
+        let mut id = String::with_capacity(64);
+        self.with_record(fe, rec, |record, ctx| fmt.render(record, ctx, &mut id));
+        Some(id)
+    }
+
+    /// Calls `f` with the log record and sample context of `rec`.
+    fn with_record(
+        &self,
+        fe: &Proxy,
+        rec: &SessionLog,
+        f: impl FnOnce(&LogRecord<'_>, &SampleCtx<'_>),
+    ) {
         let ms = |d: Option<std::time::Duration>| d.map_or(-1, |d| d.as_millis() as i64);
         let tr = ms(rec.request).max(if fe.cfg.mode == Mode::Tcp { 0 } else { -1 });
         let tc = ms(rec.connect);
@@ -235,6 +277,8 @@ impl Logger {
             req_captures: req_caps.as_deref().map(Vec::as_slice),
             res_captures: res_caps.as_deref().map(Vec::as_slice),
             pid: self.pid,
+            unique_id: rec.unique_id.as_deref(),
+            req_counter: rec.req_counter,
             ..Default::default()
         };
         let mut ctx = SampleCtx::new(client, local, &rec.frontend)
@@ -242,9 +286,8 @@ impl Logger {
             .with_proxied(rec.proxied.as_deref());
         ctx.captures = rec.captures.as_deref();
         ctx.vars = rec.vars.as_deref();
-        let mut line = String::with_capacity(256);
-        fmt.render(&record, &ctx, &mut line);
-        self.emit(fe, &line);
+        ctx.unique_id = rec.unique_id.as_deref();
+        f(&record, &ctx);
     }
 }
 

@@ -52,6 +52,10 @@ pub struct SessionLog {
     pub captures: Option<std::rc::Rc<crate::ana::capture::Captured>>,
     /// The transaction's variables (`var()` in a log-format).
     pub vars: Option<std::rc::Rc<crate::ana::vars::Vars>>,
+    /// The stream's `unique-id-format` value (`%ID`, `unique-id`).
+    pub unique_id: Option<String>,
+    /// The stream's number in the process (`%rt`).
+    pub req_counter: u64,
 }
 
 impl SessionLog {
@@ -90,6 +94,8 @@ impl SessionLog {
             null: false,
             captures: None,
             vars: None,
+            unique_id: None,
+            req_counter: 0,
         }
     }
 }

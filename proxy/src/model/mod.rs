@@ -684,6 +684,8 @@ pub struct Model {
     pub cfg: cfg::Config,
     pub proxies: Vec<Arc<Proxy>>,
     pub actconn: Gate,
+    /// Streams started so far (HAProxy's `global.req_count`: `%rt`, the stream's number).
+    pub streams: AtomicU64,
     /// Process-wide counters for `show info`: `stot`/`sess_rate` are sessions (`CumConns`,
     /// `SessRate`), `conn_rate` connections, `req_tot` requests (`CumReq`).
     pub totals: Counters,
@@ -721,7 +723,13 @@ impl Model {
                     .iter()
                     .map(crate::lb::LbServer::from_config)
                     .collect();
-                let lb = crate::lb::Lb::new(&p.balance, &lb_servers, p.options.allbackups);
+                let lb = crate::lb::Lb::with_hash(
+                    &p.balance,
+                    p.hash_type,
+                    &lb_servers,
+                    p.options.allbackups,
+                )
+                .with_balance_factor(p.hash_balance_factor);
                 let servers: Vec<Arc<Server>> = p
                     .servers
                     .iter()
@@ -782,6 +790,7 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
+            streams: AtomicU64::new(0),
             totals: Counters::default(),
             stick,
             cfg,
@@ -820,6 +829,52 @@ impl Model {
         self.proxies
             .iter()
             .find(|p| p.is_backend() && p.name == name)
+    }
+}
+
+impl crate::ana::sample::Counts for Model {
+    fn be_conn(&self, backend: &str) -> Option<i64> {
+        let p = self.proxy(backend)?;
+        Some(i64::from(p.beconn.load(Ordering::Relaxed)))
+    }
+
+    fn srv_conn(&self, backend: &str, server: &str) -> Option<i64> {
+        let pool = self.proxy(backend)?.pool();
+        let s = pool.servers.iter().find(|s| s.name == server)?;
+        Some(i64::from(s.cur_conns.load(Ordering::Relaxed)))
+    }
+
+    fn gauge(&self, g: crate::ana::sample::Gauge, proxy: &str, server: &str) -> Option<i64> {
+        use crate::ana::sample::Gauge;
+        let p = self.proxy(proxy)?;
+        let now = self.now_ms();
+        Some(i64::from(match g {
+            Gauge::FeConn => p.feconn.current(),
+            Gauge::FeSessRate => p.fe_counters.sess_rate.read(now),
+            Gauge::FeReqRate => p.fe_counters.req_rate.read(now),
+            Gauge::BeSessRate => p.counters.sess_rate.read(now),
+            Gauge::SrvSessRate => {
+                let pool = p.pool();
+                let s = pool.servers.iter().find(|s| s.name == server)?;
+                s.counters.sess_rate.read(now)
+            }
+        }))
+    }
+
+    fn nbsrv(&self, backend: &str) -> Option<i64> {
+        let p = self.proxy(backend)?;
+        let pool = p.pool();
+        let count = |backup: bool| {
+            pool.servers
+                .iter()
+                .filter(|s| s.cfg.opts.backup == backup && s.is_usable())
+                .count() as i64
+        };
+        Some(match count(false) {
+            0 if p.cfg.options.allbackups => count(true),
+            0 => count(true).min(1),
+            n => n,
+        })
     }
 }
 

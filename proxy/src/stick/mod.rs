@@ -348,6 +348,12 @@ impl Table {
         })
     }
 
+    /// Whether `key` (already a key of this table) has a live entry (`in_table`).
+    pub fn contains(&self, key: IpAddr, now: u64) -> bool {
+        let shard = lock(self.shard(&key));
+        shard.get(&key).is_some_and(|e| !self.expired(e, now))
+    }
+
     /// A copy of every live entry, sorted by key (expired ones are dropped on the way).
     pub fn entries(&self, now: u64) -> Vec<(IpAddr, Entry)> {
         let mut out = Vec::new();

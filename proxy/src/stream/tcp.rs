@@ -154,6 +154,7 @@ pub async fn run_tracked(
     let tls = conn.tls().cloned();
     let client = Side::of(conn);
     let mut log = SessionLog::new(&fe, peer, local, accept_at);
+    log.req_counter = shared.model.streams.fetch_add(1, Ordering::Relaxed);
     log.ssl = tls.is_some();
     log.tls = tls;
     log.proxied = origin.proxied.clone();
@@ -213,13 +214,31 @@ async fn stream(
     let src = peer.map(|p| p.ip());
     let tls = log.tls.clone();
     let proxied = log.proxied.clone();
+    // `unique-id-format` (for the PROXY v2 `unique-id` TLV and `%ID`): made at connect time.
+    log.unique_id = shared.log.unique_id(fe, &log);
+    let uid = log.unique_id.clone();
     let side = backend::ClientSide {
         addrs: peer.zip(local),
         tls: tls.as_deref(),
         received: proxied.as_deref(),
-        unique_id: None,
+        unique_id: uid.as_deref(),
     };
-    match backend::connect(shared.io, &be, src, None, &side).await {
+    let key = {
+        let pool = be.pool();
+        match pool.lb.hash_expr() {
+            // `balance hash` on what a TCP session has: its addresses and PROXY header.
+            Some(expr) => {
+                let ctx = crate::ana::sample::SampleCtx {
+                    proxied: proxied.as_deref(),
+                    backend: Some(&be.name),
+                    ..crate::ana::tcp::base_ctx(fe, peer, local)
+                };
+                expr.eval(&ctx).map(|v| pool.lb.key_of(&v.to_bytes()))
+            }
+            None => pool.lb.key(src, None),
+        }
+    };
+    match backend::connect(shared.io, &be, key, None, &side).await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
