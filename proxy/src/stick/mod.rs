@@ -476,16 +476,18 @@ pub struct Tables(Vec<Arc<Table>>);
 
 impl Tables {
     pub fn build(cfg: &Config) -> Tables {
-        Tables(
-            cfg.proxies
+        let own = cfg.proxies.iter().filter_map(|p| {
+            p.stick_table
+                .as_ref()
+                .map(|t| Arc::new(Table::new(&p.name, t)))
+        });
+        // `table <name>` lines of `peers` sections are known as `<section>/<name>`.
+        let peers = cfg.peers.iter().flat_map(|s| {
+            s.tables
                 .iter()
-                .filter_map(|p| {
-                    p.stick_table
-                        .as_ref()
-                        .map(|t| Arc::new(Table::new(&p.name, t)))
-                })
-                .collect(),
-        )
+                .map(|(n, t)| Arc::new(Table::new(&format!("{}/{n}", s.name), t)))
+        });
+        Tables(own.chain(peers).collect())
     }
     pub fn from_tables(t: Vec<Arc<Table>>) -> Tables {
         Tables(t)

@@ -18,6 +18,7 @@ fn cfg(key: StickKey, size: u32, store: Vec<StickStore>) -> StickTable {
         size,
         expire: Some(Duration::from_secs(60)),
         store,
+        peers: None,
         loc: Loc {
             file: "t.cfg".into(),
             line: 1,
