@@ -1,7 +1,20 @@
-//! `peers` sections: `-c` against HAProxy 2.6 on the same files (errors, warnings, exit codes).
+//! `peers` sections: `-c` against HAProxy 2.6 on the same files (errors, warnings, exit
+//! codes), and the peers protocol between portcullis and HAProxy 2.6 on loopback (updates both
+//! ways, a full resync for a restarted peer).
 
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
+
+use backend::{free_port, lo, wait_until};
+use proxy::{Proc, TempDir, admin_cli};
 
 const HAPROXY: &str = "/usr/sbin/haproxy";
 
@@ -97,4 +110,111 @@ fn peers_sections_check_like_haproxy() {
     assert_eq!(a.status.code(), b.status.code());
     assert_eq!(diag_lines(&a), diag_lines(&b));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One HTTP/1.0 request from `src` (a 127/8 address): the status line.
+fn request_from(src: IpAddr, to: SocketAddr) -> String {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&SocketAddr::new(src, 0).into()).unwrap();
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))
+        .unwrap();
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().unwrap_or("").to_string()
+}
+
+/// Both processes share this configuration but for their name, sockets and frontend port.
+fn peer_cfg(me: &str, sock: &Path, fe: u16, hap: u16, pc: u16) -> String {
+    format!(
+        "global\n localpeer {me}\n stats socket {} level admin\n\
+         defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+         peers mesh\n peer hap 127.0.0.1:{hap}\n peer pc 127.0.0.1:{pc}\n\
+         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+         stick-table type ip size 1k expire 60s store conn_cnt,http_req_cnt,http_req_rate(10s) peers mesh\n",
+        sock.display()
+    )
+}
+
+/// The line of `key` in `show table f`, counters only (entry address and expiry dropped).
+fn row(sock: &Path, key: &str) -> Option<String> {
+    let out = admin_cli(sock, "show table f");
+    out.lines()
+        .find(|l| l.contains(&format!(" key={key} ")))
+        .map(|l| {
+            l.split(' ')
+                .filter(|w| w.starts_with("conn_cnt=") || w.starts_with("http_req"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+/// Waits (generously: a busy machine) until `key`'s row reads `want`.
+fn wait_row(sock: &Path, key: &str, want: &str) -> bool {
+    wait_until(Duration::from_secs(10), || {
+        row(sock, key).as_deref() == Some(want)
+    })
+}
+
+#[test]
+fn stick_tables_sync_with_haproxy() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers");
+    let (hap_sock, pc_sock) = (dir.0.join("hap.sock"), dir.0.join("pc.sock"));
+    let (hap_peer, pc_peer, hap_fe, pc_fe) = (free_port(), free_port(), free_port(), free_port());
+    let hap_cfg = peer_cfg("hap", &hap_sock, hap_fe, hap_peer, pc_peer);
+    let pc_cfg = peer_cfg("pc", &pc_sock, pc_fe, hap_peer, pc_peer);
+    let Some(hap) = Proc::haproxy(&hap_cfg, lo(hap_peer)) else {
+        return;
+    };
+    let pc = Proc::portcullis(&pc_cfg, lo(pc_peer));
+    let a: IpAddr = "127.0.0.21".parse().unwrap();
+    let b: IpAddr = "127.0.0.22".parse().unwrap();
+
+    // HAProxy → portcullis.
+    for _ in 0..3 {
+        assert!(request_from(a, lo(hap_fe)).contains("200"));
+    }
+    let want = "conn_cnt=3 http_req_cnt=3 http_req_rate(10000)=3";
+    assert!(wait_row(&hap_sock, "127.0.0.21", want));
+    assert!(
+        wait_row(&pc_sock, "127.0.0.21", want),
+        "portcullis: {:?}",
+        row(&pc_sock, "127.0.0.21")
+    );
+    // portcullis → HAProxy.
+    for _ in 0..2 {
+        assert!(request_from(b, lo(pc_fe)).contains("200"));
+    }
+    let want_b = "conn_cnt=2 http_req_cnt=2 http_req_rate(10000)=2";
+    assert!(
+        wait_row(&hap_sock, "127.0.0.22", want_b),
+        "haproxy: {:?}",
+        row(&hap_sock, "127.0.0.22")
+    );
+    // An update of an entry both know goes on counting from the synced values.
+    assert!(request_from(a, lo(pc_fe)).contains("200"));
+    let want4 = "conn_cnt=4 http_req_cnt=4 http_req_rate(10000)=4";
+    assert!(
+        wait_row(&hap_sock, "127.0.0.21", want4),
+        "haproxy: {:?}",
+        row(&hap_sock, "127.0.0.21")
+    );
+
+    // A restarted portcullis learns everything again from HAProxy (full resync).
+    drop(pc);
+    let pc = Proc::portcullis(&pc_cfg, lo(pc_peer));
+    assert!(
+        wait_row(&pc_sock, "127.0.0.21", want4),
+        "after restart: {:?}",
+        row(&pc_sock, "127.0.0.21")
+    );
+    assert!(wait_row(&pc_sock, "127.0.0.22", want_b));
+    drop(pc);
+    drop(hap);
 }

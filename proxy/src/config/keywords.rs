@@ -59,8 +59,7 @@ pub fn all() -> Vec<Keyword> {
     ] {
         v.push(kw("section", s, Some(Status::Supported)));
     }
-    // Checked as HAProxy does; a start with an active one waits for the peers runtime.
-    v.push(kw("section", "peers", Some(Status::Parsed)));
+    v.push(kw("section", "peers", Some(Status::Supported)));
     for s in parser::UNSUPPORTED_SECTIONS {
         v.push(kw("section", s, Some(Status::Refused)));
     }

@@ -427,7 +427,6 @@ pub(crate) fn finish(
     proxies: &mut [Proxy],
     localpeer: &str,
     diags: &mut Vec<Diag>,
-    pending: &mut Vec<(String, super::model::Loc)>,
 ) {
     // A configuration with parse errors stops before these checks in HAProxy.
     let quiet = diags.iter().any(Diag::is_alert);
@@ -473,9 +472,6 @@ pub(crate) fn finish(
                     s.name
                 ),
             ));
-        }
-        if s.active {
-            pending.push(("peers".to_string(), s.loc.clone()));
         }
     }
     for px in proxies.iter_mut() {

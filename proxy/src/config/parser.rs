@@ -810,7 +810,6 @@ impl<'s> Parser<'s> {
             &mut self.proxies,
             &self.localpeer,
             &mut self.diags,
-            &mut self.global.pending,
         );
         assign_ids(&self.global, &mut self.proxies, &mut self.diags);
         check_references(&self.proxies, &mut self.diags);

@@ -1,8 +1,12 @@
 //! HAProxy's peers protocol, so portcullis and HAProxy processes keep stick tables in sync:
-//! the wire format (`wire`, pure) and the per-connection protocol state (`session`, pure).
+//! the wire format (`wire`, pure), the per-connection protocol state (`session`, pure) and
+//! the task of each section (`task`, the sockets).
 
 pub mod session;
+pub mod task;
 pub mod wire;
+
+pub use task::tasks;
 
 #[cfg(test)]
 mod tests;
