@@ -206,6 +206,29 @@ fn stick_tables_sync_with_haproxy() {
         row(&hap_sock, "127.0.0.21")
     );
 
+    // `show peers`: HAProxy's layout, newest peer first, the session up.
+    let heads = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with("  0x"))
+            .map(|l| l.split(' ').nth(3).unwrap_or("").to_string())
+            .collect()
+    };
+    // Both sides connect at start; a collision may leave a peer inactive for a moment.
+    assert!(wait_until(Duration::from_secs(10), || {
+        heads(&admin_cli(&pc_sock, "show peers"))
+            == ["id=pc(local,inactive)", "id=hap(remote,active)"]
+            && heads(&admin_cli(&hap_sock, "show peers"))
+                == ["id=pc(remote,active)", "id=hap(local,inactive)"]
+    }));
+    let shown = admin_cli(&pc_sock, "show peers");
+    assert!(shown.contains(" id=mesh disabled=0 "), "{shown}");
+    assert!(shown.contains("        shared tables:\n"), "{shown}");
+    assert!(shown.contains(" remote_data=0x610\n"), "{shown}");
+    assert_eq!(
+        admin_cli(&pc_sock, "show peers nope"),
+        admin_cli(&hap_sock, "show peers nope")
+    );
+
     // A restarted portcullis learns everything again from HAProxy (full resync).
     drop(pc);
     let pc = Proc::portcullis(&pc_cfg, lo(pc_peer));

@@ -166,6 +166,11 @@ pub trait Runtime {
     fn show_table(&self, _args: &[&str], _dump: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
     }
+    /// `show peers [dict|-] [<section>]`: `args` are the words after `show peers`. `Err` is
+    /// HAProxy's error text (an unknown section).
+    fn show_peers(&self, _args: &[&str]) -> Result<String, String> {
+        Err(UNSUPPORTED_REPLY.to_string())
+    }
     /// `clear table <table> [<filter>]*`; `allowed` is false below level operator.
     fn clear_table(&mut self, _args: &[&str], _allowed: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
@@ -219,6 +224,7 @@ enum Vis {
 /// Handlers of implemented commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum H {
+    ShowPeers,
     Help,
     Prompt,
     Quit,
@@ -682,7 +688,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ShowPeers,
     ),
     kw(
         &["show", "resolvers"],
@@ -1648,6 +1654,13 @@ fn run_one(
         H::ShowSslCert => show_ssl_cert(args, s, rt, out),
         H::SetSslCert | H::CommitSslCert | H::AbortSslCert => {
             ssl_cert_txn(k.handler, args, payload, s, rt, out)
+        }
+        H::ShowPeers => {
+            let words: Vec<&str> = args.iter().skip(2).map(String::as_str).collect();
+            match rt.show_peers(&words) {
+                Ok(r) => out.push_str(&r),
+                Err(e) => out.err(&e),
+            }
         }
         H::ShowTable | H::ClearTable => {
             let words: Vec<&str> = args.iter().skip(2).map(String::as_str).collect();

@@ -3,6 +3,7 @@
 //! the task of each section (`task`, the sockets).
 
 pub mod session;
+pub mod status;
 pub mod task;
 pub mod wire;
 

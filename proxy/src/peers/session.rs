@@ -164,6 +164,15 @@ impl Session {
         self.tx.get(t).map(|x| (x.last_pushed, x.last_acked))
     }
 
+    /// What the remote peer told about the table feeding local table `t`: its id, its data
+    /// bits and the last update id received.
+    pub fn rx_state(&self, t: usize) -> Option<(u64, u64, u32)> {
+        self.rx
+            .iter()
+            .find(|(_, r)| r.local == Some(t))
+            .map(|(id, r)| (*id, r.def.data, r.last_get))
+    }
+
     fn send(&mut self, m: &Msg) {
         m.encode(&mut self.out);
     }

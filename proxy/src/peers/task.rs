@@ -15,6 +15,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
 use super::session::{Event, LocalTable, Session};
+use super::status::{PeerState, SectionStatus};
 use super::wire::{self, EntryData, Value};
 use crate::config::model::{PeersSection, StickKey};
 use crate::engine::Shared;
@@ -35,33 +36,47 @@ pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
         .filter(|s| s.active)
         .filter_map(|s| {
             let tables = synced_tables(shared, s);
+            let si = shared
+                .model
+                .peers
+                .sections
+                .iter()
+                .position(|x| x.name == s.name)?;
             (!tables.is_empty()).then(|| {
-                let sec = Rc::new(SectionRt::new(s.clone(), tables));
+                let sec = Rc::new(SectionRt::new(Arc::clone(shared), si, s.clone(), tables));
                 Box::pin(run(Arc::clone(shared), sec)) as SessionFuture
             })
         })
         .collect()
 }
 
-/// The tables a section syncs: proxies' `stick-table … peers <section>` (named after the proxy
-/// on the wire) and the section's own `table` lines (their bare name).
-fn synced_tables(shared: &Shared, s: &PeersSection) -> Vec<(Arc<Table>, LocalTable)> {
-    let stick = &shared.model.stick;
+/// The tables a section syncs, as (table id, name on the wire): proxies' `stick-table … peers
+/// <section>` (named after the proxy) and the section's own `table` lines (`<section>/<name>`,
+/// sent as `<name>`).
+pub fn table_ids(cfg: &crate::config::model::Config, s: &PeersSection) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for px in &shared.model.cfg.proxies {
+    for px in &cfg.proxies {
         if let Some(t) = &px.stick_table
             && t.peers.as_deref() == Some(s.name.as_str())
-            && let Some(rt) = stick.find(&px.name)
         {
-            out.push((Arc::clone(rt), local_table(&px.name, rt)));
+            out.push((px.name.clone(), px.name.clone()));
         }
     }
     for (n, _) in &s.tables {
-        if let Some(rt) = stick.find(&format!("{}/{n}", s.name)) {
-            out.push((Arc::clone(rt), local_table(n, rt)));
-        }
+        out.push((format!("{}/{n}", s.name), n.clone()));
     }
     out
+}
+
+fn synced_tables(shared: &Shared, s: &PeersSection) -> Vec<(Arc<Table>, LocalTable)> {
+    let stick = &shared.model.stick;
+    table_ids(&shared.model.cfg, s)
+        .into_iter()
+        .filter_map(|(id, wire)| {
+            let rt = stick.find(&id)?;
+            Some((Arc::clone(rt), local_table(&wire, rt)))
+        })
+        .collect()
 }
 
 /// Data types portcullis stores, by HAProxy's numbers.
@@ -191,6 +206,9 @@ fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
 
 /// What the section's connections share (single-threaded: the control thread's local set).
 struct SectionRt {
+    shared: Arc<Shared>,
+    /// The section's index in the `show peers` registry.
+    si: usize,
     cfg: PeersSection,
     local: String,
     tables: Vec<(Arc<Table>, LocalTable)>,
@@ -209,7 +227,12 @@ struct Slot {
 }
 
 impl SectionRt {
-    fn new(cfg: PeersSection, tables: Vec<(Arc<Table>, LocalTable)>) -> SectionRt {
+    fn new(
+        shared: Arc<Shared>,
+        si: usize,
+        cfg: PeersSection,
+        tables: Vec<(Arc<Table>, LocalTable)>,
+    ) -> SectionRt {
         let local = cfg
             .peers
             .iter()
@@ -217,6 +240,8 @@ impl SectionRt {
             .map(|p| p.name.clone())
             .unwrap_or_default();
         SectionRt {
+            shared,
+            si,
             cfg,
             local,
             tables,
@@ -225,6 +250,24 @@ impl SectionRt {
             resynced: std::cell::Cell::new(false),
             learning: std::cell::Cell::new(0),
         }
+    }
+
+    /// Updates what `show peers` says about `peer`.
+    fn status(&self, peer: &str, f: impl FnOnce(&mut PeerState)) {
+        if let Some(p) = self
+            .shared
+            .model
+            .peers
+            .sections
+            .get(self.si)
+            .and_then(|s| s.peer(peer))
+        {
+            f(&mut p.state());
+        }
+    }
+
+    fn section_status(&self) -> Option<&SectionStatus> {
+        self.shared.model.peers.sections.get(self.si)
     }
 
     /// Makes a new session the one of `peer`, ending the previous one (HAProxy keeps the
@@ -236,6 +279,7 @@ impl SectionRt {
         let slot = slots.entry(peer.to_string()).or_default();
         if slot.generation != 0 {
             slot.kill.notify_one();
+            self.status(peer, |st| st.coll += 1);
         }
         let kill = Rc::new(Notify::new());
         slot.generation = g;
@@ -337,16 +381,28 @@ async fn connect_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, peer: String, add
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         }
+        sec.status(&peer, |st| {
+            st.statuscode = 100;
+            st.new_conn += 1;
+        });
         let conn = tokio::time::timeout(RECONNECT, TcpStream::connect(addr)).await;
         match conn {
             Ok(Ok(stream)) => {
+                sec.status(&peer, |st| st.statuscode = 110);
                 let pid = std::process::id();
                 let session = Session::connect(&sec.local, &peer, pid, sec.table_defs());
                 let claim = sec.claim(&peer);
                 converse(Rc::clone(&sec), stream, session, Some(claim)).await;
-                tokio::time::sleep(jitter()).await;
+                let delay = jitter();
+                let at = crate::clock::clock_ms() + delay.as_millis() as u64;
+                sec.status(&peer, |st| st.reconnect = Some(at));
+                tokio::time::sleep(delay).await;
             }
-            _ => tokio::time::sleep(RECONNECT).await,
+            _ => {
+                let at = crate::clock::clock_ms() + RECONNECT.as_millis() as u64;
+                sec.status(&peer, |st| st.reconnect = Some(at));
+                tokio::time::sleep(RECONNECT).await
+            }
         }
     }
 }
@@ -389,9 +445,23 @@ async fn converse(
                 for ev in s.receive(&buf[..n]) {
                     match ev {
                         Event::Established(name) => {
-                            if claim.is_none() {
+                            let accepted = claim.is_none();
+                            if accepted {
                                 claim = Some(sec.claim(&name));
                             }
+                            let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
+                            sec.status(&name, |st| {
+                                st.active = true;
+                                if accepted {
+                                    st.accepted = ends;
+                                } else {
+                                    st.statuscode = 200;
+                                    st.last_hdshk = Some(now);
+                                    st.accepted = None;
+                                }
+                                st.heartbeat = Some(now + HEARTBEAT.as_millis() as u64);
+                                st.reconnect = Some(now + RECONNECT.as_millis() as u64);
+                            });
                             // A process that starts learns everything from the first peer.
                             if !sec.resynced.get() && sec.learning.get() == 0 {
                                 if let Some((g, _)) = &claim {
@@ -412,8 +482,25 @@ async fn converse(
                         Event::ResyncFinished | Event::ResyncPartial => {
                             sec.resynced.set(true);
                             sec.learning.set(0);
+                            if let Some(ss) = sec.section_status() {
+                                ss.resynced.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        Event::Refused(code) => {
+                            if let Some(p) = &peer {
+                                sec.status(p, |st| {
+                                    st.statuscode = code;
+                                    st.last_hdshk = Some(now);
+                                });
+                            }
                         }
                         Event::Closed(why) => {
+                            // Protocol errors, sent or received (not a refused hello).
+                            if why.contains("message")
+                                && let Some(p) = s.peer()
+                            {
+                                sec.status(p, |st| st.proto_err += 1);
+                            }
                             tracing::debug!("peers '{}': session with {:?} closed: {why}", sec.cfg.name, peer);
                         }
                         _ => {}
@@ -421,6 +508,9 @@ async fn converse(
                 }
             }
             _ = tick.tick() => {
+                if let Some(ss) = sec.section_status() {
+                    ss.task_calls.fetch_add(1, Ordering::Relaxed);
+                }
                 if !s.is_established() {
                     if last_rx.elapsed() > RECONNECT {
                         break 'conn;
@@ -442,6 +532,34 @@ async fn converse(
                     last_hb = tokio::time::Instant::now();
                     s.heartbeat();
                 }
+                if let Some(name) = s.peer().map(str::to_string) {
+                    let tables: Vec<_> = (0..sec.tables.len())
+                        .map(|i| {
+                            let (last_pushed, last_acked) = s.tx_state(i).unwrap_or_default();
+                            let (remote_id, remote_data, last_get) =
+                                s.rx_state(i).unwrap_or_default();
+                            super::status::TableState {
+                                remote_id,
+                                remote_data,
+                                last_acked,
+                                last_pushed,
+                                last_get,
+                            }
+                        })
+                        .collect();
+                    let (tx, rx) = (s.tx_heartbeats, s.rx_heartbeats);
+                    let since_hb = last_hb.elapsed().as_millis() as u64;
+                    let since_rx = last_rx.elapsed().as_millis() as u64;
+                    sec.status(&name, |st| {
+                        st.tables = tables;
+                        st.tx_hbt = tx;
+                        st.rx_hbt = rx;
+                        // Sent at the first tick past the period.
+                        let hb = (HEARTBEAT + PUSH_EVERY).as_millis() as u64;
+                        st.heartbeat = Some(now + hb.saturating_sub(since_hb));
+                        st.reconnect = Some(now + (RECONNECT.as_millis() as u64).saturating_sub(since_rx));
+                    });
+                }
                 // Nothing heard for two reconnect periods: the peer is gone.
                 if last_rx.elapsed() > 2 * RECONNECT {
                     break 'conn;
@@ -453,6 +571,10 @@ async fn converse(
     let _ = stream.shutdown().await;
     if let (Some((g, _)), Some(name)) = (&claim, s.peer()) {
         sec.release(name, *g);
+        // Only the session that still owns the peer says it is gone.
+        if !sec.busy(name) {
+            sec.status(name, |st| st.active = false);
+        }
     }
 }
 
