@@ -241,3 +241,91 @@ fn stick_tables_sync_with_haproxy() {
     drop(pc);
     drop(hap);
 }
+
+/// `show table f` without what differs between processes (entry addresses, expiry).
+fn table_rows(sock: &Path) -> Vec<String> {
+    admin_cli(sock, "show table f")
+        .lines()
+        .filter_map(|l| l.split_once(": key=").map(|(_, r)| r))
+        .map(|r| {
+            r.split(' ')
+                .filter(|w| !w.starts_with("exp="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// Reloads (`-x <sock> -sf <old>`): the old process teaches the new one its tables through
+/// the local peer, so `show table` reads the same after each of five reloads.
+#[test]
+fn tables_survive_reloads() {
+    let dir = TempDir::new("peers-reload");
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n peer lb1 127.0.0.1:{peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt,http_req_rate(5m) peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let start = |extra: &[String]| -> std::process::Child {
+        proxy::portcullis_command(
+            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+            &cfg,
+        )
+        .spawn()
+        .expect("start portcullis")
+    };
+    let mut cur = start(&[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    for (i, src) in ["127.0.0.31", "127.0.0.32", "127.0.0.33"]
+        .iter()
+        .enumerate()
+    {
+        for _ in 0..=i {
+            assert!(request_from(src.parse().unwrap(), lo(fe)).contains("200"));
+        }
+    }
+    // Once every connection is released (use=0).
+    assert!(wait_until(Duration::from_secs(10), || {
+        let rows = table_rows(&sock);
+        rows.len() == 3 && rows.iter().all(|r| r.contains(" use=0 "))
+    }));
+    let want = table_rows(&sock);
+    for n in 1..=5 {
+        let args = [
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.id().to_string(),
+        ];
+        let mut next = start(&args);
+        // The old process leaves once its tables are handed over.
+        let gone = wait_until(Duration::from_secs(15), || {
+            cur.try_wait().ok().flatten().is_some()
+        });
+        assert!(gone, "reload {n}: the old process did not stop");
+        assert!(
+            next.try_wait().ok().flatten().is_none(),
+            "reload {n}: new process died"
+        );
+        assert!(
+            wait_until(Duration::from_secs(10), || table_rows(&sock) == want),
+            "reload {n}: {:?} instead of {want:?}",
+            table_rows(&sock)
+        );
+        cur = next;
+    }
+    let _ = cur.kill();
+    let _ = cur.wait();
+}

@@ -68,6 +68,12 @@ async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threa
             break;
         }
     }
+    // The peers tasks hand the stick tables to the next process from this thread: ending
+    // here would cancel them.
+    let until = tokio::time::Instant::now() + Duration::from_secs(6);
+    while crate::peers::handover_pending() && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Steps the `slowstart` ramps once a second (HAProxy's server_warmup: its weight formula

@@ -7,7 +7,7 @@ pub mod status;
 pub mod task;
 pub mod wire;
 
-pub use task::tasks;
+pub use task::{handover_pending, tasks};
 
 #[cfg(test)]
 mod tests;

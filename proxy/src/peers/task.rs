@@ -28,6 +28,17 @@ const RECONNECT: Duration = Duration::from_secs(5);
 /// How often local changes are looked for and pushed.
 const PUSH_EVERY: Duration = Duration::from_millis(100);
 
+/// Sections whose tables still have to be handed to the next process: a soft stop waits for
+/// this to reach 0 (bounded by [`HANDOVER_LIMIT`]), as HAProxy's old process teaches the new
+/// one through the local peer before it leaves.
+static HANDOVER_PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const HANDOVER_LIMIT: Duration = Duration::from_secs(5);
+
+/// True while a stopping process is still handing its stick tables over.
+pub fn handover_pending() -> bool {
+    HANDOVER_PENDING.load(Ordering::Acquire) > 0
+}
+
 /// One task per active `peers` section that syncs at least one table.
 pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
     let cfg = &shared.model.cfg;
@@ -311,28 +322,114 @@ impl SectionRt {
 }
 
 async fn run(shared: Arc<Shared>, sec: Rc<SectionRt>) {
+    let mut tasks = Vec::new();
+    let mut bound = None;
     if let Some(addr) = sec.cfg.bind {
         match listen(addr) {
             Ok(l) => {
-                tokio::task::spawn_local(accept_loop(Arc::clone(&shared), Rc::clone(&sec), l));
+                bound = Some(Pending::new(addr));
+                tasks.push(tokio::task::spawn_local(accept_loop(
+                    Arc::clone(&shared),
+                    Rc::clone(&sec),
+                    l,
+                )));
             }
             Err(e) => tracing::error!("peers '{}': cannot listen on {addr}: {e}", sec.cfg.name),
         }
     }
     for p in sec.cfg.peers.iter().filter(|p| !p.local) {
         if let Some(addr) = p.addr.filter(|a| a.port() != 0) {
-            tokio::task::spawn_local(connect_loop(
+            tasks.push(tokio::task::spawn_local(connect_loop(
                 Arc::clone(&shared),
                 Rc::clone(&sec),
                 p.name.clone(),
                 addr,
-            ));
+            )));
         }
     }
     let mut stop = shared.stop_tx.subscribe();
     while !*stop.borrow() {
         if stop.changed().await.is_err() {
             break;
+        }
+    }
+    // Stop listening (the next process' listener takes the address), end the sessions, then
+    // teach the next process everything through the local peer's address.
+    for t in &tasks {
+        t.abort();
+    }
+    for slot in sec.slots.borrow().values() {
+        slot.kill.notify_one();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    if let Some(p) = &bound {
+        let _ = tokio::time::timeout(HANDOVER_LIMIT, hand_over(&sec, p.0)).await;
+    }
+}
+
+/// Counts a section in [`HANDOVER_PENDING`] while it lives, even if its task is cancelled.
+struct Pending(SocketAddr);
+
+impl Pending {
+    fn new(addr: SocketAddr) -> Pending {
+        HANDOVER_PENDING.fetch_add(1, Ordering::AcqRel);
+        Pending(addr)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        HANDOVER_PENDING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The old process' side of a reload: connects to its own peer address (now the new
+/// process'), pushes every entry and waits for the confirm of its "resync finished".
+async fn hand_over(sec: &SectionRt, addr: SocketAddr) {
+    // The new process may still be starting its listener.
+    let mut stream = None;
+    for _ in 0..20 {
+        match TcpStream::connect(addr).await {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let Some(mut stream) = stream else {
+        return;
+    };
+    let mut s = Session::connect(&sec.local, &sec.local, std::process::id(), sec.table_defs());
+    let mut buf = vec![0u8; 4096];
+    let mut pushed = vec![0u64; sec.tables.len()];
+    let mut taught = false;
+    loop {
+        if s.has_output() && stream.write_all(&s.take_output()).await.is_err() {
+            return;
+        }
+        if s.is_closed() {
+            return;
+        }
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        for ev in s.receive(&buf[..n]) {
+            match ev {
+                Event::Established(_) if !taught => {
+                    taught = true;
+                    teach_all(sec, &mut s, &mut pushed, crate::clock::clock_ms());
+                    s.resync_finished();
+                }
+                Event::ResyncConfirm => {
+                    let _ = stream.write_all(&s.take_output()).await;
+                    let _ = stream.shutdown().await;
+                    return;
+                }
+                Event::Closed(_) => return,
+                _ => {}
+            }
         }
     }
 }
@@ -344,6 +441,8 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
         TcpSocket::new_v6()?
     };
     s.set_reuseaddr(true)?;
+    // A new process binds the address while the old one still listens (reload).
+    s.set_reuseport(true)?;
     s.bind(addr)?;
     s.listen(64)
 }
