@@ -329,3 +329,51 @@ fn tables_survive_reloads() {
     let _ = cur.kill();
     let _ = cur.wait();
 }
+
+/// Two portcullis processes sharing a `peers` section's own table (`table t`, tracked as
+/// `mesh/t`, named `t` on the wire): updates go both ways.
+#[test]
+fn portcullis_pair_syncs_a_peers_table() {
+    let dir = TempDir::new("peers-pair");
+    let (s1, s2) = (dir.0.join("a.sock"), dir.0.join("b.sock"));
+    let (p1, p2, f1, f2) = (free_port(), free_port(), free_port(), free_port());
+    let cfg = |me: &str, sock: &Path, fe: u16| {
+        format!(
+            "global\n localpeer {me}\n stats socket {} level admin\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers mesh\n peer a 127.0.0.1:{p1}\n peer b 127.0.0.1:{p2}\n\
+             table t type ip size 1k expire 60s store http_req_cnt\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src table mesh/t\n http-request return status 200\n",
+            sock.display()
+        )
+    };
+    let a = Proc::portcullis(&cfg("a", &s1, f1), lo(p1));
+    let b = Proc::portcullis(&cfg("b", &s2, f2), lo(p2));
+    let rows = |sock: &Path| -> Vec<String> {
+        admin_cli(sock, "show table mesh/t")
+            .lines()
+            .filter_map(|l| l.split_once(": key=").map(|(_, r)| r.to_string()))
+            .map(|r| {
+                r.split(' ')
+                    .filter(|w| !w.starts_with("exp="))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    assert!(request_from("127.0.0.41".parse().unwrap(), lo(f1)).contains("200"));
+    assert!(request_from("127.0.0.42".parse().unwrap(), lo(f2)).contains("200"));
+    assert!(request_from("127.0.0.42".parse().unwrap(), lo(f2)).contains("200"));
+    let want = [
+        "127.0.0.41 use=0 http_req_cnt=1",
+        "127.0.0.42 use=0 http_req_cnt=2",
+    ];
+    assert!(
+        wait_until(Duration::from_secs(10), || rows(&s1) == want
+            && rows(&s2) == want),
+        "a: {:?}, b: {:?}",
+        rows(&s1),
+        rows(&s2)
+    );
+    drop((a, b));
+}
