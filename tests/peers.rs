@@ -153,9 +153,11 @@ fn row(sock: &Path, key: &str) -> Option<String> {
 
 /// Waits (generously: a busy machine) until `key`'s row reads `want`.
 fn wait_row(sock: &Path, key: &str, want: &str) -> bool {
-    wait_until(Duration::from_secs(10), || {
-        row(sock, key).as_deref() == Some(want)
-    })
+    wait_row_for(sock, key, want, Duration::from_secs(10))
+}
+
+fn wait_row_for(sock: &Path, key: &str, want: &str, limit: Duration) -> bool {
+    wait_until(limit, || row(sock, key).as_deref() == Some(want))
 }
 
 #[test]
@@ -238,6 +240,17 @@ fn stick_tables_sync_with_haproxy() {
         row(&pc_sock, "127.0.0.21")
     );
     assert!(wait_row(&pc_sock, "127.0.0.22", want_b));
+
+    // A restarted HAProxy asks portcullis for everything (after its own 5 s wait for a local
+    // predecessor) and gets it.
+    drop(hap);
+    let hap = Proc::haproxy(&hap_cfg, lo(hap_peer)).expect("haproxy again");
+    assert!(
+        wait_row_for(&hap_sock, "127.0.0.21", want4, Duration::from_secs(30)),
+        "haproxy after restart: {:?}",
+        row(&hap_sock, "127.0.0.21")
+    );
+    assert!(wait_row(&hap_sock, "127.0.0.22", want_b));
     drop(pc);
     drop(hap);
 }

@@ -531,6 +531,43 @@ mod tests {
         assert_eq!(a.take_output().last_chunk::<2>(), Some(&[1, 0]));
     }
 
+    /// Arbitrary bytes after the handshake end in events or a protocol error, never a panic.
+    #[test]
+    fn garbage_never_panics() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..2000 {
+            let mut a = Session::connect("lb1", "lb2", 7, vec![table()]);
+            a.receive(b"200\n");
+            // Half the rounds start with a valid definition so updates get decoded.
+            if round % 2 == 0 {
+                let mut def = Vec::new();
+                Msg::Define(table().def(1)).encode(&mut def);
+                a.receive(&def);
+            }
+            let n = (next() % 64) as usize;
+            let bytes: Vec<u8> = (0..n)
+                .map(|i| {
+                    let r = next() as u8;
+                    // Bias towards real classes and kinds.
+                    match i % 4 {
+                        0 => [0, 1, 10, 10, r][(r % 5) as usize],
+                        1 => 0x80 | (r % 8),
+                        _ => r,
+                    }
+                })
+                .collect();
+            a.receive(&bytes);
+            let mut b = Session::accept("lb2", vec!["lb1".into()], vec![table()]);
+            b.receive(&bytes);
+        }
+    }
+
     /// Updates of a table this side does not have are acked but not applied.
     #[test]
     fn unknown_tables_are_acked_not_applied() {
