@@ -390,3 +390,68 @@ fn portcullis_pair_syncs_a_peers_table() {
     );
     drop((a, b));
 }
+
+/// A migration step: portcullis reloaded into HAProxy 2.6 (`haproxy -x <sock> -sf <pid>`)
+/// hands its tables to HAProxy through the local peer.
+#[test]
+fn reload_into_haproxy_keeps_the_tables() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers-migrate");
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n peer lb1 127.0.0.1:{peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt,http_req_rate(5m) peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let lb1 = ["-L".to_string(), "lb1".to_string()];
+    let mut old = proxy::portcullis_command(&lb1, &cfg)
+        .spawn()
+        .expect("start portcullis");
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    for _ in 0..2 {
+        assert!(request_from("127.0.0.51".parse().unwrap(), lo(fe)).contains("200"));
+    }
+    assert!(wait_until(Duration::from_secs(10), || {
+        table_rows(&sock) == ["127.0.0.51 use=0 conn_cnt=2 http_req_cnt=2 http_req_rate(300000)=2"]
+    }));
+    let mut new = Command::new(HAPROXY)
+        .args(["-L", "lb1", "-db", "-f"])
+        .arg(&cfg)
+        .arg("-x")
+        .arg(&sock)
+        .arg("-sf")
+        .arg(old.id().to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start haproxy");
+    assert!(
+        wait_until(Duration::from_secs(15), || old
+            .try_wait()
+            .ok()
+            .flatten()
+            .is_some()),
+        "portcullis did not stop"
+    );
+    let got = wait_until(Duration::from_secs(10), || {
+        table_rows(&sock) == ["127.0.0.51 use=0 conn_cnt=2 http_req_cnt=2 http_req_rate(300000)=2"]
+    });
+    let rows = table_rows(&sock);
+    let _ = new.kill();
+    let _ = new.wait();
+    assert!(got, "haproxy: {rows:?}");
+}

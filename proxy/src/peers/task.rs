@@ -55,7 +55,16 @@ pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
                 .position(|x| x.name == s.name)?;
             (!tables.is_empty()).then(|| {
                 let sec = Rc::new(SectionRt::new(Arc::clone(shared), si, s.clone(), tables));
-                Box::pin(run(Arc::clone(shared), sec)) as SessionFuture
+                // Bound now, before the old process is told to stop (a reload): it hands its
+                // tables over to this address as it leaves.
+                let listener = s.bind.and_then(|addr| match listen(addr) {
+                    Ok(l) => Some((l, Pending::new(addr))),
+                    Err(e) => {
+                        tracing::error!("peers '{}': cannot listen on {addr}: {e}", s.name);
+                        None
+                    }
+                });
+                Box::pin(run(Arc::clone(shared), sec, listener)) as SessionFuture
             })
         })
         .collect()
@@ -321,21 +330,20 @@ impl SectionRt {
     }
 }
 
-async fn run(shared: Arc<Shared>, sec: Rc<SectionRt>) {
+async fn run(
+    shared: Arc<Shared>,
+    sec: Rc<SectionRt>,
+    listener: Option<(tokio::net::TcpListener, Pending)>,
+) {
     let mut tasks = Vec::new();
     let mut bound = None;
-    if let Some(addr) = sec.cfg.bind {
-        match listen(addr) {
-            Ok(l) => {
-                bound = Some(Pending::new(addr));
-                tasks.push(tokio::task::spawn_local(accept_loop(
-                    Arc::clone(&shared),
-                    Rc::clone(&sec),
-                    l,
-                )));
-            }
-            Err(e) => tracing::error!("peers '{}': cannot listen on {addr}: {e}", sec.cfg.name),
-        }
+    if let Some((l, pending)) = listener {
+        bound = Some(pending);
+        tasks.push(tokio::task::spawn_local(accept_loop(
+            Arc::clone(&shared),
+            Rc::clone(&sec),
+            l,
+        )));
     }
     for p in sec.cfg.peers.iter().filter(|p| !p.local) {
         if let Some(addr) = p.addr.filter(|a| a.port() != 0) {
