@@ -217,11 +217,16 @@ pub(crate) fn dispatch(
         }
         "disabled" => s.disabled = true,
         "enabled" => s.disabled = false,
-        // Peers sessions log nothing in HAProxy 2.6 beyond the section's own alerts.
+        // Checked as HAProxy does; what peers sessions would log is not kept.
         "log" => {
-            if a(1).is_empty() {
-                ctx.alert("log : 'log' expects either <address[:port]> and <facility> or 'global' as arguments.");
+            if a(1) == "global" {
+                return;
             }
+            if a(1).is_empty() || a(2).is_empty() {
+                ctx.alert("log : expects <address> and <facility> or global as arguments");
+                return;
+            }
+            let _ = super::kw_proxy::parse_log_target(ctx, words);
         }
         other => ctx.alert(format!("unknown keyword '{other}' in 'peers' section")),
     }
