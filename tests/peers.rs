@@ -65,6 +65,8 @@ const CASES: &[&str] = &[
     "peers p\n peer lb1 127.0.0.1:10000\n log 127.0.0.1\n",
     "peers p\n peer lb1 127.0.0.1:10000\n log 127.0.0.1 nofac\n",
     "peers p\n peer lb1 127.0.0.1:10000\n log global\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n default-bind foo\n",
+    "peers p\n bind 127.0.0.1:10000 foo\n server lb1\n",
     "peers p\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2:10000\nbackend b\n stick-table type ip size 1k peers p\nbackend c\n stick-table type ip size 1k peers p\n",
     "peers p\n server lb1 127.0.0.1:10000\n",
     "peers p\n peer\n",
