@@ -20,6 +20,7 @@ pub mod map;
 pub mod master;
 pub mod master_cli;
 pub mod model;
+pub mod peers;
 pub mod process;
 pub mod proxy_proto;
 pub mod resolve;

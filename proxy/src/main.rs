@@ -37,9 +37,16 @@ fn main() -> ExitCode {
         };
     }
     if let Some(name) = &args.localpeer {
-        // SAFETY: still single-threaded here; the configuration reads it as `${HAPROXY_LOCALPEER}`.
-        unsafe { std::env::set_var("HAPROXY_LOCALPEER", name) };
+        portcullis::config::set_cmdline_localpeer(name);
     }
+    // SAFETY: still single-threaded here; the configuration reads it as `${HAPROXY_LOCALPEER}`
+    // (the host name without `-L`, as HAProxy sets it).
+    unsafe {
+        std::env::set_var(
+            "HAPROXY_LOCALPEER",
+            portcullis::config::default_localpeer().0,
+        )
+    };
     if let Some(c) = &args.check_condition {
         return check_condition(c);
     }

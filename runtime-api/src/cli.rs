@@ -170,6 +170,11 @@ pub trait Runtime {
     fn show_resolvers(&self, _only: Option<&str>) -> Result<String, String> {
         Err(UNSUPPORTED_REPLY.to_string())
     }
+    /// `show peers [dict|-] [<section>]`: `args` are the words after `show peers`. `Err` is
+    /// HAProxy's error text (an unknown section).
+    fn show_peers(&self, _args: &[&str]) -> Result<String, String> {
+        Err(UNSUPPORTED_REPLY.to_string())
+    }
     /// `clear table <table> [<filter>]*`; `allowed` is false below level operator.
     fn clear_table(&mut self, _args: &[&str], _allowed: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
@@ -223,6 +228,7 @@ enum Vis {
 /// Handlers of implemented commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum H {
+    ShowPeers,
     Help,
     Prompt,
     Quit,
@@ -687,7 +693,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::ShowPeers,
     ),
     kw(
         &["show", "resolvers"],
@@ -1658,6 +1664,13 @@ fn run_one(
             let only = args.get(2).map(String::as_str).filter(|a| !a.is_empty());
             match rt.show_resolvers(only) {
                 Ok(text) => out.push_str(&text),
+                Err(e) => out.err(&e),
+            }
+        }
+        H::ShowPeers => {
+            let words: Vec<&str> = args.iter().skip(2).map(String::as_str).collect();
+            match rt.show_peers(&words) {
+                Ok(r) => out.push_str(&r),
                 Err(e) => out.err(&e),
             }
         }

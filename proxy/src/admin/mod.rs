@@ -272,6 +272,15 @@ impl Runtime for AdminRuntime {
             .map_err(str::to_string)
     }
 
+    fn show_peers(&self, args: &[&str]) -> Result<String, String> {
+        let m = &self.shared.model;
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(0));
+        let off = crate::log::sink::local_utc_offset(now_us / 1_000_000);
+        crate::peers::status::show_peers(&m.peers, args, m.now_ms(), off)
+    }
+
     fn clear_table(&mut self, args: &[&str], allowed: bool) -> String {
         let m = &self.shared.model;
         crate::stick::show::clear_table(&m.stick, args, allowed, m.now_ms())

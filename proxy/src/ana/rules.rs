@@ -604,6 +604,11 @@ fn table_exists(cfg: &Config, name: &str) -> bool {
     cfg.proxies
         .iter()
         .any(|x| x.stick_table.is_some() && x.name == name)
+        || cfg.peers.iter().any(|s| {
+            s.tables
+                .iter()
+                .any(|(t, _)| name.strip_prefix(s.name.as_str()) == Some(&format!("/{t}")))
+        })
 }
 
 /// Renders a rule's log-format argument against the request at hand.

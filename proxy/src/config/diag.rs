@@ -25,6 +25,9 @@ pub struct Diag {
     /// HAProxy stopped reading the configuration here (`ERR_ABORT`): no later checks ran, and it
     /// exits without its closing "Fatal errors found" line.
     pub abort: bool,
+    /// The message carries its own location (`[f:l] : …`, `Parsing [f:l]: …`): `file` only marks
+    /// the file as erroneous for the closing `Error(s) found` line.
+    pub located: bool,
 }
 
 impl Diag {
@@ -36,6 +39,7 @@ impl Diag {
             msg: msg.into(),
             tight: false,
             abort: false,
+            located: false,
         }
     }
 
@@ -60,6 +64,7 @@ impl Diag {
             msg: msg.into(),
             tight: false,
             abort: false,
+            located: false,
         }
     }
 
@@ -72,6 +77,15 @@ impl Diag {
             msg: msg.into(),
             tight: false,
             abort: false,
+            located: false,
+        }
+    }
+
+    /// An alert about `file` whose text already says where (`[f:l] : msg`).
+    pub fn located(file: &str, line: u32, msg: impl Into<String>) -> Diag {
+        Diag {
+            located: true,
+            ..Diag::alert(file, line, msg)
         }
     }
 
@@ -87,7 +101,7 @@ impl Diag {
             Severity::Notice => "[NOTICE]",
         };
         let mut out = format!("{tag:<10} ({pid}) : config : ");
-        if !self.file.is_empty() {
+        if !self.file.is_empty() && !self.located {
             let sep = if self.tight { "" } else { " " };
             let _ = write!(out, "parsing [{}:{}]{sep}: ", self.file, self.line);
         }

@@ -2,7 +2,7 @@
 //! `docs/compatibility.md`'s keyword index must match (the test below fails when either side
 //! has a keyword the other lacks), and what `portcullis -dK` prints.
 
-use super::{kw_global, kw_proxy, kw_rules, kw_server, parser};
+use super::{kw_global, kw_peers, kw_proxy, kw_rules, kw_server, parser};
 
 /// One keyword: the table it is in, its name, and its status when the table records one.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,9 +59,11 @@ pub fn all() -> Vec<Keyword> {
     ] {
         v.push(kw("section", s, Some(Status::Supported)));
     }
+    v.push(kw("section", "peers", Some(Status::Supported)));
     for s in parser::UNSUPPORTED_SECTIONS {
         v.push(kw("section", s, Some(Status::Refused)));
     }
+    v.extend(kw_peers::PEERS_KWS.iter().map(|n| kw("peers", n, None)));
     v.extend(
         kw_global::GLOBAL_KWS
             .iter()

@@ -265,8 +265,8 @@ fn kw_log_tag(g: &mut Global, c: &mut Ctx, args: &[String]) {
     }
 }
 
-/// `localpeer <name>`: the local peer's name in `peers` sections (which are refused on their
-/// own), so the name is only recorded.
+/// `localpeer <name>`: the local peer's name in `peers` sections (the parser applies it; see
+/// `Section::Global` there for when it is ignored).
 fn kw_localpeer(g: &mut Global, c: &mut Ctx, args: &[String]) {
     if c.too_many(args, 1, 1) {
         return;

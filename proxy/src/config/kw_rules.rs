@@ -1406,10 +1406,8 @@ const STORE_TYPES: &[(&str, bool, bool)] = &[
     ("gpc_rate", true, false),
 ];
 
-/// `stick-table type ip|ipv6 size <n> [expire <t>] [nopurge] [store <type>[,<type>]*]*`.
+/// `stick-table type ip|ipv6 size <n> [expire <t>] [nopurge] [peers <section>] [store <type>[,<type>]*]*`.
 pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
-    use super::model::{StickKey, StickStore, StickTable};
-    use super::values::parse_size;
     if p.defaults {
         p.alert("'stick-table' is not supported in 'defaults' section.");
         return;
@@ -1422,13 +1420,35 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
         ));
         return;
     }
+    let mut pending = Vec::new();
+    if let Some(t) = parse_stick_table(p.c, args, 1, &mut pending) {
+        for kw in pending {
+            p.pending(&kw);
+        }
+        p.px.stick_table = Some(t);
+    }
+}
+
+/// The words of a stick table from `args[from..]`, for `stick-table` in a proxy and `table
+/// <name>` in a `peers` section (no `peers` word there); errors are prefixed with `args[0]` as
+/// HAProxy's `parse_stick_table` does. `pending` receives the keywords not built yet.
+pub(crate) fn parse_stick_table(
+    c: &mut super::parser::Ctx<'_>,
+    args: &[String],
+    from: usize,
+    pending: &mut Vec<String>,
+) -> Option<super::model::StickTable> {
+    use super::model::{StickKey, StickStore, StickTable};
+    use super::values::parse_size;
+    let kw = arg(args, 0);
+    let in_peers = kw == "table";
     let mut key = None;
     let mut size = None;
     let mut expire = None;
+    let mut peers = None;
     // (index in STORE_TYPES, rate period)
     let mut store: Vec<(usize, Option<std::time::Duration>)> = Vec::new();
-    let mut pending: Vec<String> = Vec::new();
-    let mut i = 1;
+    let mut i = from;
     while let Some(w) = args.get(i) {
         let v = arg(args, i + 1);
         match w.as_str() {
@@ -1441,8 +1461,8 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
                         Some(StickKey::Ip)
                     }
                     _ => {
-                        p.alert(format!("stick-table: unknown type '{v}'."));
-                        return;
+                        c.alert(format!("{kw}: unknown type '{v}'."));
+                        return None;
                     }
                 };
                 i += 2;
@@ -1459,11 +1479,11 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
                         let digits = v.bytes().take_while(u8::is_ascii_digit).count();
                         let rest = v.get(digits..).unwrap_or("");
                         let skip = usize::from(rest.starts_with(['k', 'K', 'm', 'M', 'g', 'G']));
-                        let c = rest.chars().nth(skip).unwrap_or(' ');
-                        p.alert(format!(
-                            "stick-table: unexpected character '{c}' in argument of 'size'."
+                        let ch = rest.chars().nth(skip).unwrap_or(' ');
+                        c.alert(format!(
+                            "{kw}: unexpected character '{ch}' in argument of 'size'."
                         ));
-                        return;
+                        return None;
                     }
                 }
                 i += 2;
@@ -1472,14 +1492,14 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
                 match parse_time(v) {
                     Ok(d) => expire = Some(d),
                     Err(e) => {
-                        let c = match e {
-                            TimeError::BadChar(c) => c,
+                        let ch = match e {
+                            TimeError::BadChar(ch) => ch,
                             _ => ' ',
                         };
-                        p.alert(format!(
-                            "stick-table: unexpected character '{c}' in argument of 'expire'."
+                        c.alert(format!(
+                            "{kw}: unexpected character '{ch}' in argument of 'expire'."
                         ));
-                        return;
+                        return None;
                     }
                 }
                 i += 2;
@@ -1488,7 +1508,15 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
                 pending.push("stick-table nopurge".into());
                 i += 1;
             }
-            "peers" | "srvkey" | "write-to" => {
+            "peers" if !in_peers => {
+                if v.is_empty() {
+                    c.alert(format!("{kw}: missing argument after 'peers'."));
+                    return None;
+                }
+                peers = Some(v.to_string());
+                i += 2;
+            }
+            "srvkey" | "write-to" => {
                 pending.push(format!("stick-table {w}"));
                 i += 2;
             }
@@ -1499,32 +1527,30 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
                         None => (item, None),
                     };
                     let Some(idx) = STORE_TYPES.iter().position(|(n, _, _)| *n == name) else {
-                        p.alert(format!("stick-table: unknown store option '{name}'."));
-                        return;
+                        c.alert(format!("{kw}: unknown store option '{name}'."));
+                        return None;
                     };
                     let (_, rate, supported) = STORE_TYPES[idx];
                     let period = match (rate, targ) {
                         (true, None) => {
-                            p.alert(format!(
-                                "stick-table: missing argument to store option '{name}'."
-                            ));
-                            return;
+                            c.alert(format!("{kw}: missing argument to store option '{name}'."));
+                            return None;
                         }
                         (true, Some(a)) => match parse_time(a) {
                             Ok(d) if !d.is_zero() => Some(d),
                             _ => {
-                                p.alert(format!(
-                                    "stick-table: error when processing store option '{name}'."
+                                c.alert(format!(
+                                    "{kw}: error when processing store option '{name}'."
                                 ));
-                                return;
+                                return None;
                             }
                         },
                         // gpc/gpt take an array size.
                         (false, Some(_)) if !matches!(name, "gpc" | "gpt") => {
-                            p.alert(format!(
-                                "stick-table: unexpected argument to store option '{name}'."
+                            c.alert(format!(
+                                "{kw}: unexpected argument to store option '{name}'."
                             ));
-                            return;
+                            return None;
                         }
                         (false, _) => None,
                     };
@@ -1532,8 +1558,8 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
                         pending.push(format!("stick-table store {name}"));
                     }
                     if store.iter().any(|(j, _)| *j == idx) {
-                        p.warn(format!(
-                            "stick-table: store option '{name}' already enabled, ignored."
+                        c.warn(format!(
+                            "{kw}: store option '{name}' already enabled, ignored."
                         ));
                         continue;
                     }
@@ -1542,18 +1568,18 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
                 i += 2;
             }
             other => {
-                p.alert(format!("stick-table: unknown argument '{other}'."));
-                return;
+                c.alert(format!("{kw}: unknown argument '{other}'."));
+                return None;
             }
         }
     }
-    let Some(key) = key else {
-        p.alert("stick-table: missing type.");
-        return;
-    };
     let Some(size) = size.filter(|n| *n > 0) else {
-        p.alert("stick-table: missing size.");
-        return;
+        c.alert(format!("{kw}: missing size."));
+        return None;
+    };
+    let Some(key) = key else {
+        c.alert(format!("{kw}: missing type."));
+        return None;
     };
     store.sort_by_key(|(j, _)| *j);
     let store = store
@@ -1572,17 +1598,14 @@ pub(crate) fn kw_stick_table(p: &mut P, args: &[String]) {
             })
         })
         .collect();
-    for kw in pending {
-        p.pending(&kw);
-    }
-    let loc = p.c.loc.clone();
-    p.px.stick_table = Some(StickTable {
+    Some(StickTable {
         key,
         size,
         expire: expire.filter(|d| !d.is_zero()),
         store,
-        loc,
-    });
+        peers,
+        loc: c.loc.clone(),
+    })
 }
 
 /// `track-sc<n> <key> [table <name>]` starting at `args[at]` (the `track-scN` word). Returns the

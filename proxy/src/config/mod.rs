@@ -11,6 +11,7 @@ pub mod keywords;
 mod kw_capture;
 mod kw_global;
 mod kw_pages;
+mod kw_peers;
 mod kw_process;
 pub mod kw_program;
 mod kw_proxy;
@@ -52,6 +53,32 @@ pub struct Sys<'a> {
     pub ids: &'a dyn Fn(Id, &str) -> Option<u32>,
     /// Reads a whole file (`errorfile`); `Err` is the reason.
     pub read: &'a dyn Fn(&str) -> Result<Vec<u8>, String>,
+    /// This process' peer name before `localpeer` (`-L`, else the host name).
+    pub localpeer: &'a str,
+    /// The name came from `-L` (a `localpeer` line is then ignored with a warning).
+    pub localpeer_cmdline: bool,
+}
+
+static LOCALPEER_CMDLINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `-L <name>`: recorded once by `main` before any configuration is read.
+pub fn set_cmdline_localpeer(name: &str) {
+    let _ = LOCALPEER_CMDLINE.set(name.to_string());
+}
+
+/// The local peer name the configuration starts from: `-L`, else the host name (HAProxy's
+/// `localpeer` default).
+pub fn default_localpeer() -> (String, bool) {
+    match LOCALPEER_CMDLINE.get() {
+        Some(n) => (n.clone(), true),
+        None => (
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_default(),
+            false,
+        ),
+    }
 }
 
 /// `std::fs::read` with HAProxy's wording of the common failures.
@@ -125,12 +152,15 @@ pub fn parse_str(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Loaded, Vec<Diag>> {
+    let (localpeer, localpeer_cmdline) = default_localpeer();
     let sys = Sys {
         env,
         stat: &stat_path,
         resolve: &resolve_host,
         ids: &lookup_id,
         read: &read_file,
+        localpeer: &localpeer,
+        localpeer_cmdline,
     };
     parse_sources(&[(name.to_string(), text.to_string())], &sys)
 }
@@ -186,12 +216,15 @@ pub fn read_sources(paths: &[PathBuf]) -> Result<Vec<(String, String)>, Vec<Diag
 /// Reads and parses the configuration files.
 pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<Diag>> {
     let sources = read_sources(paths)?;
+    let (localpeer, localpeer_cmdline) = default_localpeer();
     let sys = Sys {
         env,
         stat: &stat_path,
         resolve: &resolve_host,
         ids: &lookup_id,
         read: &read_file,
+        localpeer: &localpeer,
+        localpeer_cmdline,
     };
     parse_sources(&sources, &sys)
 }

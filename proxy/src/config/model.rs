@@ -30,6 +30,8 @@ pub struct Config {
     pub programs: Vec<Program>,
     /// `resolvers` sections: DNS servers that keep server addresses current.
     pub resolvers: Vec<Resolvers>,
+    /// `peers` sections, in configuration order (inactive ones kept for their tables).
+    pub peers: Vec<PeersSection>,
 }
 
 /// `resolvers <name>` (HAProxy's defaults: 3 retries, 1s resolve and retry timeouts, hold
@@ -779,6 +781,38 @@ pub struct StickTable {
     pub expire: Option<Duration>,
     /// Stored data types in HAProxy's data-type order, without duplicates.
     pub store: Vec<StickStore>,
+    /// `peers <section>`: the `peers` section that syncs it (None after the parse when that
+    /// section is disabled or has no local peer, as HAProxy unlinks it).
+    pub peers: Option<String>,
+    pub loc: Loc,
+}
+
+/// A `peers <name>` section: the processes that keep stick tables in sync.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeersSection {
+    pub name: String,
+    pub loc: Loc,
+    /// `disabled` (and not `enabled` again after it).
+    pub disabled: bool,
+    /// False when disabled or without a peer named after the local peer (HAProxy removes the
+    /// section then, "Removing incomplete section").
+    pub active: bool,
+    /// Every `peer`/`server` line, in configuration order; one may be the local peer.
+    pub peers: Vec<Peer>,
+    /// Where the local peer listens (its `peer` line or the `bind` line).
+    pub bind: Option<std::net::SocketAddr>,
+    /// `table <name> …` lines: tables known as `<section>/<name>` and synced by this section.
+    pub tables: Vec<(String, StickTable)>,
+}
+
+/// One `peer <name> <addr:port>` (or `server <name> [<addr:port>]`) line of a `peers` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub name: String,
+    /// None for the local peer of the `bind`/`server` form (or a `peer` line without address).
+    pub addr: Option<std::net::SocketAddr>,
+    /// This process (its name is the local peer name: `-L`, `localpeer` or the host name).
+    pub local: bool,
     pub loc: Loc,
 }
 

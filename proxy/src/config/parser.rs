@@ -62,12 +62,13 @@ enum Section {
     Program(usize),
     /// A `resolvers <name>` section (index in `Parser::resolvers`).
     Resolvers(usize),
+    /// A `peers <name>` section (index in `Parser::peers`).
+    Peers(usize),
     /// After a broken section header or in a section kind we do not support: lines are ignored.
     Skip,
 }
 
 pub(crate) const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "peers",
     "mailers",
     "ring",
     "cache",
@@ -95,6 +96,11 @@ pub(crate) struct Parser<'s> {
     userlists: Vec<super::model::Userlist>,
     programs: Vec<super::model::Program>,
     resolvers: Vec<super::model::Resolvers>,
+    peers: Vec<super::model::PeersSection>,
+    /// The `peers` section being read.
+    peers_reading: super::kw_peers::Reading,
+    /// This process' peer name: `-L`, else `localpeer`, else the host name.
+    localpeer: String,
 }
 
 struct HttpErrors {
@@ -156,6 +162,9 @@ impl<'s> Parser<'s> {
             userlists: Vec::new(),
             programs: Vec::new(),
             resolvers: Vec::new(),
+            peers: Vec::new(),
+            peers_reading: Default::default(),
+            localpeer: sys.localpeer.to_string(),
         }
     }
 
@@ -384,6 +393,22 @@ impl<'s> Parser<'s> {
                 }
                 return;
             }
+            "peers" => {
+                self.section = Section::Skip;
+                let mut ctx = Ctx {
+                    loc,
+                    diags: &mut self.diags,
+                    sys: self.sys,
+                };
+                if let Some(p) = super::kw_peers::open(&mut ctx, &words, &self.peers) {
+                    self.peers.push(p);
+                    self.peers_reading = Default::default();
+                    self.section = Section::Peers(self.peers.len() - 1);
+                } else if self.diags.last().is_some_and(|d| d.abort) {
+                    self.aborted = true;
+                }
+                return;
+            }
             "program" => {
                 self.section = Section::Skip;
                 let mut ctx = Ctx {
@@ -436,6 +461,23 @@ impl<'s> Parser<'s> {
                     super::kw_resolvers::dispatch(r, &mut ctx, &words);
                 }
             }
+            Section::Peers(i) => {
+                if let Some(s) = self.peers.get_mut(i) {
+                    let mut pending = Vec::new();
+                    super::kw_peers::dispatch(
+                        s,
+                        &mut self.peers_reading,
+                        &mut ctx,
+                        &words,
+                        &self.localpeer,
+                        &self.proxies,
+                        &mut pending,
+                    );
+                    for kw in pending {
+                        self.global.pending.push((kw, ctx.loc.clone()));
+                    }
+                }
+            }
             Section::Program(i) => {
                 if let Some(p) = self.programs.get_mut(i) {
                     super::kw_program::dispatch(p, &mut ctx, &words);
@@ -444,6 +486,25 @@ impl<'s> Parser<'s> {
             Section::Userlist(i) => {
                 if let Some(ul) = self.userlists.get_mut(i) {
                     super::kw_userlist::dispatch(ul, &mut ctx, &words);
+                }
+            }
+            // `localpeer` names the peer matched while `peers` sections are read (HAProxy
+            // compares as it parses), so it only counts before them and without `-L`.
+            Section::Global
+                if first == "localpeer" && words.get(1).is_some_and(|w| !w.is_empty()) =>
+            {
+                if ctx.too_many(&words, 1, 1) {
+                    return;
+                }
+                if ctx.sys.localpeer_cmdline {
+                    ctx.warn(
+                        "'localpeer' ignored since it is already set by using the '-L' command line argument.",
+                    );
+                } else if !self.peers.is_empty() {
+                    ctx.warn("'localpeer' ignored since it is used after 'peers' section.");
+                } else {
+                    self.localpeer = words[1].clone();
+                    kw_global::dispatch(&mut self.global, &mut ctx, &words);
                 }
             }
             Section::Global => kw_global::dispatch(&mut self.global, &mut ctx, &words),
@@ -716,6 +777,7 @@ impl<'s> Parser<'s> {
                 userlists: self.userlists,
                 programs: self.programs,
                 resolvers: self.resolvers,
+                peers: self.peers,
             };
             return (config, self.diags);
         }
@@ -743,6 +805,12 @@ impl<'s> Parser<'s> {
             self.sys.resolve,
             &mut self.diags,
         );
+        super::kw_peers::finish(
+            &mut self.peers,
+            &mut self.proxies,
+            &self.localpeer,
+            &mut self.diags,
+        );
         assign_ids(&self.global, &mut self.proxies, &mut self.diags);
         check_references(&self.proxies, &mut self.diags);
         check_binds(&self.global, &self.proxies, &mut self.diags);
@@ -760,6 +828,7 @@ impl<'s> Parser<'s> {
                 userlists: self.userlists,
                 programs: self.programs,
                 resolvers: self.resolvers,
+                peers: self.peers,
             },
             self.diags,
         )

@@ -18,6 +18,10 @@ fn fingerprint(word: &str) -> Vec<u8> {
     let mut from = START;
     for c in word.chars() {
         let to = class(c);
+        // HAProxy also marks which classes occur at all (its row 0).
+        if let Some(v) = fp.get_mut(to) {
+            *v = 1;
+        }
         if let Some(v) = fp.get_mut(from * SLOTS + to) {
             *v = v.saturating_add(1);
         }
@@ -50,7 +54,8 @@ pub fn best_match<'a>(
         }
     }
     let (c, d) = best?;
-    (d * 3 <= word.len() + c.len()).then_some(c)
+    // HAProxy's bound: at most twice the length of either word.
+    (d <= 2 * word.len() && d <= 2 * c.len()).then_some(c)
 }
 
 #[cfg(test)]

@@ -48,6 +48,8 @@ fn parse_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
         resolve: &resolve_fake,
         ids: &ids_fake,
         read: &read_fake,
+        localpeer: "lb1",
+        localpeer_cmdline: false,
     };
     parse_sources(&[("t.cfg".to_string(), text.to_string())], &sys)
 }
@@ -1837,5 +1839,64 @@ fn hash_balance_factor_keyword() {
             "6: 'hash-balance-factor' expects an integer argument.",
             "7: 'hash-balance-factor' must be 0 or greater than 100.",
         ]
+    );
+}
+
+/// `peers` sections: the local peer (here `lb1`), both line forms, tables and the post-parse
+/// links and removals.
+#[test]
+fn peers_sections() {
+    let c = ok(&format!(
+        "{T}peers p\n peer lb1 127.0.0.1:10000\n peer lb2 127.0.0.2:10000\n table t type ip size 1k store http_req_rate(10s)\n\
+         peers q\n bind 127.0.0.1:10001\n server lb1\n server lb2 127.0.0.2:10001\n\
+         peers gone\n peer other 127.0.0.3:10000\n\
+         peers off\n peer lb1 127.0.0.1:10002\n disabled\n\
+         backend b\n stick-table type ip size 1k peers p\n http-request track-sc0 src table p/t\n\
+         backend c\n stick-table type ip size 1k peers gone\n\
+         backend d\n stick-table type ip size 1k peers off\n"
+    ));
+    let names: Vec<(&str, bool)> = c
+        .peers
+        .iter()
+        .map(|s| (s.name.as_str(), s.active))
+        .collect();
+    assert_eq!(
+        names,
+        [("p", true), ("q", true), ("gone", false), ("off", false)]
+    );
+    let p = &c.peers[0];
+    assert_eq!(p.bind, Some("127.0.0.1:10000".parse().unwrap()));
+    assert_eq!(
+        p.peers
+            .iter()
+            .map(|x| (x.name.as_str(), x.local))
+            .collect::<Vec<_>>(),
+        [("lb1", true), ("lb2", false)]
+    );
+    assert_eq!(p.tables[0].0, "t");
+    let q = &c.peers[1];
+    assert_eq!(q.bind, Some("127.0.0.1:10001".parse().unwrap()));
+    assert_eq!(q.peers[0].name, "lb1");
+    assert!(q.peers[0].local);
+    assert_eq!(q.peers[1].addr, Some("127.0.0.2:10001".parse().unwrap()));
+    let link = |n: &str| {
+        c.proxy(n)
+            .and_then(|p| p.stick_table.as_ref()?.peers.clone())
+    };
+    assert_eq!(link("b").as_deref(), Some("p"));
+    assert_eq!(link("c"), None);
+    assert_eq!(link("d"), None);
+    assert!(c.global.pending.is_empty());
+    assert_eq!(
+        alerts(&format!(
+            "{T}peers p\n peer lb1 127.0.0.1:10000\n shards 2\n"
+        )),
+        ["7: unknown keyword 'shards' in 'peers' section"]
+    );
+    assert_eq!(
+        alerts(&format!(
+            "{T}backend b\n stick-table type ip size 1k peers nope\n"
+        )),
+        ["0: Proxy 'b': unable to find sync peers 'nope'."]
     );
 }

@@ -20,7 +20,10 @@ pub fn spawn<S: super::Service>(
     threads: usize,
     service: Arc<S>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
+    // The background tasks bind their sockets as they are created (the peers listeners): the
+    // caller waits for that before it lets an old process go.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread()
@@ -38,9 +41,12 @@ pub fn spawn<S: super::Service>(
                 for task in service.background(&shared) {
                     tokio::task::spawn_local(task);
                 }
+                let _ = ready_tx.send(());
                 run(shared, admin, threads).await
             });
-        })
+        })?;
+    let _ = ready_rx.recv_timeout(std::time::Duration::from_secs(5));
+    Ok(h)
 }
 
 async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threads: usize) {
@@ -67,6 +73,12 @@ async fn run(shared: Arc<Shared>, admin: Vec<crate::admin::AdminListener>, threa
         if stop.changed().await.is_err() {
             break;
         }
+    }
+    // The peers tasks hand the stick tables to the next process from this thread: ending
+    // here would cancel them.
+    let until = tokio::time::Instant::now() + Duration::from_secs(6);
+    while crate::peers::handover_pending() && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -256,7 +256,10 @@ pub fn run_with<S: Service>(
         Duration::from_millis(500)
     };
     let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline && threads.iter().any(|t| !t.is_finished()) {
+    // A soft stop also waits for the stick tables to reach the next process (peers).
+    while std::time::Instant::now() < deadline
+        && (threads.iter().any(|t| !t.is_finished()) || (soft && crate::peers::handover_pending()))
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())

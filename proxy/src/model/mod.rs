@@ -695,9 +695,27 @@ pub struct Model {
     pub stats_admin: bool,
     /// The `resolvers` sections' nameserver counters (`show resolvers`).
     pub resolvers: crate::resolve::counters::Counters,
+    /// The `peers` sections' state (`show peers`).
+    pub peers: crate::peers::status::Registry,
 }
 
 pub use crate::clock::clock_ms;
+
+fn peers_registry(cfg: &cfg::Config) -> crate::peers::status::Registry {
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(0));
+    let mut r = crate::peers::status::Registry::from_config(&cfg.peers, now_us);
+    for s in &mut r.sections {
+        if let Some(c) = cfg.peers.iter().find(|p| p.name == s.name) {
+            s.tables = crate::peers::task::table_ids(cfg, c)
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+        }
+    }
+    r
+}
 
 /// HAProxy's default global maxconn when none is set and no ulimit forces another value.
 pub const DEFAULT_MAXCONN: u32 = 4096;
@@ -786,6 +804,7 @@ impl Model {
         Ok(Model {
             stats_admin,
             resolvers: crate::resolve::counters::Counters::from_config(&cfg.resolvers),
+            peers: peers_registry(&cfg),
             started: std::time::Instant::now(),
             started_at: std::time::SystemTime::now(),
             proxies,

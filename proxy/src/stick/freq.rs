@@ -19,6 +19,20 @@ impl FreqCtr {
         }
     }
 
+    /// (start of the current period in ms, events in it, events of the previous one): what
+    /// the peers protocol carries.
+    pub fn parts(&self) -> (u64, u32, u32) {
+        (self.curr_tick, self.curr, self.prev)
+    }
+
+    pub fn from_parts(curr_tick: u64, curr: u32, prev: u32) -> FreqCtr {
+        FreqCtr {
+            curr_tick,
+            curr,
+            prev,
+        }
+    }
+
     fn rotate(&mut self, now: u64, period: u64) {
         let elapsed = now.saturating_sub(self.curr_tick);
         if elapsed < period {

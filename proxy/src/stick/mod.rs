@@ -122,6 +122,9 @@ pub struct Entry {
     pub refs: u32,
     /// When it expires (ms), if the table has `expire`.
     pub expire_at: u64,
+    /// The table's change number of its last local change (0: none, or learnt from a peer):
+    /// what the peers task pushes.
+    pub upd: u64,
     pub conn_cnt: u32,
     pub conn_cur: u32,
     pub conn_rate: FreqCtr,
@@ -137,6 +140,7 @@ impl Entry {
             id,
             refs: 0,
             expire_at: now,
+            upd: 0,
             conn_cnt: 0,
             conn_cur: 0,
             conn_rate: FreqCtr::new(now),
@@ -174,6 +178,8 @@ pub struct Table {
     shards: Box<[Mutex<Shard>]>,
     used: AtomicU32,
     next_id: AtomicU64,
+    /// The last change number given to an entry (see [`Entry::upd`]).
+    seq: AtomicU64,
     /// The clock a tracker released on drop reads (the process clock; tests set their own).
     clock: fn() -> u64,
 }
@@ -205,6 +211,7 @@ impl Table {
             used: AtomicU32::new(0),
             // Looks like the heap addresses HAProxy prints.
             next_id: AtomicU64::new(0x5580_0000_1000),
+            seq: AtomicU64::new(0),
             clock,
         }
     }
@@ -309,6 +316,56 @@ impl Table {
         if let Some(x) = self.expire_ms {
             e.expire_at = now.saturating_add(x);
         }
+        self.mark(e);
+    }
+
+    /// Records a local change without touching the expiry. Called with the entry's shard
+    /// held, so numbers grow in the order changes land.
+    fn mark(&self, e: &mut Entry) {
+        e.upd = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+    }
+
+    /// The last change number given (an entry changed later has a greater one).
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Relaxed)
+    }
+
+    /// The live entries changed locally after change number `since`, oldest change first.
+    pub fn changed_since(&self, since: u64, now: u64) -> Vec<(IpAddr, Entry)> {
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            let shard = lock(s);
+            out.extend(
+                shard
+                    .iter()
+                    .filter(|(_, e)| e.upd > since && !self.expired(e, now))
+                    .map(|(k, e)| (*k, e.clone())),
+            );
+        }
+        out.sort_by_key(|(_, e)| e.upd);
+        out
+    }
+
+    /// Stores what a peer says about `key` (`f` sets the counters), with its remaining
+    /// lifetime or the table's. Not a local change: it is not pushed back to peers.
+    pub fn apply_remote(
+        &self,
+        key: IpAddr,
+        expire_ms: Option<u64>,
+        now: u64,
+        f: impl FnOnce(&mut Entry),
+    ) {
+        let Some(key) = self.key_of(key) else {
+            return;
+        };
+        let life = expire_ms.or(self.expire_ms);
+        self.with_entry(key, now, |e| {
+            f(e);
+            if let Some(x) = life {
+                e.expire_at = now.saturating_add(x);
+            }
+            e.upd = 0;
+        });
     }
 
     /// `track-scN`: holds `ip`'s entry and counts a connection on it (`conn_cnt`, `conn_cur`,
@@ -415,21 +472,25 @@ impl Tracked {
     /// One HTTP request (`http_req_cnt`, `http_req_rate`).
     pub fn count_http_req(&self, now: u64) {
         let store = self.table.store;
+        let t = Arc::clone(&self.table);
         self.with(|e| {
             e.http_req_cnt = e.http_req_cnt.saturating_add(1);
             if let Some(p) = store.http_req_rate {
                 e.http_req_rate.hit(now, p);
             }
+            t.mark(e);
         });
     }
     /// One session (`sess_cnt`, `sess_rate`).
     pub fn count_session(&self, now: u64) {
         let store = self.table.store;
+        let t = Arc::clone(&self.table);
         self.with(|e| {
             e.sess_cnt = e.sess_cnt.saturating_add(1);
             if let Some(p) = store.sess_rate {
                 e.sess_rate.hit(now, p);
             }
+            t.mark(e);
         });
     }
 }
@@ -482,16 +543,18 @@ pub struct Tables(Vec<Arc<Table>>);
 
 impl Tables {
     pub fn build(cfg: &Config) -> Tables {
-        Tables(
-            cfg.proxies
+        let own = cfg.proxies.iter().filter_map(|p| {
+            p.stick_table
+                .as_ref()
+                .map(|t| Arc::new(Table::new(&p.name, t)))
+        });
+        // `table <name>` lines of `peers` sections are known as `<section>/<name>`.
+        let peers = cfg.peers.iter().flat_map(|s| {
+            s.tables
                 .iter()
-                .filter_map(|p| {
-                    p.stick_table
-                        .as_ref()
-                        .map(|t| Arc::new(Table::new(&p.name, t)))
-                })
-                .collect(),
-        )
+                .map(|(n, t)| Arc::new(Table::new(&format!("{}/{n}", s.name), t)))
+        });
+        Tables(own.chain(peers).collect())
     }
     pub fn from_tables(t: Vec<Arc<Table>>) -> Tables {
         Tables(t)

@@ -18,6 +18,7 @@ fn cfg(key: StickKey, size: u32, store: Vec<StickStore>) -> StickTable {
         size,
         expire: Some(Duration::from_secs(60)),
         store,
+        peers: None,
         loc: Loc {
             file: "t.cfg".into(),
             line: 1,
@@ -212,4 +213,39 @@ fn show_table_format_and_filters() {
     );
     assert_eq!(f.used(), 0);
     drop(held);
+}
+
+/// What the peers task pushes: entries changed locally since a change number, in change
+/// order; what it applies from a peer is not a local change.
+#[test]
+fn change_numbers_and_remote_updates() {
+    let t = table("f", StickKey::Ip, 100);
+    assert_eq!(t.seq(), 0);
+    let a = t.track(ip("10.0.0.1"), 1000).unwrap();
+    let b = t.track(ip("10.0.0.2"), 1000).unwrap();
+    let mark = t.seq();
+    a.count_http_req(1100);
+    let changed: Vec<IpAddr> = t
+        .changed_since(mark, 1100)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(changed, [ip("10.0.0.1")]);
+    let all: Vec<IpAddr> = t
+        .changed_since(0, 1100)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(all, [ip("10.0.0.2"), ip("10.0.0.1")]);
+    drop((a, b));
+    let mark = t.seq();
+    t.apply_remote(ip("10.0.0.9"), Some(5000), 2000, |e| {
+        e.http_req_cnt = 7;
+        e.conn_rate = FreqCtr::from_parts(1500, 3, 1);
+    });
+    assert!(t.changed_since(mark, 2000).is_empty());
+    assert_eq!(t.peek(ip("10.0.0.9"), StickData::HttpReqCnt, 2000), Some(7));
+    assert_eq!(t.peek(ip("10.0.0.9"), StickData::ConnRate, 2000), Some(3));
+    // The remote lifetime, not the table's 60 s.
+    assert_eq!(t.peek(ip("10.0.0.9"), StickData::HttpReqCnt, 7001), Some(0));
 }

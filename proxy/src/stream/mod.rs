@@ -43,7 +43,9 @@ impl Service for Streams {
     }
 
     fn background(&self, shared: &Arc<Shared>) -> Vec<SessionFuture> {
-        crate::resolve::tasks(shared)
+        let mut t = crate::resolve::tasks(shared);
+        t.extend(crate::peers::tasks(shared));
+        t
     }
 
     fn serve(

@@ -1,0 +1,703 @@
+//! The I/O shell of a `peers` section: listens on the local peer's address, connects to every
+//! remote peer (again after a failure), runs one [`Session`] per connection, pushes the local
+//! changes of the synced stick tables and applies the remote ones. Runs on the control thread.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::Notify;
+
+use super::session::{Event, LocalTable, Session};
+use super::status::{PeerState, SectionStatus};
+use super::wire::{self, EntryData, Value};
+use crate::config::model::{PeersSection, StickKey};
+use crate::engine::Shared;
+use crate::engine::service::SessionFuture;
+use crate::stick::{Entry, FreqCtr, Table};
+
+/// HAProxy's PEER_HEARTBEAT_TIMEOUT and PEER_RECONNECT_TIMEOUT.
+const HEARTBEAT: Duration = Duration::from_secs(3);
+const RECONNECT: Duration = Duration::from_secs(5);
+/// How often local changes are looked for and pushed.
+const PUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// Sections whose tables still have to be handed to the next process: a soft stop waits for
+/// this to reach 0 (bounded by [`HANDOVER_LIMIT`]), as HAProxy's old process teaches the new
+/// one through the local peer before it leaves.
+static HANDOVER_PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const HANDOVER_LIMIT: Duration = Duration::from_secs(5);
+
+/// True while a stopping process is still handing its stick tables over.
+pub fn handover_pending() -> bool {
+    HANDOVER_PENDING.load(Ordering::Acquire) > 0
+}
+
+/// One task per active `peers` section that syncs at least one table.
+pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
+    let cfg = &shared.model.cfg;
+    cfg.peers
+        .iter()
+        .filter(|s| s.active)
+        .filter_map(|s| {
+            let tables = synced_tables(shared, s);
+            let si = shared
+                .model
+                .peers
+                .sections
+                .iter()
+                .position(|x| x.name == s.name)?;
+            (!tables.is_empty()).then(|| {
+                let sec = Rc::new(SectionRt::new(Arc::clone(shared), si, s.clone(), tables));
+                // Bound now, before the old process is told to stop (a reload): it hands its
+                // tables over to this address as it leaves.
+                let listener = s.bind.and_then(|addr| match listen(addr) {
+                    Ok(l) => Some((l, Pending::new(addr))),
+                    Err(e) => {
+                        tracing::error!("peers '{}': cannot listen on {addr}: {e}", s.name);
+                        None
+                    }
+                });
+                Box::pin(run(Arc::clone(shared), sec, listener)) as SessionFuture
+            })
+        })
+        .collect()
+}
+
+/// The tables a section syncs, as (table id, name on the wire): proxies' `stick-table … peers
+/// <section>` (named after the proxy) and the section's own `table` lines (`<section>/<name>`,
+/// sent as `<name>`).
+pub fn table_ids(cfg: &crate::config::model::Config, s: &PeersSection) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for px in &cfg.proxies {
+        if let Some(t) = &px.stick_table
+            && t.peers.as_deref() == Some(s.name.as_str())
+        {
+            out.push((px.name.clone(), px.name.clone()));
+        }
+    }
+    for (n, _) in &s.tables {
+        out.push((format!("{}/{n}", s.name), n.clone()));
+    }
+    out
+}
+
+fn synced_tables(shared: &Shared, s: &PeersSection) -> Vec<(Arc<Table>, LocalTable)> {
+    let stick = &shared.model.stick;
+    table_ids(&shared.model.cfg, s)
+        .into_iter()
+        .filter_map(|(id, wire)| {
+            let rt = stick.find(&id)?;
+            Some((Arc::clone(rt), local_table(&wire, rt)))
+        })
+        .collect()
+}
+
+/// Data types portcullis stores, by HAProxy's numbers.
+const CONN_CNT: u32 = 4;
+const CONN_RATE: u32 = 5;
+const CONN_CUR: u32 = 6;
+const SESS_CNT: u32 = 7;
+const SESS_RATE: u32 = 8;
+const HTTP_REQ_CNT: u32 = 9;
+const HTTP_REQ_RATE: u32 = 10;
+
+fn local_table(name: &str, t: &Table) -> LocalTable {
+    let st = &t.store;
+    let mut data = 0u64;
+    let mut periods = Vec::new();
+    let mut bit = |on: bool, dt: u32| {
+        if on {
+            data |= 1 << dt;
+        }
+    };
+    bit(st.conn_cnt, CONN_CNT);
+    bit(st.conn_rate.is_some(), CONN_RATE);
+    bit(st.conn_cur, CONN_CUR);
+    bit(st.sess_cnt, SESS_CNT);
+    bit(st.sess_rate.is_some(), SESS_RATE);
+    bit(st.http_req_cnt, HTTP_REQ_CNT);
+    bit(st.http_req_rate.is_some(), HTTP_REQ_RATE);
+    for (dt, p) in [
+        (CONN_RATE, st.conn_rate),
+        (SESS_RATE, st.sess_rate),
+        (HTTP_REQ_RATE, st.http_req_rate),
+    ] {
+        if let Some(p) = p {
+            periods.push((dt, p));
+        }
+    }
+    let (key_type, key_len) = match t.key {
+        StickKey::Ip => (wire::KEY_IPV4, 4),
+        StickKey::Ipv6 => (wire::KEY_IPV6, 16),
+    };
+    LocalTable {
+        name: name.to_string(),
+        key_type,
+        key_len,
+        data,
+        periods,
+        expire_ms: t.expire_ms.unwrap_or(0),
+    }
+}
+
+/// An entry as an update carries it.
+fn entry_data(t: &LocalTable, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
+    let key = match key {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets().to_vec(),
+    };
+    let freq = |f: &FreqCtr| {
+        let (tick, curr, prev) = f.parts();
+        Value::Freq {
+            age_ms: u32::try_from(now.saturating_sub(tick)).unwrap_or(u32::MAX),
+            curr,
+            prev,
+        }
+    };
+    let mut values = Vec::new();
+    for dt in CONN_CNT..=HTTP_REQ_RATE {
+        if t.data & (1 << dt) == 0 {
+            continue;
+        }
+        let v = match dt {
+            CONN_CNT => Value::Int(u64::from(e.conn_cnt)),
+            CONN_RATE => freq(&e.conn_rate),
+            CONN_CUR => Value::Int(u64::from(e.conn_cur)),
+            SESS_CNT => Value::Int(u64::from(e.sess_cnt)),
+            SESS_RATE => freq(&e.sess_rate),
+            HTTP_REQ_CNT => Value::Int(u64::from(e.http_req_cnt)),
+            _ => freq(&e.http_req_rate),
+        };
+        values.push((dt, v));
+    }
+    EntryData { key, values }
+}
+
+/// Applies what a peer sent about one entry.
+fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
+    let key = match d.key.len() {
+        4 => IpAddr::from([d.key[0], d.key[1], d.key[2], d.key[3]]),
+        16 => {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&d.key);
+            IpAddr::from(b)
+        }
+        _ => return,
+    };
+    let st = table.store;
+    table.apply_remote(key, expire.map(u64::from), now, |e| {
+        for (dt, v) in &d.values {
+            let f = |v: &Value| match *v {
+                Value::Freq { age_ms, curr, prev } => Some(FreqCtr::from_parts(
+                    now.saturating_sub(u64::from(age_ms)),
+                    curr,
+                    prev,
+                )),
+                Value::Int(_) => None,
+            };
+            let int = |v: &Value| match *v {
+                Value::Int(i) => Some(u32::try_from(i).unwrap_or(u32::MAX)),
+                Value::Freq { .. } => None,
+            };
+            match *dt {
+                CONN_CNT if st.conn_cnt => e.conn_cnt = int(v).unwrap_or(e.conn_cnt),
+                CONN_RATE if st.conn_rate.is_some() => e.conn_rate = f(v).unwrap_or(e.conn_rate),
+                SESS_CNT if st.sess_cnt => e.sess_cnt = int(v).unwrap_or(e.sess_cnt),
+                SESS_RATE if st.sess_rate.is_some() => e.sess_rate = f(v).unwrap_or(e.sess_rate),
+                HTTP_REQ_CNT if st.http_req_cnt => {
+                    e.http_req_cnt = int(v).unwrap_or(e.http_req_cnt)
+                }
+                HTTP_REQ_RATE if st.http_req_rate.is_some() => {
+                    e.http_req_rate = f(v).unwrap_or(e.http_req_rate)
+                }
+                // conn_cur counts this process' connections only (HAProxy's `is_local`).
+                _ => {}
+            }
+        }
+    });
+}
+
+/// What the section's connections share (single-threaded: the control thread's local set).
+struct SectionRt {
+    shared: Arc<Shared>,
+    /// The section's index in the `show peers` registry.
+    si: usize,
+    cfg: PeersSection,
+    local: String,
+    tables: Vec<(Arc<Table>, LocalTable)>,
+    /// Per remote peer: the generation of its current session (0: none) and how to end it.
+    slots: RefCell<HashMap<String, Slot>>,
+    next_gen: std::cell::Cell<u64>,
+    /// A full resync was obtained (or is no longer expected) / a peer is teaching us now.
+    resynced: std::cell::Cell<bool>,
+    learning: std::cell::Cell<u64>,
+}
+
+#[derive(Default)]
+struct Slot {
+    generation: u64,
+    kill: Rc<Notify>,
+}
+
+impl SectionRt {
+    fn new(
+        shared: Arc<Shared>,
+        si: usize,
+        cfg: PeersSection,
+        tables: Vec<(Arc<Table>, LocalTable)>,
+    ) -> SectionRt {
+        let local = cfg
+            .peers
+            .iter()
+            .find(|p| p.local)
+            .map(|p| p.name.clone())
+            .unwrap_or_default();
+        SectionRt {
+            shared,
+            si,
+            cfg,
+            local,
+            tables,
+            slots: RefCell::new(HashMap::new()),
+            next_gen: std::cell::Cell::new(1),
+            resynced: std::cell::Cell::new(false),
+            learning: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Updates what `show peers` says about `peer`.
+    fn status(&self, peer: &str, f: impl FnOnce(&mut PeerState)) {
+        if let Some(p) = self
+            .shared
+            .model
+            .peers
+            .sections
+            .get(self.si)
+            .and_then(|s| s.peer(peer))
+        {
+            f(&mut p.state());
+        }
+    }
+
+    fn section_status(&self) -> Option<&SectionStatus> {
+        self.shared.model.peers.sections.get(self.si)
+    }
+
+    /// Makes a new session the one of `peer`, ending the previous one (HAProxy keeps the
+    /// newest connection of a peer).
+    fn claim(&self, peer: &str) -> (u64, Rc<Notify>) {
+        let g = self.next_gen.get();
+        self.next_gen.set(g + 1);
+        let mut slots = self.slots.borrow_mut();
+        let slot = slots.entry(peer.to_string()).or_default();
+        if slot.generation != 0 {
+            slot.kill.notify_one();
+            self.status(peer, |st| st.coll += 1);
+        }
+        let kill = Rc::new(Notify::new());
+        slot.generation = g;
+        slot.kill = Rc::clone(&kill);
+        (g, kill)
+    }
+
+    fn release(&self, peer: &str, generation: u64) {
+        if let Some(s) = self.slots.borrow_mut().get_mut(peer)
+            && s.generation == generation
+        {
+            s.generation = 0;
+        }
+        if self.learning.get() == generation {
+            self.learning.set(0);
+        }
+    }
+
+    fn busy(&self, peer: &str) -> bool {
+        self.slots
+            .borrow()
+            .get(peer)
+            .is_some_and(|s| s.generation != 0)
+    }
+
+    fn table_defs(&self) -> Vec<LocalTable> {
+        self.tables.iter().map(|(_, l)| l.clone()).collect()
+    }
+}
+
+async fn run(
+    shared: Arc<Shared>,
+    sec: Rc<SectionRt>,
+    listener: Option<(tokio::net::TcpListener, Pending)>,
+) {
+    let mut tasks = Vec::new();
+    let mut bound = None;
+    if let Some((l, pending)) = listener {
+        bound = Some(pending);
+        tasks.push(tokio::task::spawn_local(accept_loop(
+            Arc::clone(&shared),
+            Rc::clone(&sec),
+            l,
+        )));
+    }
+    for p in sec.cfg.peers.iter().filter(|p| !p.local) {
+        if let Some(addr) = p.addr.filter(|a| a.port() != 0) {
+            tasks.push(tokio::task::spawn_local(connect_loop(
+                Arc::clone(&shared),
+                Rc::clone(&sec),
+                p.name.clone(),
+                addr,
+            )));
+        }
+    }
+    let mut stop = shared.stop_tx.subscribe();
+    while !*stop.borrow() {
+        if stop.changed().await.is_err() {
+            break;
+        }
+    }
+    // Stop listening (the next process' listener takes the address), end the sessions, then
+    // teach the next process everything through the local peer's address.
+    for t in &tasks {
+        t.abort();
+    }
+    for slot in sec.slots.borrow().values() {
+        slot.kill.notify_one();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    if let Some(p) = &bound {
+        let _ = tokio::time::timeout(HANDOVER_LIMIT, hand_over(&sec, p.0)).await;
+    }
+}
+
+/// Counts a section in [`HANDOVER_PENDING`] while it lives, even if its task is cancelled.
+struct Pending(SocketAddr);
+
+impl Pending {
+    fn new(addr: SocketAddr) -> Pending {
+        HANDOVER_PENDING.fetch_add(1, Ordering::AcqRel);
+        Pending(addr)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        HANDOVER_PENDING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The old process' side of a reload: connects to its own peer address (now the new
+/// process'), pushes every entry and waits for the confirm of its "resync finished".
+async fn hand_over(sec: &SectionRt, addr: SocketAddr) {
+    // The new process may still be starting its listener.
+    let mut stream = None;
+    for _ in 0..20 {
+        match TcpStream::connect(addr).await {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let Some(mut stream) = stream else {
+        return;
+    };
+    let mut s = Session::connect(&sec.local, &sec.local, std::process::id(), sec.table_defs());
+    let mut buf = vec![0u8; 4096];
+    let mut pushed = vec![0u64; sec.tables.len()];
+    let mut taught = false;
+    loop {
+        if s.has_output() && stream.write_all(&s.take_output()).await.is_err() {
+            return;
+        }
+        if s.is_closed() {
+            return;
+        }
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        for ev in s.receive(&buf[..n]) {
+            match ev {
+                Event::Established(_) if !taught => {
+                    taught = true;
+                    teach_all(sec, &mut s, &mut pushed, crate::clock::clock_ms());
+                    s.resync_finished();
+                }
+                Event::ResyncConfirm => {
+                    let _ = stream.write_all(&s.take_output()).await;
+                    let _ = stream.shutdown().await;
+                    return;
+                }
+                Event::Closed(_) => return,
+                _ => {}
+            }
+        }
+    }
+}
+
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let s = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    s.set_reuseaddr(true)?;
+    // A new process binds the address while the old one still listens (reload).
+    s.set_reuseport(true)?;
+    s.bind(addr)?;
+    s.listen(64)
+}
+
+async fn accept_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, l: tokio::net::TcpListener) {
+    loop {
+        let Ok((stream, _)) = l.accept().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let known: Vec<String> = sec.cfg.peers.iter().map(|p| p.name.clone()).collect();
+        let session = Session::accept(&sec.local, known, sec.table_defs());
+        tokio::task::spawn_local(converse(Rc::clone(&sec), stream, session, None));
+    }
+}
+
+/// A small pseudo-random delay (HAProxy waits 50 ms to 2 s after a collision, so two peers
+/// connecting to each other at once do not keep killing each other's sessions).
+fn jitter() -> Duration {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    Duration::from_millis(50 + u64::from(n % 2000))
+}
+
+async fn connect_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, peer: String, addr: SocketAddr) {
+    loop {
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        if sec.busy(&peer) {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        sec.status(&peer, |st| {
+            st.statuscode = 100;
+            st.new_conn += 1;
+        });
+        let conn = tokio::time::timeout(RECONNECT, TcpStream::connect(addr)).await;
+        match conn {
+            Ok(Ok(stream)) => {
+                sec.status(&peer, |st| st.statuscode = 110);
+                let pid = std::process::id();
+                let session = Session::connect(&sec.local, &peer, pid, sec.table_defs());
+                let claim = sec.claim(&peer);
+                converse(Rc::clone(&sec), stream, session, Some(claim)).await;
+                let delay = jitter();
+                let at = crate::clock::clock_ms() + delay.as_millis() as u64;
+                sec.status(&peer, |st| st.reconnect = Some(at));
+                tokio::time::sleep(delay).await;
+            }
+            _ => {
+                let at = crate::clock::clock_ms() + RECONNECT.as_millis() as u64;
+                sec.status(&peer, |st| st.reconnect = Some(at));
+                tokio::time::sleep(RECONNECT).await
+            }
+        }
+    }
+}
+
+/// Runs one connection until it ends (closed, dead, protocol error, or replaced).
+async fn converse(
+    sec: Rc<SectionRt>,
+    mut stream: TcpStream,
+    mut s: Session,
+    mut claim: Option<(u64, Rc<Notify>)>,
+) {
+    let _ = stream.set_nodelay(true);
+    let peer = s.peer().map(str::to_string);
+    // Change numbers already pushed, per table: 0 pushes every local change at first.
+    let mut pushed = vec![0u64; sec.tables.len()];
+    let mut buf = vec![0u8; 16384];
+    let mut tick = tokio::time::interval(PUSH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_rx = tokio::time::Instant::now();
+    let mut last_hb = tokio::time::Instant::now();
+    let never = Rc::new(Notify::new());
+    'conn: loop {
+        if s.has_output() && stream.write_all(&s.take_output()).await.is_err() {
+            break;
+        }
+        if s.is_closed() {
+            break;
+        }
+        let kill = claim
+            .as_ref()
+            .map_or(Rc::clone(&never), |(_, k)| Rc::clone(k));
+        tokio::select! {
+            r = stream.read(&mut buf) => {
+                let n = match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                last_rx = tokio::time::Instant::now();
+                let now = crate::clock::clock_ms();
+                for ev in s.receive(&buf[..n]) {
+                    match ev {
+                        Event::Established(name) => {
+                            let accepted = claim.is_none();
+                            if accepted {
+                                claim = Some(sec.claim(&name));
+                            }
+                            let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
+                            sec.status(&name, |st| {
+                                st.active = true;
+                                if accepted {
+                                    st.accepted = ends;
+                                } else {
+                                    st.statuscode = 200;
+                                    st.last_hdshk = Some(now);
+                                    st.accepted = None;
+                                }
+                                st.heartbeat = Some(now + HEARTBEAT.as_millis() as u64);
+                                st.reconnect = Some(now + RECONNECT.as_millis() as u64);
+                            });
+                            // A process that starts learns everything from the first peer.
+                            if !sec.resynced.get() && sec.learning.get() == 0 {
+                                if let Some((g, _)) = &claim {
+                                    sec.learning.set(*g);
+                                }
+                                s.resync_request();
+                            }
+                        }
+                        Event::Update { table, expire, entry } => {
+                            if let Some((t, _)) = sec.tables.get(table) {
+                                apply(t, &entry, expire, now);
+                            }
+                        }
+                        Event::ResyncRequest => {
+                            teach_all(&sec, &mut s, &mut pushed, now);
+                            s.resync_finished();
+                        }
+                        Event::ResyncFinished | Event::ResyncPartial => {
+                            sec.resynced.set(true);
+                            sec.learning.set(0);
+                            if let Some(ss) = sec.section_status() {
+                                ss.resynced.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        Event::Refused(code) => {
+                            if let Some(p) = &peer {
+                                sec.status(p, |st| {
+                                    st.statuscode = code;
+                                    st.last_hdshk = Some(now);
+                                });
+                            }
+                        }
+                        Event::Closed(why) => {
+                            // Protocol errors, sent or received (not a refused hello).
+                            if why.contains("message")
+                                && let Some(p) = s.peer()
+                            {
+                                sec.status(p, |st| st.proto_err += 1);
+                            }
+                            tracing::debug!("peers '{}': session with {:?} closed: {why}", sec.cfg.name, peer);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                if let Some(ss) = sec.section_status() {
+                    ss.task_calls.fetch_add(1, Ordering::Relaxed);
+                }
+                if !s.is_established() {
+                    if last_rx.elapsed() > RECONNECT {
+                        break 'conn;
+                    }
+                    continue;
+                }
+                let now = crate::clock::clock_ms();
+                for (i, (t, lt)) in sec.tables.iter().enumerate() {
+                    let mark = t.seq();
+                    if mark <= pushed[i] {
+                        continue;
+                    }
+                    for (k, e) in t.changed_since(pushed[i], now) {
+                        s.push_update(i, &entry_data(lt, &k, &e, now), None);
+                    }
+                    pushed[i] = mark;
+                }
+                if last_hb.elapsed() >= HEARTBEAT {
+                    last_hb = tokio::time::Instant::now();
+                    s.heartbeat();
+                }
+                if let Some(name) = s.peer().map(str::to_string) {
+                    let tables: Vec<_> = (0..sec.tables.len())
+                        .map(|i| {
+                            let (last_pushed, last_acked) = s.tx_state(i).unwrap_or_default();
+                            let (remote_id, remote_data, last_get) =
+                                s.rx_state(i).unwrap_or_default();
+                            super::status::TableState {
+                                remote_id,
+                                remote_data,
+                                last_acked,
+                                last_pushed,
+                                last_get,
+                            }
+                        })
+                        .collect();
+                    let (tx, rx) = (s.tx_heartbeats, s.rx_heartbeats);
+                    let since_hb = last_hb.elapsed().as_millis() as u64;
+                    let since_rx = last_rx.elapsed().as_millis() as u64;
+                    sec.status(&name, |st| {
+                        st.tables = tables;
+                        st.tx_hbt = tx;
+                        st.rx_hbt = rx;
+                        // Sent at the first tick past the period.
+                        let hb = (HEARTBEAT + PUSH_EVERY).as_millis() as u64;
+                        st.heartbeat = Some(now + hb.saturating_sub(since_hb));
+                        st.reconnect = Some(now + (RECONNECT.as_millis() as u64).saturating_sub(since_rx));
+                    });
+                }
+                // Nothing heard for two reconnect periods: the peer is gone.
+                if last_rx.elapsed() > 2 * RECONNECT {
+                    break 'conn;
+                }
+            }
+            _ = kill.notified() => break,
+        }
+    }
+    let _ = stream.shutdown().await;
+    if let (Some((g, _)), Some(name)) = (&claim, s.peer()) {
+        sec.release(name, *g);
+        // Only the session that still owns the peer says it is gone.
+        if !sec.busy(name) {
+            sec.status(name, |st| st.active = false);
+        }
+    }
+}
+
+/// A full resync for the remote peer: every live entry of every table, with its remaining
+/// lifetime (HAProxy's teaching stages use timed updates).
+fn teach_all(sec: &SectionRt, s: &mut Session, pushed: &mut [u64], now: u64) {
+    for (i, (t, lt)) in sec.tables.iter().enumerate() {
+        let mark = t.seq();
+        for (k, e) in t.entries(now) {
+            let life = t
+                .expire_ms
+                .map(|_| u32::try_from(e.expire_at.saturating_sub(now)).unwrap_or(u32::MAX));
+            s.push_update(i, &entry_data(lt, &k, &e, now), life);
+        }
+        if let Some(p) = pushed.get_mut(i) {
+            *p = mark;
+        }
+    }
+}

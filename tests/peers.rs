@@ -1,0 +1,463 @@
+//! `peers` sections: `-c` against HAProxy 2.6 on the same files (errors, warnings, exit
+//! codes), and the peers protocol between portcullis and HAProxy 2.6 on loopback (updates both
+//! ways, a full resync for a restarted peer).
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use backend::{free_port, lo, wait_until};
+use proxy::{Proc, TempDir, admin_cli};
+
+const HAPROXY: &str = "/usr/sbin/haproxy";
+
+fn run(bin: &str, file: &Path, extra: &[&str]) -> Output {
+    Command::new(bin)
+        .args(extra)
+        .arg("-c")
+        .arg("-f")
+        .arg(file)
+        .output()
+        .expect("run the check")
+}
+
+/// The `[ALERT]`/`[WARNING]` lines without pids (HAProxy's version NOTICE lines left out).
+fn diag_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !l.contains("haproxy version is") && !l.contains("path to executable"))
+        .map(|l| match (l.find('('), l.find(") : ")) {
+            (Some(a), Some(b)) if a < b => format!("{}(PID{}", &l[..a], &l[b..]),
+            _ => l.to_string(),
+        })
+        .collect()
+}
+
+const BASE: &str = "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\nfrontend f\n bind 127.0.0.1:18080\n";
+
+/// Every case runs with `-L lb1` on both sides, so the host name does not matter.
+const CASES: &[&str] = &[
+    "peers\n",
+    "peers a/b\n peer lb1 127.0.0.1:10000\n",
+    "peers p\n peer lb1 127.0.0.1:10000\npeers p\n peer lb1 127.0.0.1:10001\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n shards 2\n",
+    "peers p\n peer lb1\n",
+    "peers p\n peer lb1 1.2.3.4.5:10000\n",
+    "peers p\n bind 127.0.0.1:10000\n peer lb1 127.0.0.1:10000\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n peer lb1 127.0.0.1:10001\n",
+    "backend b\n stick-table type ip size 1k peers nope\n",
+    "peers p\n peer other 127.0.0.1:10000\nbackend b\n stick-table type ip size 1k peers p\n",
+    "peers p\n peer lb1 127.0.0.1:10000 check\n peer o 127.0.0.2:10000 check\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n table t type ip size 1k store http_req_rate(10s)\n table t type ip size 1k\nbackend b\n http-request track-sc0 src table p/t\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n disabled\n enable\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n disabled\nbackend b\n stick-table type ip size 1k peers p\n",
+    "peers p\n default-bind v4v6\n default-server inter 3s\n bind 127.0.0.1:10000\n server lb1\n server o 127.0.0.2:10000\n",
+    "peers p\n peer lb1 127.0.0.1\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n log 127.0.0.1 local0\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n log\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n log 127.0.0.1\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n log 127.0.0.1 nofac\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n log global\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n default-bind foo\n",
+    "peers p\n bind 127.0.0.1:10000 foo\n server lb1\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2:10000\nbackend b\n stick-table type ip size 1k peers p\nbackend c\n stick-table type ip size 1k peers p\n",
+    "peers p\n server lb1 127.0.0.1:10000\n",
+    "peers p\n peer\n",
+    "peers p\n bind 127.0.0.1:10000\n bind 127.0.0.1:10001\n server lb1\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n table t type ip size 1k peers p\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n table\n",
+    "peers p\n enabled\n peer lb1 127.0.0.1:10000\n",
+    "backend b\n stick-table type ip size 1k\npeers p\n peer lb1 127.0.0.1:10000\n table b type ip size 1k\n",
+    "peers p\n peer lb1 127.0.0.1:10000 shard 1\n",
+    "peers p\nbackend b\n stick-table type ip size 1k peers p\n",
+    "peers p\n peer lb1 127.0.0.1:10000\nglobal\n localpeer x\n",
+    "global\n localpeer lb1\npeers p\n peer lb1 127.0.0.1:10000\n",
+    "peers p\n peer a/b 127.0.0.1:10000\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2:10000 init-addr none resolvers r\n",
+    "peers p\n peer lb1 [::1]:10000\n peer o ipv6@::2:10000\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n peer o somehost.invalid:10000\n",
+    "peers p\n peer lb1 127.0.0.1:10000\nbackend b\n stick-table type ip size 1k peers\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2\n peer\n",
+    "peers p\n peer lb1 127.0.0.1:10000\n table t type ip size 1k store gpc0,conn_cnt expire 30s\nbackend b\n stick-table type ip size 1k peers p store gpc0\n",
+];
+
+#[test]
+fn peers_sections_check_like_haproxy() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, differential test skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("portcullis-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ours = env!("CARGO_BIN_EXE_portcullis");
+    for (i, c) in CASES.iter().enumerate() {
+        let f = dir.join(format!("p{i}.cfg"));
+        std::fs::write(&f, format!("{BASE}{c}")).unwrap();
+        let a = run(ours, &f, &["-L", "lb1"]);
+        let b = run(HAPROXY, &f, &["-L", "lb1"]);
+        assert_eq!(a.status.code(), b.status.code(), "case {i}:\n{c}");
+        assert_eq!(diag_lines(&a), diag_lines(&b), "case {i}:\n{c}");
+    }
+    // Without `-L` the local peer is the host name, as in HAProxy.
+    let f = dir.join("host.cfg");
+    std::fs::write(
+        &f,
+        format!("{BASE}peers p\n peer nosuchhost 127.0.0.1:10000\n"),
+    )
+    .unwrap();
+    let (a, b) = (run(ours, &f, &[]), run(HAPROXY, &f, &[]));
+    assert_eq!(a.status.code(), b.status.code());
+    assert_eq!(diag_lines(&a), diag_lines(&b));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One HTTP/1.0 request from `src` (a 127/8 address): the status line.
+fn request_from(src: IpAddr, to: SocketAddr) -> String {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&SocketAddr::new(src, 0).into()).unwrap();
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))
+        .unwrap();
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().unwrap_or("").to_string()
+}
+
+/// Both processes share this configuration but for their name, sockets and frontend port.
+fn peer_cfg(me: &str, sock: &Path, fe: u16, hap: u16, pc: u16) -> String {
+    format!(
+        "global\n localpeer {me}\n stats socket {} level admin\n\
+         defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+         peers mesh\n peer hap 127.0.0.1:{hap}\n peer pc 127.0.0.1:{pc}\n\
+         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+         stick-table type ip size 1k expire 60s store conn_cnt,http_req_cnt,http_req_rate(10s) peers mesh\n",
+        sock.display()
+    )
+}
+
+/// The line of `key` in `show table f`, counters only (entry address and expiry dropped).
+fn row(sock: &Path, key: &str) -> Option<String> {
+    let out = admin_cli(sock, "show table f");
+    out.lines()
+        .find(|l| l.contains(&format!(" key={key} ")))
+        .map(|l| {
+            l.split(' ')
+                .filter(|w| w.starts_with("conn_cnt=") || w.starts_with("http_req"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+/// Waits (generously: a busy machine) until `key`'s row reads `want`.
+fn wait_row(sock: &Path, key: &str, want: &str) -> bool {
+    wait_row_for(sock, key, want, Duration::from_secs(10))
+}
+
+fn wait_row_for(sock: &Path, key: &str, want: &str, limit: Duration) -> bool {
+    wait_until(limit, || row(sock, key).as_deref() == Some(want))
+}
+
+#[test]
+fn stick_tables_sync_with_haproxy() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers");
+    let (hap_sock, pc_sock) = (dir.0.join("hap.sock"), dir.0.join("pc.sock"));
+    let (hap_peer, pc_peer, hap_fe, pc_fe) = (free_port(), free_port(), free_port(), free_port());
+    let hap_cfg = peer_cfg("hap", &hap_sock, hap_fe, hap_peer, pc_peer);
+    let pc_cfg = peer_cfg("pc", &pc_sock, pc_fe, hap_peer, pc_peer);
+    let Some(hap) = Proc::haproxy(&hap_cfg, lo(hap_peer)) else {
+        return;
+    };
+    let pc = Proc::portcullis(&pc_cfg, lo(pc_peer));
+    let a: IpAddr = "127.0.0.21".parse().unwrap();
+    let b: IpAddr = "127.0.0.22".parse().unwrap();
+
+    // HAProxy → portcullis.
+    for _ in 0..3 {
+        assert!(request_from(a, lo(hap_fe)).contains("200"));
+    }
+    let want = "conn_cnt=3 http_req_cnt=3 http_req_rate(10000)=3";
+    assert!(wait_row(&hap_sock, "127.0.0.21", want));
+    assert!(
+        wait_row(&pc_sock, "127.0.0.21", want),
+        "portcullis: {:?}",
+        row(&pc_sock, "127.0.0.21")
+    );
+    // portcullis → HAProxy.
+    for _ in 0..2 {
+        assert!(request_from(b, lo(pc_fe)).contains("200"));
+    }
+    let want_b = "conn_cnt=2 http_req_cnt=2 http_req_rate(10000)=2";
+    assert!(
+        wait_row(&hap_sock, "127.0.0.22", want_b),
+        "haproxy: {:?}",
+        row(&hap_sock, "127.0.0.22")
+    );
+    // An update of an entry both know goes on counting from the synced values.
+    assert!(request_from(a, lo(pc_fe)).contains("200"));
+    let want4 = "conn_cnt=4 http_req_cnt=4 http_req_rate(10000)=4";
+    assert!(
+        wait_row(&hap_sock, "127.0.0.21", want4),
+        "haproxy: {:?}",
+        row(&hap_sock, "127.0.0.21")
+    );
+
+    // `show peers`: HAProxy's layout, newest peer first, the session up.
+    let heads = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with("  0x"))
+            .map(|l| l.split(' ').nth(3).unwrap_or("").to_string())
+            .collect()
+    };
+    // Both sides connect at start; a collision may leave a peer inactive for a moment.
+    assert!(wait_until(Duration::from_secs(10), || {
+        heads(&admin_cli(&pc_sock, "show peers"))
+            == ["id=pc(local,inactive)", "id=hap(remote,active)"]
+            && heads(&admin_cli(&hap_sock, "show peers"))
+                == ["id=pc(remote,active)", "id=hap(local,inactive)"]
+    }));
+    let shown = admin_cli(&pc_sock, "show peers");
+    assert!(shown.contains(" id=mesh disabled=0 "), "{shown}");
+    assert!(shown.contains("        shared tables:\n"), "{shown}");
+    assert!(shown.contains(" remote_data=0x610\n"), "{shown}");
+    assert_eq!(
+        admin_cli(&pc_sock, "show peers nope"),
+        admin_cli(&hap_sock, "show peers nope")
+    );
+
+    // A restarted portcullis learns everything again from HAProxy (full resync).
+    drop(pc);
+    let pc = Proc::portcullis(&pc_cfg, lo(pc_peer));
+    assert!(
+        wait_row(&pc_sock, "127.0.0.21", want4),
+        "after restart: {:?}",
+        row(&pc_sock, "127.0.0.21")
+    );
+    assert!(wait_row(&pc_sock, "127.0.0.22", want_b));
+
+    // A restarted HAProxy asks portcullis for everything (after its own 5 s wait for a local
+    // predecessor) and gets it.
+    drop(hap);
+    let hap = Proc::haproxy(&hap_cfg, lo(hap_peer)).expect("haproxy again");
+    assert!(
+        wait_row_for(&hap_sock, "127.0.0.21", want4, Duration::from_secs(30)),
+        "haproxy after restart: {:?}",
+        row(&hap_sock, "127.0.0.21")
+    );
+    assert!(wait_row(&hap_sock, "127.0.0.22", want_b));
+    drop(pc);
+    drop(hap);
+}
+
+/// `show table f` without what differs between processes (entry addresses, expiry).
+fn table_rows(sock: &Path) -> Vec<String> {
+    admin_cli(sock, "show table f")
+        .lines()
+        .filter_map(|l| l.split_once(": key=").map(|(_, r)| r))
+        .map(|r| {
+            r.split(' ')
+                .filter(|w| !w.starts_with("exp="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// Reloads (`-x <sock> -sf <old>`): the old process teaches the new one its tables through
+/// the local peer, so `show table` reads the same after each of five reloads.
+#[test]
+fn tables_survive_reloads() {
+    let dir = TempDir::new("peers-reload");
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n peer lb1 127.0.0.1:{peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt,http_req_rate(5m) peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let start = |extra: &[String]| -> std::process::Child {
+        proxy::portcullis_command(
+            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+            &cfg,
+        )
+        .spawn()
+        .expect("start portcullis")
+    };
+    let mut cur = start(&[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    for (i, src) in ["127.0.0.31", "127.0.0.32", "127.0.0.33"]
+        .iter()
+        .enumerate()
+    {
+        for _ in 0..=i {
+            assert!(request_from(src.parse().unwrap(), lo(fe)).contains("200"));
+        }
+    }
+    // Once every connection is released (use=0).
+    assert!(wait_until(Duration::from_secs(10), || {
+        let rows = table_rows(&sock);
+        rows.len() == 3 && rows.iter().all(|r| r.contains(" use=0 "))
+    }));
+    let want = table_rows(&sock);
+    for n in 1..=5 {
+        let args = [
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.id().to_string(),
+        ];
+        let mut next = start(&args);
+        // The old process leaves once its tables are handed over.
+        let gone = wait_until(Duration::from_secs(15), || {
+            cur.try_wait().ok().flatten().is_some()
+        });
+        assert!(gone, "reload {n}: the old process did not stop");
+        assert!(
+            next.try_wait().ok().flatten().is_none(),
+            "reload {n}: new process died"
+        );
+        assert!(
+            wait_until(Duration::from_secs(10), || table_rows(&sock) == want),
+            "reload {n}: {:?} instead of {want:?}",
+            table_rows(&sock)
+        );
+        cur = next;
+    }
+    let _ = cur.kill();
+    let _ = cur.wait();
+}
+
+/// Two portcullis processes sharing a `peers` section's own table (`table t`, tracked as
+/// `mesh/t`, named `t` on the wire): updates go both ways.
+#[test]
+fn portcullis_pair_syncs_a_peers_table() {
+    let dir = TempDir::new("peers-pair");
+    let (s1, s2) = (dir.0.join("a.sock"), dir.0.join("b.sock"));
+    let (p1, p2, f1, f2) = (free_port(), free_port(), free_port(), free_port());
+    let cfg = |me: &str, sock: &Path, fe: u16| {
+        format!(
+            "global\n localpeer {me}\n stats socket {} level admin\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers mesh\n peer a 127.0.0.1:{p1}\n peer b 127.0.0.1:{p2}\n\
+             table t type ip size 1k expire 60s store http_req_cnt\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src table mesh/t\n http-request return status 200\n",
+            sock.display()
+        )
+    };
+    let a = Proc::portcullis(&cfg("a", &s1, f1), lo(p1));
+    let b = Proc::portcullis(&cfg("b", &s2, f2), lo(p2));
+    let rows = |sock: &Path| -> Vec<String> {
+        admin_cli(sock, "show table mesh/t")
+            .lines()
+            .filter_map(|l| l.split_once(": key=").map(|(_, r)| r.to_string()))
+            .map(|r| {
+                r.split(' ')
+                    .filter(|w| !w.starts_with("exp="))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    assert!(request_from("127.0.0.41".parse().unwrap(), lo(f1)).contains("200"));
+    assert!(request_from("127.0.0.42".parse().unwrap(), lo(f2)).contains("200"));
+    assert!(request_from("127.0.0.42".parse().unwrap(), lo(f2)).contains("200"));
+    let want = [
+        "127.0.0.41 use=0 http_req_cnt=1",
+        "127.0.0.42 use=0 http_req_cnt=2",
+    ];
+    assert!(
+        wait_until(Duration::from_secs(10), || rows(&s1) == want
+            && rows(&s2) == want),
+        "a: {:?}, b: {:?}",
+        rows(&s1),
+        rows(&s2)
+    );
+    drop((a, b));
+}
+
+/// A migration step: portcullis reloaded into HAProxy 2.6 (`haproxy -x <sock> -sf <pid>`)
+/// hands its tables to HAProxy through the local peer.
+#[test]
+fn reload_into_haproxy_keeps_the_tables() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers-migrate");
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n peer lb1 127.0.0.1:{peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt,http_req_rate(5m) peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let lb1 = ["-L".to_string(), "lb1".to_string()];
+    let mut old = proxy::portcullis_command(&lb1, &cfg)
+        .spawn()
+        .expect("start portcullis");
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    for _ in 0..2 {
+        assert!(request_from("127.0.0.51".parse().unwrap(), lo(fe)).contains("200"));
+    }
+    assert!(wait_until(Duration::from_secs(10), || {
+        table_rows(&sock) == ["127.0.0.51 use=0 conn_cnt=2 http_req_cnt=2 http_req_rate(300000)=2"]
+    }));
+    let mut new = Command::new(HAPROXY)
+        .args(["-L", "lb1", "-db", "-f"])
+        .arg(&cfg)
+        .arg("-x")
+        .arg(&sock)
+        .arg("-sf")
+        .arg(old.id().to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start haproxy");
+    assert!(
+        wait_until(Duration::from_secs(15), || old
+            .try_wait()
+            .ok()
+            .flatten()
+            .is_some()),
+        "portcullis did not stop"
+    );
+    let got = wait_until(Duration::from_secs(10), || {
+        table_rows(&sock) == ["127.0.0.51 use=0 conn_cnt=2 http_req_cnt=2 http_req_rate(300000)=2"]
+    });
+    let rows = table_rows(&sock);
+    let _ = new.kill();
+    let _ = new.wait();
+    assert!(got, "haproxy: {rows:?}");
+}
