@@ -1,7 +1,7 @@
 //! Server choice and connection establishment for a backend: LB pick, connect with `timeout
 //! connect`, `retries` and `option redispatch` with HAProxy's semantics (compat §7).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -78,8 +78,15 @@ pub fn release(be: &Proxy, srv: &Server) {
 pub async fn take_server(
     be: &Proxy,
     key: Option<u32>,
+    stuck: Option<Arc<Server>>,
 ) -> Result<(Arc<Server>, Duration), ConnectError> {
     let start = Instant::now();
+    // A `stick match` server in service goes first, if it has a slot.
+    if let Some(s) = stuck.filter(|s| s.is_usable())
+        && acquire(&s)
+    {
+        return Ok((s, Duration::ZERO));
+    }
     let limit = be.cfg.timeouts.queue.or(be.cfg.timeouts.connect);
     let deadline = limit.map(|l| start + l);
     let mut queued = false;
@@ -127,6 +134,42 @@ pub struct Failed {
     pub server: Option<Arc<Server>>,
     pub error: ConnectError,
     pub info: ConnectInfo,
+}
+
+/// `stick match` / `stick on`: the server the client's address sticks to in the first table
+/// that knows it, when it still exists (HAProxy matches by `server_id`).
+pub fn stuck_server(
+    tables: &crate::stick::Tables,
+    be: &Proxy,
+    src: Option<IpAddr>,
+    now: u64,
+) -> Option<Arc<Server>> {
+    let src = src?;
+    for r in be.cfg.stick_rules.iter().filter(|r| r.kind.matches()) {
+        let name = r.table.as_deref().unwrap_or(&be.name);
+        let Some((id, _)) = tables.find(name).and_then(|t| t.stuck_server(src, now)) else {
+            continue;
+        };
+        return be.pool().servers.iter().find(|s| s.id == id).cloned();
+    }
+    None
+}
+
+/// `stick store-*` / `stick on`: the client's address sticks to `srv` from now on.
+pub fn stick_store(
+    tables: &crate::stick::Tables,
+    be: &Proxy,
+    src: Option<IpAddr>,
+    srv: &Server,
+    now: u64,
+) {
+    let Some(src) = src else { return };
+    for r in be.cfg.stick_rules.iter().filter(|r| r.kind.stores()) {
+        let name = r.table.as_deref().unwrap_or(&be.name);
+        if let Some(t) = tables.find(name) {
+            t.stick(src, srv.id, &srv.name, now);
+        }
+    }
 }
 
 /// Picks a usable server with the backend's algorithm; `key` is the stream's balancing key
@@ -240,7 +283,7 @@ pub async fn connect(
     let mut info = ConnectInfo::default();
     let mut srv = match chosen {
         Some(s) => s,
-        None => match take_server(be, key).await {
+        None => match take_server(be, key, None).await {
             Ok((s, q)) => {
                 info.queue = q;
                 s

@@ -250,6 +250,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_rules::kw_stats,
     },
     ProxyKw {
+        kw: "stick",
+        caps: BE,
+        strict: false,
+        parse: kw_rules::kw_stick,
+    },
+    ProxyKw {
         kw: "stick-table",
         caps: DEF | FE | BE,
         strict: true,

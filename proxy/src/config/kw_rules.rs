@@ -1649,3 +1649,56 @@ pub(crate) fn parse_track_sc(
         i,
     ))
 }
+
+/// `stick on|match|store-request|store-response <pattern> [table <t>] [{if|unless} <cond>]`,
+/// with HAProxy 2.6's words; portcullis keys stickiness on the client address (`src`) only,
+/// without conditions, and says so for anything else.
+pub(crate) fn kw_stick(p: &mut P, args: &[String]) {
+    use super::model::{StickKind, StickRule};
+    let kind = match arg(args, 1) {
+        "on" => StickKind::On,
+        "match" => StickKind::Match,
+        "store-request" => StickKind::StoreRequest,
+        "store-response" => StickKind::StoreResponse,
+        _ => {
+            p.alert("'stick' expects 'on', 'match', or 'store'.");
+            return;
+        }
+    };
+    let pattern = arg(args, 2);
+    if pattern.is_empty() || pattern == "table" || pattern == "if" || pattern == "unless" {
+        p.alert("'stick' expects a fetch method.");
+        return;
+    }
+    let mut table = None;
+    let mut i = 3;
+    while i < args.len() {
+        match arg(args, i) {
+            "table" => {
+                table = Some(arg(args, i + 1).to_string());
+                i += 2;
+            }
+            "if" | "unless" => {
+                p.alert(format!(
+                    "'stick {} {pattern} {}' : conditions on stick rules are not supported by portcullis yet.",
+                    arg(args, 1),
+                    arg(args, i)
+                ));
+                return;
+            }
+            other => {
+                p.alert(format!("'stick': unknown keyword '{other}'."));
+                return;
+            }
+        }
+    }
+    if pattern != "src" {
+        p.alert(format!(
+            "'stick {} {pattern}' : portcullis keys stick rules on 'src' only for now.",
+            arg(args, 1)
+        ));
+        return;
+    }
+    let loc = p.c.loc.clone();
+    p.px.stick_rules.push(StickRule { kind, table, loc });
+}

@@ -1239,6 +1239,9 @@ pub struct Proxy {
     pub relay: Relay,
     /// `stick-table`: the proxy's own table, named after it.
     pub stick_table: Option<StickTable>,
+    /// `stick on|match|store-request|store-response src [table <t>]`: persistence by client
+    /// address, in configuration order.
+    pub stick_rules: Vec<StickRule>,
     /// Keywords parsed and validated whose feature has not landed (see `Global::pending`).
     pub pending: Vec<(String, Loc)>,
     pub extra: ProxyExtra,
@@ -1345,6 +1348,7 @@ impl Proxy {
             stats: None,
             relay: Relay::default(),
             stick_table: None,
+            stick_rules: Vec::new(),
             pending: Vec::new(),
             extra: ProxyExtra::default(),
         }
@@ -1359,4 +1363,32 @@ impl Proxy {
             (false, false) => "defaults",
         }
     }
+}
+
+/// What a `stick` rule does with the server a client got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickKind {
+    /// `stick on`: match, then store.
+    On,
+    Match,
+    StoreRequest,
+    StoreResponse,
+}
+
+impl StickKind {
+    pub fn matches(self) -> bool {
+        matches!(self, StickKind::On | StickKind::Match)
+    }
+    pub fn stores(self) -> bool {
+        !matches!(self, StickKind::Match)
+    }
+}
+
+/// One `stick` line (only the `src` pattern so far).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickRule {
+    pub kind: StickKind,
+    /// `table <name>`, else the proxy's own table.
+    pub table: Option<String>,
+    pub loc: Loc,
 }

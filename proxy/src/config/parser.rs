@@ -909,6 +909,21 @@ fn assign_ids(global: &Global, proxies: &mut [Proxy], diags: &mut Vec<Diag>) {
 }
 
 fn check_references(proxies: &[Proxy], diags: &mut Vec<Diag>) {
+    // A stick rule's table: its own `stick-table`, or the named proxy's.
+    for px in proxies.iter().filter(|p| p.cap.backend) {
+        for r in &px.stick_rules {
+            let name = r.table.as_deref().unwrap_or(&px.name);
+            let found = proxies
+                .iter()
+                .any(|t| t.name == name && t.stick_table.is_some());
+            if !found {
+                diags.push(Diag::global(
+                    Severity::Alert,
+                    format!("Proxy '{}': unable to find stick-table '{name}'.", px.name),
+                ));
+            }
+        }
+    }
     for px in proxies.iter().filter(|p| p.cap.frontend) {
         let targets = px
             .default_backend

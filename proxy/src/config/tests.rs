@@ -1900,3 +1900,46 @@ fn peers_sections() {
         ["0: Proxy 'b': unable to find sync peers 'nope'."]
     );
 }
+
+/// `stick` lines: HAProxy 2.6's words (captured from `haproxy -c`), and portcullis' own limits.
+#[test]
+fn stick_rules_as_haproxy() {
+    use super::model::StickKind;
+    let c = ok(&format!(
+        "{T}backend b\n stick-table type ip size 1k\n stick on src\n stick match src table b\n stick store-request src\n"
+    ));
+    let b = c.proxies.iter().find(|p| p.name == "b").unwrap();
+    let kinds: Vec<StickKind> = b.stick_rules.iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [StickKind::On, StickKind::Match, StickKind::StoreRequest]
+    );
+    let a = |lines: &str| {
+        alerts(&format!(
+            "{T}backend b\n stick-table type ip size 1k\n{lines}"
+        ))
+    };
+    assert_eq!(a(" stick on\n"), ["7: 'stick' expects a fetch method."]);
+    assert_eq!(
+        a(" stick foo src\n"),
+        ["7: 'stick' expects 'on', 'match', or 'store'."]
+    );
+    assert_eq!(
+        a(" stick on src foo\n"),
+        ["7: 'stick': unknown keyword 'foo'."]
+    );
+    assert_eq!(
+        alerts(&format!(
+            "{T}backend b\n stick on src\n server s 127.0.0.1:1\n"
+        )),
+        ["0: Proxy 'b': unable to find stick-table 'b'."]
+    );
+    assert_eq!(
+        alerts("defaults\n stick on src\n"),
+        ["2: 'stick' not allowed in 'defaults' section."]
+    );
+    assert_eq!(
+        a(" stick on hdr(x)\n"),
+        ["7: 'stick on hdr(x)' : portcullis keys stick rules on 'src' only for now."]
+    );
+}

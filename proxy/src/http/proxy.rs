@@ -814,7 +814,13 @@ impl Session {
         key: Option<u32>,
     ) -> Result<(Arc<Server>, Rc<Conn>, bool), (ConnectError, Option<Arc<Server>>)> {
         let reuse = be.cfg.http_reuse;
-        let (srv, queued) = backend::take_server(be, key).await.map_err(|e| (e, None))?;
+        let src = self.peer.map(|p| p.ip());
+        let tables = &self.shared.model.stick;
+        let now = self.shared.model.now_ms();
+        let stuck = backend::stuck_server(tables, be, src, now);
+        let (srv, queued) = backend::take_server(be, key, stuck)
+            .await
+            .map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let picked = Some(Arc::clone(&srv));
         {
@@ -823,6 +829,7 @@ impl Session {
             // notices the close on the idle connection): the request goes on a new one.
             if let Some((own_srv, conn)) = self.own.take().filter(|(_, c)| c.idle_usable()) {
                 if Arc::ptr_eq(&own_srv, srv) {
+                    backend::stick_store(tables, be, src, srv, now);
                     Counters::add(&srv.counters.lbtot, 1);
                     Counters::add(&be.counters.lbtot, 1);
                     srv.counters.session(self.shared.model.now_ms());
@@ -841,6 +848,7 @@ impl Session {
             };
             // Not taken at all unless it may be used: a take-then-drop would close it.
             if let Some(conn) = may_share.then(|| pool::take(srv.addr())).flatten() {
+                backend::stick_store(tables, be, src, srv, now);
                 Counters::add(&srv.counters.lbtot, 1);
                 Counters::add(&be.counters.lbtot, 1);
                 srv.counters.session(self.shared.model.now_ms());
@@ -856,6 +864,7 @@ impl Session {
         };
         match backend::connect(self.shared.io, be, key, picked, &side).await {
             Ok(c) => {
+                backend::stick_store(tables, be, src, &c.server, now);
                 log.retries = c.info.retries;
                 log.redispatched = c.info.redispatched;
                 log.connect = Some(c.info.connect_time);

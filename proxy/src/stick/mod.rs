@@ -132,6 +132,8 @@ pub struct Entry {
     pub sess_rate: FreqCtr,
     pub http_req_cnt: u32,
     pub http_req_rate: FreqCtr,
+    /// `stick` rules: the server the key sticks to (`server_id`, `server_key`).
+    pub server: Option<(u32, Arc<str>)>,
 }
 
 impl Entry {
@@ -148,6 +150,7 @@ impl Entry {
             sess_rate: FreqCtr::new(now),
             http_req_cnt: 0,
             http_req_rate: FreqCtr::new(now),
+            server: None,
         }
     }
 
@@ -403,6 +406,34 @@ impl Table {
             Some(e) if !self.expired(e, now) => e.value(&self.store, d, now),
             _ => 0,
         })
+    }
+
+    /// The server `ip` sticks to (`stick match`), without creating an entry.
+    pub fn stuck_server(&self, ip: IpAddr, now: u64) -> Option<(u32, Arc<str>)> {
+        let key = self.key_of(ip)?;
+        let shard = lock(self.shard(&key));
+        match shard.get(&key) {
+            Some(e) if !self.expired(e, now) => e.server.clone(),
+            _ => None,
+        }
+    }
+
+    /// `stick store-*`: `ip` sticks to server `id` (`name`) from now on; the entry's expiry is
+    /// renewed. False when the table is full.
+    pub fn stick(&self, ip: IpAddr, id: u32, name: &str, now: u64) -> bool {
+        let Some(key) = self.key_of(ip) else {
+            return false;
+        };
+        self.with_entry(key, now, |e| {
+            if e.server
+                .as_ref()
+                .is_none_or(|(i, n)| *i != id || **n != *name)
+            {
+                e.server = Some((id, Arc::from(name)));
+            }
+            self.touch(e, now);
+        })
+        .is_some()
     }
 
     /// Whether `key` (already a key of this table) has a live entry (`in_table`).

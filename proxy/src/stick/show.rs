@@ -146,6 +146,10 @@ pub fn entry_line(t: &Table, key: &IpAddr, e: &Entry, now: u64, out: &mut String
         key_text(key),
         e.refs
     );
+    // HAProxy's data order: server_id first, server_key last.
+    if let Some((id, _)) = &e.server {
+        let _ = write!(out, " server_id={id}");
+    }
     for d in StickData::ALL {
         if !t.store.has(d) {
             continue;
@@ -159,6 +163,9 @@ pub fn entry_line(t: &Table, key: &IpAddr, e: &Entry, now: u64, out: &mut String
                 let _ = write!(out, " {}={v}", d.name());
             }
         }
+    }
+    if let Some((_, name)) = &e.server {
+        let _ = write!(out, " server_key={name}");
     }
     out.push('\n');
 }

@@ -238,7 +238,16 @@ async fn stream(
             None => pool.lb.key(src, None),
         }
     };
-    match backend::connect(shared.io, &be, key, None, &side).await {
+    let now = shared.model.now_ms();
+    let stuck = backend::stuck_server(&shared.model.stick, &be, src, now);
+    let chosen = match stuck {
+        Some(s) => backend::take_server(&be, key, Some(s))
+            .await
+            .ok()
+            .map(|(s, _)| s),
+        None => None,
+    };
+    match backend::connect(shared.io, &be, key, chosen, &side).await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
@@ -249,6 +258,7 @@ async fn stream(
             End::on(log, &be)
         }
         Ok(c) => {
+            backend::stick_store(&shared.model.stick, &be, src, &c.server, now);
             log.server = Some(c.server.name.clone());
             log.retries = c.info.retries;
             log.redispatched = c.info.redispatched;
