@@ -38,7 +38,7 @@ pub fn haproxy(p: Ports, up: Upstreams, bundle: &Path, maxconn: u32) -> String {
          frontend https\n    bind 127.0.0.1:{} ssl crt {} alpn h2,http/1.1\n    default_backend app\n\n\
          frontend echo\n    mode tcp\n    bind 127.0.0.1:{}\n    default_backend echo\n\n\
          frontend iperf\n    mode tcp\n    bind 127.0.0.1:{}\n    default_backend iperf\n\n\
-         backend app\n    server app1 {}\n\n\
+         backend app\n    http-reuse always\n    server app1 {}\n\n\
          backend echo\n    mode tcp\n    server echo1 {}\n\n\
          backend iperf\n    mode tcp\n    server iperf1 {}\n",
         p.http,
@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(maxconn(100), 0);
         assert!(c.contains("    bind 127.0.0.1:9002 ssl crt /b/bundle.pem alpn h2,http/1.1\n"));
         assert!(c.contains("frontend echo\n    mode tcp\n    bind 127.0.0.1:9003\n"));
-        assert!(c.contains("backend app\n    server app1 127.0.0.1:8001\n"));
+        assert!(c.contains("backend app\n    http-reuse always\n    server app1 127.0.0.1:8001\n"));
         assert!(c.ends_with("backend iperf\n    mode tcp\n    server iperf1 127.0.0.1:8004\n"));
         let k = with_relay(&c, "kernel max-unacked 4g bulk-rate 0");
         assert!(k.contains(
