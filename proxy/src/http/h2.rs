@@ -421,8 +421,12 @@ fn h1_fields(
     end: bool,
     mut field: impl FnMut(&str, &[u8]),
 ) -> bool {
-    if let Some(a) = authority {
-        field("host", a.as_bytes());
+    match authority {
+        Some(a) => field("host", a.as_bytes()),
+        // No authority to convey (RFC 9113 §8.3.1 allows it, HAProxy accepts it): HTTP/1.1
+        // then carries an empty Host (RFC 9112 §3.2).
+        None if !parts.headers.contains_key("host") => field("host", b""),
+        None => {}
     }
     let mut cookies: Vec<&[u8]> = Vec::new();
     let mut has_length = false;
@@ -1304,8 +1308,6 @@ mod tests {
         let odd = [
             // OWS the parser would trim.
             parts("GET", "https://example.local/", &[("x-a", " v")]),
-            // No :authority, so no Host: the parser refuses it.
-            parts("GET", "/", &[]),
             parts("GET", "https://example.local/", &many),
             parts(
                 "GET",
@@ -1316,8 +1318,15 @@ mod tests {
         for (i, p) in odd.iter().enumerate() {
             assert!(direct_head(p, true).is_none(), "case {i}");
         }
-        let (text, _) = request_head(&odd[1], true);
-        assert!(h1::parse_request_head(&text, &Limits::default()).is_err());
+        // No :authority: HTTP/1.1 gets an empty Host, by both paths.
+        let bare = parts("GET", "/", &[]);
+        let (text, _) = request_head(&bare, true);
+        let (head, _) = h1::parse_request_head(&text, &Limits::default())
+            .expect("parses")
+            .expect("whole");
+        assert_eq!(head.headers.get_all("host").next(), Some(&b""[..]));
+        let (fast, _) = direct_head(&bare, true).expect("fast path");
+        assert_eq!(fast.headers.get_all("host").next(), Some(&b""[..]));
     }
 
     #[test]
