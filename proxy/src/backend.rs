@@ -312,6 +312,9 @@ pub async fn connect(
         let header = proxy_header(&srv.cfg.opts.send_proxy, client);
         let open = async {
             let s = Stream::connect(io, addr).await?;
+            if be.cfg.options.srvtcpka {
+                s.set_keepalive();
+            }
             if !header.is_empty() {
                 s.write_all(header).await.0?;
             }

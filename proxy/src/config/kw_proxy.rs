@@ -1013,17 +1013,17 @@ fn kw_timeout(p: &mut P, args: &[String]) {
 /// `option` names: (name, caps FE/BE, pending).
 pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("abortonclose", BE, true),
-    ("clitcpka", FE, true),
-    ("dontlog-normal", FE, true),
+    ("clitcpka", FE, false),
+    ("dontlog-normal", FE, false),
     ("http-ignore-probes", FE, true),
-    ("log-separate-errors", FE, true),
+    ("log-separate-errors", FE, false),
     ("logasap", FE, true),
     ("redis-check", BE, true),
-    ("srvtcpka", BE, true),
+    ("srvtcpka", BE, false),
     ("ssl-hello-chk", BE, true),
     ("tcp-smart-accept", FE, false),
     ("tcp-smart-connect", BE, false),
-    ("tcpka", FE | BE, true),
+    ("tcpka", FE | BE, false),
     ("allbackups", BE, false),
     ("dontlognull", FE, false),
     ("forwardfor", FE | BE, false),
@@ -1111,15 +1111,17 @@ fn kw_option(p: &mut P, args: &[String]) {
                 // connect) that change no observable behaviour: accepted as HAProxy does.
                 "tcp-smart-accept" | "tcp-smart-connect" => {}
                 // Not built yet: recorded as pending below (the start refuses them).
-                "clitcpka"
-                | "dontlog-normal"
-                | "http-ignore-probes"
-                | "log-separate-errors"
-                | "logasap"
-                | "redis-check"
-                | "srvtcpka"
-                | "ssl-hello-chk"
-                | "tcpka" => {}
+                "http-ignore-probes" | "logasap" | "redis-check" | "ssl-hello-chk" => {}
+                "clitcpka" => o.clitcpka = on,
+                "srvtcpka" => o.srvtcpka = on,
+                // Each side reads its own half: the frontend the client's, the backend the
+                // server's.
+                "tcpka" => {
+                    o.clitcpka = on;
+                    o.srvtcpka = on;
+                }
+                "dontlog-normal" => o.dontlog_normal = on,
+                "log-separate-errors" => o.log_separate_errors = on,
                 "abortonclose" => o.abortonclose = on,
                 "allbackups" => o.allbackups = on,
                 "dontlognull" => o.dontlognull = on,

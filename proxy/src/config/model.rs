@@ -1194,6 +1194,14 @@ pub struct Options {
     pub no_splice_request: bool,
     /// `no option splice-response` / `no option splice-auto`: likewise server→client.
     pub no_splice_response: bool,
+    /// `option clitcpka` (or `tcpka` in a frontend): SO_KEEPALIVE on client connections.
+    pub clitcpka: bool,
+    /// `option srvtcpka` (or `tcpka` in a backend): SO_KEEPALIVE on server connections.
+    pub srvtcpka: bool,
+    /// `option dontlog-normal`: only sessions with an error are logged.
+    pub dontlog_normal: bool,
+    /// `option log-separate-errors`: sessions with an error are logged at level `err`.
+    pub log_separate_errors: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -164,6 +164,15 @@ impl Stream {
         let _ = sock.set_linger(Some(std::time::Duration::ZERO));
     }
 
+    /// SO_KEEPALIVE (`option clitcpka|srvtcpka|tcpka`), with the kernel's timings.
+    pub fn set_keepalive(&self) {
+        if matches!(self, Stream::UringTcp(_) | Stream::Tcp(_)) {
+            let sock =
+                std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
+            let _ = sock.set_keepalive(true);
+        }
+    }
+
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         match self {
             Stream::UringTcp(s) => s.set_nodelay(on),

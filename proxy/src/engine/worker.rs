@@ -399,6 +399,9 @@ async fn accept_loop<S: Service>(
                 }
                 // Refused at accept (`tcp-request connection reject`): counted in `dcon`,
                 // never a session, not logged, closed with a reset (as HAProxy).
+                if fe.cfg.options.clitcpka {
+                    acc.stream.set_keepalive();
+                }
                 let Some(admitted) = service.admit(&shared, &fe, &acc, now) else {
                     fe.fe_counters.denied_conn.fetch_add(1, Ordering::Relaxed);
                     acc.stream.reset_on_close();

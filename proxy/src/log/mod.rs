@@ -204,9 +204,22 @@ impl Logger {
         if fe.cfg.options.dontlognull && rec.null {
             return;
         }
+        let err = is_error(fe, rec);
+        if fe.cfg.options.dontlog_normal && !err {
+            return;
+        }
+        let level = if err && fe.cfg.options.log_separate_errors {
+            Level(3)
+        } else {
+            INFO
+        };
         let mut line = String::with_capacity(256);
         self.with_record(fe, rec, |record, ctx| fmt.render(record, ctx, &mut line));
-        self.emit(fe, &line);
+        if let Some(sink) = &self.sink {
+            for t in &fe.cfg.logs {
+                sink.log(t, None, level, &line);
+            }
+        }
     }
 
     /// The stream's unique id per the frontend's `unique-id-format` (`None` without one),
@@ -317,4 +330,17 @@ fn termination(t: [u8; 2]) -> Termination {
         _ => TermState::None,
     };
     Termination { cause, state }
+}
+
+/// HAProxy's `strm_log` notion of an error session (what `dontlog-normal` keeps and
+/// `log-separate-errors` raises to `err`): redispatched, ended by an error worse than a local
+/// one (termination cause `c C s S P R I D K U`), retried without error, or a 5xx in HTTP.
+fn is_error(fe: &Proxy, rec: &SessionLog) -> bool {
+    rec.redispatched
+        || matches!(
+            rec.term[0],
+            b'c' | b'C' | b's' | b'S' | b'P' | b'R' | b'I' | b'D' | b'K' | b'U'
+        )
+        || (rec.term[0] == b'-' && rec.retries > 0)
+        || (fe.cfg.mode == Mode::Http && rec.status.is_some_and(|s| s >= 500))
 }
