@@ -21,8 +21,7 @@ use proxy::{Proc, get};
 fn lines(udp: &UdpSocket) -> Vec<String> {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
-    loop {
-        let Ok(len) = udp.recv(&mut buf) else { break };
+    while let Ok(len) = udp.recv(&mut buf) {
         let l = String::from_utf8_lossy(&buf[..len]).into_owned();
         if l.contains("<BADREQ>") {
             continue;
