@@ -61,14 +61,18 @@ fn scenario(haproxy: bool) -> Option<Vec<String>> {
     } else {
         Proc::portcullis(&cfg, lo(port))
     };
-    let mut seen = Vec::new();
     // Normal (200, and a 404 from the server): not logged. Errors: logged at `err` (local0.err
     // = <131>).
-    seen.push(get(lo(port), "/ok").status.to_string());
-    seen.push(get(lo(port), "/status?code=404").status.to_string());
-    seen.push(get(lo(port), "/dead").status.to_string());
-    seen.push(get(lo(port), "/status?code=500").status.to_string());
-    seen.push(get(lo(port), "/ok2").status.to_string());
+    let mut seen: Vec<String> = [
+        "/ok",
+        "/status?code=404",
+        "/dead",
+        "/status?code=500",
+        "/ok2",
+    ]
+    .iter()
+    .map(|path| get(lo(port), path).status.to_string())
+    .collect();
     seen.extend(lines(&udp));
     drop(p);
     Some(seen)
