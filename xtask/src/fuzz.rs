@@ -17,6 +17,8 @@ const TARGETS: &[(&str, usize)] = &[
     ("log_format", 2048),
     ("sample_expr", 2048),
     ("proxy_proto", 1024),
+    ("handover", 4096),
+    ("crt_list", 4096),
 ];
 
 const DEFAULT_SECS: u64 = 10;
@@ -296,10 +298,54 @@ fn seed(fuzz: &Path, t: &str) -> Result {
                 write_seed(&dir, &format!("seed-{i:03}"), p)?;
             }
         }
+        "handover" => {
+            // Mode byte = the number of sockets announced; HAProxy's records (namespace and
+            // interface length-prefixed, 4 option bytes), then portcullis' trailer; and a reload
+            // state with no server.
+            let mut two = vec![2u8];
+            two.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+            two.extend_from_slice(&[3, b'n', b's', b'1', 4, b'e', b't', b'h', b'0', 0, 0, 0, 1]);
+            two.extend_from_slice(
+                b"portcullis-getsocks 1 2\n0\tipv4\t127.0.0.1:80\tfe\ta.cfg:3\n1\tunix\t/run/x\tfe2\ta.cfg:9\n",
+            );
+            write_seed(&dir, "seed-000", &two)?;
+            let mut st = vec![0u8];
+            st.extend_from_slice(b"PCST");
+            st.extend_from_slice(&2u32.to_le_bytes());
+            st.push(0);
+            write_seed(&dir, "seed-001", &st)?;
+        }
+        "crt_list" => {
+            for (i, l) in CRT_LISTS.iter().enumerate() {
+                let mut b = vec![0u8];
+                b.extend_from_slice(l.as_bytes());
+                write_seed(&dir, &format!("seed-{i:03}"), &b)?;
+            }
+            // Mode 1: a certificate's DER (SAN DNS names and a CN).
+            let mut params = rcgen::CertificateParams::new(vec![
+                "www.example.com".to_string(),
+                "*.example.org".to_string(),
+            ])
+            .map_err(|e| e.to_string())?;
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "cn.example.net");
+            let key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+            let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
+            let mut b = vec![1u8];
+            b.extend_from_slice(cert.der());
+            write_seed(&dir, "seed-der", &b)?;
+        }
         _ => {}
     }
     Ok(())
 }
+
+const CRT_LISTS: &[&str] = &[
+    "site.pem\n# comment\n\nother.pem [alpn h2,http/1.1 ssl-min-ver TLSv1.2] *.example.com !www.example.com\n",
+    "/etc/ssl/a.pem [verify none ciphers ECDHE+AESGCM]\n/etc/ssl/b.pem www.example.org\n",
+    "a.pem [ssl-max-ver TLSv1.3 no-tls-tickets] \n  b.pem\t[ curves X25519 ]\tb.example\n",
+];
 
 /// The raw requests of the shared HTTP/1 corpus (`raw_b64` of each JSON line).
 fn http_corpus() -> Vec<Vec<u8>> {
