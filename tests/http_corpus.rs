@@ -76,6 +76,9 @@ impl Recorded {
 #[derive(Default)]
 struct RecState {
     reqs: Vec<Recorded>,
+    /// The request line of every head that reached the server, complete request or not: a
+    /// rejected request must not show up here at all.
+    heads: Vec<String>,
     /// Framing violations seen on a server connection (the connection is then dropped).
     errors: Vec<String>,
     /// Bytes left over when a server connection closed mid-request.
@@ -304,10 +307,19 @@ fn has_token(r: &Recorded, name: &str, token: &str) -> bool {
 fn serve(mut s: TcpStream, id: usize, st: &Mutex<RecState>) {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 16384];
+    // Whether the head of the request at the start of `buf` is in `heads` already.
+    let mut head_seen = false;
     loop {
+        if !head_seen && let Some(end) = find(&buf, b"\r\n\r\n") {
+            head_seen = true;
+            let line = buf[..end].split(|&c| c == b'\n').next().unwrap_or_default();
+            let line = String::from_utf8_lossy(line).trim_end().to_string();
+            st.lock().unwrap().heads.push(line);
+        }
         match parse_request(&buf, id) {
             Parse::Done(rec, n) => {
                 buf.drain(..n);
+                head_seen = false;
                 let close = has_token(&rec, "connection", "close")
                     || (rec.version == "HTTP/1.0" && !has_token(&rec, "connection", "keep-alive"));
                 let body = format!("{} {} len={}\n", rec.method, rec.target, rec.body.len());
@@ -835,9 +847,9 @@ struct Lane {
 
 fn run_case(lane: &Lane, lane_no: usize, c: &Case, bytewise: bool, seq: usize) -> Row {
     let pass = if bytewise { "bytewise" } else { "whole" };
-    let (before_reqs, before_errs) = {
+    let (before_reqs, before_errs, before_heads) = {
         let g = lane.rec.st.lock().unwrap();
-        (g.reqs.len(), g.errors.len())
+        (g.reqs.len(), g.errors.len(), g.heads.len())
     };
     // The count of final responses after which a quiet spell ends the read; rejections are read
     // until the proxy closes.
@@ -847,7 +859,7 @@ fn run_case(lane: &Lane, lane_no: usize, c: &Case, bytewise: bool, seq: usize) -
     std::thread::sleep(Duration::from_millis(10));
     let tag = format!("{lane_no}-{pass}-{seq}");
     let probe_res = probe(lane.front, &tag);
-    let (reqs, errs, partial) = {
+    let (reqs, errs, partial, heads) = {
         let g = lane.rec.st.lock().unwrap();
         let probe_target = format!("/__probe/{tag}");
         let reqs: Vec<Recorded> = g.reqs[before_reqs..]
@@ -855,9 +867,30 @@ fn run_case(lane: &Lane, lane_no: usize, c: &Case, bytewise: bool, seq: usize) -
             .filter(|r| r.target != probe_target)
             .cloned()
             .collect();
-        (reqs, g.errors[before_errs..].to_vec(), g.partial.len())
+        let probe_line = format!("GET {probe_target} HTTP/1.1");
+        let heads: Vec<String> = g.heads[before_heads..]
+            .iter()
+            .filter(|l| **l != probe_line)
+            .cloned()
+            .collect();
+        (
+            reqs,
+            g.errors[before_errs..].to_vec(),
+            g.partial.len(),
+            heads,
+        )
     };
     let mut verdict = judge(c, &v, &reqs, &errs);
+    // Sent in one write, a request refused with nothing to forward (a malformed chunked body
+    // included) must be refused before its head reaches the server. A half-closed case is
+    // only known bad at the close, and a bytewise one once its bad byte arrives.
+    let refused = v.statuses().last().is_some_and(|&s| s != 200);
+    if !bytewise && !c.half_close && refused && c.backend_requests == 0 && !heads.is_empty() {
+        verdict = Err(format!(
+            "refused, but {} request heads reached the server: {heads:?}",
+            heads.len()
+        ));
+    }
     if let Err(e) = probe_res {
         verdict = Err(match verdict {
             Ok(_) => e,
@@ -865,7 +898,7 @@ fn run_case(lane: &Lane, lane_no: usize, c: &Case, bytewise: bool, seq: usize) -
         });
     }
     let got = format!(
-        "statuses {:?}{} closed={} backend={} partial_conns={partial}",
+        "statuses {:?}{} closed={} backend={} heads={} partial_conns={partial}",
         v.statuses(),
         if v.interim.is_empty() {
             String::new()
@@ -873,7 +906,8 @@ fn run_case(lane: &Lane, lane_no: usize, c: &Case, bytewise: bool, seq: usize) -
             format!(" interim {:?}", v.interim)
         },
         v.closed,
-        reqs.len()
+        reqs.len(),
+        heads.len()
     );
     Row {
         id: c.id.clone(),

@@ -7,6 +7,7 @@
 //! - `drill`: seed 000's graceful-termination experiment against portcullis and HAProxy.
 //! - `regtests`: HAProxy's reg-tests (VTest) with HAProxy and with portcullis, side by side.
 //! - `deb`: the Debian package (and its checks).
+//! - `fuzz`: the cargo-fuzz targets of `fuzz/` for a bounded time each (docs/fuzzing.md).
 
 // The fake backends are shared with the integration tests.
 #[path = "../../tests/support/backend.rs"]
@@ -23,6 +24,7 @@ mod failover;
 // The drill's pods, client and log reading are shared with tests/drill.rs.
 #[path = "../../tests/support/drill.rs"]
 mod drill_core;
+mod fuzz;
 mod regtests;
 mod setup;
 mod util;
@@ -57,7 +59,10 @@ commands:
   deb [--check] [--install-test] [--binary <path>]
                         build target/deb/portcullis_<version>_<arch>.deb; --check reads it back
                         (contents, conffiles, -c on the stock config, man page, lintian);
-                        --install-test (root) installs, runs and purges it";
+                        --install-test (root) installs, runs and purges it
+  fuzz [--time S] [--target T[,T…]]
+                        every fuzz target of fuzz/ (cargo-fuzz, nightly) for S seconds (default
+                        10) on its seeded corpus; fails on a crash (docs/fuzzing.md)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -76,6 +81,7 @@ fn main() -> ExitCode {
         "drill" => drill::run(rest),
         "regtests" => regtests::run(rest),
         "deb" => deb::run(rest),
+        "fuzz" => fuzz::run(rest),
         // The bench's own load clients, run as pinned child processes.
         "bench-load" => bench::load::run(rest),
         // The failover drill's client, run inside its client namespace.

@@ -20,6 +20,10 @@ use crate::model::{ADMIN_DRAIN, ADMIN_MAINT, Model, Oper};
 const MAGIC: &[u8; 4] = b"PCST";
 /// 2: `check_enabled` and the `add server` line.
 pub const VERSION: u32 = 2;
+/// Largest state read and decoded: bincode trusts the lengths it reads, so without a bound a
+/// corrupt length asks for an allocation of exabytes and aborts the new process (found by the
+/// `handover` fuzz target). 64 MiB is hundreds of thousands of servers.
+const MAX_STATE: usize = 64 << 20;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerState {
@@ -73,7 +77,8 @@ pub fn decode(bytes: &[u8]) -> Result<State, String> {
              {VERSION}: refused, servers start from the configuration"
         ));
     }
-    bincode::serde::decode_from_slice(body, bincode::config::standard())
+    let config = bincode::config::standard().with_limit::<MAX_STATE>();
+    bincode::serde::decode_from_slice(body, config)
         .map(|(s, _)| s)
         .map_err(|e| {
             format!("server state from the old process is unreadable ({e}): servers start from the configuration")
@@ -201,7 +206,7 @@ pub fn fetch(path: &std::path::Path) -> Result<State, String> {
     let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
     let mut buf = Vec::new();
     s.write_all(b"_getstate\n")
-        .and_then(|()| s.read_to_end(&mut buf))
+        .and_then(|()| (&mut s).take(MAX_STATE as u64 + 8).read_to_end(&mut buf))
         .map_err(|e| {
             format!(
                 "cannot read the old process' server state ({e}): servers start from the configuration"
@@ -229,6 +234,15 @@ mod tests {
                 dynamic: Some(vec!["127.0.0.9:81".into(), "check".into()]),
             }],
         }
+    }
+
+    /// Fuzz finding (`handover`): a length prefix claiming 2^61 elements made bincode allocate
+    /// without bound, aborting the process; it is a decode error now.
+    #[test]
+    fn huge_length_prefix_is_an_error_not_an_abort() {
+        let bytes = b"PCST\x02\x00\x00\x00\xe2\xfd\xff\x1e\x02\x09\x1e\x00\x00\x1e\x00\x00\x00\x00\x00\x00\x00\x00\x54\x02";
+        let e = decode(bytes).unwrap_err();
+        assert!(e.contains("unreadable"), "{e}");
     }
 
     #[test]

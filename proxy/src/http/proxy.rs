@@ -483,7 +483,13 @@ impl Session {
         }
         log.bytes_in = crate::log::htx::request_head_size(&req);
 
-        let framing = match h1::request_framing(&req) {
+        // Body bytes read with the head are validated before anything reaches a server: HAProxy's
+        // H1 mux parses them in the same pass as the head and refuses the request (400, PR--).
+        let framing = h1::request_framing(&req).and_then(|f| {
+            BodyDecoder::new(f).advance(&self.cbuf)?;
+            Ok(f)
+        });
+        let framing = match framing {
             Ok(f) => f,
             Err(e) => {
                 Counters::add(&self.fe.fe_counters.errors_req, 1);
