@@ -15,6 +15,8 @@ fuzz_target!(|data: &[u8]| {
         resolve: &|_| None,
         ids: &|_, _| None,
         read: &|_| Err("No such file or directory".into()),
+        localpeer: "fuzz",
+        localpeer_cmdline: false,
     };
     let srcs = [("fuzz.cfg".to_string(), text.into_owned())];
     let diags = match config::parse_sources(&srcs, &sys) {

@@ -39,6 +39,7 @@ pub fn run() -> Result {
     apt(&mut did)?;
     rust_src(&mut did);
     ebpf_tools(&mut did)?;
+    fuzz_tools(&mut did)?;
     if did.is_empty() {
         println!(
             "setup: everything present ({:.1}s)",
@@ -202,13 +203,38 @@ fn ebpf_tools(did: &mut Vec<String>) -> Result {
     Ok(())
 }
 
+/// cargo-fuzz's version, for `cargo xtask fuzz` (CI runs every target briefly).
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
+/// cargo-fuzz, which builds the libFuzzer targets of `fuzz/` on nightly.
+fn fuzz_tools(did: &mut Vec<String>) -> Result {
+    if cargo_bin("cargo-fuzz").is_some() {
+        return Ok(());
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    exec(Command::new(cargo).args([
+        "install",
+        "cargo-fuzz",
+        "--version",
+        CARGO_FUZZ_VERSION,
+        "--locked",
+    ]))?;
+    did.push(format!("installed cargo-fuzz {CARGO_FUZZ_VERSION}"));
+    Ok(())
+}
+
 /// bpf-linker on `$PATH` or in cargo's bin directory (where `cargo install` puts it).
 fn bpf_linker() -> Option<std::path::PathBuf> {
-    crate::util::which("bpf-linker").or_else(|| {
+    cargo_bin("bpf-linker")
+}
+
+/// A tool on `$PATH` or in cargo's bin directory.
+fn cargo_bin(name: &str) -> Option<std::path::PathBuf> {
+    crate::util::which(name).or_else(|| {
         let home = std::env::var_os("CARGO_HOME")
             .map(std::path::PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))?;
-        let p = home.join("bin/bpf-linker");
+        let p = home.join("bin").join(name);
         p.exists().then_some(p)
     })
 }
