@@ -56,13 +56,7 @@ pub fn run(args: &[String]) -> Result {
             bins.push(("portcullis".into(), bin));
         } else {
             match which("haproxy") {
-                Some(p) => {
-                    let v = crate::util::output(Command::new(&p).arg("-v"))
-                        .and_then(|s| s.split_whitespace().nth(2).map(str::to_string))
-                        .unwrap_or_default();
-                    let v = v.split('-').next().unwrap_or("").to_string();
-                    bins.push((format!("haproxy {v}"), p));
-                }
+                Some(p) => bins.push((crate::util::haproxy_label(&p), p)),
                 None => println!("churn: haproxy is not installed, its row is left out"),
             }
         }

@@ -228,14 +228,7 @@ pub fn run(args: &[String]) -> Result {
                 bins.push(("portcullis".into(), target_dir().join("release/portcullis")));
             }
             _ => match which("haproxy") {
-                Some(p) => {
-                    // "2.6.12-1+deb12u4" → "2.6.12"
-                    let v = crate::util::output(Command::new(&p).arg("-v"))
-                        .and_then(|s| s.split_whitespace().nth(2).map(str::to_string))
-                        .unwrap_or_default();
-                    let v = v.split('-').next().unwrap_or("").to_string();
-                    bins.push((format!("haproxy {v}"), p));
-                }
+                Some(p) => bins.push((crate::util::haproxy_label(&p), p)),
                 None => println!("drill: haproxy is not installed, its rows are left out"),
             },
         }

@@ -237,10 +237,7 @@ pub fn run(args: &[String]) -> Result {
             },
         };
         let name = if b == "haproxy" {
-            let v = crate::util::output(Command::new(&bin).arg("-v"))
-                .and_then(|s| s.split_whitespace().nth(2).map(str::to_string))
-                .unwrap_or_default();
-            format!("haproxy {}", v.split('-').next().unwrap_or(""))
+            crate::util::haproxy_label(&bin)
         } else {
             "portcullis".into()
         };

@@ -84,3 +84,11 @@ pub fn is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+/// `haproxy 2.6.12` for a HAProxy binary (`-v` says "2.6.12-1+deb12u4"): the drills' row label.
+pub fn haproxy_label(bin: &Path) -> String {
+    let v = output(Command::new(bin).arg("-v"))
+        .and_then(|s| s.split_whitespace().nth(2).map(str::to_string))
+        .unwrap_or_default();
+    format!("haproxy {}", v.split('-').next().unwrap_or(""))
+}
