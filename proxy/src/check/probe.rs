@@ -493,6 +493,7 @@ pub async fn run(
     server_stopped: bool,
     tls: Option<&crate::tls::client::ServerTls>,
     state: Option<&str>,
+    unix: Option<&crate::config::addr::UnixAddr>,
 ) -> CheckOutcome {
     let mut p = Run {
         spec,
@@ -503,6 +504,7 @@ pub async fn run(
             .map(|t| std::sync::Arc::clone(&t.config)),
         server_tls: tls.map(|t| std::sync::Arc::clone(&t.config)),
         state,
+        unix,
     };
     let (status, code, info) = match &spec.kind {
         CheckKind::Connect => match p.connect(target).await {
@@ -550,6 +552,8 @@ struct Run<'a> {
     /// The server's TLS settings, for `http-check connect ssl`.
     server_tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     state: Option<&'a str>,
+    /// The server's unix socket, for a unix-socket server.
+    unix: Option<&'a crate::config::addr::UnixAddr>,
 }
 
 type Verdict = (Status, Option<u16>, String);
@@ -558,7 +562,7 @@ impl Run<'_> {
     async fn connect(&mut self, addr: SocketAddr) -> Result<ProbeIo, Fail> {
         let s = self.connect_tcp(addr).await?;
         let Some(cfg) = self.tls.clone() else {
-            return Ok(Box::new(s));
+            return Ok(s);
         };
         let name = crate::tls::client::server_name(None, addr.ip());
         let hs = tokio_rustls::TlsConnector::from(cfg).connect(name, s);
@@ -575,27 +579,45 @@ impl Run<'_> {
         }
     }
 
-    async fn connect_tcp(&mut self, addr: SocketAddr) -> Result<TcpStream, Fail> {
+    /// A unix-socket server's own socket (the placeholder address, no `addr` override), or
+    /// TCP to `addr`; the PROXY header first with `check-send-proxy`.
+    async fn connect_tcp(&mut self, addr: SocketAddr) -> Result<ProbeIo, Fail> {
         let now = Instant::now();
         self.deadline = if self.spec.timeout_check.is_some() {
             now + self.spec.connect_budget()
         } else {
             self.start + self.spec.inter
         };
-        match tokio::time::timeout_at(self.deadline, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => {
-                // Checks close with a reset, as HAProxy's do (no TIME_WAIT pile-up); a zero
-                // linger never blocks the close.
-                let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
-                let _ = s.set_nodelay(true);
+        let opened = match self.unix.filter(|_| addr.ip().is_unspecified()) {
+            Some(u) => {
+                let c = async {
+                    let s = crate::engine::io::unix_socket(u)?;
+                    tokio::net::UnixStream::from_std(s)
+                };
+                tokio::time::timeout_at(self.deadline, c)
+                    .await
+                    .map(|r| r.map(|s| (Box::new(s) as ProbeIo, None)))
+            }
+            None => tokio::time::timeout_at(self.deadline, TcpStream::connect(addr))
+                .await
+                .map(|r| {
+                    r.map(|s| {
+                        // Checks close with a reset, as HAProxy's do (no TIME_WAIT pile-up); a
+                        // zero linger never blocks the close.
+                        let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+                        let _ = s.set_nodelay(true);
+                        let addrs = s.local_addr().ok().zip(s.peer_addr().ok());
+                        (Box::new(s) as ProbeIo, addrs)
+                    })
+                }),
+        };
+        match opened {
+            Ok(Ok((s, addrs))) => {
                 if let Some(v2) = self.spec.send_proxy {
                     let mut h = Vec::new();
                     match v2 {
                         true => crate::proxy_proto::encode_v2(None, &Default::default(), &mut h),
-                        false => {
-                            let addrs = s.local_addr().ok().zip(s.peer_addr().ok());
-                            crate::proxy_proto::encode_v1(addrs, &mut h)
-                        }
+                        false => crate::proxy_proto::encode_v1(addrs, &mut h),
                     }
                     let mut s = s;
                     match tokio::time::timeout_at(self.deadline, s.write_all(&h)).await {
@@ -1131,6 +1153,7 @@ mod tests {
             name: "s1".into(),
             addr,
             fqdn: None,
+            unix: None,
             unresolved: false,
             id: 1,
             opts: ServerOpts {
@@ -1160,7 +1183,7 @@ mod tests {
     fn check(p: &Proxy, addr: SocketAddr, stopped: bool) -> CheckOutcome {
         let srv = server(addr);
         let spec = CheckSpec::from_config(p, &srv).unwrap().unwrap();
-        rt().block_on(run(&spec, spec.target(srv.addr), stopped, None, None))
+        rt().block_on(run(&spec, spec.target(srv.addr), stopped, None, None, None))
     }
 
     fn reply(s: &'static str) -> impl Fn(&[u8]) -> Option<Vec<u8>> + Send + 'static {
@@ -1323,7 +1346,7 @@ mod tests {
         );
         let spec = CheckSpec::from_config(&p, &srv).unwrap().unwrap();
         assert!(spec.wants_state());
-        let o = rt().block_on(run(&spec, a, false, None, Some("UP; name=be/srv")));
+        let o = rt().block_on(run(&spec, a, false, None, Some("UP; name=be/srv"), None));
         assert_eq!(brief(&o), (Status::L7Ok, Some(200), ""));
         let reqs = reqs.lock().unwrap();
         assert_eq!(
@@ -1353,7 +1376,7 @@ mod tests {
                 a,
             );
             let spec = CheckSpec::from_config(&p, &srv).unwrap().unwrap();
-            let o = rt().block_on(run(&spec, a, false, None, None));
+            let o = rt().block_on(run(&spec, a, false, None, None, None));
             (o.status, o.code, o.info)
         };
         let ok = (Status::L7Ok, Some(202), String::new());

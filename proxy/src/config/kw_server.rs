@@ -634,12 +634,19 @@ fn server_error(p: &mut P, who: &str, e: &str) {
 /// One server `name` at `spec` with the keywords from `args[from..]`; false when refused.
 fn add_server(p: &mut P, name: &str, spec: &str, args: &[String], from: usize) -> bool {
     let who = format!("'server {}/{name}'", p.px.name);
-    let (addr, fqdn) = match addr::parse_server_spec(spec) {
-        Ok(a) => a,
-        Err(e) => {
-            p.alert(format!("{who} : {e}"));
+    let (addr, fqdn, unix) = match addr::parse_unix_server(spec) {
+        Some(Ok(u)) => (std::net::SocketAddr::from(([0, 0, 0, 0], 0)), None, Some(u)),
+        Some(Err(e)) => {
+            server_error(p, &who, &format!("{BARE}{e}"));
             return false;
         }
+        None => match addr::parse_server_spec(spec) {
+            Ok((a, f)) => (a, f, None),
+            Err(e) => {
+                p.alert(format!("{who} : {e}"));
+                return false;
+            }
+        },
     };
     let mut st = SrvState {
         name: name.to_string(),
@@ -679,6 +686,7 @@ fn add_server(p: &mut P, name: &str, spec: &str, args: &[String], from: usize) -
         name: name.to_string(),
         addr,
         fqdn,
+        unix,
         unresolved: false,
         id: st.id.unwrap_or(0),
         opts: st.opts,

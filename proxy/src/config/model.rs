@@ -1159,6 +1159,8 @@ pub struct Server {
     pub addr: std::net::SocketAddr,
     /// The host name as written, when the address is one (kept current by `resolvers`).
     pub fqdn: Option<String>,
+    /// A unix-socket server (`unix@`, a path, `abns@`): `addr` is then a placeholder.
+    pub unix: Option<super::addr::UnixAddr>,
     /// Starts in maintenance for want of an address (`init-addr none`, or a name that does not
     /// resolve under `resolvers`): HAProxy's RMAINT.
     pub unresolved: bool,

@@ -192,7 +192,7 @@ pub async fn run_tracked(
             && !s.shared.stopping.load(Ordering::Acquire)
             && !srv.cfg.opts.send_proxy.enabled()
         {
-            pool::put(srv.addr(), conn);
+            pool::put(&*srv, conn);
         }
     }
 }
@@ -843,7 +843,7 @@ impl Session {
                 }
                 // A connection that began with this client's PROXY header is never shared.
                 if reuse != HttpReuse::Never && !own_srv.cfg.opts.send_proxy.enabled() {
-                    pool::put(own_srv.addr(), conn);
+                    pool::put(&*own_srv, conn);
                 }
             }
             let may_share = match reuse {
@@ -853,7 +853,7 @@ impl Session {
                 HttpReuse::Always | HttpReuse::Aggressive => true,
             };
             // Not taken at all unless it may be used: a take-then-drop would close it.
-            if let Some(conn) = may_share.then(|| pool::take(srv.addr())).flatten() {
+            if let Some(conn) = may_share.then(|| pool::take(&**srv)).flatten() {
                 backend::stick_store(tables, be, src, srv, now);
                 Counters::add(&srv.counters.lbtot, 1);
                 Counters::add(&be.counters.lbtot, 1);
