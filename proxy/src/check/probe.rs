@@ -16,6 +16,12 @@ use tokio::net::TcpStream;
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 type ProbeIo = Box<dyn Io>;
+
+/// An HTTP check's connection: HTTP/1 bytes, or h2 streams (`check-proto h2`, ALPN `h2`).
+enum Link {
+    H1(ProbeIo),
+    H2(super::h2::Link),
+}
 use tokio::time::Instant;
 
 use super::fsm::{CheckOutcome, Status};
@@ -213,6 +219,16 @@ impl SendStep {
     }
 
     fn bytes(&self, ctx: &sample::Ctx, state: Option<&str>) -> Vec<u8> {
+        let (uri, headers, body) = self.parts(ctx, state);
+        build_http_request(&self.method, &uri, &self.version, &headers, body.as_deref())
+    }
+
+    /// The request's target, headers and body once its log-format parts are evaluated.
+    fn parts(
+        &self,
+        ctx: &sample::Ctx,
+        state: Option<&str>,
+    ) -> (String, Vec<(String, String)>, Option<String>) {
         let mut uri = self.uri.eval(ctx);
         if uri.is_empty() {
             uri.push('/');
@@ -226,14 +242,12 @@ impl SendStep {
         if let Some(st) = state {
             headers.push(("X-Haproxy-Server-State".to_string(), st.to_string()));
         }
-        let body = self.body.as_ref().map(|b| b.eval(ctx));
-        build_http_request(
-            &self.method,
-            &uri,
-            &self.version,
-            &headers,
-            body.as_deref().filter(|b| !b.is_empty()),
-        )
+        let body = self
+            .body
+            .as_ref()
+            .map(|b| b.eval(ctx))
+            .filter(|b| !b.is_empty());
+        (uri, headers, body)
     }
 }
 
@@ -330,11 +344,12 @@ impl HttpProbe {
         })
     }
 
-    /// Whether an expect after step `i`, before the next send or connect, needs the body.
+    /// Whether the expect at step `i`, or one after it before the next send or connect, needs
+    /// the body (read whole then, not only the head and what came with it).
     fn needs_body(&self, i: usize) -> bool {
         self.steps
             .iter()
-            .skip(i + 1)
+            .skip(i)
             .take_while(|s| !matches!(s, HttpStep::Send(_) | HttpStep::Connect(_)))
             .any(|s| matches!(s, HttpStep::Expect(x) if x.is_body()))
     }
@@ -372,6 +387,28 @@ pub struct CheckSpec {
     /// `send-proxy*` server without `port`/`addr`, or with `check-send-proxy`: v1 with the check
     /// connection's own addresses, v2 as a `LOCAL` command.
     pub send_proxy: Option<bool>,
+    /// `check-proto h2`: HTTP checks speak h2 (h2c with prior knowledge on plain connections).
+    pub h2: bool,
+    /// `check-alpn`: offered in the TLS handshake of `check-ssl`; `h2` chosen means h2 checks.
+    pub alpn: Option<Vec<Vec<u8>>>,
+}
+
+/// The deprecated `option httpchk GET / HTTP/1.1\r\nHost:\ x` form smuggles headers in the
+/// version: the version itself, and those headers before the others.
+fn split_version<'v>(
+    version: &'v str,
+    headers: &[(String, String)],
+) -> (&'v str, Vec<(String, String)>) {
+    let mut parts = version.split("\r\n");
+    let version = parts.next().unwrap_or("HTTP/1.0");
+    let mut all: Vec<(String, String)> = parts
+        .filter_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            Some((n.trim().to_string(), v.trim().to_string()))
+        })
+        .collect();
+    all.extend(headers.iter().cloned());
+    (version, all)
 }
 
 /// The request `option httpchk` + `http-check send` produce: names lowercased (HAProxy's H1
@@ -383,17 +420,7 @@ pub fn build_http_request(
     headers: &[(String, String)],
     body: Option<&str>,
 ) -> Vec<u8> {
-    // The deprecated `option httpchk GET / HTTP/1.1\r\nHost:\ x` form smuggles headers in the
-    // version.
-    let mut parts = version.split("\r\n");
-    let version = parts.next().unwrap_or("HTTP/1.0");
-    let mut all: Vec<(String, String)> = parts
-        .filter_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            Some((n.trim().to_string(), v.trim().to_string()))
-        })
-        .collect();
-    all.extend(headers.iter().cloned());
+    let (version, all) = split_version(version, headers);
     let mut r = format!("{method} {uri} {version}\r\n");
     for (n, v) in &all {
         r.push_str(&format!("{}: {v}\r\n", n.to_ascii_lowercase()));
@@ -459,6 +486,11 @@ impl CheckSpec {
                 && o.check_addr.is_none())
                 || o.check_send_proxy)
                 .then_some(o.send_proxy.v2),
+            h2: o.check_proto.as_deref() == Some("h2"),
+            alpn: o
+                .check_alpn
+                .as_ref()
+                .map(|l| l.iter().map(|p| p.as_bytes().to_vec()).collect()),
         }))
     }
 
@@ -507,13 +539,13 @@ pub async fn run(
         unix,
     };
     let (status, code, info) = match &spec.kind {
-        CheckKind::Connect => match p.connect(target).await {
+        CheckKind::Connect => match p.connect(target).await.map(|(s, _)| s) {
             // A completed handshake is a Layer6 success.
             Ok(_) if p.tls.is_some() => (Status::L6Ok, None, String::new()),
             Ok(_) => (Status::L4Ok, None, String::new()),
             Err(e) => (e.status, None, e.text),
         },
-        CheckKind::TcpConnect => match p.connect(target).await {
+        CheckKind::TcpConnect => match p.connect(target).await.map(|(s, _)| s) {
             Ok(_) => (Status::L4Ok, None, String::new()),
             Err(e) => (
                 e.status,
@@ -559,15 +591,24 @@ struct Run<'a> {
 type Verdict = (Status, Option<u16>, String);
 
 impl Run<'_> {
-    async fn connect(&mut self, addr: SocketAddr) -> Result<ProbeIo, Fail> {
+    /// The connection, and whether TLS chose `h2` by ALPN.
+    async fn connect(&mut self, addr: SocketAddr) -> Result<(ProbeIo, bool), Fail> {
         let s = self.connect_tcp(addr).await?;
-        let Some(cfg) = self.tls.clone() else {
-            return Ok(s);
+        let Some(mut cfg) = self.tls.clone() else {
+            return Ok((s, false));
         };
+        if let Some(alpn) = &self.spec.alpn {
+            let mut c = (*cfg).clone();
+            c.alpn_protocols = alpn.clone();
+            cfg = std::sync::Arc::new(c);
+        }
         let name = crate::tls::client::server_name(None, addr.ip());
         let hs = tokio_rustls::TlsConnector::from(cfg).connect(name, s);
         match tokio::time::timeout_at(self.deadline, hs).await {
-            Ok(Ok(t)) => Ok(Box::new(t)),
+            Ok(Ok(t)) => {
+                let h2 = t.get_ref().1.alpn_protocol() == Some(b"h2");
+                Ok((Box::new(t), h2))
+            }
             Ok(Err(e)) => Err(Fail {
                 status: Status::L6Rsp,
                 text: format!("SSL handshake failure ({})", err_text(&e)),
@@ -689,7 +730,7 @@ impl Run<'_> {
 
     async fn http(&mut self, h: &HttpProbe, target: SocketAddr, stopped: bool) -> Verdict {
         let mut vars = std::collections::HashMap::new();
-        let mut conn: Option<ProbeIo> = None;
+        let mut conn: Option<Link> = None;
         // The response to the last send: its bytes and parsed head.
         let mut buf = Vec::new();
         let mut resp: Option<Response> = None;
@@ -726,30 +767,30 @@ impl Run<'_> {
                     let r = self.connect(addr).await;
                     self.tls = saved;
                     match r {
-                        Ok(s) => conn = Some(s),
+                        Ok((s, alpn_h2)) => match self.link(s, alpn_h2).await {
+                            Ok(l) => conn = Some(l),
+                            Err(v) => return v,
+                        },
                         Err(e) => return (e.status, None, e.text),
                     }
                 }
                 HttpStep::Send(send) => {
-                    let Some(s) = conn.as_mut() else {
+                    let Some(link) = conn.as_mut() else {
                         return (Status::SockErr, None, String::new());
                     };
                     let state = self.state.filter(|_| h.send_state);
-                    let bytes = send.bytes(&ctx(h, &vars, &resp), state);
+                    if let Err(v) = self.send_on(link, send, &ctx(h, &vars, &resp), state).await {
+                        return v;
+                    }
                     buf.clear();
                     resp = None;
-                    match self.send(s, &bytes).await {
-                        Ok(()) => {}
-                        Err(None) => return (Status::L7Tout, None, String::new()),
-                        Err(Some(e)) => return (Status::SockErr, None, err_text(&e)),
-                    }
                 }
                 HttpStep::Expect(x) => {
                     if resp.is_none() {
-                        let Some(s) = conn.as_mut() else {
+                        let Some(link) = conn.as_mut() else {
                             return (Status::SockErr, None, String::new());
                         };
-                        match self.read_response(s, &mut buf, h.needs_body(i)).await {
+                        match self.read_on(link, &mut buf, h.needs_body(i)).await {
                             Ok(r) => resp = Some(r),
                             Err(v) => return v,
                         }
@@ -784,6 +825,71 @@ impl Run<'_> {
         (Status::L7Ok, code, String::new())
     }
 
+    /// The HTTP connection a check speaks on `s`: h2 with `check-proto h2` or ALPN `h2`.
+    async fn link(&self, s: ProbeIo, alpn_h2: bool) -> Result<Link, Verdict> {
+        if !(self.spec.h2 || alpn_h2) {
+            return Ok(Link::H1(s));
+        }
+        match tokio::time::timeout_at(self.deadline, super::h2::handshake(s)).await {
+            Ok(Ok(l)) => Ok(Link::H2(l)),
+            Ok(Err(e)) => Err((Status::L7Rsp, None, e.to_string())),
+            Err(_) => Err((Status::L7Tout, None, String::new())),
+        }
+    }
+
+    /// Sends one `http-check send` request on `link`.
+    async fn send_on(
+        &self,
+        link: &mut Link,
+        send: &SendStep,
+        c: &sample::Ctx<'_>,
+        state: Option<&str>,
+    ) -> Result<(), Verdict> {
+        let r = match link {
+            Link::H1(s) => self.send(s, &send.bytes(c, state)).await,
+            Link::H2(l) => {
+                let (uri, headers, body) = send.parts(c, state);
+                let (_, headers) = split_version(&send.version, &headers);
+                let sent = l.send(&send.method, &uri, &headers, body.as_deref());
+                match tokio::time::timeout_at(self.deadline, sent).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(Some(std::io::Error::other(e))),
+                    Err(_) => Err(None),
+                }
+            }
+        };
+        r.map_err(|e| match e {
+            None => (Status::L7Tout, None, String::new()),
+            Some(e) => (Status::SockErr, None, err_text(&e)),
+        })
+    }
+
+    /// The response to the last send on `link` (an h2 response's body lands in `buf`).
+    async fn read_on(
+        &self,
+        link: &mut Link,
+        buf: &mut Vec<u8>,
+        need_body: bool,
+    ) -> Result<Response, Verdict> {
+        let l = match link {
+            Link::H1(s) => return self.read_response(s, buf, need_body).await,
+            Link::H2(l) => l,
+        };
+        let a = match tokio::time::timeout_at(self.deadline, l.response(need_body, BUFSIZE)).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => return Err((Status::L7Rsp, None, e)),
+            Err(_) => return Err((Status::L7Tout, None, String::new())),
+        };
+        *buf = a.body;
+        Ok(Response {
+            code: a.status,
+            reason: crate::http::errors::reason(a.status).to_string(),
+            headers: a.headers,
+            body_start: 0,
+            content_length: a.complete.then_some(buf.len()),
+        })
+    }
+
     /// Reads the response to the last send: its head, and its body too when `need_body` (up to
     /// `Content-Length`, the end of the connection or a full buffer).
     async fn read_response(
@@ -812,7 +918,7 @@ impl Run<'_> {
         let mut conn = None;
         if !matches!(steps.first(), Some(TcpStep::Connect { .. })) {
             match self.connect(target).await {
-                Ok(s) => conn = Some(s),
+                Ok((s, _)) => conn = Some(s),
                 Err(e) => {
                     return (
                         e.status,
@@ -833,7 +939,7 @@ impl Run<'_> {
                     eof = false;
                     let addr = SocketAddr::new(target.ip(), port.unwrap_or(target.port()));
                     match self.connect(addr).await {
-                        Ok(s) => conn = Some(s),
+                        Ok((s, _)) => conn = Some(s),
                         Err(e) => {
                             let what = match port {
                                 Some(p) => format!("connect port {p}"),

@@ -268,6 +268,21 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         parse: |s, v| opt_u32(&mut s.opts.maxqueue, v, "maxqueue"),
     },
     SrvKw {
+        kw: "check-proto",
+        args: 1,
+        default_ok: true,
+        parse: check_proto,
+    },
+    SrvKw {
+        kw: "check-alpn",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| {
+            s.opts.check_alpn = Some(v.split(',').map(str::to_string).collect());
+            Ok(())
+        },
+    },
+    SrvKw {
         kw: "check-send-proxy",
         args: 0,
         default_ok: true,
@@ -551,6 +566,32 @@ fn srv_on_marked_up(s: &mut SrvState, v: &str) -> Result<(), String> {
 }
 
 /// Applies the option words `args[from..]`; `Err` carries the first error's text.
+/// HAProxy's words for a keyword given without its value.
+fn missing_value(kw: &str) -> String {
+    match kw {
+        "check-proto" => bare("'check-proto' : missing value.".into()),
+        "check-alpn" => {
+            bare("'check-alpn' : missing the comma-delimited ALPN protocol suite.".into())
+        }
+        _ => format!("'{kw}' expects an argument."),
+    }
+}
+
+/// `check-proto <mux>`: the protocol HTTP checks speak (h1, h2); HAProxy's FastCGI mux is not
+/// built here.
+fn check_proto(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match v {
+        "h1" | "h2" => s.opts.check_proto = Some(v.to_string()),
+        "fcgi" => s.pending.push("check-proto fcgi"),
+        _ => {
+            return Err(bare(format!(
+                "'check-proto' :  unknown MUX protocol '{v}'."
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn apply(
     st: &mut SrvState,
     args: &[String],
@@ -576,7 +617,7 @@ pub(crate) fn apply(
         } else {
             match args.get(i + 1) {
                 Some(v) if !v.is_empty() => v.as_str(),
-                _ => return Err(format!("'{w}' expects an argument.")),
+                _ => return Err(missing_value(w)),
             }
         };
         (kw.parse)(st, val)?;

@@ -1093,6 +1093,10 @@ pub struct ServerOpts {
     pub send_proxy: SendProxy,
     /// `check-send-proxy`: health checks send it too, even with `port`/`addr`.
     pub check_send_proxy: bool,
+    /// `check-proto h1|h2`: the protocol of HTTP checks.
+    pub check_proto: Option<String>,
+    /// `check-alpn <list>`: ALPN offered by `check-ssl` handshakes.
+    pub check_alpn: Option<Vec<String>>,
 }
 
 /// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
@@ -1147,6 +1151,8 @@ impl Default for ServerOpts {
             resolve: ResolveOpts::default(),
             send_proxy: SendProxy::default(),
             check_send_proxy: false,
+            check_proto: None,
+            check_alpn: None,
         }
     }
 }
