@@ -1193,7 +1193,7 @@ pub struct Options {
     pub abortonclose: bool,
     /// `option idle-close-on-response`: at a soft stop, an idle keep-alive connection is kept
     /// until it carries one more response (with `Connection: close`). portcullis always does
-    /// this (see `http::proxy`), so the option is recorded and changes nothing.
+    /// this (see `stream::http`), so the option is recorded and changes nothing.
     pub idle_close_on_response: bool,
     pub httpchk: Option<HttpCheck>,
     pub tcp_check: bool,
