@@ -666,6 +666,16 @@ impl Session {
                         keep,
                     ))
                 }
+                // A Lua action's `txn:done([reply])`: its reply, or a close without any.
+                Verdict::Reply { status, bytes } if bytes.is_empty() => {
+                    Some((status, bytes, *b"LR", false))
+                }
+                Verdict::Reply { status, bytes } => Some((
+                    status,
+                    errors::with_connection(&bytes, conn_hdr(!keep)),
+                    *b"LR",
+                    keep,
+                )),
                 Verdict::Return {
                     status,
                     content_type,
