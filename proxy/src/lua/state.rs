@@ -25,6 +25,8 @@ pub(crate) struct Ctl {
     pub timed_out: Cell<bool>,
     /// `core.done()` was called: the function ends without an error.
     pub done: Cell<bool>,
+    /// `tune.lua.session-timeout` in ms (0: none).
+    pub session_ms: u64,
 }
 
 pub(crate) struct State {
@@ -64,6 +66,7 @@ fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State>
         deadline: Cell::new(None),
         timed_out: Cell::new(false),
         done: Cell::new(false),
+        session_ms: tune.session_timeout_ms,
     });
     for t in [ACTIONS, FETCHES, CONVERTERS, INITS] {
         lua.set_named_registry_value(t, lua.create_table()?)?;
@@ -250,7 +253,7 @@ fn guarded(s: &State, f: &Function, args: MultiValue) -> Ended {
     };
     let outer = ctl.deadline.get();
     if outer.is_none() {
-        let ms = registry::tune().session_timeout_ms;
+        let ms = ctl.session_ms;
         ctl.deadline
             .set((ms > 0).then(|| Instant::now() + Duration::from_millis(ms)));
         ctl.timed_out.set(false);
@@ -301,45 +304,54 @@ pub(crate) fn action(
     msg: Msg<'_>,
     ctx: &SampleCtx<'_>,
 ) -> Outcome {
-    with_state(|s| {
-        let Some(Value::Function(f)) = lookup(s, ACTIONS, &action_key(kind, name)) else {
-            return Some(Outcome::Continue);
-        };
-        let http = !matches!(msg, Msg::None);
-        let call = RefCell::new(Call::new(ctx, msg, name));
-        let ended = s.lua.scope(|scope| {
-            let native =
-                scope.create_function(|lua, a: MultiValue| call.borrow_mut().native(lua, a))?;
-            let txn: Table = s.make_txn.call((native, http))?;
-            let mut a = MultiValue::new();
-            a.push_back(Value::Table(txn));
-            for x in args {
-                a.push_back(Value::String(s.lua.create_string(x)?));
-            }
-            Ok(guarded(s, &f, a))
-        });
-        let call = call.into_inner();
-        match ended {
-            Ok(Ended::Ok(_)) | Ok(Ended::Done) => {}
-            Ok(Ended::Timeout) => super::core::send_err(
-                ctx.frontend,
-                &format!("Lua function '{name}': execution timeout."),
-            ),
-            Ok(Ended::Error(m)) | Err(mlua::Error::RuntimeError(m)) => super::core::send_err(
-                ctx.frontend,
-                &format!(
-                    "Lua function '{name}': [state-id {}] runtime error: {m}.",
-                    state_id(s)
-                ),
-            ),
-            Err(e) => super::core::send_err(
-                ctx.frontend,
-                &format!("Lua function '{name}': {}.", message(&e)),
-            ),
+    with_state(|s| Some(run_action(s, kind, name, args, msg, ctx))).unwrap_or(Outcome::Continue)
+}
+
+/// [`action`] in a given state.
+pub(crate) fn run_action(
+    s: &State,
+    kind: Kind,
+    name: &str,
+    args: &[String],
+    msg: Msg<'_>,
+    ctx: &SampleCtx<'_>,
+) -> Outcome {
+    let Some(Value::Function(f)) = lookup(s, ACTIONS, &action_key(kind, name)) else {
+        return Outcome::Continue;
+    };
+    let http = !matches!(msg, Msg::None);
+    let call = RefCell::new(Call::new(ctx, msg, name));
+    let ended = s.lua.scope(|scope| {
+        let native =
+            scope.create_function(|lua, a: MultiValue| call.borrow_mut().native(lua, a))?;
+        let txn: Table = s.make_txn.call((native, http))?;
+        let mut a = MultiValue::new();
+        a.push_back(Value::Table(txn));
+        for x in args {
+            a.push_back(Value::String(s.lua.create_string(x)?));
         }
-        Some(call.outcome.unwrap_or(Outcome::Continue))
-    })
-    .unwrap_or(Outcome::Continue)
+        Ok(guarded(s, &f, a))
+    });
+    let call = call.into_inner();
+    match ended {
+        Ok(Ended::Ok(_)) | Ok(Ended::Done) => {}
+        Ok(Ended::Timeout) => super::core::send_err(
+            ctx.frontend,
+            &format!("Lua function '{name}': execution timeout."),
+        ),
+        Ok(Ended::Error(m)) | Err(mlua::Error::RuntimeError(m)) => super::core::send_err(
+            ctx.frontend,
+            &format!(
+                "Lua function '{name}': [state-id {}] runtime error: {m}.",
+                state_id(s)
+            ),
+        ),
+        Err(e) => super::core::send_err(
+            ctx.frontend,
+            &format!("Lua function '{name}': {}.", message(&e)),
+        ),
+    }
+    call.outcome.unwrap_or(Outcome::Continue)
 }
 
 /// Runs fetch `lua.<name>(args)`: its result as a sample (`nil` is none).
@@ -348,25 +360,32 @@ pub(crate) fn fetch(
     args: &[String],
     ctx: &SampleCtx<'_>,
 ) -> Option<SampleValue<'static>> {
-    with_state(|s| {
-        let Some(Value::Function(f)) = lookup(s, FETCHES, name) else {
-            return None;
-        };
-        let call = RefCell::new(Call::new(ctx, Msg::None, name));
-        let ended = s.lua.scope(|scope| {
-            let native =
-                scope.create_function(|lua, a: MultiValue| call.borrow_mut().native(lua, a))?;
-            let http = ctx.req.is_some() || ctx.res.is_some();
-            let txn: Table = s.make_txn.call((native, http))?;
-            let mut a = MultiValue::new();
-            a.push_back(Value::Table(txn));
-            for x in args {
-                a.push_back(Value::String(s.lua.create_string(x)?));
-            }
-            Ok(guarded(s, &f, a))
-        });
-        finish_sample(s, ctx.frontend, "sample-fetch", name, ended)
-    })
+    with_state(|s| run_fetch(s, name, args, ctx))
+}
+
+pub(crate) fn run_fetch(
+    s: &State,
+    name: &str,
+    args: &[String],
+    ctx: &SampleCtx<'_>,
+) -> Option<SampleValue<'static>> {
+    let Some(Value::Function(f)) = lookup(s, FETCHES, name) else {
+        return None;
+    };
+    let call = RefCell::new(Call::new(ctx, Msg::None, name));
+    let ended = s.lua.scope(|scope| {
+        let native =
+            scope.create_function(|lua, a: MultiValue| call.borrow_mut().native(lua, a))?;
+        let http = ctx.req.is_some() || ctx.res.is_some();
+        let txn: Table = s.make_txn.call((native, http))?;
+        let mut a = MultiValue::new();
+        a.push_back(Value::Table(txn));
+        for x in args {
+            a.push_back(Value::String(s.lua.create_string(x)?));
+        }
+        Ok(guarded(s, &f, a))
+    });
+    finish_sample(s, ctx.frontend, "sample-fetch", name, ended)
 }
 
 /// Runs converter `lua.<name>(args)` on `input`.
@@ -375,20 +394,35 @@ pub(crate) fn convert(
     args: &[String],
     input: SampleValue<'_>,
 ) -> Option<SampleValue<'static>> {
-    with_state(|s| {
-        let Some(Value::Function(f)) = lookup(s, CONVERTERS, name) else {
-            return None;
-        };
-        let ended = (|| {
-            let mut a = MultiValue::new();
-            a.push_back(super::bridge::to_lua(&s.lua, &input)?);
-            for x in args {
-                a.push_back(Value::String(s.lua.create_string(x)?));
-            }
-            Ok(guarded(s, &f, a))
-        })();
-        finish_sample(s, "", "converter", name, ended)
-    })
+    with_state(|s| run_convert(s, name, args, &input))
+}
+
+pub(crate) fn run_convert(
+    s: &State,
+    name: &str,
+    args: &[String],
+    input: &SampleValue<'_>,
+) -> Option<SampleValue<'static>> {
+    let Some(Value::Function(f)) = lookup(s, CONVERTERS, name) else {
+        return None;
+    };
+    let ended = (|| {
+        let mut a = MultiValue::new();
+        a.push_back(super::bridge::to_lua(&s.lua, input)?);
+        for x in args {
+            a.push_back(Value::String(s.lua.create_string(x)?));
+        }
+        Ok(guarded(s, &f, a))
+    })();
+    finish_sample(s, "", "converter", name, ended)
+}
+
+/// A serving state running `code` (unit tests: no registry, no thread-local).
+#[cfg(test)]
+pub(crate) fn test_state(code: &str, tune: Tune) -> mlua::Result<State> {
+    let s = new_state(false, 0, tune)?;
+    s.lua.load(code).set_name("@test.lua").exec()?;
+    Ok(s)
 }
 
 fn finish_sample(
