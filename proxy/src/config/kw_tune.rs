@@ -160,13 +160,17 @@ fn kw_lua_timeout(g: &mut Global, c: &mut Ctx, args: &[String]) {
     lua_tune(g);
 }
 
-/// `tune.lua.forced-yield <n>`: read with C's `atoi` (a word that is no number is 0).
+/// `tune.lua.forced-yield <n>`: read with `strtol`, refused when anything follows the number
+/// (an empty word is 0, as in HAProxy).
 fn kw_lua_forced_yield(g: &mut Global, c: &mut Ctx, args: &[String]) {
-    if arg(args, 1).is_empty() {
+    let v = arg(args, 1).trim_start();
+    let sign = usize::from(v.starts_with(['-', '+']));
+    let digits = v[sign..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 && !v.is_empty() || sign + digits < v.len() {
         c.alert("tune.lua.forced-yield: invalid number");
         return;
     }
-    g.tune.lua.forced_yield = u32::try_from(atol(arg(args, 1))).unwrap_or(0);
+    g.tune.lua.forced_yield = u32::try_from(atol(v)).unwrap_or(0);
     lua_tune(g);
 }
 
