@@ -398,3 +398,63 @@ fn lua_mistakes_are_reported_as_haproxy() {
         assert_eq!(ours, theirs, "case {i}:\n{text}");
     }
 }
+
+const TCP_SCRIPT: &str = r#"
+core.register_action("note", { "tcp-req" }, function(txn, what)
+  -- Fetches work in a tcp-request content action too.
+  if txn.f:src() == "127.0.0.3" then txn:done() end
+end, 1)
+"#;
+
+/// `tcp-request content lua.<name>` in `mode tcp`: an action that ends the session closes it
+/// before anything reaches the server; the others let the connection through.
+#[test]
+fn tcp_request_content_actions_as_haproxy() {
+    use std::io::{Read, Write};
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("NOTICE: {HAPROXY} is not installed: Lua tcp-request test skipped");
+        return;
+    }
+    let run = |haproxy: bool| -> Vec<Vec<u8>> {
+        let dir = TempDir::new("lua-tcp");
+        std::fs::write(dir.0.join("t.lua"), TCP_SCRIPT).unwrap();
+        let echo = backend::TcpEcho::start(lo(0)).expect("echo");
+        let port = free_port();
+        let cfg = format!(
+            "global\n    lua-load {}\n\
+             defaults\n    mode tcp\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n\
+             \x20   tcp-request content lua.note x\n\
+             \x20   default_backend be\n\n\
+             backend be\n    server s1 {}\n",
+            dir.0.join("t.lua").display(),
+            echo.addr()
+        );
+        let _p = if haproxy {
+            Proc::haproxy(&cfg, lo(port)).expect("haproxy")
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        ["127.0.0.1", "127.0.0.3"]
+            .iter()
+            .map(|ip| {
+                let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .unwrap();
+                let from: std::net::SocketAddr = format!("{ip}:0").parse().unwrap();
+                sock.bind(&from.into()).unwrap();
+                sock.connect(&lo(port).into()).unwrap();
+                let mut s: std::net::TcpStream = sock.into();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = s.write_all(b"ping\n");
+                let mut got = vec![0u8; 5];
+                let n = s.read(&mut got).unwrap_or(0);
+                got.truncate(n);
+                got
+            })
+            .collect()
+    };
+    let theirs = run(true);
+    let ours = run(false);
+    assert_eq!(ours, theirs);
+    assert_eq!(ours, vec![b"ping\n".to_vec(), Vec::new()]);
+}
