@@ -16,6 +16,7 @@ pub mod http;
 pub mod kernel;
 pub mod lb;
 pub mod log;
+pub mod lua;
 pub mod map;
 pub mod master;
 pub mod master_cli;

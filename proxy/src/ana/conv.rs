@@ -13,6 +13,11 @@ use super::vars::{VarName, Vars};
 /// A parsed converter with its arguments.
 #[derive(Clone, Debug)]
 pub enum Conv {
+    /// `lua.<name>[(args)]`: a converter a Lua script registered (`core.register_converters`).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     Lower,
     Upper,
     Length,
@@ -324,6 +329,14 @@ impl Conv {
                     .map(|a| f(a.unwrap_or(0) != 0)),
             )
         };
+        if let Some(n) = name.strip_prefix("lua.")
+            && super::script::has_converter(n)
+        {
+            return Some(Ok(Conv::Lua {
+                name: n.to_string(),
+                args: args.to_vec(),
+            }));
+        }
         let r = match name {
             "lower" => return plain(Conv::Lower),
             "upper" => return plain(Conv::Upper),
@@ -571,6 +584,7 @@ impl Conv {
         let var = |n: &VarName| env.vars.and_then(|vs| vs.get(n));
         let owned = |s: String| Some(Str(Cow::Owned(s)));
         Some(match self {
+            Conv::Lua { name, args } => return super::script::host()?.convert(name, args, v),
             Conv::Lower => match v {
                 Str(Cow::Borrowed(s)) if !s.bytes().any(|b| b.is_ascii_uppercase()) => {
                     Str(Cow::Borrowed(s))

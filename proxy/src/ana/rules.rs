@@ -5,6 +5,7 @@
 use crate::ana::acl::{self, Condition};
 use crate::ana::rewrite;
 use crate::ana::sample::{SampleCtx, SampleExpr, SampleValue, parse_sample};
+use crate::ana::script::{self, Outcome};
 use crate::ana::vars::{SetCond, VarName};
 use crate::config::diag::Diag;
 use crate::config::model::{
@@ -16,6 +17,11 @@ use crate::log::format::{LogFormat, LogRecord};
 use crate::stick::StkCtrs;
 
 pub enum Action {
+    /// `lua.<name> [args…]`: a registered Lua action (not final unless it ends the transaction).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     SetHeader(String, LogFormat),
     AddHeader(String, LogFormat),
     DelHeader(String),
@@ -147,11 +153,21 @@ pub enum Verdict {
     Prometheus,
     /// `auth`: a 401 with this realm (None: the proxy's name).
     Auth(Option<String>),
+    /// A Lua action ended the transaction (`txn:done()`): `bytes` is the whole response (a
+    /// head without `connection`, then the body), or empty to close without answering.
+    Reply {
+        status: u16,
+        bytes: Vec<u8>,
+    },
 }
 
 /// The action's keyword, as it appears after `http-request` / `http-response`.
-fn rule_name(a: &HttpRequestAction) -> &'static str {
-    match a {
+fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
+    if let HttpRequestAction::Lua { name, .. } = a {
+        return format!("lua.{name}").into();
+    }
+    std::borrow::Cow::Borrowed(match a {
+        HttpRequestAction::Lua { .. } => "lua",
         HttpRequestAction::SetHeader { .. } => "set-header",
         HttpRequestAction::AddHeader { .. } => "add-header",
         HttpRequestAction::DelHeader { .. } => "del-header",
@@ -185,7 +201,7 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
             1 => "track-sc1",
             _ => "track-sc2",
         },
-    }
+    })
 }
 
 /// Compiles every proxy's rules; errors are collected with file:line, in HAProxy's words.
@@ -290,6 +306,10 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             let full = format!("{kw} {}", rule_name(&rule.action));
             let name = full.as_str();
             let action = match &rule.action {
+                HttpRequestAction::Lua { name: n, args } => Action::Lua {
+                    name: n.clone(),
+                    args: args.clone(),
+                },
                 HttpRequestAction::SetHeader { name: h, value } => {
                     Action::SetHeader(h.clone(), fmt(value, &rule.loc, name, errs))
                 }
@@ -636,6 +656,19 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             continue;
         }
         match &rule.action {
+            Action::Lua { name, args } => {
+                let Some(host) = script::host() else { continue };
+                match host.http_request(name, args, req, base) {
+                    Outcome::Continue => {}
+                    Outcome::Reply { status, bytes } => return Verdict::Reply { status, bytes },
+                    Outcome::Done => {
+                        return Verdict::Reply {
+                            status: 0,
+                            bytes: Vec::new(),
+                        };
+                    }
+                }
+            }
             Action::SetHeader(name, f) => {
                 let v = render(f, &ctx);
                 req.headers.set(name, v.into_bytes());
@@ -763,6 +796,19 @@ pub fn apply_http_response(
             continue;
         }
         match &rule.action {
+            Action::Lua { name, args } => {
+                let Some(host) = script::host() else { continue };
+                let plain = SampleCtx {
+                    req: None,
+                    res: None,
+                    ..*base
+                };
+                // Ending the transaction from a response action stops this section's rules;
+                // the response already received is forwarded (see docs/compatibility.md).
+                if host.http_response(name, args, res, &plain) != Outcome::Continue {
+                    return ResVerdict::Continue;
+                }
+            }
             Action::SetHeader(name, f) => {
                 let v = render(f, &ctx);
                 res.headers.set(name, v.into_bytes());
@@ -885,6 +931,13 @@ fn tcp_rules(
         if rule.action == TcpRequestAction::ExpectProxy {
             *expect_proxy = true;
             continue;
+        }
+        if let TcpRequestAction::Lua { name, args } = &rule.action {
+            // Not final, unless the script ends the session (`txn:done()`).
+            match script::host().map(|h| h.tcp_request(name, args, ctx)) {
+                None | Some(Outcome::Continue) => continue,
+                Some(_) => return Some(TcpRequestAction::Reject),
+            }
         }
         match &rule.track {
             // `track-sc` is not final: content rules track per stream, connection rules per

@@ -265,6 +265,11 @@ pub enum SmpType {
 /// Which fetch a [`SampleExpr`] runs, with its parsed arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fetch {
+    /// `lua.<name>(args)`: a fetch a Lua script registered (`core.register_fetches`).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     AlwaysTrue,
     AlwaysFalse,
     Src,
@@ -778,6 +783,9 @@ pub static FETCHES: &[FetchDef] = &[
     stick_def!("src_sess_rate", Table, true, 0, SessRate),
 ];
 
+/// What `lua.<name>` fetches are, for the messages and the log-format checks.
+static LUA_FETCH: FetchDef = fdef!("lua", Str, None, None, || Fetch::AlwaysFalse);
+
 pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
     FETCHES.iter().find(|f| f.name == name)
 }
@@ -849,6 +857,12 @@ pub(crate) fn parse_prefix_with(
             msg: "missing fetch method".into(),
         });
     }
+    if def.is_none()
+        && let Some(name) = fkw.strip_prefix("lua.")
+        && super::script::has_fetch(name)
+    {
+        return lua_fetch(s, name, kw_end, label);
+    }
     let def = match def.or_else(|| find_fetch(fkw)) {
         Some(d) => d,
         None => {
@@ -919,6 +933,40 @@ pub(crate) fn parse_prefix_with(
         convs.push(conv);
     }
     Ok((SampleExpr { fetch, convs, def }, pos))
+}
+
+/// `lua.<name>[(args)][,conv…]`: a registered Lua fetch takes its arguments as strings.
+fn lua_fetch(
+    s: &str,
+    name: &str,
+    kw_end: usize,
+    label: Label<'_>,
+) -> Result<(SampleExpr, usize), ParseErr> {
+    let mut pos = kw_end;
+    let mut args = Vec::new();
+    if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
+        let (a, next) = split_args(s, pos + 1).map_err(|m| ParseErr {
+            msg: format!("fetch method 'lua.{name}' : {m}"),
+        })?;
+        args = a;
+        pos = next;
+    }
+    // The converters after it parse as after any fetch.
+    let rest = s.get(pos..).unwrap_or("");
+    let (tail, end) = parse_prefix_with(&format!("always_true{rest}"), None, label)?;
+    let fetch = Fetch::Lua {
+        name: name.to_string(),
+        args,
+    };
+    let used = end.saturating_sub("always_true".len());
+    Ok((
+        SampleExpr {
+            fetch,
+            convs: tail.convs,
+            def: &LUA_FETCH,
+        },
+        pos + used,
+    ))
 }
 
 /// Split `a,b)` starting at `start` (just after `(`) into arguments; returns them and the offset
@@ -1489,6 +1537,7 @@ impl SampleExpr {
         use SampleValue::*;
         let s = |v: &'a str| Some(Str(Cow::Borrowed(v)));
         match &self.fetch {
+            Fetch::Lua { name, args } => super::script::host()?.fetch(name, args, ctx),
             Fetch::AlwaysTrue => Some(Bool(true)),
             Fetch::AlwaysFalse => Some(Bool(false)),
             Fetch::Src => Some(Ip(ctx.src.ip())),

@@ -188,6 +188,16 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             return None;
         }
     }
+    let kind = if kw == "http-request" {
+        crate::ana::script::Kind::HttpReq
+    } else {
+        crate::ana::script::Kind::HttpRes
+    };
+    if let Some(name) = action.strip_prefix("lua.")
+        && let Some(nargs) = crate::ana::script::action(kind, name)
+    {
+        return lua_rule(p, args, kw, nargs);
+    }
     // `set-var(<name>)`-style actions are listed as `set-var(*)`.
     let listed = match action.split_once('(') {
         Some((a, _)) => format!("{a}(*)"),
@@ -196,6 +206,8 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
     if !actions.contains(&listed.as_str()) {
         let list = actions
             .iter()
+            .map(|a| a.to_string())
+            .chain(crate::ana::script::listed_actions(kind))
             .map(|a| format!("'{a}'"))
             .collect::<Vec<_>>()
             .join(", ");
@@ -508,6 +520,44 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
     })
 }
 
+/// `http-request|http-response lua.<name>`: as HAProxy, exactly `nargs` words are the
+/// script's arguments (whatever they say), then the optional condition.
+fn lua_rule(p: &mut P, args: &[String], kw: &str, nargs: usize) -> Option<HttpRequestRule> {
+    let action = arg(args, 1);
+    let mut script_args = Vec::with_capacity(nargs);
+    for i in 2..2 + nargs {
+        match args.get(i).filter(|a| !a.is_empty()) {
+            Some(a) => script_args.push(a.clone()),
+            None => {
+                let d = p.desc();
+                p.alert(format!(
+                    "error detected in {d} while parsing '{kw} {action}' rule : expect {nargs} arguments."
+                ));
+                return None;
+            }
+        }
+    }
+    let at = 2 + nargs;
+    let cond = match args.get(at).map(String::as_str) {
+        None => None,
+        Some("if" | "unless") => Some(cond(p, args, at)),
+        Some(other) => {
+            p.c.alert_tight(format!(
+                "'{kw} {action}' expects either 'if' or 'unless' followed by a condition but found '{other}'."
+            ));
+            return None;
+        }
+    };
+    Some(HttpRequestRule {
+        action: HttpRequestAction::Lua {
+            name: action.trim_start_matches("lua.").to_string(),
+            args: script_args,
+        },
+        cond,
+        loc: p.c.loc.clone(),
+    })
+}
+
 fn parse_redirect(args: &[String], i: &mut usize) -> Result<HttpRequestAction, String> {
     let mut target: Option<(RedirectKind, String)> = None;
     let mut code = 302u16;
@@ -676,6 +726,29 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                         return;
                     }
                 },
+                lua if !connection
+                    && let Some(nargs) = lua
+                        .strip_prefix("lua.")
+                        .and_then(|n| crate::ana::script::action(crate::ana::script::Kind::TcpReq, n)) =>
+                {
+                    let mut script_args = Vec::with_capacity(nargs);
+                    for i in 3..3 + nargs {
+                        match args.get(i).filter(|a| !a.is_empty()) {
+                            Some(a) => script_args.push(a.clone()),
+                            None => {
+                                p.alert(format!(
+                                    "'tcp-request {sub} {lua}' : expect {nargs} arguments in {desc}"
+                                ));
+                                return;
+                            }
+                        }
+                    }
+                    at = 3 + nargs;
+                    TcpRequestAction::Lua {
+                        name: lua.trim_start_matches("lua.").to_string(),
+                        args: script_args,
+                    }
+                }
                 other => {
                     p.alert(format!(
                         "'tcp-request {sub}' expects 'accept' or 'reject' in {desc} (got '{other}')."

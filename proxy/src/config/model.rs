@@ -228,6 +228,8 @@ pub struct Tune {
     pub ssl_default_dh_param: Option<u32>,
     /// The warning about finite-field DHE settings was given.
     pub dhe_warned: bool,
+    /// `tune.lua.*`.
+    pub lua: crate::ana::script::Tune,
 }
 
 /// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.
@@ -652,6 +654,11 @@ pub enum RedirectKind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpRequestAction {
+    /// `lua.<name> [args…]`: an action a `lua-load`ed script registered (`core.register_action`).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     /// value is a log-format string
     SetHeader {
         name: String,
@@ -856,6 +863,11 @@ pub enum TcpRequestAction {
     /// `tcp-request connection expect-proxy layer4` (not final): the connection starts with a
     /// PROXY protocol header, as on an `accept-proxy` bind.
     ExpectProxy,
+    /// `tcp-request content lua.<name> [args…]` (not final unless the script ends the session).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
 }
 
 /// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).

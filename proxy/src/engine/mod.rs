@@ -218,6 +218,15 @@ pub fn start_with<S: Service>(
         certs,
         handover: handover::Registry::new(exported),
     });
+    // Lines Lua scripts log reach the loggers of their proxy (or of `global`).
+    let weak = Arc::downgrade(&shared);
+    crate::lua::set_log_sink(Box::new(move |px, level, line| {
+        if let Some(s) = weak.upgrade() {
+            let px = px.and_then(|n| s.model.proxies.iter().find(|p| p.name == n));
+            s.log
+                .script(px.map(|p| &**p), &s.model.cfg.global.logs, level, line);
+        }
+    }));
     if admin.iter().any(|a| a.expose_fd) {
         shared.handover.exportable.store(true, Ordering::SeqCst);
     }

@@ -156,7 +156,7 @@ fn idle_conn(
         }
         // A connection that began with this client's PROXY header is never shared.
         if reuse != HttpReuse::Never && !own_srv.cfg.opts.send_proxy.enabled() {
-            pool::put(own_srv.addr(), conn);
+            pool::put(&*own_srv, conn);
         }
     }
     let may_share = match reuse {
@@ -166,5 +166,5 @@ fn idle_conn(
         HttpReuse::Always | HttpReuse::Aggressive => true,
     };
     // Not taken at all unless it may be used: a take-then-drop would close it.
-    may_share.then(|| pool::take(srv.addr())).flatten()
+    may_share.then(|| pool::take(&**srv)).flatten()
 }

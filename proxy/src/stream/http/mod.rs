@@ -158,7 +158,7 @@ pub async fn run_tracked<F: Front>(
             && !s.shared.stopping.load(Ordering::Acquire)
             && !srv.cfg.opts.send_proxy.enabled()
         {
-            pool::put(srv.addr(), conn);
+            pool::put(&*srv, conn);
         }
     }
 }

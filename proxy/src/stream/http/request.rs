@@ -282,6 +282,17 @@ impl<F: Front> Session<F> {
                     errors::with_connection(&page, tx.conn_hdr(!keep)),
                 ))
             }
+            // A Lua action's `txn:done([reply])`: its reply, or a close without any.
+            Verdict::Reply { status, bytes } if bytes.is_empty() => Some(Reply {
+                status,
+                bytes,
+                term: *b"LR",
+                keep: false,
+            }),
+            Verdict::Reply { status, bytes } => Some(reply(
+                status,
+                errors::with_connection(&bytes, tx.conn_hdr(!keep)),
+            )),
             Verdict::Return {
                 status,
                 content_type,
