@@ -698,6 +698,18 @@ impl Session {
                 } else {
                     bytes
                 };
+                // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
+                let (out, now) = (
+                    crate::log::htx::reply_size(&bytes),
+                    self.shared.model.now_ms(),
+                );
+                crate::stick::count_end(
+                    [Some(&self.sess), Some(&strm)],
+                    (term == *b"PR").then_some(status),
+                    log.bytes_in,
+                    out,
+                    now,
+                );
                 return self
                     .local_reply(log, status, bytes, term, start, keep)
                     .await;
@@ -755,6 +767,14 @@ impl Session {
             )
             .await;
         log.total = start.elapsed();
+        let now = self.shared.model.now_ms();
+        crate::stick::count_end(
+            [Some(&self.sess), Some(&strm)],
+            log.status,
+            log.bytes_in,
+            log.bytes_out,
+            now,
+        );
         // The server's slot is released already (`exchange_on`): the backend's goes here.
         let end = End {
             count_bytes: true,

@@ -20,7 +20,7 @@ use super::wire::{self, EntryData, Value};
 use crate::config::model::{PeersSection, StickKey};
 use crate::engine::Shared;
 use crate::engine::service::SessionFuture;
-use crate::stick::{Entry, FreqCtr, Table};
+use crate::stick::{Entry, FreqCtr, SERVER_ID, StickData, Table, Val};
 
 /// HAProxy's PEER_HEARTBEAT_TIMEOUT and PEER_RECONNECT_TIMEOUT.
 const HEARTBEAT: Duration = Duration::from_secs(3);
@@ -99,40 +99,12 @@ fn synced_tables(shared: &Shared, s: &PeersSection) -> Vec<(Arc<Table>, LocalTab
         .collect()
 }
 
-/// Data types portcullis stores, by HAProxy's numbers.
-const CONN_CNT: u32 = 4;
-const CONN_RATE: u32 = 5;
-const CONN_CUR: u32 = 6;
-const SESS_CNT: u32 = 7;
-const SESS_RATE: u32 = 8;
-const HTTP_REQ_CNT: u32 = 9;
-const HTTP_REQ_RATE: u32 = 10;
-
 fn local_table(name: &str, t: &Table) -> LocalTable {
     let st = &t.store;
-    let mut data = 0u64;
-    let mut periods = Vec::new();
-    let mut bit = |on: bool, dt: u32| {
-        if on {
-            data |= 1 << dt;
-        }
-    };
-    bit(st.conn_cnt, CONN_CNT);
-    bit(st.conn_rate.is_some(), CONN_RATE);
-    bit(st.conn_cur, CONN_CUR);
-    bit(st.sess_cnt, SESS_CNT);
-    bit(st.sess_rate.is_some(), SESS_RATE);
-    bit(st.http_req_cnt, HTTP_REQ_CNT);
-    bit(st.http_req_rate.is_some(), HTTP_REQ_RATE);
-    for (dt, p) in [
-        (CONN_RATE, st.conn_rate),
-        (SESS_RATE, st.sess_rate),
-        (HTTP_REQ_RATE, st.http_req_rate),
-    ] {
-        if let Some(p) = p {
-            periods.push((dt, p));
-        }
-    }
+    let periods = st
+        .types()
+        .filter_map(|d| Some((d.id(), st.period(d)?)))
+        .collect();
     let (key_type, key_len) = match t.key {
         StickKey::Ip => (wire::KEY_IPV4, 4),
         StickKey::Ipv6 => (wire::KEY_IPV6, 16),
@@ -141,46 +113,44 @@ fn local_table(name: &str, t: &Table) -> LocalTable {
         name: name.to_string(),
         key_type,
         key_len,
-        data,
+        data: u64::from(st.mask()),
         periods,
         expire_ms: t.expire_ms.unwrap_or(0),
     }
 }
 
-/// An entry as an update carries it.
-fn entry_data(t: &LocalTable, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
+/// An entry as an update carries it: every type the table stores, in number order.
+fn entry_data(t: &Table, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
     let key = match key {
         IpAddr::V4(v4) => v4.octets().to_vec(),
         IpAddr::V6(v6) => v6.octets().to_vec(),
     };
-    let freq = |f: &FreqCtr| {
-        let (tick, curr, prev) = f.parts();
-        Value::Freq {
-            age_ms: u32::try_from(now.saturating_sub(tick)).unwrap_or(u32::MAX),
-            curr,
-            prev,
-        }
-    };
+    let st = &t.store;
     let mut values = Vec::new();
-    for dt in CONN_CNT..=HTTP_REQ_RATE {
-        if t.data & (1 << dt) == 0 {
-            continue;
-        }
-        let v = match dt {
-            CONN_CNT => Value::Int(u64::from(e.conn_cnt)),
-            CONN_RATE => freq(&e.conn_rate),
-            CONN_CUR => Value::Int(u64::from(e.conn_cur)),
-            SESS_CNT => Value::Int(u64::from(e.sess_cnt)),
-            SESS_RATE => freq(&e.sess_rate),
-            HTTP_REQ_CNT => Value::Int(u64::from(e.http_req_cnt)),
-            _ => freq(&e.http_req_rate),
+    if st.has_server_id() {
+        let id = e.server.as_ref().map_or(0, |(id, _)| *id);
+        values.push((SERVER_ID, Value::Int(u64::from(id))));
+    }
+    for d in st.types() {
+        let v = match e.raw(st, d) {
+            Some(Val::Freq(f)) => {
+                let (tick, curr, prev) = f.parts();
+                Value::Freq {
+                    age_ms: u32::try_from(now.saturating_sub(tick)).unwrap_or(u32::MAX),
+                    curr,
+                    prev,
+                }
+            }
+            Some(Val::Int(i)) => Value::Int(i),
+            None => Value::Int(0),
         };
-        values.push((dt, v));
+        values.push((d.id(), v));
     }
     EntryData { key, values }
 }
 
-/// Applies what a peer sent about one entry.
+/// Applies what a peer sent about one entry: the types both sides store, except `conn_cur`
+/// (this process' connections only, HAProxy's `is_local`).
 fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
     let key = match d.key.len() {
         4 => IpAddr::from([d.key[0], d.key[1], d.key[2], d.key[3]]),
@@ -194,32 +164,29 @@ fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
     let st = table.store;
     table.apply_remote(key, expire.map(u64::from), now, |e| {
         for (dt, v) in &d.values {
-            let f = |v: &Value| match *v {
-                Value::Freq { age_ms, curr, prev } => Some(FreqCtr::from_parts(
+            if *dt == SERVER_ID {
+                // A stick rule's server, known by its id (HAProxy sends the name apart).
+                if let Value::Int(id) = *v
+                    && let Ok(id) = u32::try_from(id)
+                    && id != 0
+                    && e.server.as_ref().is_none_or(|(i, _)| *i != id)
+                {
+                    e.server = Some((id, Arc::from("")));
+                }
+                continue;
+            }
+            let Some(data) = StickData::from_id(*dt).filter(|x| *x != StickData::ConnCur) else {
+                continue;
+            };
+            let v = match *v {
+                Value::Freq { age_ms, curr, prev } => Val::Freq(FreqCtr::from_parts(
                     now.saturating_sub(u64::from(age_ms)),
                     curr,
                     prev,
                 )),
-                Value::Int(_) => None,
+                Value::Int(i) => Val::Int(i),
             };
-            let int = |v: &Value| match *v {
-                Value::Int(i) => Some(u32::try_from(i).unwrap_or(u32::MAX)),
-                Value::Freq { .. } => None,
-            };
-            match *dt {
-                CONN_CNT if st.conn_cnt => e.conn_cnt = int(v).unwrap_or(e.conn_cnt),
-                CONN_RATE if st.conn_rate.is_some() => e.conn_rate = f(v).unwrap_or(e.conn_rate),
-                SESS_CNT if st.sess_cnt => e.sess_cnt = int(v).unwrap_or(e.sess_cnt),
-                SESS_RATE if st.sess_rate.is_some() => e.sess_rate = f(v).unwrap_or(e.sess_rate),
-                HTTP_REQ_CNT if st.http_req_cnt => {
-                    e.http_req_cnt = int(v).unwrap_or(e.http_req_cnt)
-                }
-                HTTP_REQ_RATE if st.http_req_rate.is_some() => {
-                    e.http_req_rate = f(v).unwrap_or(e.http_req_rate)
-                }
-                // conn_cur counts this process' connections only (HAProxy's `is_local`).
-                _ => {}
-            }
+            e.set_raw(&st, data, v);
         }
     });
 }
@@ -625,13 +592,13 @@ async fn converse(
                     continue;
                 }
                 let now = crate::clock::clock_ms();
-                for (i, (t, lt)) in sec.tables.iter().enumerate() {
+                for (i, (t, _)) in sec.tables.iter().enumerate() {
                     let mark = t.seq();
                     if mark <= pushed[i] {
                         continue;
                     }
                     for (k, e) in t.changed_since(pushed[i], now) {
-                        s.push_update(i, &entry_data(lt, &k, &e, now), None);
+                        s.push_update(i, &entry_data(t, &k, &e, now), None);
                     }
                     pushed[i] = mark;
                 }
@@ -688,13 +655,13 @@ async fn converse(
 /// A full resync for the remote peer: every live entry of every table, with its remaining
 /// lifetime (HAProxy's teaching stages use timed updates).
 fn teach_all(sec: &SectionRt, s: &mut Session, pushed: &mut [u64], now: u64) {
-    for (i, (t, lt)) in sec.tables.iter().enumerate() {
+    for (i, (t, _)) in sec.tables.iter().enumerate() {
         let mark = t.seq();
         for (k, e) in t.entries(now) {
             let life = t
                 .expire_ms
                 .map(|_| u32::try_from(e.expire_at.saturating_sub(now)).unwrap_or(u32::MAX));
-            s.push_update(i, &entry_data(lt, &k, &e, now), life);
+            s.push_update(i, &entry_data(t, &k, &e, now), life);
         }
         if let Some(p) = pushed.get_mut(i) {
             *p = mark;
