@@ -120,13 +120,19 @@ fn peers_sections_check_like_haproxy() {
 
 /// One HTTP/1.0 request from `src` (a 127/8 address): the status line.
 fn request_from(src: IpAddr, to: SocketAddr) -> String {
+    request_path(src, to, "/")
+}
+
+/// [`request_from`] for `path`.
+fn request_path(src: IpAddr, to: SocketAddr, path: &str) -> String {
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     sock.bind(&SocketAddr::new(src, 0).into()).unwrap();
     sock.connect_timeout(&to.into(), Duration::from_secs(5))
         .unwrap();
     let mut s: TcpStream = sock.into();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out.lines().next().unwrap_or("").to_string()
@@ -138,10 +144,36 @@ fn peer_cfg(me: &str, sock: &Path, fe: u16, hap: u16, pc: u16) -> String {
         "global\n localpeer {me}\n stats socket {} level admin\n\
          defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
          peers mesh\n peer hap 127.0.0.1:{hap}\n peer pc 127.0.0.1:{pc}\n\
-         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
-         stick-table type ip size 1k expire 60s store conn_cnt,http_req_cnt,http_req_rate(10s) peers mesh\n",
+         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n\
+         http-request sc-inc-gpc0(0) if {{ path /inc }}\n http-request sc-set-gpt0(0) 7 if {{ path /gpt }}\n\
+         http-request deny if {{ path /deny }}\n http-request return status 200\n\
+         stick-table type ip size 1k expire 60s store gpt0,gpc0,conn_cnt,http_req_cnt,http_req_rate(10s),http_err_rate(10s),bytes_out_cnt peers mesh\n",
         sock.display()
     )
+}
+
+/// The line of `key` in `show table f` without the entry address and expiry; `rates`: with
+/// the rates (which fade, so two reads far apart differ).
+fn full_row(sock: &Path, key: &str, rates: bool) -> Option<String> {
+    let out = admin_cli(sock, "show table f");
+    out.lines()
+        .find(|l| l.contains(&format!(" key={key} ")))
+        .map(|l| {
+            l.split(' ')
+                .skip(1)
+                .filter(|w| !w.starts_with("exp=") && (rates || !w.contains("_rate(")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+/// Waits until both sides show `key` alike, and returns the row.
+fn same_row(a: &Path, b: &Path, key: &str, rates: bool, limit: Duration) -> Option<String> {
+    let ok = wait_until(limit, || {
+        let r = full_row(a, key, rates);
+        r.is_some() && r == full_row(b, key, rates)
+    });
+    ok.then(|| full_row(a, key, rates)).flatten()
 }
 
 /// The line of `key` in `show table f`, counters only (entry address and expiry dropped).
@@ -214,6 +246,31 @@ fn stick_tables_sync_with_haproxy() {
         row(&hap_sock, "127.0.0.21")
     );
 
+    // gpc0, gpt0, http_err_rate and bytes_out_cnt, each way.
+    let (c, d): (IpAddr, IpAddr) = ("127.0.0.23".parse().unwrap(), "127.0.0.24".parse().unwrap());
+    for (src, fe) in [(c, hap_fe), (d, pc_fe)] {
+        for path in ["/inc", "/inc", "/gpt"] {
+            assert!(request_path(src, lo(fe), path).contains("200"));
+        }
+        assert!(request_path(src, lo(fe), "/deny").contains("403"));
+    }
+    for key in ["127.0.0.23", "127.0.0.24"] {
+        let r = same_row(&hap_sock, &pc_sock, key, true, Duration::from_secs(10));
+        let r = r.unwrap_or_else(|| {
+            panic!(
+                "{key}: haproxy {:?}, portcullis {:?}",
+                full_row(&hap_sock, key, true),
+                full_row(&pc_sock, key, true)
+            )
+        });
+        assert!(
+            r.contains(" gpt0=7 gpc0=2 conn_cnt=4 http_req_cnt=4 http_req_rate(10000)=4 http_err_rate(10000)=1 bytes_out_cnt="),
+            "{key}: {r}"
+        );
+    }
+    let synced_c = full_row(&hap_sock, "127.0.0.23", false);
+    let synced_d = full_row(&hap_sock, "127.0.0.24", false);
+
     // `show peers`: HAProxy's layout, newest peer first, the session up.
     let heads = |out: &str| -> Vec<String> {
         out.lines()
@@ -231,7 +288,7 @@ fn stick_tables_sync_with_haproxy() {
     let shown = admin_cli(&pc_sock, "show peers");
     assert!(shown.contains(" id=mesh disabled=0 "), "{shown}");
     assert!(shown.contains("        shared tables:\n"), "{shown}");
-    assert!(shown.contains(" remote_data=0x610\n"), "{shown}");
+    assert!(shown.contains(" remote_data=0x9616\n"), "{shown}");
     assert_eq!(
         admin_cli(&pc_sock, "show peers nope"),
         admin_cli(&hap_sock, "show peers nope")
@@ -246,6 +303,14 @@ fn stick_tables_sync_with_haproxy() {
         row(&pc_sock, "127.0.0.21")
     );
     assert!(wait_row(&pc_sock, "127.0.0.22", want_b));
+    for (key, want) in [("127.0.0.23", &synced_c), ("127.0.0.24", &synced_d)] {
+        assert!(
+            wait_until(Duration::from_secs(10), || full_row(&pc_sock, key, false)
+                == *want),
+            "after restart, {key}: {:?} instead of {want:?}",
+            full_row(&pc_sock, key, false)
+        );
+    }
 
     // A restarted HAProxy asks portcullis for everything (after its own 5 s wait for a local
     // predecessor) and gets it.
@@ -257,6 +322,14 @@ fn stick_tables_sync_with_haproxy() {
         row(&hap_sock, "127.0.0.21")
     );
     assert!(wait_row(&hap_sock, "127.0.0.22", want_b));
+    for (key, want) in [("127.0.0.23", &synced_c), ("127.0.0.24", &synced_d)] {
+        assert!(
+            wait_until(Duration::from_secs(10), || full_row(&hap_sock, key, false)
+                == *want),
+            "haproxy after restart, {key}: {:?} instead of {want:?}",
+            full_row(&hap_sock, key, false)
+        );
+    }
     drop(pc);
     drop(hap);
 }
