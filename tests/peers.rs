@@ -422,6 +422,180 @@ fn tables_survive_reloads() {
     let _ = cur.wait();
 }
 
+/// One request from `src` that never panics (a load thread's): the status line, if any.
+fn try_request(src: IpAddr, to: SocketAddr, path: &str) -> Option<String> {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    sock.bind(&SocketAddr::new(src, 0).into()).ok()?;
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))
+        .ok()?;
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().map(str::to_string)
+}
+
+/// Five `-x -sf` reloads while a client keeps sending tracked requests: at each, once the
+/// old process is gone, the load pauses and `show table` must read what the client did (every
+/// answered request counted once, nothing lost in the hand-over) and the idle sources' rows
+/// must be those of the start.
+#[test]
+fn tables_survive_reloads_under_load() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = TempDir::new("peers-reload-load");
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n peer lb1 127.0.0.1:{peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request sc-inc-gpc0(0)\n\
+             http-request deny if {{ path /deny }}\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store gpc0,conn_cnt,http_req_cnt,http_req_rate(5m),http_err_cnt,bytes_out_cnt peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let start = |extra: &[String]| -> std::process::Child {
+        proxy::portcullis_command(
+            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+            &cfg,
+        )
+        .spawn()
+        .expect("start portcullis")
+    };
+    let mut cur = start(&[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    // Idle sources: what they leave must not move.
+    for (src, path) in [("127.0.0.36", "/"), ("127.0.0.37", "/deny")] {
+        let st = request_path(src.parse().unwrap(), lo(fe), path);
+        assert!(st.contains("200") || st.contains("403"), "{st}");
+    }
+    let idle = |rows: &[String]| -> Vec<String> {
+        rows.iter()
+            .filter(|r| !r.starts_with("127.0.0.35 "))
+            .cloned()
+            .collect()
+    };
+    assert!(wait_until(Duration::from_secs(10), || {
+        let rows = table_rows(&sock);
+        rows.len() == 2 && rows.iter().all(|r| r.contains(" use=0 "))
+    }));
+    let idle_want = idle(&table_rows(&sock));
+
+    // The load: one tracked request after another from 127.0.0.35, each on a new connection.
+    let (stop, pause, paused) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let load = {
+        let (stop, pause, paused) = (stop.clone(), pause.clone(), paused.clone());
+        let (ok, failed) = (ok.clone(), failed.clone());
+        let to = lo(fe);
+        std::thread::spawn(move || {
+            let src: IpAddr = "127.0.0.35".parse().unwrap();
+            while !stop.load(Ordering::SeqCst) {
+                if pause.load(Ordering::SeqCst) {
+                    paused.store(true, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                paused.store(false, Ordering::SeqCst);
+                match try_request(src, to, "/") {
+                    Some(l) if l.contains(" 200 ") => ok.fetch_add(1, Ordering::SeqCst),
+                    _ => failed.fetch_add(1, Ordering::SeqCst),
+                };
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    // Pauses the load and waits until its last request is released; the loaded row.
+    let quiesce = || -> Option<String> {
+        pause.store(true, Ordering::SeqCst);
+        assert!(wait_until(Duration::from_secs(10), || paused.load(Ordering::SeqCst)));
+        let mut last = None;
+        wait_until(Duration::from_secs(10), || {
+            let rows = table_rows(&sock);
+            last = rows.iter().find(|r| r.starts_with("127.0.0.35 ")).cloned();
+            last.as_deref().is_some_and(|r| r.contains(" use=0 "))
+        });
+        last
+    };
+    let field = |row: &str, name: &str| -> u64 {
+        row.split(' ')
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    for n in 1..=5 {
+        // Some traffic before the reload, and during it.
+        let before = ok.load(Ordering::SeqCst);
+        assert!(wait_until(Duration::from_secs(10), || ok
+            .load(Ordering::SeqCst)
+            >= before + 5));
+        let args = [
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.id().to_string(),
+        ];
+        let mut next = start(&args);
+        let gone = wait_until(Duration::from_secs(15), || {
+            cur.try_wait().ok().flatten().is_some()
+        });
+        assert!(gone, "reload {n}: the old process did not stop");
+        assert!(
+            next.try_wait().ok().flatten().is_none(),
+            "reload {n}: new process died"
+        );
+        cur = next;
+        let row = quiesce().unwrap_or_default();
+        let (done, lost) = (ok.load(Ordering::SeqCst), failed.load(Ordering::SeqCst));
+        // Every answered request is counted once; a request cut by the reload may or may not
+        // have been.
+        for name in [
+            "conn_cnt=",
+            "http_req_cnt=",
+            "gpc0=",
+            "http_req_rate(300000)=",
+        ] {
+            let v = field(&row, name);
+            assert!(
+                (done..=done + lost).contains(&v),
+                "reload {n}: {name}{v} for {done} answered ({lost} failed): {row}"
+            );
+        }
+        assert_eq!(field(&row, "http_err_cnt="), 0, "{row}");
+        let per = field(&row, "bytes_out_cnt=") / field(&row, "http_req_cnt=").max(1);
+        assert_eq!(
+            field(&row, "bytes_out_cnt="),
+            per * field(&row, "http_req_cnt="),
+            "every answer has the same size: {row}"
+        );
+        assert_eq!(idle(&table_rows(&sock)), idle_want, "reload {n}");
+        // Identical while nothing moves.
+        std::thread::sleep(Duration::from_millis(200));
+        let again = table_rows(&sock);
+        assert!(again.contains(&row), "reload {n}: {again:?} vs {row}");
+        pause.store(false, Ordering::SeqCst);
+    }
+    stop.store(true, Ordering::SeqCst);
+    load.join().expect("load thread");
+    assert!(ok.load(Ordering::SeqCst) >= 25);
+    let _ = cur.kill();
+    let _ = cur.wait();
+}
+
 /// Two portcullis processes sharing a `peers` section's own table (`table t`, tracked as
 /// `mesh/t`, named `t` on the wire): updates go both ways.
 #[test]

@@ -33,6 +33,8 @@ const PUSH_EVERY: Duration = Duration::from_millis(100);
 /// one through the local peer before it leaves.
 static HANDOVER_PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 const HANDOVER_LIMIT: Duration = Duration::from_secs(5);
+/// How long a stopping process keeps pushing what its last sessions change.
+const DRAIN_LIMIT: Duration = Duration::from_secs(4);
 
 /// True while a stopping process is still handing its stick tables over.
 pub fn handover_pending() -> bool {
@@ -149,44 +151,121 @@ fn entry_data(t: &Table, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
     EntryData { key, values }
 }
 
-/// Applies what a peer sent about one entry: the types both sides store, except `conn_cur`
-/// (this process' connections only, HAProxy's `is_local`).
-fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
-    let key = match d.key.len() {
-        4 => IpAddr::from([d.key[0], d.key[1], d.key[2], d.key[3]]),
+fn entry_key(d: &EntryData) -> Option<IpAddr> {
+    match d.key.len() {
+        4 => Some(IpAddr::from([d.key[0], d.key[1], d.key[2], d.key[3]])),
         16 => {
             let mut b = [0u8; 16];
             b.copy_from_slice(&d.key);
-            IpAddr::from(b)
+            Some(IpAddr::from(b))
         }
-        _ => return,
+        _ => None,
+    }
+}
+
+/// A received value as stored (a rate's period start is rebuilt from its age).
+fn to_val(v: &Value, now: u64) -> Val {
+    match *v {
+        Value::Freq { age_ms, curr, prev } => Val::Freq(FreqCtr::from_parts(
+            now.saturating_sub(u64::from(age_ms)),
+            curr,
+            prev,
+        )),
+        Value::Int(i) => Val::Int(i),
+    }
+}
+
+/// The server id an update carries, to store if it differs.
+fn apply_server_id(e: &mut Entry, v: &Value) {
+    // A stick rule's server, known by its id (HAProxy sends the name apart).
+    if let Value::Int(id) = *v
+        && let Ok(id) = u32::try_from(id)
+        && id != 0
+        && e.server.as_ref().is_none_or(|(i, _)| *i != id)
+    {
+        e.server = Some((id, Arc::from("")));
+    }
+}
+
+/// Applies what a peer sent about one entry: the types both sides store, except `conn_cur`
+/// (this process' connections only, HAProxy's `is_local`).
+fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
+    let Some(key) = entry_key(d) else {
+        return;
     };
     let st = table.store;
     table.apply_remote(key, expire.map(u64::from), now, |e| {
         for (dt, v) in &d.values {
             if *dt == SERVER_ID {
-                // A stick rule's server, known by its id (HAProxy sends the name apart).
-                if let Value::Int(id) = *v
-                    && let Ok(id) = u32::try_from(id)
-                    && id != 0
-                    && e.server.as_ref().is_none_or(|(i, _)| *i != id)
-                {
-                    e.server = Some((id, Arc::from("")));
-                }
+                apply_server_id(e, v);
                 continue;
             }
             let Some(data) = StickData::from_id(*dt).filter(|x| *x != StickData::ConnCur) else {
                 continue;
             };
-            let v = match *v {
-                Value::Freq { age_ms, curr, prev } => Val::Freq(FreqCtr::from_parts(
-                    now.saturating_sub(u64::from(age_ms)),
-                    curr,
-                    prev,
-                )),
-                Value::Int(i) => Val::Int(i),
+            e.set_raw(&st, data, to_val(v, now));
+        }
+    });
+}
+
+/// Applies an update from the previous process during a reload, which counts on while this
+/// one does: counters take what it counted since its last update for the key (`last`) on top
+/// of this process' own counts, so no request of either is lost. An entry this process has
+/// not counted on yet simply takes the values.
+fn apply_handover(
+    table: &Table,
+    d: &EntryData,
+    expire: Option<u32>,
+    now: u64,
+    last: &mut HashMap<Vec<u8>, EntryData>,
+) {
+    let Some(key) = entry_key(d) else {
+        return;
+    };
+    let prev = last.insert(d.key.clone(), d.clone());
+    table.apply_merge(key, expire.map(u64::from), now, |e, st, local| {
+        for (dt, v) in &d.values {
+            if *dt == SERVER_ID {
+                apply_server_id(e, v);
+                continue;
+            }
+            let Some(data) = StickData::from_id(*dt).filter(|x| *x != StickData::ConnCur) else {
+                continue;
             };
-            e.set_raw(&st, data, v);
+            let before = prev
+                .as_ref()
+                .and_then(|p| p.values.iter().find(|(t, _)| t == dt))
+                .map(|(_, v)| to_val(v, now));
+            if prev.is_none() && !local {
+                e.set_raw(st, data, to_val(v, now));
+                continue;
+            }
+            let p = st.period(data).unwrap_or(1);
+            match (to_val(v, now), before) {
+                // A tag: the previous process' new value, if it changed it.
+                (Val::Int(x), b) if data == StickData::Gpt0 => {
+                    if b != Some(Val::Int(x)) {
+                        e.set_raw(st, data, Val::Int(x));
+                    }
+                }
+                (Val::Int(x), b) => {
+                    let base = match b {
+                        Some(Val::Int(y)) => y,
+                        _ => 0,
+                    };
+                    e.add(st, data, x.saturating_sub(base));
+                }
+                (Val::Freq(f), b) => {
+                    let base = match b {
+                        Some(Val::Freq(g)) => g.read(now, p),
+                        _ => 0,
+                    };
+                    let n = f.read(now, p).saturating_sub(base);
+                    if n > 0 {
+                        e.hit(st, data, now, u64::from(n));
+                    }
+                }
+            }
         }
     });
 }
@@ -395,6 +474,20 @@ async fn hand_over(sec: &SectionRt, addr: SocketAddr) {
                 Event::Established(_) if !taught => {
                     taught = true;
                     teach_all(sec, &mut s, &mut pushed, crate::clock::clock_ms());
+                    // The sessions still running here count on: push what they change until
+                    // they are done (bounded), then say the resync is over.
+                    let until = tokio::time::Instant::now() + DRAIN_LIMIT;
+                    loop {
+                        if s.has_output() && stream.write_all(&s.take_output()).await.is_err() {
+                            return;
+                        }
+                        let drained = sec.shared.sessions.load(Ordering::Acquire) == 0;
+                        push_changes(sec, &mut s, &mut pushed, crate::clock::clock_ms());
+                        if drained || tokio::time::Instant::now() >= until {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                     s.resync_finished();
                 }
                 Event::ResyncConfirm => {
@@ -492,6 +585,8 @@ async fn converse(
     let peer = s.peer().map(str::to_string);
     // Change numbers already pushed, per table: 0 pushes every local change at first.
     let mut pushed = vec![0u64; sec.tables.len()];
+    // Per table, the last values the previous process of a reload sent per key.
+    let mut handover_last: HashMap<usize, HashMap<Vec<u8>, EntryData>> = HashMap::new();
     let mut buf = vec![0u8; 16384];
     let mut tick = tokio::time::interval(PUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -546,7 +641,13 @@ async fn converse(
                         }
                         Event::Update { table, expire, entry } => {
                             if let Some((t, _)) = sec.tables.get(table) {
-                                apply(t, &entry, expire, now);
+                                // The previous process of a reload (our own name).
+                                if s.peer() == Some(sec.local.as_str()) {
+                                    let last = handover_last.entry(table).or_default();
+                                    apply_handover(t, &entry, expire, now, last);
+                                } else {
+                                    apply(t, &entry, expire, now);
+                                }
                             }
                         }
                         Event::ResyncRequest => {
@@ -592,16 +693,7 @@ async fn converse(
                     continue;
                 }
                 let now = crate::clock::clock_ms();
-                for (i, (t, _)) in sec.tables.iter().enumerate() {
-                    let mark = t.seq();
-                    if mark <= pushed[i] {
-                        continue;
-                    }
-                    for (k, e) in t.changed_since(pushed[i], now) {
-                        s.push_update(i, &entry_data(t, &k, &e, now), None);
-                    }
-                    pushed[i] = mark;
-                }
+                push_changes(&sec, &mut s, &mut pushed, now);
                 if last_hb.elapsed() >= HEARTBEAT {
                     last_hb = tokio::time::Instant::now();
                     s.heartbeat();
@@ -649,6 +741,23 @@ async fn converse(
         if !sec.busy(name) {
             sec.status(name, |st| st.active = false);
         }
+    }
+}
+
+/// Pushes the entries changed locally since the change numbers in `pushed`.
+fn push_changes(sec: &SectionRt, s: &mut Session, pushed: &mut [u64], now: u64) {
+    for (i, (t, _)) in sec.tables.iter().enumerate() {
+        let Some(done) = pushed.get_mut(i) else {
+            continue;
+        };
+        let mark = t.seq();
+        if mark <= *done {
+            continue;
+        }
+        for (k, e) in t.changed_since(*done, now) {
+            s.push_update(i, &entry_data(t, &k, &e, now), None);
+        }
+        *done = mark;
     }
 }
 

@@ -574,6 +574,29 @@ impl Table {
         Some(r)
     }
 
+    /// Merges what the previous process (a reload's local peer) says about `key` into the
+    /// entry this process may already count on: `f` gets the entry and whether it changed
+    /// locally; the result is a local change (pushed to remote peers).
+    pub fn apply_merge(
+        &self,
+        key: IpAddr,
+        expire_ms: Option<u64>,
+        now: u64,
+        f: impl FnOnce(&mut Entry, &Store, bool),
+    ) {
+        let Some(key) = self.key_of(key) else {
+            return;
+        };
+        let life = expire_ms.or(self.expire_ms);
+        self.with_entry(key, now, |e| {
+            f(e, &self.store, e.upd > 0);
+            if let Some(x) = life {
+                e.expire_at = e.expire_at.max(now.saturating_add(x));
+            }
+            self.mark(e);
+        });
+    }
+
     /// `track-scN`: holds `ip`'s entry and counts a connection on it (`conn_cnt`, `conn_cur`,
     /// `conn_rate`), as HAProxy's `stream_track_stkctr`. None when `ip` is no key of this table
     /// or the table is full.
