@@ -187,6 +187,18 @@ fn apply_server_id(e: &mut Entry, v: &Value) {
     }
 }
 
+/// The XDP per-source map mirrors a table's `conn_rate`: it gets what a peer taught.
+fn seed_xdp(t: &Table, d: &EntryData, now: u64) {
+    if !t.store.has(StickData::ConnRate) {
+        return;
+    }
+    if let Some(key) = entry_key(d)
+        && let Some(Val::Freq(f)) = t.raw(key, StickData::ConnRate, now)
+    {
+        crate::kernel::xdp::seed_conn_rate(&t.name, key, &f, now);
+    }
+}
+
 /// Applies what a peer sent about one entry: the types both sides store, except `conn_cur`
 /// (this process' connections only, HAProxy's `is_local`).
 fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
@@ -648,6 +660,7 @@ async fn converse(
                                 } else {
                                     apply(t, &entry, expire, now);
                                 }
+                                seed_xdp(t, &entry, now);
                             }
                         }
                         Event::ResyncRequest => {

@@ -632,6 +632,16 @@ impl Table {
         })
     }
 
+    /// The stored value of `d` for `ip`'s live entry, raw, without creating one.
+    pub fn raw(&self, ip: IpAddr, d: StickData, now: u64) -> Option<Val> {
+        let key = self.key_of(ip)?;
+        let shard = lock(self.shard(&key));
+        shard
+            .get(&key)
+            .filter(|e| !self.expired(e, now))
+            .and_then(|e| e.raw(&self.store, d))
+    }
+
     /// The server `ip` sticks to (`stick match`), without creating an entry.
     pub fn stuck_server(&self, ip: IpAddr, now: u64) -> Option<(u32, Arc<str>)> {
         let key = self.key_of(ip)?;
