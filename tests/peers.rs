@@ -86,6 +86,15 @@ const CASES: &[&str] = &[
     "peers p\n peer lb1 127.0.0.1:10000\nbackend b\n stick-table type ip size 1k peers\n",
     "peers p\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2\n peer\n",
     "peers p\n peer lb1 127.0.0.1:10000\n table t type ip size 1k store gpc0,conn_cnt expire 30s\nbackend b\n stick-table type ip size 1k peers p store gpc0\n",
+    // The stick counter actions (in frontend `f`).
+    " stick-table type ip size 1k store gpc0,gpc1,gpt0,gpc0_rate(10s),http_err_rate(1m),bytes_in_cnt,server_id\n tcp-request connection sc-set-gpt0(0) 3\n tcp-request content sc-inc-gpc0(0)\n http-request sc-inc-gpc0\n http-request sc-inc-gpc1(2)\n http-request sc-set-gpt0(1) 5\n http-request sc-set-gpt0(0) src_conn_cnt\n",
+    " stick-table type ip size 1k store gpc0\n http-request sc-inc-gpc0(3)\n",
+    " stick-table type ip size 1k store gpc0\n http-request sc-inc-gpc0(x)\n",
+    " stick-table type ip size 1k store gpt0\n http-request sc-set-gpt0(4) 5\n",
+    " stick-table type ip size 1k store gpt0\n http-request sc-set-gpt0(0) foo(\n",
+    " stick-table type ip size 1k store gpc0\n tcp-request connection sc-inc-gpc0(3)\n",
+    " stick-table type ip size 1k store gpc0_rate\n",
+    " stick-table type ip size 1k store bytes_out_rate(x)\n",
 ];
 
 #[test]

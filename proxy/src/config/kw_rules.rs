@@ -460,6 +460,10 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             }
             Err(e) => {
                 p.alert(format!("{head} {e}."));
+                // HAProxy stops reading here (`ERR_ABORT`).
+                if let Some(d) = p.c.diags.last_mut() {
+                    d.abort = true;
+                }
                 return None;
             }
         },
@@ -672,8 +676,9 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                         len: len as usize,
                     }
                 }
-                t @ ("sc-inc-gpc0" | "sc-inc-gpc1" | "sc-set-gpt0")
-                    if t.len() == 11 || t.as_bytes().get(11) == Some(&b'(') =>
+                t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0"]
+                    .iter()
+                    .any(|v| t.strip_prefix(v).is_some_and(|r| r.is_empty() || r.starts_with('('))) =>
                 {
                     // An expression is HTTP-only here (HAProxy 2.6 fails on it otherwise).
                     match parse_sc_action(args, 2, false) {
@@ -681,8 +686,9 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                             at = next;
                             TcpRequestAction::Sc(a)
                         }
+                        // HAProxy prints the action's message alone here.
                         Err(e) => {
-                            p.alert(format!("'tcp-request {sub} {t}' : {e}."));
+                            p.alert(e);
                             return;
                         }
                     }
