@@ -329,3 +329,43 @@ fn new_data_types_match_haproxy() {
         assert_eq!(g, w);
     }
 }
+
+/// `tcp-request connection|content` `sc-inc-gpc0`, `sc-inc-gpc1` and `sc-set-gpt0` in `mode
+/// tcp`, and the bytes of the stream: the same `show table` as HAProxy 2.6.
+#[test]
+fn tcp_sc_actions_and_bytes_match_haproxy() {
+    let dir = TempDir::new("stick-tcp-sc");
+    let echo = TcpEcho::start(lo(free_port())).unwrap();
+    let run = |bin: &str| -> Option<String> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    stick-table type ip size 1k expire 30s store gpt0,gpc0,gpc0_rate(10s),conn_cnt,bytes_in_cnt,bytes_out_cnt,gpc1\n    tcp-request connection track-sc0 src\n    tcp-request connection sc-inc-gpc0(0)\n    tcp-request content sc-inc-gpc1\n    tcp-request content sc-set-gpt0(0) 9\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+            sock.display(),
+            echo.addr()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        // The harness' readiness probe connected once from 127.0.0.1: use another source.
+        let src: IpAddr = "127.0.0.7".parse().unwrap();
+        for _ in 0..3 {
+            assert!(echoes(src, lo(port)));
+        }
+        let done = |s: &str| s.contains("key=127.0.0.7 use=0") && s.contains("bytes_out_cnt=12");
+        wait_until(Duration::from_secs(3), || {
+            done(&cli(&sock, "show table fe"))
+        });
+        Some(mask(&cli(&sock, "show table fe key 127.0.0.7")))
+    };
+    let Some(want) = run("haproxy") else { return };
+    assert!(
+        want.contains(
+            "gpt0=9 gpc0=3 gpc0_rate(10000)=3 conn_cnt=3 bytes_in_cnt=12 bytes_out_cnt=12 gpc1=3"
+        ),
+        "{want}"
+    );
+    assert_eq!(run("portcullis").unwrap(), want);
+}
