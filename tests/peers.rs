@@ -717,3 +717,38 @@ fn reload_into_haproxy_keeps_the_tables() {
     let _ = new.wait();
     assert!(got, "haproxy: {rows:?}");
 }
+
+/// `ssl` on peers is not built: starting with it fails, naming the line and the feature.
+#[test]
+fn ssl_on_peers_is_refused_at_start() {
+    let dir = TempDir::new("peers-ssl");
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{BASE} stick-table type ip size 1k peers p\npeers p\n default-server ssl verify none\n peer lb1 127.0.0.1:{}\n peer o 127.0.0.2:{}\n",
+            free_port(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let mut c = proxy::portcullis_command(&["-db", "-L", "lb1"], &cfg);
+    let mut child = c
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start portcullis");
+    let exited = wait_until(Duration::from_secs(10), || {
+        child.try_wait().ok().flatten().is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(exited, "portcullis started with ssl on peers");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(":11] : 'peers ssl' is not supported yet by portcullis (a 'peers' section)."),
+        "{err}"
+    );
+}
