@@ -122,7 +122,7 @@ fn local_table(name: &str, t: &Table) -> LocalTable {
 }
 
 /// An entry as an update carries it: every type the table stores, in number order.
-fn entry_data(t: &Table, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
+pub(super) fn entry_data(t: &Table, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
     let key = match key {
         IpAddr::V4(v4) => v4.octets().to_vec(),
         IpAddr::V6(v6) => v6.octets().to_vec(),
@@ -201,7 +201,7 @@ fn seed_xdp(t: &Table, d: &EntryData, now: u64) {
 
 /// Applies what a peer sent about one entry: the types both sides store, except `conn_cur`
 /// (this process' connections only, HAProxy's `is_local`).
-fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
+pub(super) fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
     let Some(key) = entry_key(d) else {
         return;
     };
@@ -224,7 +224,7 @@ fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
 /// one does: counters take what it counted since its last update for the key (`last`) on top
 /// of this process' own counts, so no request of either is lost. An entry this process has
 /// not counted on yet simply takes the values.
-fn apply_handover(
+pub(super) fn apply_handover(
     table: &Table,
     d: &EntryData,
     expire: Option<u32>,
