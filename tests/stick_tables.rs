@@ -369,3 +369,43 @@ fn tcp_sc_actions_and_bytes_match_haproxy() {
     );
     assert_eq!(run("portcullis").unwrap(), want);
 }
+
+/// `http-request sc-inc-gpc0` / `sc-set-gpt0` on a counter tracked by `tcp-request
+/// connection` (the session's, as HAProxy falls back to it), on HAProxy 2.6 and portcullis.
+#[test]
+fn http_sc_actions_on_a_session_counter_match_haproxy() {
+    let dir = TempDir::new("stick-sess-sc");
+    let run = |bin: &str| -> Option<String> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type ip size 1k expire 60s store gpc0,gpt0,http_req_cnt\n    tcp-request connection track-sc0 src\n    http-request sc-inc-gpc0(0)\n    http-request sc-set-gpt0(0) req.hdr_cnt(x-a)\n    http-request return status 200\n",
+            sock.display()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        let mut s = TcpStream::connect(lo(port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for _ in 0..2 {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nX-A: 2\r\nX-A: 3\r\n\r\n")
+                .unwrap();
+            assert_eq!(
+                proxy::read_response(&mut s, false)
+                    .expect("response")
+                    .status,
+                200
+            );
+        }
+        drop(s);
+        wait_until(Duration::from_secs(3), || {
+            cli(&sock, "show table f").contains("use=0")
+        });
+        Some(mask(&cli(&sock, "show table f")))
+    };
+    let Some(want) = run("haproxy") else { return };
+    assert!(want.contains(" gpt0=3 gpc0=2 "), "{want}");
+    assert_eq!(run("portcullis").unwrap(), want);
+}

@@ -98,8 +98,9 @@ impl Track {
 /// else the session's), nothing when it is not tracked.
 pub struct ScRun {
     pub sc: usize,
-    /// None: increment gpc`N`; Some: set gpt0 to this.
+    /// The general purpose counter `sc-inc-gpcN` increments (0 or 1).
     gpc: u8,
+    /// `sc-set-gpt0`'s value (an integer or an expression) instead.
     gpt: Option<Result<i64, SampleExpr>>,
 }
 
