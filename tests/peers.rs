@@ -86,6 +86,15 @@ const CASES: &[&str] = &[
     "peers p\n peer lb1 127.0.0.1:10000\nbackend b\n stick-table type ip size 1k peers\n",
     "peers p\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2\n peer\n",
     "peers p\n peer lb1 127.0.0.1:10000\n table t type ip size 1k store gpc0,conn_cnt expire 30s\nbackend b\n stick-table type ip size 1k peers p store gpc0\n",
+    // The stick counter actions (in frontend `f`).
+    " stick-table type ip size 1k store gpc0,gpc1,gpt0,gpc0_rate(10s),http_err_rate(1m),bytes_in_cnt,server_id\n tcp-request connection sc-set-gpt0(0) 3\n tcp-request content sc-inc-gpc0(0)\n http-request sc-inc-gpc0\n http-request sc-inc-gpc1(2)\n http-request sc-set-gpt0(1) 5\n http-request sc-set-gpt0(0) src_conn_cnt\n",
+    " stick-table type ip size 1k store gpc0\n http-request sc-inc-gpc0(3)\n",
+    " stick-table type ip size 1k store gpc0\n http-request sc-inc-gpc0(x)\n",
+    " stick-table type ip size 1k store gpt0\n http-request sc-set-gpt0(4) 5\n",
+    " stick-table type ip size 1k store gpt0\n http-request sc-set-gpt0(0) foo(\n",
+    " stick-table type ip size 1k store gpc0\n tcp-request connection sc-inc-gpc0(3)\n",
+    " stick-table type ip size 1k store gpc0_rate\n",
+    " stick-table type ip size 1k store bytes_out_rate(x)\n",
 ];
 
 #[test]
@@ -120,13 +129,19 @@ fn peers_sections_check_like_haproxy() {
 
 /// One HTTP/1.0 request from `src` (a 127/8 address): the status line.
 fn request_from(src: IpAddr, to: SocketAddr) -> String {
+    request_path(src, to, "/")
+}
+
+/// [`request_from`] for `path`.
+fn request_path(src: IpAddr, to: SocketAddr, path: &str) -> String {
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     sock.bind(&SocketAddr::new(src, 0).into()).unwrap();
     sock.connect_timeout(&to.into(), Duration::from_secs(5))
         .unwrap();
     let mut s: TcpStream = sock.into();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out.lines().next().unwrap_or("").to_string()
@@ -138,10 +153,36 @@ fn peer_cfg(me: &str, sock: &Path, fe: u16, hap: u16, pc: u16) -> String {
         "global\n localpeer {me}\n stats socket {} level admin\n\
          defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
          peers mesh\n peer hap 127.0.0.1:{hap}\n peer pc 127.0.0.1:{pc}\n\
-         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
-         stick-table type ip size 1k expire 60s store conn_cnt,http_req_cnt,http_req_rate(10s) peers mesh\n",
+         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n\
+         http-request sc-inc-gpc0(0) if {{ path /inc }}\n http-request sc-set-gpt0(0) 7 if {{ path /gpt }}\n\
+         http-request deny if {{ path /deny }}\n http-request return status 200\n\
+         stick-table type ip size 1k expire 60s store gpt0,gpc0,conn_cnt,http_req_cnt,http_req_rate(10s),http_err_rate(10s),bytes_out_cnt peers mesh\n",
         sock.display()
     )
+}
+
+/// The line of `key` in `show table f` without the entry address and expiry; `rates`: with
+/// the rates (which fade, so two reads far apart differ).
+fn full_row(sock: &Path, key: &str, rates: bool) -> Option<String> {
+    let out = admin_cli(sock, "show table f");
+    out.lines()
+        .find(|l| l.contains(&format!(" key={key} ")))
+        .map(|l| {
+            l.split(' ')
+                .skip(1)
+                .filter(|w| !w.starts_with("exp=") && (rates || !w.contains("_rate(")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+/// Waits until both sides show `key` alike, and returns the row.
+fn same_row(a: &Path, b: &Path, key: &str, rates: bool, limit: Duration) -> Option<String> {
+    let ok = wait_until(limit, || {
+        let r = full_row(a, key, rates);
+        r.is_some() && r == full_row(b, key, rates)
+    });
+    ok.then(|| full_row(a, key, rates)).flatten()
 }
 
 /// The line of `key` in `show table f`, counters only (entry address and expiry dropped).
@@ -214,6 +255,31 @@ fn stick_tables_sync_with_haproxy() {
         row(&hap_sock, "127.0.0.21")
     );
 
+    // gpc0, gpt0, http_err_rate and bytes_out_cnt, each way.
+    let (c, d): (IpAddr, IpAddr) = ("127.0.0.23".parse().unwrap(), "127.0.0.24".parse().unwrap());
+    for (src, fe) in [(c, hap_fe), (d, pc_fe)] {
+        for path in ["/inc", "/inc", "/gpt"] {
+            assert!(request_path(src, lo(fe), path).contains("200"));
+        }
+        assert!(request_path(src, lo(fe), "/deny").contains("403"));
+    }
+    for key in ["127.0.0.23", "127.0.0.24"] {
+        let r = same_row(&hap_sock, &pc_sock, key, true, Duration::from_secs(10));
+        let r = r.unwrap_or_else(|| {
+            panic!(
+                "{key}: haproxy {:?}, portcullis {:?}",
+                full_row(&hap_sock, key, true),
+                full_row(&pc_sock, key, true)
+            )
+        });
+        assert!(
+            r.contains(" gpt0=7 gpc0=2 conn_cnt=4 http_req_cnt=4 http_req_rate(10000)=4 http_err_rate(10000)=1 bytes_out_cnt="),
+            "{key}: {r}"
+        );
+    }
+    let synced_c = full_row(&hap_sock, "127.0.0.23", false);
+    let synced_d = full_row(&hap_sock, "127.0.0.24", false);
+
     // `show peers`: HAProxy's layout, newest peer first, the session up.
     let heads = |out: &str| -> Vec<String> {
         out.lines()
@@ -231,7 +297,7 @@ fn stick_tables_sync_with_haproxy() {
     let shown = admin_cli(&pc_sock, "show peers");
     assert!(shown.contains(" id=mesh disabled=0 "), "{shown}");
     assert!(shown.contains("        shared tables:\n"), "{shown}");
-    assert!(shown.contains(" remote_data=0x610\n"), "{shown}");
+    assert!(shown.contains(" remote_data=0x9616\n"), "{shown}");
     assert_eq!(
         admin_cli(&pc_sock, "show peers nope"),
         admin_cli(&hap_sock, "show peers nope")
@@ -246,6 +312,14 @@ fn stick_tables_sync_with_haproxy() {
         row(&pc_sock, "127.0.0.21")
     );
     assert!(wait_row(&pc_sock, "127.0.0.22", want_b));
+    for (key, want) in [("127.0.0.23", &synced_c), ("127.0.0.24", &synced_d)] {
+        assert!(
+            wait_until(Duration::from_secs(10), || full_row(&pc_sock, key, false)
+                == *want),
+            "after restart, {key}: {:?} instead of {want:?}",
+            full_row(&pc_sock, key, false)
+        );
+    }
 
     // A restarted HAProxy asks portcullis for everything (after its own 5 s wait for a local
     // predecessor) and gets it.
@@ -257,6 +331,14 @@ fn stick_tables_sync_with_haproxy() {
         row(&hap_sock, "127.0.0.21")
     );
     assert!(wait_row(&hap_sock, "127.0.0.22", want_b));
+    for (key, want) in [("127.0.0.23", &synced_c), ("127.0.0.24", &synced_d)] {
+        assert!(
+            wait_until(Duration::from_secs(10), || full_row(&hap_sock, key, false)
+                == *want),
+            "haproxy after restart, {key}: {:?} instead of {want:?}",
+            full_row(&hap_sock, key, false)
+        );
+    }
     drop(pc);
     drop(hap);
 }
@@ -345,6 +427,180 @@ fn tables_survive_reloads() {
         );
         cur = next;
     }
+    let _ = cur.kill();
+    let _ = cur.wait();
+}
+
+/// One request from `src` that never panics (a load thread's): the status line, if any.
+fn try_request(src: IpAddr, to: SocketAddr, path: &str) -> Option<String> {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    sock.bind(&SocketAddr::new(src, 0).into()).ok()?;
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))
+        .ok()?;
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().map(str::to_string)
+}
+
+/// Five `-x -sf` reloads while a client keeps sending tracked requests: at each, once the
+/// old process is gone, the load pauses and `show table` must read what the client did (every
+/// answered request counted once, nothing lost in the hand-over) and the idle sources' rows
+/// must be those of the start.
+#[test]
+fn tables_survive_reloads_under_load() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = TempDir::new("peers-reload-load");
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n peer lb1 127.0.0.1:{peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request sc-inc-gpc0(0)\n\
+             http-request deny if {{ path /deny }}\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store gpc0,conn_cnt,http_req_cnt,http_req_rate(5m),http_err_cnt,bytes_out_cnt peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let start = |extra: &[String]| -> std::process::Child {
+        proxy::portcullis_command(
+            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+            &cfg,
+        )
+        .spawn()
+        .expect("start portcullis")
+    };
+    let mut cur = start(&[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    // Idle sources: what they leave must not move.
+    for (src, path) in [("127.0.0.36", "/"), ("127.0.0.37", "/deny")] {
+        let st = request_path(src.parse().unwrap(), lo(fe), path);
+        assert!(st.contains("200") || st.contains("403"), "{st}");
+    }
+    let idle = |rows: &[String]| -> Vec<String> {
+        rows.iter()
+            .filter(|r| !r.starts_with("127.0.0.35 "))
+            .cloned()
+            .collect()
+    };
+    assert!(wait_until(Duration::from_secs(10), || {
+        let rows = table_rows(&sock);
+        rows.len() == 2 && rows.iter().all(|r| r.contains(" use=0 "))
+    }));
+    let idle_want = idle(&table_rows(&sock));
+
+    // The load: one tracked request after another from 127.0.0.35, each on a new connection.
+    let (stop, pause, paused) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let load = {
+        let (stop, pause, paused) = (stop.clone(), pause.clone(), paused.clone());
+        let (ok, failed) = (ok.clone(), failed.clone());
+        let to = lo(fe);
+        std::thread::spawn(move || {
+            let src: IpAddr = "127.0.0.35".parse().unwrap();
+            while !stop.load(Ordering::SeqCst) {
+                if pause.load(Ordering::SeqCst) {
+                    paused.store(true, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                paused.store(false, Ordering::SeqCst);
+                match try_request(src, to, "/") {
+                    Some(l) if l.contains(" 200 ") => ok.fetch_add(1, Ordering::SeqCst),
+                    _ => failed.fetch_add(1, Ordering::SeqCst),
+                };
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    // Pauses the load and waits until its last request is released; the loaded row.
+    let quiesce = || -> Option<String> {
+        pause.store(true, Ordering::SeqCst);
+        assert!(wait_until(Duration::from_secs(10), || paused.load(Ordering::SeqCst)));
+        let mut last = None;
+        wait_until(Duration::from_secs(10), || {
+            let rows = table_rows(&sock);
+            last = rows.iter().find(|r| r.starts_with("127.0.0.35 ")).cloned();
+            last.as_deref().is_some_and(|r| r.contains(" use=0 "))
+        });
+        last
+    };
+    let field = |row: &str, name: &str| -> u64 {
+        row.split(' ')
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    for n in 1..=5 {
+        // Some traffic before the reload, and during it.
+        let before = ok.load(Ordering::SeqCst);
+        assert!(wait_until(Duration::from_secs(10), || ok
+            .load(Ordering::SeqCst)
+            >= before + 5));
+        let args = [
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.id().to_string(),
+        ];
+        let mut next = start(&args);
+        let gone = wait_until(Duration::from_secs(15), || {
+            cur.try_wait().ok().flatten().is_some()
+        });
+        assert!(gone, "reload {n}: the old process did not stop");
+        assert!(
+            next.try_wait().ok().flatten().is_none(),
+            "reload {n}: new process died"
+        );
+        cur = next;
+        let row = quiesce().unwrap_or_default();
+        let (done, lost) = (ok.load(Ordering::SeqCst), failed.load(Ordering::SeqCst));
+        // Every answered request is counted once; a request cut by the reload may or may not
+        // have been.
+        for name in [
+            "conn_cnt=",
+            "http_req_cnt=",
+            "gpc0=",
+            "http_req_rate(300000)=",
+        ] {
+            let v = field(&row, name);
+            assert!(
+                (done..=done + lost).contains(&v),
+                "reload {n}: {name}{v} for {done} answered ({lost} failed): {row}"
+            );
+        }
+        assert_eq!(field(&row, "http_err_cnt="), 0, "{row}");
+        let per = field(&row, "bytes_out_cnt=") / field(&row, "http_req_cnt=").max(1);
+        assert_eq!(
+            field(&row, "bytes_out_cnt="),
+            per * field(&row, "http_req_cnt="),
+            "every answer has the same size: {row}"
+        );
+        assert_eq!(idle(&table_rows(&sock)), idle_want, "reload {n}");
+        // Identical while nothing moves.
+        std::thread::sleep(Duration::from_millis(200));
+        let again = table_rows(&sock);
+        assert!(again.contains(&row), "reload {n}: {again:?} vs {row}");
+        pause.store(false, Ordering::SeqCst);
+    }
+    stop.store(true, Ordering::SeqCst);
+    load.join().expect("load thread");
+    assert!(ok.load(Ordering::SeqCst) >= 25);
     let _ = cur.kill();
     let _ = cur.wait();
 }
@@ -460,4 +716,39 @@ fn reload_into_haproxy_keeps_the_tables() {
     let _ = new.kill();
     let _ = new.wait();
     assert!(got, "haproxy: {rows:?}");
+}
+
+/// `ssl` on peers is not built: starting with it fails, naming the line and the feature.
+#[test]
+fn ssl_on_peers_is_refused_at_start() {
+    let dir = TempDir::new("peers-ssl");
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{BASE} stick-table type ip size 1k peers p\npeers p\n default-server ssl verify none\n peer lb1 127.0.0.1:{}\n peer o 127.0.0.2:{}\n",
+            free_port(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let mut c = proxy::portcullis_command(&["-db", "-L", "lb1"], &cfg);
+    let mut child = c
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start portcullis");
+    let exited = wait_until(Duration::from_secs(10), || {
+        child.try_wait().ok().flatten().is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(exited, "portcullis started with ssl on peers");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(":11] : 'peers ssl' is not supported yet by portcullis (a 'peers' section)."),
+        "{err}"
+    );
 }

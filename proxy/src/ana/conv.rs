@@ -536,7 +536,9 @@ impl Conv {
             "in_table" => max_args(name, args, 1)
                 .and_then(|_| need(name, args, 0, "table").map(|t| Conv::InTable(t.to_string()))),
             _ if name.starts_with("table_") => {
-                let d = crate::stick::StickData::from_name(&name["table_".len()..])?;
+                // HAProxy has `table_kbytes_in`, no `table_bytes_in_cnt`.
+                let d = crate::stick::StickData::from_name(&name["table_".len()..])
+                    .filter(|d| !d.is_u64())?;
                 max_args(name, args, 1)
                     .and_then(|_| need(name, args, 0, "table").map(|t| Conv::Table(d, t.to_string())))
             }
@@ -1376,8 +1378,12 @@ mod tests {
                 .unwrap_err()
                 .contains("expected type 'table' at position 1")
         );
-        // Data portcullis tables do not store: not a converter here.
-        assert!(Conv::parse("table_gpc0", &a(&["t"])).is_none());
+        assert!(matches!(
+            Conv::parse("table_gpc0", &a(&["t"])),
+            Some(Ok(Conv::Table(crate::stick::StickData::Gpc0, _)))
+        ));
+        // Not one of HAProxy's converters (its byte counters are `table_kbytes_*`).
+        assert!(Conv::parse("table_bytes_in_cnt", &a(&["t"])).is_none());
         // Without stick tables in reach: no sample.
         assert_eq!(run("in_table", &["t"], s("10.0.0.1")), None);
     }

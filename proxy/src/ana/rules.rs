@@ -9,8 +9,8 @@ use crate::ana::script::{self, Outcome};
 use crate::ana::vars::{SetCond, VarName};
 use crate::config::diag::Diag;
 use crate::config::model::{
-    Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, TcpRequestAction,
-    TrackSc,
+    Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, ScAction,
+    TcpRequestAction, TrackSc,
 };
 use crate::http::head::{RequestHead, ResponseHead};
 use crate::log::format::{LogFormat, LogRecord};
@@ -41,6 +41,7 @@ pub enum Action {
     Allow,
     UsePrometheus,
     TrackSc(Track),
+    Sc(ScRun),
     SetLine(LinePart, LogFormat),
     ReplaceLine(LinePart, regex::bytes::Regex, LogFormat),
     ReplaceHeader {
@@ -99,12 +100,67 @@ impl Track {
     }
 }
 
+/// A compiled `sc-inc-gpc0|1` / `sc-set-gpt0`: acts on counter `sc`'s entry (the stream's,
+/// else the session's), nothing when it is not tracked.
+pub struct ScRun {
+    pub sc: usize,
+    /// The general purpose counter `sc-inc-gpcN` increments (0 or 1).
+    gpc: u8,
+    /// `sc-set-gpt0`'s value (an integer or an expression) instead.
+    gpt: Option<Result<i64, SampleExpr>>,
+}
+
+impl ScRun {
+    pub fn compile(a: &ScAction) -> Result<ScRun, String> {
+        Ok(match a {
+            ScAction::IncGpc { which, sc } => ScRun {
+                sc: usize::from(*sc),
+                gpc: *which,
+                gpt: None,
+            },
+            ScAction::SetGpt0 { sc, value } => ScRun {
+                sc: usize::from(*sc),
+                gpc: 0,
+                gpt: Some(match value {
+                    Ok(n) => Ok(*n),
+                    Err(e) => Err(parse_sample(e)?),
+                }),
+            },
+        })
+    }
+
+    pub fn run(&self, ctx: &SampleCtx<'_>) {
+        let Some(view) = ctx.stick else { return };
+        let Some(t) = view.tracked(self.sc) else {
+            return;
+        };
+        match &self.gpt {
+            None => {
+                t.inc_gpc(self.gpc, view.now_ms);
+            }
+            Some(v) => {
+                let v = match v {
+                    Ok(n) => *n,
+                    Err(e) => match e.eval(ctx).and_then(|v| v.to_int()) {
+                        Some(n) => n,
+                        None => return,
+                    },
+                };
+                // HAProxy stores it as an unsigned int (a C cast).
+                t.set_gpt0(u64::from(v as u32));
+            }
+        }
+    }
+}
+
 /// A compiled `tcp-request connection|content` rule.
 pub struct TcpRule {
     pub action: TcpRequestAction,
     pub cond: Option<Condition>,
     /// Set for `TcpRequestAction::TrackSc`.
     pub track: Option<Track>,
+    /// Set for `TcpRequestAction::Sc`.
+    pub sc: Option<ScRun>,
     /// Set for `TcpRequestAction::Capture`: the sample, slot and length.
     pub capture: Option<(SampleExpr, usize, usize)>,
 }
@@ -201,6 +257,9 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
             1 => "track-sc1",
             _ => "track-sc2",
         },
+        HttpRequestAction::Sc(ScAction::IncGpc { which: 0, .. }) => "sc-inc-gpc0",
+        HttpRequestAction::Sc(ScAction::IncGpc { .. }) => "sc-inc-gpc1",
+        HttpRequestAction::Sc(ScAction::SetGpt0 { .. }) => "sc-set-gpt0",
     })
 }
 
@@ -385,6 +444,13 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     Some(t) => Action::TrackSc(t),
                     None => continue,
                 },
+                HttpRequestAction::Sc(a) => match ScRun::compile(a) {
+                    Ok(a) => Action::Sc(a),
+                    Err(e) => {
+                        errs.push(Diag::alert(&rule.loc.file, rule.loc.line, e));
+                        continue;
+                    }
+                },
                 HttpRequestAction::SetLine { part, value } => {
                     Action::SetLine(*part, fmt(value, &rule.loc, name, errs))
                 }
@@ -441,10 +507,21 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             },
             _ => None,
         };
+        let sc = match &t.action {
+            TcpRequestAction::Sc(a) => match ScRun::compile(a) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    errs.push(Diag::alert(&t.loc.file, t.loc.line, e));
+                    continue;
+                }
+            },
+            _ => None,
+        };
         let rule = TcpRule {
             action: t.action.clone(),
             cond: cond(&t.cond, name, errs),
             track,
+            sc,
             capture,
         };
         if t.connection {
@@ -695,6 +772,7 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                 let v = render(replace, &ctx);
                 rewrite::replace_header(&mut req.headers.0, name, re, &v, *values);
             }
+            Action::Sc(a) => a.run(&ctx),
             Action::TrackSc(t) => {
                 if let Some(into) = ctx.stick.and_then(|v| v.strm)
                     && t.run(&ctx, into)
@@ -938,6 +1016,10 @@ fn tcp_rules(
                 None | Some(Outcome::Continue) => continue,
                 Some(_) => return Some(TcpRequestAction::Reject),
             }
+        }
+        if let Some(a) = &rule.sc {
+            a.run(ctx);
+            continue;
         }
         match &rule.track {
             // `track-sc` is not final: content rules track per stream, connection rules per

@@ -394,6 +394,7 @@ pub enum Fetch {
         sc: u8,
         data: crate::stick::StickData,
         table: Option<String>,
+        op: crate::stick::StickOp,
     },
 }
 
@@ -535,10 +536,64 @@ macro_rules! stick_def {
                 sc: $sc,
                 data: crate::stick::StickData::$data,
                 table: None,
+                op: crate::stick::StickOp::Read,
             },
         }
     };
 }
+
+/// The five stick-counter fetches of one data type: `sc_<n>(<ctr>[,<table>])`,
+/// `sc0_<n>`..`sc2_<n>([<table>])` and `src_<n>([<table>])`.
+macro_rules! stick_rows {
+    ($($name:literal => $data:ident $op:ident),* $(,)?) => {
+        &[$(
+            stick_row!(concat!("sc_", $name), ScCtr, false, 0, $data, $op),
+            stick_row!(concat!("sc0_", $name), Table, false, 0, $data, $op),
+            stick_row!(concat!("sc1_", $name), Table, false, 1, $data, $op),
+            stick_row!(concat!("sc2_", $name), Table, false, 2, $data, $op),
+            stick_row!(concat!("src_", $name), Table, true, 0, $data, $op),
+        )*]
+    };
+}
+macro_rules! stick_row {
+    ($name:expr, $args:ident, $src:expr, $sc:expr, $data:ident, $op:ident) => {
+        FetchDef {
+            name: $name,
+            out: SmpType::Int,
+            log_needs: None,
+            args: ArgSpec::$args,
+            make: || Fetch::Stick {
+                src: $src,
+                sc: $sc,
+                data: crate::stick::StickData::$data,
+                table: None,
+                op: crate::stick::StickOp::$op,
+            },
+        }
+    };
+}
+
+/// The stick-counter fetches of the general purpose counters and tags, HTTP errors and
+/// failures, and bytes (the `inc`/`clr` ones change the entry they read).
+static STICK_FETCHES: &[FetchDef] = stick_rows![
+    "get_gpt0" => Gpt0 Read,
+    "get_gpc0" => Gpc0 Read,
+    "get_gpc1" => Gpc1 Read,
+    "gpc0_rate" => Gpc0Rate Read,
+    "gpc1_rate" => Gpc1Rate Read,
+    "inc_gpc0" => Gpc0 Inc,
+    "inc_gpc1" => Gpc1 Inc,
+    "clr_gpc0" => Gpc0 Clr,
+    "clr_gpc1" => Gpc1 Clr,
+    "http_err_cnt" => HttpErrCnt Read,
+    "http_err_rate" => HttpErrRate Read,
+    "http_fail_cnt" => HttpFailCnt Read,
+    "http_fail_rate" => HttpFailRate Read,
+    "bytes_in_rate" => BytesInRate Read,
+    "bytes_out_rate" => BytesOutRate Read,
+    "kbytes_in" => BytesInCnt Kbytes,
+    "kbytes_out" => BytesOutCnt Kbytes,
+];
 
 /// The supported sample fetches (a subset of HAProxy 2.6's).
 pub static FETCHES: &[FetchDef] = &[
@@ -787,7 +842,10 @@ pub static FETCHES: &[FetchDef] = &[
 static LUA_FETCH: FetchDef = fdef!("lua", Str, None, None, || Fetch::AlwaysFalse);
 
 pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
-    FETCHES.iter().find(|f| f.name == name)
+    FETCHES
+        .iter()
+        .chain(STICK_FETCHES.iter())
+        .find(|f| f.name == name)
 }
 
 pub use super::conv::{Conv, MapConv};
@@ -1750,12 +1808,13 @@ impl SampleExpr {
                 sc,
                 data,
                 table,
+                op,
             } => {
                 let view = ctx.stick?;
                 let v = if *src {
-                    view.src_value(ctx.src.ip(), table.as_deref(), *data)?
+                    view.src_op(ctx.src.ip(), table.as_deref(), *op, *data)?
                 } else {
-                    view.sc_value(usize::from(*sc), table.as_deref(), *data)?
+                    view.sc_op(usize::from(*sc), table.as_deref(), *op, *data)?
                 };
                 Some(Int(i64::try_from(v).unwrap_or(i64::MAX)))
             }

@@ -691,6 +691,8 @@ pub enum HttpRequestAction {
     UsePrometheus,
     /// `track-sc<n> <key> [table <t>]`: count this request in a stick table.
     TrackSc(TrackSc),
+    /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <value>`.
+    Sc(ScAction),
     /// `set-method|set-path|set-pathq|set-query|set-uri <fmt>`.
     SetLine {
         part: LinePart,
@@ -794,6 +796,15 @@ pub struct StickTable {
     pub loc: Loc,
 }
 
+/// An action on a tracked stick counter's entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScAction {
+    /// `sc-inc-gpc0(<sc>)` (`which` 0) / `sc-inc-gpc1(<sc>)` (`which` 1).
+    IncGpc { which: u8, sc: u8 },
+    /// `sc-set-gpt0(<sc>) <int>|<expr>`: `Err` holds a sample expression, as written.
+    SetGpt0 { sc: u8, value: Result<i64, String> },
+}
+
 /// A `peers <name>` section: the processes that keep stick tables in sync.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeersSection {
@@ -832,6 +843,10 @@ pub enum StickKey {
 /// A stored data type; the rates carry their period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StickStore {
+    ServerId,
+    Gpt0,
+    Gpc0,
+    Gpc0Rate(Duration),
     ConnCnt,
     ConnRate(Duration),
     ConnCur,
@@ -839,6 +854,16 @@ pub enum StickStore {
     SessRate(Duration),
     HttpReqCnt,
     HttpReqRate(Duration),
+    HttpErrCnt,
+    HttpErrRate(Duration),
+    BytesInCnt,
+    BytesInRate(Duration),
+    BytesOutCnt,
+    BytesOutRate(Duration),
+    Gpc1,
+    Gpc1Rate(Duration),
+    HttpFailCnt,
+    HttpFailRate(Duration),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -854,6 +879,8 @@ pub enum TcpRequestAction {
     Reject,
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
+    /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <int>` (not final).
+    Sc(ScAction),
     /// `capture <sample> len <n>` (not final), into request slot `slot`.
     Capture {
         sample: String,

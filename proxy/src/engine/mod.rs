@@ -48,8 +48,14 @@ pub fn choose_backend(choice: IoChoice) -> Result<io::Backend, String> {
 pub fn pending_features(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
     for (kw, loc) in &cfg.global.pending {
+        // `peers` sections report theirs here too (`peers ssl`, `peers bind crt`).
+        let section = if kw.starts_with("peers ") {
+            "a 'peers' section"
+        } else {
+            "section 'global'"
+        };
         out.push(format!(
-            "parsing [{loc}] : '{kw}' is not supported yet by portcullis (section 'global')."
+            "parsing [{loc}] : '{kw}' is not supported yet by portcullis ({section})."
         ));
     }
     for p in &cfg.proxies {

@@ -83,8 +83,8 @@ impl<F: Front> Session<F> {
         // ends (`conn_cur`).
         let strm = StkCtrs::default();
         match self.analyse(&mut tx, &strm) {
-            Ok(be) => self.forward(tx, be).await,
-            Err(Answer::Reply(r)) => self.answer(tx, r).await,
+            Ok(be) => self.forward(tx, be, &strm).await,
+            Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
             Err(Answer::NoRoute) => {
                 let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
                 let reply = Reply {
@@ -333,7 +333,7 @@ impl<F: Front> Session<F> {
     }
 
     /// Sends what the analysis answered, dropping a wholly received body if the connection stays.
-    async fn answer(&mut self, tx: Txn, r: Reply) -> bool {
+    async fn answer(&mut self, tx: Txn, r: Reply, strm: &StkCtrs) -> bool {
         if r.keep
             && let Some(n) = tx.body_here
         {
@@ -344,13 +344,25 @@ impl<F: Front> Session<F> {
         } else {
             r.bytes
         };
+        // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
+        let (out, now) = (
+            crate::log::htx::reply_size(&bytes),
+            self.shared.model.now_ms(),
+        );
+        crate::stick::count_end(
+            [Some(&self.sess), Some(strm)],
+            (r.term == *b"PR").then_some(r.status),
+            tx.log.bytes_in,
+            out,
+            now,
+        );
         self.local_reply(tx.log, Reply { bytes, ..r }, tx.start)
             .await
     }
 
     /// The request leaves for `be`: its last edits, the backend's counters, the exchange with a
     /// server, then the end-of-stream record.
-    async fn forward(&mut self, mut tx: Txn, be: Arc<Proxy>) -> bool {
+    async fn forward(&mut self, mut tx: Txn, be: Arc<Proxy>, strm: &StkCtrs) -> bool {
         tx.log.backend = Some(be.name.clone());
         if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &tx.log.unique_id) {
             tx.req.headers.append(h.clone(), id.clone());
@@ -364,6 +376,15 @@ impl<F: Front> Session<F> {
         Counters::add(&be.counters.req_tot, 1);
         let result = self.exchange(&be, &mut tx, head_bytes).await;
         tx.log.total = tx.start.elapsed();
+        let now = self.shared.model.now_ms();
+        let l = &tx.log;
+        crate::stick::count_end(
+            [Some(&self.sess), Some(strm)],
+            l.status,
+            l.bytes_in,
+            l.bytes_out,
+            now,
+        );
         // The server's slot is released already (`exchange_on`): the backend's goes here.
         let end = End {
             count_bytes: true,
