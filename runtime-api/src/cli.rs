@@ -200,11 +200,13 @@ pub trait Runtime {
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
-    /// `<verb> map <args…>` (show, get, add, set, del, clear, prepare, commit): the map store
+    /// `<verb> map|acl <args…>` (show, get, add, set, del, clear, prepare, commit; `what` is
+    /// `map` or `acl`): the pattern store
     /// is the proxy's, and so are these commands' texts (see `portcullis::map::cli`).
     fn map_command(
         &mut self,
         _verb: &str,
+        _what: &str,
         _args: &[String],
         _payload: Option<&str>,
         out: &mut Reply,
@@ -1085,28 +1087,28 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("add acl [@<ver>] <acl> <pattern>        : add an acl entry"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["clear", "acl"],
         Some("clear acl [@<ver>] <acl>                : clear the contents of this acl"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["commit", "acl"],
         Some("commit acl @<ver> <acl>                 : commit the ACL at this version"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["del", "acl"],
         Some("del acl <acl> [<key>|#<ref>]            : delete acl entries matching <key>"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["get", "acl"],
@@ -1115,7 +1117,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["prepare", "acl"],
@@ -1124,7 +1126,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["show", "acl"],
@@ -1133,7 +1135,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["add", "map"],
@@ -1724,7 +1726,13 @@ fn run_one(
             }
         }
         H::AddServer => crate::dynamic::add_server(args, rt, out),
-        H::Map => rt.map_command(arg_at(args, 0), args.get(2..).unwrap_or(&[]), payload, out),
+        H::Map => rt.map_command(
+            arg_at(args, 0),
+            arg_at(args, 1),
+            args.get(2..).unwrap_or(&[]),
+            payload,
+            out,
+        ),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
         H::Unsupported => out.err(UNSUPPORTED_REPLY),
     }

@@ -314,11 +314,13 @@ impl Runtime for AdminRuntime {
     fn map_command(
         &mut self,
         verb: &str,
+        what: &str,
         args: &[String],
         payload: Option<&str>,
         out: &mut portcullis_runtime_api::reply::Reply,
     ) {
-        crate::map::cli::run(crate::map::registry(), verb, args, payload, out);
+        let what = crate::map::cli::What::from_word(what);
+        crate::map::cli::run(crate::map::registry(), verb, what, args, payload, out);
     }
 
     fn set_maxconn_frontend(&mut self, proxy: usize, maxconn: u32) {
