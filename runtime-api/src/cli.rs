@@ -200,6 +200,18 @@ pub trait Runtime {
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
+    /// `<verb> ssl ca-file|crt-list <args…>` (the words after `ca-file`/`crt-list`), the
+    /// session's level already checked: the stores and these commands' texts are the proxy's.
+    fn ssl_store_command(
+        &mut self,
+        _verb: &str,
+        _what: &str,
+        _args: &[String],
+        _payload: Option<&str>,
+        out: &mut Reply,
+    ) {
+        out.err(UNSUPPORTED_REPLY);
+    }
     /// `<verb> map|acl <args…>` (show, get, add, set, del, clear, prepare, commit; `what` is
     /// `map` or `acl`): the pattern store
     /// is the proxy's, and so are these commands' texts (see `portcullis::map::cli`).
@@ -269,6 +281,8 @@ enum H {
     ClearTable,
     ShowResolvers,
     SetSslCert,
+    /// `new|set|commit|abort|del|show ssl ca-file`, `add|del|show ssl crt-list`.
+    SslStore,
     CommitSslCert,
     AbortSslCert,
     Unsupported,
@@ -356,7 +370,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["del", "ssl", "crt-list"],
@@ -365,7 +379,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["show", "ssl", "crt-list"],
@@ -374,7 +388,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["new", "ssl", "cert"],
@@ -431,35 +445,35 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["set", "ssl", "ca-file"],
         Some("set ssl ca-file <cafile> <payload>      : replace a CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["commit", "ssl", "ca-file"],
         Some("commit ssl ca-file <cafile>             : commit a CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["abort", "ssl", "ca-file"],
         Some("abort ssl ca-file <cafile>              : abort a transaction for a CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["del", "ssl", "ca-file"],
         Some("del ssl ca-file <cafile>                : delete an unused CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["show", "ssl", "ca-file"],
@@ -468,7 +482,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["new", "ssl", "crl-file"],
@@ -1734,6 +1748,23 @@ fn run_one(
             out,
         ),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
+        H::SslStore => {
+            let verb = arg_at(args, 0);
+            // HAProxy 2.6: the dumps need `operator` (else its allocation error), changes `admin`.
+            if verb == "show" && s.level < Level::Operator {
+                out.err("Can't allocate memory!\n");
+            } else if verb != "show" && s.level < Level::Admin {
+                out.err(PERMISSION_DENIED);
+            } else {
+                rt.ssl_store_command(
+                    verb,
+                    arg_at(args, 2),
+                    args.get(3..).unwrap_or(&[]),
+                    payload,
+                    out,
+                );
+            }
+        }
         H::Unsupported => out.err(UNSUPPORTED_REPLY),
     }
     Flow::Continue

@@ -311,6 +311,20 @@ impl Runtime for AdminRuntime {
         Ok(())
     }
 
+    fn ssl_store_command(
+        &mut self,
+        verb: &str,
+        what: &str,
+        args: &[String],
+        payload: Option<&str>,
+        out: &mut portcullis_runtime_api::reply::Reply,
+    ) {
+        match what {
+            "ca-file" => crate::tls::cafile::store().command(verb, args, payload, out),
+            _ => self.shared.certs.crt_list_command(verb, args, payload, out),
+        }
+    }
+
     fn map_command(
         &mut self,
         verb: &str,
