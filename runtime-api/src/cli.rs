@@ -200,6 +200,11 @@ pub trait Runtime {
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
+    /// `show sess [<id>|all]` / `shutdown session <id>` (`args`: the words after `sess`/
+    /// `session`), the level already checked: the registry of live streams is the proxy's.
+    fn sessions_command(&mut self, _verb: &str, _args: &[String], out: &mut Reply) {
+        out.err(UNSUPPORTED_REPLY);
+    }
     /// `<verb> ssl ca-file|crt-list <args…>` (the words after `ca-file`/`crt-list`), the
     /// session's level already checked: the stores and these commands' texts are the proxy's.
     fn ssl_store_command(
@@ -283,6 +288,8 @@ enum H {
     SetSslCert,
     /// `new|set|commit|abort|del|show ssl ca-file`, `add|del|show ssl crt-list`.
     SslStore,
+    /// `show sess [<id>|all]`, `shutdown session <id>`.
+    Sess,
     CommitSslCert,
     AbortSslCert,
     Unsupported,
@@ -537,14 +544,14 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::Operator,
-        H::Unsupported,
+        H::Sess,
     ),
     kw(
         &["shutdown", "session"],
         Some("shutdown session [id]                   : kill a specific session"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Sess,
     ),
     kw(
         &["shutdown", "sessions", "server"],
@@ -1748,6 +1755,14 @@ fn run_one(
             out,
         ),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
+        H::Sess => {
+            let verb = arg_at(args, 0);
+            if verb == "shutdown" && s.level < Level::Admin {
+                out.err(PERMISSION_DENIED);
+            } else {
+                rt.sessions_command(verb, args.get(2..).unwrap_or(&[]), out);
+            }
+        }
         H::SslStore => {
             let verb = arg_at(args, 0);
             // HAProxy 2.6: the dumps need `operator` (else its allocation error), changes `admin`.

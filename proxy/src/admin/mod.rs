@@ -311,6 +311,15 @@ impl Runtime for AdminRuntime {
         Ok(())
     }
 
+    fn sessions_command(
+        &mut self,
+        verb: &str,
+        args: &[String],
+        out: &mut portcullis_runtime_api::reply::Reply,
+    ) {
+        crate::model::sessions::sessions().command(verb, args, out);
+    }
+
     fn ssl_store_command(
         &mut self,
         verb: &str,
