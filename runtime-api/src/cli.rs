@@ -200,6 +200,10 @@ pub trait Runtime {
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
+    /// `show errors [<iid>|<proxy>] [request|response]` (`args`: the words after `errors`).
+    fn show_errors(&mut self, _args: &[String], out: &mut Reply) {
+        out.err(UNSUPPORTED_REPLY);
+    }
     /// `show sess [<id>|all]` / `shutdown session <id>` (`args`: the words after `sess`/
     /// `session`), the level already checked: the registry of live streams is the proxy's.
     fn sessions_command(&mut self, _verb: &str, _args: &[String], out: &mut Reply) {
@@ -290,6 +294,8 @@ enum H {
     SslStore,
     /// `show sess [<id>|all]`, `shutdown session <id>`.
     Sess,
+    /// `show errors [<iid>|<proxy>] [request|response]`.
+    ShowErrors,
     CommitSslCert,
     AbortSslCert,
     Unsupported,
@@ -938,7 +944,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::Operator,
-        H::Unsupported,
+        H::ShowErrors,
     ),
     kw(
         &["show", "cache"],
@@ -1755,6 +1761,7 @@ fn run_one(
             out,
         ),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
+        H::ShowErrors => rt.show_errors(args.get(2..).unwrap_or(&[]), out),
         H::Sess => {
             let verb = arg_at(args, 0);
             if verb == "shutdown" && s.level < Level::Admin {

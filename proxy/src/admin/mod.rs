@@ -311,6 +311,17 @@ impl Runtime for AdminRuntime {
         Ok(())
     }
 
+    fn show_errors(&mut self, args: &[String], out: &mut portcullis_runtime_api::reply::Reply) {
+        let proxies: Vec<(String, u32, usize)> = self
+            .shared
+            .model
+            .proxies
+            .iter()
+            .map(|p| (p.name.clone(), p.cfg.id, p.index))
+            .collect();
+        crate::model::error_snapshots::store().show(&proxies, args, out);
+    }
+
     fn sessions_command(
         &mut self,
         verb: &str,

@@ -325,6 +325,9 @@ impl Session {
                 Ok(Some(h)) => break h,
                 Ok(None) => {}
                 Err(e) => {
+                    let at = h1::error_offset(&self.cbuf, false);
+                    crate::model::error_snapshots::store()
+                        .request(&self.fe, self.peer, &self.cbuf, at);
                     let mut log = self.new_log();
                     log.request_line = Some("<BADREQ>".into());
                     Counters::add(&self.fe.fe_counters.errors_req, 1);
@@ -1201,6 +1204,9 @@ impl Session {
                 }
                 Ok(None) => {}
                 Err(_) => {
+                    let at = h1::error_offset(&sbuf, true);
+                    let snaps = crate::model::error_snapshots::store();
+                    snaps.response(be, &self.fe, srv, self.peer, &sbuf, at);
                     Counters::add(&srv.counters.errors_resp, 1);
                     Counters::add(&be.counters.errors_resp, 1);
                     return Err(Abort::Server(b'H'));

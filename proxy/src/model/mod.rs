@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 use crate::config::model as cfg;
 
 pub mod dynamic;
+pub mod error_snapshots;
 pub mod sessions;
 pub mod stats;
 
