@@ -85,6 +85,7 @@ pub async fn take_server(
     if let Some(s) = stuck.filter(|s| s.is_usable())
         && acquire(&s)
     {
+        crate::model::sessions::note_server(be, &s);
         return Ok((s, Duration::ZERO));
     }
     let limit = be.cfg.timeouts.queue.or(be.cfg.timeouts.connect);
@@ -120,6 +121,9 @@ pub async fn take_server(
     };
     if queued {
         be.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+    if let Ok((s, _)) = &out {
+        crate::model::sessions::note_server(be, s);
     }
     out
 }

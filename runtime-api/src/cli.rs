@@ -205,11 +205,34 @@ pub trait Runtime {
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
-    /// `<verb> map <args…>` (show, get, add, set, del, clear, prepare, commit): the map store
+    /// `show errors [<iid>|<proxy>] [request|response]` (`args`: the words after `errors`).
+    fn show_errors(&mut self, _args: &[String], out: &mut Reply) {
+        out.err(UNSUPPORTED_REPLY);
+    }
+    /// `show sess [<id>|all]` / `shutdown session <id>` (`args`: the words after `sess`/
+    /// `session`), the level already checked: the registry of live streams is the proxy's.
+    fn sessions_command(&mut self, _verb: &str, _args: &[String], out: &mut Reply) {
+        out.err(UNSUPPORTED_REPLY);
+    }
+    /// `<verb> ssl ca-file|crt-list <args…>` (the words after `ca-file`/`crt-list`), the
+    /// session's level already checked: the stores and these commands' texts are the proxy's.
+    fn ssl_store_command(
+        &mut self,
+        _verb: &str,
+        _what: &str,
+        _args: &[String],
+        _payload: Option<&str>,
+        out: &mut Reply,
+    ) {
+        out.err(UNSUPPORTED_REPLY);
+    }
+    /// `<verb> map|acl <args…>` (show, get, add, set, del, clear, prepare, commit; `what` is
+    /// `map` or `acl`): the pattern store
     /// is the proxy's, and so are these commands' texts (see `portcullis::map::cli`).
     fn map_command(
         &mut self,
         _verb: &str,
+        _what: &str,
         _args: &[String],
         _payload: Option<&str>,
         out: &mut Reply,
@@ -273,6 +296,12 @@ enum H {
     SetTable,
     ShowResolvers,
     SetSslCert,
+    /// `new|set|commit|abort|del|show ssl ca-file`, `add|del|show ssl crt-list`.
+    SslStore,
+    /// `show sess [<id>|all]`, `shutdown session <id>`.
+    Sess,
+    /// `show errors [<iid>|<proxy>] [request|response]`.
+    ShowErrors,
     CommitSslCert,
     AbortSslCert,
     Unsupported,
@@ -360,7 +389,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["del", "ssl", "crt-list"],
@@ -369,7 +398,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["show", "ssl", "crt-list"],
@@ -378,7 +407,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["new", "ssl", "cert"],
@@ -435,35 +464,35 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["set", "ssl", "ca-file"],
         Some("set ssl ca-file <cafile> <payload>      : replace a CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["commit", "ssl", "ca-file"],
         Some("commit ssl ca-file <cafile>             : commit a CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["abort", "ssl", "ca-file"],
         Some("abort ssl ca-file <cafile>              : abort a transaction for a CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["del", "ssl", "ca-file"],
         Some("del ssl ca-file <cafile>                : delete an unused CA file"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["show", "ssl", "ca-file"],
@@ -472,7 +501,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SslStore,
     ),
     kw(
         &["new", "ssl", "crl-file"],
@@ -527,14 +556,14 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::Operator,
-        H::Unsupported,
+        H::Sess,
     ),
     kw(
         &["shutdown", "session"],
         Some("shutdown session [id]                   : kill a specific session"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Sess,
     ),
     kw(
         &["shutdown", "sessions", "server"],
@@ -921,7 +950,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::Operator,
-        H::Unsupported,
+        H::ShowErrors,
     ),
     kw(
         &["show", "cache"],
@@ -1091,28 +1120,28 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("add acl [@<ver>] <acl> <pattern>        : add an acl entry"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["clear", "acl"],
         Some("clear acl [@<ver>] <acl>                : clear the contents of this acl"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["commit", "acl"],
         Some("commit acl @<ver> <acl>                 : commit the ACL at this version"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["del", "acl"],
         Some("del acl <acl> [<key>|#<ref>]            : delete acl entries matching <key>"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["get", "acl"],
@@ -1121,7 +1150,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["prepare", "acl"],
@@ -1130,7 +1159,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["show", "acl"],
@@ -1139,7 +1168,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::Map,
     ),
     kw(
         &["add", "map"],
@@ -1730,8 +1759,40 @@ fn run_one(
             }
         }
         H::AddServer => crate::dynamic::add_server(args, rt, out),
-        H::Map => rt.map_command(arg_at(args, 0), args.get(2..).unwrap_or(&[]), payload, out),
+        H::Map => rt.map_command(
+            arg_at(args, 0),
+            arg_at(args, 1),
+            args.get(2..).unwrap_or(&[]),
+            payload,
+            out,
+        ),
         H::DelServer => crate::dynamic::del_server(args, rt, out),
+        H::ShowErrors => rt.show_errors(args.get(2..).unwrap_or(&[]), out),
+        H::Sess => {
+            let verb = arg_at(args, 0);
+            if verb == "shutdown" && s.level < Level::Admin {
+                out.err(PERMISSION_DENIED);
+            } else {
+                rt.sessions_command(verb, args.get(2..).unwrap_or(&[]), out);
+            }
+        }
+        H::SslStore => {
+            let verb = arg_at(args, 0);
+            // HAProxy 2.6: the dumps need `operator` (else its allocation error), changes `admin`.
+            if verb == "show" && s.level < Level::Operator {
+                out.err("Can't allocate memory!\n");
+            } else if verb != "show" && s.level < Level::Admin {
+                out.err(PERMISSION_DENIED);
+            } else {
+                rt.ssl_store_command(
+                    verb,
+                    arg_at(args, 2),
+                    args.get(3..).unwrap_or(&[]),
+                    payload,
+                    out,
+                );
+            }
+        }
         H::Unsupported => out.err(UNSUPPORTED_REPLY),
     }
     Flow::Continue

@@ -89,6 +89,43 @@ impl DnsServer {
         self.addr
     }
 
+    /// Serves the same way over TCP on `ip` (DNS's 2-byte length framing, several queries per
+    /// connection), on a port of the kernel's choice: [`DnsServer::addr`] is the TCP address.
+    pub fn start_tcp(ip: IpAddr) -> io::Result<DnsServer> {
+        let listener = std::net::TcpListener::bind(SocketAddr::new(ip, 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let zone = Arc::new(Mutex::new(Zone::new()));
+        let queries = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (zone, queries, stop) = (zone.clone(), queries.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut conns: Vec<JoinHandle<()>> = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok((c, _)) = listener.accept() else {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
+                    let (zone, queries, stop) = (zone.clone(), queries.clone(), stop.clone());
+                    conns.push(std::thread::spawn(move || {
+                        serve_tcp(c, &zone, &queries, &stop)
+                    }));
+                }
+                for c in conns {
+                    let _ = c.join();
+                }
+            })
+        };
+        Ok(DnsServer {
+            addr,
+            zone,
+            queries,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
     /// Replaces every record of `name`.
     pub fn set(&self, name: &str, rrs: Vec<Rr>) {
         self.zone
@@ -142,6 +179,55 @@ fn matches(rr: &Rr, t: RecordType) -> bool {
             | (Rr::Srv { .. }, RecordType::SRV)
             | (Rr::Cname(_), _)
     )
+}
+
+/// One TCP connection: framed queries answered in order until the peer closes or the server
+/// stops.
+fn serve_tcp(
+    mut c: std::net::TcpStream,
+    zone: &Mutex<Zone>,
+    queries: &AtomicU64,
+    stop: &AtomicBool,
+) {
+    use std::io::{Read, Write};
+    let _ = c.set_nonblocking(false);
+    let _ = c.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !stop.load(Ordering::Relaxed) {
+        match c.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => return,
+        }
+        while buf.len() >= 2 {
+            let len = usize::from(u16::from_be_bytes([buf[0], buf[1]]));
+            if buf.len() < 2 + len {
+                break;
+            }
+            let q: Vec<u8> = buf.drain(..2 + len).skip(2).collect();
+            queries.fetch_add(1, Ordering::Relaxed);
+            let reply = {
+                let z = zone.lock().unwrap_or_else(|e| e.into_inner());
+                answer(&z, &q)
+            };
+            if let Some(r) = reply {
+                let mut framed = (r.len() as u16).to_be_bytes().to_vec();
+                framed.extend_from_slice(&r);
+                if c.write_all(&framed).is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// The reply to one query; SRV answers carry their targets' addresses as additional records.

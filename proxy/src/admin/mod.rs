@@ -316,14 +316,50 @@ impl Runtime for AdminRuntime {
         Ok(())
     }
 
-    fn map_command(
+    fn show_errors(&mut self, args: &[String], out: &mut portcullis_runtime_api::reply::Reply) {
+        let proxies: Vec<(String, u32, usize)> = self
+            .shared
+            .model
+            .proxies
+            .iter()
+            .map(|p| (p.name.clone(), p.cfg.id, p.index))
+            .collect();
+        crate::model::error_snapshots::store().show(&proxies, args, out);
+    }
+
+    fn sessions_command(
         &mut self,
         verb: &str,
+        args: &[String],
+        out: &mut portcullis_runtime_api::reply::Reply,
+    ) {
+        crate::model::sessions::sessions().command(verb, args, out);
+    }
+
+    fn ssl_store_command(
+        &mut self,
+        verb: &str,
+        what: &str,
         args: &[String],
         payload: Option<&str>,
         out: &mut portcullis_runtime_api::reply::Reply,
     ) {
-        crate::map::cli::run(crate::map::registry(), verb, args, payload, out);
+        match what {
+            "ca-file" => crate::tls::cafile::store().command(verb, args, payload, out),
+            _ => self.shared.certs.crt_list_command(verb, args, payload, out),
+        }
+    }
+
+    fn map_command(
+        &mut self,
+        verb: &str,
+        what: &str,
+        args: &[String],
+        payload: Option<&str>,
+        out: &mut portcullis_runtime_api::reply::Reply,
+    ) {
+        let what = crate::map::cli::What::from_word(what);
+        crate::map::cli::run(crate::map::registry(), verb, what, args, payload, out);
     }
 
     fn set_maxconn_frontend(&mut self, proxy: usize, maxconn: u32) {

@@ -7,9 +7,11 @@
 //! negated with `!`, naming an ACL or giving one inline between `{` and `}`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 
 use regex::{Regex, RegexBuilder};
+
+use crate::map::{Map, PatternUser};
 
 use crate::ana::sample::{
     FetchDef, Label, SampleCtx, SampleExpr, SmpType, find_fetch, is_idchar, parse_prefix_with,
@@ -34,6 +36,25 @@ pub enum MatchMethod {
 }
 
 impl MatchMethod {
+    /// HAProxy's `pat_match_names`.
+    pub fn name(self) -> &'static str {
+        use MatchMethod::*;
+        match self {
+            Found => "found",
+            Bool => "bool",
+            Int => "int",
+            Ip => "ip",
+            Len => "len",
+            Str => "str",
+            Beg => "beg",
+            Sub => "sub",
+            Dir => "dir",
+            Dom => "dom",
+            End => "end",
+            Reg => "reg",
+        }
+    }
+
     fn from_name(s: &str) -> Option<MatchMethod> {
         use MatchMethod::*;
         Some(match s {
@@ -143,7 +164,154 @@ pub struct AclExpr {
     expr: SampleExpr,
     method: MatchMethod,
     icase: bool,
-    pats: Patterns,
+    pats: Arc<Live>,
+}
+
+/// An expression's patterns: its references (the `-f` files, then the inline patterns), and
+/// their compiled form, rebuilt on the first evaluation after the CLI changed one of them.
+struct Live {
+    refs: Vec<Arc<Map>>,
+    method: MatchMethod,
+    icase: bool,
+    cache: RwLock<(u64, Arc<Patterns>)>,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live").field("refs", &self.refs).finish()
+    }
+}
+
+impl Live {
+    fn new(refs: Vec<Arc<Map>>, method: MatchMethod, icase: bool) -> Result<Live, String> {
+        let (stamp, p) = Live::compile(&refs, method, icase);
+        Ok(Live {
+            refs,
+            method,
+            icase,
+            cache: RwLock::new((stamp, Arc::new(p?))),
+        })
+    }
+
+    fn stamp(refs: &[Arc<Map>]) -> u64 {
+        refs.iter().fold(0u64, |a, r| a.wrapping_add(r.stamp()))
+    }
+
+    fn compile(
+        refs: &[Arc<Map>],
+        method: MatchMethod,
+        icase: bool,
+    ) -> (u64, Result<Patterns, String>) {
+        let stamp = Live::stamp(refs);
+        let all: Vec<String> = refs.iter().flat_map(|r| r.current_keys()).collect();
+        (stamp, parse_patterns(method, icase, &all))
+    }
+
+    /// The patterns as the references hold them now.
+    fn get(&self) -> Arc<Patterns> {
+        let stamp = Live::stamp(&self.refs);
+        {
+            let c = self.cache.read().unwrap_or_else(|p| p.into_inner());
+            if c.0 == stamp {
+                return Arc::clone(&c.1);
+            }
+        }
+        // Entries were checked when added (`add acl`), so this compiles; if not, keep the old.
+        let (stamp, p) = Live::compile(&self.refs, self.method, self.icase);
+        let mut c = self.cache.write().unwrap_or_else(|p| p.into_inner());
+        if let Ok(p) = p {
+            *c = (stamp, Arc::new(p));
+        }
+        Arc::clone(&c.1)
+    }
+}
+
+/// How `get acl` and `add acl` see an expression using a reference.
+struct User {
+    method: MatchMethod,
+    icase: bool,
+    meth: bool,
+}
+
+impl PatternUser for User {
+    fn type_name(&self) -> String {
+        if self.meth {
+            // HAProxy prints its method matcher's address here (`unknown(0x…)`).
+            return "unknown(0x0)".into();
+        }
+        self.method.name().into()
+    }
+    fn icase(&self) -> bool {
+        self.icase
+    }
+    fn check(&self, pattern: &str) -> Result<(), String> {
+        parse_patterns(self.method, self.icase, &[pattern.to_string()]).map(|_| ())
+    }
+    fn lookup(&self, patterns: &[&str], sample: &str) -> Option<(String, bool)> {
+        ref_lookup(self.method, self.icase, patterns, sample)
+    }
+}
+
+/// HAProxy's `get acl`: the pattern matching `sample` (a string converted to the method's
+/// type); trees (case-sensitive `str` and `beg`, `ip`) give the longest match, lists the first.
+fn ref_lookup(
+    method: MatchMethod,
+    icase: bool,
+    patterns: &[&str],
+    sample: &str,
+) -> Option<(String, bool)> {
+    use MatchMethod::*;
+    let tree = matches!(method, Ip) || (matches!(method, Str | Beg) && !icase);
+    let one = |p: &str| -> Option<usize> {
+        let pats = parse_patterns(method, icase, &[p.to_string()]).ok()?;
+        match (&pats, method) {
+            (Patterns::Ints(r), Int) => {
+                let v: i64 = sample.trim().parse().ok()?;
+                in_ranges(r, v).then_some(0)
+            }
+            (Patterns::Ints(r), Len) => {
+                in_ranges(r, i64::try_from(sample.len()).ok()?).then_some(0)
+            }
+            (Patterns::Ips(n), Ip) => {
+                let ip: IpAddr = sample.parse().ok()?;
+                n.iter()
+                    .find(|(n, l)| net_contains(*n, *l, ip))
+                    .map(|(_, l)| usize::from(*l))
+            }
+            (Patterns::Regs(r), Reg) => r.iter().any(|re| re.is_match(sample)).then_some(0),
+            (Patterns::Strs(ps), m) => {
+                let s = if icase {
+                    sample.to_ascii_lowercase()
+                } else {
+                    sample.to_string()
+                };
+                let p = ps.first()?;
+                let hit = match m {
+                    Str => s == *p,
+                    Beg => s.starts_with(p.as_str()),
+                    End => s.ends_with(p.as_str()),
+                    Sub => s.contains(p.as_str()),
+                    Dir => match_word(&s, p, icase, b"/?"),
+                    Dom => match_word(&s, p, icase, b"/?.:"),
+                    _ => false,
+                };
+                hit.then_some(p.len())
+            }
+            _ => None,
+        }
+    };
+    let mut best: Option<(&str, usize)> = None;
+    for p in patterns {
+        if let Some(len) = one(p) {
+            if !tree {
+                return Some((p.to_string(), false));
+            }
+            if best.is_none_or(|(_, l)| len > l) {
+                best = Some((p, len));
+            }
+        }
+    }
+    best.map(|(p, _)| (p.to_string(), true))
 }
 
 /// A named ACL: the OR of every `acl <name> …` line.
@@ -192,6 +360,9 @@ impl Acl {
 #[derive(Clone, Debug, Default)]
 pub struct AclSet {
     acls: Vec<Arc<Acl>>,
+    /// Predefined ACLs the proxy's conditions used: made once per proxy, as HAProxy adds them
+    /// to the proxy's list (so each has one reference in `show acl`).
+    defaults: Arc<Mutex<Vec<Arc<Acl>>>>,
 }
 
 impl AclSet {
@@ -300,7 +471,7 @@ pub fn compile_acls(defs: &[AclDef]) -> Result<AclSet, Vec<AclError>> {
             });
             continue;
         }
-        match parse_acl_expr(&def.tokens) {
+        match parse_acl_expr_at(&def.tokens, Some((&def.loc.file, def.loc.line))) {
             Ok(e) => match set.iter_mut().find(|a| a.name == def.name) {
                 Some(a) => a.exprs.push(e),
                 None => set.push(Acl {
@@ -317,6 +488,7 @@ pub fn compile_acls(defs: &[AclDef]) -> Result<AclSet, Vec<AclError>> {
     if errs.is_empty() {
         Ok(AclSet {
             acls: set.into_iter().map(Arc::new).collect(),
+            defaults: Arc::default(),
         })
     } else {
         Err(errs)
@@ -325,7 +497,13 @@ pub fn compile_acls(defs: &[AclDef]) -> Result<AclSet, Vec<AclError>> {
 
 /// Compile an `if`/`unless` condition against the proxy's ACLs (and the predefined ones).
 pub fn compile_cond(cond: &Cond, acls: &AclSet) -> Result<Condition, AclError> {
-    compile_cond_tokens(cond.unless, &cond.tokens, acls).map_err(|msg| AclError {
+    compile_cond_at(
+        cond.unless,
+        &cond.tokens,
+        acls,
+        Some((&cond.loc.file, cond.loc.line)),
+    )
+    .map_err(|msg| AclError {
         loc: cond.loc.clone(),
         msg,
     })
@@ -336,6 +514,17 @@ pub fn compile_cond_tokens(
     unless: bool,
     tokens: &[String],
     acls: &AclSet,
+) -> Result<Condition, String> {
+    compile_cond_at(unless, tokens, acls, None)
+}
+
+/// `at`: where the condition is, for the references of its inline ACLs (`show acl`); without
+/// it they stay out of the registry.
+fn compile_cond_at(
+    unless: bool,
+    tokens: &[String],
+    acls: &AclSet,
+    at: Option<(&str, u32)>,
 ) -> Result<Condition, String> {
     let mut suites: Vec<Vec<(bool, Arc<Acl>)>> = Vec::new();
     let mut cur: Option<Vec<(bool, Arc<Acl>)>> = None;
@@ -364,7 +553,7 @@ pub fn compile_cond_tokens(
                 return Err("missing closing '}' in condition".into());
             };
             let inner = rest.get(..close).unwrap_or(&[]);
-            let e = parse_acl_expr(inner)?;
+            let e = parse_acl_expr_at(inner, at)?;
             i += close + 1;
             Arc::new(Acl {
                 name: String::new(),
@@ -373,7 +562,17 @@ pub fn compile_cond_tokens(
         } else {
             match acls.get(word) {
                 Some(a) => a.clone(),
-                None => default_acl(word)?,
+                None => {
+                    let mut d = acls.defaults.lock().unwrap_or_else(|p| p.into_inner());
+                    match d.iter().find(|a| a.name == word) {
+                        Some(a) => Arc::clone(a),
+                        None => {
+                            let a = default_acl(word, at)?;
+                            d.push(Arc::clone(&a));
+                            a
+                        }
+                    }
+                }
             }
         };
         cur.get_or_insert_with(Vec::new).push((neg, acl));
@@ -386,7 +585,7 @@ pub fn compile_cond_tokens(
     Ok(Condition { unless, suites })
 }
 
-fn default_acl(name: &str) -> Result<Arc<Acl>, String> {
+fn default_acl(name: &str, at: Option<(&str, u32)>) -> Result<Arc<Acl>, String> {
     if UNSUPPORTED_DEFAULT_ACLS.contains(&name) {
         return Err(format!(
             "predefined ACL '{name}' is not supported by portcullis yet"
@@ -396,7 +595,7 @@ fn default_acl(name: &str) -> Result<Arc<Acl>, String> {
         return Err(format!("no such ACL : '{name}'"));
     };
     let toks: Vec<String> = toks.iter().map(|t| t.to_string()).collect();
-    let e = parse_acl_expr(&toks)?;
+    let e = parse_acl_expr_at(&toks, at)?;
     Ok(Arc::new(Acl {
         name: name.to_string(),
         exprs: vec![e],
@@ -414,6 +613,12 @@ fn default_method(t: SmpType) -> MatchMethod {
 
 /// Parse `<criterion> [flags] [operator] <value>…` (the tokens after the ACL name).
 pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
+    parse_acl_expr_at(tokens, None)
+}
+
+/// [`parse_acl_expr`] for the ACL at `file:line`: its patterns are then references of the
+/// process' registry (`show acl`, changed by `add acl`…), else detached ones.
+pub fn parse_acl_expr_at(tokens: &[String], at: Option<(&str, u32)>) -> Result<AclExpr, String> {
     let Some(first) = tokens.first() else {
         return Err("missing fetch method in ACL expression ''".into());
     };
@@ -478,17 +683,75 @@ pub fn parse_acl_expr(tokens: &[String]) -> Result<AclExpr, String> {
         dotted = rest.iter().map(|t| dotted_ver(t)).collect::<Vec<_>>();
         rest = &dotted;
     }
-    let mut all: Vec<String> = rest.to_vec();
+    let inline = fold_operators(method, rest)?;
+    parse_patterns(method, icase, &inline)?;
+    let mut refs = Vec::new();
     for path in &from_files {
-        all.extend(read_pattern_file(path, method, icase)?);
+        let lines = read_pattern_file(path, method, icase)?;
+        refs.push(match at {
+            Some(at) => crate::map::registry().acl_file(path, &lines, at)?,
+            None => Map::detached(&lines),
+        });
     }
-    let pats = parse_patterns(method, icase, &all)?;
+    refs.push(match at {
+        Some(at) => crate::map::registry().acl_inline(kw, &inline, at),
+        None => Map::detached(&inline),
+    });
+    let user: Arc<dyn PatternUser> = Arc::new(User {
+        method,
+        icase,
+        meth: expr.out_type() == SmpType::Meth,
+    });
+    if at.is_some() {
+        for r in &refs {
+            r.add_user(Arc::clone(&user));
+        }
+    }
+    let pats = Arc::new(Live::new(refs, method, icase)?);
     Ok(AclExpr {
         expr,
         method,
         icase,
         pats,
     })
+}
+
+/// Integer patterns may follow an operator (`gt 3`): folded into ranges (`4:`) so that each
+/// pattern stands alone, as one entry of the reference.
+fn fold_operators(method: MatchMethod, toks: &[String]) -> Result<Vec<String>, String> {
+    if !matches!(method, MatchMethod::Int | MatchMethod::Len) {
+        return Ok(toks.to_vec());
+    }
+    let mut op = Op::Eq;
+    let mut out = Vec::new();
+    for t in toks {
+        let new_op = match t.as_str() {
+            "eq" => Some(Op::Eq),
+            "gt" => Some(Op::Gt),
+            "ge" => Some(Op::Ge),
+            "lt" => Some(Op::Lt),
+            "le" => Some(Op::Le),
+            _ => None,
+        };
+        if let Some(o) = new_op {
+            op = o;
+            continue;
+        }
+        if op != Op::Eq && !t.contains([':', '-']) {
+            let v: i64 = t
+                .parse()
+                .map_err(|_| format!("'{t}' is neither a number nor a supported operator"))?;
+            out.push(match op {
+                Op::Gt => format!("{}:", v.saturating_add(1)),
+                Op::Ge => format!("{v}:"),
+                Op::Lt => format!(":{}", v.saturating_sub(1)),
+                Op::Le | Op::Eq => format!(":{v}"),
+            });
+            continue;
+        }
+        out.push(t.clone());
+    }
+    Ok(out)
 }
 
 /// The networks of a `src <patterns>|-f <file>` ACL expression (what the XDP filter can hold);
@@ -790,7 +1053,8 @@ impl AclExpr {
     pub fn eval(&self, ctx: &SampleCtx<'_>) -> bool {
         use MatchMethod::*;
         let icase = self.icase;
-        match (&self.pats, self.method) {
+        let pats = self.pats.get();
+        match (&*pats, self.method) {
             (_, Found) => self.expr.any_value(ctx, &mut |_| true),
             (_, Bool) => self.expr.any_value(ctx, &mut |v| v.to_bool()),
             (Patterns::Ints(r), Int) => self
@@ -893,6 +1157,54 @@ mod tests {
 
     fn cond(s: &str, set: &AclSet) -> Condition {
         compile_cond_tokens(false, &toks(s), set).unwrap()
+    }
+
+    /// An ACL compiled at a configuration line owns registry references: `add/del acl` and a
+    /// committed version change what the next evaluation matches.
+    #[test]
+    fn cli_changes_reach_the_matcher() {
+        use crate::map::cli::{What, run};
+        use portcullis_runtime_api::reply::Reply;
+        let dir = std::env::temp_dir().join(format!("acl-live-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("block.acl");
+        std::fs::write(&file, "/admin\n# c\n\n/private\n").unwrap();
+        let f = file.display().to_string();
+        let e = parse_acl_expr_at(
+            &toks(&format!("path_beg -f {f} /inline")),
+            Some(("u.cfg", 7)),
+        )
+        .unwrap();
+        let r = |p: &str| req("GET", p, &[]);
+        let cli = |line: &str| {
+            let w: Vec<String> = line.split(' ').map(String::from).collect();
+            let mut out = Reply::default();
+            run(
+                crate::map::registry(),
+                &w[0],
+                What::from_word(&w[1]),
+                &w[2..],
+                None,
+                &mut out,
+            );
+            out.text
+        };
+        let hit = |p: &str| e.eval(&ctx(Some(&r(p)), "127.0.0.1"));
+        assert!(hit("/admin/x") && hit("/inline") && !hit("/new"));
+        assert_eq!(cli(&format!("add acl {f} /new")), "");
+        assert!(hit("/new/1"));
+        assert_eq!(
+            cli(&format!("get acl {f} /private/a")),
+            "type=beg, case=sensitive, match=yes, idx=tree, pattern=\"/private\"\n"
+        );
+        assert_eq!(cli(&format!("del acl {f} /admin")), "");
+        assert!(!hit("/admin/x"));
+        assert_eq!(cli(&format!("prepare acl {f}")), "New version created: 1\n");
+        assert_eq!(cli(&format!("add acl @1 {f} /v1")), "");
+        assert!(!hit("/v1") && hit("/private"));
+        assert_eq!(cli(&format!("commit acl @1 {f}")), "");
+        assert!(hit("/v1") && !hit("/private") && hit("/inline"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -310,7 +310,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
         let c = cond(&ub.cond, "use_backend", errs);
         // A name with a `%` is a log-format (HAProxy's dynamic use_backend).
         if ub.backend.contains('%') {
-            let parsed = crate::map::with_origin(&ub.loc.file, ub.loc.line, || {
+            let parsed = crate::map::with_late_origin(&ub.loc.file, ub.loc.line, || {
                 LogFormat::parse_rule(&ub.backend)
             });
             match parsed {

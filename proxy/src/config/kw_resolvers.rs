@@ -35,6 +35,7 @@ pub(crate) fn open(ctx: &mut Ctx<'_>, words: &[String], all: &[Resolvers]) -> Op
     Some(Resolvers {
         name: name.clone(),
         nameservers: Vec::new(),
+        tcp: Vec::new(),
         resolve_retries: 3,
         timeout_resolve: Duration::from_secs(1),
         timeout_retry: Duration::from_secs(1),
@@ -97,7 +98,12 @@ pub(crate) fn dispatch(r: &mut Resolvers, ctx: &mut Ctx<'_>, words: &[String]) {
                 return;
             }
             match nameserver_addr(a(2), ctx.sys.resolve) {
-                Ok(sa) => r.nameservers.push((name.to_string(), sa)),
+                Ok((sa, tcp)) => {
+                    r.nameservers.push((name.to_string(), sa));
+                    if tcp {
+                        r.tcp.push(name.to_string());
+                    }
+                }
                 Err(e) => ctx.alert(format!("'nameserver {name}' : {e}")),
             }
         }
@@ -106,19 +112,9 @@ pub(crate) fn dispatch(r: &mut Resolvers, ctx: &mut Ctx<'_>, words: &[String]) {
                 ctx.alert("failed to open /etc/resolv.conf.");
                 return;
             };
-            let text = String::from_utf8_lossy(&text).into_owned();
-            for line in text.lines() {
-                let Some(rest) = line.strip_prefix("nameserver") else {
-                    continue;
-                };
-                let Some(addr) = rest.split_whitespace().next() else {
-                    continue;
-                };
-                if !rest.starts_with([' ', '\t']) || r.nameservers.iter().any(|(n, _)| n == addr) {
-                    continue;
-                }
-                if let Ok(ip) = addr.parse::<IpAddr>() {
-                    r.nameservers.push((addr.to_string(), SocketAddr::new(ip, 53)));
+            for ns in resolv_conf_nameservers(&String::from_utf8_lossy(&text)) {
+                if !r.nameservers.iter().any(|(n, _)| *n == ns.0) {
+                    r.nameservers.push(ns);
                 }
             }
         }
@@ -194,11 +190,68 @@ pub(crate) fn dispatch(r: &mut Resolvers, ctx: &mut Ctx<'_>, words: &[String]) {
     }
 }
 
+/// The `nameserver <ip>` lines of a resolv.conf text, named by their address, port 53, in
+/// order (HAProxy's `parse-resolv-conf`: other lines and names that are not IPs are skipped).
+pub(crate) fn resolv_conf_nameservers(text: &str) -> Vec<(String, SocketAddr)> {
+    let mut out: Vec<(String, SocketAddr)> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("nameserver") else {
+            continue;
+        };
+        let Some(addr) = rest.split_whitespace().next() else {
+            continue;
+        };
+        if !rest.starts_with([' ', '\t']) || out.iter().any(|(n, _)| n == addr) {
+            continue;
+        }
+        if let Ok(ip) = addr.parse::<IpAddr>() {
+            out.push((addr.to_string(), SocketAddr::new(ip, 53)));
+        }
+    }
+    out
+}
+
+/// HAProxy's implicit `resolvers default` (made at start when the configuration has no section
+/// of that name): the nameservers of `/etc/resolv.conf` with the default settings, or none when
+/// the file names no nameserver (HAProxy then silently goes without).
+pub(crate) fn implicit_default(resolv_conf: Result<Vec<u8>, String>) -> Option<Resolvers> {
+    let text = resolv_conf.ok()?;
+    let nameservers = resolv_conf_nameservers(&String::from_utf8_lossy(&text));
+    if nameservers.is_empty() {
+        return None;
+    }
+    Some(Resolvers {
+        name: "default".into(),
+        nameservers,
+        tcp: Vec::new(),
+        resolve_retries: 3,
+        timeout_resolve: Duration::from_secs(1),
+        timeout_retry: Duration::from_secs(1),
+        hold_valid: Duration::from_secs(10),
+        hold_nx: Duration::from_secs(30),
+        hold_other: Duration::from_secs(30),
+        hold_refused: Duration::from_secs(30),
+        hold_timeout: Duration::from_secs(30),
+        hold_obsolete: Duration::ZERO,
+        accepted_payload_size: 512,
+        loc: super::model::Loc {
+            file: "<internal>".into(),
+            line: 0,
+        },
+    })
+}
+
 /// `<ip>:<port>` of a nameserver (a port is mandatory, as HAProxy; `udp@`/`ipv4@` prefixes
-/// accepted).
-fn nameserver_addr(spec: &str, resolve: super::addr::Resolver) -> Result<SocketAddr, String> {
-    let s = spec
-        .strip_prefix("udp@")
+/// accepted, `tcp@` for DNS over TCP) and whether it is reached over TCP.
+fn nameserver_addr(
+    spec: &str,
+    resolve: super::addr::Resolver,
+) -> Result<(SocketAddr, bool), String> {
+    let tcp = ["tcp@", "tcp4@", "tcp6@"]
+        .iter()
+        .find_map(|p| spec.strip_prefix(p));
+    let s = tcp
+        .or_else(|| spec.strip_prefix("udp@"))
         .or_else(|| spec.strip_prefix("udp4@"))
         .or_else(|| spec.strip_prefix("udp6@"))
         .unwrap_or(spec);
@@ -214,7 +267,7 @@ fn nameserver_addr(spec: &str, resolve: super::addr::Resolver) -> Result<SocketA
     if a.port() == 0 {
         return Err(format!("missing port specification in '{spec}'"));
     }
-    Ok(a)
+    Ok((a, tcp.is_some()))
 }
 
 /// After parsing: a server's `resolvers` exists; a section without nameserver is worth a
@@ -306,5 +359,52 @@ pub(crate) fn finish(
             Severity::Alert,
             "Failed to initialize server(s) addr.",
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_dns(_: &str) -> Option<IpAddr> {
+        None
+    }
+
+    /// A resolv.conf of the test's own (never the machine's): HAProxy's reading of it.
+    #[test]
+    fn implicit_default_from_a_resolv_conf() {
+        let text = "# comment\nsearch example\nnameserver 127.0.0.53\noptions edns0\n\
+                    nameserver\t::1\nnameserver 127.0.0.53\nnameserver not-an-ip\nnameservers 1.2.3.4\n";
+        let d = implicit_default(Ok(text.as_bytes().to_vec())).expect("a section");
+        assert_eq!(d.name, "default");
+        assert_eq!(
+            d.nameservers,
+            vec![
+                ("127.0.0.53".to_string(), "127.0.0.53:53".parse().unwrap()),
+                ("::1".to_string(), "[::1]:53".parse().unwrap()),
+            ]
+        );
+        assert!(d.tcp.is_empty());
+        assert_eq!((d.resolve_retries, d.accepted_payload_size), (3, 512));
+        assert_eq!(d.hold_valid, Duration::from_secs(10));
+        // No nameserver, or no file: no section at all.
+        assert_eq!(implicit_default(Ok(b"search x\n".to_vec())), None);
+        assert_eq!(implicit_default(Err("No such file".into())), None);
+    }
+
+    #[test]
+    fn tcp_nameservers() {
+        assert_eq!(
+            nameserver_addr("tcp@127.0.0.1:5353", &no_dns),
+            Ok(("127.0.0.1:5353".parse().unwrap(), true))
+        );
+        assert_eq!(
+            nameserver_addr("udp@127.0.0.1:53", &no_dns),
+            Ok(("127.0.0.1:53".parse().unwrap(), false))
+        );
+        assert_eq!(
+            nameserver_addr("tcp@127.0.0.1", &no_dns),
+            Err("missing port specification in 'tcp@127.0.0.1'".to_string())
+        );
     }
 }

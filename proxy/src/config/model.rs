@@ -41,6 +41,8 @@ pub struct Resolvers {
     pub name: String,
     /// `nameserver <name> <ip:port>` and those `parse-resolv-conf` added, in order.
     pub nameservers: Vec<(String, std::net::SocketAddr)>,
+    /// The nameservers (by name) reached over TCP (`tcp@<ip>:<port>`, 2-byte length framing).
+    pub tcp: Vec<String>,
     pub resolve_retries: u32,
     pub timeout_resolve: Duration,
     pub timeout_retry: Duration,

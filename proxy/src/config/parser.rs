@@ -803,6 +803,12 @@ impl<'s> Parser<'s> {
         for px in &mut self.proxies {
             kw_proxy::finish_proxy(px, &self.global, &mut self.diags);
         }
+        if !self.resolvers.iter().any(|r| r.name == "default")
+            && let Some(d) =
+                super::kw_resolvers::implicit_default((self.sys.read)("/etc/resolv.conf"))
+        {
+            self.resolvers.push(d);
+        }
         super::kw_resolvers::finish(
             &mut self.proxies,
             &self.resolvers,

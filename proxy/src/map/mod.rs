@@ -1,12 +1,16 @@
-//! Maps (HAProxy's pattern references behind `map*` converters): a file of `key value` lines
-//! loaded at start, then changed live through the CLI with versions (`prepare map` makes an
-//! empty next version, `add map @<v>` fills it, `commit map @<v>` makes it current and drops
-//! the older entries). Pure: loading takes the file's text; the registry is shared by the
-//! converters (which hold an [`Arc<Map>`]) and the admin socket.
+//! Pattern references (HAProxy's `pat_ref`): the entries behind `map*` converters (a file of
+//! `key value` lines) and behind ACLs (a `-f` file of patterns, or the patterns written inline,
+//! one anonymous reference per ACL expression), loaded at start, then changed live through the
+//! CLI with versions (`prepare map|acl` makes an empty next version, `add … @<v>` fills it,
+//! `commit … @<v>` makes it current and drops the older entries). Every change bumps a stamp
+//! that the ACL matchers compare to recompile their patterns on the next request. Pure: loading
+//! takes the file's text; the registry is shared by the converters and ACLs (which hold an
+//! [`Arc<Map>`]) and the admin socket.
 
 pub mod cli;
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// How a map's keys match a sample (`map_str`, `map_beg`…; `map` is `str`).
@@ -90,18 +94,84 @@ pub struct Data {
     pub next_gen: u32,
 }
 
-/// One map file.
-#[derive(Debug)]
+/// An ACL expression using a reference, as `get acl` and `add acl` see it (HAProxy's
+/// `pattern_expr`): the ACL module supplies it, so this module stays free of matching rules.
+pub trait PatternUser: Send + Sync {
+    /// `type=` of `get acl` (the match method's name).
+    fn type_name(&self) -> String;
+    fn icase(&self) -> bool;
+    /// Whether `pattern` parses for this user; the error is HAProxy's text without the period.
+    fn check(&self, pattern: &str) -> Result<(), String>;
+    /// The pattern (of `patterns`, the current version's) matching `sample`, and whether
+    /// HAProxy indexes it in a tree (`idx=tree`) rather than a list.
+    fn lookup(&self, patterns: &[&str], sample: &str) -> Option<(String, bool)>;
+}
+
+/// What uses a reference and how `show map|acl` describes it.
+#[derive(Default)]
+struct Meta {
+    map: bool,
+    acl: bool,
+    /// For inline ACL patterns: `acl '<kw>' file … line …`; for files, built from `regs`.
+    display: String,
+    /// Each configuration line using the file: (file, line, order of registration, `map|acl`).
+    regs: Vec<(String, u32, u64, &'static str)>,
+    users: Vec<Arc<dyn PatternUser>>,
+}
+
+/// One pattern reference: a map file, an ACL file, or an ACL expression's inline patterns.
 pub struct Map {
-    /// The path as written in the configuration.
+    /// The path as written in the configuration; empty for inline ACL patterns.
     pub path: String,
-    /// `show map`'s id.
-    pub uid: u32,
+    /// `show map|acl`'s id, given once the configuration is loaded (see [`Registry::all`]).
+    uid: AtomicU32,
+    /// Creation order, and whether it was made after the configuration was parsed (HAProxy
+    /// resolves `use_backend`'s converters then, so those maps come after every ACL).
+    seq: u64,
+    late: bool,
     pub kind: MatchKind,
-    /// Where the first converter using it is (`used by map at file '…' line …`).
+    /// Where the first user is (file, line).
     pub origin: (String, u32),
     pub data: RwLock<Data>,
+    meta: Mutex<Meta>,
+    /// Bumped after every change (see [`WriteGuard`]).
+    stamp: AtomicU64,
 }
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Map")
+            .field("path", &self.path)
+            .field("uid", &self.uid())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Write access to a reference's entries; the stamp moves when it is dropped, while the lock
+/// is still held, so a matcher that sees the new stamp reads the new entries.
+pub struct WriteGuard<'a> {
+    g: std::sync::RwLockWriteGuard<'a, Data>,
+    stamp: &'a AtomicU64,
+}
+
+impl std::ops::Deref for WriteGuard<'_> {
+    type Target = Data;
+    fn deref(&self) -> &Data {
+        &self.g
+    }
+}
+impl std::ops::DerefMut for WriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Data {
+        &mut self.g
+    }
+}
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        self.stamp.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Entry references look like HAProxy's (heap addresses, 12 hex digits, 16-byte aligned), so
 /// that a reference copied from HAProxy's `show map` never names an entry here by accident.
@@ -177,21 +247,111 @@ fn matches(kind: MatchKind, e: &Entry, sample: &str) -> Option<usize> {
 }
 
 impl Map {
-    fn new(path: &str, uid: u32, kind: MatchKind, origin: (String, u32)) -> Map {
+    fn new(path: &str, late: bool, kind: MatchKind, origin: (String, u32)) -> Map {
         Map {
             path: path.to_string(),
-            uid,
+            uid: AtomicU32::new(0),
+            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
+            late,
             kind,
             origin,
             data: RwLock::new(Data::default()),
+            meta: Mutex::new(Meta::default()),
+            stamp: AtomicU64::new(0),
         }
+    }
+
+    /// A reference outside any registry (ACLs compiled without a configuration location).
+    pub fn detached(patterns: &[String]) -> Arc<Map> {
+        let m = Map::new("", false, MatchKind::Str, (String::new(), 0));
+        for p in patterns {
+            m.add(0, p, "");
+        }
+        Arc::new(m)
+    }
+
+    pub fn uid(&self) -> u32 {
+        self.uid.load(Ordering::Relaxed)
+    }
+    /// Changes with every write to the entries.
+    pub fn stamp(&self) -> u64 {
+        self.stamp.load(Ordering::Acquire)
+    }
+    fn meta(&self) -> std::sync::MutexGuard<'_, Meta> {
+        self.meta.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub fn is_map(&self) -> bool {
+        self.meta().map
+    }
+    pub fn is_acl(&self) -> bool {
+        self.meta().acl
+    }
+    /// `show map|acl`'s description: for a file, its users in the configuration's order.
+    pub fn display(&self) -> String {
+        let m = self.meta();
+        let mut regs = m.regs.clone();
+        if regs.is_empty() {
+            return m.display.clone();
+        }
+        regs.sort_by_key(|r| (r.1, r.2));
+        let mut out = format!("pattern loaded from file '{}'", self.path);
+        for (i, (f, l, _, kind)) in regs.iter().enumerate() {
+            let sep = if i == 0 { " used" } else { "," };
+            out.push_str(&format!("{sep} by {kind} at file '{f}' line {l}"));
+        }
+        out
+    }
+    /// `entry_cnt`: HAProxy counts the entries indexed by each expression using the reference.
+    pub fn entry_count(&self) -> usize {
+        let users = {
+            let m = self.meta();
+            (m.users.len() + usize::from(m.map)).max(1)
+        };
+        self.read().entries.len() * users
+    }
+    /// Where the reference first appears in the configuration: (file, line, registration).
+    fn first_use(&self) -> (String, u32, u64) {
+        let m = self.meta();
+        m.regs
+            .iter()
+            .min_by_key(|r| (r.1, r.2))
+            .map_or((self.origin.0.clone(), self.origin.1, self.seq), |r| {
+                (r.0.clone(), r.1, r.2)
+            })
+    }
+    pub fn users(&self) -> Vec<Arc<dyn PatternUser>> {
+        self.meta().users.clone()
+    }
+    /// Adds an ACL expression using this reference (one per match method and case, as
+    /// HAProxy shares a `pattern_expr` between identical users).
+    pub fn add_user(&self, u: Arc<dyn PatternUser>) {
+        let mut m = self.meta();
+        if !m
+            .users
+            .iter()
+            .any(|x| x.type_name() == u.type_name() && x.icase() == u.icase())
+        {
+            m.users.push(u);
+        }
+    }
+    /// The current version's keys, in order.
+    pub fn current_keys(&self) -> Vec<String> {
+        let d = self.read();
+        d.entries
+            .iter()
+            .filter(|e| e.ver == d.curr_gen)
+            .map(|e| e.key.clone())
+            .collect()
     }
 
     pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Data> {
         self.data.read().unwrap_or_else(|p| p.into_inner())
     }
-    pub fn write(&self) -> std::sync::RwLockWriteGuard<'_, Data> {
-        self.data.write().unwrap_or_else(|p| p.into_inner())
+    pub fn write(&self) -> WriteGuard<'_> {
+        WriteGuard {
+            g: self.data.write().unwrap_or_else(|p| p.into_inner()),
+            stamp: &self.stamp,
+        }
     }
 
     /// Adds an entry to version `ver`.
@@ -244,7 +404,8 @@ pub fn parse_file(text: &str) -> Vec<(String, String)> {
     out
 }
 
-/// Every map of the process, by path (one per file, as HAProxy shares a file's reference).
+/// Every pattern reference of the process (one per file, as HAProxy shares a file's
+/// reference between its users, plus one per ACL expression for its inline patterns).
 #[derive(Default)]
 pub struct Registry {
     maps: Mutex<Vec<Arc<Map>>>,
@@ -252,25 +413,89 @@ pub struct Registry {
 
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
 
-/// The process' maps (the configuration loads them; the CLI reads and changes them).
+/// The process' references (the configuration loads them; the CLI reads and changes them).
+/// HAProxy's own HTTP client always adds two ACLs (`var(...) -m ip 0.0.0.0`), numbered after
+/// the configuration's ACLs; they are here too so that ids and `show acl` match.
 pub fn registry() -> &'static Registry {
-    REGISTRY.get_or_init(Registry::default)
+    REGISTRY.get_or_init(|| {
+        let r = Registry::default();
+        for _ in 0..2 {
+            let m = Map::new("", false, MatchKind::Ip, ("httpclient".into(), 0));
+            {
+                let mut meta = m.meta();
+                meta.acl = true;
+                meta.display = "acl 'var' file 'httpclient' line 0".into();
+                meta.users.push(Arc::new(BuiltinIp));
+            }
+            m.add(0, "0.0.0.0", "");
+            r.push(Arc::new(m));
+        }
+        r
+    })
+}
+
+/// The HTTP client's `-m ip` ACLs, for `get acl`.
+struct BuiltinIp;
+impl PatternUser for BuiltinIp {
+    fn type_name(&self) -> String {
+        "ip".into()
+    }
+    fn icase(&self) -> bool {
+        false
+    }
+    fn check(&self, pattern: &str) -> Result<(), String> {
+        match crate::config::addr::parse_net(pattern) {
+            Some(_) => Ok(()),
+            None => Err(format!("'{pattern}' is not a valid IPv4 or IPv6 address")),
+        }
+    }
+    fn lookup(&self, patterns: &[&str], sample: &str) -> Option<(String, bool)> {
+        let ip: IpAddr = sample.parse().ok()?;
+        patterns
+            .iter()
+            .filter_map(|p| {
+                let (n, l) = crate::config::addr::parse_net(p)?;
+                in_net(ip, n, l).then_some((l, p))
+            })
+            .max_by_key(|(l, _)| *l)
+            .map(|(_, p)| (p.to_string(), true))
+    }
 }
 
 thread_local! {
-    /// The configuration line being compiled, for `show map`'s description.
-    static ORIGIN: std::cell::RefCell<(String, u32)> = const { std::cell::RefCell::new((String::new(), 0)) };
+    /// The configuration line being compiled, for `show map`'s description, and whether HAProxy
+    /// resolves it after parsing (`use_backend`).
+    static ORIGIN: std::cell::RefCell<((String, u32), bool)> = const { std::cell::RefCell::new(((String::new(), 0), false)) };
 }
 
 /// Runs `f` with `file:line` as the origin of the maps it loads.
 pub fn with_origin<R>(file: &str, line: u32, f: impl FnOnce() -> R) -> R {
-    ORIGIN.with(|o| *o.borrow_mut() = (file.to_string(), line));
+    ORIGIN.with(|o| *o.borrow_mut() = ((file.to_string(), line), false));
     let r = f();
-    ORIGIN.with(|o| *o.borrow_mut() = (String::new(), 0));
+    ORIGIN.with(|o| *o.borrow_mut() = ((String::new(), 0), false));
+    r
+}
+
+/// [`with_origin`] for a rule HAProxy resolves once the configuration is parsed
+/// (`use_backend` with a log-format name): its maps are numbered after the ACLs.
+pub fn with_late_origin<R>(file: &str, line: u32, f: impl FnOnce() -> R) -> R {
+    ORIGIN.with(|o| *o.borrow_mut() = ((file.to_string(), line), true));
+    let r = f();
+    ORIGIN.with(|o| *o.borrow_mut() = ((String::new(), 0), false));
     r
 }
 
 impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Map>>> {
+        self.maps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, m: Arc<Map>) {
+        let mut maps = self.lock();
+        maps.push(m);
+        number(&maps);
+    }
+
     /// The map of `path`, loaded from `text` on first use (`read` supplies the file's text).
     pub fn load(
         &self,
@@ -278,34 +503,154 @@ impl Registry {
         kind: MatchKind,
         read: impl FnOnce() -> std::io::Result<String>,
     ) -> Result<Arc<Map>, String> {
-        let mut maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(m) = maps.iter().find(|m| m.path == path) {
+        let (origin, late) = ORIGIN.with(|o| o.borrow().clone());
+        let reg = (
+            origin.0.clone(),
+            origin.1,
+            NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
+            "map",
+        );
+        if let Some(m) = self.lock().iter().find(|m| m.path == path) {
+            let mut meta = m.meta();
+            if meta.acl && !meta.map {
+                return Err(format!(
+                    "The file \"{path}\" is already used as one column file and cannot be used by as two column file."
+                ));
+            }
+            meta.map = true;
+            // The same converter compiled twice is one user.
+            if !meta
+                .regs
+                .iter()
+                .any(|r| r.0 == reg.0 && r.1 == reg.1 && r.3 == "map")
+            {
+                meta.regs.push(reg);
+            }
             return Ok(Arc::clone(m));
         }
         // HAProxy's wording; the OS reason is left out as it does.
         let text = read().map_err(|_| format!("failed to open pattern file <{path}>"))?;
-        let uid = maps.iter().map(|m| m.uid + 1).max().unwrap_or(0);
-        let origin = ORIGIN.with(|o| o.borrow().clone());
-        let map = Arc::new(Map::new(path, uid, kind, origin));
+        let map = Map::new(path, late, kind, origin.clone());
+        {
+            let mut meta = map.meta();
+            meta.map = true;
+            meta.regs.push(reg);
+        }
         for (k, v) in parse_file(&text) {
             map.add(0, &k, &v);
         }
-        maps.push(Arc::clone(&map));
+        let map = Arc::new(map);
+        self.push(Arc::clone(&map));
         Ok(map)
     }
 
-    pub fn all(&self) -> Vec<Arc<Map>> {
-        self.maps.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    /// The reference of an ACL's `-f <path>` (one pattern per line, already checked by the
+    /// caller), used by the ACL at `file:line`.
+    pub fn acl_file(
+        &self,
+        path: &str,
+        lines: &[String],
+        at: (&str, u32),
+    ) -> Result<Arc<Map>, String> {
+        let reg = (
+            at.0.to_string(),
+            at.1,
+            NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
+            "acl",
+        );
+        let existing = self.lock().iter().find(|m| m.path == path).cloned();
+        if let Some(m) = existing {
+            let mut meta = m.meta();
+            if meta.map && !meta.acl {
+                return Err(format!(
+                    "The file \"{path}\" is already used as two column file and cannot be used by as one column file."
+                ));
+            }
+            meta.acl = true;
+            meta.regs.push(reg);
+            drop(meta);
+            number(&self.lock());
+            return Ok(m);
+        }
+        let m = Map::new(path, false, MatchKind::Str, (at.0.to_string(), at.1));
+        {
+            let mut meta = m.meta();
+            meta.acl = true;
+            meta.regs.push(reg);
+        }
+        for l in lines {
+            m.add(0, l, "");
+        }
+        let m = Arc::new(m);
+        self.push(Arc::clone(&m));
+        Ok(m)
     }
 
-    /// `#<id>` or a path.
+    /// The anonymous reference of one ACL expression's inline patterns (`acl '<kw>' file …`).
+    pub fn acl_inline(&self, kw: &str, patterns: &[String], at: (&str, u32)) -> Arc<Map> {
+        let m = Map::new("", false, MatchKind::Str, (at.0.to_string(), at.1));
+        {
+            let mut meta = m.meta();
+            meta.acl = true;
+            meta.display = format!("acl '{kw}' file '{}' line {}", at.0, at.1);
+        }
+        for p in patterns {
+            m.add(0, p, "");
+        }
+        let m = Arc::new(m);
+        self.push(Arc::clone(&m));
+        m
+    }
+
+    /// Every reference, by id.
+    pub fn all(&self) -> Vec<Arc<Map>> {
+        let mut v = self.lock().clone();
+        v.sort_by_key(|m| m.uid());
+        v
+    }
+
+    /// `#<id>` (HAProxy's strtol: `#` alone is 0) or a path.
     pub fn find(&self, ident: &str) -> Option<Arc<Map>> {
         let maps = self.all();
         if let Some(id) = ident.strip_prefix('#') {
-            let id: u32 = id.parse().ok()?;
-            return maps.into_iter().find(|m| m.uid == id);
+            let id: u32 = if id.is_empty() { 0 } else { id.parse().ok()? };
+            return maps.into_iter().find(|m| m.uid() == id);
         }
         maps.into_iter().find(|m| m.path == ident)
+    }
+}
+
+/// HAProxy's numbering (`pattern_finalize_config`): references in the order they were made,
+/// which for ACLs is the configuration's order (they are made while it is parsed: compiled
+/// here proxy by proxy, so they are sorted by file and line), then the HTTP client's two, then
+/// the maps (made when converters' arguments are resolved, after parsing).
+fn number(maps: &[Arc<Map>]) {
+    let firsts: Vec<(String, u32, u64)> = maps.iter().map(|m| m.first_use()).collect();
+    let file_rank = |f: &str| {
+        firsts
+            .iter()
+            .filter(|u| u.0 == f)
+            .map(|u| u.2)
+            .min()
+            .unwrap_or(0)
+    };
+    let mut order: Vec<(u8, u64, u32, u64, &Arc<Map>)> = maps
+        .iter()
+        .zip(&firsts)
+        .map(|(m, (file, line, seq))| {
+            if m.late {
+                (2, 0, 0, m.seq, m)
+            } else if m.origin.0 == "httpclient" {
+                (1, 0, 0, m.seq, m)
+            } else {
+                (0, file_rank(file), *line, *seq, m)
+            }
+        })
+        .collect();
+    order.sort_by_key(|(g, r, l, s, _)| (*g, *r, *l, *s));
+    for (i, (.., m)) in order.into_iter().enumerate() {
+        m.uid
+            .store(u32::try_from(i).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 }
 
@@ -319,7 +664,7 @@ mod tests {
     use super::*;
 
     fn map(kind: MatchKind, text: &str) -> Map {
-        let m = Map::new("t.map", 0, kind, (String::new(), 0));
+        let m = Map::new("t.map", false, kind, (String::new(), 0));
         for (k, v) in parse_file(text) {
             m.add(0, &k, &v);
         }

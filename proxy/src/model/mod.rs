@@ -11,6 +11,8 @@ use arc_swap::ArcSwap;
 use crate::config::model as cfg;
 
 pub mod dynamic;
+pub mod error_snapshots;
+pub mod sessions;
 pub mod stats;
 
 /// Connection-count gate for `maxconn` (global, frontend). Accept loops wait until the gate has

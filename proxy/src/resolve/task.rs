@@ -1,6 +1,7 @@
 //! The I/O shell of the resolvers: one task per `resolvers` section on the control thread, a
-//! connected UDP socket per nameserver, the pure [`Resolution`] steps driven by datagrams and
-//! timers, and the outcome applied to the servers through the control plane (address,
+//! connected UDP socket per nameserver (or, for `tcp@` ones, a TCP stream with DNS's 2-byte
+//! length framing, opened on the first query and again after the server closed it), the pure
+//! [`Resolution`] steps driven by responses and timers, and the outcome applied to the servers through the control plane (address,
 //! resolution maintenance, SRV port and weight), logged in HAProxy 2.6's words.
 
 use std::net::{IpAddr, SocketAddr};
@@ -21,6 +22,13 @@ use crate::engine::Shared;
 use crate::engine::control;
 use crate::engine::service::SessionFuture;
 use crate::model::{ADMIN_HMAINT, ADMIN_RMAINT, Proxy, Server};
+
+/// How queries reach one nameserver.
+enum Transport {
+    Udp(Arc<UdpSocket>),
+    /// Queries for the nameserver's TCP task (see [`tcp_stream`]).
+    Tcp(mpsc::UnboundedSender<Vec<u8>>),
+}
 
 /// The tasks of every section some server uses.
 pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
@@ -104,7 +112,7 @@ struct Ctx {
     holds: Holds,
     obsolete: u64,
     payload: u16,
-    socks: Vec<Option<Arc<UdpSocket>>>,
+    socks: Vec<Option<Transport>>,
     started: tokio::time::Instant,
     rng: u64,
 }
@@ -153,12 +161,16 @@ impl Ctx {
             for (i, s) in self.socks.iter().enumerate() {
                 // A direct send: tokio's try_send refuses until the socket was once polled
                 // writable, and a UDP send does not wait anyway.
-                match s.as_ref().map(|s| socket2::SockRef::from(&**s).send(&q)) {
-                    Some(Ok(_)) => {
-                        n += 1;
-                        self.bump(i, C::Sent);
-                    }
-                    _ => self.bump(i, C::SndError),
+                let sent = match s {
+                    Some(Transport::Udp(s)) => socket2::SockRef::from(&**s).send(&q).is_ok(),
+                    Some(Transport::Tcp(tx)) => tx.send(q.clone()).is_ok(),
+                    None => false,
+                };
+                if sent {
+                    n += 1;
+                    self.bump(i, C::Sent);
+                } else {
+                    self.bump(i, C::SndError);
                 }
             }
         }
@@ -176,12 +188,18 @@ async fn run(shared: Arc<Shared>, index: usize, reqs: Vec<Req>) {
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Vec<u8>)>();
     let mut socks = Vec::new();
-    for (i, (_, addr)) in cfg.nameservers.iter().enumerate() {
+    for (i, (name, addr)) in cfg.nameservers.iter().enumerate() {
+        if cfg.tcp.contains(name) {
+            let (qtx, qrx) = mpsc::unbounded_channel();
+            tokio::task::spawn_local(tcp_stream(*addr, i, qrx, tx.clone()));
+            socks.push(Some(Transport::Tcp(qtx)));
+            continue;
+        }
         let sock = open(*addr).await.ok().map(Arc::new);
         if let Some(s) = &sock {
             tokio::task::spawn_local(receive(Arc::clone(s), i, tx.clone()));
         }
-        socks.push(sock);
+        socks.push(sock.map(Transport::Udp));
     }
     drop(tx);
     let mut ctx = Ctx {
@@ -253,6 +271,77 @@ async fn receive(sock: Arc<UdpSocket>, ns: usize, tx: mpsc::UnboundedSender<(usi
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+}
+
+/// DNS over TCP to one nameserver: each query goes out as `<length:u16 BE><message>` on one
+/// connection, opened when a query comes and none is up (a failed connect or write drops the
+/// query: the resolution's retry timer sends it again); responses come back framed the same way
+/// and join the UDP ones.
+async fn tcp_stream(
+    addr: SocketAddr,
+    ns: usize,
+    mut queries: mpsc::UnboundedReceiver<Vec<u8>>,
+    tx: mpsc::UnboundedSender<(usize, Vec<u8>)>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let mut conn: Option<(
+        tokio::net::tcp::OwnedWriteHalf,
+        Arc<std::sync::atomic::AtomicBool>,
+    )> = None;
+    while let Some(q) = queries.recv().await {
+        let Ok(len) = u16::try_from(q.len()) else {
+            continue;
+        };
+        let mut frame = Vec::with_capacity(q.len() + 2);
+        frame.extend_from_slice(&len.to_be_bytes());
+        frame.extend_from_slice(&q);
+        // The reader saw the server close: reconnect.
+        if conn
+            .as_ref()
+            .is_some_and(|(_, up)| !up.load(Ordering::Acquire))
+        {
+            conn = None;
+        }
+        if conn.is_none() {
+            let Ok(Ok(s)) =
+                tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr))
+                    .await
+            else {
+                continue;
+            };
+            let _ = s.set_nodelay(true);
+            let (rd, wr) = s.into_split();
+            let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            tokio::task::spawn_local(tcp_responses(rd, ns, tx.clone(), Arc::clone(&up)));
+            conn = Some((wr, up));
+        }
+        if let Some((wr, _)) = conn.as_mut()
+            && wr.write_all(&frame).await.is_err()
+        {
+            conn = None;
+        }
+    }
+}
+
+/// Reads framed responses until the connection ends, then marks it down.
+async fn tcp_responses(
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    ns: usize,
+    tx: mpsc::UnboundedSender<(usize, Vec<u8>)>,
+    up: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::AsyncReadExt;
+    loop {
+        let mut len = [0u8; 2];
+        if rd.read_exact(&mut len).await.is_err() {
+            break;
+        }
+        let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        if rd.read_exact(&mut buf).await.is_err() || tx.send((ns, buf)).is_err() {
+            break;
+        }
+    }
+    up.store(false, Ordering::Release);
 }
 
 fn seed() -> u64 {

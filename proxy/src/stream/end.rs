@@ -87,6 +87,7 @@ pub fn finish(shared: &Shared, fe: &Proxy, end: End) {
     if let Some(srv) = srv {
         log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
     }
+    log.term = crate::model::sessions::killed_term(log.term);
     shared.log.session(fe, &log);
 }
 

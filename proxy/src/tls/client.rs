@@ -7,12 +7,10 @@
 
 use std::sync::Arc;
 
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
-use rustls_pki_types::pem::PemObject;
 
 use crate::config::model::{Global, Server};
 use crate::http::sample::SampleExpr;
@@ -50,6 +48,7 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
     } else {
         global.ssl_server_verify_none
     };
+    let mut sessions = None;
     let verifier: Arc<dyn ServerCertVerifier> = if verify_none {
         Arc::new(NoVerify(Arc::clone(&provider)))
     } else {
@@ -59,19 +58,10 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
                 s.name
             )
         })?;
-        let mut roots = rustls::RootCertStore::empty();
-        let certs = CertificateDer::pem_file_iter(ca)
-            .map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
-        for c in certs {
-            let c = c.map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
-            roots
-                .add(c)
-                .map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
-        }
-        let inner =
-            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
-                .build()
-                .map_err(|e| format!("unable to load CA file '{ca}' : {e}."))?;
+        // Shared with the runtime API (`set/commit ssl ca-file`): read live on each handshake.
+        let file = super::cafile::store().load(ca)?;
+        sessions = Some(Arc::new(super::cafile::CaSessions::new(Arc::clone(&file))));
+        let inner = Arc::new(super::cafile::LiveCa::new(file, Arc::clone(&provider))?);
         Arc::new(NameOptional {
             inner,
             check_name: o.sni.is_some(),
@@ -90,12 +80,15 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
         .map_err(|e| format!("unable to set SSL/TLS versions: {e}"))?
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let config = match client_cert {
+    let mut config = match client_cert {
         Some(b) => {
             builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(b.key)))
         }
         None => builder.with_no_client_auth(),
     };
+    if let Some(store) = sessions {
+        config.resumption = rustls::client::Resumption::store(store);
+    }
     let sni = match &o.sni {
         Some(e) => Some(
             crate::http::sample::parse_sample(e)
@@ -170,7 +163,7 @@ impl ServerCertVerifier for NoVerify {
 /// `verify required`: the chain must lead to the CA file; the name only when `sni` is set.
 #[derive(Debug)]
 struct NameOptional {
-    inner: Arc<WebPkiServerVerifier>,
+    inner: Arc<super::cafile::LiveCa>,
     check_name: bool,
 }
 

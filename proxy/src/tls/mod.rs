@@ -4,6 +4,7 @@
 //! its X25519 and P-256 code makes a full handshake ~15% cheaper than `ring`'s. Reads certificate
 //! files; opens no sockets.
 
+pub mod cafile;
 pub mod certinfo;
 pub mod ciphers;
 pub mod client;
@@ -109,31 +110,41 @@ pub fn load_into(
     store: &CertStore,
 ) -> Result<Arc<BindCerts>, TlsError> {
     let mut uses = Vec::new();
-    let mut load = |path: &str, filters: Vec<String>, list: bool| -> Result<(), TlsError> {
-        if store.get(path).is_none() {
-            let b = pem::load_bundle(path, provider)
-                .map_err(|m| TlsError::Cert(if list { format!("'crt-list' : {m}") } else { m }))?;
-            store.insert(path, b.key);
-        }
-        uses.push(CertUse {
-            path: path.to_string(),
-            filters,
-        });
-        Ok(())
-    };
+    let mut load =
+        |path: &str, filters: Vec<String>, list: Option<(String, usize)>| -> Result<(), TlsError> {
+            if store.get(path).is_none() {
+                let in_list = list.is_some();
+                let b = pem::load_bundle(path, provider).map_err(|m| {
+                    TlsError::Cert(if in_list {
+                        format!("'crt-list' : {m}")
+                    } else {
+                        m
+                    })
+                })?;
+                store.insert(path, b.key);
+            }
+            uses.push(CertUse {
+                path: path.to_string(),
+                filters,
+                list,
+            });
+            Ok(())
+        };
     for src in sources(ssl) {
         match src {
             CrtSource::Crt(crt) => {
                 for p in pem::crt_files(&crt).map_err(TlsError::Cert)? {
-                    load(&p, Vec::new(), false)?;
+                    load(&p, Vec::new(), None)?;
                 }
             }
             CrtSource::List(list) => {
-                for l in read_crt_list(&list)?.lines {
-                    crtlist::check_opts(&list, &l, ssl)
+                let lines = read_crt_list(&list)?.lines;
+                for l in &lines {
+                    crtlist::check_opts(&list, l, ssl)
                         .map_err(|m| TlsError::Cert(format!("'crt-list' : {m}")))?;
-                    load(&l.crt, l.filters, true)?;
+                    load(&l.crt, l.filters.clone(), Some((list.clone(), l.line)))?;
                 }
+                store.add_list(&list, &lines);
             }
         }
     }

@@ -35,6 +35,39 @@ pub(crate) use parse::check_request;
 pub use parse::{parse_request_head, parse_response_head};
 pub use write::{write_request_head, write_response_head};
 
+/// Where a refused head stops parsing (`show errors`' "error at position"): the last byte of
+/// the shortest prefix the parser refuses (a prefix is refused as soon as it cannot start a
+/// valid head); found by bisection, the head being bounded by `max_head`.
+pub fn error_offset(buf: &[u8], response: bool) -> usize {
+    let limits = Limits::default();
+    let refused = |b: &[u8]| {
+        if response {
+            parse_response_head(b, &limits).is_err()
+        } else {
+            parse_request_head(b, &limits).is_err()
+        }
+    };
+    if !refused(buf) {
+        return buf.len();
+    }
+    // buf[..hi] is refused, buf[..lo] is not (the empty prefix never is).
+    let (mut lo, mut hi) = (0usize, buf.len());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if refused(buf.get(..mid).unwrap_or(buf)) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let at = hi.saturating_sub(1);
+    // A line refused at its end (no colon…) is refused at its CR, as HAProxy reports it.
+    match (at.checked_sub(1).and_then(|p| buf.get(p)), buf.get(at)) {
+        (Some(b'\r'), Some(b'\n')) => at - 1,
+        _ => at,
+    }
+}
+
 /// Size limits for one message head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {

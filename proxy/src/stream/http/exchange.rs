@@ -395,6 +395,9 @@ impl<F: Front> Session<F> {
                 }
                 Ok(None) => {}
                 Err(_) => {
+                    let at = h1::error_offset(&sbuf, true);
+                    let snaps = crate::model::error_snapshots::store();
+                    snaps.response(be, &self.fe, srv, self.peer, &sbuf, at);
                     Counters::add(&srv.counters.errors_resp, 1);
                     Counters::add(&be.counters.errors_resp, 1);
                     return Err(Abort::Server(b'H'));

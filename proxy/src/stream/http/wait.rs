@@ -129,6 +129,9 @@ impl<F: Front> Session<F> {
 
     /// A head the codec refused: its status, `PR`, the connection closes.
     async fn refuse_head(&mut self, status: u16, start: Instant) -> bool {
+        // `show errors`: the refused request as it was received.
+        let at = h1::error_offset(&self.cbuf, false);
+        crate::model::error_snapshots::store().request(&self.fe, self.peer, &self.cbuf, at);
         let mut log = self.new_log();
         log.request_line = Some("<BADREQ>".into());
         Counters::add(&self.fe.fe_counters.errors_req, 1);

@@ -1,0 +1,330 @@
+//! The live streams (`show sess`, `shutdown session`): each accepted connection the stream layer
+//! serves is registered at its start and removed at its end ([`track`]); the backend and server
+//! are noted when a server slot is taken ([`note_server`]). `shutdown session <id>` shuts the
+//! client socket down (both ways, through a duplicate of its descriptor, so that the number can
+//! never name another socket) and marks the stream killed: the stream then ends as it would on a
+//! client abort, and [`killed_term`] makes its log line read `K` as HAProxy's does.
+//!
+//! `show sess` prints HAProxy 2.6's one-line layout with the fields portcullis has (id, proto,
+//! source, frontend, backend, server, age, the client descriptor); HAProxy's internal flags,
+//! timers and buffer states read as zero or empty. `show sess <id>` is a reduced form: the first
+//! line and the frontend, backend and server lines of HAProxy's dump (no flags, task,
+//! connection or buffer lines).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Instant, SystemTime};
+
+use portcullis_runtime_api::reply::Reply;
+
+/// One live stream.
+pub struct Live {
+    /// `show sess`'s identifier (HAProxy prints the stream's address).
+    pub id: u64,
+    /// HAProxy's `uniq_id`: the stream counter of the process.
+    pub uniq: u64,
+    pub fe: String,
+    pub fe_id: i64,
+    pub mode: &'static str,
+    pub bind: usize,
+    pub src: Option<SocketAddr>,
+    pub local: Option<SocketAddr>,
+    start: Instant,
+    accepted: SystemTime,
+    /// `(backend, backend id, server, server id)` once a server slot was taken.
+    server: Mutex<Option<(String, i64, String, i64)>>,
+    killed: AtomicBool,
+    /// A duplicate of the client socket's descriptor, for `shutdown session`.
+    fd: Option<OwnedFd>,
+    raw_fd: RawFd,
+}
+
+#[derive(Default)]
+pub struct Sessions {
+    uniq: AtomicU64,
+    live: Mutex<BTreeMap<u64, Arc<Live>>>,
+}
+
+static SESSIONS: OnceLock<Sessions> = OnceLock::new();
+
+/// The process' live streams.
+pub fn sessions() -> &'static Sessions {
+    SESSIONS.get_or_init(Sessions::default)
+}
+
+tokio::task_local! {
+    /// The stream the running task serves.
+    static CURRENT: Arc<Live>;
+}
+
+/// Identifiers look like HAProxy's (heap addresses, 16-byte aligned, 12 hex digits).
+const ID_BASE: u64 = 0x5651_0000_0010;
+
+/// Runs `fut` (the stream of connection `fd`) registered as a live stream.
+pub fn track(
+    fe: &crate::model::Proxy,
+    origin: &crate::engine::service::Origin,
+    fd: RawFd,
+    fut: std::pin::Pin<Box<dyn Future<Output = ()>>>,
+) -> std::pin::Pin<Box<dyn Future<Output = ()>>> {
+    let reg = sessions();
+    let uniq = reg.uniq.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: `dup` of a descriptor the connection owns for the whole call; the duplicate is
+    // owned here and closed when the entry goes.
+    let dup = unsafe { libc::dup(fd) };
+    let live = Arc::new(Live {
+        id: ID_BASE + uniq * 0x10,
+        uniq,
+        fe: fe.name.clone(),
+        fe_id: i64::from(fe.cfg.id),
+        mode: match fe.cfg.mode {
+            crate::config::model::Mode::Tcp => "tcp",
+            crate::config::model::Mode::Http => "http",
+        },
+        bind: origin.bind,
+        src: origin.peer,
+        local: origin.local,
+        start: Instant::now(),
+        accepted: SystemTime::now(),
+        server: Mutex::new(None),
+        killed: AtomicBool::new(false),
+        // SAFETY: a fresh descriptor from `dup`, owned by nothing else.
+        fd: (dup >= 0).then(|| unsafe { OwnedFd::from_raw_fd(dup) }),
+        raw_fd: fd,
+    });
+    reg.lock().insert(live.id, Arc::clone(&live));
+    Box::pin(async move {
+        let id = live.id;
+        CURRENT.scope(live, fut).await;
+        sessions().lock().remove(&id);
+    })
+}
+
+/// The running stream took a slot on `srv` of `be`.
+pub fn note_server(be: &crate::model::Proxy, srv: &crate::model::Server) {
+    let _ = CURRENT.try_with(|l| {
+        *l.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((
+            be.name.clone(),
+            i64::from(be.cfg.id),
+            srv.name.clone(),
+            i64::from(srv.cfg.id),
+        ));
+    });
+}
+
+/// The termination state of the running stream's log line: `K` first when `shutdown session`
+/// killed it (for `mode tcp` HAProxy leaves the second character unset: `K-`).
+pub fn killed_term(term: [u8; 2]) -> [u8; 2] {
+    CURRENT
+        .try_with(|l| {
+            if !l.killed.load(Ordering::Acquire) {
+                return term;
+            }
+            let second = if l.mode == "tcp" { b'-' } else { term[1] };
+            [b'K', second]
+        })
+        .unwrap_or(term)
+}
+
+/// HAProxy's `human_time`: `1d2h3m4s` without the zero leading parts.
+fn human_time(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let mut out = String::new();
+    if d > 0 {
+        let _ = write!(out, "{d}d");
+    }
+    if d > 0 || h > 0 {
+        let _ = write!(out, "{h}h");
+    }
+    if d > 0 || h > 0 || m > 0 {
+        let _ = write!(out, "{m}m");
+    }
+    let _ = write!(out, "{s}s");
+    out
+}
+
+fn proto(a: Option<SocketAddr>) -> &'static str {
+    match a {
+        Some(SocketAddr::V6(_)) => "tcpv6",
+        _ => "tcpv4",
+    }
+}
+
+fn addr(a: Option<SocketAddr>) -> String {
+    a.map_or_else(|| "?".to_string(), |a| a.to_string())
+}
+
+/// `strtoul(s, NULL, 0)`: `0x` hex, `0` octal, else decimal; garbage reads as 0.
+fn strtoul(s: &str) -> u64 {
+    let s = s.trim_start();
+    let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => (h, 16),
+        None if s.starts_with('0') && s.len() > 1 => (&s[1..], 8),
+        None => (s, 10),
+    };
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
+    u64::from_str_radix(&digits[..end], radix).unwrap_or(0)
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Live>>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// `show sess [<id>|all]` and `shutdown session <id>` (level checked by the caller).
+    pub fn command(&self, verb: &str, args: &[String], out: &mut Reply) {
+        let arg = args.first().map(String::as_str).filter(|a| !a.is_empty());
+        if verb == "shutdown" {
+            let Some(a) = arg else {
+                out.err("Session pointer expected (use 'show sess').\n");
+                return;
+            };
+            let Some(l) = self.lock().get(&strtoul(a)).cloned() else {
+                out.err("No such session (use 'show sess').\n");
+                return;
+            };
+            l.killed.store(true, Ordering::Release);
+            if let Some(fd) = &l.fd {
+                // SAFETY: shutdown on a descriptor we own (the duplicate).
+                unsafe {
+                    libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(fd), libc::SHUT_RDWR);
+                }
+            }
+            return;
+        }
+        let all: Vec<Arc<Live>> = self.lock().values().cloned().collect();
+        match arg {
+            None => {
+                for l in &all {
+                    list_line(l, out);
+                }
+            }
+            Some("all") => {
+                for l in &all {
+                    detail(l, out);
+                }
+            }
+            Some(a) => {
+                let id = strtoul(a);
+                match all.iter().find(|l| l.id == id) {
+                    Some(l) => detail(l, out),
+                    None => out.push_str("Session not found.\n"),
+                }
+            }
+        }
+    }
+}
+
+fn server_of(l: &Live) -> Option<(String, i64, String, i64)> {
+    l.server.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+fn list_line(l: &Live, out: &mut Reply) {
+    let (be, srv) = match server_of(l) {
+        Some((b, _, s, _)) => (b, s),
+        None => ("<NONE>".to_string(), "<none>".to_string()),
+    };
+    let _ = writeln!(
+        out,
+        "{:#x}: proto={} src={} fe={} be={be} srv={srv} ts=00 epoch=0 age={} calls=0 rate=0 cpu=0 lat=0 rq[f=0h,i=0,an=00h,rx=,wx=,ax=] rp[f=0h,i=0,an=00h,rx=,wx=,ax=] scf=[8,0h,fd={}] scb=[8,0h,fd=-1] exp= rc=0 c_exp=",
+        l.id,
+        proto(l.src),
+        addr(l.src),
+        l.fe,
+        human_time(l.start.elapsed().as_secs()),
+        l.raw_fd,
+    );
+}
+
+fn detail(l: &Live, out: &mut Reply) {
+    let us = l
+        .accepted
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(0));
+    let mut when = String::new();
+    crate::log::format::date_log(
+        &mut when,
+        us,
+        crate::log::sink::local_utc_offset(us / 1_000_000),
+    );
+    let _ = writeln!(
+        out,
+        "{:#x}: [{when}] id={} proto={} source={}",
+        l.id,
+        l.uniq,
+        proto(l.src),
+        addr(l.src)
+    );
+    let _ = writeln!(
+        out,
+        "  frontend={} (id={} mode={}), listener=? (id={}) addr={}",
+        l.fe,
+        l.fe_id,
+        l.mode,
+        l.bind + 1,
+        addr(l.local)
+    );
+    match server_of(l) {
+        Some((b, bid, s, sid)) => {
+            let _ = writeln!(out, "  backend={b} (id={bid} mode={})", l.mode);
+            let _ = writeln!(out, "  server={s} (id={sid})");
+        }
+        None => {
+            out.push_str("  backend=<NONE> (id=-1 mode=-)\n");
+            out.push_str("  server=<NONE> (id=-1)\n");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  task=? (age={})",
+        human_time(l.start.elapsed().as_secs())
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn haproxy_number_and_time_forms() {
+        assert_eq!(strtoul("0x5651000000a0"), 0x5651_0000_00a0);
+        assert_eq!(strtoul("12"), 12);
+        assert_eq!(strtoul("010"), 8);
+        assert_eq!(strtoul("zz"), 0);
+        assert_eq!(human_time(0), "0s");
+        assert_eq!(human_time(65), "1m5s");
+        assert_eq!(human_time(3600 * 25 + 1), "1d1h0m1s");
+    }
+
+    #[test]
+    fn errors_in_haproxy_words() {
+        let s = Sessions::default();
+        let run = |verb: &str, args: &[&str]| {
+            let mut r = Reply::default();
+            let a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
+            s.command(verb, &a, &mut r);
+            r.text
+        };
+        assert_eq!(
+            run("shutdown", &[]),
+            "Session pointer expected (use 'show sess').\n"
+        );
+        assert_eq!(
+            run("shutdown", &["0x1234"]),
+            "No such session (use 'show sess').\n"
+        );
+        assert_eq!(run("show", &["0x1234"]), "Session not found.\n");
+        assert_eq!(run("show", &[]), "");
+    }
+}
