@@ -1,6 +1,7 @@
 //! `peers` sections: `-c` against HAProxy 2.6 on the same files (errors, warnings, exit
-//! codes), and the peers protocol between portcullis and HAProxy 2.6 on loopback (updates both
-//! ways, a full resync for a restarted peer).
+//! codes, the stick counter actions), and the peers protocol between portcullis and HAProxy 2.6
+//! on loopback (updates both ways, every data type, a full resync for a restarted peer, over
+//! TLS too), and reloads that keep the tables, also while a client keeps traffic flowing.
 
 #[path = "support/backend.rs"]
 mod backend;
@@ -98,6 +99,7 @@ const CASES: &[&str] = &[
     // TLS on peers.
     "peers p\n bind 127.0.0.1:10000 ssl crt /nonexistent.pem\n default-server ssl verify none\n server lb1\n server o 127.0.0.2:10000\n",
     "peers p\n bind 127.0.0.1:10000 ssl crt\n server lb1\n",
+    "peers p\n default-server ssl verify none\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2:10000\nbackend b\n stick-table type ip size 1k peers p\n",
 ];
 
 #[test]

@@ -424,6 +424,16 @@ fn peer_line(
         pending.push("peers server crt".to_string());
     }
     let ssl = st.opts.ssl.then(|| Box::new(st.opts.clone()));
+    if local && is_peer && st.opts.ssl && s.bind_ssl.is_none() {
+        // HAProxy's words (it names the section after the local peer).
+        ctx.diags.push(Diag::global(
+            super::diag::Severity::Warning,
+            format!(
+                "Peers section '{localpeer}': local peer have a non-SSL listener and a SSL server configured at line {}:{}.",
+                ctx.loc.file, ctx.loc.line
+            ),
+        ));
+    }
     if let Some(i) = unnamed_local.filter(|_| local) {
         if let Some(p) = s.peers.get_mut(i) {
             p.name = name.to_string();
