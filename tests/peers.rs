@@ -1,6 +1,7 @@
 //! `peers` sections: `-c` against HAProxy 2.6 on the same files (errors, warnings, exit
-//! codes), and the peers protocol between portcullis and HAProxy 2.6 on loopback (updates both
-//! ways, a full resync for a restarted peer).
+//! codes, the stick counter actions), and the peers protocol between portcullis and HAProxy 2.6
+//! on loopback (updates both ways, every data type, a full resync for a restarted peer, over
+//! TLS too), and reloads that keep the tables, also while a client keeps traffic flowing.
 
 #[path = "support/backend.rs"]
 mod backend;
@@ -95,6 +96,10 @@ const CASES: &[&str] = &[
     " stick-table type ip size 1k store gpc0\n tcp-request connection sc-inc-gpc0(3)\n",
     " stick-table type ip size 1k store gpc0_rate\n",
     " stick-table type ip size 1k store bytes_out_rate(x)\n",
+    // TLS on peers.
+    "peers p\n bind 127.0.0.1:10000 ssl crt /nonexistent.pem\n default-server ssl verify none\n server lb1\n server o 127.0.0.2:10000\n",
+    "peers p\n bind 127.0.0.1:10000 ssl crt\n server lb1\n",
+    "peers p\n default-server ssl verify none\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2:10000\nbackend b\n stick-table type ip size 1k peers p\n",
 ];
 
 #[test]
@@ -718,16 +723,23 @@ fn reload_into_haproxy_keeps_the_tables() {
     assert!(got, "haproxy: {rows:?}");
 }
 
-/// `ssl` on peers is not built: starting with it fails, naming the line and the feature.
+/// Verifying peers' client certificates (`ca-file`, `verify` on the listener) is not built:
+/// starting with it fails, naming the line and the feature.
 #[test]
-fn ssl_on_peers_is_refused_at_start() {
+fn peer_certificate_verification_is_refused_at_start() {
     let dir = TempDir::new("peers-ssl");
     let cfg = dir.0.join("p.cfg");
+    // Refused before any certificate is read: these files only have to exist.
+    let (crt, ca) = (dir.0.join("peer.pem"), dir.0.join("ca.pem"));
+    std::fs::write(&crt, "").unwrap();
+    std::fs::write(&ca, "").unwrap();
     std::fs::write(
         &cfg,
         format!(
-            "{BASE} stick-table type ip size 1k peers p\npeers p\n default-server ssl verify none\n peer lb1 127.0.0.1:{}\n peer o 127.0.0.2:{}\n",
+            "{BASE} stick-table type ip size 1k peers p\npeers p\n bind 127.0.0.1:{} ssl crt {} ca-file {} verify required\n default-server ssl verify none\n server lb1\n server o 127.0.0.2:{}\n",
             free_port(),
+            crt.display(),
+            ca.display(),
             free_port()
         ),
     )
@@ -744,11 +756,164 @@ fn ssl_on_peers_is_refused_at_start() {
         let _ = child.kill();
     }
     let out = child.wait_with_output().expect("output");
-    assert!(exited, "portcullis started with ssl on peers");
+    assert!(exited, "portcullis started with ca-file on a peers bind");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(":11] : 'peers ssl' is not supported yet by portcullis (a 'peers' section)."),
+        err.contains(
+            ":10] : 'peers bind ca-file' is not supported yet by portcullis (a 'peers' section)."
+        ),
         "{err}"
     );
+}
+
+/// A self-signed certificate and its key in one PEM file under `dir` (None without openssl).
+fn self_signed(dir: &Path) -> Option<std::path::PathBuf> {
+    let (key, crt, pem) = (dir.join("k.pem"), dir.join("c.pem"), dir.join("peer.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=peer",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        eprintln!("notice: openssl unavailable, TLS test skipped");
+        return None;
+    }
+    let mut both = std::fs::read(&crt).ok()?;
+    both.extend(std::fs::read(&key).ok()?);
+    std::fs::write(&pem, both).ok()?;
+    Some(pem)
+}
+
+/// Reloads with a TLS peers listener: the old process hands its tables over through TLS.
+#[test]
+fn tables_survive_reloads_over_tls() {
+    let dir = TempDir::new("peers-reload-tls");
+    let Some(pem) = self_signed(&dir.0) else {
+        return;
+    };
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n bind 127.0.0.1:{peer} ssl crt {}\n server lb1\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt peers local\n",
+            sock.display(),
+            pem.display()
+        ),
+    )
+    .unwrap();
+    let start = |extra: &[String]| -> std::process::Child {
+        proxy::portcullis_command(
+            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+            &cfg,
+        )
+        .spawn()
+        .expect("start portcullis")
+    };
+    let mut cur = start(&[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    for _ in 0..3 {
+        assert!(request_from("127.0.0.71".parse().unwrap(), lo(fe)).contains("200"));
+    }
+    let want = vec!["127.0.0.71 use=0 conn_cnt=3 http_req_cnt=3".to_string()];
+    assert!(wait_until(Duration::from_secs(10), || table_rows(&sock) == want));
+    for n in 1..=2 {
+        let args = [
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.id().to_string(),
+        ];
+        let next = start(&args);
+        let gone = wait_until(Duration::from_secs(15), || {
+            cur.try_wait().ok().flatten().is_some()
+        });
+        assert!(gone, "reload {n}: the old process did not stop");
+        cur = next;
+        assert!(
+            wait_until(Duration::from_secs(10), || table_rows(&sock) == want),
+            "reload {n}: {:?}",
+            table_rows(&sock)
+        );
+    }
+    let _ = cur.kill();
+    let _ = cur.wait();
+}
+
+/// Peers over TLS with HAProxy 2.6: `bind … ssl crt <pem>` and `default-server ssl verify
+/// none` on both sides (a self-signed certificate made by `openssl`); updates both ways.
+#[test]
+fn stick_tables_sync_with_haproxy_over_tls() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers-tls");
+    let Some(pem) = self_signed(&dir.0) else {
+        return;
+    };
+    let (hap_sock, pc_sock) = (dir.0.join("hap.sock"), dir.0.join("pc.sock"));
+    let (hap_peer, pc_peer, hap_fe, pc_fe) = (free_port(), free_port(), free_port(), free_port());
+    let cfg = |me: &str, sock: &Path, fe: u16| {
+        let (mine, hap, pc) = if me == "hap" {
+            (hap_peer, String::new(), format!(" 127.0.0.1:{pc_peer}"))
+        } else {
+            (pc_peer, format!(" 127.0.0.1:{hap_peer}"), String::new())
+        };
+        format!(
+            "global\n localpeer {me}\n stats socket {} level admin\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers mesh\n bind 127.0.0.1:{mine} ssl crt {}\n default-server ssl verify none\n server hap{hap}\n server pc{pc}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 60s store conn_cnt,http_req_cnt,http_req_rate(10s) peers mesh\n",
+            sock.display(),
+            pem.display()
+        )
+    };
+    let Some(hap) = Proc::haproxy(&cfg("hap", &hap_sock, hap_fe), lo(hap_peer)) else {
+        return;
+    };
+    let pc = Proc::portcullis(&cfg("pc", &pc_sock, pc_fe), lo(pc_peer));
+    let (a, b): (IpAddr, IpAddr) = ("127.0.0.61".parse().unwrap(), "127.0.0.62".parse().unwrap());
+    for _ in 0..3 {
+        assert!(request_from(a, lo(hap_fe)).contains("200"));
+    }
+    let want = "conn_cnt=3 http_req_cnt=3 http_req_rate(10000)=3";
+    assert!(
+        wait_row(&pc_sock, "127.0.0.61", want),
+        "portcullis: {:?}",
+        row(&pc_sock, "127.0.0.61")
+    );
+    for _ in 0..2 {
+        assert!(request_from(b, lo(pc_fe)).contains("200"));
+    }
+    let want_b = "conn_cnt=2 http_req_cnt=2 http_req_rate(10000)=2";
+    assert!(
+        wait_row(&hap_sock, "127.0.0.62", want_b),
+        "haproxy: {:?}",
+        row(&hap_sock, "127.0.0.62")
+    );
+    // portcullis' listener speaks TLS only: a plain hello gets no status line.
+    let mut plain = TcpStream::connect(lo(pc_peer)).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    plain.write_all(b"HAProxyS 2.1\npc\nhap 1 1\n").unwrap();
+    let mut got = Vec::new();
+    let _ = plain.read_to_end(&mut got);
+    assert!(!got.starts_with(b"200"), "{got:?}");
+    drop(pc);
+    drop(hap);
 }

@@ -823,6 +823,8 @@ pub struct PeersSection {
     pub bind: Option<std::net::SocketAddr>,
     /// `table <name> …` lines: tables known as `<section>/<name>` and synced by this section.
     pub tables: Vec<(String, StickTable)>,
+    /// `bind … ssl crt <pem>` (or `default-bind ssl crt <pem>`): the listener speaks TLS.
+    pub bind_ssl: Option<BindSsl>,
 }
 
 /// One `peer <name> <addr:port>` (or `server <name> [<addr:port>]`) line of a `peers` section.
@@ -833,6 +835,9 @@ pub struct Peer {
     pub addr: Option<std::net::SocketAddr>,
     /// This process (its name is the local peer name: `-L`, `localpeer` or the host name).
     pub local: bool,
+    /// `ssl` on its line (or `default-server`): connections to it speak TLS with these
+    /// options (`verify`, `ca-file`).
+    pub ssl: Option<Box<ServerOpts>>,
     pub loc: Loc,
 }
 

@@ -55,8 +55,25 @@ pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
                 .sections
                 .iter()
                 .position(|x| x.name == s.name)?;
-            (!tables.is_empty()).then(|| {
-                let sec = Rc::new(SectionRt::new(Arc::clone(shared), si, s.clone(), tables));
+            if tables.is_empty() {
+                return None;
+            }
+            // A section whose TLS cannot be set up does not run (never in clear instead).
+            let tls = match PeerTls::build(shared, s) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!("peers '{}': TLS: {e}; the section is not started", s.name);
+                    return None;
+                }
+            };
+            Some({
+                let sec = Rc::new(SectionRt::new(
+                    Arc::clone(shared),
+                    si,
+                    s.clone(),
+                    tables,
+                    tls,
+                ));
                 // Bound now, before the old process is told to stop (a reload): it hands its
                 // tables over to this address as it leaves.
                 let listener = s.bind.and_then(|addr| match listen(addr) {
@@ -296,6 +313,87 @@ struct SectionRt {
     /// A full resync was obtained (or is no longer expected) / a peer is teaching us now.
     resynced: std::cell::Cell<bool>,
     learning: std::cell::Cell<u64>,
+    /// TLS of the listener (`bind … ssl crt`) and towards each peer with `ssl`.
+    tls: PeerTls,
+}
+
+/// The TLS settings of a section, built once.
+#[derive(Default)]
+struct PeerTls {
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    /// Per remote peer name.
+    connectors: HashMap<String, Arc<rustls::ClientConfig>>,
+    /// Towards this process' own listener (a reload's hand-over): no verification, the
+    /// certificate is our own.
+    own: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl PeerTls {
+    fn build(shared: &Shared, cfg: &PeersSection) -> Result<PeerTls, String> {
+        let mut t = PeerTls::default();
+        if let Some(b) = &cfg.bind_ssl {
+            let sc = crate::tls::server_config(b).map_err(|e| e.to_string())?;
+            t.acceptor = Some(tokio_rustls::TlsAcceptor::from(Arc::new(sc)));
+            let own = crate::config::model::ServerOpts {
+                ssl: true,
+                verify_set: true,
+                verify_none: true,
+                ..Default::default()
+            };
+            t.own = Some(client_config(shared, cfg, "local", &own)?);
+        }
+        for p in cfg.peers.iter().filter(|p| !p.local) {
+            if let Some(o) = &p.ssl {
+                t.connectors
+                    .insert(p.name.clone(), client_config(shared, cfg, &p.name, o)?);
+            }
+        }
+        Ok(t)
+    }
+}
+
+fn client_config(
+    shared: &Shared,
+    cfg: &PeersSection,
+    name: &str,
+    opts: &crate::config::model::ServerOpts,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let srv = crate::config::model::Server {
+        name: name.to_string(),
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        fqdn: None,
+        unix: None,
+        unresolved: false,
+        id: 0,
+        opts: opts.clone(),
+        loc: cfg.loc.clone(),
+    };
+    match crate::tls::client::server_tls(&shared.model.cfg.global, &srv)? {
+        Some(t) => Ok(t.config),
+        None => Err(format!("peer '{name}': no TLS settings")),
+    }
+}
+
+/// A peer connection, plain or TLS.
+trait PeerIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> PeerIo for T {}
+
+/// Connects to `addr`, over TLS when `tls` is set; the stream and its (peer, local) addresses.
+async fn dial(
+    addr: SocketAddr,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> std::io::Result<(Box<dyn PeerIo>, Option<(SocketAddr, SocketAddr)>)> {
+    let s = TcpStream::connect(addr).await?;
+    let _ = s.set_nodelay(true);
+    let ends = s.peer_addr().ok().zip(s.local_addr().ok());
+    let Some(cfg) = tls else {
+        return Ok((Box::new(s), ends));
+    };
+    let name = crate::tls::client::server_name(None, addr.ip());
+    let t = tokio_rustls::TlsConnector::from(Arc::clone(cfg))
+        .connect(name, s)
+        .await?;
+    Ok((Box::new(t), ends))
 }
 
 #[derive(Default)]
@@ -310,6 +408,7 @@ impl SectionRt {
         si: usize,
         cfg: PeersSection,
         tables: Vec<(Arc<Table>, LocalTable)>,
+        tls: PeerTls,
     ) -> SectionRt {
         let local = cfg
             .peers
@@ -327,6 +426,7 @@ impl SectionRt {
             next_gen: std::cell::Cell::new(1),
             resynced: std::cell::Cell::new(false),
             learning: std::cell::Cell::new(0),
+            tls,
         }
     }
 
@@ -455,8 +555,8 @@ async fn hand_over(sec: &SectionRt, addr: SocketAddr) {
     // The new process may still be starting its listener.
     let mut stream = None;
     for _ in 0..20 {
-        match TcpStream::connect(addr).await {
-            Ok(s) => {
+        match dial(addr, sec.tls.own.as_ref()).await {
+            Ok((s, _)) => {
                 stream = Some(s);
                 break;
             }
@@ -538,7 +638,19 @@ async fn accept_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, l: tokio::net::Tcp
         }
         let known: Vec<String> = sec.cfg.peers.iter().map(|p| p.name.clone()).collect();
         let session = Session::accept(&sec.local, known, sec.table_defs());
-        tokio::task::spawn_local(converse(Rc::clone(&sec), stream, session, None));
+        let _ = stream.set_nodelay(true);
+        let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
+        let sec = Rc::clone(&sec);
+        tokio::task::spawn_local(async move {
+            let io: Box<dyn PeerIo> = match &sec.tls.acceptor {
+                None => Box::new(stream),
+                Some(a) => match tokio::time::timeout(RECONNECT, a.accept(stream)).await {
+                    Ok(Ok(t)) => Box::new(t),
+                    _ => return,
+                },
+            };
+            converse(sec, io, ends, session, None).await;
+        });
     }
 }
 
@@ -564,14 +676,15 @@ async fn connect_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, peer: String, add
             st.statuscode = 100;
             st.new_conn += 1;
         });
-        let conn = tokio::time::timeout(RECONNECT, TcpStream::connect(addr)).await;
+        let tls = sec.tls.connectors.get(&peer).cloned();
+        let conn = tokio::time::timeout(RECONNECT, dial(addr, tls.as_ref())).await;
         match conn {
-            Ok(Ok(stream)) => {
+            Ok(Ok((stream, ends))) => {
                 sec.status(&peer, |st| st.statuscode = 110);
                 let pid = std::process::id();
                 let session = Session::connect(&sec.local, &peer, pid, sec.table_defs());
                 let claim = sec.claim(&peer);
-                converse(Rc::clone(&sec), stream, session, Some(claim)).await;
+                converse(Rc::clone(&sec), stream, ends, session, Some(claim)).await;
                 let delay = jitter();
                 let at = crate::clock::clock_ms() + delay.as_millis() as u64;
                 sec.status(&peer, |st| st.reconnect = Some(at));
@@ -589,11 +702,11 @@ async fn connect_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, peer: String, add
 /// Runs one connection until it ends (closed, dead, protocol error, or replaced).
 async fn converse(
     sec: Rc<SectionRt>,
-    mut stream: TcpStream,
+    mut stream: Box<dyn PeerIo>,
+    ends: Option<(SocketAddr, SocketAddr)>,
     mut s: Session,
     mut claim: Option<(u64, Rc<Notify>)>,
 ) {
-    let _ = stream.set_nodelay(true);
     let peer = s.peer().map(str::to_string);
     // Change numbers already pushed, per table: 0 pushes every local change at first.
     let mut pushed = vec![0u64; sec.tables.len()];
@@ -630,7 +743,6 @@ async fn converse(
                             if accepted {
                                 claim = Some(sec.claim(&name));
                             }
-                            let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
                             sec.status(&name, |st| {
                                 st.active = true;
                                 if accepted {
