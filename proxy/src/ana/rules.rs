@@ -183,6 +183,8 @@ pub struct ProxyRules {
     pub http_request: Vec<Rule>,
     /// `http-response` rules, applied to a server's response head.
     pub http_response: Vec<Rule>,
+    /// `http-after-response` rules, applied to every response head before it leaves.
+    pub http_after_response: Vec<Rule>,
     pub tcp_content: Vec<TcpRule>,
     /// `tcp-request connection` rules, evaluated at accept on addresses only.
     pub tcp_connection: Vec<TcpRule>,
@@ -484,6 +486,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     };
     r.http_request = http_rules(&p.http_request, "http-request", errs);
     r.http_response = http_rules(&p.http_response, "http-response", errs);
+    r.http_after_response = http_rules(&p.http_after_response, "http-after-response", errs);
     for t in &p.tcp_request {
         let track = match &t.action {
             TcpRequestAction::TrackSc(tr) => match compile_track(cfg, p, tr, errs) {
@@ -544,6 +547,7 @@ fn auth_fetch_lists(cfg: &Config, p: &Proxy) -> Vec<Diag> {
         .http_request
         .iter()
         .chain(&p.http_response)
+        .chain(&p.http_after_response)
         .filter_map(|r| r.cond.as_ref())
         .chain(p.tcp_request.iter().filter_map(|r| r.cond.as_ref()))
         .chain(p.use_backends.iter().filter_map(|r| r.cond.as_ref()));

@@ -107,6 +107,32 @@ pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
     }
 }
 
+/// `http-after-response` actions (HAProxy 2.6's list less `ot-group` and `strict-mode`).
+pub(crate) const HTTP_AFTER_RESPONSE_ACTIONS: &[&str] = &[
+    "add-header",
+    "allow",
+    "capture",
+    "del-header",
+    "replace-header",
+    "replace-value",
+    "set-header",
+    "set-status",
+    "set-var-fmt(*)",
+    "set-var(*)",
+    "unset-var(*)",
+];
+
+pub(crate) fn kw_http_after_response(p: &mut P, args: &[String]) {
+    if let Some(rule) = http_rule(
+        p,
+        args,
+        "http-after-response",
+        HTTP_AFTER_RESPONSE_ACTIONS,
+    ) {
+        p.px.http_after_response.push(rule);
+    }
+}
+
 pub(crate) fn kw_http_response(p: &mut P, args: &[String]) {
     if let Some(rule) = http_rule(p, args, "http-response", HTTP_RESPONSE_ACTIONS) {
         p.px.http_response.push(rule);
@@ -455,7 +481,7 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 values: action == "replace-value",
             }
         }
-        "capture" => match super::kw_capture::capture_rule(p, args, 2, kw == "http-response") {
+        "capture" => match super::kw_capture::capture_rule(p, args, 2, kw != "http-request") {
             Ok((sample, slot, len)) => {
                 i = 5;
                 HttpRequestAction::Capture { sample, slot, len }

@@ -1289,6 +1289,8 @@ pub struct Proxy {
     pub http_request: Vec<HttpRequestRule>,
     /// `http-response` rules (the same actions on the server's response head).
     pub http_response: Vec<HttpRequestRule>,
+    /// `http-after-response` rules: every response, the proxy's own ones included.
+    pub http_after_response: Vec<HttpRequestRule>,
     pub captures: Captures,
     pub tcp_request: Vec<TcpRequestRule>,
     pub tcp_inspect_delay: Option<Duration>,
@@ -1400,6 +1402,7 @@ impl Proxy {
             use_backends: Vec::new(),
             http_request: Vec::new(),
             http_response: Vec::new(),
+            http_after_response: Vec::new(),
             captures: Captures::default(),
             tcp_request: Vec::new(),
             tcp_inspect_delay: None,

@@ -450,11 +450,11 @@ impl<F: Front> Session<F> {
         if cause == b'c' && state != b'R' {
             return false;
         }
+        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
+        let (mut bytes, st) = self.after_rules_bytes(Some(be), bytes, st, log);
         log.status = Some(st);
         self.fe.fe_counters.count_status(st);
         be.counters.count_status(st);
-        let (mut bytes, close) =
-            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
         if reply.1 {
             bytes = errors::head_only(&bytes).to_vec();
         }

@@ -8,6 +8,7 @@
 //! Bodies are streamed in both directions through one buffer per side and never held whole;
 //! chunked bodies are forwarded verbatim once the decoder has validated their framing.
 
+mod after;
 mod applet;
 mod connect;
 mod exchange;
@@ -253,10 +254,23 @@ impl<F: Front> Session<F> {
             term,
             keep,
         } = reply;
-        // An applet may log another status than it sends (see `stats::Applet::log_status`).
-        log.status = Some(log.status.unwrap_or(status));
-        // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`.
+        // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`, and
+        // meet no rule.
         let badreq = log.request_line.as_deref() == Some("<BADREQ>");
+        let (bytes, after) = match badreq {
+            true => (bytes, status),
+            false => {
+                let be = self.logged_backend(&log);
+                self.after_rules_bytes(be.as_deref(), bytes, status, &log)
+            }
+        };
+        // An applet may log another status than it sends (see `stats::Applet::log_status`),
+        // unless `http-after-response set-status` changed it.
+        log.status = Some(match after != status {
+            true => after,
+            false => log.status.unwrap_or(status),
+        });
+        let status = after;
         log.bytes_out = if badreq {
             0
         } else {

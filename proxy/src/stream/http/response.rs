@@ -77,6 +77,7 @@ impl<F: Front> Session<F> {
             }
             return Forwarded::Done(self.deny_response(leg, st, tx).await);
         }
+        self.after_rules(Some(leg.be), &mut head, &tx.log);
         let out = self.response_head(leg.be, &mut head, &plan, tx, sbuf.len());
         if !tunnel {
             return Forwarded::Done(self.stream_body(leg, sbuf, out, &plan, &mut tx.log).await);
@@ -396,13 +397,14 @@ impl<F: Front> Session<F> {
         Counters::add(&self.fe.fe_counters.denied_resp, 1);
         Counters::add(&be.counters.denied_resp, 1);
         Counters::add(&srv.counters.denied_resp, 1);
-        self.fe.fe_counters.count_status(status);
-        be.counters.count_status(status);
         // The client connection stays, as after any reply HAProxy generates.
         let http10 = tx.req.version == Version::Http10;
         let hdr = ConnHeader::for_reply(http10, !tx.client_close, false);
-        let (mut bytes, close) =
-            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
+        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
+        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, status, &tx.log);
+        tx.log.status = Some(status);
+        self.fe.fe_counters.count_status(status);
+        be.counters.count_status(status);
         if tx.req.method == "HEAD" {
             bytes = errors::head_only(&bytes).to_vec();
         }
