@@ -16,6 +16,15 @@ use crate::http::head::{RequestHead, ResponseHead};
 use crate::log::format::{LogFormat, LogRecord};
 use crate::stick::StkCtrs;
 
+/// The payload of `http-request return`.
+pub enum ReturnBody {
+    None,
+    /// `string`, `file`.
+    Plain(String),
+    /// `lf-string`, `lf-file`: rendered per request.
+    Lf(LogFormat),
+}
+
 pub enum Action {
     /// `lua.<name> [args…]`: a registered Lua action (not final unless it ends the transaction).
     Lua {
@@ -36,9 +45,11 @@ pub enum Action {
     Return {
         status: u16,
         content_type: Option<String>,
-        body: Option<String>,
+        body: ReturnBody,
+        headers: Vec<(String, LogFormat)>,
     },
     Allow,
+    Reject,
     UsePrometheus,
     TrackSc(Track),
     Sc(ScRun),
@@ -198,6 +209,8 @@ pub struct ProxyRules {
 pub enum Verdict {
     Continue,
     Deny(u16),
+    /// `reject`: close without a response.
+    Reject,
     Redirect {
         code: u16,
         location: String,
@@ -206,6 +219,8 @@ pub enum Verdict {
         status: u16,
         content_type: Option<String>,
         body: Option<String>,
+        /// `hdr` lines, their values rendered.
+        headers: Vec<(String, String)>,
     },
     /// `use-service prometheus-exporter`: answer with the exporter page.
     Prometheus,
@@ -233,6 +248,7 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::Deny { .. } => "deny",
         HttpRequestAction::Return { .. } => "return",
         HttpRequestAction::Allow => "allow",
+        HttpRequestAction::Reject => "reject",
         HttpRequestAction::UsePrometheus => "use-service",
         HttpRequestAction::SetLine { part, .. } => match part {
             LinePart::Method => "set-method",
@@ -435,12 +451,23 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     status,
                     content_type,
                     body,
+                    body_lf,
+                    headers,
                 } => Action::Return {
                     status: *status,
                     content_type: content_type.clone(),
-                    body: body.clone(),
+                    body: match (body, body_lf) {
+                        (None, _) => ReturnBody::None,
+                        (Some(b), false) => ReturnBody::Plain(b.clone()),
+                        (Some(b), true) => ReturnBody::Lf(fmt(b, &rule.loc, name, errs)),
+                    },
+                    headers: headers
+                        .iter()
+                        .map(|(n, v)| (n.clone(), fmt(v, &rule.loc, name, errs)))
+                        .collect(),
                 },
                 HttpRequestAction::Allow => Action::Allow,
+                HttpRequestAction::Reject => Action::Reject,
                 HttpRequestAction::UsePrometheus => Action::UsePrometheus,
                 HttpRequestAction::TrackSc(t) => match compile_track(cfg, p, t, errs) {
                     Some(t) => Action::TrackSc(t),
@@ -798,16 +825,26 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
+            Action::Reject => return Verdict::Reject,
             Action::UsePrometheus => return Verdict::Prometheus,
             Action::Return {
                 status,
                 content_type,
                 body,
+                headers,
             } => {
                 return Verdict::Return {
                     status: *status,
                     content_type: content_type.clone(),
-                    body: body.clone(),
+                    body: match body {
+                        ReturnBody::None => None,
+                        ReturnBody::Plain(b) => Some(b.clone()),
+                        ReturnBody::Lf(f) => Some(render(f, &ctx)),
+                    },
+                    headers: headers
+                        .iter()
+                        .map(|(n, f)| (n.clone(), render(f, &ctx)))
+                        .collect(),
                 };
             }
             Action::Redirect {

@@ -687,8 +687,14 @@ pub enum HttpRequestAction {
         status: u16,
         content_type: Option<String>,
         body: Option<String>,
+        /// The body is a log-format string (`lf-string`, `lf-file`).
+        body_lf: bool,
+        /// `hdr <name> <fmt>` lines, in order.
+        headers: Vec<(String, String)>,
     },
     Allow,
+    /// `reject`: the connection is closed at once, without a response.
+    Reject,
     /// `use-service prometheus-exporter`: the request is answered by the built-in exporter.
     UsePrometheus,
     /// `track-sc<n> <key> [table <t>]`: count this request in a stick table.

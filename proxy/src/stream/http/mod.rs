@@ -271,6 +271,15 @@ impl<F: Front> Session<F> {
             false => log.status.unwrap_or(status),
         });
         let status = after;
+        // `http-request reject`: no response, no status; the connection is reset.
+        if status == 0 && bytes.is_empty() {
+            log.status = None;
+            log.term = term;
+            log.total = start.elapsed();
+            self.client.abort(true);
+            finish(&self.shared, &self.fe, End::log_only(log));
+            return false;
+        }
         log.bytes_out = if badreq {
             0
         } else {

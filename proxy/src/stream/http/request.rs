@@ -236,6 +236,8 @@ impl<F: Front> Session<F> {
         base.captures = refs.caps.as_deref();
         base.vars = Some(&refs.vars);
         base.userlists = Some(&be.rules.userlists);
+        // The stream's backend is the frontend itself until the routing picks another.
+        base.backend = Some(&be.name);
         base.counts = Some((&*self.shared.model, &be.name));
         base.unique_id = refs.uid.as_deref();
         let now = self.shared.model.now_ms();
@@ -267,6 +269,19 @@ impl<F: Front> Session<F> {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
+            Verdict::Reject => {
+                // Counted as a denied request; nothing is sent (status 0: none logged).
+                Counters::add(&self.fe.fe_counters.denied_req, 1);
+                if stage == 1 {
+                    Counters::add(&be.counters.denied_req, 1);
+                }
+                Some(Reply {
+                    status: 0,
+                    bytes: Vec::new(),
+                    term: *b"PR",
+                    keep: false,
+                })
+            }
             Verdict::Auth(realm) => {
                 let realm = realm.unwrap_or_else(|| be.name.clone());
                 let page = errors::auth_response(&realm, false);
@@ -297,10 +312,12 @@ impl<F: Front> Session<F> {
                 status,
                 content_type,
                 body,
+                headers,
             } => {
                 let body = body.unwrap_or_default();
                 let ct = content_type.as_deref();
-                let page = errors::return_response(status, ct, body.as_bytes(), false);
+                let page =
+                    errors::return_response_with(status, ct, body.as_bytes(), &headers, false);
                 Some(reply(
                     status,
                     errors::with_connection(&page, tx.conn_hdr(!keep)),
