@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::wait::refusal;
-use super::{Front, Reply, Session, Txn};
+use super::{Front, Reply, Session, Txn, Upstream};
 use crate::ana::capture::Captured;
 use crate::ana::rules::{self, Verdict};
 use crate::ana::sample::SampleCtx;
@@ -40,7 +40,7 @@ struct Refs {
     vars: Rc<Vars>,
 }
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// A parsed request head: its analysis, then an applet, a local reply or the exchange with a
     /// server, and the log line.
     pub(super) async fn process(
@@ -372,7 +372,7 @@ impl<F: Front> Session<F> {
             .forwardfor
             .as_ref()
             .or(be.cfg.options.forwardfor.as_ref());
-        if let (Some(ff), Some(peer)) = (ff, self.peer) {
+        if let (Some(ff), Some(peer)) = (ff, self.facts.peer) {
             let ip = peer.ip();
             let excepted = ff.except.is_some_and(|(net, len)| ip_in_net(ip, net, len));
             if !(excepted || ff.if_none && req.headers.contains(&ff.header)) {

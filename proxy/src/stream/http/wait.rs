@@ -4,7 +4,7 @@
 
 use tokio::time::Instant;
 
-use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session};
+use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session, Upstream};
 use crate::engine::pool::give_buf;
 use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, Limits};
@@ -27,7 +27,7 @@ struct Wait {
 
 type Read = Result<usize, Option<std::io::Error>>;
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// One request/response exchange. Returns whether to read another request on this connection.
     pub(super) async fn transaction(&mut self) -> bool {
         let first = self.requests == 0;
