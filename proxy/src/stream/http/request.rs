@@ -133,8 +133,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // makes it at first use, at the latest before the backend's headers are added).
         log.unique_id = self.shared.log.unique_id(&self.fe, &log);
         // A request arriving during a soft stop is served, then the connection closes.
+        // Chunked over a Content-Length, or in HTTP/1.0, closes (`h1::framing_forces_close`;
+        // only a chunked request has a Transfer-Encoding, so no other needs that scan).
+        let forced = framing == BodyFraming::Chunked
+            && (req.version == Version::Http10 || req.headers.contains("content-length"));
         let client_close = h1::wants_close(req.version, &req.headers)
-            || h1::framing_forces_close(req.version, &req.headers)
+            || forced
             || self.shared.stopping.load(Ordering::Acquire);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
