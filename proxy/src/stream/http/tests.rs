@@ -223,6 +223,18 @@ struct Run {
 
 /// Runs one client connection sending `reads` (then closing) against the servers `next`.
 fn run(sh: &Arc<Shared>, reads: &[&[u8]], next: Vec<Next>, later_stream: bool) -> Run {
+    let client = Script::new(reads, true);
+    run_on(sh, client, next, later_stream, async {})
+}
+
+/// [`run`] for the client `client`, with `beside` running next to the stream.
+fn run_on(
+    sh: &Arc<Shared>,
+    client: Rc<Script>,
+    next: Vec<Next>,
+    later_stream: bool,
+    beside: impl std::future::Future<Output = ()>,
+) -> Run {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -230,7 +242,6 @@ fn run(sh: &Arc<Shared>, reads: &[&[u8]], next: Vec<Next>, later_stream: bool) -
         .expect("runtime");
     let fe = Arc::clone(sh.model.proxy("fe").expect("fe"));
     let be = Arc::clone(sh.model.proxy("be").expect("be"));
-    let client = Script::new(reads, true);
     let (firsts, pooled) = (Rc::default(), Rc::default());
     let up = MockUp {
         be,
@@ -252,7 +263,8 @@ fn run(sh: &Arc<Shared>, reads: &[&[u8]], next: Vec<Next>, later_stream: bool) -
     let sess = Rc::new(StkCtrs::default());
     tap::take();
     let stream = run_with(Arc::clone(sh), Arc::clone(&fe), front, up, origin, sess);
-    rt.block_on(async { tokio::time::timeout(Duration::from_secs(600), stream).await })
+    let both = async { tokio::join!(stream, beside) };
+    rt.block_on(async { tokio::time::timeout(Duration::from_secs(600), both).await })
         .expect("the stream ends");
     let ends = tap::take();
     let lines = ends
@@ -560,4 +572,142 @@ fn a_later_h2_stream_may_take_a_shared_connection_the_first_may_not() {
     );
     assert_eq!(r.firsts, [true]);
     assert!(r.lines[0].contains(" 200 "), "{}", r.lines[0]);
+}
+
+/// `on-marked-down shutdown-sessions` 100 ms into the stream (paused time: before any timeout).
+async fn kill_after_100ms(sh: Arc<Shared>, srv: usize) {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sh.model.proxy("be").unwrap().pool().servers[srv].shutdown_sessions(b'D');
+}
+
+#[test]
+fn shutdown_sessions_before_the_response_is_a_502_dh() {
+    let sh = shared("safe");
+    let s1 = Script::new(&[], false);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false)];
+    let kill = kill_after_100ms(Arc::clone(&sh), 0);
+    let r = run_on(&sh, Script::new(&[GET], true), next, false, kill);
+    assert!(
+        r.client.written().starts_with("HTTP/1.1 502 "),
+        "{}",
+        r.client.written()
+    );
+    assert!(s1.aborted.get());
+    let e = &r.ends[0];
+    assert_eq!((e.status, &e.term, e.response), (Some(502), b"DH", None));
+    assert!(
+        r.lines[0].contains(" 502 ") && r.lines[0].contains(" DH-- "),
+        "{}",
+        r.lines[0]
+    );
+    let srv = &sh.model.proxy("be").unwrap().pool().servers[0];
+    assert_eq!(srv.cur_conns.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn shutdown_sessions_during_the_body_cuts_it_dd() {
+    let sh = shared("safe");
+    // 10 bytes announced, 2 sent, then nothing: the kill cuts the response.
+    let s1 = Script::new(&[b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nok"], false);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false)];
+    let kill = kill_after_100ms(Arc::clone(&sh), 0);
+    let r = run_on(&sh, Script::new(&[GET], true), next, false, kill);
+    assert!(
+        r.client.written().starts_with("HTTP/1.1 200 OK\r\n"),
+        "{}",
+        r.client.written()
+    );
+    assert!(r.client.aborted.get());
+    let e = &r.ends[0];
+    assert_eq!((e.status, &e.term), (Some(200), b"DD"));
+    assert!(
+        r.lines[0].contains(" 200 ") && r.lines[0].contains(" DD-- "),
+        "{}",
+        r.lines[0]
+    );
+}
+
+#[test]
+fn a_bad_request_is_a_400_pr_badreq() {
+    let sh = shared("safe");
+    let r = run(
+        &sh,
+        &[b"GET / HTTP/1.1\r\nbad header\r\n\r\n"],
+        vec![],
+        false,
+    );
+    assert!(
+        r.client.written().starts_with("HTTP/1.1 400 "),
+        "{}",
+        r.client.written()
+    );
+    assert!(r.client.shut.get());
+    assert_eq!(r.ends.len(), 1);
+    let e = &r.ends[0];
+    assert_eq!((e.status, &e.term, e.bytes_out), (Some(400), b"PR", 0));
+    assert!(r.lines[0].contains(" fe fe/<NOSRV> "), "{}", r.lines[0]);
+    assert!(
+        r.lines[0].contains(" PR-- ") && r.lines[0].ends_with("\"<BADREQ>\""),
+        "{}",
+        r.lines[0]
+    );
+    assert!(r.firsts.is_empty());
+}
+
+#[test]
+fn a_silent_client_is_a_408_cr_after_timeout_client() {
+    let sh = shared("safe");
+    let r = run_on(&sh, Script::new(&[], false), vec![], false, async {});
+    assert!(
+        r.client.written().starts_with("HTTP/1.1 408 "),
+        "{}",
+        r.client.written()
+    );
+    assert_eq!(r.ends.len(), 1);
+    let e = &r.ends[0];
+    assert_eq!((e.status, &e.term), (Some(408), b"cR"));
+    assert!(
+        r.lines[0].contains(" 408 ") && r.lines[0].contains(" cR-- "),
+        "{}",
+        r.lines[0]
+    );
+    // `timeout client` (5 s) bounds the wait for the first request's head.
+    let total = e.total.as_millis();
+    assert!((5000..5100).contains(&total), "{total}");
+}
+
+#[test]
+fn a_request_body_is_streamed_to_the_server_as_it_comes() {
+    let sh = shared("safe");
+    let head: &[u8] = b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n";
+    let s1 = server(&[OK]);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false)];
+    let r = run(&sh, &[head, b"3\r\nabc\r\n", b"0\r\n\r\n"], next, false);
+    assert!(
+        s1.written().ends_with("\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+        "{}",
+        s1.written()
+    );
+    assert_eq!((r.ends[0].status, &r.ends[0].term), (Some(200), b"--"));
+    assert!(
+        r.lines[0].contains("\"POST /up HTTP/1.1\""),
+        "{}",
+        r.lines[0]
+    );
+}
+
+#[test]
+fn a_client_gone_in_the_middle_of_its_body_is_cd() {
+    let sh = shared("safe");
+    let head: &[u8] = b"POST /up HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\nabc";
+    let s1 = Script::new(&[], false);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false)];
+    let r = run(&sh, &[head], next, false);
+    assert!(s1.written().ends_with("\r\n\r\nabc"), "{}", s1.written());
+    assert!(s1.aborted.get());
+    assert_eq!(r.ends.len(), 1);
+    assert_eq!(&r.ends[0].term, b"CD");
+    assert!(r.lines[0].contains(" CD-- "), "{}", r.lines[0]);
+    let be = sh.model.proxy("be").unwrap();
+    assert_eq!(be.counters.cli_aborts.load(Ordering::Relaxed), 1);
 }
