@@ -181,9 +181,9 @@ pub async fn serve_tracked(
     sess: Rc<StkCtrs>,
 ) {
     let conn = Rc::new(conn);
-    let t = fe.cfg.timeouts;
-    let Some(mut h2c) = handshake(Rc::clone(&conn), t.client).await else {
-        return;
+    let (client, idle) = {
+        let t = fe.cfg.timeouts;
+        (t.client, t.http_keep_alive.or(t.client))
     };
     let streams = H2Conn {
         tls: conn.tls().cloned(),
@@ -194,13 +194,15 @@ pub async fn serve_tracked(
         active: Rc::new(Cell::new(0)),
         ended: Rc::new(tokio::sync::Notify::new()),
     };
+    let Some(mut h2c) = handshake(Rc::clone(&conn), client).await else {
+        return;
+    };
     let mut count = 0u64;
     let mut stop = streams.shared.stop_tx.subscribe();
     let mut stopping = *stop.borrow_and_update();
     if stopping {
         h2c.graceful_shutdown();
     }
-    let idle = t.http_keep_alive.or(t.client);
     loop {
         let idle_timer = async {
             match idle {
