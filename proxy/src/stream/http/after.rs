@@ -2,14 +2,14 @@
 //! responses and for the ones the proxy makes itself (deny, redirect, return, error pages), the
 //! backend's rules first (once a backend was chosen), then the frontend's, as HAProxy 2.6.
 
-use super::{Front, Session};
+use super::{Front, Session, Upstream};
 use crate::ana::rules;
 use crate::http::h1::{self, Limits};
 use crate::http::head::ResponseHead;
 use crate::log::SessionLog;
 use crate::model::Proxy;
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// Whether `be` (if any) or the frontend has `http-after-response` rules.
     pub(super) fn has_after_rules(&self, be: Option<&Proxy>) -> bool {
         !self.fe.rules.http_after_response.is_empty()

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use portcullis_runtime_api::html::StatStatus;
 
-use super::{Front, Reply, STATS_POST_MAX, Session, Txn};
+use super::{Front, Reply, STATS_POST_MAX, Session, Txn, Upstream};
 use crate::ana::sample::SampleCtx;
 use crate::http::h1::BodyFraming;
 use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy};
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// A stats page POST carries its form in a small body: have it all before the rules run
     /// (only where a `stats admin` could use it).
     pub(super) async fn read_stats_form(&mut self, tx: &Txn) {

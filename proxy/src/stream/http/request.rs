@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::wait::refusal;
-use super::{Front, Reply, Session, Txn};
+use super::{Front, Reply, Session, Txn, Upstream};
 use crate::ana::capture::Captured;
 use crate::ana::rules::{self, Verdict};
 use crate::ana::sample::SampleCtx;
@@ -40,7 +40,7 @@ struct Refs {
     vars: Rc<Vars>,
 }
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// A parsed request head: its analysis, then an applet, a local reply or the exchange with a
     /// server, and the log line.
     pub(super) async fn process(
@@ -133,8 +133,12 @@ impl<F: Front> Session<F> {
         // makes it at first use, at the latest before the backend's headers are added).
         log.unique_id = self.shared.log.unique_id(&self.fe, &log);
         // A request arriving during a soft stop is served, then the connection closes.
+        // Chunked over a Content-Length, or in HTTP/1.0, closes (`h1::framing_forces_close`;
+        // only a chunked request has a Transfer-Encoding, so no other needs that scan).
+        let forced = framing == BodyFraming::Chunked
+            && (req.version == Version::Http10 || req.headers.contains("content-length"));
         let client_close = h1::wants_close(req.version, &req.headers)
-            || h1::framing_forces_close(req.version, &req.headers)
+            || forced
             || self.shared.stopping.load(Ordering::Acquire);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
@@ -421,7 +425,7 @@ impl<F: Front> Session<F> {
             .forwardfor
             .as_ref()
             .or(be.cfg.options.forwardfor.as_ref());
-        if let (Some(ff), Some(peer)) = (ff, self.peer) {
+        if let (Some(ff), Some(peer)) = (ff, self.facts.peer) {
             let ip = peer.ip();
             let excepted = ff.except.is_some_and(|(net, len)| ip_in_net(ip, net, len));
             if !(excepted || ff.if_none && req.headers.contains(&ff.header)) {

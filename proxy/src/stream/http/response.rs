@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::exchange::{Abort, Leg};
-use super::{BODY_BUF, Front, Session, Txn};
+use super::{BODY_BUF, Front, Session, Txn, Upstream};
 use crate::ana::rules;
 use crate::engine::conn::Duplex;
 use crate::engine::pool::give_buf;
@@ -47,11 +47,11 @@ struct Body {
     closed: bool,
 }
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// Forwards the server's response (`resp`: its head and the bytes read after it).
     pub(super) async fn forward_response(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         resp: (ResponseHead, Vec<u8>),
         tx: &mut Txn,
     ) -> Forwarded {
@@ -163,7 +163,7 @@ impl<F: Front> Session<F> {
     /// connection for the next request when it is reusable; returns whether the client's stays.
     async fn stream_body(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         mut sbuf: Vec<u8>,
         head: Vec<u8>,
         plan: &Plan,
@@ -205,7 +205,7 @@ impl<F: Front> Session<F> {
             plan.keep_server && sbuf.is_empty() && plan.framing != BodyFraming::UntilClose;
         give_buf(sbuf);
         if reusable {
-            self.own = Some((Arc::clone(leg.srv), Rc::clone(leg.server)));
+            self.up.keep(Arc::clone(leg.srv), Rc::clone(leg.server));
         }
         if plan.close && !body.closed {
             let _ = self.client.shutdown_write().await;
@@ -217,7 +217,7 @@ impl<F: Front> Session<F> {
     /// held head, if any). None: the transaction failed; else whether the body is complete.
     async fn pass_body(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         body: &mut Body,
         sbuf: &mut Vec<u8>,
         close: bool,
@@ -270,7 +270,7 @@ impl<F: Front> Session<F> {
     /// `sD`); else the buffer and whether the body ended (a close ends an until-close body).
     async fn read_body(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         sbuf: Vec<u8>,
         framing: BodyFraming,
         log: &mut SessionLog,
@@ -302,7 +302,7 @@ impl<F: Front> Session<F> {
     async fn flush_head(
         &mut self,
         head: &mut Option<Vec<u8>>,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         log: &mut SessionLog,
     ) -> bool {
         let Some(h) = head.take() else { return true };
@@ -318,7 +318,7 @@ impl<F: Front> Session<F> {
     /// bytes and the server's `sbuf` first, then both ways until either side ends it.
     pub(super) async fn tunnel(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         sbuf: Vec<u8>,
         log: &mut SessionLog,
     ) -> bool {
@@ -358,7 +358,7 @@ impl<F: Front> Session<F> {
     /// the status of a `deny`.
     fn response_rules(
         &self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         head: &mut ResponseHead,
         log: &SessionLog,
     ) -> Option<u16> {
@@ -386,7 +386,7 @@ impl<F: Front> Session<F> {
 
     /// `http-response deny`: the server connection is dropped (its body unread) and the client
     /// gets the error page, logged `PH--` and counted in `dresp`.
-    async fn deny_response(&mut self, leg: &Leg<'_>, status: u16, tx: &mut Txn) -> bool {
+    async fn deny_response(&mut self, leg: &Leg<'_, U::Conn>, status: u16, tx: &mut Txn) -> bool {
         let (be, srv) = (leg.be, leg.srv);
         leg.server.abort(true);
         let log = &mut tx.log;
