@@ -666,6 +666,31 @@ impl Session {
                         keep,
                     ))
                 }
+                // `use-service lua.<name>`: an applet's answer, logged as HAProxy logs applets.
+                Verdict::Service {
+                    name,
+                    status,
+                    bytes,
+                    close,
+                } => {
+                    let keep = keep && !close;
+                    let a = stats::Applet {
+                        status,
+                        log_status: status,
+                        server: "",
+                        // A body ended by the close (HTTP/1.0): no `connection` header, as
+                        // HAProxy.
+                        bytes: if close {
+                            bytes
+                        } else {
+                            errors::with_connection(&bytes, conn_hdr(!keep))
+                        },
+                        served: true,
+                    };
+                    let r = applet_reply(&mut log, &fe, a, keep);
+                    log.server = Some(format!("<lua.{name}>"));
+                    Some(r)
+                }
                 // A Lua action's `txn:done([reply])`: its reply, or a close without any.
                 Verdict::Reply { status, bytes } if bytes.is_empty() => {
                     Some((status, bytes, *b"LR", false))

@@ -54,6 +54,17 @@ impl Host for Interp {
     fn has_converter(&self, name: &str) -> bool {
         registry::has_converter(name)
     }
+    fn has_service(&self, name: &str) -> bool {
+        registry::has_service(name)
+    }
+    fn http_service(
+        &self,
+        name: &str,
+        req: &RequestHead,
+        ctx: &SampleCtx<'_>,
+    ) -> Option<(u16, Vec<u8>, bool)> {
+        state::service(name, req, ctx)
+    }
     fn fetch(
         &self,
         name: &str,

@@ -72,15 +72,37 @@ CONV.__index = function(_, kw)
   return function(self, ...) return rawget(self, "__n")("conv", kw, rawget(self, "__s"), ...) end
 end
 
--- Makes the txn object of one call; `http` is false outside HTTP.
-return function(n, http)
-  local txn = setmetatable({ __n = n }, TXN)
-  if http then
-    txn.http = setmetatable({ __n = n }, HTTP)
-  end
-  txn.f = setmetatable({ __n = n, __s = false }, FETCH)
-  txn.sf = setmetatable({ __n = n, __s = true }, FETCH)
-  txn.c = setmetatable({ __n = n, __s = false }, CONV)
-  txn.sc = setmetatable({ __n = n, __s = true }, CONV)
-  return txn
+local function samples(o, n)
+  o.f = setmetatable({ __n = n, __s = false }, FETCH)
+  o.sf = setmetatable({ __n = n, __s = true }, FETCH)
+  o.c = setmetatable({ __n = n, __s = false }, CONV)
+  o.sc = setmetatable({ __n = n, __s = true }, CONV)
+  return o
 end
+
+-- core.register_service("…", "http", fn): the AppletHTTP object.
+local APPLET_OPS = {
+  "set_status", "add_header", "start_response", "send", "getline", "receive",
+  "get_priv", "set_priv", "get_var", "set_var", "unset_var",
+}
+local APPLET = {}
+APPLET.__index = APPLET
+for _, op in ipairs(APPLET_OPS) do
+  APPLET[op] = function(self, ...) return rawget(self, "__n")(op, ...) end
+end
+
+return {
+  -- The txn object of one call; `http` is false outside HTTP.
+  txn = function(n, http)
+    local txn = setmetatable({ __n = n }, TXN)
+    if http then
+      txn.http = setmetatable({ __n = n }, HTTP)
+    end
+    return samples(txn, n)
+  end,
+  -- The applet of one service call; `fields` holds method, version, path, qs, length, headers.
+  applet = function(n, fields)
+    fields.__n = n
+    return samples(setmetatable(fields, APPLET), n)
+  end,
+}

@@ -23,6 +23,8 @@ struct Config {
     actions: Vec<(Kind, String, usize)>,
     fetches: Vec<String>,
     converters: Vec<String>,
+    /// HTTP services (`core.register_service(name, "http", …)`).
+    services: Vec<String>,
     /// Registration warnings not yet reported by the `lua-load` line that caused them.
     warnings: Vec<String>,
 }
@@ -136,4 +138,20 @@ pub(crate) fn has_fetch(name: &str) -> bool {
 
 pub(crate) fn has_converter(name: &str) -> bool {
     config().converters.iter().any(|n| n == name)
+}
+
+/// `core.register_service(name, "http", …)` in the checking state.
+pub(crate) fn record_service(name: &str) {
+    let mut c = config();
+    if c.services.iter().any(|n| n == name) {
+        c.warnings.push(format!(
+            "Trying to register service 'lua.{name}' more than once. This will become a hard error in version 2.5."
+        ));
+        return;
+    }
+    c.services.push(name.to_string());
+}
+
+pub(crate) fn has_service(name: &str) -> bool {
+    config().services.iter().any(|n| n == name)
 }

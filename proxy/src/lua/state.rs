@@ -12,6 +12,7 @@ use super::registry::{self, Step};
 use super::txn::{Call, Msg};
 use crate::ana::sample::{SampleCtx, SampleValue};
 use crate::ana::script::{Kind, Outcome, Tune};
+use crate::http::head::RequestHead;
 
 /// Per-state facts the native functions read (Lua app data).
 pub(crate) struct Ctl {
@@ -34,6 +35,8 @@ pub(crate) struct State {
     generation: u64,
     /// The prelude's constructor of txn objects.
     make_txn: Function,
+    /// The prelude's constructor of applet objects (`core.register_service`).
+    make_applet: Function,
 }
 
 thread_local! {
@@ -49,6 +52,7 @@ pub(crate) const ACTIONS: &str = "portcullis.actions";
 pub(crate) const FETCHES: &str = "portcullis.fetches";
 pub(crate) const CONVERTERS: &str = "portcullis.converters";
 pub(crate) const INITS: &str = "portcullis.inits";
+pub(crate) const SERVICES: &str = "portcullis.services";
 
 fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State> {
     let lua = Lua::new();
@@ -68,14 +72,16 @@ fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State>
         done: Cell::new(false),
         session_ms: tune.session_timeout_ms,
     });
-    for t in [ACTIONS, FETCHES, CONVERTERS, INITS] {
+    for t in [ACTIONS, FETCHES, CONVERTERS, INITS, SERVICES] {
         lua.set_named_registry_value(t, lua.create_table()?)?;
     }
     super::core::install(&lua)?;
-    let make_txn: Function = lua
+    let prelude: Table = lua
         .load(include_str!("prelude.lua"))
         .set_name("=portcullis")
         .eval()?;
+    let make_txn: Function = prelude.get("txn")?;
+    let make_applet: Function = prelude.get("applet")?;
     // HAProxy checks its timeouts when it forces a yield; a state checks its deadline as often.
     let triggers = HookTriggers {
         every_nth_instruction: Some(tune.forced_yield.max(1)),
@@ -95,6 +101,7 @@ fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State>
         lua,
         generation,
         make_txn,
+        make_applet,
     })
 }
 
@@ -415,6 +422,57 @@ pub(crate) fn run_convert(
         Ok(guarded(s, &f, a))
     })();
     finish_sample(s, "", "converter", name, ended)
+}
+
+/// Runs HTTP service `lua.<name>` (`http-request use-service`) on the request: the response
+/// it wrote (status, bytes, whether the connection must close after it).
+pub(crate) fn service(
+    name: &str,
+    req: &RequestHead,
+    ctx: &SampleCtx<'_>,
+) -> Option<(u16, Vec<u8>, bool)> {
+    with_state(|s| run_service(s, name, req, ctx))
+}
+
+pub(crate) fn run_service(
+    s: &State,
+    name: &str,
+    req: &RequestHead,
+    ctx: &SampleCtx<'_>,
+) -> Option<(u16, Vec<u8>, bool)> {
+    let Some(Value::Function(f)) = lookup(s, SERVICES, name) else {
+        return None;
+    };
+    let ctx = SampleCtx {
+        req: Some(req),
+        ..*ctx
+    };
+    let call = RefCell::new(Call::new(&ctx, Msg::None, name));
+    call.borrow_mut().start_service(req);
+    let ended = s.lua.scope(|scope| {
+        let native =
+            scope.create_function(|lua, a: MultiValue| call.borrow_mut().native(lua, a))?;
+        let fields = super::txn::applet_fields(&s.lua, req)?;
+        let applet: Table = s.make_applet.call((native, fields))?;
+        Ok(guarded(
+            s,
+            &f,
+            MultiValue::from_iter([Value::Table(applet)]),
+        ))
+    });
+    let failed = match ended {
+        Ok(Ended::Ok(_)) | Ok(Ended::Done) => None,
+        Ok(Ended::Timeout) => Some("execution timeout".to_string()),
+        Ok(Ended::Error(m)) | Err(mlua::Error::RuntimeError(m)) => {
+            Some(format!("[state-id {}] runtime error: {m}", state_id(s)))
+        }
+        Err(e) => Some(message(&e)),
+    };
+    if let Some(m) = &failed {
+        super::core::send_err(ctx.frontend, &format!("Lua applet http '{name}': {m}."));
+    }
+    let call = call.into_inner();
+    Some(call.service_response(req, failed.is_some()))
 }
 
 /// A serving state running `code` (unit tests: no registry, no thread-local).
