@@ -10,8 +10,16 @@ use crate::ana::script::{Kind, Tune};
 /// One line a state replays.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
-    Path { path: String, cpath: bool },
-    Load { file: String, args: Vec<String> },
+    Path {
+        path: String,
+        cpath: bool,
+    },
+    /// The file's text as read while parsing: a worker replays it even after `chroot`.
+    Load {
+        file: String,
+        args: Vec<String>,
+        code: std::sync::Arc<[u8]>,
+    },
 }
 
 #[derive(Default)]

@@ -121,17 +121,21 @@ pub(crate) fn message(e: &mlua::Error) -> String {
     }
 }
 
-/// Runs one file in `lua` with the `lua-load` arguments (`...` in the chunk), in HAProxy's
-/// words on failure.
-fn run_file(lua: &Lua, file: &str, args: &[String]) -> Result<(), String> {
-    let code = std::fs::read(file).map_err(|e| {
+/// Reads a `lua-load` file, in HAProxy's words on failure.
+fn read_file(file: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(file).map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "No such file or directory".to_string(),
             std::io::ErrorKind::PermissionDenied => "Permission denied".to_string(),
             _ => e.to_string(),
         };
         format!("error in Lua file '{file}': cannot open {file}: {why}")
-    })?;
+    })
+}
+
+/// Runs one file's `code` in `lua` with the `lua-load` arguments (`...` in the chunk), in
+/// HAProxy's words on failure.
+fn run_file(lua: &Lua, file: &str, code: &[u8], args: &[String]) -> Result<(), String> {
     let chunk = lua
         .load(code)
         .set_name(format!("@{file}"))
@@ -172,7 +176,7 @@ fn apply_path(lua: &Lua, path: &str, cpath: bool) -> mlua::Result<()> {
 /// `lua-load <file> [args]` while parsing: runs it in this thread's checking state.
 pub(crate) fn load(file: &str, args: &[String], _per_thread: bool) -> Result<Vec<String>, String> {
     let generation = registry::generation();
-    CHECK.with(|c| {
+    let code = CHECK.with(|c| {
         let mut c = c.borrow_mut();
         if c.as_ref().is_none_or(|s| s.generation != generation) {
             let s = new_state(true, generation, registry::tune())
@@ -188,12 +192,14 @@ pub(crate) fn load(file: &str, args: &[String], _per_thread: bool) -> Result<Vec
         let Some(s) = c.as_ref() else {
             return Err("Lua runtime error: no state".to_string());
         };
-        run_file(&s.lua, file, args)?;
-        Ok(())
+        let code = read_file(file)?;
+        run_file(&s.lua, file, &code, args)?;
+        Ok(code)
     })?;
     registry::push(Step::Load {
         file: file.to_string(),
         args: args.to_vec(),
+        code: code.into(),
     });
     Ok(registry::take_warnings())
 }
@@ -205,8 +211,8 @@ fn serving_state() -> mlua::Result<State> {
     for step in steps {
         match step {
             Step::Path { path, cpath } => apply_path(&s.lua, &path, cpath)?,
-            Step::Load { file, args } => {
-                if let Err(e) = run_file(&s.lua, &file, &args) {
+            Step::Load { file, args, code } => {
+                if let Err(e) = run_file(&s.lua, &file, &code, &args) {
                     super::core::alert(&e);
                 }
             }
