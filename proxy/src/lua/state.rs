@@ -28,6 +28,8 @@ pub(crate) struct Ctl {
     pub done: Cell<bool>,
     /// `tune.lua.session-timeout` in ms (0: none).
     pub session_ms: u64,
+    /// `tune.lua.service-timeout` in ms (0: none).
+    pub service_ms: u64,
 }
 
 pub(crate) struct State {
@@ -71,6 +73,7 @@ fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State>
         timed_out: Cell::new(false),
         done: Cell::new(false),
         session_ms: tune.session_timeout_ms,
+        service_ms: tune.service_timeout_ms,
     });
     for t in [ACTIONS, FETCHES, CONVERTERS, INITS, SERVICES] {
         lua.set_named_registry_value(t, lua.create_table()?)?;
@@ -261,12 +264,21 @@ enum Ended {
 
 /// Calls `f` under the session deadline (an outer call's deadline stays when re-entered).
 fn guarded(s: &State, f: &Function, args: MultiValue) -> Ended {
+    guarded_for(s, f, args, false)
+}
+
+/// [`guarded`], under the service deadline for a service.
+fn guarded_for(s: &State, f: &Function, args: MultiValue, service: bool) -> Ended {
     let Some(ctl) = s.lua.app_data_ref::<Ctl>() else {
         return Ended::Error("no state".into());
     };
     let outer = ctl.deadline.get();
     if outer.is_none() {
-        let ms = ctl.session_ms;
+        let ms = if service {
+            ctl.service_ms
+        } else {
+            ctl.session_ms
+        };
         ctl.deadline
             .set((ms > 0).then(|| Instant::now() + Duration::from_millis(ms)));
         ctl.timed_out.set(false);
@@ -460,10 +472,11 @@ pub(crate) fn run_service(
             scope.create_function(|lua, a: MultiValue| call.borrow_mut().native(lua, a))?;
         let fields = super::txn::applet_fields(&s.lua, req)?;
         let applet: Table = s.make_applet.call((native, fields))?;
-        Ok(guarded(
+        Ok(guarded_for(
             s,
             &f,
             MultiValue::from_iter([Value::Table(applet)]),
+            true,
         ))
     });
     let failed = match ended {
