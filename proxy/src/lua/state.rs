@@ -108,6 +108,44 @@ fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State>
     })
 }
 
+/// HAProxy's `hlua_traceback` from the traceback mlua appends to a runtime error (Lua's
+/// `luaL_traceback` text): its first frame is mlua's own handler, unnamed C frames are left out
+/// (the caller's included), and each frame is worded as HAProxy words it (`in function line N`,
+/// `in global 'f'`, ` ...` after a tail call), joined with `, `. `None` without a traceback.
+pub(crate) fn haproxy_traceback(m: &str) -> Option<String> {
+    let (_, tb) = m.split_once("\nstack traceback:\n")?;
+    let mut frames: Vec<String> = Vec::new();
+    for line in tb.lines().skip(1) {
+        let line = line.trim_start_matches('\t');
+        if line == "(...tail calls...)" {
+            if let Some(last) = frames.last_mut() {
+                last.push_str(" ...");
+            }
+            continue;
+        }
+        let Some((place, what)) = line.split_once(" in ") else {
+            continue;
+        };
+        if place == "[C]:" && what == "?" {
+            continue;
+        }
+        let what = if let Some(rest) = what.strip_prefix("function <") {
+            let line_no = rest.trim_end_matches('>').rsplit(':').next().unwrap_or("");
+            format!("function line {line_no}")
+        } else if let Some(rest) = what.strip_prefix("function '") {
+            // Lua names a global function by where it found it; HAProxy asks the call site.
+            match rest.trim_end_matches('\'').rsplit_once('.') {
+                Some((_, field)) => format!("field '{field}'"),
+                None => format!("global '{}", rest),
+            }
+        } else {
+            what.to_string()
+        };
+        frames.push(format!("{place} in {what}"));
+    }
+    (!frames.is_empty()).then(|| frames.join(", "))
+}
+
 /// The message of a Lua error as Lua wrote it (`file.lua:3: attempt to …`), without mlua's
 /// wrapping.
 pub(crate) fn message(e: &mlua::Error) -> String {
@@ -253,6 +291,21 @@ fn with_state<R>(f: impl FnOnce(&State) -> Option<R>) -> Option<R> {
     })
 }
 
+/// A runtime error as HAProxy reports it: `<message> from <traceback>`.
+fn runtime_message(e: &mlua::Error) -> String {
+    let raw = match e {
+        mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => {
+            return runtime_message(cause);
+        }
+        mlua::Error::RuntimeError(m) => m.as_str(),
+        other => return message(other),
+    };
+    match haproxy_traceback(raw) {
+        Some(tb) => format!("{} from {tb}", message(e)),
+        None => message(e),
+    }
+}
+
 /// How a function ended.
 enum Ended {
     Ok(MultiValue),
@@ -293,7 +346,7 @@ fn guarded_for(s: &State, f: &Function, args: MultiValue, service: bool) -> Ende
         Ok(v) => Ended::Ok(v),
         Err(_) if ctl.done.get() => Ended::Done,
         Err(_) if ctl.timed_out.get() => Ended::Timeout,
-        Err(e) => Ended::Error(message(&e)),
+        Err(e) => Ended::Error(runtime_message(&e)),
     };
     if outer.is_none() {
         ctl.deadline.set(None);

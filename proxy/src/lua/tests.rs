@@ -449,3 +449,31 @@ fn services_frame_their_answer_and_fail_with_500() {
     assert_eq!(run_service(&st, "loop", &r, &ctx(&v)).unwrap().0, 500);
     assert!(run_service(&st, "nope", &r, &ctx(&v)).is_none());
 }
+
+#[test]
+fn tracebacks_are_worded_as_haproxy() {
+    use super::state::haproxy_traceback;
+    // What mlua appends (Lua's luaL_traceback), and what HAProxy 2.6.12 printed for the same
+    // errors (captured).
+    let m = "t.lua:3: boom\nstack traceback:\n\t[C]: in ?\n\t[C]: in function 'error'\n\tt.lua:3: in function <t.lua:3>\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("[C]: in global 'error', t.lua:3: in function line 3")
+    );
+    let m = "t.lua:1: x\nstack traceback:\n\t[C]: in metamethod '__index'\n\tt.lua:1: in upvalue 'inner'\n\tt.lua:2: in function 'glob'\n\tt.lua:4: in function <t.lua:4>\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("t.lua:1: in upvalue 'inner', t.lua:2: in global 'glob', t.lua:4: in function line 4")
+    );
+    let m = "t.lua:5: y\nstack traceback:\n\t[C]: in ?\n\t[C]: in function 'string.rep'\n\tt.lua:5: in function <t.lua:5>\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("[C]: in field 'rep', t.lua:5: in function line 5")
+    );
+    let m = "t.lua:7: z\nstack traceback:\n\t[C]: in ?\n\tt.lua:7: in function <t.lua:7>\n\t(...tail calls...)\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("t.lua:7: in function line 7 ...")
+    );
+    assert_eq!(haproxy_traceback("no traceback"), None);
+}
