@@ -27,6 +27,12 @@ pub fn install() {
     crate::ana::script::install(&INTERP);
 }
 
+/// Makes the calling worker thread's Lua state, if the configuration loads any script (called
+/// once per worker thread at start).
+pub fn warm() {
+    state::warm();
+}
+
 struct Interp;
 
 impl Host for Interp {

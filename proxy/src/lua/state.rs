@@ -306,6 +306,16 @@ fn runtime_message(e: &mlua::Error) -> String {
     }
 }
 
+/// Makes this thread's serving state now (a worker at start) when the configuration loads
+/// any file: its `core.register_init` functions run and its load errors show before the first
+/// request rather than with it.
+pub(crate) fn warm() {
+    let (_, steps, _) = registry::snapshot();
+    if steps.iter().any(|s| matches!(s, Step::Load { .. })) {
+        with_state(|_| Some(()));
+    }
+}
+
 /// How a function ended.
 enum Ended {
     Ok(MultiValue),
