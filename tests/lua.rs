@@ -553,7 +553,8 @@ fn lua_services_answer_as_haproxy() {
             }
             answers.push(format!("{}\r\n\r\n{body}", lines.join("\r\n")));
         }
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        // Generous: on a loaded machine a line can take a while to come through the pipe.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
         let gets = |p: &Proc| {
             p.log_lines()
                 .iter()
