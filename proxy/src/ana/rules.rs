@@ -31,6 +31,8 @@ pub enum Action {
         name: String,
         args: Vec<String>,
     },
+    /// `use-service lua.<name>`.
+    LuaService(String),
     SetHeader(String, LogFormat),
     AddHeader(String, LogFormat),
     DelHeader(String),
@@ -232,6 +234,15 @@ pub enum Verdict {
         status: u16,
         bytes: Vec<u8>,
     },
+    /// `use-service lua.<name>` answered: its response (a head without `connection`, then
+    /// the framed body), and whether the connection must close after it (a body ended by the
+    /// close). Logged with `<lua.<name>>` as the server, as HAProxy's applets.
+    Service {
+        name: String,
+        status: u16,
+        bytes: Vec<u8>,
+        close: bool,
+    },
 }
 
 /// The action's keyword, as it appears after `http-request` / `http-response`.
@@ -241,6 +252,7 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
     }
     std::borrow::Cow::Borrowed(match a {
         HttpRequestAction::Lua { .. } => "lua",
+        HttpRequestAction::LuaService { .. } => "use-service",
         HttpRequestAction::SetHeader { .. } => "set-header",
         HttpRequestAction::AddHeader { .. } => "add-header",
         HttpRequestAction::DelHeader { .. } => "del-header",
@@ -387,6 +399,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     name: n.clone(),
                     args: args.clone(),
                 },
+                HttpRequestAction::LuaService { name: n } => Action::LuaService(n.clone()),
                 HttpRequestAction::SetHeader { name: h, value } => {
                     Action::SetHeader(h.clone(), fmt(value, &rule.loc, name, errs))
                 }
@@ -776,6 +789,19 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                         };
                     }
                 }
+            }
+            Action::LuaService(name) => {
+                let Some((status, bytes, close)) =
+                    script::host().and_then(|h| h.http_service(name, req, base))
+                else {
+                    continue;
+                };
+                return Verdict::Service {
+                    name: name.clone(),
+                    status,
+                    bytes,
+                    close,
+                };
             }
             Action::SetHeader(name, f) => {
                 let v = render(f, &ctx);

@@ -445,6 +445,16 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             }
             HttpRequestAction::Auth { realm }
         }
+        "use-service"
+            if arg(args, 2)
+                .strip_prefix("lua.")
+                .is_some_and(crate::ana::script::has_service) =>
+        {
+            i = 3;
+            HttpRequestAction::LuaService {
+                name: arg(args, 2).trim_start_matches("lua.").to_string(),
+            }
+        }
         "use-service" => {
             match arg(args, 2) {
                 "prometheus-exporter" => {}

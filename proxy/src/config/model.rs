@@ -661,6 +661,10 @@ pub enum HttpRequestAction {
         name: String,
         args: Vec<String>,
     },
+    /// `use-service lua.<name>`: an HTTP service a script registered (`core.register_service`).
+    LuaService {
+        name: String,
+    },
     /// value is a log-format string
     SetHeader {
         name: String,

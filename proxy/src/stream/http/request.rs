@@ -301,6 +301,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
                     errors::with_connection(&page, tx.conn_hdr(!keep)),
                 ))
             }
+            Verdict::Service {
+                name,
+                status,
+                bytes,
+                close,
+            } => Some(self.lua_service(tx, &name, (status, bytes, close))),
             // A Lua action's `txn:done([reply])`: its reply, or a close without any.
             Verdict::Reply { status, bytes } if bytes.is_empty() => Some(Reply {
                 status,
