@@ -351,4 +351,33 @@ fn set_maxconn_applies_at_once() {
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(200));
     client.join().unwrap();
     assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "OPEN");
+
+    // `shutdown frontend`: its listeners close (connections refused), STOP for good, HAProxy's
+    // warning on stderr.
+    assert_eq!(p.cli("shutdown frontend web-in"), "\n");
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "STOP");
+    assert!(
+        backend::wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(
+            p.front
+        )
+        .is_err()),
+        "still accepting after shutdown frontend"
+    );
+    assert_eq!(
+        p.cli("enable frontend web-in"),
+        "Frontend was previously shut down, cannot enable.\n\n"
+    );
+    assert_eq!(
+        p.cli("shutdown frontend web-in"),
+        "Frontend was already shut down.\n\n"
+    );
+    let warned = backend::wait_until(Duration::from_secs(5), || {
+        p.proc
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("Proxy web-in stopped (cumulated conns: FE: "))
+    });
+    assert!(warned, "no stop warning");
 }

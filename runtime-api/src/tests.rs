@@ -434,6 +434,12 @@ impl Runtime for FakeRuntime {
     fn set_maxconn_global(&mut self, maxconn: u32) {
         self.calls.push(format!("maxconn global {maxconn}"));
     }
+    fn shutdown_frontend(&mut self, proxy: usize) {
+        self.calls.push(format!("shutdown {proxy}"));
+        if let Some(f) = self.snap.proxies[proxy].frontend.as_mut() {
+            f.state = FrontendState::Stop;
+        }
+    }
     fn set_frontend_paused(&mut self, proxy: usize, paused: bool) {
         self.calls.push(format!("paused {proxy} {paused}"));
         if let Some(f) = self.snap.proxies[proxy].frontend.as_mut() {
@@ -941,9 +947,15 @@ fn frontend_controls_reply_like_haproxy() {
         &mut rt,
         include_str!("../testdata/haproxy-2.6/frontend-replies.txt"),
     );
-    assert_eq!(cases, 14);
+    assert_eq!(cases, 19);
     let n = rt.calls.iter().filter(|c| c.starts_with("paused")).count();
     assert_eq!(n, 4, "{:?}", rt.calls);
+    let n = rt
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("shutdown"))
+        .count();
+    assert_eq!(n, 1, "{:?}", rt.calls);
 }
 
 /// Runs every `### <level> <line>` block of a capture on the seed snapshot; returns the count.

@@ -221,7 +221,7 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
         let mut c = counters(&p.fe_counters, now_ms, http);
         c.scur = p.feconn.current();
         api::FrontendSnap {
-            state: if stopping {
+            state: if stopping || p.feconn.is_stopped() {
                 api::FrontendState::Stop
             } else if p.feconn.is_paused() {
                 api::FrontendState::Paused

@@ -27,7 +27,11 @@ pub struct Gate {
     hard: u32,
     /// `disable frontend`: accepting waits (connections stay in the kernel's backlog).
     paused: AtomicBool,
+    /// `shutdown frontend`: the listeners are closed for good.
+    stopped: AtomicBool,
     waiters: tokio::sync::Notify,
+    /// Woken only by `stop`, so that accept loops watching it are not woken by every release.
+    stop_waiters: tokio::sync::Notify,
 }
 
 impl Gate {
@@ -37,7 +41,9 @@ impl Gate {
             max: AtomicU32::new(max.max(1)),
             hard: max.max(1),
             paused: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             waiters: tokio::sync::Notify::new(),
+            stop_waiters: tokio::sync::Notify::new(),
         }
     }
     /// Sessions holding a slot now (`actconn`, `feconn`, `scur`).
@@ -52,6 +58,28 @@ impl Gate {
     }
     pub fn is_paused(&self) -> bool {
         self.paused.load(Ordering::Acquire)
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+    /// Stops accepting for good (`shutdown frontend`); the previous state.
+    pub fn stop(&self) -> bool {
+        let was = self.stopped.swap(true, Ordering::AcqRel);
+        self.waiters.notify_waiters();
+        self.stop_waiters.notify_waiters();
+        was
+    }
+    /// Resolves once the gate is stopped.
+    pub async fn wait_stopped(&self) {
+        loop {
+            let notified = self.stop_waiters.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
+        }
     }
     /// Pauses or resumes accepting; the previous state.
     pub fn set_paused(&self, paused: bool) -> bool {
@@ -96,8 +124,11 @@ impl Gate {
     }
     /// Waits until a slot is free, without taking it.
     pub async fn wait_room(&self) {
-        self.wait_until(|| !self.is_paused() && self.cur.load(Ordering::Acquire) < self.max())
-            .await;
+        self.wait_until(|| {
+            self.is_stopped()
+                || (!self.is_paused() && self.cur.load(Ordering::Acquire) < self.max())
+        })
+        .await;
     }
     /// Waits for a free slot and takes it; while paused, a connection accepted anyway (an
     /// accept that was already waiting) is held here, unserved, as the kernel's backlog would.
