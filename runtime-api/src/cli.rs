@@ -198,6 +198,8 @@ pub trait Runtime {
     fn set_maxconn_frontend(&mut self, _proxy: usize, _maxconn: u32) {}
     /// `disable frontend` (true) / `enable frontend`: accepting pauses or resumes.
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
+    /// `set rate-limit … global <n>`, already checked (0: no limit).
+    fn set_rate_limit(&mut self, _which: crate::limits::RateLimit, _value: u32) {}
     /// `shutdown frontend`: its listeners close for good (running sessions go on).
     fn shutdown_frontend(&mut self, _proxy: usize) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
@@ -1734,7 +1736,7 @@ fn run_one(
         }
         H::SetMaxconnFrontend => crate::limits::set_maxconn_frontend(args, rt, out),
         H::SetMaxconnGlobal => crate::limits::set_maxconn_global(args, rt, out),
-        H::SetRateLimit => crate::limits::set_rate_limit(args, out),
+        H::SetRateLimit => crate::limits::set_rate_limit(args, rt, out),
         H::EnableFrontend | H::DisableFrontend | H::ShutdownFrontend => {
             let snap = rt.snapshot();
             let Some(pi) = crate::limits::find_frontend(&snap, arg_at(args, 2), out) else {

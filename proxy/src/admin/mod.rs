@@ -376,6 +376,17 @@ impl Runtime for AdminRuntime {
         }
     }
 
+    fn set_rate_limit(&mut self, which: portcullis_runtime_api::limits::RateLimit, value: u32) {
+        use portcullis_runtime_api::limits::RateLimit;
+        let l = &self.shared.model.rate_limits;
+        let slot = match which {
+            RateLimit::Connections => &l.conn,
+            RateLimit::Sessions => &l.sess,
+            RateLimit::HttpCompression => &l.comp_bps,
+        };
+        slot.store(value, Ordering::Relaxed);
+    }
+
     fn shutdown_frontend(&mut self, proxy: usize) {
         let Some(fe) = self.shared.model.proxies.get(proxy) else {
             return;

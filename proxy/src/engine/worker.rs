@@ -414,6 +414,10 @@ async fn accept_loop<S: Service>(
         match accepted {
             Ok(acc) => {
                 limited = false;
+                // `set rate-limit`: an accepted connection waits for its turn (checked after
+                // the accept, so that workers blocked in accept cannot pass the limit).
+                let m = &shared.model;
+                m.rate_limits.wait(&m.totals, || m.now_ms()).await;
                 let now = shared.model.now_ms();
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.connection(now);

@@ -12,6 +12,7 @@ use crate::config::model as cfg;
 
 pub mod dynamic;
 pub mod error_snapshots;
+pub mod rate_limits;
 pub mod sessions;
 pub mod stats;
 
@@ -717,6 +718,8 @@ pub struct Model {
     pub cfg: cfg::Config,
     pub proxies: Vec<Arc<Proxy>>,
     pub actconn: Gate,
+    /// `set rate-limit … global`.
+    pub rate_limits: rate_limits::RateLimits,
     /// Streams started so far (HAProxy's `global.req_count`: `%rt`, the stream's number).
     pub streams: AtomicU64,
     /// Process-wide counters for `show info`: `stot`/`sess_rate` are sessions (`CumConns`,
@@ -842,6 +845,7 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
+            rate_limits: rate_limits::RateLimits::default(),
             streams: AtomicU64::new(0),
             totals: Counters::default(),
             stick,
