@@ -548,6 +548,8 @@ fn conditional_blocks_match_haproxy() {
         "version_atleast(2.6-dev0)",
         "version_before(2.7)",
         "feature(OPENSSL)",
+        // Both have Lua (portcullis: Lua 5.3, built in).
+        "feature(LUA)",
         "streq(a,a) && !0",
         "bad(",
     ] {
@@ -555,9 +557,6 @@ fn conditional_blocks_match_haproxy() {
         let theirs = Command::new(haproxy).args(["-cc", cond]).output().unwrap();
         assert_eq!(ours.status.code(), theirs.status.code(), "-cc {cond}");
     }
-    // Debian's HAProxy has Lua; portcullis does not, and says so.
-    let lua = bin().args(["-cc", "feature(LUA)"]).output().unwrap();
-    assert_eq!(lua.status.code(), Some(1));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,6 +1,7 @@
 //! `peers` sections: `-c` against HAProxy 2.6 on the same files (errors, warnings, exit
-//! codes), and the peers protocol between portcullis and HAProxy 2.6 on loopback (updates both
-//! ways, a full resync for a restarted peer).
+//! codes, the stick counter actions), and the peers protocol between portcullis and HAProxy 2.6
+//! on loopback (updates both ways, every data type, a full resync for a restarted peer, over
+//! TLS too), and reloads that keep the tables, also while a client keeps traffic flowing.
 
 #[path = "support/backend.rs"]
 mod backend;
@@ -86,6 +87,19 @@ const CASES: &[&str] = &[
     "peers p\n peer lb1 127.0.0.1:10000\nbackend b\n stick-table type ip size 1k peers\n",
     "peers p\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2\n peer\n",
     "peers p\n peer lb1 127.0.0.1:10000\n table t type ip size 1k store gpc0,conn_cnt expire 30s\nbackend b\n stick-table type ip size 1k peers p store gpc0\n",
+    // The stick counter actions (in frontend `f`).
+    " stick-table type ip size 1k store gpc0,gpc1,gpt0,gpc0_rate(10s),http_err_rate(1m),bytes_in_cnt,server_id\n tcp-request connection sc-set-gpt0(0) 3\n tcp-request content sc-inc-gpc0(0)\n http-request sc-inc-gpc0\n http-request sc-inc-gpc1(2)\n http-request sc-set-gpt0(1) 5\n http-request sc-set-gpt0(0) src_conn_cnt\n",
+    " stick-table type ip size 1k store gpc0\n http-request sc-inc-gpc0(3)\n",
+    " stick-table type ip size 1k store gpc0\n http-request sc-inc-gpc0(x)\n",
+    " stick-table type ip size 1k store gpt0\n http-request sc-set-gpt0(4) 5\n",
+    " stick-table type ip size 1k store gpt0\n http-request sc-set-gpt0(0) foo(\n",
+    " stick-table type ip size 1k store gpc0\n tcp-request connection sc-inc-gpc0(3)\n",
+    " stick-table type ip size 1k store gpc0_rate\n",
+    " stick-table type ip size 1k store bytes_out_rate(x)\n",
+    // TLS on peers.
+    "peers p\n bind 127.0.0.1:10000 ssl crt /nonexistent.pem\n default-server ssl verify none\n server lb1\n server o 127.0.0.2:10000\n",
+    "peers p\n bind 127.0.0.1:10000 ssl crt\n server lb1\n",
+    "peers p\n default-server ssl verify none\n peer lb1 127.0.0.1:10000\n peer o 127.0.0.2:10000\nbackend b\n stick-table type ip size 1k peers p\n",
 ];
 
 #[test]
@@ -120,13 +134,19 @@ fn peers_sections_check_like_haproxy() {
 
 /// One HTTP/1.0 request from `src` (a 127/8 address): the status line.
 fn request_from(src: IpAddr, to: SocketAddr) -> String {
+    request_path(src, to, "/")
+}
+
+/// [`request_from`] for `path`.
+fn request_path(src: IpAddr, to: SocketAddr, path: &str) -> String {
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     sock.bind(&SocketAddr::new(src, 0).into()).unwrap();
     sock.connect_timeout(&to.into(), Duration::from_secs(5))
         .unwrap();
     let mut s: TcpStream = sock.into();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out.lines().next().unwrap_or("").to_string()
@@ -138,10 +158,36 @@ fn peer_cfg(me: &str, sock: &Path, fe: u16, hap: u16, pc: u16) -> String {
         "global\n localpeer {me}\n stats socket {} level admin\n\
          defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
          peers mesh\n peer hap 127.0.0.1:{hap}\n peer pc 127.0.0.1:{pc}\n\
-         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
-         stick-table type ip size 1k expire 60s store conn_cnt,http_req_cnt,http_req_rate(10s) peers mesh\n",
+         frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n\
+         http-request sc-inc-gpc0(0) if {{ path /inc }}\n http-request sc-set-gpt0(0) 7 if {{ path /gpt }}\n\
+         http-request deny if {{ path /deny }}\n http-request return status 200\n\
+         stick-table type ip size 1k expire 60s store gpt0,gpc0,conn_cnt,http_req_cnt,http_req_rate(10s),http_err_rate(10s),bytes_out_cnt peers mesh\n",
         sock.display()
     )
+}
+
+/// The line of `key` in `show table f` without the entry address and expiry; `rates`: with
+/// the rates (which fade, so two reads far apart differ).
+fn full_row(sock: &Path, key: &str, rates: bool) -> Option<String> {
+    let out = admin_cli(sock, "show table f");
+    out.lines()
+        .find(|l| l.contains(&format!(" key={key} ")))
+        .map(|l| {
+            l.split(' ')
+                .skip(1)
+                .filter(|w| !w.starts_with("exp=") && (rates || !w.contains("_rate(")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+/// Waits until both sides show `key` alike, and returns the row.
+fn same_row(a: &Path, b: &Path, key: &str, rates: bool, limit: Duration) -> Option<String> {
+    let ok = wait_until(limit, || {
+        let r = full_row(a, key, rates);
+        r.is_some() && r == full_row(b, key, rates)
+    });
+    ok.then(|| full_row(a, key, rates)).flatten()
 }
 
 /// The line of `key` in `show table f`, counters only (entry address and expiry dropped).
@@ -214,6 +260,31 @@ fn stick_tables_sync_with_haproxy() {
         row(&hap_sock, "127.0.0.21")
     );
 
+    // gpc0, gpt0, http_err_rate and bytes_out_cnt, each way.
+    let (c, d): (IpAddr, IpAddr) = ("127.0.0.23".parse().unwrap(), "127.0.0.24".parse().unwrap());
+    for (src, fe) in [(c, hap_fe), (d, pc_fe)] {
+        for path in ["/inc", "/inc", "/gpt"] {
+            assert!(request_path(src, lo(fe), path).contains("200"));
+        }
+        assert!(request_path(src, lo(fe), "/deny").contains("403"));
+    }
+    for key in ["127.0.0.23", "127.0.0.24"] {
+        let r = same_row(&hap_sock, &pc_sock, key, true, Duration::from_secs(10));
+        let r = r.unwrap_or_else(|| {
+            panic!(
+                "{key}: haproxy {:?}, portcullis {:?}",
+                full_row(&hap_sock, key, true),
+                full_row(&pc_sock, key, true)
+            )
+        });
+        assert!(
+            r.contains(" gpt0=7 gpc0=2 conn_cnt=4 http_req_cnt=4 http_req_rate(10000)=4 http_err_rate(10000)=1 bytes_out_cnt="),
+            "{key}: {r}"
+        );
+    }
+    let synced_c = full_row(&hap_sock, "127.0.0.23", false);
+    let synced_d = full_row(&hap_sock, "127.0.0.24", false);
+
     // `show peers`: HAProxy's layout, newest peer first, the session up.
     let heads = |out: &str| -> Vec<String> {
         out.lines()
@@ -231,7 +302,7 @@ fn stick_tables_sync_with_haproxy() {
     let shown = admin_cli(&pc_sock, "show peers");
     assert!(shown.contains(" id=mesh disabled=0 "), "{shown}");
     assert!(shown.contains("        shared tables:\n"), "{shown}");
-    assert!(shown.contains(" remote_data=0x610\n"), "{shown}");
+    assert!(shown.contains(" remote_data=0x9616\n"), "{shown}");
     assert_eq!(
         admin_cli(&pc_sock, "show peers nope"),
         admin_cli(&hap_sock, "show peers nope")
@@ -246,6 +317,14 @@ fn stick_tables_sync_with_haproxy() {
         row(&pc_sock, "127.0.0.21")
     );
     assert!(wait_row(&pc_sock, "127.0.0.22", want_b));
+    for (key, want) in [("127.0.0.23", &synced_c), ("127.0.0.24", &synced_d)] {
+        assert!(
+            wait_until(Duration::from_secs(10), || full_row(&pc_sock, key, false)
+                == *want),
+            "after restart, {key}: {:?} instead of {want:?}",
+            full_row(&pc_sock, key, false)
+        );
+    }
 
     // A restarted HAProxy asks portcullis for everything (after its own 5 s wait for a local
     // predecessor) and gets it.
@@ -257,6 +336,14 @@ fn stick_tables_sync_with_haproxy() {
         row(&hap_sock, "127.0.0.21")
     );
     assert!(wait_row(&hap_sock, "127.0.0.22", want_b));
+    for (key, want) in [("127.0.0.23", &synced_c), ("127.0.0.24", &synced_d)] {
+        assert!(
+            wait_until(Duration::from_secs(10), || full_row(&hap_sock, key, false)
+                == *want),
+            "haproxy after restart, {key}: {:?} instead of {want:?}",
+            full_row(&hap_sock, key, false)
+        );
+    }
     drop(pc);
     drop(hap);
 }
@@ -345,6 +432,180 @@ fn tables_survive_reloads() {
         );
         cur = next;
     }
+    let _ = cur.kill();
+    let _ = cur.wait();
+}
+
+/// One request from `src` that never panics (a load thread's): the status line, if any.
+fn try_request(src: IpAddr, to: SocketAddr, path: &str) -> Option<String> {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    sock.bind(&SocketAddr::new(src, 0).into()).ok()?;
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))
+        .ok()?;
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().map(str::to_string)
+}
+
+/// Five `-x -sf` reloads while a client keeps sending tracked requests: at each, once the
+/// old process is gone, the load pauses and `show table` must read what the client did (every
+/// answered request counted once, nothing lost in the hand-over) and the idle sources' rows
+/// must be those of the start.
+#[test]
+fn tables_survive_reloads_under_load() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = TempDir::new("peers-reload-load");
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n peer lb1 127.0.0.1:{peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request sc-inc-gpc0(0)\n\
+             http-request deny if {{ path /deny }}\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store gpc0,conn_cnt,http_req_cnt,http_req_rate(5m),http_err_cnt,bytes_out_cnt peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let start = |extra: &[String]| -> std::process::Child {
+        proxy::portcullis_command(
+            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+            &cfg,
+        )
+        .spawn()
+        .expect("start portcullis")
+    };
+    let mut cur = start(&[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    // Idle sources: what they leave must not move.
+    for (src, path) in [("127.0.0.36", "/"), ("127.0.0.37", "/deny")] {
+        let st = request_path(src.parse().unwrap(), lo(fe), path);
+        assert!(st.contains("200") || st.contains("403"), "{st}");
+    }
+    let idle = |rows: &[String]| -> Vec<String> {
+        rows.iter()
+            .filter(|r| !r.starts_with("127.0.0.35 "))
+            .cloned()
+            .collect()
+    };
+    assert!(wait_until(Duration::from_secs(10), || {
+        let rows = table_rows(&sock);
+        rows.len() == 2 && rows.iter().all(|r| r.contains(" use=0 "))
+    }));
+    let idle_want = idle(&table_rows(&sock));
+
+    // The load: one tracked request after another from 127.0.0.35, each on a new connection.
+    let (stop, pause, paused) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let load = {
+        let (stop, pause, paused) = (stop.clone(), pause.clone(), paused.clone());
+        let (ok, failed) = (ok.clone(), failed.clone());
+        let to = lo(fe);
+        std::thread::spawn(move || {
+            let src: IpAddr = "127.0.0.35".parse().unwrap();
+            while !stop.load(Ordering::SeqCst) {
+                if pause.load(Ordering::SeqCst) {
+                    paused.store(true, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                paused.store(false, Ordering::SeqCst);
+                match try_request(src, to, "/") {
+                    Some(l) if l.contains(" 200 ") => ok.fetch_add(1, Ordering::SeqCst),
+                    _ => failed.fetch_add(1, Ordering::SeqCst),
+                };
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    // Pauses the load and waits until its last request is released; the loaded row.
+    let quiesce = || -> Option<String> {
+        pause.store(true, Ordering::SeqCst);
+        assert!(wait_until(Duration::from_secs(10), || paused.load(Ordering::SeqCst)));
+        let mut last = None;
+        wait_until(Duration::from_secs(10), || {
+            let rows = table_rows(&sock);
+            last = rows.iter().find(|r| r.starts_with("127.0.0.35 ")).cloned();
+            last.as_deref().is_some_and(|r| r.contains(" use=0 "))
+        });
+        last
+    };
+    let field = |row: &str, name: &str| -> u64 {
+        row.split(' ')
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    for n in 1..=5 {
+        // Some traffic before the reload, and during it.
+        let before = ok.load(Ordering::SeqCst);
+        assert!(wait_until(Duration::from_secs(10), || ok
+            .load(Ordering::SeqCst)
+            >= before + 5));
+        let args = [
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.id().to_string(),
+        ];
+        let mut next = start(&args);
+        let gone = wait_until(Duration::from_secs(15), || {
+            cur.try_wait().ok().flatten().is_some()
+        });
+        assert!(gone, "reload {n}: the old process did not stop");
+        assert!(
+            next.try_wait().ok().flatten().is_none(),
+            "reload {n}: new process died"
+        );
+        cur = next;
+        let row = quiesce().unwrap_or_default();
+        let (done, lost) = (ok.load(Ordering::SeqCst), failed.load(Ordering::SeqCst));
+        // Every answered request is counted once; a request cut by the reload may or may not
+        // have been.
+        for name in [
+            "conn_cnt=",
+            "http_req_cnt=",
+            "gpc0=",
+            "http_req_rate(300000)=",
+        ] {
+            let v = field(&row, name);
+            assert!(
+                (done..=done + lost).contains(&v),
+                "reload {n}: {name}{v} for {done} answered ({lost} failed): {row}"
+            );
+        }
+        assert_eq!(field(&row, "http_err_cnt="), 0, "{row}");
+        let per = field(&row, "bytes_out_cnt=") / field(&row, "http_req_cnt=").max(1);
+        assert_eq!(
+            field(&row, "bytes_out_cnt="),
+            per * field(&row, "http_req_cnt="),
+            "every answer has the same size: {row}"
+        );
+        assert_eq!(idle(&table_rows(&sock)), idle_want, "reload {n}");
+        // Identical while nothing moves.
+        std::thread::sleep(Duration::from_millis(200));
+        let again = table_rows(&sock);
+        assert!(again.contains(&row), "reload {n}: {again:?} vs {row}");
+        pause.store(false, Ordering::SeqCst);
+    }
+    stop.store(true, Ordering::SeqCst);
+    load.join().expect("load thread");
+    assert!(ok.load(Ordering::SeqCst) >= 25);
     let _ = cur.kill();
     let _ = cur.wait();
 }
@@ -460,4 +721,199 @@ fn reload_into_haproxy_keeps_the_tables() {
     let _ = new.kill();
     let _ = new.wait();
     assert!(got, "haproxy: {rows:?}");
+}
+
+/// Verifying peers' client certificates (`ca-file`, `verify` on the listener) is not built:
+/// starting with it fails, naming the line and the feature.
+#[test]
+fn peer_certificate_verification_is_refused_at_start() {
+    let dir = TempDir::new("peers-ssl");
+    let cfg = dir.0.join("p.cfg");
+    // Refused before any certificate is read: these files only have to exist.
+    let (crt, ca) = (dir.0.join("peer.pem"), dir.0.join("ca.pem"));
+    std::fs::write(&crt, "").unwrap();
+    std::fs::write(&ca, "").unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "{BASE} stick-table type ip size 1k peers p\npeers p\n bind 127.0.0.1:{} ssl crt {} ca-file {} verify required\n default-server ssl verify none\n server lb1\n server o 127.0.0.2:{}\n",
+            free_port(),
+            crt.display(),
+            ca.display(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let mut c = proxy::portcullis_command(&["-db", "-L", "lb1"], &cfg);
+    let mut child = c
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start portcullis");
+    let exited = wait_until(Duration::from_secs(10), || {
+        child.try_wait().ok().flatten().is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(exited, "portcullis started with ca-file on a peers bind");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            ":10] : 'peers bind ca-file' is not supported yet by portcullis (a 'peers' section)."
+        ),
+        "{err}"
+    );
+}
+
+/// A self-signed certificate and its key in one PEM file under `dir` (None without openssl).
+fn self_signed(dir: &Path) -> Option<std::path::PathBuf> {
+    let (key, crt, pem) = (dir.join("k.pem"), dir.join("c.pem"), dir.join("peer.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=peer",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        eprintln!("notice: openssl unavailable, TLS test skipped");
+        return None;
+    }
+    let mut both = std::fs::read(&crt).ok()?;
+    both.extend(std::fs::read(&key).ok()?);
+    std::fs::write(&pem, both).ok()?;
+    Some(pem)
+}
+
+/// Reloads with a TLS peers listener: the old process hands its tables over through TLS.
+#[test]
+fn tables_survive_reloads_over_tls() {
+    let dir = TempDir::new("peers-reload-tls");
+    let Some(pem) = self_signed(&dir.0) else {
+        return;
+    };
+    let sock = dir.0.join("admin.sock");
+    let (peer, fe) = (free_port(), free_port());
+    let cfg = dir.0.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n bind 127.0.0.1:{peer} ssl crt {}\n server lb1\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt peers local\n",
+            sock.display(),
+            pem.display()
+        ),
+    )
+    .unwrap();
+    let start = |extra: &[String]| -> std::process::Child {
+        proxy::portcullis_command(
+            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+            &cfg,
+        )
+        .spawn()
+        .expect("start portcullis")
+    };
+    let mut cur = start(&[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    }));
+    for _ in 0..3 {
+        assert!(request_from("127.0.0.71".parse().unwrap(), lo(fe)).contains("200"));
+    }
+    let want = vec!["127.0.0.71 use=0 conn_cnt=3 http_req_cnt=3".to_string()];
+    assert!(wait_until(Duration::from_secs(10), || table_rows(&sock) == want));
+    for n in 1..=2 {
+        let args = [
+            "-x".to_string(),
+            sock.display().to_string(),
+            "-sf".to_string(),
+            cur.id().to_string(),
+        ];
+        let next = start(&args);
+        let gone = wait_until(Duration::from_secs(15), || {
+            cur.try_wait().ok().flatten().is_some()
+        });
+        assert!(gone, "reload {n}: the old process did not stop");
+        cur = next;
+        assert!(
+            wait_until(Duration::from_secs(10), || table_rows(&sock) == want),
+            "reload {n}: {:?}",
+            table_rows(&sock)
+        );
+    }
+    let _ = cur.kill();
+    let _ = cur.wait();
+}
+
+/// Peers over TLS with HAProxy 2.6: `bind … ssl crt <pem>` and `default-server ssl verify
+/// none` on both sides (a self-signed certificate made by `openssl`); updates both ways.
+#[test]
+fn stick_tables_sync_with_haproxy_over_tls() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers-tls");
+    let Some(pem) = self_signed(&dir.0) else {
+        return;
+    };
+    let (hap_sock, pc_sock) = (dir.0.join("hap.sock"), dir.0.join("pc.sock"));
+    let (hap_peer, pc_peer, hap_fe, pc_fe) = (free_port(), free_port(), free_port(), free_port());
+    let cfg = |me: &str, sock: &Path, fe: u16| {
+        let (mine, hap, pc) = if me == "hap" {
+            (hap_peer, String::new(), format!(" 127.0.0.1:{pc_peer}"))
+        } else {
+            (pc_peer, format!(" 127.0.0.1:{hap_peer}"), String::new())
+        };
+        format!(
+            "global\n localpeer {me}\n stats socket {} level admin\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers mesh\n bind 127.0.0.1:{mine} ssl crt {}\n default-server ssl verify none\n server hap{hap}\n server pc{pc}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
+             stick-table type ip size 1k expire 60s store conn_cnt,http_req_cnt,http_req_rate(10s) peers mesh\n",
+            sock.display(),
+            pem.display()
+        )
+    };
+    let Some(hap) = Proc::haproxy(&cfg("hap", &hap_sock, hap_fe), lo(hap_peer)) else {
+        return;
+    };
+    let pc = Proc::portcullis(&cfg("pc", &pc_sock, pc_fe), lo(pc_peer));
+    let (a, b): (IpAddr, IpAddr) = ("127.0.0.61".parse().unwrap(), "127.0.0.62".parse().unwrap());
+    for _ in 0..3 {
+        assert!(request_from(a, lo(hap_fe)).contains("200"));
+    }
+    let want = "conn_cnt=3 http_req_cnt=3 http_req_rate(10000)=3";
+    assert!(
+        wait_row(&pc_sock, "127.0.0.61", want),
+        "portcullis: {:?}",
+        row(&pc_sock, "127.0.0.61")
+    );
+    for _ in 0..2 {
+        assert!(request_from(b, lo(pc_fe)).contains("200"));
+    }
+    let want_b = "conn_cnt=2 http_req_cnt=2 http_req_rate(10000)=2";
+    assert!(
+        wait_row(&hap_sock, "127.0.0.62", want_b),
+        "haproxy: {:?}",
+        row(&hap_sock, "127.0.0.62")
+    );
+    // portcullis' listener speaks TLS only: a plain hello gets no status line.
+    let mut plain = TcpStream::connect(lo(pc_peer)).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    plain.write_all(b"HAProxyS 2.1\npc\nhap 1 1\n").unwrap();
+    let mut got = Vec::new();
+    let _ = plain.read_to_end(&mut got);
+    assert!(!got.starts_with(b"200"), "{got:?}");
+    drop(pc);
+    drop(hap);
 }

@@ -241,3 +241,171 @@ fn show_table_replies_match_haproxy() {
         assert_eq!(g, w);
     }
 }
+
+/// The data types beyond the connection and request counters, on HAProxy 2.6 and portcullis
+/// with the same requests: `sc-inc-gpc0|1`, `sc-set-gpt0`, a fetch reading `gpc0`, 4xx answers
+/// (local and from the server) in `http_err_*`, a server's 5xx in `http_fail_cnt`, the bytes
+/// each way, then `set table` and the `data.<type>` filters; the replies must be the same.
+#[test]
+fn new_data_types_match_haproxy() {
+    let dir = TempDir::new("stick-types");
+    let node = HttpNode::start(lo(free_port()), HttpOpts::named("n1")).unwrap();
+    let run = |bin: &str| -> Option<Vec<String>> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type ip size 100k expire 1m store gpt0,gpc0,gpc0_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(10s),bytes_out_cnt,bytes_out_rate(10s),gpc1,gpc1_rate(10s),http_fail_cnt\n    http-request track-sc0 src\n    http-request sc-inc-gpc0(0) if {{ path /inc }}\n    http-request sc-inc-gpc1 if {{ path /inc1 }}\n    http-request sc-set-gpt0(0) 42 if {{ path /gpt }}\n    http-request deny if {{ path /deny }}\n    http-request deny deny_status 429 if {{ path /check }} {{ sc0_get_gpc0 gt 1 }} {{ sc0_gpc0_rate ge 2 }} {{ sc_get_gpt0(0) eq 0 }}\n    http-request return status 404 content-type text/plain string nf if {{ path /nf }}\n    http-request return status 200 content-type text/plain string ok if {{ path /inc }} || {{ path /inc1 }} || {{ path /gpt }} || {{ path /check }}\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+            sock.display(),
+            node.addr()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        let mut codes = Vec::new();
+        for path in [
+            "/inc",
+            "/check",
+            "/inc",
+            "/inc1",
+            "/check",
+            "/deny",
+            "/nf",
+            "/status?code=404",
+            "/status?code=503",
+            "/status?code=200",
+        ] {
+            codes.push(get(lo(port), path).status);
+        }
+        assert_eq!(codes, [200, 200, 200, 200, 429, 403, 404, 404, 503, 200]);
+        codes.clear();
+        codes.push(get(lo(port), "/gpt").status);
+        wait_until(Duration::from_secs(3), || {
+            cli(&sock, "show table f").contains("use=0")
+        });
+        let cmds = [
+            "show table f",
+            "set table f key 127.0.0.9 data.gpc0 5 data.gpc0_rate 7 data.bytes_out_cnt 99999999999 data.gpt0 -1",
+            "set table f key 127.0.0.9 data.conn_cnt 1",
+            "set table f key 127.0.0.9 data.foo 1",
+            "set table f key 127.0.0.9 data.server_id 1",
+            "set table f key 127.0.0.9 data.gpc0",
+            "set table f key 127.0.0.9 data.gpc0 x",
+            "set table f key 127.0.0.9 data.gpc1 3 extra",
+            "set table f key 127.0.0.9 bar 1",
+            "set table f key",
+            "set table",
+            "set table f data.gpc0 1",
+            "set table nope key 127.0.0.1",
+            "show table f key 127.0.0.9",
+            "show table f data.http_err_cnt gt 2",
+            "show table f data.gpc1 eq 3",
+            "show table f data.bytes_out_cnt gt 100000",
+            "clear table f data.gpt0 eq 42",
+            "show table f",
+            "clear table f data.gpc0_rate gt 0",
+            "show table f",
+            // HAProxy 2.6 empties the table then.
+            "set table f",
+            "show table f",
+        ];
+        Some(
+            cmds.iter()
+                .map(|c| format!("{c}\n{}", mask(&cli(&sock, c))))
+                .collect(),
+        )
+    };
+    let Some(want) = run("haproxy") else { return };
+    let got = run("portcullis").unwrap();
+    assert_eq!(want.len(), got.len());
+    assert!(want[0].contains("gpt0=42 gpc0=2"), "{}", want[0]);
+    let err = want
+        .iter()
+        .find(|r| r.starts_with("show table f data.http_err_cnt"))
+        .unwrap();
+    assert!(err.contains("key=127.0.0.1"), "{err}");
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w);
+    }
+}
+
+/// `tcp-request connection|content` `sc-inc-gpc0`, `sc-inc-gpc1` and `sc-set-gpt0` in `mode
+/// tcp`, and the bytes of the stream: the same `show table` as HAProxy 2.6.
+#[test]
+fn tcp_sc_actions_and_bytes_match_haproxy() {
+    let dir = TempDir::new("stick-tcp-sc");
+    let echo = TcpEcho::start(lo(free_port())).unwrap();
+    let run = |bin: &str| -> Option<String> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:{port}\n    stick-table type ip size 1k expire 30s store gpt0,gpc0,gpc0_rate(10s),conn_cnt,bytes_in_cnt,bytes_out_cnt,gpc1\n    tcp-request connection track-sc0 src\n    tcp-request connection sc-inc-gpc0(0)\n    tcp-request content sc-inc-gpc1\n    tcp-request content sc-set-gpt0(0) 9\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+            sock.display(),
+            echo.addr()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        // The harness' readiness probe connected once from 127.0.0.1: use another source.
+        let src: IpAddr = "127.0.0.7".parse().unwrap();
+        for _ in 0..3 {
+            assert!(echoes(src, lo(port)));
+        }
+        let done = |s: &str| s.contains("key=127.0.0.7 use=0") && s.contains("bytes_out_cnt=12");
+        wait_until(Duration::from_secs(3), || {
+            done(&cli(&sock, "show table fe"))
+        });
+        Some(mask(&cli(&sock, "show table fe key 127.0.0.7")))
+    };
+    let Some(want) = run("haproxy") else { return };
+    assert!(
+        want.contains(
+            "gpt0=9 gpc0=3 gpc0_rate(10000)=3 conn_cnt=3 bytes_in_cnt=12 bytes_out_cnt=12 gpc1=3"
+        ),
+        "{want}"
+    );
+    assert_eq!(run("portcullis").unwrap(), want);
+}
+
+/// `http-request sc-inc-gpc0` / `sc-set-gpt0` on a counter tracked by `tcp-request
+/// connection` (the session's, as HAProxy falls back to it), on HAProxy 2.6 and portcullis.
+#[test]
+fn http_sc_actions_on_a_session_counter_match_haproxy() {
+    let dir = TempDir::new("stick-sess-sc");
+    let run = |bin: &str| -> Option<String> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type ip size 1k expire 60s store gpc0,gpt0,http_req_cnt\n    tcp-request connection track-sc0 src\n    http-request sc-inc-gpc0(0)\n    http-request sc-set-gpt0(0) req.hdr_cnt(x-a)\n    http-request return status 200\n",
+            sock.display()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        let mut s = TcpStream::connect(lo(port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for _ in 0..2 {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nX-A: 2\r\nX-A: 3\r\n\r\n")
+                .unwrap();
+            assert_eq!(
+                proxy::read_response(&mut s, false)
+                    .expect("response")
+                    .status,
+                200
+            );
+        }
+        drop(s);
+        wait_until(Duration::from_secs(3), || {
+            cli(&sock, "show table f").contains("use=0")
+        });
+        Some(mask(&cli(&sock, "show table f")))
+    };
+    let Some(want) = run("haproxy") else { return };
+    assert!(want.contains(" gpt0=3 gpc0=2 "), "{want}");
+    assert_eq!(run("portcullis").unwrap(), want);
+}

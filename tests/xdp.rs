@@ -11,6 +11,7 @@
 //! - a per-source map too small for the sources fails closed, counted;
 //! - `packet-rate` drops a source's packets past the limit;
 //! - a reload adopts the pinned link and per-source rates;
+//! - a `conn_rate` a peer teaches is written into the per-source map;
 //! - the same rate limit without `portcullis-xdp` is enforced in userspace.
 //!
 //! Needs root (network namespaces, XDP): without it the tests say so and pass without running.
@@ -799,4 +800,97 @@ fn allow_list_file_is_enforced_by_xdp() {
     assert!(p.xdp("DroppedNotAllowed") >= 1, "{}", p.cli("show xdp"));
     assert!(p.xdp("Passed") >= 1, "{}", p.cli("show xdp"));
     let _ = std::fs::remove_file(&list);
+}
+
+/// A peer's `conn_rate` re-seeds the per-source map: a second process (`b`, no XDP) shares the
+/// table through a `peers` section; `set table` there puts 10.77.1.2 far over the limit, and
+/// the filtering process, which never saw that source, drops its very first SYN in XDP.
+#[test]
+fn a_synced_conn_rate_seeds_the_xdp_map() {
+    if !usable() {
+        return;
+    }
+    let net = Net::new('g');
+    let _echo = Echo::start(&net.srv);
+    let peers = "peers mesh\n    peer a 127.0.0.1:18095\n    peer b 127.0.0.1:18096\n";
+    let global = format!(
+        "    portcullis-xdp {} mode generic\n    localpeer a\n{peers}",
+        net.if_flood
+    );
+    let table = format!(
+        "    stick-table type ip size 1k expire 30s store conn_rate(10s),conn_cur peers mesh\n    tcp-request connection track-sc0 src\n    tcp-request connection reject if {{ sc_conn_rate(0) gt {LIMIT} }}\n"
+    );
+    let a = Proxy::start_with(&net, &global, &table, "a", &[]);
+    assert!(
+        a.cli("show xdp").starts_with("Status: attached to "),
+        "{}",
+        a.cli("show xdp")
+    );
+    // `b`: the same table, listening on loopback only.
+    let dir = std::env::temp_dir().join(format!(
+        "portcullis-xdp-{}-{}-b",
+        std::process::id(),
+        net.srv
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock_b = dir.join("admin.sock");
+    let cfg_b = dir.join("b.cfg");
+    std::fs::write(
+        &cfg_b,
+        format!(
+            "global\n    stats socket {} level admin\n    localpeer b\n{peers}defaults\n    mode tcp\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend fe\n    bind 127.0.0.1:18097\n{table}    default_backend be\n\nbackend be\n    server s 127.0.0.1:{BE_PORT}\n",
+            sock_b.display()
+        ),
+    )
+    .unwrap();
+    let engine = std::env::var("PORTCULLIS_IO").unwrap_or_else(|_| "auto".into());
+    let child = Command::new("ip")
+        .args(["netns", "exec", &net.srv])
+        .arg(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["--io", &engine, "-db", "-f"])
+        .arg(&cfg_b)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn portcullis b");
+    // Reuses Proxy's cleanup (kill by pid, remove the directory).
+    let b = Proxy {
+        child,
+        sock: sock_b,
+        dir,
+    };
+    let t0 = Instant::now();
+    while UnixStream::connect(&b.sock).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "b did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(b.cli("set table fe key 10.77.1.2 data.conn_rate 500"), "\n");
+    // `a` learns it (peers push every 100 ms; generous for a busy machine).
+    let learnt = |p: &Proxy| {
+        p.cli("show table fe key 10.77.1.2")
+            .contains(" conn_rate(10000)=500 ")
+    };
+    let t0 = Instant::now();
+    while !learnt(&a) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "a did not learn the rate: {}",
+            a.cli("show table fe")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(a.xdp("DroppedSynRate"), 0);
+    // The first SYNs from that source: dropped by XDP, not by the userspace rule.
+    assert!(!in_ns(&net.flood, || echo_ok(
+        "10.77.1.2",
+        Duration::from_millis(300)
+    )));
+    assert!(a.xdp("DroppedSynRate") >= 1, "{}", a.cli("show xdp"));
+    // Another source is served.
+    assert!(in_ns(&net.flood, || echo_ok(
+        "10.77.1.3",
+        Duration::from_secs(2)
+    )));
+    drop(b);
+    drop(a);
 }

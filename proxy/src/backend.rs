@@ -315,7 +315,10 @@ pub async fn connect(
         let known = srv.has_addr.load(Ordering::Acquire);
         let header = proxy_header(&srv.cfg.opts.send_proxy, client);
         let open = async {
-            let s = Stream::connect(io, addr).await?;
+            let s = match &srv.cfg.unix {
+                Some(u) => Stream::connect_unix_server(io, u)?,
+                None => Stream::connect(io, addr).await?,
+            };
             if be.cfg.options.srvtcpka {
                 s.set_keepalive();
             }

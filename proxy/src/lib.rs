@@ -2,7 +2,7 @@
 //!
 //! One module per HAProxy concept (see `../shared/docs/design.md` in the workplace, and README):
 //! pure cores (`config`, `http::h1`, `lb`, `log::format`, `ana`) carry no
-//! I/O; the shells (`engine`, `tcp`, `http::proxy`, `log::sink`) stay thin.
+//! I/O; the shells (`engine`, `tcp`, `stream`, `log::sink`) stay thin.
 
 pub mod admin;
 pub mod ana;
@@ -16,6 +16,7 @@ pub mod http;
 pub mod kernel;
 pub mod lb;
 pub mod log;
+pub mod lua;
 pub mod map;
 pub mod master;
 pub mod master_cli;

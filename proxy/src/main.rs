@@ -36,6 +36,8 @@ fn main() -> ExitCode {
             }
         };
     }
+    // `lua-load` runs scripts while the configuration is parsed.
+    portcullis::lua::install();
     if let Some(name) = &args.localpeer {
         portcullis::config::set_cmdline_localpeer(name);
     }

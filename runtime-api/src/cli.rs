@@ -179,6 +179,11 @@ pub trait Runtime {
     fn clear_table(&mut self, _args: &[&str], _allowed: bool) -> String {
         UNSUPPORTED_REPLY.to_string()
     }
+    /// `set table <table> key <k> [data.<type> <v>]*`; `allowed` is false below level
+    /// operator. Empty on success, else HAProxy's error text.
+    fn set_table(&mut self, _args: &[&str], _allowed: bool) -> String {
+        UNSUPPORTED_REPLY.to_string()
+    }
     /// `add server`: `backend` indexes [`Snapshot::proxies`] (a backend accepting dynamic
     /// servers), `addr` and `kws` are the words of a `server` line after the name. The server
     /// starts in maintenance, its checks disabled, as in HAProxy. `Err` is HAProxy's message
@@ -292,6 +297,7 @@ enum H {
     ShowSslCert,
     ShowTable,
     ClearTable,
+    SetTable,
     ShowResolvers,
     SetSslCert,
     /// `new|set|commit|abort|del|show ssl ca-file`, `add|del|show ssl crt-list`.
@@ -708,7 +714,7 @@ pub static CLI_KWS: &[CliKw] = &[
         Some("set table <table> key <k> [data.* <v>]* : update or create a table entry's data"),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::SetTable,
     ),
     kw(
         &["show", "table"],
@@ -1707,13 +1713,13 @@ fn run_one(
                 Err(e) => out.err(&e),
             }
         }
-        H::ShowTable | H::ClearTable => {
+        H::ShowTable | H::ClearTable | H::SetTable => {
             let words: Vec<&str> = args.iter().skip(2).map(String::as_str).collect();
             let oper = s.level >= Level::Operator;
-            let r = if k.handler == H::ShowTable {
-                rt.show_table(&words, oper)
-            } else {
-                rt.clear_table(&words, oper)
+            let r = match k.handler {
+                H::ShowTable => rt.show_table(&words, oper),
+                H::ClearTable => rt.clear_table(&words, oper),
+                _ => rt.set_table(&words, oper),
             };
             // A dump starts with its `# table` header; any other text is HAProxy's error.
             if r.starts_with('#') {

@@ -338,6 +338,8 @@ pub struct ServerSnap {
     pub tracks: Option<(String, String)>,
     pub addr: Option<IpAddr>,
     pub port: u16,
+    /// A unix-socket server: `addr` reads `unix` in `show stat`, `-` in `show servers state`.
+    pub unix: bool,
     /// The port is an offset added to the client's destination port (`+N`/`-N`, HAProxy's
     /// SRV_F_MAPPORTS); `port` then holds that offset as HAProxy stores it (16-bit wrap).
     pub port_map: bool,

@@ -1267,7 +1267,10 @@ pub(crate) fn server_row<'a>(
         let _ = write!(sc.tracked, "{b}/{s}");
     }
     if opts.legends {
-        push_addr(sv.addr, sv.port, &mut sc.addr);
+        match sv.unix {
+            true => sc.addr.push_str("unix"),
+            false => push_addr(sv.addr, sv.port, &mut sc.addr),
+        }
     }
     let sc: &'a Scratch = sc;
     let mut r: Row = [Val::Empty; NB_COLS];
@@ -1363,7 +1366,7 @@ pub(crate) fn server_row<'a>(
         r[72] = u(sv.agent.health);
     }
     if opts.legends {
-        if sv.addr.is_some() {
+        if sv.addr.is_some() || sv.unix {
             r[73] = Val::S(&sc.addr);
         }
         if let Some(ck) = &sv.cookie {

@@ -286,6 +286,11 @@ impl Runtime for AdminRuntime {
         crate::stick::show::clear_table(&m.stick, args, allowed, m.now_ms())
     }
 
+    fn set_table(&mut self, args: &[&str], allowed: bool) -> String {
+        let m = &self.shared.model;
+        crate::stick::show::set_table(&m.stick, args, allowed, m.now_ms())
+    }
+
     fn add_server(
         &mut self,
         backend: usize,

@@ -142,8 +142,9 @@ fn server(model: &Model, srv: &Server, http: bool) -> api::ServerSnap {
         },
         admin: api::AdminFlags(flags),
         // `-` until an address is known (`init-addr none`, unresolvable names).
-        addr: srv.has_addr.load(Ordering::Acquire).then_some(addr.ip()),
+        addr: (srv.has_addr.load(Ordering::Acquire) && srv.cfg.unix.is_none()).then_some(addr.ip()),
         port: addr.port(),
+        unix: srv.cfg.unix.is_some(),
         uweight: srv.uweight.load(Ordering::Relaxed),
         iweight: srv.cfg.opts.weight,
         // HAProxy 2.6 keeps a drained server's effective weight (`weight` column): drain only

@@ -13,6 +13,11 @@ use super::vars::{VarName, Vars};
 /// A parsed converter with its arguments.
 #[derive(Clone, Debug)]
 pub enum Conv {
+    /// `lua.<name>[(args)]`: a converter a Lua script registered (`core.register_converters`).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     Lower,
     Upper,
     Length,
@@ -324,6 +329,14 @@ impl Conv {
                     .map(|a| f(a.unwrap_or(0) != 0)),
             )
         };
+        if let Some(n) = name.strip_prefix("lua.")
+            && super::script::has_converter(n)
+        {
+            return Some(Ok(Conv::Lua {
+                name: n.to_string(),
+                args: args.to_vec(),
+            }));
+        }
         let r = match name {
             "lower" => return plain(Conv::Lower),
             "upper" => return plain(Conv::Upper),
@@ -523,7 +536,9 @@ impl Conv {
             "in_table" => max_args(name, args, 1)
                 .and_then(|_| need(name, args, 0, "table").map(|t| Conv::InTable(t.to_string()))),
             _ if name.starts_with("table_") => {
-                let d = crate::stick::StickData::from_name(&name["table_".len()..])?;
+                // HAProxy has `table_kbytes_in`, no `table_bytes_in_cnt`.
+                let d = crate::stick::StickData::from_name(&name["table_".len()..])
+                    .filter(|d| !d.is_u64())?;
                 max_args(name, args, 1)
                     .and_then(|_| need(name, args, 0, "table").map(|t| Conv::Table(d, t.to_string())))
             }
@@ -571,6 +586,7 @@ impl Conv {
         let var = |n: &VarName| env.vars.and_then(|vs| vs.get(n));
         let owned = |s: String| Some(Str(Cow::Owned(s)));
         Some(match self {
+            Conv::Lua { name, args } => return super::script::host()?.convert(name, args, v),
             Conv::Lower => match v {
                 Str(Cow::Borrowed(s)) if !s.bytes().any(|b| b.is_ascii_uppercase()) => {
                     Str(Cow::Borrowed(s))
@@ -1362,8 +1378,12 @@ mod tests {
                 .unwrap_err()
                 .contains("expected type 'table' at position 1")
         );
-        // Data portcullis tables do not store: not a converter here.
-        assert!(Conv::parse("table_gpc0", &a(&["t"])).is_none());
+        assert!(matches!(
+            Conv::parse("table_gpc0", &a(&["t"])),
+            Some(Ok(Conv::Table(crate::stick::StickData::Gpc0, _)))
+        ));
+        // Not one of HAProxy's converters (its byte counters are `table_kbytes_*`).
+        assert!(Conv::parse("table_bytes_in_cnt", &a(&["t"])).is_none());
         // Without stick tables in reach: no sample.
         assert_eq!(run("in_table", &["t"], s("10.0.0.1")), None);
     }

@@ -10,5 +10,6 @@ pub mod conv;
 pub mod rewrite;
 pub mod rules;
 pub mod sample;
+pub mod script;
 pub mod tcp;
 pub mod vars;

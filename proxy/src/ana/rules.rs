@@ -5,17 +5,23 @@
 use crate::ana::acl::{self, Condition};
 use crate::ana::rewrite;
 use crate::ana::sample::{SampleCtx, SampleExpr, SampleValue, parse_sample};
+use crate::ana::script::{self, Outcome};
 use crate::ana::vars::{SetCond, VarName};
 use crate::config::diag::Diag;
 use crate::config::model::{
-    Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, TcpRequestAction,
-    TrackSc,
+    Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, ScAction,
+    TcpRequestAction, TrackSc,
 };
 use crate::http::head::{RequestHead, ResponseHead};
 use crate::log::format::{LogFormat, LogRecord};
 use crate::stick::StkCtrs;
 
 pub enum Action {
+    /// `lua.<name> [args…]`: a registered Lua action (not final unless it ends the transaction).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     SetHeader(String, LogFormat),
     AddHeader(String, LogFormat),
     DelHeader(String),
@@ -35,6 +41,7 @@ pub enum Action {
     Allow,
     UsePrometheus,
     TrackSc(Track),
+    Sc(ScRun),
     SetLine(LinePart, LogFormat),
     ReplaceLine(LinePart, regex::bytes::Regex, LogFormat),
     ReplaceHeader {
@@ -93,12 +100,67 @@ impl Track {
     }
 }
 
+/// A compiled `sc-inc-gpc0|1` / `sc-set-gpt0`: acts on counter `sc`'s entry (the stream's,
+/// else the session's), nothing when it is not tracked.
+pub struct ScRun {
+    pub sc: usize,
+    /// The general purpose counter `sc-inc-gpcN` increments (0 or 1).
+    gpc: u8,
+    /// `sc-set-gpt0`'s value (an integer or an expression) instead.
+    gpt: Option<Result<i64, SampleExpr>>,
+}
+
+impl ScRun {
+    pub fn compile(a: &ScAction) -> Result<ScRun, String> {
+        Ok(match a {
+            ScAction::IncGpc { which, sc } => ScRun {
+                sc: usize::from(*sc),
+                gpc: *which,
+                gpt: None,
+            },
+            ScAction::SetGpt0 { sc, value } => ScRun {
+                sc: usize::from(*sc),
+                gpc: 0,
+                gpt: Some(match value {
+                    Ok(n) => Ok(*n),
+                    Err(e) => Err(parse_sample(e)?),
+                }),
+            },
+        })
+    }
+
+    pub fn run(&self, ctx: &SampleCtx<'_>) {
+        let Some(view) = ctx.stick else { return };
+        let Some(t) = view.tracked(self.sc) else {
+            return;
+        };
+        match &self.gpt {
+            None => {
+                t.inc_gpc(self.gpc, view.now_ms);
+            }
+            Some(v) => {
+                let v = match v {
+                    Ok(n) => *n,
+                    Err(e) => match e.eval(ctx).and_then(|v| v.to_int()) {
+                        Some(n) => n,
+                        None => return,
+                    },
+                };
+                // HAProxy stores it as an unsigned int (a C cast).
+                t.set_gpt0(u64::from(v as u32));
+            }
+        }
+    }
+}
+
 /// A compiled `tcp-request connection|content` rule.
 pub struct TcpRule {
     pub action: TcpRequestAction,
     pub cond: Option<Condition>,
     /// Set for `TcpRequestAction::TrackSc`.
     pub track: Option<Track>,
+    /// Set for `TcpRequestAction::Sc`.
+    pub sc: Option<ScRun>,
     /// Set for `TcpRequestAction::Capture`: the sample, slot and length.
     pub capture: Option<(SampleExpr, usize, usize)>,
 }
@@ -147,11 +209,21 @@ pub enum Verdict {
     Prometheus,
     /// `auth`: a 401 with this realm (None: the proxy's name).
     Auth(Option<String>),
+    /// A Lua action ended the transaction (`txn:done()`): `bytes` is the whole response (a
+    /// head without `connection`, then the body), or empty to close without answering.
+    Reply {
+        status: u16,
+        bytes: Vec<u8>,
+    },
 }
 
 /// The action's keyword, as it appears after `http-request` / `http-response`.
-fn rule_name(a: &HttpRequestAction) -> &'static str {
-    match a {
+fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
+    if let HttpRequestAction::Lua { name, .. } = a {
+        return format!("lua.{name}").into();
+    }
+    std::borrow::Cow::Borrowed(match a {
+        HttpRequestAction::Lua { .. } => "lua",
         HttpRequestAction::SetHeader { .. } => "set-header",
         HttpRequestAction::AddHeader { .. } => "add-header",
         HttpRequestAction::DelHeader { .. } => "del-header",
@@ -185,7 +257,10 @@ fn rule_name(a: &HttpRequestAction) -> &'static str {
             1 => "track-sc1",
             _ => "track-sc2",
         },
-    }
+        HttpRequestAction::Sc(ScAction::IncGpc { which: 0, .. }) => "sc-inc-gpc0",
+        HttpRequestAction::Sc(ScAction::IncGpc { .. }) => "sc-inc-gpc1",
+        HttpRequestAction::Sc(ScAction::SetGpt0 { .. }) => "sc-set-gpt0",
+    })
 }
 
 /// Compiles every proxy's rules; errors are collected with file:line, in HAProxy's words.
@@ -290,6 +365,10 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             let full = format!("{kw} {}", rule_name(&rule.action));
             let name = full.as_str();
             let action = match &rule.action {
+                HttpRequestAction::Lua { name: n, args } => Action::Lua {
+                    name: n.clone(),
+                    args: args.clone(),
+                },
                 HttpRequestAction::SetHeader { name: h, value } => {
                     Action::SetHeader(h.clone(), fmt(value, &rule.loc, name, errs))
                 }
@@ -365,6 +444,13 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     Some(t) => Action::TrackSc(t),
                     None => continue,
                 },
+                HttpRequestAction::Sc(a) => match ScRun::compile(a) {
+                    Ok(a) => Action::Sc(a),
+                    Err(e) => {
+                        errs.push(Diag::alert(&rule.loc.file, rule.loc.line, e));
+                        continue;
+                    }
+                },
                 HttpRequestAction::SetLine { part, value } => {
                     Action::SetLine(*part, fmt(value, &rule.loc, name, errs))
                 }
@@ -421,10 +507,21 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             },
             _ => None,
         };
+        let sc = match &t.action {
+            TcpRequestAction::Sc(a) => match ScRun::compile(a) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    errs.push(Diag::alert(&t.loc.file, t.loc.line, e));
+                    continue;
+                }
+            },
+            _ => None,
+        };
         let rule = TcpRule {
             action: t.action.clone(),
             cond: cond(&t.cond, name, errs),
             track,
+            sc,
             capture,
         };
         if t.connection {
@@ -636,6 +733,19 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             continue;
         }
         match &rule.action {
+            Action::Lua { name, args } => {
+                let Some(host) = script::host() else { continue };
+                match host.http_request(name, args, req, base) {
+                    Outcome::Continue => {}
+                    Outcome::Reply { status, bytes } => return Verdict::Reply { status, bytes },
+                    Outcome::Done => {
+                        return Verdict::Reply {
+                            status: 0,
+                            bytes: Vec::new(),
+                        };
+                    }
+                }
+            }
             Action::SetHeader(name, f) => {
                 let v = render(f, &ctx);
                 req.headers.set(name, v.into_bytes());
@@ -662,6 +772,7 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                 let v = render(replace, &ctx);
                 rewrite::replace_header(&mut req.headers.0, name, re, &v, *values);
             }
+            Action::Sc(a) => a.run(&ctx),
             Action::TrackSc(t) => {
                 if let Some(into) = ctx.stick.and_then(|v| v.strm)
                     && t.run(&ctx, into)
@@ -763,6 +874,19 @@ pub fn apply_http_response(
             continue;
         }
         match &rule.action {
+            Action::Lua { name, args } => {
+                let Some(host) = script::host() else { continue };
+                let plain = SampleCtx {
+                    req: None,
+                    res: None,
+                    ..*base
+                };
+                // Ending the transaction from a response action stops this section's rules;
+                // the response already received is forwarded (see docs/compatibility.md).
+                if host.http_response(name, args, res, &plain) != Outcome::Continue {
+                    return ResVerdict::Continue;
+                }
+            }
             Action::SetHeader(name, f) => {
                 let v = render(f, &ctx);
                 res.headers.set(name, v.into_bytes());
@@ -884,6 +1008,17 @@ fn tcp_rules(
         }
         if rule.action == TcpRequestAction::ExpectProxy {
             *expect_proxy = true;
+            continue;
+        }
+        if let TcpRequestAction::Lua { name, args } = &rule.action {
+            // Not final, unless the script ends the session (`txn:done()`).
+            match script::host().map(|h| h.tcp_request(name, args, ctx)) {
+                None | Some(Outcome::Continue) => continue,
+                Some(_) => return Some(TcpRequestAction::Reject),
+            }
+        }
+        if let Some(a) = &rule.sc {
+            a.run(ctx);
             continue;
         }
         match &rule.track {

@@ -265,6 +265,11 @@ pub enum SmpType {
 /// Which fetch a [`SampleExpr`] runs, with its parsed arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fetch {
+    /// `lua.<name>(args)`: a fetch a Lua script registered (`core.register_fetches`).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     AlwaysTrue,
     AlwaysFalse,
     Src,
@@ -389,6 +394,7 @@ pub enum Fetch {
         sc: u8,
         data: crate::stick::StickData,
         table: Option<String>,
+        op: crate::stick::StickOp,
     },
 }
 
@@ -530,10 +536,64 @@ macro_rules! stick_def {
                 sc: $sc,
                 data: crate::stick::StickData::$data,
                 table: None,
+                op: crate::stick::StickOp::Read,
             },
         }
     };
 }
+
+/// The five stick-counter fetches of one data type: `sc_<n>(<ctr>[,<table>])`,
+/// `sc0_<n>`..`sc2_<n>([<table>])` and `src_<n>([<table>])`.
+macro_rules! stick_rows {
+    ($($name:literal => $data:ident $op:ident),* $(,)?) => {
+        &[$(
+            stick_row!(concat!("sc_", $name), ScCtr, false, 0, $data, $op),
+            stick_row!(concat!("sc0_", $name), Table, false, 0, $data, $op),
+            stick_row!(concat!("sc1_", $name), Table, false, 1, $data, $op),
+            stick_row!(concat!("sc2_", $name), Table, false, 2, $data, $op),
+            stick_row!(concat!("src_", $name), Table, true, 0, $data, $op),
+        )*]
+    };
+}
+macro_rules! stick_row {
+    ($name:expr, $args:ident, $src:expr, $sc:expr, $data:ident, $op:ident) => {
+        FetchDef {
+            name: $name,
+            out: SmpType::Int,
+            log_needs: None,
+            args: ArgSpec::$args,
+            make: || Fetch::Stick {
+                src: $src,
+                sc: $sc,
+                data: crate::stick::StickData::$data,
+                table: None,
+                op: crate::stick::StickOp::$op,
+            },
+        }
+    };
+}
+
+/// The stick-counter fetches of the general purpose counters and tags, HTTP errors and
+/// failures, and bytes (the `inc`/`clr` ones change the entry they read).
+static STICK_FETCHES: &[FetchDef] = stick_rows![
+    "get_gpt0" => Gpt0 Read,
+    "get_gpc0" => Gpc0 Read,
+    "get_gpc1" => Gpc1 Read,
+    "gpc0_rate" => Gpc0Rate Read,
+    "gpc1_rate" => Gpc1Rate Read,
+    "inc_gpc0" => Gpc0 Inc,
+    "inc_gpc1" => Gpc1 Inc,
+    "clr_gpc0" => Gpc0 Clr,
+    "clr_gpc1" => Gpc1 Clr,
+    "http_err_cnt" => HttpErrCnt Read,
+    "http_err_rate" => HttpErrRate Read,
+    "http_fail_cnt" => HttpFailCnt Read,
+    "http_fail_rate" => HttpFailRate Read,
+    "bytes_in_rate" => BytesInRate Read,
+    "bytes_out_rate" => BytesOutRate Read,
+    "kbytes_in" => BytesInCnt Kbytes,
+    "kbytes_out" => BytesOutCnt Kbytes,
+];
 
 /// The supported sample fetches (a subset of HAProxy 2.6's).
 pub static FETCHES: &[FetchDef] = &[
@@ -778,8 +838,14 @@ pub static FETCHES: &[FetchDef] = &[
     stick_def!("src_sess_rate", Table, true, 0, SessRate),
 ];
 
+/// What `lua.<name>` fetches are, for the messages and the log-format checks.
+static LUA_FETCH: FetchDef = fdef!("lua", Str, None, None, || Fetch::AlwaysFalse);
+
 pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
-    FETCHES.iter().find(|f| f.name == name)
+    FETCHES
+        .iter()
+        .chain(STICK_FETCHES.iter())
+        .find(|f| f.name == name)
 }
 
 pub use super::conv::{Conv, MapConv};
@@ -848,6 +914,12 @@ pub(crate) fn parse_prefix_with(
         return Err(ParseErr {
             msg: "missing fetch method".into(),
         });
+    }
+    if def.is_none()
+        && let Some(name) = fkw.strip_prefix("lua.")
+        && super::script::has_fetch(name)
+    {
+        return lua_fetch(s, name, kw_end, label);
     }
     let def = match def.or_else(|| find_fetch(fkw)) {
         Some(d) => d,
@@ -919,6 +991,40 @@ pub(crate) fn parse_prefix_with(
         convs.push(conv);
     }
     Ok((SampleExpr { fetch, convs, def }, pos))
+}
+
+/// `lua.<name>[(args)][,conv…]`: a registered Lua fetch takes its arguments as strings.
+fn lua_fetch(
+    s: &str,
+    name: &str,
+    kw_end: usize,
+    label: Label<'_>,
+) -> Result<(SampleExpr, usize), ParseErr> {
+    let mut pos = kw_end;
+    let mut args = Vec::new();
+    if s.get(pos..).is_some_and(|r| r.starts_with('(')) {
+        let (a, next) = split_args(s, pos + 1).map_err(|m| ParseErr {
+            msg: format!("fetch method 'lua.{name}' : {m}"),
+        })?;
+        args = a;
+        pos = next;
+    }
+    // The converters after it parse as after any fetch.
+    let rest = s.get(pos..).unwrap_or("");
+    let (tail, end) = parse_prefix_with(&format!("always_true{rest}"), None, label)?;
+    let fetch = Fetch::Lua {
+        name: name.to_string(),
+        args,
+    };
+    let used = end.saturating_sub("always_true".len());
+    Ok((
+        SampleExpr {
+            fetch,
+            convs: tail.convs,
+            def: &LUA_FETCH,
+        },
+        pos + used,
+    ))
 }
 
 /// Split `a,b)` starting at `start` (just after `(`) into arguments; returns them and the offset
@@ -1489,6 +1595,7 @@ impl SampleExpr {
         use SampleValue::*;
         let s = |v: &'a str| Some(Str(Cow::Borrowed(v)));
         match &self.fetch {
+            Fetch::Lua { name, args } => super::script::host()?.fetch(name, args, ctx),
             Fetch::AlwaysTrue => Some(Bool(true)),
             Fetch::AlwaysFalse => Some(Bool(false)),
             Fetch::Src => Some(Ip(ctx.src.ip())),
@@ -1701,12 +1808,13 @@ impl SampleExpr {
                 sc,
                 data,
                 table,
+                op,
             } => {
                 let view = ctx.stick?;
                 let v = if *src {
-                    view.src_value(ctx.src.ip(), table.as_deref(), *data)?
+                    view.src_op(ctx.src.ip(), table.as_deref(), *op, *data)?
                 } else {
-                    view.sc_value(usize::from(*sc), table.as_deref(), *data)?
+                    view.sc_op(usize::from(*sc), table.as_deref(), *op, *data)?
                 };
                 Some(Int(i64::try_from(v).unwrap_or(i64::MAX)))
             }

@@ -4,6 +4,7 @@
 //! expressions and log-format strings can fetch (pure).
 
 pub mod fsm;
+mod h2;
 pub mod probe;
 pub mod sample;
 

@@ -16,6 +16,12 @@ use tokio::net::TcpStream;
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 type ProbeIo = Box<dyn Io>;
+
+/// An HTTP check's connection: HTTP/1 bytes, or h2 streams (`check-proto h2`, ALPN `h2`).
+enum Link {
+    H1(ProbeIo),
+    H2(super::h2::Link),
+}
 use tokio::time::Instant;
 
 use super::fsm::{CheckOutcome, Status};
@@ -213,6 +219,16 @@ impl SendStep {
     }
 
     fn bytes(&self, ctx: &sample::Ctx, state: Option<&str>) -> Vec<u8> {
+        let (uri, headers, body) = self.parts(ctx, state);
+        build_http_request(&self.method, &uri, &self.version, &headers, body.as_deref())
+    }
+
+    /// The request's target, headers and body once its log-format parts are evaluated.
+    fn parts(
+        &self,
+        ctx: &sample::Ctx,
+        state: Option<&str>,
+    ) -> (String, Vec<(String, String)>, Option<String>) {
         let mut uri = self.uri.eval(ctx);
         if uri.is_empty() {
             uri.push('/');
@@ -226,14 +242,12 @@ impl SendStep {
         if let Some(st) = state {
             headers.push(("X-Haproxy-Server-State".to_string(), st.to_string()));
         }
-        let body = self.body.as_ref().map(|b| b.eval(ctx));
-        build_http_request(
-            &self.method,
-            &uri,
-            &self.version,
-            &headers,
-            body.as_deref().filter(|b| !b.is_empty()),
-        )
+        let body = self
+            .body
+            .as_ref()
+            .map(|b| b.eval(ctx))
+            .filter(|b| !b.is_empty());
+        (uri, headers, body)
     }
 }
 
@@ -330,11 +344,12 @@ impl HttpProbe {
         })
     }
 
-    /// Whether an expect after step `i`, before the next send or connect, needs the body.
+    /// Whether the expect at step `i`, or one after it before the next send or connect, needs
+    /// the body (read whole then, not only the head and what came with it).
     fn needs_body(&self, i: usize) -> bool {
         self.steps
             .iter()
-            .skip(i + 1)
+            .skip(i)
             .take_while(|s| !matches!(s, HttpStep::Send(_) | HttpStep::Connect(_)))
             .any(|s| matches!(s, HttpStep::Expect(x) if x.is_body()))
     }
@@ -372,6 +387,28 @@ pub struct CheckSpec {
     /// `send-proxy*` server without `port`/`addr`, or with `check-send-proxy`: v1 with the check
     /// connection's own addresses, v2 as a `LOCAL` command.
     pub send_proxy: Option<bool>,
+    /// `check-proto h2`: HTTP checks speak h2 (h2c with prior knowledge on plain connections).
+    pub h2: bool,
+    /// `check-alpn`: offered in the TLS handshake of `check-ssl`; `h2` chosen means h2 checks.
+    pub alpn: Option<Vec<Vec<u8>>>,
+}
+
+/// The deprecated `option httpchk GET / HTTP/1.1\r\nHost:\ x` form smuggles headers in the
+/// version: the version itself, and those headers before the others.
+fn split_version<'v>(
+    version: &'v str,
+    headers: &[(String, String)],
+) -> (&'v str, Vec<(String, String)>) {
+    let mut parts = version.split("\r\n");
+    let version = parts.next().unwrap_or("HTTP/1.0");
+    let mut all: Vec<(String, String)> = parts
+        .filter_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            Some((n.trim().to_string(), v.trim().to_string()))
+        })
+        .collect();
+    all.extend(headers.iter().cloned());
+    (version, all)
 }
 
 /// The request `option httpchk` + `http-check send` produce: names lowercased (HAProxy's H1
@@ -383,17 +420,7 @@ pub fn build_http_request(
     headers: &[(String, String)],
     body: Option<&str>,
 ) -> Vec<u8> {
-    // The deprecated `option httpchk GET / HTTP/1.1\r\nHost:\ x` form smuggles headers in the
-    // version.
-    let mut parts = version.split("\r\n");
-    let version = parts.next().unwrap_or("HTTP/1.0");
-    let mut all: Vec<(String, String)> = parts
-        .filter_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            Some((n.trim().to_string(), v.trim().to_string()))
-        })
-        .collect();
-    all.extend(headers.iter().cloned());
+    let (version, all) = split_version(version, headers);
     let mut r = format!("{method} {uri} {version}\r\n");
     for (n, v) in &all {
         r.push_str(&format!("{}: {v}\r\n", n.to_ascii_lowercase()));
@@ -459,6 +486,11 @@ impl CheckSpec {
                 && o.check_addr.is_none())
                 || o.check_send_proxy)
                 .then_some(o.send_proxy.v2),
+            h2: o.check_proto.as_deref() == Some("h2"),
+            alpn: o
+                .check_alpn
+                .as_ref()
+                .map(|l| l.iter().map(|p| p.as_bytes().to_vec()).collect()),
         }))
     }
 
@@ -493,6 +525,7 @@ pub async fn run(
     server_stopped: bool,
     tls: Option<&crate::tls::client::ServerTls>,
     state: Option<&str>,
+    unix: Option<&crate::config::addr::UnixAddr>,
 ) -> CheckOutcome {
     let mut p = Run {
         spec,
@@ -503,15 +536,16 @@ pub async fn run(
             .map(|t| std::sync::Arc::clone(&t.config)),
         server_tls: tls.map(|t| std::sync::Arc::clone(&t.config)),
         state,
+        unix,
     };
     let (status, code, info) = match &spec.kind {
-        CheckKind::Connect => match p.connect(target).await {
+        CheckKind::Connect => match p.connect(target).await.map(|(s, _)| s) {
             // A completed handshake is a Layer6 success.
             Ok(_) if p.tls.is_some() => (Status::L6Ok, None, String::new()),
             Ok(_) => (Status::L4Ok, None, String::new()),
             Err(e) => (e.status, None, e.text),
         },
-        CheckKind::TcpConnect => match p.connect(target).await {
+        CheckKind::TcpConnect => match p.connect(target).await.map(|(s, _)| s) {
             Ok(_) => (Status::L4Ok, None, String::new()),
             Err(e) => (
                 e.status,
@@ -550,20 +584,31 @@ struct Run<'a> {
     /// The server's TLS settings, for `http-check connect ssl`.
     server_tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     state: Option<&'a str>,
+    /// The server's unix socket, for a unix-socket server.
+    unix: Option<&'a crate::config::addr::UnixAddr>,
 }
 
 type Verdict = (Status, Option<u16>, String);
 
 impl Run<'_> {
-    async fn connect(&mut self, addr: SocketAddr) -> Result<ProbeIo, Fail> {
+    /// The connection, and whether TLS chose `h2` by ALPN.
+    async fn connect(&mut self, addr: SocketAddr) -> Result<(ProbeIo, bool), Fail> {
         let s = self.connect_tcp(addr).await?;
-        let Some(cfg) = self.tls.clone() else {
-            return Ok(Box::new(s));
+        let Some(mut cfg) = self.tls.clone() else {
+            return Ok((s, false));
         };
+        if let Some(alpn) = &self.spec.alpn {
+            let mut c = (*cfg).clone();
+            c.alpn_protocols = alpn.clone();
+            cfg = std::sync::Arc::new(c);
+        }
         let name = crate::tls::client::server_name(None, addr.ip());
         let hs = tokio_rustls::TlsConnector::from(cfg).connect(name, s);
         match tokio::time::timeout_at(self.deadline, hs).await {
-            Ok(Ok(t)) => Ok(Box::new(t)),
+            Ok(Ok(t)) => {
+                let h2 = t.get_ref().1.alpn_protocol() == Some(b"h2");
+                Ok((Box::new(t), h2))
+            }
             Ok(Err(e)) => Err(Fail {
                 status: Status::L6Rsp,
                 text: format!("SSL handshake failure ({})", err_text(&e)),
@@ -575,27 +620,45 @@ impl Run<'_> {
         }
     }
 
-    async fn connect_tcp(&mut self, addr: SocketAddr) -> Result<TcpStream, Fail> {
+    /// A unix-socket server's own socket (the placeholder address, no `addr` override), or
+    /// TCP to `addr`; the PROXY header first with `check-send-proxy`.
+    async fn connect_tcp(&mut self, addr: SocketAddr) -> Result<ProbeIo, Fail> {
         let now = Instant::now();
         self.deadline = if self.spec.timeout_check.is_some() {
             now + self.spec.connect_budget()
         } else {
             self.start + self.spec.inter
         };
-        match tokio::time::timeout_at(self.deadline, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => {
-                // Checks close with a reset, as HAProxy's do (no TIME_WAIT pile-up); a zero
-                // linger never blocks the close.
-                let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
-                let _ = s.set_nodelay(true);
+        let opened = match self.unix.filter(|_| addr.ip().is_unspecified()) {
+            Some(u) => {
+                let c = async {
+                    let s = crate::engine::io::unix_socket(u)?;
+                    tokio::net::UnixStream::from_std(s)
+                };
+                tokio::time::timeout_at(self.deadline, c)
+                    .await
+                    .map(|r| r.map(|s| (Box::new(s) as ProbeIo, None)))
+            }
+            None => tokio::time::timeout_at(self.deadline, TcpStream::connect(addr))
+                .await
+                .map(|r| {
+                    r.map(|s| {
+                        // Checks close with a reset, as HAProxy's do (no TIME_WAIT pile-up); a
+                        // zero linger never blocks the close.
+                        let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+                        let _ = s.set_nodelay(true);
+                        let addrs = s.local_addr().ok().zip(s.peer_addr().ok());
+                        (Box::new(s) as ProbeIo, addrs)
+                    })
+                }),
+        };
+        match opened {
+            Ok(Ok((s, addrs))) => {
                 if let Some(v2) = self.spec.send_proxy {
                     let mut h = Vec::new();
                     match v2 {
                         true => crate::proxy_proto::encode_v2(None, &Default::default(), &mut h),
-                        false => {
-                            let addrs = s.local_addr().ok().zip(s.peer_addr().ok());
-                            crate::proxy_proto::encode_v1(addrs, &mut h)
-                        }
+                        false => crate::proxy_proto::encode_v1(addrs, &mut h),
                     }
                     let mut s = s;
                     match tokio::time::timeout_at(self.deadline, s.write_all(&h)).await {
@@ -667,7 +730,7 @@ impl Run<'_> {
 
     async fn http(&mut self, h: &HttpProbe, target: SocketAddr, stopped: bool) -> Verdict {
         let mut vars = std::collections::HashMap::new();
-        let mut conn: Option<ProbeIo> = None;
+        let mut conn: Option<Link> = None;
         // The response to the last send: its bytes and parsed head.
         let mut buf = Vec::new();
         let mut resp: Option<Response> = None;
@@ -704,30 +767,30 @@ impl Run<'_> {
                     let r = self.connect(addr).await;
                     self.tls = saved;
                     match r {
-                        Ok(s) => conn = Some(s),
+                        Ok((s, alpn_h2)) => match self.link(s, alpn_h2).await {
+                            Ok(l) => conn = Some(l),
+                            Err(v) => return v,
+                        },
                         Err(e) => return (e.status, None, e.text),
                     }
                 }
                 HttpStep::Send(send) => {
-                    let Some(s) = conn.as_mut() else {
+                    let Some(link) = conn.as_mut() else {
                         return (Status::SockErr, None, String::new());
                     };
                     let state = self.state.filter(|_| h.send_state);
-                    let bytes = send.bytes(&ctx(h, &vars, &resp), state);
+                    if let Err(v) = self.send_on(link, send, &ctx(h, &vars, &resp), state).await {
+                        return v;
+                    }
                     buf.clear();
                     resp = None;
-                    match self.send(s, &bytes).await {
-                        Ok(()) => {}
-                        Err(None) => return (Status::L7Tout, None, String::new()),
-                        Err(Some(e)) => return (Status::SockErr, None, err_text(&e)),
-                    }
                 }
                 HttpStep::Expect(x) => {
                     if resp.is_none() {
-                        let Some(s) = conn.as_mut() else {
+                        let Some(link) = conn.as_mut() else {
                             return (Status::SockErr, None, String::new());
                         };
-                        match self.read_response(s, &mut buf, h.needs_body(i)).await {
+                        match self.read_on(link, &mut buf, h.needs_body(i)).await {
                             Ok(r) => resp = Some(r),
                             Err(v) => return v,
                         }
@@ -762,6 +825,71 @@ impl Run<'_> {
         (Status::L7Ok, code, String::new())
     }
 
+    /// The HTTP connection a check speaks on `s`: h2 with `check-proto h2` or ALPN `h2`.
+    async fn link(&self, s: ProbeIo, alpn_h2: bool) -> Result<Link, Verdict> {
+        if !(self.spec.h2 || alpn_h2) {
+            return Ok(Link::H1(s));
+        }
+        match tokio::time::timeout_at(self.deadline, super::h2::handshake(s)).await {
+            Ok(Ok(l)) => Ok(Link::H2(l)),
+            Ok(Err(e)) => Err((Status::L7Rsp, None, e.to_string())),
+            Err(_) => Err((Status::L7Tout, None, String::new())),
+        }
+    }
+
+    /// Sends one `http-check send` request on `link`.
+    async fn send_on(
+        &self,
+        link: &mut Link,
+        send: &SendStep,
+        c: &sample::Ctx<'_>,
+        state: Option<&str>,
+    ) -> Result<(), Verdict> {
+        let r = match link {
+            Link::H1(s) => self.send(s, &send.bytes(c, state)).await,
+            Link::H2(l) => {
+                let (uri, headers, body) = send.parts(c, state);
+                let (_, headers) = split_version(&send.version, &headers);
+                let sent = l.send(&send.method, &uri, &headers, body.as_deref());
+                match tokio::time::timeout_at(self.deadline, sent).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(Some(std::io::Error::other(e))),
+                    Err(_) => Err(None),
+                }
+            }
+        };
+        r.map_err(|e| match e {
+            None => (Status::L7Tout, None, String::new()),
+            Some(e) => (Status::SockErr, None, err_text(&e)),
+        })
+    }
+
+    /// The response to the last send on `link` (an h2 response's body lands in `buf`).
+    async fn read_on(
+        &self,
+        link: &mut Link,
+        buf: &mut Vec<u8>,
+        need_body: bool,
+    ) -> Result<Response, Verdict> {
+        let l = match link {
+            Link::H1(s) => return self.read_response(s, buf, need_body).await,
+            Link::H2(l) => l,
+        };
+        let a = match tokio::time::timeout_at(self.deadline, l.response(need_body, BUFSIZE)).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => return Err((Status::L7Rsp, None, e)),
+            Err(_) => return Err((Status::L7Tout, None, String::new())),
+        };
+        *buf = a.body;
+        Ok(Response {
+            code: a.status,
+            reason: crate::http::errors::reason(a.status).to_string(),
+            headers: a.headers,
+            body_start: 0,
+            content_length: a.complete.then_some(buf.len()),
+        })
+    }
+
     /// Reads the response to the last send: its head, and its body too when `need_body` (up to
     /// `Content-Length`, the end of the connection or a full buffer).
     async fn read_response(
@@ -790,7 +918,7 @@ impl Run<'_> {
         let mut conn = None;
         if !matches!(steps.first(), Some(TcpStep::Connect { .. })) {
             match self.connect(target).await {
-                Ok(s) => conn = Some(s),
+                Ok((s, _)) => conn = Some(s),
                 Err(e) => {
                     return (
                         e.status,
@@ -811,7 +939,7 @@ impl Run<'_> {
                     eof = false;
                     let addr = SocketAddr::new(target.ip(), port.unwrap_or(target.port()));
                     match self.connect(addr).await {
-                        Ok(s) => conn = Some(s),
+                        Ok((s, _)) => conn = Some(s),
                         Err(e) => {
                             let what = match port {
                                 Some(p) => format!("connect port {p}"),
@@ -1131,6 +1259,7 @@ mod tests {
             name: "s1".into(),
             addr,
             fqdn: None,
+            unix: None,
             unresolved: false,
             id: 1,
             opts: ServerOpts {
@@ -1160,7 +1289,7 @@ mod tests {
     fn check(p: &Proxy, addr: SocketAddr, stopped: bool) -> CheckOutcome {
         let srv = server(addr);
         let spec = CheckSpec::from_config(p, &srv).unwrap().unwrap();
-        rt().block_on(run(&spec, spec.target(srv.addr), stopped, None, None))
+        rt().block_on(run(&spec, spec.target(srv.addr), stopped, None, None, None))
     }
 
     fn reply(s: &'static str) -> impl Fn(&[u8]) -> Option<Vec<u8>> + Send + 'static {
@@ -1323,7 +1452,7 @@ mod tests {
         );
         let spec = CheckSpec::from_config(&p, &srv).unwrap().unwrap();
         assert!(spec.wants_state());
-        let o = rt().block_on(run(&spec, a, false, None, Some("UP; name=be/srv")));
+        let o = rt().block_on(run(&spec, a, false, None, Some("UP; name=be/srv"), None));
         assert_eq!(brief(&o), (Status::L7Ok, Some(200), ""));
         let reqs = reqs.lock().unwrap();
         assert_eq!(
@@ -1353,7 +1482,7 @@ mod tests {
                 a,
             );
             let spec = CheckSpec::from_config(&p, &srv).unwrap().unwrap();
-            let o = rt().block_on(run(&spec, a, false, None, None));
+            let o = rt().block_on(run(&spec, a, false, None, None, None));
             (o.status, o.code, o.info)
         };
         let ok = (Status::L7Ok, Some(202), String::new());

@@ -134,11 +134,42 @@ pub fn parse_bind(arg: &str, resolve: Resolver) -> Result<Vec<BindAddr>, String>
     Ok(out)
 }
 
+/// A server reached over a unix stream socket: `unix@<path>`, a bare absolute path, or
+/// `abns@<name>` (Linux's abstract namespace).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UnixAddr {
+    Path(String),
+    Abstract(String),
+}
+
+/// HAProxy's limits (str2sa_range): a path leaves room for the `.<pid>.tmp` suffix a bind
+/// uses while it replaces a socket; an abstract name only for the leading NUL.
+const MAX_UNIX_PATH: usize = 97;
+const MAX_ABNS_NAME: usize = 107;
+
+/// A `server` address naming a unix socket, or `None` for an inet one. `Err` is HAProxy's
+/// message (with its trailing newline, which HAProxy prints as an empty line).
+pub fn parse_unix_server(arg: &str) -> Option<Result<UnixAddr, String>> {
+    let (addr, len, max) = if let Some(n) = arg.strip_prefix("abns@") {
+        (UnixAddr::Abstract(n.to_string()), n.len(), MAX_ABNS_NAME)
+    } else if let Some(p) = arg.strip_prefix("unix@") {
+        (UnixAddr::Path(p.to_string()), p.len(), MAX_UNIX_PATH)
+    } else if arg.starts_with('/') {
+        (UnixAddr::Path(arg.to_string()), arg.len(), MAX_UNIX_PATH)
+    } else {
+        return None;
+    };
+    if len > max {
+        return Some(Err(format!("socket path '{arg}' too long (max {max})\n")));
+    }
+    Some(Ok(addr))
+}
+
 /// A `server` address: `host[:port]` (no port = the port the client connected to, kept as 0).
 pub fn parse_server(arg: &str, resolve: Resolver) -> Result<SocketAddr, String> {
-    if arg.starts_with("unix@") || arg.starts_with('/') || arg.starts_with("abns@") {
+    if parse_unix_server(arg).is_some() {
         return Err(format!(
-            "unix socket addresses are not supported for servers ('{arg}')"
+            "unix socket addresses are not supported here ('{arg}')"
         ));
     }
     let (fam, rest) = strip_family(arg);
@@ -253,6 +284,39 @@ mod tests {
 
     fn inet(s: &str) -> BindAddr {
         BindAddr::Inet(s.parse().unwrap())
+    }
+
+    #[test]
+    fn unix_server_forms() {
+        let u = |s: &str| parse_unix_server(s).map(|r| r.unwrap());
+        assert_eq!(u("/run/a.sock"), Some(UnixAddr::Path("/run/a.sock".into())));
+        assert_eq!(
+            u("unix@/run/a.sock"),
+            Some(UnixAddr::Path("/run/a.sock".into()))
+        );
+        assert_eq!(
+            u("abns@ingress"),
+            Some(UnixAddr::Abstract("ingress".into()))
+        );
+        assert_eq!(u("127.0.0.1:80"), None);
+        assert_eq!(u("relative.sock"), None);
+        let long = format!("/{}", "a".repeat(97));
+        assert_eq!(
+            parse_unix_server(&long).unwrap().unwrap_err(),
+            format!("socket path '{long}' too long (max 97)\n")
+        );
+        assert!(
+            parse_unix_server(&format!("abns@{}", "a".repeat(107)))
+                .unwrap()
+                .is_ok()
+        );
+        assert!(
+            parse_unix_server(&format!("abns@{}", "a".repeat(108)))
+                .unwrap()
+                .is_err()
+        );
+        // Where only inet addresses make sense (peers, nameservers) a socket is refused.
+        assert!(parse_server("/run/a.sock", &res).is_err());
     }
 
     #[test]

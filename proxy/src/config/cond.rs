@@ -10,9 +10,10 @@
 pub const HAPROXY_VERSION: &str = "2.6.12";
 
 /// HAProxy's `-vv` "Feature list" for what portcullis has: `feature(X)` is true for `+X`.
-/// OPENSSL stands for TLS (rustls), PCRE2 for regex matching, PROMEX for the exporter.
-pub const FEATURES: &str = "+ACCEPT4 +EPOLL +GETADDRINFO +LINUX_SPLICE +OPENSSL +PCRE2 +PROMEX \
-+THREAD -51DEGREES -DEVICEATLAS -LUA -OT -PCRE -QUIC -SLZ -WURFL -ZLIB";
+/// OPENSSL stands for TLS (rustls), PCRE2 for regex matching, PROMEX for the exporter, LUA for
+/// the built-in Lua 5.3 (`crate::lua`).
+pub const FEATURES: &str = "+ACCEPT4 +EPOLL +GETADDRINFO +LINUX_SPLICE +LUA +OPENSSL +PCRE2 \
++PROMEX +THREAD -51DEGREES -DEVICEATLAS -OT -PCRE -QUIC -SLZ -WURFL -ZLIB";
 
 /// HAProxy's recursion bound for nested terms.
 const MAX_DEPTH: u32 = 1024;
@@ -601,7 +602,8 @@ mod tests {
         assert!(ok("streq('a b',\"a b\")") && ok("streq(a\\ b,'a b')"));
         // `\,` is a lone backslash then a separator: two arguments, "a\" and "b".
         assert!(!ok("streq(a\\,b)"));
-        assert!(ok("feature(OPENSSL)") && !ok("feature(LUA)") && !ok("feature(OPENSS)"));
+        assert!(ok("feature(OPENSSL)") && ok("feature(LUA)") && !ok("feature(OPENSS)"));
+        assert!(!ok("feature(QUIC)"));
         assert!(!ok("feature(NOPE)") && !ok("feature()"));
         // Without parentheses the argument is empty; what follows is trailing garbage.
         assert!(!ok("defined"));

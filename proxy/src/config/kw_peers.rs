@@ -115,6 +115,7 @@ pub(crate) fn open(
         peers: Vec::new(),
         bind: None,
         tables: Vec::new(),
+        bind_ssl: None,
     })
 }
 
@@ -162,6 +163,7 @@ pub(crate) fn dispatch(
                         name: String::new(),
                         addr: Some(sa),
                         local: true,
+                        ssl: None,
                         loc: ctx.loc.clone(),
                     });
                 }
@@ -173,7 +175,28 @@ pub(crate) fn dispatch(
                 let rest = words.get(1..).unwrap_or_default().join(" ");
                 format!("'default-bind {rest}' in section 'peers'")
             };
-            bind_options(ctx, &head, words, from, pending);
+            match bind_options(ctx, &head, words, from, pending) {
+                Some(Some(crt)) if std::fs::metadata(&crt).is_err() => {
+                    let why = match std::fs::metadata(&crt) {
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            "No such file or directory".to_string()
+                        }
+                        Err(e) => e.to_string(),
+                        Ok(_) => String::new(),
+                    };
+                    ctx.alert(format!(
+                        "{head} : unable to stat SSL certificate from file '{crt}' : {why}."
+                    ));
+                }
+                Some(Some(crt)) => {
+                    let ssl = s.bind_ssl.get_or_insert_with(Default::default);
+                    ssl.crts.push(crt.clone());
+                    ssl.sources.push(super::model::CrtSource::Crt(crt));
+                }
+                // `ssl` needs its certificate on the same line here.
+                Some(None) => pending.push("peers bind ssl without crt".to_string()),
+                None => {}
+            }
         }
         "default-server" => {
             let mut st = SrvState {
@@ -256,14 +279,17 @@ fn listen_addr(ctx: &Ctx<'_>, spec: &str) -> Result<std::net::SocketAddr, String
     }
 }
 
+/// Checks the options of a `bind`/`default-bind` line; `Some` when it says `ssl`, with its
+/// `crt` if any (the TLS listener portcullis builds; other TLS options stay pending).
 fn bind_options(
     ctx: &mut Ctx<'_>,
     head: &str,
     words: &[String],
     from: usize,
     pending: &mut Vec<String>,
-) {
+) -> Option<Option<String>> {
     let mut i = from;
+    let (mut ssl, mut crt) = (false, None);
     while let Some(w) = words.get(i).filter(|w| !w.is_empty()) {
         if !BIND_KWS.contains(&w.as_str()) {
             let mut m = format!("{head}: unknown keyword '{w}'.");
@@ -271,23 +297,33 @@ fn bind_options(
                 m = format!("{head}: unknown keyword '{w}'; did you mean '{s}' maybe ?");
             }
             ctx.alert(m);
-            return;
+            return None;
         }
-        if matches!(
-            w.as_str(),
-            "ssl" | "crt" | "ca-file" | "verify" | "accept-proxy"
-        ) {
-            pending.push(format!("peers bind {w}"));
+        match w.as_str() {
+            "ssl" => ssl = true,
+            "crt" => crt = words.get(i + 1).filter(|v| !v.is_empty()).cloned(),
+            "ca-file" | "verify" | "accept-proxy" => pending.push(format!("peers bind {w}")),
+            _ => {}
         }
         if BIND_VALUED.contains(&w.as_str()) {
             if words.get(i + 1).is_none_or(|v| v.is_empty()) {
-                ctx.alert(format!("{head} : '{w}' : missing argument"));
-                return;
+                let what = if w == "crt" {
+                    "missing certificate location"
+                } else {
+                    "missing argument"
+                };
+                ctx.alert(format!("{head} : '{w}' : {what}"));
+                return None;
             }
             i += 1;
         }
         i += 1;
     }
+    if crt.is_some() && !ssl {
+        // A certificate without `ssl`: nothing portcullis would use it for.
+        pending.push("peers bind crt".to_string());
+    }
+    ssl.then_some(crt)
 }
 
 /// `peer <name> <addr:port> [server options]` or `server <name> [<addr:port>] [options]`.
@@ -383,8 +419,20 @@ fn peer_line(
             "'{kw} {name}' : init_addr, resolvers, check and agent are ignored for peers."
         ));
     }
-    if st.opts.ssl {
-        pending.push("peers ssl".to_string());
+    // TLS towards the peer; a client certificate is not built.
+    if st.opts.ssl && st.opts.crt.is_some() {
+        pending.push("peers server crt".to_string());
+    }
+    let ssl = st.opts.ssl.then(|| Box::new(st.opts.clone()));
+    if local && is_peer && st.opts.ssl && s.bind_ssl.is_none() {
+        // HAProxy's words (it names the section after the local peer).
+        ctx.diags.push(Diag::global(
+            super::diag::Severity::Warning,
+            format!(
+                "Peers section '{localpeer}': local peer have a non-SSL listener and a SSL server configured at line {}:{}.",
+                ctx.loc.file, ctx.loc.line
+            ),
+        ));
     }
     if let Some(i) = unnamed_local.filter(|_| local) {
         if let Some(p) = s.peers.get_mut(i) {
@@ -396,6 +444,7 @@ fn peer_line(
         name: name.to_string(),
         addr,
         local,
+        ssl,
         loc: ctx.loc.clone(),
     });
     if local && is_peer {

@@ -26,6 +26,8 @@ kws! {
     "group" => kw_group,
     "localpeer" => kw_localpeer,
     "log-tag" => kw_log_tag,
+    "lua-load" => kw_lua_load,
+    "lua-load-per-thread" => kw_lua_load,
     "lua-prepend-path" => kw_lua_prepend_path,
     "master-worker" => kw_master_worker,
     "max-spread-checks" => kw_max_spread_checks,
@@ -155,8 +157,8 @@ fn kw_ulimit_n(g: &mut Global, c: &mut Ctx, args: &[String]) {
     g.process.ulimit_n = u64::try_from(atol(arg(args, 1))).ok();
 }
 
-/// `lua-prepend-path <path> [path|cpath]`: checked as HAProxy does, and without effect — it only
-/// extends the search path of `lua-load`, which portcullis refuses (it has no Lua).
+/// `lua-prepend-path <path> [path|cpath]`: prepended to `package.path` (or `package.cpath`) of
+/// the checking state now and of every worker's state (HAProxy's order: before later loads).
 fn kw_lua_prepend_path(_g: &mut Global, c: &mut Ctx, args: &[String]) {
     if c.too_many(args, 1, 2) {
         return;
@@ -165,6 +167,40 @@ fn kw_lua_prepend_path(_g: &mut Global, c: &mut Ctx, args: &[String]) {
         c.alert("'lua-prepend-path' expects to receive a <path> as argument");
     } else if !matches!(arg(args, 2), "" | "path" | "cpath") {
         c.alert("'lua-prepend-path' expects <type> to either be 'path' or 'cpath'");
+    } else if let Some(h) = crate::ana::script::host() {
+        h.prepend_path(arg(args, 1), arg(args, 2) == "cpath");
+    }
+}
+
+/// `lua-load <file> [args…]` / `lua-load-per-thread <file> [args…]`: the file runs now, as
+/// HAProxy runs it while parsing (its registrations become keywords for the lines after it),
+/// and again in each worker thread's own state.
+fn kw_lua_load(_g: &mut Global, c: &mut Ctx, args: &[String]) {
+    let kw = arg(args, 0);
+    let per_thread = kw == "lua-load-per-thread";
+    let file = arg(args, 1);
+    if file.is_empty() {
+        c.alert(if per_thread {
+            "'lua-load-per-thread' expects a file as parameter."
+        } else {
+            "'lua-load' expects a file name as parameter."
+        });
+        return;
+    }
+    let Some(h) = crate::ana::script::host() else {
+        c.alert(format!(
+            "'{kw}' : no Lua interpreter in this process (only the portcullis binary has one)."
+        ));
+        return;
+    };
+    match h.load(file, args.get(2..).unwrap_or_default(), per_thread) {
+        Ok(warnings) => {
+            for w in warnings {
+                c.diags
+                    .push(super::Diag::global(super::Severity::Warning, w));
+            }
+        }
+        Err(e) => c.alert(e),
     }
 }
 

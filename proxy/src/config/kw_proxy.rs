@@ -1587,6 +1587,18 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             ));
         }
     }
+    // `check-proto` names an HTTP mux: it needs HTTP checks (HAProxy's post-parse check).
+    for s in &px.servers {
+        if s.opts.check && s.opts.check_proto.is_some() && px.options.httpchk.is_none() {
+            diags.push(Diag::global(
+                Severity::Alert,
+                format!(
+                    "config: backend '{}': server '{}' uses an incompatible MUX protocol for the selected check type",
+                    px.name, s.name
+                ),
+            ));
+        }
+    }
     // Content inspection peeks at the socket: with TLS terminated first there is nothing to peek.
     if px.mode == Mode::Tcp
         && px.tcp_request.iter().any(|r| !r.connection)

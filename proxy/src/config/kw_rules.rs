@@ -62,6 +62,9 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "replace-uri",
     "replace-value",
     "return",
+    "sc-inc-gpc0(*)",
+    "sc-inc-gpc1(*)",
+    "sc-set-gpt0(*)",
     "set-header",
     "set-method",
     "set-path",
@@ -188,14 +191,30 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             return None;
         }
     }
-    // `set-var(<name>)`-style actions are listed as `set-var(*)`.
+    let kind = if kw == "http-request" {
+        crate::ana::script::Kind::HttpReq
+    } else {
+        crate::ana::script::Kind::HttpRes
+    };
+    if let Some(name) = action.strip_prefix("lua.")
+        && let Some(nargs) = crate::ana::script::action(kind, name)
+    {
+        return lua_rule(p, args, kw, nargs);
+    }
+    // `set-var(<name>)`-style actions are listed as `set-var(*)` (and `sc-inc-gpc0` alone
+    // means counter 0).
     let listed = match action.split_once('(') {
         Some((a, _)) => format!("{a}(*)"),
+        None if matches!(action, "sc-inc-gpc0" | "sc-inc-gpc1" | "sc-set-gpt0") => {
+            format!("{action}(*)")
+        }
         None => action.to_string(),
     };
     if !actions.contains(&listed.as_str()) {
         let list = actions
             .iter()
+            .map(|a| a.to_string())
+            .chain(crate::ana::script::listed_actions(kind))
             .map(|a| format!("'{a}'"))
             .collect::<Vec<_>>()
             .join(", ");
@@ -446,6 +465,20 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 return None;
             }
         },
+        a if a.starts_with("sc-") => match parse_sc_action(args, 1, true) {
+            Ok((act, next)) => {
+                i = next;
+                HttpRequestAction::Sc(act)
+            }
+            Err(e) => {
+                p.alert(format!("{head} {e}."));
+                // HAProxy stops reading here (`ERR_ABORT`).
+                if let Some(d) = p.c.diags.last_mut() {
+                    d.abort = true;
+                }
+                return None;
+            }
+        },
         a if listed.ends_with("(*)") => match parse_var_action(args, a) {
             Ok((act, next)) => {
                 i = next;
@@ -505,6 +538,44 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
         action: act,
         cond,
         loc,
+    })
+}
+
+/// `http-request|http-response lua.<name>`: as HAProxy, exactly `nargs` words are the
+/// script's arguments (whatever they say), then the optional condition.
+fn lua_rule(p: &mut P, args: &[String], kw: &str, nargs: usize) -> Option<HttpRequestRule> {
+    let action = arg(args, 1);
+    let mut script_args = Vec::with_capacity(nargs);
+    for i in 2..2 + nargs {
+        match args.get(i).filter(|a| !a.is_empty()) {
+            Some(a) => script_args.push(a.clone()),
+            None => {
+                let d = p.desc();
+                p.alert(format!(
+                    "error detected in {d} while parsing '{kw} {action}' rule : expect {nargs} arguments."
+                ));
+                return None;
+            }
+        }
+    }
+    let at = 2 + nargs;
+    let cond = match args.get(at).map(String::as_str) {
+        None => None,
+        Some("if" | "unless") => Some(cond(p, args, at)),
+        Some(other) => {
+            p.c.alert_tight(format!(
+                "'{kw} {action}' expects either 'if' or 'unless' followed by a condition but found '{other}'."
+            ));
+            return None;
+        }
+    };
+    Some(HttpRequestRule {
+        action: HttpRequestAction::Lua {
+            name: action.trim_start_matches("lua.").to_string(),
+            args: script_args,
+        },
+        cond,
+        loc: p.c.loc.clone(),
     })
 }
 
@@ -655,6 +726,23 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                         len: len as usize,
                     }
                 }
+                t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0"]
+                    .iter()
+                    .any(|v| t.strip_prefix(v).is_some_and(|r| r.is_empty() || r.starts_with('('))) =>
+                {
+                    // An expression is HTTP-only here (HAProxy 2.6 fails on it otherwise).
+                    match parse_sc_action(args, 2, false) {
+                        Ok((a, next)) => {
+                            at = next;
+                            TcpRequestAction::Sc(a)
+                        }
+                        // HAProxy prints the action's message alone here.
+                        Err(e) => {
+                            p.alert(e);
+                            return;
+                        }
+                    }
+                }
                 t if t.starts_with("track-sc") => match parse_track_sc(args, 2) {
                     Ok((t, next)) => {
                         if connection
@@ -676,6 +764,29 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                         return;
                     }
                 },
+                lua if !connection
+                    && let Some(nargs) = lua
+                        .strip_prefix("lua.")
+                        .and_then(|n| crate::ana::script::action(crate::ana::script::Kind::TcpReq, n)) =>
+                {
+                    let mut script_args = Vec::with_capacity(nargs);
+                    for i in 3..3 + nargs {
+                        match args.get(i).filter(|a| !a.is_empty()) {
+                            Some(a) => script_args.push(a.clone()),
+                            None => {
+                                p.alert(format!(
+                                    "'tcp-request {sub} {lua}' : expect {nargs} arguments in {desc}"
+                                ));
+                                return;
+                            }
+                        }
+                    }
+                    at = 3 + nargs;
+                    TcpRequestAction::Lua {
+                        name: lua.trim_start_matches("lua.").to_string(),
+                        args: script_args,
+                    }
+                }
                 other => {
                     p.alert(format!(
                         "'tcp-request {sub}' expects 'accept' or 'reject' in {desc} (got '{other}')."
@@ -1378,10 +1489,10 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
 /// HAProxy 2.6's stick-table data types, in its order (the order `show table` prints them).
 /// (name, is a rate, supported by portcullis)
 const STORE_TYPES: &[(&str, bool, bool)] = &[
-    ("server_id", false, false),
-    ("gpt0", false, false),
-    ("gpc0", false, false),
-    ("gpc0_rate", true, false),
+    ("server_id", false, true),
+    ("gpt0", false, true),
+    ("gpc0", false, true),
+    ("gpc0_rate", true, true),
     ("conn_cnt", false, true),
     ("conn_rate", true, true),
     ("conn_cur", false, true),
@@ -1389,18 +1500,18 @@ const STORE_TYPES: &[(&str, bool, bool)] = &[
     ("sess_rate", true, true),
     ("http_req_cnt", false, true),
     ("http_req_rate", true, true),
-    ("http_err_cnt", false, false),
-    ("http_err_rate", true, false),
-    ("bytes_in_cnt", false, false),
-    ("bytes_in_rate", true, false),
-    ("bytes_out_cnt", false, false),
-    ("bytes_out_rate", true, false),
-    ("gpc1", false, false),
-    ("gpc1_rate", true, false),
+    ("http_err_cnt", false, true),
+    ("http_err_rate", true, true),
+    ("bytes_in_cnt", false, true),
+    ("bytes_in_rate", true, true),
+    ("bytes_out_cnt", false, true),
+    ("bytes_out_rate", true, true),
+    ("gpc1", false, true),
+    ("gpc1_rate", true, true),
     ("server_key", false, false),
     ("server_name", false, false),
-    ("http_fail_cnt", false, false),
-    ("http_fail_rate", true, false),
+    ("http_fail_cnt", false, true),
+    ("http_fail_rate", true, true),
     ("gpt", false, false),
     ("gpc", false, false),
     ("gpc_rate", true, false),
@@ -1594,6 +1705,20 @@ pub(crate) fn parse_stick_table(
                 "sess_rate" => StickStore::SessRate(d),
                 "http_req_cnt" => StickStore::HttpReqCnt,
                 "http_req_rate" => StickStore::HttpReqRate(d),
+                "server_id" => StickStore::ServerId,
+                "gpt0" => StickStore::Gpt0,
+                "gpc0" => StickStore::Gpc0,
+                "gpc0_rate" => StickStore::Gpc0Rate(d),
+                "http_err_cnt" => StickStore::HttpErrCnt,
+                "http_err_rate" => StickStore::HttpErrRate(d),
+                "bytes_in_cnt" => StickStore::BytesInCnt,
+                "bytes_in_rate" => StickStore::BytesInRate(d),
+                "bytes_out_cnt" => StickStore::BytesOutCnt,
+                "bytes_out_rate" => StickStore::BytesOutRate(d),
+                "gpc1" => StickStore::Gpc1,
+                "gpc1_rate" => StickStore::Gpc1Rate(d),
+                "http_fail_cnt" => StickStore::HttpFailCnt,
+                "http_fail_rate" => StickStore::HttpFailRate(d),
                 _ => return None,
             })
         })
@@ -1606,6 +1731,71 @@ pub(crate) fn parse_stick_table(
         peers,
         loc: c.loc.clone(),
     })
+}
+
+/// `sc-inc-gpc0|1[(<sc>)]` or `sc-set-gpt0[(<sc>)] <int>|<expr>` at `args[at]`: the action
+/// and the index after it, or HAProxy's message (without its prefix and final dot). `expr`:
+/// a sample expression may give gpt0's value.
+pub(crate) fn parse_sc_action(
+    args: &[String],
+    at: usize,
+    expr: bool,
+) -> Result<(super::model::ScAction, usize), String> {
+    use super::model::ScAction;
+    let word = arg(args, at);
+    let (verb, rest) = match word.find('(') {
+        Some(i) => (&word[..i], &word[i..]),
+        None => (word, ""),
+    };
+    let gpt = verb == "sc-set-gpt0";
+    if !matches!(verb, "sc-inc-gpc0" | "sc-inc-gpc1" | "sc-set-gpt0") {
+        return Err(format!(
+            "invalid gpc ID '{word}'. Expects sc-inc-gpc(<GPC ID>,<Track ID>)"
+        ));
+    }
+    let sc = if rest.is_empty() {
+        0
+    } else {
+        let id = rest
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .and_then(|n| n.parse::<u32>().ok());
+        match id {
+            Some(n) if n <= 2 => n as u8,
+            Some(_) if gpt => {
+                return Err(format!(
+                    "invalid stick table track ID '{word}'. The max allowed ID is 2"
+                ));
+            }
+            Some(_) => return Err("invalid stick table track ID. The max allowed ID is 2".into()),
+            None if gpt => {
+                return Err(format!(
+                    "invalid stick table track ID '{word}'. Expects sc-set-gpt0(<Track ID>)"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "invalid stick table track ID. Expects {word}(<Track ID>)"
+                ));
+            }
+        }
+    };
+    if !gpt {
+        let which = u8::from(verb == "sc-inc-gpc1");
+        return Ok((ScAction::IncGpc { which, sc }, at + 1));
+    }
+    let v = arg(args, at + 1);
+    let value = match v.trim_start().parse::<i64>() {
+        _ if v.is_empty() => Ok(0),
+        Ok(n) => Ok(n),
+        Err(_) if expr => {
+            crate::ana::sample::parse_sample(v)?;
+            Err(v.to_string())
+        }
+        Err(_) => return Err(format!("unexpected value '{v}'")),
+    };
+    let next = if v.is_empty() { at + 1 } else { at + 2 };
+    Ok((ScAction::SetGpt0 { sc, value }, next))
 }
 
 /// `track-sc<n> <key> [table <name>]` starting at `args[at]` (the `track-scN` word). Returns the

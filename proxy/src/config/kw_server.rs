@@ -268,6 +268,21 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         parse: |s, v| opt_u32(&mut s.opts.maxqueue, v, "maxqueue"),
     },
     SrvKw {
+        kw: "check-proto",
+        args: 1,
+        default_ok: true,
+        parse: check_proto,
+    },
+    SrvKw {
+        kw: "check-alpn",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| {
+            s.opts.check_alpn = Some(v.split(',').map(str::to_string).collect());
+            Ok(())
+        },
+    },
+    SrvKw {
         kw: "check-send-proxy",
         args: 0,
         default_ok: true,
@@ -551,6 +566,32 @@ fn srv_on_marked_up(s: &mut SrvState, v: &str) -> Result<(), String> {
 }
 
 /// Applies the option words `args[from..]`; `Err` carries the first error's text.
+/// HAProxy's words for a keyword given without its value.
+fn missing_value(kw: &str) -> String {
+    match kw {
+        "check-proto" => bare("'check-proto' : missing value.".into()),
+        "check-alpn" => {
+            bare("'check-alpn' : missing the comma-delimited ALPN protocol suite.".into())
+        }
+        _ => format!("'{kw}' expects an argument."),
+    }
+}
+
+/// `check-proto <mux>`: the protocol HTTP checks speak (h1, h2); HAProxy's FastCGI mux is not
+/// built here.
+fn check_proto(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match v {
+        "h1" | "h2" => s.opts.check_proto = Some(v.to_string()),
+        "fcgi" => s.pending.push("check-proto fcgi"),
+        _ => {
+            return Err(bare(format!(
+                "'check-proto' :  unknown MUX protocol '{v}'."
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn apply(
     st: &mut SrvState,
     args: &[String],
@@ -576,7 +617,7 @@ pub(crate) fn apply(
         } else {
             match args.get(i + 1) {
                 Some(v) if !v.is_empty() => v.as_str(),
-                _ => return Err(format!("'{w}' expects an argument.")),
+                _ => return Err(missing_value(w)),
             }
         };
         (kw.parse)(st, val)?;
@@ -634,12 +675,19 @@ fn server_error(p: &mut P, who: &str, e: &str) {
 /// One server `name` at `spec` with the keywords from `args[from..]`; false when refused.
 fn add_server(p: &mut P, name: &str, spec: &str, args: &[String], from: usize) -> bool {
     let who = format!("'server {}/{name}'", p.px.name);
-    let (addr, fqdn) = match addr::parse_server_spec(spec) {
-        Ok(a) => a,
-        Err(e) => {
-            p.alert(format!("{who} : {e}"));
+    let (addr, fqdn, unix) = match addr::parse_unix_server(spec) {
+        Some(Ok(u)) => (std::net::SocketAddr::from(([0, 0, 0, 0], 0)), None, Some(u)),
+        Some(Err(e)) => {
+            server_error(p, &who, &format!("{BARE}{e}"));
             return false;
         }
+        None => match addr::parse_server_spec(spec) {
+            Ok((a, f)) => (a, f, None),
+            Err(e) => {
+                p.alert(format!("{who} : {e}"));
+                return false;
+            }
+        },
     };
     let mut st = SrvState {
         name: name.to_string(),
@@ -679,6 +727,7 @@ fn add_server(p: &mut P, name: &str, spec: &str, args: &[String], from: usize) -
         name: name.to_string(),
         addr,
         fqdn,
+        unix,
         unresolved: false,
         id: st.id.unwrap_or(0),
         opts: st.opts,

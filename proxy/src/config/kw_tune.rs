@@ -17,6 +17,31 @@ pub(crate) static TUNE_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "tune.lua.forced-yield",
+        parse: kw_lua_forced_yield,
+        pending: false,
+    },
+    GlobalKw {
+        kw: "tune.lua.maxmem",
+        parse: kw_lua_maxmem,
+        pending: false,
+    },
+    GlobalKw {
+        kw: "tune.lua.service-timeout",
+        parse: kw_lua_timeout,
+        pending: false,
+    },
+    GlobalKw {
+        kw: "tune.lua.session-timeout",
+        parse: kw_lua_timeout,
+        pending: false,
+    },
+    GlobalKw {
+        kw: "tune.lua.task-timeout",
+        parse: kw_lua_timeout,
+        pending: false,
+    },
+    GlobalKw {
         kw: "tune.maxrewrite",
         parse: kw_maxrewrite,
         pending: false,
@@ -116,4 +141,62 @@ pub(crate) fn dhe_unsupported_once(g: &mut Global, c: &mut Ctx, kw: &str) {
         "'{kw}' : portcullis uses rustls, which has no finite-field DHE key exchange: no DHE \
          cipher is ever offered (ECDHE only), so this setting has no effect."
     ));
+}
+
+/// `tune.lua.session-timeout|task-timeout|service-timeout <time>`: HAProxy reads the value only
+/// (extra words are ignored, as it does).
+fn kw_lua_timeout(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    let kw = arg(args, 0);
+    let Ok(d) = super::values::parse_time(arg(args, 1)) else {
+        c.alert(format!("{kw}: invalid timeout"));
+        return;
+    };
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    match kw {
+        "tune.lua.session-timeout" => g.tune.lua.session_timeout_ms = ms,
+        "tune.lua.task-timeout" => g.tune.lua.task_timeout_ms = ms,
+        _ => g.tune.lua.service_timeout_ms = ms,
+    }
+    lua_tune(g);
+}
+
+/// `tune.lua.forced-yield <n>`: read with `strtol`, refused when anything follows the number
+/// (an empty word is 0, as in HAProxy).
+fn kw_lua_forced_yield(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    let v = arg(args, 1).trim_start();
+    let sign = usize::from(v.starts_with(['-', '+']));
+    let digits = v[sign..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 && !v.is_empty() || sign + digits < v.len() {
+        c.alert("tune.lua.forced-yield: invalid number");
+        return;
+    }
+    g.tune.lua.forced_yield = u32::try_from(atol(v)).unwrap_or(0);
+    lua_tune(g);
+}
+
+/// `tune.lua.maxmem <MB>`.
+fn kw_lua_maxmem(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    let v = arg(args, 1);
+    if v.is_empty() {
+        c.alert("'tune.lua.maxmem' expects an integer argument (Lua memory size in MB).");
+        return;
+    }
+    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+    let (num, rest) = v.split_at(digits);
+    if !rest.is_empty() || num.is_empty() {
+        c.alert(format!(
+            "tune.lua.maxmem: invalid number {v} (error at '{rest}')"
+        ));
+        return;
+    }
+    let mb: usize = num.parse().unwrap_or(usize::MAX);
+    g.tune.lua.maxmem = mb.saturating_mul(1024 * 1024);
+    lua_tune(g);
+}
+
+/// The interpreter reads `tune.lua.*` when it makes the workers' states.
+fn lua_tune(g: &Global) {
+    if let Some(h) = crate::ana::script::host() {
+        h.set_tune(g.tune.lua);
+    }
 }

@@ -230,6 +230,8 @@ pub struct Tune {
     pub ssl_default_dh_param: Option<u32>,
     /// The warning about finite-field DHE settings was given.
     pub dhe_warned: bool,
+    /// `tune.lua.*`.
+    pub lua: crate::ana::script::Tune,
 }
 
 /// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.
@@ -654,6 +656,11 @@ pub enum RedirectKind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpRequestAction {
+    /// `lua.<name> [args…]`: an action a `lua-load`ed script registered (`core.register_action`).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
     /// value is a log-format string
     SetHeader {
         name: String,
@@ -686,6 +693,8 @@ pub enum HttpRequestAction {
     UsePrometheus,
     /// `track-sc<n> <key> [table <t>]`: count this request in a stick table.
     TrackSc(TrackSc),
+    /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <value>`.
+    Sc(ScAction),
     /// `set-method|set-path|set-pathq|set-query|set-uri <fmt>`.
     SetLine {
         part: LinePart,
@@ -789,6 +798,15 @@ pub struct StickTable {
     pub loc: Loc,
 }
 
+/// An action on a tracked stick counter's entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScAction {
+    /// `sc-inc-gpc0(<sc>)` (`which` 0) / `sc-inc-gpc1(<sc>)` (`which` 1).
+    IncGpc { which: u8, sc: u8 },
+    /// `sc-set-gpt0(<sc>) <int>|<expr>`: `Err` holds a sample expression, as written.
+    SetGpt0 { sc: u8, value: Result<i64, String> },
+}
+
 /// A `peers <name>` section: the processes that keep stick tables in sync.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeersSection {
@@ -805,6 +823,8 @@ pub struct PeersSection {
     pub bind: Option<std::net::SocketAddr>,
     /// `table <name> …` lines: tables known as `<section>/<name>` and synced by this section.
     pub tables: Vec<(String, StickTable)>,
+    /// `bind … ssl crt <pem>` (or `default-bind ssl crt <pem>`): the listener speaks TLS.
+    pub bind_ssl: Option<BindSsl>,
 }
 
 /// One `peer <name> <addr:port>` (or `server <name> [<addr:port>]`) line of a `peers` section.
@@ -815,6 +835,9 @@ pub struct Peer {
     pub addr: Option<std::net::SocketAddr>,
     /// This process (its name is the local peer name: `-L`, `localpeer` or the host name).
     pub local: bool,
+    /// `ssl` on its line (or `default-server`): connections to it speak TLS with these
+    /// options (`verify`, `ca-file`).
+    pub ssl: Option<Box<ServerOpts>>,
     pub loc: Loc,
 }
 
@@ -827,6 +850,10 @@ pub enum StickKey {
 /// A stored data type; the rates carry their period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StickStore {
+    ServerId,
+    Gpt0,
+    Gpc0,
+    Gpc0Rate(Duration),
     ConnCnt,
     ConnRate(Duration),
     ConnCur,
@@ -834,6 +861,16 @@ pub enum StickStore {
     SessRate(Duration),
     HttpReqCnt,
     HttpReqRate(Duration),
+    HttpErrCnt,
+    HttpErrRate(Duration),
+    BytesInCnt,
+    BytesInRate(Duration),
+    BytesOutCnt,
+    BytesOutRate(Duration),
+    Gpc1,
+    Gpc1Rate(Duration),
+    HttpFailCnt,
+    HttpFailRate(Duration),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -849,6 +886,8 @@ pub enum TcpRequestAction {
     Reject,
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
+    /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <int>` (not final).
+    Sc(ScAction),
     /// `capture <sample> len <n>` (not final), into request slot `slot`.
     Capture {
         sample: String,
@@ -858,6 +897,11 @@ pub enum TcpRequestAction {
     /// `tcp-request connection expect-proxy layer4` (not final): the connection starts with a
     /// PROXY protocol header, as on an `accept-proxy` bind.
     ExpectProxy,
+    /// `tcp-request content lua.<name> [args…]` (not final unless the script ends the session).
+    Lua {
+        name: String,
+        args: Vec<String>,
+    },
 }
 
 /// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).
@@ -1095,6 +1139,10 @@ pub struct ServerOpts {
     pub send_proxy: SendProxy,
     /// `check-send-proxy`: health checks send it too, even with `port`/`addr`.
     pub check_send_proxy: bool,
+    /// `check-proto h1|h2`: the protocol of HTTP checks.
+    pub check_proto: Option<String>,
+    /// `check-alpn <list>`: ALPN offered by `check-ssl` handshakes.
+    pub check_alpn: Option<Vec<String>>,
 }
 
 /// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
@@ -1149,6 +1197,8 @@ impl Default for ServerOpts {
             resolve: ResolveOpts::default(),
             send_proxy: SendProxy::default(),
             check_send_proxy: false,
+            check_proto: None,
+            check_alpn: None,
         }
     }
 }
@@ -1161,6 +1211,8 @@ pub struct Server {
     pub addr: std::net::SocketAddr,
     /// The host name as written, when the address is one (kept current by `resolvers`).
     pub fqdn: Option<String>,
+    /// A unix-socket server (`unix@`, a path, `abns@`): `addr` is then a placeholder.
+    pub unix: Option<super::addr::UnixAddr>,
     /// Starts in maintenance for want of an address (`init-addr none`, or a name that does not
     /// resolve under `resolvers`): HAProxy's RMAINT.
     pub unresolved: bool,
@@ -1187,7 +1239,7 @@ pub struct Options {
     pub abortonclose: bool,
     /// `option idle-close-on-response`: at a soft stop, an idle keep-alive connection is kept
     /// until it carries one more response (with `Connection: close`). portcullis always does
-    /// this (see `http::proxy`), so the option is recorded and changes nothing.
+    /// this (see `stream::http`), so the option is recorded and changes nothing.
     pub idle_close_on_response: bool,
     pub httpchk: Option<HttpCheck>,
     pub tcp_check: bool,

@@ -148,6 +148,10 @@ const MAX_NESTED_CONDS: usize = 100;
 
 impl<'s> Parser<'s> {
     pub fn new(sys: &'s Sys<'s>) -> Self {
+        // `lua-load` lines register keywords as they are read: start from none.
+        if let Some(h) = crate::ana::script::host() {
+            h.reset();
+        }
         Parser {
             sys,
             diags: Vec::new(),

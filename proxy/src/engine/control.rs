@@ -153,8 +153,15 @@ async fn check_loop(shared: Arc<Shared>, be: Arc<Proxy>, srv: Arc<Server>, first
                 std::net::SocketAddr::new(addr.unwrap_or(base.ip()), port.unwrap_or(base.port()))
             };
             let state = spec.wants_state().then(|| server_state(&shared, &be, &srv));
-            let outcome =
-                probe::run(&spec, target, stopped, srv.tls.as_ref(), state.as_deref()).await;
+            let outcome = probe::run(
+                &spec,
+                target,
+                stopped,
+                srv.tls.as_ref(),
+                state.as_deref(),
+                srv.cfg.unix.as_ref(),
+            )
+            .await;
             let (update, was_usable) = {
                 let mut st = lock(&srv);
                 let was = st.is_usable();

@@ -64,6 +64,55 @@ pub fn spawn<F: std::future::Future + 'static>(fut: F) -> tokio::task::JoinHandl
     tokio::task::spawn_local(fut)
 }
 
+/// A non-blocking unix stream socket connected to `target`: a local listener takes the
+/// connection into its backlog at once or refuses it (EAGAIN when the backlog is full).
+pub fn unix_socket(
+    target: &crate::config::addr::UnixAddr,
+) -> io::Result<std::os::unix::net::UnixStream> {
+    use crate::config::addr::UnixAddr;
+    let addr = match target {
+        UnixAddr::Path(p) => socket2::SockAddr::unix(p)?,
+        UnixAddr::Abstract(n) => abns_addr(n)?,
+    };
+    let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM.cloexec(), None)?;
+    s.set_nonblocking(true)?;
+    s.connect(&addr)?;
+    Ok(s.into())
+}
+
+/// HAProxy's `abns@` address: a leading NUL, the name, and NULs up to the end of `sun_path`,
+/// with the full structure's length — so the name matches HAProxy's own abstract sockets
+/// (and programs that pad the same way), not the shorter unpadded name.
+fn abns_addr(name: &str) -> io::Result<socket2::SockAddr> {
+    // SAFETY: an all-zero sockaddr_un is valid.
+    let mut sun: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let room = sun.sun_path.len() - 1;
+    if name.len() > room {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "abns name too long",
+        ));
+    }
+    sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in sun.sun_path[1..].iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sockaddr_un>();
+    // SAFETY: the storage is at least as large as a sockaddr_un, and `len` is its size.
+    let ((), addr) = unsafe {
+        socket2::SockAddr::try_init(|storage, l| {
+            std::ptr::copy_nonoverlapping(
+                (&sun as *const libc::sockaddr_un).cast::<u8>(),
+                storage.cast::<u8>(),
+                len,
+            );
+            *l = len as libc::socklen_t;
+            Ok(())
+        })
+    }?;
+    Ok(addr)
+}
+
 pub enum Stream {
     UringTcp(tokio_uring::net::TcpStream),
     UringUnix(tokio_uring::net::UnixStream),
@@ -101,6 +150,15 @@ impl Stream {
         };
         s.set_nodelay(true)?;
         Ok(s)
+    }
+
+    /// Connects to a unix-socket server. The connect is non-blocking: a local listener either
+    /// takes it into its backlog at once or refuses it (EAGAIN when the backlog is full).
+    pub fn connect_unix_server(
+        backend: Backend,
+        target: &crate::config::addr::UnixAddr,
+    ) -> io::Result<Stream> {
+        Stream::from_std_unix(backend, unix_socket(target)?)
     }
 
     pub async fn connect_unix(backend: Backend, path: &Path) -> io::Result<Stream> {

@@ -48,8 +48,14 @@ pub fn choose_backend(choice: IoChoice) -> Result<io::Backend, String> {
 pub fn pending_features(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
     for (kw, loc) in &cfg.global.pending {
+        // `peers` sections report theirs here too (`peers ssl`, `peers bind crt`).
+        let section = if kw.starts_with("peers ") {
+            "a 'peers' section"
+        } else {
+            "section 'global'"
+        };
         out.push(format!(
-            "parsing [{loc}] : '{kw}' is not supported yet by portcullis (section 'global')."
+            "parsing [{loc}] : '{kw}' is not supported yet by portcullis ({section})."
         ));
     }
     for p in &cfg.proxies {
@@ -218,6 +224,15 @@ pub fn start_with<S: Service>(
         certs,
         handover: handover::Registry::new(exported),
     });
+    // Lines Lua scripts log reach the loggers of their proxy (or of `global`).
+    let weak = Arc::downgrade(&shared);
+    crate::lua::set_log_sink(Box::new(move |px, level, line| {
+        if let Some(s) = weak.upgrade() {
+            let px = px.and_then(|n| s.model.proxies.iter().find(|p| p.name == n));
+            s.log
+                .script(px.map(|p| &**p), &s.model.cfg.global.logs, level, line);
+        }
+    }));
     if admin.iter().any(|a| a.expose_fd) {
         shared.handover.exportable.store(true, Ordering::SeqCst);
     }

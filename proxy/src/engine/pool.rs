@@ -9,6 +9,29 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::conn::Conn;
+use crate::config::addr::UnixAddr;
+
+/// What idle server connections are pooled by: the server's current address, or its socket.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Key {
+    Inet(SocketAddr),
+    Unix(UnixAddr),
+}
+
+impl From<SocketAddr> for Key {
+    fn from(a: SocketAddr) -> Key {
+        Key::Inet(a)
+    }
+}
+
+impl From<&crate::model::Server> for Key {
+    fn from(s: &crate::model::Server) -> Key {
+        match &s.cfg.unix {
+            Some(u) => Key::Unix(u.clone()),
+            None => Key::Inet(s.addr()),
+        }
+    }
+}
 
 /// The capacity of a session buffer taken from the pool.
 pub const BUF: usize = 16 * 1024;
@@ -28,7 +51,7 @@ thread_local! {
     /// Released session buffers, reused by the next transaction on this worker.
     static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// This worker's idle server connections, by server address.
-    static CONNS: RefCell<HashMap<SocketAddr, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
+    static CONNS: RefCell<HashMap<Key, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
 }
 
 /// A cleared buffer with at least [`BUF`] bytes of capacity, from this worker's pool if it has
@@ -54,10 +77,11 @@ pub fn give_buf(mut v: Vec<u8>) {
 
 /// The most recently idled connection to `addr` that the server has not closed meanwhile (the
 /// closed ones met on the way are dropped).
-pub fn take(addr: SocketAddr) -> Option<Rc<Conn>> {
+pub fn take(addr: impl Into<Key>) -> Option<Rc<Conn>> {
+    let key = addr.into();
     CONNS.with(|p| {
         let mut p = p.borrow_mut();
-        let v = p.get_mut(&addr)?;
+        let v = p.get_mut(&key)?;
         while let Some(c) = v.pop() {
             if c.idle_usable() {
                 return Some(c);
@@ -68,10 +92,11 @@ pub fn take(addr: SocketAddr) -> Option<Rc<Conn>> {
 }
 
 /// Keeps an idle connection to `addr` (closed instead when the pool for it is full).
-pub fn put(addr: SocketAddr, s: Rc<Conn>) {
+pub fn put(addr: impl Into<Key>, s: Rc<Conn>) {
+    let key = addr.into();
     CONNS.with(|p| {
         let mut p = p.borrow_mut();
-        let v = p.entry(addr).or_default();
+        let v = p.entry(key).or_default();
         if v.len() < PER_SERVER {
             v.push(s);
         }

@@ -1,12 +1,11 @@
 //! HTTP: the strict HTTP/1 codec (`h1`, sans-I/O), message heads (`head`), the responses HAProxy
-//! generates itself (`errors`), and the L7 proxy session (`proxy`, the I/O shell). ACLs, samples
+//! generates itself (`errors`), and the applets' pages (`stats`). The L7 transaction is the stream
+//! layer's (`crate::stream::http`). ACLs, samples
 //! and rules live in `crate::ana` (re-exported here under their old paths).
 
 pub use crate::ana::{acl, rules, sample};
 
 pub mod errors;
 pub mod h1;
-pub mod h2;
 pub mod head;
-pub mod proxy;
 pub mod stats;

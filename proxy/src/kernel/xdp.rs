@@ -49,6 +49,8 @@ pub struct Plan {
     pub sources: u32,
     /// What the kernel enforces, one line each (for `show xdp`).
     pub rules: Vec<String>,
+    /// The stick tables the per-source map mirrors: (table, group, period ms, IPv4 only).
+    pub mirrored: Vec<(String, u32, u64, bool)>,
 }
 
 /// One condition the kernel can hold.
@@ -148,6 +150,7 @@ pub fn plan(cfg: &Config) -> Plan {
         let mut rule = PortRule::OPEN;
         let (deny_id, allow_id) = (2 * fi as u32, 2 * fi as u32 + 1);
         let mut tracked: Option<(u32, u64, bool, u32)> = None;
+        let mut tracked_name = String::new();
         let mut lines = Vec::new();
         for t in p.tcp_request.iter().filter(|t| t.connection) {
             match (&t.action, &t.cond) {
@@ -156,6 +159,7 @@ pub fn plan(cfg: &Config) -> Plan {
                 (TcpRequestAction::TrackSc(tr), None) if tr.sc == 0 && tr.key == "src" => {
                     let name = tr.table.clone().unwrap_or_else(|| p.name.clone());
                     tracked = conn_rate_table(cfg, &name);
+                    tracked_name = name;
                 }
                 (TcpRequestAction::Reject, Some(c)) => match term(p, c.unless, &c.tokens) {
                     Some(Term::Src { nets, neg: false }) => {
@@ -183,6 +187,7 @@ pub fn plan(cfg: &Config) -> Plan {
                             table_sizes += u64::from(size);
                             if !out.groups.iter().any(|(g, _)| *g == group) {
                                 out.groups.push((group, period));
+                                out.mirrored.push((tracked_name.clone(), group, period, v4));
                             }
                             lines.push(format!("SYN rate over {n} per {period} ms"));
                         }
@@ -491,6 +496,55 @@ fn ktime_ms() -> u64 {
     t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
 }
 
+/// Gives the kernel the `conn_rate` a mirrored stick table learnt for `src` from a peer or
+/// from the previous process of a reload (`f` on the table's clock at `now`), unless the kernel
+/// already counts more for it: a source over its limit elsewhere stays limited here, in XDP
+/// too, from its first SYN.
+pub fn seed_conn_rate(table: &str, src: IpAddr, f: &crate::stick::FreqCtr, now: u64) {
+    let Some(l) = STATE.get().and_then(|s| s.loaded.as_ref()) else {
+        return;
+    };
+    let Some((_, group, period, v4_only)) = l.plan.mirrored.iter().find(|m| m.0 == table) else {
+        return;
+    };
+    let addr = match src {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) if !*v4_only => a.octets(),
+        IpAddr::V6(_) => return,
+    };
+    let (tick, curr, prev) = f.parts();
+    let kt = ktime_ms();
+    let seeded = SrcState {
+        curr_tick: kt.saturating_sub(now.saturating_sub(tick)),
+        curr,
+        prev,
+        last: kt,
+    };
+    let rate = |s: &SrcState| {
+        crate::stick::FreqCtr::from_parts(s.curr_tick, s.curr, s.prev).read(kt, *period)
+    };
+    let want = rate(&seeded);
+    if want == 0 {
+        return;
+    }
+    let Ok(mut ebpf) = l.ebpf.lock() else { return };
+    let Some(map) = ebpf.map_mut(common::SRC_MAP) else {
+        return;
+    };
+    let Ok(mut map) = aya::maps::HashMap::<_, SrcKey, SrcState>::try_from(map) else {
+        return;
+    };
+    let key = SrcKey {
+        group: *group,
+        addr,
+    };
+    if map.get(&key, 0).is_ok_and(|cur| rate(&cur) >= want) {
+        return;
+    }
+    // A full map keeps its entries: the userspace rules still hold for this source.
+    let _ = map.insert(key, seeded, 0);
+}
+
 fn sweep() {
     let Some(l) = STATE.get().and_then(|s| s.loaded.as_ref()) else {
         return;
@@ -668,6 +722,7 @@ mod tests {
             ]
         );
         assert_eq!(p.groups, [(0, 10_000)]);
+        assert_eq!(p.mirrored, [("f".to_string(), 0, 10_000, true)]);
         // 10k entries and a quarter more.
         assert_eq!(p.sources, 12_800);
         assert_eq!(

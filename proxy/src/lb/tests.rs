@@ -502,6 +502,7 @@ fn from_config_copies_the_balancing_fields() {
         name: "s1".into(),
         addr: "127.0.0.1:80".parse().unwrap(),
         fqdn: None,
+        unix: None,
         unresolved: false,
         id: 7,
         opts: ServerOpts {

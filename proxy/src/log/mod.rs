@@ -137,6 +137,22 @@ impl Logger {
         eprintln!("{tag:<10} ({}) : {stderr_line}", self.pid);
     }
 
+    /// A line a Lua script logs (`txn:log`, `core.log`): to the proxy's targets, or to the
+    /// `global` ones without a proxy (stderr is the script layer's business).
+    pub fn script(
+        &self,
+        px: Option<&Proxy>,
+        global: &[crate::config::model::LogTarget],
+        level: u8,
+        line: &str,
+    ) {
+        let Some(sink) = &self.sink else { return };
+        let targets = px.map_or(global, |p| &p.cfg.logs[..]);
+        for t in targets {
+            sink.log(t, None, Level(level), line);
+        }
+    }
+
     /// At accept: the "Connect from" line of proxies that have no log format.
     pub fn connect(&self, fe: &Proxy, rec: &SessionLog) {
         if fe.cfg.logs.is_empty() || !matches!(self.styles.get(fe.index), Some(Style::Connect)) {

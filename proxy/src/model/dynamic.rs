@@ -36,7 +36,10 @@ pub fn build(model: &Model, be: &Proxy, name: &str, line: &[String]) -> Result<S
     // No resolution at run time: HAProxy would keep a name for its resolvers, which portcullis
     // does not have.
     let no_dns = |_: &str| None;
-    let addr = crate::config::addr::parse_server(spec, &no_dns)?;
+    let (addr, unix) = match crate::config::addr::parse_unix_server(spec) {
+        Some(u) => (std::net::SocketAddr::from(([0, 0, 0, 0], 0)), Some(u?)),
+        None => (crate::config::addr::parse_server(spec, &no_dns)?, None),
+    };
     let kws = line.get(1..).unwrap_or(&[]);
     if let Some(k) = kws.iter().find(|w| NOT_DYNAMIC.contains(&w.as_str())) {
         return Err(format!("'{k}' option is not accepted for dynamic server"));
@@ -86,6 +89,7 @@ pub fn build(model: &Model, be: &Proxy, name: &str, line: &[String]) -> Result<S
         name: name.to_string(),
         addr,
         fqdn: None,
+        unix,
         unresolved: false,
         id,
         opts: st.opts,

@@ -331,17 +331,20 @@ mod tests {
                     name: "hap".into(),
                     addr: Some("127.0.0.1:21001".parse().unwrap()),
                     local: false,
+                    ssl: None,
                     loc: loc.clone(),
                 },
                 Peer {
                     name: "pc".into(),
                     addr: Some("127.0.0.1:21002".parse().unwrap()),
                     local: true,
+                    ssl: None,
                     loc,
                 },
             ],
             bind: None,
             tables: vec![],
+            bind_ssl: None,
         };
         // 2026-12-04T19:04:19Z
         let mut r = Registry::from_config(&[cfg], 1_796_411_059_000_000);

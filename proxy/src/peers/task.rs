@@ -20,7 +20,7 @@ use super::wire::{self, EntryData, Value};
 use crate::config::model::{PeersSection, StickKey};
 use crate::engine::Shared;
 use crate::engine::service::SessionFuture;
-use crate::stick::{Entry, FreqCtr, Table};
+use crate::stick::{Entry, FreqCtr, SERVER_ID, StickData, Table, Val};
 
 /// HAProxy's PEER_HEARTBEAT_TIMEOUT and PEER_RECONNECT_TIMEOUT.
 const HEARTBEAT: Duration = Duration::from_secs(3);
@@ -33,6 +33,8 @@ const PUSH_EVERY: Duration = Duration::from_millis(100);
 /// one through the local peer before it leaves.
 static HANDOVER_PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 const HANDOVER_LIMIT: Duration = Duration::from_secs(5);
+/// How long a stopping process keeps pushing what its last sessions change.
+const DRAIN_LIMIT: Duration = Duration::from_secs(4);
 
 /// True while a stopping process is still handing its stick tables over.
 pub fn handover_pending() -> bool {
@@ -53,8 +55,25 @@ pub fn tasks(shared: &Arc<Shared>) -> Vec<SessionFuture> {
                 .sections
                 .iter()
                 .position(|x| x.name == s.name)?;
-            (!tables.is_empty()).then(|| {
-                let sec = Rc::new(SectionRt::new(Arc::clone(shared), si, s.clone(), tables));
+            if tables.is_empty() {
+                return None;
+            }
+            // A section whose TLS cannot be set up does not run (never in clear instead).
+            let tls = match PeerTls::build(shared, s) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!("peers '{}': TLS: {e}; the section is not started", s.name);
+                    return None;
+                }
+            };
+            Some({
+                let sec = Rc::new(SectionRt::new(
+                    Arc::clone(shared),
+                    si,
+                    s.clone(),
+                    tables,
+                    tls,
+                ));
                 // Bound now, before the old process is told to stop (a reload): it hands its
                 // tables over to this address as it leaves.
                 let listener = s.bind.and_then(|addr| match listen(addr) {
@@ -99,40 +118,12 @@ fn synced_tables(shared: &Shared, s: &PeersSection) -> Vec<(Arc<Table>, LocalTab
         .collect()
 }
 
-/// Data types portcullis stores, by HAProxy's numbers.
-const CONN_CNT: u32 = 4;
-const CONN_RATE: u32 = 5;
-const CONN_CUR: u32 = 6;
-const SESS_CNT: u32 = 7;
-const SESS_RATE: u32 = 8;
-const HTTP_REQ_CNT: u32 = 9;
-const HTTP_REQ_RATE: u32 = 10;
-
 fn local_table(name: &str, t: &Table) -> LocalTable {
     let st = &t.store;
-    let mut data = 0u64;
-    let mut periods = Vec::new();
-    let mut bit = |on: bool, dt: u32| {
-        if on {
-            data |= 1 << dt;
-        }
-    };
-    bit(st.conn_cnt, CONN_CNT);
-    bit(st.conn_rate.is_some(), CONN_RATE);
-    bit(st.conn_cur, CONN_CUR);
-    bit(st.sess_cnt, SESS_CNT);
-    bit(st.sess_rate.is_some(), SESS_RATE);
-    bit(st.http_req_cnt, HTTP_REQ_CNT);
-    bit(st.http_req_rate.is_some(), HTTP_REQ_RATE);
-    for (dt, p) in [
-        (CONN_RATE, st.conn_rate),
-        (SESS_RATE, st.sess_rate),
-        (HTTP_REQ_RATE, st.http_req_rate),
-    ] {
-        if let Some(p) = p {
-            periods.push((dt, p));
-        }
-    }
+    let periods = st
+        .types()
+        .filter_map(|d| Some((d.id(), st.period(d)?)))
+        .collect();
     let (key_type, key_len) = match t.key {
         StickKey::Ip => (wire::KEY_IPV4, 4),
         StickKey::Ipv6 => (wire::KEY_IPV6, 16),
@@ -141,84 +132,168 @@ fn local_table(name: &str, t: &Table) -> LocalTable {
         name: name.to_string(),
         key_type,
         key_len,
-        data,
+        data: u64::from(st.mask()),
         periods,
         expire_ms: t.expire_ms.unwrap_or(0),
     }
 }
 
-/// An entry as an update carries it.
-fn entry_data(t: &LocalTable, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
+/// An entry as an update carries it: every type the table stores, in number order.
+pub(super) fn entry_data(t: &Table, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
     let key = match key {
         IpAddr::V4(v4) => v4.octets().to_vec(),
         IpAddr::V6(v6) => v6.octets().to_vec(),
     };
-    let freq = |f: &FreqCtr| {
-        let (tick, curr, prev) = f.parts();
-        Value::Freq {
-            age_ms: u32::try_from(now.saturating_sub(tick)).unwrap_or(u32::MAX),
-            curr,
-            prev,
-        }
-    };
+    let st = &t.store;
     let mut values = Vec::new();
-    for dt in CONN_CNT..=HTTP_REQ_RATE {
-        if t.data & (1 << dt) == 0 {
-            continue;
-        }
-        let v = match dt {
-            CONN_CNT => Value::Int(u64::from(e.conn_cnt)),
-            CONN_RATE => freq(&e.conn_rate),
-            CONN_CUR => Value::Int(u64::from(e.conn_cur)),
-            SESS_CNT => Value::Int(u64::from(e.sess_cnt)),
-            SESS_RATE => freq(&e.sess_rate),
-            HTTP_REQ_CNT => Value::Int(u64::from(e.http_req_cnt)),
-            _ => freq(&e.http_req_rate),
+    if st.has_server_id() {
+        let id = e.server.as_ref().map_or(0, |(id, _)| *id);
+        values.push((SERVER_ID, Value::Int(u64::from(id))));
+    }
+    for d in st.types() {
+        let v = match e.raw(st, d) {
+            Some(Val::Freq(f)) => {
+                let (tick, curr, prev) = f.parts();
+                Value::Freq {
+                    age_ms: u32::try_from(now.saturating_sub(tick)).unwrap_or(u32::MAX),
+                    curr,
+                    prev,
+                }
+            }
+            Some(Val::Int(i)) => Value::Int(i),
+            None => Value::Int(0),
         };
-        values.push((dt, v));
+        values.push((d.id(), v));
     }
     EntryData { key, values }
 }
 
-/// Applies what a peer sent about one entry.
-fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
-    let key = match d.key.len() {
-        4 => IpAddr::from([d.key[0], d.key[1], d.key[2], d.key[3]]),
+fn entry_key(d: &EntryData) -> Option<IpAddr> {
+    match d.key.len() {
+        4 => Some(IpAddr::from([d.key[0], d.key[1], d.key[2], d.key[3]])),
         16 => {
             let mut b = [0u8; 16];
             b.copy_from_slice(&d.key);
-            IpAddr::from(b)
+            Some(IpAddr::from(b))
         }
-        _ => return,
+        _ => None,
+    }
+}
+
+/// A received value as stored (a rate's period start is rebuilt from its age).
+fn to_val(v: &Value, now: u64) -> Val {
+    match *v {
+        Value::Freq { age_ms, curr, prev } => Val::Freq(FreqCtr::from_parts(
+            now.saturating_sub(u64::from(age_ms)),
+            curr,
+            prev,
+        )),
+        Value::Int(i) => Val::Int(i),
+    }
+}
+
+/// The server id an update carries, to store if it differs.
+fn apply_server_id(e: &mut Entry, v: &Value) {
+    // A stick rule's server, known by its id (HAProxy sends the name apart).
+    if let Value::Int(id) = *v
+        && let Ok(id) = u32::try_from(id)
+        && id != 0
+        && e.server.as_ref().is_none_or(|(i, _)| *i != id)
+    {
+        e.server = Some((id, Arc::from("")));
+    }
+}
+
+/// The XDP per-source map mirrors a table's `conn_rate`: it gets what a peer taught.
+fn seed_xdp(t: &Table, d: &EntryData, now: u64) {
+    if !t.store.has(StickData::ConnRate) {
+        return;
+    }
+    if let Some(key) = entry_key(d)
+        && let Some(Val::Freq(f)) = t.raw(key, StickData::ConnRate, now)
+    {
+        crate::kernel::xdp::seed_conn_rate(&t.name, key, &f, now);
+    }
+}
+
+/// Applies what a peer sent about one entry: the types both sides store, except `conn_cur`
+/// (this process' connections only, HAProxy's `is_local`).
+pub(super) fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
+    let Some(key) = entry_key(d) else {
+        return;
     };
     let st = table.store;
     table.apply_remote(key, expire.map(u64::from), now, |e| {
         for (dt, v) in &d.values {
-            let f = |v: &Value| match *v {
-                Value::Freq { age_ms, curr, prev } => Some(FreqCtr::from_parts(
-                    now.saturating_sub(u64::from(age_ms)),
-                    curr,
-                    prev,
-                )),
-                Value::Int(_) => None,
+            if *dt == SERVER_ID {
+                apply_server_id(e, v);
+                continue;
+            }
+            let Some(data) = StickData::from_id(*dt).filter(|x| *x != StickData::ConnCur) else {
+                continue;
             };
-            let int = |v: &Value| match *v {
-                Value::Int(i) => Some(u32::try_from(i).unwrap_or(u32::MAX)),
-                Value::Freq { .. } => None,
+            e.set_raw(&st, data, to_val(v, now));
+        }
+    });
+}
+
+/// Applies an update from the previous process during a reload, which counts on while this
+/// one does: counters take what it counted since its last update for the key (`last`) on top
+/// of this process' own counts, so no request of either is lost. An entry this process has
+/// not counted on yet simply takes the values.
+pub(super) fn apply_handover(
+    table: &Table,
+    d: &EntryData,
+    expire: Option<u32>,
+    now: u64,
+    last: &mut HashMap<Vec<u8>, EntryData>,
+) {
+    let Some(key) = entry_key(d) else {
+        return;
+    };
+    let prev = last.insert(d.key.clone(), d.clone());
+    table.apply_merge(key, expire.map(u64::from), now, |e, st, local| {
+        for (dt, v) in &d.values {
+            if *dt == SERVER_ID {
+                apply_server_id(e, v);
+                continue;
+            }
+            let Some(data) = StickData::from_id(*dt).filter(|x| *x != StickData::ConnCur) else {
+                continue;
             };
-            match *dt {
-                CONN_CNT if st.conn_cnt => e.conn_cnt = int(v).unwrap_or(e.conn_cnt),
-                CONN_RATE if st.conn_rate.is_some() => e.conn_rate = f(v).unwrap_or(e.conn_rate),
-                SESS_CNT if st.sess_cnt => e.sess_cnt = int(v).unwrap_or(e.sess_cnt),
-                SESS_RATE if st.sess_rate.is_some() => e.sess_rate = f(v).unwrap_or(e.sess_rate),
-                HTTP_REQ_CNT if st.http_req_cnt => {
-                    e.http_req_cnt = int(v).unwrap_or(e.http_req_cnt)
+            let before = prev
+                .as_ref()
+                .and_then(|p| p.values.iter().find(|(t, _)| t == dt))
+                .map(|(_, v)| to_val(v, now));
+            if prev.is_none() && !local {
+                e.set_raw(st, data, to_val(v, now));
+                continue;
+            }
+            let p = st.period(data).unwrap_or(1);
+            match (to_val(v, now), before) {
+                // A tag: the previous process' new value, if it changed it.
+                (Val::Int(x), b) if data == StickData::Gpt0 => {
+                    if b != Some(Val::Int(x)) {
+                        e.set_raw(st, data, Val::Int(x));
+                    }
                 }
-                HTTP_REQ_RATE if st.http_req_rate.is_some() => {
-                    e.http_req_rate = f(v).unwrap_or(e.http_req_rate)
+                (Val::Int(x), b) => {
+                    let base = match b {
+                        Some(Val::Int(y)) => y,
+                        _ => 0,
+                    };
+                    e.add(st, data, x.saturating_sub(base));
                 }
-                // conn_cur counts this process' connections only (HAProxy's `is_local`).
-                _ => {}
+                (Val::Freq(f), b) => {
+                    let base = match b {
+                        Some(Val::Freq(g)) => g.read(now, p),
+                        _ => 0,
+                    };
+                    let n = f.read(now, p).saturating_sub(base);
+                    if n > 0 {
+                        e.hit(st, data, now, u64::from(n));
+                    }
+                }
             }
         }
     });
@@ -238,6 +313,87 @@ struct SectionRt {
     /// A full resync was obtained (or is no longer expected) / a peer is teaching us now.
     resynced: std::cell::Cell<bool>,
     learning: std::cell::Cell<u64>,
+    /// TLS of the listener (`bind … ssl crt`) and towards each peer with `ssl`.
+    tls: PeerTls,
+}
+
+/// The TLS settings of a section, built once.
+#[derive(Default)]
+struct PeerTls {
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    /// Per remote peer name.
+    connectors: HashMap<String, Arc<rustls::ClientConfig>>,
+    /// Towards this process' own listener (a reload's hand-over): no verification, the
+    /// certificate is our own.
+    own: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl PeerTls {
+    fn build(shared: &Shared, cfg: &PeersSection) -> Result<PeerTls, String> {
+        let mut t = PeerTls::default();
+        if let Some(b) = &cfg.bind_ssl {
+            let sc = crate::tls::server_config(b).map_err(|e| e.to_string())?;
+            t.acceptor = Some(tokio_rustls::TlsAcceptor::from(Arc::new(sc)));
+            let own = crate::config::model::ServerOpts {
+                ssl: true,
+                verify_set: true,
+                verify_none: true,
+                ..Default::default()
+            };
+            t.own = Some(client_config(shared, cfg, "local", &own)?);
+        }
+        for p in cfg.peers.iter().filter(|p| !p.local) {
+            if let Some(o) = &p.ssl {
+                t.connectors
+                    .insert(p.name.clone(), client_config(shared, cfg, &p.name, o)?);
+            }
+        }
+        Ok(t)
+    }
+}
+
+fn client_config(
+    shared: &Shared,
+    cfg: &PeersSection,
+    name: &str,
+    opts: &crate::config::model::ServerOpts,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let srv = crate::config::model::Server {
+        name: name.to_string(),
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        fqdn: None,
+        unix: None,
+        unresolved: false,
+        id: 0,
+        opts: opts.clone(),
+        loc: cfg.loc.clone(),
+    };
+    match crate::tls::client::server_tls(&shared.model.cfg.global, &srv)? {
+        Some(t) => Ok(t.config),
+        None => Err(format!("peer '{name}': no TLS settings")),
+    }
+}
+
+/// A peer connection, plain or TLS.
+trait PeerIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> PeerIo for T {}
+
+/// Connects to `addr`, over TLS when `tls` is set; the stream and its (peer, local) addresses.
+async fn dial(
+    addr: SocketAddr,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> std::io::Result<(Box<dyn PeerIo>, Option<(SocketAddr, SocketAddr)>)> {
+    let s = TcpStream::connect(addr).await?;
+    let _ = s.set_nodelay(true);
+    let ends = s.peer_addr().ok().zip(s.local_addr().ok());
+    let Some(cfg) = tls else {
+        return Ok((Box::new(s), ends));
+    };
+    let name = crate::tls::client::server_name(None, addr.ip());
+    let t = tokio_rustls::TlsConnector::from(Arc::clone(cfg))
+        .connect(name, s)
+        .await?;
+    Ok((Box::new(t), ends))
 }
 
 #[derive(Default)]
@@ -252,6 +408,7 @@ impl SectionRt {
         si: usize,
         cfg: PeersSection,
         tables: Vec<(Arc<Table>, LocalTable)>,
+        tls: PeerTls,
     ) -> SectionRt {
         let local = cfg
             .peers
@@ -269,6 +426,7 @@ impl SectionRt {
             next_gen: std::cell::Cell::new(1),
             resynced: std::cell::Cell::new(false),
             learning: std::cell::Cell::new(0),
+            tls,
         }
     }
 
@@ -397,8 +555,8 @@ async fn hand_over(sec: &SectionRt, addr: SocketAddr) {
     // The new process may still be starting its listener.
     let mut stream = None;
     for _ in 0..20 {
-        match TcpStream::connect(addr).await {
-            Ok(s) => {
+        match dial(addr, sec.tls.own.as_ref()).await {
+            Ok((s, _)) => {
                 stream = Some(s);
                 break;
             }
@@ -428,6 +586,20 @@ async fn hand_over(sec: &SectionRt, addr: SocketAddr) {
                 Event::Established(_) if !taught => {
                     taught = true;
                     teach_all(sec, &mut s, &mut pushed, crate::clock::clock_ms());
+                    // The sessions still running here count on: push what they change until
+                    // they are done (bounded), then say the resync is over.
+                    let until = tokio::time::Instant::now() + DRAIN_LIMIT;
+                    loop {
+                        if s.has_output() && stream.write_all(&s.take_output()).await.is_err() {
+                            return;
+                        }
+                        let drained = sec.shared.sessions.load(Ordering::Acquire) == 0;
+                        push_changes(sec, &mut s, &mut pushed, crate::clock::clock_ms());
+                        if drained || tokio::time::Instant::now() >= until {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                     s.resync_finished();
                 }
                 Event::ResyncConfirm => {
@@ -466,7 +638,19 @@ async fn accept_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, l: tokio::net::Tcp
         }
         let known: Vec<String> = sec.cfg.peers.iter().map(|p| p.name.clone()).collect();
         let session = Session::accept(&sec.local, known, sec.table_defs());
-        tokio::task::spawn_local(converse(Rc::clone(&sec), stream, session, None));
+        let _ = stream.set_nodelay(true);
+        let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
+        let sec = Rc::clone(&sec);
+        tokio::task::spawn_local(async move {
+            let io: Box<dyn PeerIo> = match &sec.tls.acceptor {
+                None => Box::new(stream),
+                Some(a) => match tokio::time::timeout(RECONNECT, a.accept(stream)).await {
+                    Ok(Ok(t)) => Box::new(t),
+                    _ => return,
+                },
+            };
+            converse(sec, io, ends, session, None).await;
+        });
     }
 }
 
@@ -492,14 +676,15 @@ async fn connect_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, peer: String, add
             st.statuscode = 100;
             st.new_conn += 1;
         });
-        let conn = tokio::time::timeout(RECONNECT, TcpStream::connect(addr)).await;
+        let tls = sec.tls.connectors.get(&peer).cloned();
+        let conn = tokio::time::timeout(RECONNECT, dial(addr, tls.as_ref())).await;
         match conn {
-            Ok(Ok(stream)) => {
+            Ok(Ok((stream, ends))) => {
                 sec.status(&peer, |st| st.statuscode = 110);
                 let pid = std::process::id();
                 let session = Session::connect(&sec.local, &peer, pid, sec.table_defs());
                 let claim = sec.claim(&peer);
-                converse(Rc::clone(&sec), stream, session, Some(claim)).await;
+                converse(Rc::clone(&sec), stream, ends, session, Some(claim)).await;
                 let delay = jitter();
                 let at = crate::clock::clock_ms() + delay.as_millis() as u64;
                 sec.status(&peer, |st| st.reconnect = Some(at));
@@ -517,14 +702,16 @@ async fn connect_loop(shared: Arc<Shared>, sec: Rc<SectionRt>, peer: String, add
 /// Runs one connection until it ends (closed, dead, protocol error, or replaced).
 async fn converse(
     sec: Rc<SectionRt>,
-    mut stream: TcpStream,
+    mut stream: Box<dyn PeerIo>,
+    ends: Option<(SocketAddr, SocketAddr)>,
     mut s: Session,
     mut claim: Option<(u64, Rc<Notify>)>,
 ) {
-    let _ = stream.set_nodelay(true);
     let peer = s.peer().map(str::to_string);
     // Change numbers already pushed, per table: 0 pushes every local change at first.
     let mut pushed = vec![0u64; sec.tables.len()];
+    // Per table, the last values the previous process of a reload sent per key.
+    let mut handover_last: HashMap<usize, HashMap<Vec<u8>, EntryData>> = HashMap::new();
     let mut buf = vec![0u8; 16384];
     let mut tick = tokio::time::interval(PUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -556,7 +743,6 @@ async fn converse(
                             if accepted {
                                 claim = Some(sec.claim(&name));
                             }
-                            let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
                             sec.status(&name, |st| {
                                 st.active = true;
                                 if accepted {
@@ -579,7 +765,14 @@ async fn converse(
                         }
                         Event::Update { table, expire, entry } => {
                             if let Some((t, _)) = sec.tables.get(table) {
-                                apply(t, &entry, expire, now);
+                                // The previous process of a reload (our own name).
+                                if s.peer() == Some(sec.local.as_str()) {
+                                    let last = handover_last.entry(table).or_default();
+                                    apply_handover(t, &entry, expire, now, last);
+                                } else {
+                                    apply(t, &entry, expire, now);
+                                }
+                                seed_xdp(t, &entry, now);
                             }
                         }
                         Event::ResyncRequest => {
@@ -625,16 +818,7 @@ async fn converse(
                     continue;
                 }
                 let now = crate::clock::clock_ms();
-                for (i, (t, lt)) in sec.tables.iter().enumerate() {
-                    let mark = t.seq();
-                    if mark <= pushed[i] {
-                        continue;
-                    }
-                    for (k, e) in t.changed_since(pushed[i], now) {
-                        s.push_update(i, &entry_data(lt, &k, &e, now), None);
-                    }
-                    pushed[i] = mark;
-                }
+                push_changes(&sec, &mut s, &mut pushed, now);
                 if last_hb.elapsed() >= HEARTBEAT {
                     last_hb = tokio::time::Instant::now();
                     s.heartbeat();
@@ -685,16 +869,33 @@ async fn converse(
     }
 }
 
+/// Pushes the entries changed locally since the change numbers in `pushed`.
+fn push_changes(sec: &SectionRt, s: &mut Session, pushed: &mut [u64], now: u64) {
+    for (i, (t, _)) in sec.tables.iter().enumerate() {
+        let Some(done) = pushed.get_mut(i) else {
+            continue;
+        };
+        let mark = t.seq();
+        if mark <= *done {
+            continue;
+        }
+        for (k, e) in t.changed_since(*done, now) {
+            s.push_update(i, &entry_data(t, &k, &e, now), None);
+        }
+        *done = mark;
+    }
+}
+
 /// A full resync for the remote peer: every live entry of every table, with its remaining
 /// lifetime (HAProxy's teaching stages use timed updates).
 fn teach_all(sec: &SectionRt, s: &mut Session, pushed: &mut [u64], now: u64) {
-    for (i, (t, lt)) in sec.tables.iter().enumerate() {
+    for (i, (t, _)) in sec.tables.iter().enumerate() {
         let mark = t.seq();
         for (k, e) in t.entries(now) {
             let life = t
                 .expire_ms
                 .map(|_| u32::try_from(e.expire_at.saturating_sub(now)).unwrap_or(u32::MAX));
-            s.push_update(i, &entry_data(lt, &k, &e, now), life);
+            s.push_update(i, &entry_data(t, &k, &e, now), life);
         }
         if let Some(p) = pushed.get_mut(i) {
             *p = mark;

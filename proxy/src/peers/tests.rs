@@ -252,3 +252,71 @@ fn unknown_types_are_skipped() {
     assert_eq!(data_type_id("http_req_rate"), Some(10));
     assert_eq!(data_type_id("gpc_rate"), Some(24));
 }
+
+/// A reload under load: the new process counts requests on an entry while the previous one
+/// still sends what it counted; nothing is lost, nothing counted twice, and a plain peer's
+/// update (not the previous process) replaces the values.
+#[test]
+fn handover_updates_add_to_what_the_new_process_counted() {
+    use crate::config::model::{Loc, StickKey, StickStore, StickTable};
+    use crate::stick::{StickData, Table};
+    use std::collections::HashMap;
+    use std::net::IpAddr;
+    use std::time::Duration;
+    let cfg = StickTable {
+        key: StickKey::Ip,
+        size: 10,
+        expire: Some(Duration::from_secs(60)),
+        store: vec![
+            StickStore::Gpt0,
+            StickStore::ConnCnt,
+            StickStore::HttpReqRate(Duration::from_secs(60)),
+        ],
+        peers: None,
+        loc: Loc {
+            file: "t.cfg".into(),
+            line: 1,
+        },
+    };
+    fn clock() -> u64 {
+        1000
+    }
+    let (old, new) = (
+        Table::with_clock("f", &cfg, clock),
+        std::sync::Arc::new(Table::with_clock("f", &cfg, clock)),
+    );
+    let ip: IpAddr = "10.0.0.1".parse().unwrap();
+    let now = 1000;
+    // The old process counted 3 requests; the new one 2 meanwhile.
+    let t_old = std::sync::Arc::new(old);
+    for _ in 0..3 {
+        let t = t_old.track(ip, now).unwrap();
+        t.count_http_req(now);
+    }
+    for _ in 0..2 {
+        let t = new.track(ip, now).unwrap();
+        t.count_http_req(now);
+    }
+    let send = |t: &Table| {
+        let e = t.entries(now).into_iter().next().unwrap();
+        super::task::entry_data(t, &e.0, &e.1, now)
+    };
+    let mut last = HashMap::new();
+    super::task::apply_handover(&new, &send(&t_old), None, now, &mut last);
+    let read = |d| new.peek(ip, d, now).unwrap();
+    assert_eq!(read(StickData::ConnCnt), 5);
+    assert_eq!(read(StickData::HttpReqRate), 5);
+    // One more on the old process (a draining session), then its update again.
+    t_old.track(ip, now).unwrap().count_http_req(now);
+    t_old.update(ip, now, |e, st| e.set(st, StickData::Gpt0, 7));
+    super::task::apply_handover(&new, &send(&t_old), None, now, &mut last);
+    assert_eq!(read(StickData::ConnCnt), 6);
+    assert_eq!(read(StickData::HttpReqRate), 6);
+    assert_eq!(read(StickData::Gpt0), 7);
+    // The same update twice adds nothing.
+    super::task::apply_handover(&new, &send(&t_old), None, now, &mut last);
+    assert_eq!(read(StickData::ConnCnt), 6);
+    // A remote peer's update is the peer's truth.
+    super::task::apply(&new, &send(&t_old), None, now);
+    assert_eq!(read(StickData::ConnCnt), 4);
+}

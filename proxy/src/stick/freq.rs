@@ -51,8 +51,13 @@ impl FreqCtr {
 
     /// Counts one event at `now`; returns the events of the current period.
     pub fn hit(&mut self, now: u64, period: u64) -> u32 {
+        self.hit_n(now, period, 1)
+    }
+
+    /// Counts `n` events at `now` (`bytes_in_rate` counts bytes).
+    pub fn hit_n(&mut self, now: u64, period: u64, n: u32) -> u32 {
         self.rotate(now, period.max(1));
-        self.curr = self.curr.saturating_add(1);
+        self.curr = self.curr.saturating_add(n);
         self.curr
     }
 

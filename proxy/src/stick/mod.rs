@@ -23,20 +23,55 @@ pub const MAX_SC: usize = 3;
 
 const SHARDS: usize = 16;
 
-/// A stored data type a fetch reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StickData {
-    ConnCnt,
-    ConnCur,
-    ConnRate,
-    SessCnt,
-    SessRate,
-    HttpReqCnt,
-    HttpReqRate,
+/// What a stick fetch does with its data type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickOp {
+    /// `sc0_conn_cnt`, `sc0_get_gpc0`.
+    Read,
+    /// `sc0_inc_gpc0`: increments, returns the new value.
+    Inc,
+    /// `sc0_clr_gpc0`: resets, returns the previous value.
+    Clr,
+    /// `sc0_kbytes_in`: the byte counter in kilobytes.
+    Kbytes,
 }
 
+/// A stored data type, numbered as HAProxy 2.6's `STKTABLE_DT_*` (what the peers protocol
+/// carries). `server_id` is kept apart, in [`Entry::server`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum StickData {
+    Gpt0 = 1,
+    Gpc0 = 2,
+    Gpc0Rate = 3,
+    ConnCnt = 4,
+    ConnRate = 5,
+    ConnCur = 6,
+    SessCnt = 7,
+    SessRate = 8,
+    HttpReqCnt = 9,
+    HttpReqRate = 10,
+    HttpErrCnt = 11,
+    HttpErrRate = 12,
+    BytesInCnt = 13,
+    BytesInRate = 14,
+    BytesOutCnt = 15,
+    BytesOutRate = 16,
+    Gpc1 = 17,
+    Gpc1Rate = 18,
+    HttpFailCnt = 20,
+    HttpFailRate = 21,
+}
+
+/// HAProxy's data type number of `server_id`.
+pub const SERVER_ID: u32 = 0;
+
 impl StickData {
-    pub const ALL: [StickData; 7] = [
+    /// In HAProxy's data type order (the order of `show table`'s columns).
+    pub const ALL: [StickData; 20] = [
+        StickData::Gpt0,
+        StickData::Gpc0,
+        StickData::Gpc0Rate,
         StickData::ConnCnt,
         StickData::ConnRate,
         StickData::ConnCur,
@@ -44,10 +79,23 @@ impl StickData {
         StickData::SessRate,
         StickData::HttpReqCnt,
         StickData::HttpReqRate,
+        StickData::HttpErrCnt,
+        StickData::HttpErrRate,
+        StickData::BytesInCnt,
+        StickData::BytesInRate,
+        StickData::BytesOutCnt,
+        StickData::BytesOutRate,
+        StickData::Gpc1,
+        StickData::Gpc1Rate,
+        StickData::HttpFailCnt,
+        StickData::HttpFailRate,
     ];
     /// HAProxy's name (`conn_rate`).
     pub fn name(self) -> &'static str {
         match self {
+            StickData::Gpt0 => "gpt0",
+            StickData::Gpc0 => "gpc0",
+            StickData::Gpc0Rate => "gpc0_rate",
             StickData::ConnCnt => "conn_cnt",
             StickData::ConnCur => "conn_cur",
             StickData::ConnRate => "conn_rate",
@@ -55,61 +103,138 @@ impl StickData {
             StickData::SessRate => "sess_rate",
             StickData::HttpReqCnt => "http_req_cnt",
             StickData::HttpReqRate => "http_req_rate",
+            StickData::HttpErrCnt => "http_err_cnt",
+            StickData::HttpErrRate => "http_err_rate",
+            StickData::BytesInCnt => "bytes_in_cnt",
+            StickData::BytesInRate => "bytes_in_rate",
+            StickData::BytesOutCnt => "bytes_out_cnt",
+            StickData::BytesOutRate => "bytes_out_rate",
+            StickData::Gpc1 => "gpc1",
+            StickData::Gpc1Rate => "gpc1_rate",
+            StickData::HttpFailCnt => "http_fail_cnt",
+            StickData::HttpFailRate => "http_fail_rate",
         }
     }
     pub fn from_name(name: &str) -> Option<StickData> {
         StickData::ALL.into_iter().find(|d| d.name() == name)
     }
+    /// HAProxy's number (`STKTABLE_DT_*`).
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+    pub fn from_id(id: u32) -> Option<StickData> {
+        StickData::ALL.into_iter().find(|d| d.id() == id)
+    }
+    /// A frequency counter over a period (`*_rate`).
+    pub fn is_rate(self) -> bool {
+        matches!(
+            self,
+            StickData::Gpc0Rate
+                | StickData::ConnRate
+                | StickData::SessRate
+                | StickData::HttpReqRate
+                | StickData::HttpErrRate
+                | StickData::BytesInRate
+                | StickData::BytesOutRate
+                | StickData::Gpc1Rate
+                | StickData::HttpFailRate
+        )
+    }
+    /// An unsigned long long (`bytes_*_cnt`); the other counters are 32-bit.
+    pub fn is_u64(self) -> bool {
+        matches!(self, StickData::BytesInCnt | StickData::BytesOutCnt)
+    }
+}
+
+/// One stored value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Val {
+    Int(u64),
+    Freq(FreqCtr),
 }
 
 /// Which data a table stores; rates with their period in ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Store {
-    pub conn_cnt: bool,
-    pub conn_cur: bool,
-    pub conn_rate: Option<u64>,
-    pub sess_cnt: bool,
-    pub sess_rate: Option<u64>,
-    pub http_req_cnt: bool,
-    pub http_req_rate: Option<u64>,
+    /// Bit n: data type n is stored (HAProxy's numbering; bit 0 is `server_id`).
+    mask: u32,
+    periods: [u64; 22],
 }
 
 impl Store {
     pub fn from_cfg(store: &[StickStore]) -> Store {
         let mut s = Store::default();
-        let ms = |d: &std::time::Duration| Some((d.as_millis() as u64).max(1));
+        let ms = |d: &std::time::Duration| (d.as_millis() as u64).max(1);
         for st in store {
-            match st {
-                StickStore::ConnCnt => s.conn_cnt = true,
-                StickStore::ConnCur => s.conn_cur = true,
-                StickStore::ConnRate(d) => s.conn_rate = ms(d),
-                StickStore::SessCnt => s.sess_cnt = true,
-                StickStore::SessRate(d) => s.sess_rate = ms(d),
-                StickStore::HttpReqCnt => s.http_req_cnt = true,
-                StickStore::HttpReqRate(d) => s.http_req_rate = ms(d),
+            let (d, p) = match st {
+                StickStore::ServerId => {
+                    s.mask |= 1 << SERVER_ID;
+                    continue;
+                }
+                StickStore::Gpt0 => (StickData::Gpt0, None),
+                StickStore::Gpc0 => (StickData::Gpc0, None),
+                StickStore::Gpc0Rate(d) => (StickData::Gpc0Rate, Some(d)),
+                StickStore::ConnCnt => (StickData::ConnCnt, None),
+                StickStore::ConnCur => (StickData::ConnCur, None),
+                StickStore::ConnRate(d) => (StickData::ConnRate, Some(d)),
+                StickStore::SessCnt => (StickData::SessCnt, None),
+                StickStore::SessRate(d) => (StickData::SessRate, Some(d)),
+                StickStore::HttpReqCnt => (StickData::HttpReqCnt, None),
+                StickStore::HttpReqRate(d) => (StickData::HttpReqRate, Some(d)),
+                StickStore::HttpErrCnt => (StickData::HttpErrCnt, None),
+                StickStore::HttpErrRate(d) => (StickData::HttpErrRate, Some(d)),
+                StickStore::BytesInCnt => (StickData::BytesInCnt, None),
+                StickStore::BytesInRate(d) => (StickData::BytesInRate, Some(d)),
+                StickStore::BytesOutCnt => (StickData::BytesOutCnt, None),
+                StickStore::BytesOutRate(d) => (StickData::BytesOutRate, Some(d)),
+                StickStore::Gpc1 => (StickData::Gpc1, None),
+                StickStore::Gpc1Rate(d) => (StickData::Gpc1Rate, Some(d)),
+                StickStore::HttpFailCnt => (StickData::HttpFailCnt, None),
+                StickStore::HttpFailRate(d) => (StickData::HttpFailRate, Some(d)),
+            };
+            s.mask |= 1 << d.id();
+            if let Some(p) = p {
+                s.periods[d.id() as usize] = ms(p);
             }
         }
         s
     }
     pub fn has(&self, d: StickData) -> bool {
-        match d {
-            StickData::ConnCnt => self.conn_cnt,
-            StickData::ConnCur => self.conn_cur,
-            StickData::ConnRate => self.conn_rate.is_some(),
-            StickData::SessCnt => self.sess_cnt,
-            StickData::SessRate => self.sess_rate.is_some(),
-            StickData::HttpReqCnt => self.http_req_cnt,
-            StickData::HttpReqRate => self.http_req_rate.is_some(),
-        }
+        self.mask & (1 << d.id()) != 0
     }
-    /// The period of a rate type.
+    /// `store server_id`.
+    pub fn has_server_id(&self) -> bool {
+        self.mask & (1 << SERVER_ID) != 0
+    }
+    /// The types stored, HAProxy's bits (what a peers table definition announces).
+    pub fn mask(&self) -> u32 {
+        self.mask
+    }
+    /// The period of a stored rate type.
     pub fn period(&self, d: StickData) -> Option<u64> {
-        match d {
-            StickData::ConnRate => self.conn_rate,
-            StickData::SessRate => self.sess_rate,
-            StickData::HttpReqRate => self.http_req_rate,
-            _ => None,
-        }
+        (d.is_rate() && self.has(d)).then(|| self.periods[d.id() as usize])
+    }
+    /// The stored types, in order.
+    pub fn types(&self) -> impl Iterator<Item = StickData> + '_ {
+        StickData::ALL.into_iter().filter(|d| self.has(*d))
+    }
+    /// Where `d` sits in an entry's values (types are kept in their number order).
+    fn slot(&self, d: StickData) -> Option<usize> {
+        self.has(d).then(|| {
+            let below = self.mask & ((1u32 << d.id()) - 1) & !(1 << SERVER_ID);
+            below.count_ones() as usize
+        })
+    }
+    fn blank(&self, now: u64) -> Vec<Val> {
+        self.types()
+            .map(|d| {
+                if d.is_rate() {
+                    Val::Freq(FreqCtr::new(now))
+                } else {
+                    Val::Int(0)
+                }
+            })
+            .collect()
     }
 }
 
@@ -125,47 +250,86 @@ pub struct Entry {
     /// The table's change number of its last local change (0: none, or learnt from a peer):
     /// what the peers task pushes.
     pub upd: u64,
-    pub conn_cnt: u32,
-    pub conn_cur: u32,
-    pub conn_rate: FreqCtr,
-    pub sess_cnt: u32,
-    pub sess_rate: FreqCtr,
-    pub http_req_cnt: u32,
-    pub http_req_rate: FreqCtr,
-    /// `stick` rules: the server the key sticks to (`server_id`, `server_key`).
+    /// The stored values, one per stored type in number order ([`Store::slot`]).
+    vals: Vec<Val>,
+    /// `stick` rules: the server the key sticks to (`server_id`, `server_key`; the name is
+    /// empty when only the id was learnt from a peer).
     pub server: Option<(u32, Arc<str>)>,
 }
 
 impl Entry {
-    fn new(id: u64, now: u64) -> Entry {
+    fn new(store: &Store, id: u64, now: u64) -> Entry {
         Entry {
             id,
             refs: 0,
             expire_at: now,
             upd: 0,
-            conn_cnt: 0,
-            conn_cur: 0,
-            conn_rate: FreqCtr::new(now),
-            sess_cnt: 0,
-            sess_rate: FreqCtr::new(now),
-            http_req_cnt: 0,
-            http_req_rate: FreqCtr::new(now),
+            vals: store.blank(now),
             server: None,
         }
     }
 
-    /// The value of `d` at `now` (whether the table stores it is the caller's business).
+    /// The value of `d` at `now` (0 when the table does not store it).
     pub fn value(&self, store: &Store, d: StickData, now: u64) -> u64 {
-        let p = store.period(d).unwrap_or(1);
-        match d {
-            StickData::ConnCnt => u64::from(self.conn_cnt),
-            StickData::ConnCur => u64::from(self.conn_cur),
-            StickData::ConnRate => u64::from(self.conn_rate.read(now, p)),
-            StickData::SessCnt => u64::from(self.sess_cnt),
-            StickData::SessRate => u64::from(self.sess_rate.read(now, p)),
-            StickData::HttpReqCnt => u64::from(self.http_req_cnt),
-            StickData::HttpReqRate => u64::from(self.http_req_rate.read(now, p)),
+        match store.slot(d).and_then(|i| self.vals.get(i)) {
+            Some(Val::Int(v)) => *v,
+            Some(Val::Freq(f)) => u64::from(f.read(now, store.period(d).unwrap_or(1))),
+            None => 0,
         }
+    }
+
+    /// The stored value of `d`, raw (what the peers protocol carries).
+    pub fn raw(&self, store: &Store, d: StickData) -> Option<Val> {
+        store.slot(d).and_then(|i| self.vals.get(i)).copied()
+    }
+
+    /// Replaces the stored value of `d` (a peer's, or `set table`): ignored when the table does
+    /// not store `d` or the kind differs.
+    pub fn set_raw(&mut self, store: &Store, d: StickData, v: Val) {
+        if let Some(slot) = store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+            match (slot, v) {
+                (Val::Int(a), Val::Int(b)) => *a = clamp(d, b),
+                (Val::Freq(a), Val::Freq(b)) => *a = b,
+                _ => {}
+            }
+        }
+    }
+
+    /// Adds `n` to counter `d` (32-bit counters saturate as HAProxy's unsigned int would not
+    /// wrap in practice); false if not stored.
+    pub fn add(&mut self, store: &Store, d: StickData, n: u64) -> bool {
+        match store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+            Some(Val::Int(v)) => {
+                *v = clamp(d, v.saturating_add(n));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Counts `n` events on rate `d` at `now`; the events of its current period, if stored.
+    pub fn hit(&mut self, store: &Store, d: StickData, now: u64, n: u64) -> Option<u32> {
+        let p = store.period(d)?;
+        match store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+            Some(Val::Freq(f)) => Some(f.hit_n(now, p, u32::try_from(n).unwrap_or(u32::MAX))),
+            _ => None,
+        }
+    }
+
+    /// Sets counter `d` to `v`; the previous value, if stored.
+    pub fn set(&mut self, store: &Store, d: StickData, v: u64) -> Option<u64> {
+        match store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+            Some(Val::Int(x)) => Some(std::mem::replace(x, clamp(d, v))),
+            _ => None,
+        }
+    }
+}
+
+fn clamp(d: StickData, v: u64) -> u64 {
+    if d.is_u64() {
+        v
+    } else {
+        v.min(u64::from(u32::MAX))
     }
 }
 
@@ -301,14 +465,22 @@ impl Table {
         let mut shard = lock(self.shard(&key));
         if let Some(e) = shard.get_mut(&key) {
             if self.expired(e, now) {
-                *e = Entry::new(self.next_id.fetch_add(0x48, Ordering::Relaxed), now);
+                *e = Entry::new(
+                    &self.store,
+                    self.next_id.fetch_add(0x48, Ordering::Relaxed),
+                    now,
+                );
             }
             return Some(f(e));
         }
         if !self.make_room(&mut shard, now) {
             return None;
         }
-        let mut e = Entry::new(self.next_id.fetch_add(0x48, Ordering::Relaxed), now);
+        let mut e = Entry::new(
+            &self.store,
+            self.next_id.fetch_add(0x48, Ordering::Relaxed),
+            now,
+        );
         let r = f(&mut e);
         shard.insert(key, e);
         self.used.fetch_add(1, Ordering::Relaxed);
@@ -371,19 +543,71 @@ impl Table {
         });
     }
 
+    /// Runs `f` on `ip`'s entry, created if missing, as a local change that renews its expiry
+    /// (`src_inc_gpc0`, `set table`). None when `ip` is no key of this table or it is full.
+    pub fn update<R>(
+        &self,
+        ip: IpAddr,
+        now: u64,
+        f: impl FnOnce(&mut Entry, &Store) -> R,
+    ) -> Option<R> {
+        let key = self.key_of(ip)?;
+        self.with_entry(key, now, |e| {
+            let r = f(e, &self.store);
+            self.touch(e, now);
+            r
+        })
+    }
+
+    /// Runs `f` on `key`'s live entry (already a key of this table) as a local change that
+    /// renews its expiry; None without such an entry.
+    pub fn modify_existing<R>(
+        &self,
+        key: IpAddr,
+        now: u64,
+        f: impl FnOnce(&mut Entry, &Store) -> R,
+    ) -> Option<R> {
+        let mut shard = lock(self.shard(&key));
+        let e = shard.get_mut(&key).filter(|e| !self.expired(e, now))?;
+        let r = f(e, &self.store);
+        self.touch(e, now);
+        Some(r)
+    }
+
+    /// Merges what the previous process (a reload's local peer) says about `key` into the
+    /// entry this process may already count on: `f` gets the entry and whether it changed
+    /// locally; the result is a local change (pushed to remote peers).
+    pub fn apply_merge(
+        &self,
+        key: IpAddr,
+        expire_ms: Option<u64>,
+        now: u64,
+        f: impl FnOnce(&mut Entry, &Store, bool),
+    ) {
+        let Some(key) = self.key_of(key) else {
+            return;
+        };
+        let life = expire_ms.or(self.expire_ms);
+        self.with_entry(key, now, |e| {
+            f(e, &self.store, e.upd > 0);
+            if let Some(x) = life {
+                e.expire_at = e.expire_at.max(now.saturating_add(x));
+            }
+            self.mark(e);
+        });
+    }
+
     /// `track-scN`: holds `ip`'s entry and counts a connection on it (`conn_cnt`, `conn_cur`,
     /// `conn_rate`), as HAProxy's `stream_track_stkctr`. None when `ip` is no key of this table
     /// or the table is full.
     pub fn track(self: &Arc<Self>, ip: IpAddr, now: u64) -> Option<Tracked> {
         let key = self.key_of(ip)?;
-        let store = self.store;
+        let st = &self.store;
         self.with_entry(key, now, |e| {
             e.refs += 1;
-            e.conn_cur = e.conn_cur.saturating_add(1);
-            e.conn_cnt = e.conn_cnt.saturating_add(1);
-            if let Some(p) = store.conn_rate {
-                e.conn_rate.hit(now, p);
-            }
+            e.add(st, StickData::ConnCur, 1);
+            e.add(st, StickData::ConnCnt, 1);
+            e.hit(st, StickData::ConnRate, now, 1);
             self.touch(e, now);
         })?;
         Some(Tracked {
@@ -406,6 +630,16 @@ impl Table {
             Some(e) if !self.expired(e, now) => e.value(&self.store, d, now),
             _ => 0,
         })
+    }
+
+    /// The stored value of `d` for `ip`'s live entry, raw, without creating one.
+    pub fn raw(&self, ip: IpAddr, d: StickData, now: u64) -> Option<Val> {
+        let key = self.key_of(ip)?;
+        let shard = lock(self.shard(&key));
+        shard
+            .get(&key)
+            .filter(|e| !self.expired(e, now))
+            .and_then(|e| e.raw(&self.store, d))
     }
 
     /// The server `ip` sticks to (`stick match`), without creating an entry.
@@ -500,30 +734,127 @@ impl Tracked {
         }
         self.with(|e| e.value(&self.table.store, d, now))
     }
+    /// Runs `f` on the entry and records a local change (what peers are pushed); `renew`
+    /// restarts the expiry too (HAProxy's `stktable_touch_local` after a gpc/gpt change).
+    fn change<R>(&self, renew: bool, f: impl FnOnce(&mut Entry, &Store) -> R) -> Option<R> {
+        let t = &self.table;
+        let now = (t.clock)();
+        self.with(|e| {
+            let r = f(e, &t.store);
+            if renew {
+                t.touch(e, now);
+            } else {
+                t.mark(e);
+            }
+            r
+        })
+    }
     /// One HTTP request (`http_req_cnt`, `http_req_rate`).
     pub fn count_http_req(&self, now: u64) {
-        let store = self.table.store;
-        let t = Arc::clone(&self.table);
-        self.with(|e| {
-            e.http_req_cnt = e.http_req_cnt.saturating_add(1);
-            if let Some(p) = store.http_req_rate {
-                e.http_req_rate.hit(now, p);
-            }
-            t.mark(e);
+        self.change(false, |e, st| {
+            e.add(st, StickData::HttpReqCnt, 1);
+            e.hit(st, StickData::HttpReqRate, now, 1);
         });
     }
     /// One session (`sess_cnt`, `sess_rate`).
     pub fn count_session(&self, now: u64) {
-        let store = self.table.store;
-        let t = Arc::clone(&self.table);
-        self.with(|e| {
-            e.sess_cnt = e.sess_cnt.saturating_add(1);
-            if let Some(p) = store.sess_rate {
-                e.sess_rate.hit(now, p);
-            }
-            t.mark(e);
+        self.change(false, |e, st| {
+            e.add(st, StickData::SessCnt, 1);
+            e.hit(st, StickData::SessRate, now, 1);
         });
     }
+    /// What a transaction or a `mode tcp` stream leaves when it ends: its bytes each way
+    /// (`bytes_*`) and, for a response status, a 4xx as an error (`http_err_*`) and a 5xx
+    /// other than 501 and 505 as a failure (`http_fail_*`), as HAProxy counts them.
+    pub fn count_end(&self, status: Option<u16>, bytes_in: u64, bytes_out: u64, now: u64) {
+        let st = self.table.store;
+        let err = status.is_some_and(|s| (400..500).contains(&s));
+        let fail = status.is_some_and(|s| (500..600).contains(&s) && s != 501 && s != 505);
+        let bytes = bytes_in > 0 || bytes_out > 0;
+        let any = |ds: &[StickData]| ds.iter().any(|d| st.has(*d));
+        use StickData as D;
+        if !(err && any(&[D::HttpErrCnt, D::HttpErrRate])
+            || fail && any(&[D::HttpFailCnt, D::HttpFailRate])
+            || bytes
+                && any(&[
+                    D::BytesInCnt,
+                    D::BytesInRate,
+                    D::BytesOutCnt,
+                    D::BytesOutRate,
+                ]))
+        {
+            return;
+        }
+        self.change(false, |e, st| {
+            if err {
+                e.add(st, D::HttpErrCnt, 1);
+                e.hit(st, D::HttpErrRate, now, 1);
+            }
+            if fail {
+                e.add(st, D::HttpFailCnt, 1);
+                e.hit(st, D::HttpFailRate, now, 1);
+            }
+            if bytes_in > 0 {
+                e.add(st, D::BytesInCnt, bytes_in);
+                e.hit(st, D::BytesInRate, now, bytes_in);
+            }
+            if bytes_out > 0 {
+                e.add(st, D::BytesOutCnt, bytes_out);
+                e.hit(st, D::BytesOutRate, now, bytes_out);
+            }
+        });
+    }
+    /// `sc-inc-gpcN` / `scN_inc_gpcN`: see [`inc_gpc`].
+    pub fn inc_gpc(&self, which: u8, now: u64) -> u64 {
+        let (cnt, rate) = gpc_types(which);
+        if !self.table.store.has(cnt) && !self.table.store.has(rate) {
+            return 0;
+        }
+        self.change(true, |e, st| inc_gpc(e, st, which, now))
+            .unwrap_or(0)
+    }
+    /// `scN_clr_gpcN`: see [`clr_gpc`].
+    pub fn clr_gpc(&self, which: u8) -> Option<u64> {
+        self.change(true, |e, st| clr_gpc(e, st, which)).flatten()
+    }
+    /// `sc-set-gpt0`: false if the table does not store `gpt0`.
+    pub fn set_gpt0(&self, v: u64) -> bool {
+        if !self.table.store.has(StickData::Gpt0) {
+            return false;
+        }
+        self.change(true, |e, st| e.set(st, StickData::Gpt0, v))
+            .is_some()
+    }
+}
+
+/// The (counter, rate) of general purpose counter `which` (0 or 1).
+fn gpc_types(which: u8) -> (StickData, StickData) {
+    if which == 0 {
+        (StickData::Gpc0, StickData::Gpc0Rate)
+    } else {
+        (StickData::Gpc1, StickData::Gpc1Rate)
+    }
+}
+
+/// Increments `gpcN` and counts one event on `gpcN_rate`, as HAProxy's
+/// `smp_fetch_sc_inc_gpc0`: the new counter, else the rate's current period, else 0.
+pub fn inc_gpc(e: &mut Entry, st: &Store, which: u8, now: u64) -> u64 {
+    let (cnt, rate) = gpc_types(which);
+    let mut out = 0;
+    if let Some(r) = e.hit(st, rate, now, 1) {
+        out = u64::from(r);
+    }
+    if e.add(st, cnt, 1) {
+        out = e.value(st, cnt, now);
+    }
+    out
+}
+
+/// Resets `gpcN`, returning its previous value (None when not stored), as HAProxy's
+/// `smp_fetch_sc_clr_gpc0` (the rate is left alone).
+pub fn clr_gpc(e: &mut Entry, st: &Store, which: u8) -> Option<u64> {
+    let (cnt, _) = gpc_types(which);
+    e.set(st, cnt, 0)
 }
 
 impl Drop for Tracked {
@@ -532,7 +863,9 @@ impl Drop for Tracked {
         let t = Arc::clone(&self.table);
         self.with(|e| {
             e.refs = e.refs.saturating_sub(1);
-            e.conn_cur = e.conn_cur.saturating_sub(1);
+            if let Some(Val::Int(c)) = e.raw(&t.store, StickData::ConnCur) {
+                e.set(&t.store, StickData::ConnCur, c.saturating_sub(1));
+            }
             t.touch(e, now);
         });
     }
@@ -565,6 +898,26 @@ impl StkCtrs {
     }
     pub fn iter(&self) -> impl Iterator<Item = &Tracked> {
         self.0.iter().filter_map(OnceLock::get)
+    }
+}
+
+/// What an ended transaction or `mode tcp` stream leaves on the counters it tracked (see
+/// [`Tracked::count_end`]): for each of `sc0`..`sc2`, the stream's counter, else the session's,
+/// as HAProxy's `stream_inc_http_err_ctr` and `stream_process_counters`.
+pub fn count_end(
+    [sess, strm]: [Option<&StkCtrs>; 2],
+    status: Option<u16>,
+    bytes_in: u64,
+    bytes_out: u64,
+    now: u64,
+) {
+    for sc in 0..MAX_SC {
+        let t = strm
+            .and_then(|s| s.get(sc))
+            .or_else(|| sess.and_then(|s| s.get(sc)));
+        if let Some(t) = t {
+            t.count_end(status, bytes_in, bytes_out, now);
+        }
     }
 }
 
@@ -646,6 +999,63 @@ impl<'a> StickView<'a> {
     pub fn src_value(&self, src: IpAddr, table: Option<&str>, d: StickData) -> Option<u64> {
         self.table(table)?.peek(src, d, self.now_ms)
     }
+    /// `sc_<op>_<data>(sc[,table])`: reads, or increments/clears a general purpose counter of
+    /// the tracked entry (in another table: its entry for the same key, if any).
+    pub fn sc_op(&self, sc: usize, table: Option<&str>, op: StickOp, d: StickData) -> Option<u64> {
+        let now = self.now_ms;
+        let which = u8::from(d == StickData::Gpc1);
+        match op {
+            StickOp::Read => self.sc_value(sc, table, d),
+            StickOp::Kbytes => self.sc_value(sc, table, d).map(|v| v >> 10),
+            StickOp::Inc | StickOp::Clr => {
+                let t = self.tracked(sc)?;
+                match table {
+                    Some(n) if n != t.table().name => {
+                        let other = self.tables.find(n)?;
+                        match other.modify_existing(t.key(), now, |e, st| match op {
+                            StickOp::Inc => Some(inc_gpc(e, st, which, now)),
+                            _ => clr_gpc(e, st, which),
+                        }) {
+                            Some(r) => r,
+                            None => Some(0),
+                        }
+                    }
+                    _ if op == StickOp::Inc => Some(t.inc_gpc(which, now)),
+                    _ => t.clr_gpc(which),
+                }
+            }
+        }
+    }
+    /// `src_<op>_<data>([table])`: `inc`/`clr` create the source's entry, as HAProxy does.
+    pub fn src_op(
+        &self,
+        src: IpAddr,
+        table: Option<&str>,
+        op: StickOp,
+        d: StickData,
+    ) -> Option<u64> {
+        let now = self.now_ms;
+        let which = u8::from(d == StickData::Gpc1);
+        match op {
+            StickOp::Read => self.src_value(src, table, d),
+            StickOp::Kbytes => self.src_value(src, table, d).map(|v| v >> 10),
+            StickOp::Inc => self
+                .table(table)?
+                .update(src, now, |e, st| inc_gpc(e, st, which, now)),
+            StickOp::Clr => self
+                .table(table)?
+                .update(src, now, |e, st| clr_gpc(e, st, which))?,
+        }
+    }
+}
+
+/// A data type HAProxy 2.6 knows that [`StickData`] does not list (`set table`'s "not
+/// stored" rather than "unknown").
+pub fn is_haproxy_type(name: &str) -> bool {
+    matches!(
+        name,
+        "server_id" | "server_key" | "server_name" | "gpt" | "gpc" | "gpc_rate"
+    )
 }
 
 /// An address as `show table` prints a key.

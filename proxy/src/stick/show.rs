@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use super::{Entry, StickData, Table, Tables, key_text};
+use super::{Entry, FreqCtr, StickData, Table, Tables, Val, key_text};
 use crate::config::model::StickKey;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,13 +147,11 @@ pub fn entry_line(t: &Table, key: &IpAddr, e: &Entry, now: u64, out: &mut String
         e.refs
     );
     // HAProxy's data order: server_id first, server_key last.
-    if let Some((id, _)) = &e.server {
+    if e.server.is_some() || t.store.has_server_id() {
+        let id = e.server.as_ref().map_or(0, |(id, _)| *id);
         let _ = write!(out, " server_id={id}");
     }
-    for d in StickData::ALL {
-        if !t.store.has(d) {
-            continue;
-        }
+    for d in t.store.types() {
         let v = e.value(&t.store, d, now);
         match t.store.period(d) {
             Some(p) => {
@@ -164,7 +162,7 @@ pub fn entry_line(t: &Table, key: &IpAddr, e: &Entry, now: u64, out: &mut String
             }
         }
     }
-    if let Some((_, name)) = &e.server {
+    if let Some((_, name)) = e.server.as_ref().filter(|(_, n)| !n.is_empty()) {
         let _ = write!(out, " server_key={name}");
     }
     out.push('\n');
@@ -230,5 +228,93 @@ pub fn clear_table(tables: &Tables, words: &[&str], allowed: bool, now: u64) -> 
     if allowed {
         t.remove_where(now, |k, e| matches(t, &f, k, e, now));
     }
+    String::new()
+}
+
+const SET_USAGE: &str = "Required arguments: <table> key <key> [data.<store_data_type> <value>]*\n";
+
+/// `set table <name> key <k> [data.<type> <v>]*`: creates or renews the entry and stores each
+/// value in turn (an error stops there, what came before stays, as in HAProxy). A rate is set
+/// to `v` events in a period starting now. Empty reply on success.
+pub fn set_table(tables: &Tables, words: &[&str], allowed: bool, now: u64) -> String {
+    let Some(name) = words.first().filter(|n| !n.is_empty()) else {
+        return SET_USAGE.into();
+    };
+    let Some(t) = tables.find(name) else {
+        return "No such table\n".into();
+    };
+    match words.get(1).copied() {
+        // HAProxy 2.6 then walks the table as `clear table` does: it empties it.
+        None | Some("") => return clear_table(tables, &words[..1], allowed, now),
+        Some("key") => {}
+        Some(w) if w.starts_with("data.") => {
+            return "content-based lookup is only supported with the \"show\" and \"clear\" actions\n"
+                .into();
+        }
+        Some(_) => return SET_USAGE.into(),
+    }
+    let Some(k) = words.get(2).filter(|k| !k.is_empty()) else {
+        return "Key value expected\n".into();
+    };
+    // HAProxy stores an IPv4 key it cannot parse as 0.0.0.0.
+    let key = match parse_key(t, k) {
+        Ok(Ok(ip)) => ip,
+        Ok(Err(())) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        Err(e) => return e,
+    };
+    if !allowed {
+        return String::new();
+    }
+    let data = words.get(3..).unwrap_or(&[]);
+    t.update(key, now, |e, st| {
+        for pair in data.chunks(2) {
+            let w = pair[0];
+            let Some(name) = w.strip_prefix("data.") else {
+                return "\"data.<type>\" followed by a value expected\n".to_string();
+            };
+            let Some(d) = StickData::from_name(name) else {
+                if name == "server_id" && st.has_server_id() {
+                    let r = set_server_id(e, pair.get(1).copied().unwrap_or(""));
+                    if !r.is_empty() {
+                        return r;
+                    }
+                    continue;
+                }
+                return if super::is_haproxy_type(name) {
+                    "Data type not stored in this table\n".into()
+                } else {
+                    "Unknown data type\n".into()
+                };
+            };
+            if !st.has(d) {
+                return "Data type not stored in this table\n".into();
+            }
+            let Some(v) = pair.get(1).and_then(|v| v.parse::<i64>().ok()) else {
+                return "Require a valid integer value to store\n".into();
+            };
+            // C casts: a negative value wraps into the type's width.
+            let v = if d.is_u64() {
+                v as u64
+            } else {
+                u64::from(v as u32)
+            };
+            let val = if d.is_rate() {
+                Val::Freq(FreqCtr::from_parts(now, v as u32, 0))
+            } else {
+                Val::Int(v)
+            };
+            e.set_raw(st, d, val);
+        }
+        String::new()
+    })
+    .unwrap_or_else(|| "Unable to allocate a new entry\n".into())
+}
+
+fn set_server_id(e: &mut Entry, v: &str) -> String {
+    let Ok(v) = v.parse::<i64>() else {
+        return "Require a valid integer value to store\n".into();
+    };
+    let id = v as u32;
+    e.server = (id != 0).then(|| (id, std::sync::Arc::from("")));
     String::new()
 }

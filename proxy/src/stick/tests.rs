@@ -239,13 +239,118 @@ fn change_numbers_and_remote_updates() {
     assert_eq!(all, [ip("10.0.0.2"), ip("10.0.0.1")]);
     drop((a, b));
     let mark = t.seq();
+    let st = t.store;
     t.apply_remote(ip("10.0.0.9"), Some(5000), 2000, |e| {
-        e.http_req_cnt = 7;
-        e.conn_rate = FreqCtr::from_parts(1500, 3, 1);
+        e.set_raw(&st, StickData::HttpReqCnt, Val::Int(7));
+        e.set_raw(
+            &st,
+            StickData::ConnRate,
+            Val::Freq(FreqCtr::from_parts(1500, 3, 1)),
+        );
     });
     assert!(t.changed_since(mark, 2000).is_empty());
     assert_eq!(t.peek(ip("10.0.0.9"), StickData::HttpReqCnt, 2000), Some(7));
     assert_eq!(t.peek(ip("10.0.0.9"), StickData::ConnRate, 2000), Some(3));
     // The remote lifetime, not the table's 60 s.
     assert_eq!(t.peek(ip("10.0.0.9"), StickData::HttpReqCnt, 7001), Some(0));
+}
+
+fn gp_table() -> Arc<Table> {
+    Arc::new(Table::with_clock(
+        "g",
+        &cfg(
+            StickKey::Ip,
+            100,
+            vec![
+                StickStore::Gpt0,
+                StickStore::Gpc0,
+                StickStore::Gpc0Rate(Duration::from_secs(10)),
+                StickStore::HttpErrCnt,
+                StickStore::BytesOutCnt,
+                StickStore::BytesOutRate(Duration::from_secs(10)),
+                StickStore::HttpFailCnt,
+            ],
+        ),
+        now,
+    ))
+}
+
+/// `sc0_inc_gpc0` returns the new counter, `sc0_clr_gpc0` the previous one; a transaction's
+/// end counts a 4xx, a 5xx except 501/505, and its bytes; `show table` in HAProxy's order.
+#[test]
+fn general_purpose_counters_errors_and_bytes() {
+    let t = gp_table();
+    let a = t.track(ip("10.0.0.1"), 1000).unwrap();
+    assert_eq!(a.inc_gpc(0, 1000), 1);
+    assert_eq!(a.inc_gpc(0, 1100), 2);
+    // gpc1 is not stored: 0, nothing changes.
+    assert_eq!(a.inc_gpc(1, 1100), 0);
+    assert_eq!(a.read(StickData::Gpc0Rate, 1200), Some(2));
+    assert_eq!(a.clr_gpc(0), Some(2));
+    assert_eq!(a.clr_gpc(1), None);
+    assert_eq!(a.read(StickData::Gpc0, 1200), Some(0));
+    assert!(a.set_gpt0(7));
+    a.count_end(Some(404), 10, 2000, 1200);
+    a.count_end(Some(501), 10, 1000, 1200);
+    a.count_end(Some(503), 10, 1000, 1200);
+    a.count_end(None, 0, 0, 1200);
+    assert_eq!(a.read(StickData::HttpErrCnt, 1200), Some(1));
+    assert_eq!(a.read(StickData::HttpFailCnt, 1200), Some(1));
+    assert_eq!(a.read(StickData::BytesOutCnt, 1200), Some(4000));
+    assert_eq!(a.read(StickData::BytesOutRate, 1200), Some(4000));
+    drop(a);
+    let mut out = String::new();
+    let entries = t.entries(1200);
+    show::entry_line(&t, &entries[0].0, &entries[0].1, 1200, &mut out);
+    assert!(
+        out.ends_with(
+            "key=10.0.0.1 use=0 exp=58800 gpt0=7 gpc0=0 gpc0_rate(10000)=2 http_err_cnt=1 bytes_out_cnt=4000 bytes_out_rate(10000)=4000 http_fail_cnt=1\n"
+        ),
+        "{out}"
+    );
+}
+
+/// `set table`: values wrap as HAProxy's C casts do, a rate gets `v` events now.
+#[test]
+fn set_table_stores_values() {
+    let t = gp_table();
+    let tables = Tables::from_tables(vec![Arc::clone(&t)]);
+    let r = show::set_table(
+        &tables,
+        &[
+            "g",
+            "key",
+            "10.0.0.2",
+            "data.gpt0",
+            "-1",
+            "data.gpc0_rate",
+            "5",
+        ],
+        true,
+        1000,
+    );
+    assert_eq!(r, "");
+    assert_eq!(
+        t.peek(ip("10.0.0.2"), StickData::Gpt0, 1000),
+        Some(4294967295)
+    );
+    assert_eq!(t.peek(ip("10.0.0.2"), StickData::Gpc0Rate, 1500), Some(5));
+    assert_eq!(
+        show::set_table(
+            &tables,
+            &["g", "key", "10.0.0.2", "data.conn_cnt", "1"],
+            true,
+            1000
+        ),
+        "Data type not stored in this table\n"
+    );
+    // Below level operator: nothing changes.
+    show::set_table(
+        &tables,
+        &["g", "key", "10.0.0.3", "data.gpc0", "1"],
+        false,
+        1000,
+    );
+    assert_eq!(t.peek(ip("10.0.0.3"), StickData::Gpc0, 1000), Some(0));
+    assert_eq!(t.used(), 1);
 }

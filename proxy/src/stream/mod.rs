@@ -1,9 +1,10 @@
 //! The stream layer: what runs on an accepted connection. [`Streams`] is the engine's
 //! [`Service`]: it applies the `tcp-request connection` rules at accept, then runs the session
-//! the frontend's mode and the ALPN call for (`mode tcp`: [`tcp`]; HTTP/1 and HTTP/2: still
-//! `http::proxy` and `http::h2`). Every stream ends in [`end::finish`]. See `LIFECYCLE.md`.
+//! the frontend's mode and the ALPN call for (`mode tcp`: [`tcp`]; HTTP/1 and each HTTP/2
+//! stream: the L7 transaction of [`http`], over a [`http::Front`]). Every stream ends in [`end::finish`]. See `LIFECYCLE.md`.
 
 pub mod end;
+pub mod http;
 pub mod tcp;
 
 use std::rc::Rc;
@@ -72,15 +73,8 @@ impl Service for Streams {
         let (live_fe, live_origin, fd) = (Arc::clone(&fe), origin.clone(), conn.raw_fd());
         let fut: SessionFuture = match fe.cfg.mode {
             Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, origin, sess)),
-            Mode::Http if h2 => Box::pin(crate::http::h2::serve_tracked(
-                shared, fe, conn, origin, sess,
-            )),
-            Mode::Http => {
-                let client = crate::http::h2::Client::Conn(conn);
-                Box::pin(crate::http::proxy::run_tracked(
-                    shared, fe, client, origin, sess,
-                ))
-            }
+            Mode::Http if h2 => Box::pin(http::h2::serve_tracked(shared, fe, conn, origin, sess)),
+            Mode::Http => Box::pin(http::run_tracked(shared, fe, conn, origin, sess)),
         };
         crate::model::sessions::track(&live_fe, &live_origin, fd, fut)
     }

@@ -92,7 +92,7 @@ impl Sim {
                             strip_close_keepalive(&mut head.headers);
                             restrict_te(&mut head.headers);
                             // HAProxy's default: the server connection is kept alive (not
-                            // for a chunked HTTP/1.0 request, see `http::proxy`).
+                            // for a chunked HTTP/1.0 request, see `stream::http`).
                             let keep = !(head.version == Version::Http10
                                 && head.headers.contains("transfer-encoding"));
                             set_connection_mode(head.version, &mut head.headers, keep);

@@ -11,7 +11,6 @@ use crate::engine::service::Origin;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -172,13 +171,8 @@ impl AsyncWrite for H2Io {
 
 /// Serves an HTTP/2 client connection until it closes, the client goes idle, or the process
 /// stops (GOAWAY, then the streams in flight finish).
-pub async fn serve(shared: Arc<Shared>, fe: Arc<Proxy>, conn: Conn, peer: Option<SocketAddr>) {
-    let origin = Origin::of(&conn, peer);
-    serve_tracked(shared, fe, conn, origin, Rc::new(StkCtrs::default())).await
-}
-
-/// [`serve`] for a connection whose `tcp-request connection` rules tracked counters in `sess`
-/// (every stream sees them).
+/// Serves an HTTP/2 connection: one L7 transaction per stream. `sess` holds the counters the
+/// connection's `tcp-request connection` rules tracked (every stream sees them).
 pub async fn serve_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
@@ -336,14 +330,13 @@ fn stream(
         head_request: parts.method == http::Method::HEAD,
         done: Cell::new(false),
         done_notify: tokio::sync::Notify::new(),
-        local: origin.local,
         tls,
         log_line: std::cell::OnceCell::new(),
         method: parts.method,
         uri: parts.uri,
         first,
     };
-    crate::http::proxy::run_tracked(shared, fe, Client::H2(Box::new(pipe)), origin, sess)
+    super::run_tracked(shared, fe, pipe, origin, sess)
 }
 
 /// The request line HAProxy logs for a stream (`GET https://host/path HTTP/2.0`).
@@ -675,114 +668,6 @@ fn slow_head(data: &[u8], head_request: bool) -> io::Result<Option<Converted>> {
 }
 
 /// The client side of an L7 session: a connection, or one HTTP/2 stream seen as one.
-pub enum Client {
-    Conn(Conn),
-    H2(Box<H2Pipe>),
-}
-
-impl Client {
-    /// Reads into the spare capacity of `buf`; Ok(0) is end of stream.
-    pub async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
-        match self {
-            Client::Conn(c) => c.read(buf).await,
-            Client::H2(p) => p.read(buf).await,
-        }
-    }
-
-    pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
-        match self {
-            Client::Conn(c) => c.write_all(buf).await,
-            Client::H2(p) => p.write_all(buf).await,
-        }
-    }
-
-    /// `write_all` then `shutdown_write` (one send on TLS).
-    pub async fn write_all_close(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
-        match self {
-            Client::Conn(c) => c.write_all_close(buf).await,
-            Client::H2(p) => {
-                let (r, buf) = p.write_all(buf).await;
-                if r.is_err() {
-                    return (r, buf);
-                }
-                (p.shutdown_write().await, buf)
-            }
-        }
-    }
-
-    pub async fn shutdown_write(&self) -> io::Result<()> {
-        match self {
-            Client::Conn(c) => c.shutdown_write().await,
-            Client::H2(p) => p.shutdown_write().await,
-        }
-    }
-
-    pub fn abort(&self, rst: bool) {
-        match self {
-            Client::Conn(c) => c.abort(rst),
-            Client::H2(p) => p.abort(),
-        }
-    }
-
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        match self {
-            Client::Conn(c) => c.local_addr(),
-            Client::H2(p) => p.local_addr(),
-        }
-    }
-
-    /// The handshake's facts, shared (sessions and h2 streams keep a reference, no copy).
-    pub fn tls(&self) -> Option<&Arc<TlsInfo>> {
-        match self {
-            Client::Conn(c) => c.tls(),
-            Client::H2(p) => p.tls(),
-        }
-    }
-
-    /// An h2 stream that is not its connection's first.
-    pub fn h2_later_stream(&self) -> bool {
-        matches!(self, Client::H2(p) if !p.first_stream())
-    }
-
-    /// For an h2 stream, its request head when the h2 layer could build it without text (taken
-    /// once; the session then skips the HTTP/1 parser).
-    pub fn take_h2_head(&self) -> Option<RequestHead> {
-        match self {
-            Client::H2(p) => p.take_parsed_head(),
-            Client::Conn(_) => None,
-        }
-    }
-
-    /// For an h2 stream, the request line HAProxy logs (`GET https://host/ HTTP/2.0`).
-    pub fn h2_log_line(&self) -> Option<&str> {
-        match self {
-            Client::H2(p) => Some(p.log_line()),
-            Client::Conn(_) => None,
-        }
-    }
-}
-
-impl crate::engine::conn::Duplex for Client {
-    async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
-        Client::read(self, buf).await
-    }
-    async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
-        Client::write_all(self, buf).await
-    }
-    async fn shutdown_write(&self) -> io::Result<()> {
-        Client::shutdown_write(self).await
-    }
-    fn abort(&self, rst: bool) {
-        Client::abort(self, rst)
-    }
-    fn splice_fd(&self) -> Option<crate::engine::io::SpliceFd<'_>> {
-        match self {
-            Client::Conn(c) => crate::engine::conn::Duplex::splice_fd(c),
-            Client::H2(_) => None,
-        }
-    }
-}
-
 /// One stream seen by the L7 session as an HTTP/1.1 client connection.
 pub struct H2Pipe {
     /// The request head for the session, when it could be built without text.
@@ -795,7 +680,6 @@ pub struct H2Pipe {
     head_request: bool,
     done: Cell<bool>,
     done_notify: tokio::sync::Notify,
-    local: Option<SocketAddr>,
     tls: Option<Arc<TlsInfo>>,
     /// Built on demand from `method` and `uri` (only a log line reads it).
     log_line: std::cell::OnceCell<String>,
@@ -805,29 +689,6 @@ pub struct H2Pipe {
 }
 
 impl H2Pipe {
-    pub fn take_parsed_head(&self) -> Option<RequestHead> {
-        self.parsed.borrow_mut().take()
-    }
-
-    /// The connection's first stream (`http-reuse safe` keeps it off shared server connections).
-    pub fn first_stream(&self) -> bool {
-        self.first
-    }
-
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local
-    }
-
-    pub fn tls(&self) -> Option<&Arc<TlsInfo>> {
-        self.tls.as_ref()
-    }
-
-    /// The request line HAProxy logs for an h2 request.
-    pub fn log_line(&self) -> &str {
-        self.log_line
-            .get_or_init(|| log_line(&self.method, &self.uri))
-    }
-
     fn finish(&self) {
         self.done.set(true);
         self.done_notify.notify_one();
@@ -1018,6 +879,51 @@ impl H2Pipe {
             Resp::Busy | Resp::Done => {}
         }
         self.finish();
+    }
+}
+
+impl crate::engine::conn::Duplex for H2Pipe {
+    async fn read(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        H2Pipe::read(self, buf).await
+    }
+    async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        H2Pipe::write_all(self, buf).await
+    }
+    async fn shutdown_write(&self) -> io::Result<()> {
+        H2Pipe::shutdown_write(self).await
+    }
+    fn abort(&self, _rst: bool) {
+        H2Pipe::abort(self)
+    }
+}
+
+/// An HTTP/2 stream as the transaction's front (still through HTTP/1 text for its body).
+impl super::Front for H2Pipe {
+    async fn write_all_close(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        let (r, buf) = H2Pipe::write_all(self, buf).await;
+        if r.is_err() {
+            return (r, buf);
+        }
+        (H2Pipe::shutdown_write(self).await, buf)
+    }
+
+    fn tls(&self) -> Option<&Arc<TlsInfo>> {
+        self.tls.as_ref()
+    }
+
+    fn later_stream(&self) -> bool {
+        !self.first
+    }
+
+    fn take_head(&self) -> Option<RequestHead> {
+        self.parsed.borrow_mut().take()
+    }
+
+    fn log_line(&self) -> Option<&str> {
+        Some(
+            self.log_line
+                .get_or_init(|| log_line(&self.method, &self.uri)),
+        )
     }
 }
 

@@ -1,0 +1,478 @@
+//! The exchange with a server: a connection (`connect.rs`), the request sent, the response head
+//! read — replayed once on a fresh connection when a reused one turns out closed — then the
+//! response forwarded (`response.rs`) or the error answered (502, 503, 504). The server in use is
+//! watched from outside the exchange's future for `shutdown-sessions` (`DH`/`DD`).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use super::{BODY_BUF, Front, Session, Txn};
+use crate::backend::{self, ConnectError};
+use crate::engine::conn::{Conn, Duplex};
+use crate::engine::pool::take_buf;
+use crate::http::errors::{self, ConnHeader};
+use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
+use crate::http::head::{ResponseHead, Version};
+use crate::log::SessionLog;
+use crate::model::{Counters, Proxy, Server, stats as counters};
+
+/// Why a transaction ended early, mapped to the termination state and counters.
+pub(super) enum Abort {
+    /// Client went away or failed (`C`), at `state` (R, H, D …).
+    Client(u8),
+    /// Client timeout (`c`).
+    ClientTimeout(u8),
+    /// Server closed or failed (`S`).
+    Server(u8),
+    /// Server timeout (`s`).
+    ServerTimeout(u8),
+    /// The request body is malformed or cut short by the client's close (`CD`): answered with
+    /// this status while no response has started.
+    BadBody(u16),
+}
+
+/// The server side of an exchange: the backend, the server, the connection to it.
+pub(super) struct Leg<'a> {
+    pub be: &'a Arc<Proxy>,
+    pub srv: &'a Arc<Server>,
+    pub server: &'a Rc<Conn>,
+}
+
+/// The server in use, its kill epoch when taken, and the connection to reset.
+type Armed = (Arc<Server>, u64, Rc<Conn>);
+
+/// The server a transaction is using, watched for `shutdown-sessions` from outside the
+/// transaction's future so that the kill can drop it wherever it is waiting.
+#[derive(Default)]
+struct KillWatch {
+    cur: RefCell<Option<Armed>>,
+    changed: tokio::sync::Notify,
+    /// The response has started towards the client (a kill then cuts it).
+    streaming: Cell<bool>,
+}
+
+impl KillWatch {
+    fn arm(&self, srv: &Arc<Server>, conn: &Rc<Conn>) {
+        *self.cur.borrow_mut() = Some((Arc::clone(srv), srv.kill_epoch(), Rc::clone(conn)));
+        self.changed.notify_waiters();
+    }
+
+    fn disarm(&self) {
+        *self.cur.borrow_mut() = None;
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves when the armed server's sessions are shut down.
+    async fn killed(&self) {
+        loop {
+            let changed = self.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            let armed = self
+                .cur
+                .borrow()
+                .as_ref()
+                .map(|(s, e, _)| (Arc::clone(s), *e));
+            match armed {
+                Some((srv, epoch)) => {
+                    tokio::select! {
+                        biased;
+                        _ = srv.killed(epoch) => return,
+                        _ = changed => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+}
+
+/// What a server answered: its response head and the bytes read after it, or why not.
+type Answer = Result<(ResponseHead, Vec<u8>), Abort>;
+
+impl<F: Front> Session<F> {
+    /// The exchange with a server for `tx`, cut short if the server's sessions are shut down.
+    /// Returns whether the client connection stays.
+    pub(super) async fn exchange(
+        &mut self,
+        be: &Arc<Proxy>,
+        tx: &mut Txn,
+        head_bytes: Vec<u8>,
+    ) -> bool {
+        let watch = KillWatch::default();
+        let done = {
+            let work = self.exchange_on(be, tx, head_bytes, &watch);
+            tokio::select! {
+                biased;
+                keep = work => Some(keep),
+                _ = watch.killed() => None,
+            }
+        };
+        match done {
+            Some(keep) => keep,
+            None => self.killed(be, &watch, &mut tx.log).await,
+        }
+    }
+
+    /// The server was marked DOWN with `on-marked-down shutdown-sessions`: RST to the server,
+    /// 502 (`DH--`, Tr = -1) if the client has no response yet, else the response is cut (`DD--`).
+    async fn killed(&mut self, be: &Proxy, watch: &KillWatch, log: &mut SessionLog) -> bool {
+        let Some((srv, _, conn)) = watch.cur.borrow_mut().take() else {
+            return false;
+        };
+        conn.abort(true);
+        backend::release(be, &srv);
+        log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
+        Counters::add(&srv.counters.srv_aborts, 1);
+        Counters::add(&be.counters.srv_aborts, 1);
+        let cause = srv.kill_cause();
+        if watch.streaming.get() {
+            log.term = [cause, b'D'];
+            self.client.abort(false);
+            return false;
+        }
+        log.term = [cause, b'H'];
+        log.response = None;
+        log.status = Some(502);
+        self.fe.fe_counters.count_status(502);
+        be.counters.count_status(502);
+        let (bytes, _) =
+            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 502, ConnHeader::Close);
+        log.bytes_out = crate::log::htx::reply_size(&bytes);
+        let _ = self.send_client(bytes).await;
+        let _ = self.client.shutdown_write().await;
+        false
+    }
+
+    /// Connect, send, read the response head; then forward it (or hand an upgrade to the relay)
+    /// or answer the error. The server's slot is released and its counters added here.
+    async fn exchange_on(
+        &mut self,
+        be: &Arc<Proxy>,
+        tx: &mut Txn,
+        head_bytes: Vec<u8>,
+        watch: &KillWatch,
+    ) -> bool {
+        let (srv, server, resp) = match self.attempts(be, tx, head_bytes, watch).await {
+            Ok(x) => x,
+            Err(keep) => return keep,
+        };
+        let leg = Leg {
+            be,
+            srv: &srv,
+            server: &server,
+        };
+        let outcome = match resp {
+            Ok(resp) => {
+                watch.streaming.set(true);
+                match self.forward_response(&leg, resp, tx).await {
+                    super::response::Forwarded::Done(keep) => keep,
+                    // An upgrade: the stream becomes a tunnel, under the same watch.
+                    super::response::Forwarded::Upgrade(sbuf) => {
+                        self.tunnel(&leg, sbuf, &mut tx.log).await
+                    }
+                }
+            }
+            Err(a) => {
+                let reply = (tx.error_conn_hdr(), tx.req.method == "HEAD");
+                self.fail(&leg, a, &mut tx.log, reply).await && tx.error_keep()
+            }
+        };
+        watch.disarm();
+        self.close_leg(&leg, &mut tx.log, tx.start);
+        outcome
+    }
+
+    /// Connects and sends until a response head comes: a reused idle connection may have been
+    /// closed by the server meanwhile, so a bodiless request that got no response byte is
+    /// replayed once on a fresh connection. Err: answered without a server (whether the
+    /// connection stays).
+    async fn attempts(
+        &mut self,
+        be: &Arc<Proxy>,
+        tx: &mut Txn,
+        head_bytes: Vec<u8>,
+        watch: &KillWatch,
+    ) -> Result<(Arc<Server>, Rc<Conn>, Answer), bool> {
+        let tc_start = Instant::now();
+        // The balancing key of the request as it leaves the rules (HAProxy hashes at connect).
+        let key = self.lb_key(be, &tx.req);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let got = self
+                .server_conn(be, tx.first || attempts > 1, &mut tx.log, key)
+                .await;
+            let (srv, server, reused) = match got {
+                Ok(x) => x,
+                Err((e, failed)) => return Err(self.no_server(be, tx, e, failed).await),
+            };
+            if reused {
+                Counters::add(&srv.counters.reuse, 1);
+                Counters::add(&be.counters.reuse, 1);
+                tx.log.connect = Some(tc_start.elapsed());
+            }
+            self.engage(be, &srv, &server, &mut tx.log, watch);
+            let r = self
+                .send_request(be, &server, head_bytes.clone(), tx.framing, &mut tx.log)
+                .await;
+            let r = match r {
+                Ok(()) => self.read_response(be, &srv, &server, &mut tx.log).await,
+                Err(a) => Err(a),
+            };
+            match r {
+                Err(Abort::Server(b'H')) if reused && tx.framing.bodyless() && attempts < 2 => {
+                    watch.disarm();
+                    backend::release(be, &srv);
+                    server.abort(false);
+                }
+                other => return Ok((srv, server, other)),
+            }
+        }
+    }
+
+    /// The stream now uses `srv` over `server`: logged, watched, counted.
+    fn engage(
+        &self,
+        be: &Proxy,
+        srv: &Arc<Server>,
+        server: &Rc<Conn>,
+        log: &mut SessionLog,
+        watch: &KillWatch,
+    ) {
+        log.server = Some(srv.name.clone());
+        watch.arm(srv, server);
+        Counters::add(&srv.counters.req_tot, 1);
+        log.beconn = be.beconn.load(Ordering::Relaxed);
+        log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
+    }
+
+    /// No usable server (none up, queue timeout, connection refused after the retries): 503
+    /// with the connection error's termination codes.
+    async fn no_server(
+        &mut self,
+        be: &Proxy,
+        tx: &mut Txn,
+        e: ConnectError,
+        failed: Option<Arc<Server>>,
+    ) -> bool {
+        let (hdr, keep) = (tx.error_conn_hdr(), tx.error_keep());
+        let head_only = tx.req.method == "HEAD";
+        let log = &mut tx.log;
+        log.beconn = be.beconn.load(Ordering::Relaxed);
+        log.status = Some(503);
+        log.term = e.term();
+        self.fe.fe_counters.count_status(503);
+        be.counters.count_status(503);
+        let (mut bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, hdr);
+        if head_only {
+            bytes = errors::head_only(&bytes).to_vec();
+        }
+        log.bytes_out = crate::log::htx::reply_size(&bytes);
+        // HAProxy counts the error's bytes on the server that failed too.
+        if let Some(s) = failed {
+            s.counters.bytes(log.bytes_in, log.bytes_out);
+        }
+        let sent = self.send_client(bytes).await;
+        sent && keep && !close
+    }
+
+    /// The server's part of the end: its bytes, the stream's time sample (HAProxy's
+    /// `stream_update_time_stats`) when a response came, its connection slot.
+    fn close_leg(&self, leg: &Leg<'_>, log: &mut SessionLog, start: Instant) {
+        let (be, srv) = (leg.be, leg.srv);
+        srv.counters.bytes(log.bytes_in, log.bytes_out);
+        if let (Some(c), Some(r)) = (log.connect, log.response) {
+            let t = counters::Sample {
+                queue: counters::ms(log.queue.unwrap_or_default()),
+                connect: counters::ms(c),
+                response: counters::ms(r),
+                total: counters::ms(start.elapsed()),
+            };
+            srv.counters.times(true, t);
+            be.counters.times(true, t);
+        }
+        backend::release(be, srv);
+        log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
+    }
+
+    /// Sends the head and streams the request body (validated by the decoder) to the server.
+    async fn send_request(
+        &mut self,
+        be: &Proxy,
+        server: &Conn,
+        head: Vec<u8>,
+        framing: BodyFraming,
+        log: &mut SessionLog,
+    ) -> Result<(), Abort> {
+        let st = be.cfg.timeouts.server;
+        match self
+            .stimer
+            .idle(server.write_all(head), st, &self.activity)
+            .await
+        {
+            Some((Ok(()), _)) => {}
+            Some((Err(_), _)) => return Err(Abort::Server(b'H')),
+            None => return Err(Abort::ServerTimeout(b'H')),
+        }
+        if framing.bodyless() {
+            return Ok(());
+        }
+        let mut dec = BodyDecoder::new(framing);
+        let mut htx_body = crate::log::htx::BodySize::new(framing == BodyFraming::Chunked);
+        loop {
+            if !self.cbuf.is_empty() {
+                let p = dec
+                    .advance(&self.cbuf)
+                    .map_err(|e| Abort::BadBody(e.status()))?;
+                if p.consumed > 0 {
+                    let tail = self.cbuf.split_off(p.consumed);
+                    let chunk = std::mem::replace(&mut self.cbuf, tail);
+                    log.bytes_in += htx_body.feed(&chunk);
+                    match self
+                        .stimer
+                        .idle(server.write_all(chunk), st, &self.activity)
+                        .await
+                    {
+                        Some((Ok(()), _)) => self.activity.touch(),
+                        Some((Err(_), _)) => return Err(Abort::Server(b'D')),
+                        None => return Err(Abort::ServerTimeout(b'D')),
+                    }
+                }
+                if p.done {
+                    return Ok(());
+                }
+            }
+            self.read_body_bytes(&mut dec).await?;
+        }
+    }
+
+    /// More request body from the client.
+    async fn read_body_bytes(&mut self, dec: &mut BodyDecoder) -> Result<(), Abort> {
+        if self.cbuf.capacity() < BODY_BUF {
+            self.cbuf.reserve(BODY_BUF - self.cbuf.len());
+        }
+        let ct = self.fe.cfg.timeouts.client;
+        match self.read_client(None, ct).await {
+            Ok(0) => Err(dec
+                .at_eof()
+                .map_or_else(|e| Abort::BadBody(e.status()), |()| Abort::Client(b'D'))),
+            Ok(_) => Ok(()),
+            Err(None) => Err(Abort::ClientTimeout(b'D')),
+            Err(Some(_)) => Err(Abort::Client(b'D')),
+        }
+    }
+
+    /// Reads the final response head (forwarding interim 1xx responses other than 101).
+    async fn read_response(
+        &mut self,
+        be: &Proxy,
+        srv: &Server,
+        server: &Conn,
+        log: &mut SessionLog,
+    ) -> Answer {
+        let st = be.cfg.timeouts.server;
+        let sent_at = Instant::now();
+        let limits = Limits::default();
+        let mut sbuf = take_buf();
+        loop {
+            match h1::parse_response_head(&sbuf, &limits) {
+                Ok(Some((resp, n))) => {
+                    if (100..200).contains(&resp.status) && resp.status != 101 {
+                        let interim: Vec<u8> = sbuf.drain(..n).collect();
+                        if !self.send_client(interim).await {
+                            return Err(Abort::Client(b'H'));
+                        }
+                        continue;
+                    }
+                    log.response = Some(sent_at.elapsed());
+                    sbuf.drain(..n);
+                    return Ok((resp, sbuf));
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    let at = h1::error_offset(&sbuf, true);
+                    let snaps = crate::model::error_snapshots::store();
+                    snaps.response(be, &self.fe, srv, self.peer, &sbuf, at);
+                    Counters::add(&srv.counters.errors_resp, 1);
+                    Counters::add(&be.counters.errors_resp, 1);
+                    return Err(Abort::Server(b'H'));
+                }
+            }
+            let read = self
+                .stimer
+                .idle(server.read(sbuf), st, &self.activity)
+                .await;
+            match read {
+                Some((Ok(0), _)) | Some((Err(_), _)) => return Err(Abort::Server(b'H')),
+                Some((Ok(_), b)) => {
+                    sbuf = b;
+                    self.activity.touch();
+                }
+                None => return Err(Abort::ServerTimeout(b'H')),
+            }
+        }
+    }
+
+    /// Answers an aborted transaction: 502 when the server failed before its response head, 504
+    /// on a server timeout, the request body's status when it was bad, nothing (just close) when
+    /// the client is gone. The reply carries the connection header of `reply.0`, and no body
+    /// when `reply.1` (a HEAD request); returns whether one was sent and the connection stays.
+    pub(super) async fn fail(
+        &mut self,
+        leg: &Leg<'_>,
+        a: Abort,
+        log: &mut SessionLog,
+        reply: (ConnHeader, bool),
+    ) -> bool {
+        let (be, srv) = (leg.be, leg.srv);
+        leg.server.abort(true);
+        let (cause, state, status) = match a {
+            Abort::Client(s) => (b'C', s, None),
+            Abort::BadBody(st) => (b'C', b'D', Some(st)),
+            Abort::ClientTimeout(s) => (b'c', s, Some(408)),
+            Abort::Server(s) => (b'S', s, if s == b'H' { Some(502) } else { None }),
+            Abort::ServerTimeout(s) => (b's', s, if s == b'H' { Some(504) } else { None }),
+        };
+        log.term = [cause, state];
+        if cause == b'C' || cause == b'c' {
+            Counters::add(&be.counters.cli_aborts, 1);
+            Counters::add(&srv.counters.cli_aborts, 1);
+        } else {
+            Counters::add(&be.counters.srv_aborts, 1);
+            Counters::add(&srv.counters.srv_aborts, 1);
+        }
+        let Some(st) = status else { return false };
+        if cause == b'c' && state != b'R' {
+            return false;
+        }
+        log.status = Some(st);
+        self.fe.fe_counters.count_status(st);
+        be.counters.count_status(st);
+        let (mut bytes, close) =
+            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
+        if reply.1 {
+            bytes = errors::head_only(&bytes).to_vec();
+        }
+        log.bytes_out = crate::log::htx::reply_size(&bytes);
+        self.send_client(bytes).await && !close
+    }
+}
+
+impl Txn {
+    /// HAProxy keeps the client connection after its own 502/503/504 when it could after a
+    /// normal response: keep-alive asked, no request body left behind.
+    fn error_keep(&self) -> bool {
+        !self.client_close && self.framing.bodyless()
+    }
+
+    /// The connection header of those errors.
+    fn error_conn_hdr(&self) -> ConnHeader {
+        let http10 = self.req.version == Version::Http10;
+        ConnHeader::for_reply(http10, !self.client_close, !self.error_keep())
+    }
+}

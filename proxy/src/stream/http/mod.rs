@@ -1,0 +1,278 @@
+//! The L7 stream (I/O shell around the sans-I/O codec): one client [`Front`], its keep-alive loop
+//! of transactions, each in HAProxy's order — wait for the request head (`wait.rs`) → frontend
+//! rules → route → backend rules (`request.rs`) → applet (`applet.rs`) or local reply, or the
+//! server connection (`connect.rs`) → send the request → read the response head (`exchange.rs`)
+//! → forward the response, or hand an upgrade to the relay (`response.rs`). Every transaction
+//! that logs ends in [`finish`](crate::stream::end::finish).
+//!
+//! Bodies are streamed in both directions through one buffer per side and never held whole;
+//! chunked bodies are forwarded verbatim once the decoder has validated their framing.
+
+mod applet;
+mod connect;
+mod exchange;
+pub mod front;
+pub mod h2;
+mod request;
+mod response;
+mod wait;
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::ana::sample::SampleCtx;
+use crate::ana::vars::{SessVars, Vars};
+use crate::config::model::HttpReuse;
+use crate::engine::Shared;
+use crate::engine::conn::{Conn, Duplex};
+use crate::engine::idle::{Activity, Timer};
+use crate::engine::pool::{self, BUF, take_buf};
+use crate::engine::service::Origin;
+use crate::http::errors::ConnHeader;
+use crate::http::h1::BodyFraming;
+use crate::http::head::RequestHead;
+use crate::log::SessionLog;
+use crate::model::{Proxy, Server};
+use crate::stick::StkCtrs;
+use crate::stream::end::{End, finish};
+use crate::tls::stream::TlsInfo;
+
+pub use front::Front;
+
+const BODY_BUF: usize = 64 * 1024;
+/// Largest stats page form accepted (HAProxy's buffer: `tune.bufsize`).
+const STATS_POST_MAX: usize = 16384;
+/// How long an idle keep-alive connection may wait for its next request once a soft stop began,
+/// without `timeout http-keep-alive`.
+const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
+/// Buffer a connection waiting for its next request reads into: idle keep-alive connections then
+/// hold this much instead of a full buffer (HAProxy holds none while idle).
+const IDLE_READ: usize = 1024;
+
+struct Session<F: Front> {
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    client: Rc<F>,
+    /// The frontend TLS connection's facts (None: plain).
+    tls: Option<Arc<TlsInfo>>,
+    peer: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+    /// The PROXY protocol header of an `accept-proxy` bind (`fc_pp_*`, sent on by `send-proxy`).
+    proxied: Option<Arc<crate::proxy_proto::Header>>,
+    /// Client bytes read but not yet consumed.
+    cbuf: Vec<u8>,
+    activity: Activity,
+    /// Timeouts of the client reads, and of the server reads and writes (one each: their
+    /// deadlines differ, and each only moves forward).
+    ctimer: Timer,
+    stimer: Timer,
+    /// The server connection this session used last (kept for its next request).
+    own: Option<(Arc<Server>, Rc<Conn>)>,
+    requests: u64,
+    /// Stick counters the session tracked at accept (`tcp-request connection track-sc`).
+    sess: Rc<StkCtrs>,
+    /// The `sess.*` variables, kept across the connection's transactions.
+    sess_vars: SessVars,
+}
+
+/// One transaction once its head is parsed: the request as the rules leave it, and its log
+/// record, which becomes the end-of-stream record.
+struct Txn {
+    req: RequestHead,
+    framing: BodyFraming,
+    log: SessionLog,
+    /// When the request's first byte arrived.
+    start: Instant,
+    /// The connection's first request (`http-reuse safe` keeps it off shared connections).
+    first: bool,
+    /// The connection closes after this transaction (client's wish, framing, soft stop).
+    client_close: bool,
+    /// An `Upgrade` request: a 101 turns the stream into a tunnel.
+    upgrade: bool,
+    /// The request was HTTP/1.0 as received.
+    http10: bool,
+    /// The request body's length when it is already wholly received.
+    body_here: Option<usize>,
+    /// A local reply keeps the connection (keep-alive asked, body wholly received).
+    keep: bool,
+    vars: Rc<Vars>,
+}
+
+impl Txn {
+    /// The connection header of a reply generated here.
+    fn conn_hdr(&self, closing: bool) -> ConnHeader {
+        ConnHeader::for_reply(self.http10, !self.client_close, closing)
+    }
+}
+
+/// A response generated here (rules, applets, errors), and whether the connection stays.
+struct Reply {
+    status: u16,
+    bytes: Vec<u8>,
+    term: [u8; 2],
+    keep: bool,
+}
+
+/// Serves `client` until it closes: one transaction after another. `sess` holds the stick
+/// counters its `tcp-request connection` rules tracked.
+pub async fn run_tracked<F: Front>(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    client: F,
+    origin: Origin,
+    sess: Rc<StkCtrs>,
+) {
+    let tls = client.tls().cloned();
+    // An h2 stream after the connection's first is not a connection's first request: it may use
+    // an idle server connection under `http-reuse safe`, as HAProxy's streams do.
+    let requests = u64::from(client.later_stream());
+    let mut s = Session {
+        shared,
+        fe,
+        client: Rc::new(client),
+        tls,
+        peer: origin.peer,
+        local: origin.local,
+        proxied: origin.proxied,
+        cbuf: Vec::new(),
+        activity: Activity::default(),
+        ctimer: Timer::default(),
+        stimer: Timer::default(),
+        own: None,
+        requests,
+        sess,
+        sess_vars: SessVars::default(),
+    };
+    // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
+    // request is answered with `Connection: close` (see `wait.rs`).
+    while s.transaction().await {}
+    if let Some((srv, conn)) = s.own.take() {
+        let reuse = s.fe.cfg.http_reuse;
+        // Stopping: nothing will take it again (the worker has emptied its pools).
+        if reuse != HttpReuse::Never
+            && !s.shared.stopping.load(Ordering::Acquire)
+            && !srv.cfg.opts.send_proxy.enabled()
+        {
+            pool::put(&*srv, conn);
+        }
+    }
+}
+
+impl<F: Front> Session<F> {
+    /// An HTTP request arrived (valid or not): frontend and process `req_tot`, `req_rate`.
+    fn count_request(&self) {
+        let now = self.shared.model.now_ms();
+        self.fe.fe_counters.request(now);
+        self.shared.model.totals.request(now);
+        for t in self.sess.iter() {
+            t.count_http_req(now);
+        }
+    }
+
+    fn new_log(&self) -> SessionLog {
+        let mut log = SessionLog::new(
+            &self.fe,
+            self.peer,
+            self.local,
+            std::time::SystemTime::now(),
+        );
+        log.actconn = self.shared.model.actconn.current();
+        log.feconn = self.fe.feconn.current();
+        log.req_counter = self.shared.model.streams.fetch_add(1, Ordering::Relaxed);
+        log.ssl = self.tls.is_some();
+        log.tls = self.tls.clone();
+        log.proxied = self.proxied.clone();
+        log
+    }
+
+    /// The sample context every rule and expression of the stream starts from: addresses,
+    /// frontend, TLS and PROXY facts.
+    fn sample_base(&self) -> SampleCtx<'_> {
+        let zero = || SocketAddr::from(([0, 0, 0, 0], 0));
+        SampleCtx::new(
+            self.peer.unwrap_or_else(zero),
+            self.local.unwrap_or_else(zero),
+            &self.fe.name,
+        )
+        .with_tls(self.tls.as_deref())
+        .with_proxied(self.proxied.as_deref())
+    }
+
+    /// Reads more client bytes into `cbuf`; Ok(0) at end of stream; Err(None) on timeout.
+    async fn read_client(
+        &mut self,
+        deadline: Option<Instant>,
+        idle: Option<Duration>,
+    ) -> Result<usize, Option<std::io::Error>> {
+        let mut buf = std::mem::take(&mut self.cbuf);
+        if buf.capacity() == 0 {
+            buf.reserve(IDLE_READ);
+        } else if buf.capacity() == buf.len() && buf.capacity() < BUF {
+            // A head longer than the idle buffer: continue in a full one.
+            let mut full = take_buf();
+            full.extend_from_slice(&buf);
+            buf = full;
+        }
+        let activity = &self.activity;
+        let due = || match (idle.map(|t| activity.last() + t), deadline) {
+            (Some(i), Some(d)) => Some(i.min(d)),
+            (i, d) => i.or(d),
+        };
+        match self.ctimer.limit(self.client.read(buf), due).await {
+            Some((res, buf)) => {
+                self.cbuf = buf;
+                match res {
+                    Ok(n) => {
+                        self.activity.touch();
+                        Ok(n)
+                    }
+                    Err(e) => Err(Some(e)),
+                }
+            }
+            _ => Err(None),
+        }
+    }
+
+    async fn send_client(&self, bytes: Vec<u8>) -> bool {
+        let (r, _) = self.client.write_all(bytes).await;
+        r.is_ok()
+    }
+
+    /// Sends a locally generated response, logs it, and tells whether the connection stays open.
+    /// `reply.keep` keeps the connection for another request (HAProxy does after deny, redirect
+    /// and return, unless the client asked to close or a request body is left unread).
+    async fn local_reply(&mut self, mut log: SessionLog, reply: Reply, start: Instant) -> bool {
+        let Reply {
+            status,
+            bytes,
+            term,
+            keep,
+        } = reply;
+        // An applet may log another status than it sends (see `stats::Applet::log_status`).
+        log.status = Some(log.status.unwrap_or(status));
+        // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`.
+        let badreq = log.request_line.as_deref() == Some("<BADREQ>");
+        log.bytes_out = if badreq {
+            0
+        } else {
+            crate::log::htx::reply_size(&bytes)
+        };
+        log.term = term;
+        self.fe.fe_counters.count_status(status);
+        if !badreq {
+            self.fe.fe_counters.bytes(log.bytes_in, log.bytes_out);
+        }
+        let ok = self.send_client(bytes).await;
+        log.total = start.elapsed();
+        finish(&self.shared, &self.fe, End::log_only(log));
+        if !keep {
+            let _ = self.client.shutdown_write().await;
+        }
+        ok && keep
+    }
+}

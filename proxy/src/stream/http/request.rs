@@ -1,0 +1,447 @@
+//! The request's analysis, in HAProxy's order once its head is parsed: the framing (`PR` on a bad
+//! one), `monitor-uri`, the frontend's `http-request` rules, routing, the backend's rules — each
+//! rule may answer locally — then the request's edits before it leaves for a server.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use super::wait::refusal;
+use super::{Front, Reply, Session, Txn};
+use crate::ana::capture::Captured;
+use crate::ana::rules::{self, Verdict};
+use crate::ana::sample::SampleCtx;
+use crate::ana::vars::Vars;
+use crate::engine::conn::Duplex;
+use crate::http::errors::{self, ConnHeader};
+use crate::http::h1::{self, BodyDecoder, BodyFraming};
+use crate::http::head::{RequestHead, Version};
+use crate::log::SessionLog;
+use crate::model::{Counters, Proxy};
+use crate::stick::StkCtrs;
+use crate::stream::end::{End, finish};
+
+/// How the analysis ended when no server is to be asked.
+enum Answer {
+    /// A rule or an applet answered.
+    Reply(Reply),
+    /// No backend for the request: 503, `SC`.
+    NoRoute,
+    /// The route names a proxy that is gone (the connection just closes).
+    Lost,
+}
+
+/// What the rules' sample contexts borrow from the transaction while the rules edit its request.
+struct Refs {
+    caps: Option<Rc<Captured>>,
+    uid: Option<String>,
+    vars: Rc<Vars>,
+}
+
+impl<F: Front> Session<F> {
+    /// A parsed request head: its analysis, then an applet, a local reply or the exchange with a
+    /// server, and the log line.
+    pub(super) async fn process(
+        &mut self,
+        head: (RequestHead, usize),
+        first: bool,
+        start: Instant,
+    ) -> bool {
+        let mut tx = match self.begin(head, first, start) {
+            Ok(tx) => tx,
+            Err(refused) => {
+                let (log, status) = *refused;
+                let reply = Reply {
+                    status,
+                    bytes: refusal(status),
+                    term: *b"PR",
+                    keep: false,
+                };
+                return self.local_reply(log, reply, start).await;
+            }
+        };
+        self.read_stats_form(&tx).await;
+        // A local reply keeps the connection when the request body, if any, is already wholly
+        // received (HAProxy's H1 mux then drops it): its length here.
+        tx.body_here = match tx.framing {
+            BodyFraming::None => Some(0),
+            f => BodyDecoder::new(f)
+                .advance(&self.cbuf)
+                .ok()
+                .filter(|p| p.done)
+                .map(|p| p.consumed),
+        };
+        tx.keep = !tx.client_close && tx.body_here.is_some();
+        // `monitor-uri`: the exact target is answered with the 200 page (or errorfile 200)
+        // before any rule, and is not logged, as HAProxy does.
+        if self.fe.cfg.extra.monitor_uri.as_deref() == Some(tx.req.target.as_str()) {
+            return self.monitor(&tx).await;
+        }
+        // The stream's stick counters (`http-request track-sc`): held until the transaction
+        // ends (`conn_cur`).
+        let strm = StkCtrs::default();
+        match self.analyse(&mut tx, &strm) {
+            Ok(be) => self.forward(tx, be, &strm).await,
+            Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
+            Err(Answer::NoRoute) => {
+                let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
+                let reply = Reply {
+                    status: 503,
+                    bytes,
+                    term: *b"SC",
+                    keep: false,
+                };
+                self.local_reply(tx.log, reply, tx.start).await
+            }
+            Err(Answer::Lost) => false,
+        }
+    }
+
+    /// The transaction of a parsed head: counted, its log record opened, its framing checked
+    /// (Err: the log record and the status refusing it; boxed, it is rare).
+    fn begin(
+        &mut self,
+        head: (RequestHead, usize),
+        first: bool,
+        start: Instant,
+    ) -> Result<Txn, Box<(SessionLog, u16)>> {
+        let (mut req, consumed) = head;
+        self.cbuf.drain(..consumed);
+        self.requests += 1;
+        self.count_request();
+        let (mut log, vars) = self.open_log(&req, start);
+        // Body bytes read with the head are validated before anything reaches a server: HAProxy's
+        // H1 mux parses them in the same pass as the head and refuses the request (400, PR--).
+        let framing = h1::request_framing(&req).and_then(|f| {
+            BodyDecoder::new(f).advance(&self.cbuf)?;
+            Ok(f)
+        });
+        let framing = match framing {
+            Ok(f) => f,
+            Err(e) => {
+                Counters::add(&self.fe.fe_counters.errors_req, 1);
+                log.request = None;
+                log.request_line = Some("<BADREQ>".into());
+                return Err(Box::new((log, e.status())));
+            }
+        };
+        // Without a log format, HAProxy logs "Connect from" per stream, i.e. per valid request.
+        self.shared.log.connect(&self.fe, &log);
+        // `unique-id-format`: made once per stream, from what is known before the rules (HAProxy
+        // makes it at first use, at the latest before the backend's headers are added).
+        log.unique_id = self.shared.log.unique_id(&self.fe, &log);
+        // A request arriving during a soft stop is served, then the connection closes.
+        let client_close = h1::wants_close(req.version, &req.headers)
+            || h1::framing_forces_close(req.version, &req.headers)
+            || self.shared.stopping.load(Ordering::Acquire);
+        let upgrade = h1::is_upgrade(&req);
+        h1::normalize_request(&mut req, &framing);
+        Ok(Txn {
+            http10: req.version == Version::Http10,
+            req,
+            framing,
+            log,
+            start,
+            first,
+            client_close,
+            upgrade,
+            body_here: None,
+            keep: false,
+            vars,
+        })
+    }
+
+    /// The transaction's log record as the head arrived, and its variables.
+    fn open_log(&self, req: &RequestHead, start: Instant) -> (SessionLog, Rc<Vars>) {
+        let mut log = self.new_log();
+        log.accept_date = std::time::SystemTime::now() - start.elapsed();
+        log.request = Some(start.elapsed());
+        // `capture request header` sees the request as received, before any rule.
+        log.captures = Captured::start(&self.fe.cfg.captures);
+        if let Some(c) = &log.captures {
+            c.headers(false, &self.fe.cfg.captures.req, &req.headers);
+        }
+        let vars = Vars::new(Rc::clone(&self.sess_vars));
+        log.vars = Some(Rc::clone(&vars));
+        // Only a log line reads it: no allocation per request when the frontend does not log.
+        if !self.fe.cfg.logs.is_empty() {
+            log.request_line = Some(match self.client.log_line() {
+                Some(l) => l.to_string(),
+                None => format!("{} {} {}", req.method, req.target, req.version.as_str()),
+            });
+        }
+        log.bytes_in = crate::log::htx::request_head_size(req);
+        (log, vars)
+    }
+
+    /// The `monitor-uri` answer (not logged).
+    async fn monitor(&mut self, tx: &Txn) -> bool {
+        let keep = tx.keep;
+        let (mut page, close) = errors::reply_for(&[&self.fe.cfg.extra], 200, tx.conn_hdr(!keep));
+        if tx.req.method == "HEAD" {
+            page = errors::head_only(&page).to_vec();
+        }
+        if let Some(n) = tx.body_here.filter(|_| keep) {
+            self.cbuf.drain(..n.min(self.cbuf.len()));
+        }
+        let sent = self.send_client(page).await;
+        if !keep || close {
+            let _ = self.client.shutdown_write().await;
+        }
+        sent && keep && !close
+    }
+
+    /// The frontend's `http-request` rules, routing, then the backend's rules (HAProxy's
+    /// order): the backend that gets the request, or how the analysis answered it.
+    fn analyse(&self, tx: &mut Txn, strm: &StkCtrs) -> Result<Arc<Proxy>, Answer> {
+        let refs = Refs {
+            caps: tx.log.captures.clone(),
+            uid: tx.log.unique_id.clone(),
+            vars: Rc::clone(&tx.vars),
+        };
+        let fe = Arc::clone(&self.fe);
+        let mut be = Arc::clone(&fe);
+        for stage in 0..2 {
+            let base = self.rule_ctx(&refs, &be, strm);
+            if let Some(r) = self.request_rules(tx, &be, stage, &base) {
+                if stage == 1 {
+                    tx.log.backend = Some(be.name.clone());
+                }
+                return Err(Answer::Reply(r));
+            }
+            if stage == 1 {
+                break;
+            }
+            let ctx = SampleCtx {
+                req: Some(&tx.req),
+                ..base
+            };
+            let idx =
+                rules::route(&fe.rules, fe.index, fe.is_backend(), &ctx).ok_or(Answer::NoRoute)?;
+            let next = self.shared.model.proxies.get(idx).cloned();
+            let next = next.ok_or(Answer::Lost)?;
+            if Arc::ptr_eq(&next, &fe) {
+                break;
+            }
+            be = next;
+        }
+        Ok(be)
+    }
+
+    /// The sample context of `be`'s request rules.
+    fn rule_ctx<'a>(&'a self, refs: &'a Refs, be: &'a Proxy, strm: &'a StkCtrs) -> SampleCtx<'a> {
+        let mut base = self.sample_base();
+        base.captures = refs.caps.as_deref();
+        base.vars = Some(&refs.vars);
+        base.userlists = Some(&be.rules.userlists);
+        base.counts = Some((&*self.shared.model, &be.name));
+        base.unique_id = refs.uid.as_deref();
+        let now = self.shared.model.now_ms();
+        base.stick = self
+            .shared
+            .model
+            .stick_view(be, Some(&self.sess), Some(strm), now);
+        base
+    }
+
+    /// `be`'s `http-request` rules (`stage` 0: as the frontend, 1: as the backend); Some when
+    /// they, or an applet they lead to, answer the request.
+    fn request_rules(
+        &self,
+        tx: &mut Txn,
+        be: &Proxy,
+        stage: u8,
+        base: &SampleCtx<'_>,
+    ) -> Option<Reply> {
+        let keep = tx.keep;
+        let reply = |status, bytes| Reply {
+            status,
+            bytes,
+            term: *b"LR",
+            keep,
+        };
+        match rules::apply_http_request(&be.rules.http_request, &mut tx.req, base) {
+            // HAProxy checks `stats uri` once the proxy's http-request rules let it through.
+            Verdict::Continue => self.stats_applet(tx, be, base),
+            Verdict::Prometheus => Some(self.prometheus_applet(tx)),
+            Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
+            Verdict::Auth(realm) => {
+                let realm = realm.unwrap_or_else(|| be.name.clone());
+                let page = errors::auth_response(&realm, false);
+                Some(reply(
+                    401,
+                    errors::with_connection(&page, tx.conn_hdr(!keep)),
+                ))
+            }
+            Verdict::Redirect { code, location } => {
+                let page = errors::redirect_response(code, &location, false);
+                Some(reply(
+                    code,
+                    errors::with_connection(&page, tx.conn_hdr(!keep)),
+                ))
+            }
+            // A Lua action's `txn:done([reply])`: its reply, or a close without any.
+            Verdict::Reply { status, bytes } if bytes.is_empty() => Some(Reply {
+                status,
+                bytes,
+                term: *b"LR",
+                keep: false,
+            }),
+            Verdict::Reply { status, bytes } => Some(reply(
+                status,
+                errors::with_connection(&bytes, tx.conn_hdr(!keep)),
+            )),
+            Verdict::Return {
+                status,
+                content_type,
+                body,
+            } => {
+                let body = body.unwrap_or_default();
+                let ct = content_type.as_deref();
+                let page = errors::return_response(status, ct, body.as_bytes(), false);
+                Some(reply(
+                    status,
+                    errors::with_connection(&page, tx.conn_hdr(!keep)),
+                ))
+            }
+        }
+    }
+
+    /// `http-request deny`: counted, answered with the page of the proxy that has the request.
+    fn deny(&self, tx: &Txn, be: &Proxy, stage: u8, status: u16) -> Reply {
+        let fe = &self.fe;
+        Counters::add(&fe.fe_counters.denied_req, 1);
+        // Once a backend is assigned (its own rules), HAProxy counts it there too.
+        if stage == 1 {
+            Counters::add(&be.counters.denied_req, 1);
+        }
+        // The backend's page once it is assigned, else the frontend's (HAProxy).
+        let pages: &[&crate::config::model::ProxyExtra] = if stage == 1 {
+            &[&be.cfg.extra, &fe.cfg.extra]
+        } else {
+            &[&fe.cfg.extra]
+        };
+        let (bytes, close) = errors::reply_for(pages, status, tx.conn_hdr(!tx.keep));
+        Reply {
+            status,
+            bytes,
+            term: *b"PR",
+            keep: tx.keep && !close,
+        }
+    }
+
+    /// Sends what the analysis answered, dropping a wholly received body if the connection stays.
+    async fn answer(&mut self, tx: Txn, r: Reply, strm: &StkCtrs) -> bool {
+        if r.keep
+            && let Some(n) = tx.body_here
+        {
+            self.cbuf.drain(..n.min(self.cbuf.len()));
+        }
+        let bytes = if tx.req.method == "HEAD" {
+            errors::head_only(&r.bytes).to_vec()
+        } else {
+            r.bytes
+        };
+        // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
+        let (out, now) = (
+            crate::log::htx::reply_size(&bytes),
+            self.shared.model.now_ms(),
+        );
+        crate::stick::count_end(
+            [Some(&self.sess), Some(strm)],
+            (r.term == *b"PR").then_some(r.status),
+            tx.log.bytes_in,
+            out,
+            now,
+        );
+        self.local_reply(tx.log, Reply { bytes, ..r }, tx.start)
+            .await
+    }
+
+    /// The request leaves for `be`: its last edits, the backend's counters, the exchange with a
+    /// server, then the end-of-stream record.
+    async fn forward(&mut self, mut tx: Txn, be: Arc<Proxy>, strm: &StkCtrs) -> bool {
+        tx.log.backend = Some(be.name.clone());
+        if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &tx.log.unique_id) {
+            tx.req.headers.append(h.clone(), id.clone());
+        }
+        self.prepare_request(&mut tx.req, &be);
+        let mut head_bytes = Vec::with_capacity(1024);
+        h1::write_request_head(&tx.req, &mut head_bytes);
+        let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
+        be.counters.smax.update(n);
+        be.counters.session(self.shared.model.now_ms());
+        Counters::add(&be.counters.req_tot, 1);
+        let result = self.exchange(&be, &mut tx, head_bytes).await;
+        tx.log.total = tx.start.elapsed();
+        let now = self.shared.model.now_ms();
+        let l = &tx.log;
+        crate::stick::count_end(
+            [Some(&self.sess), Some(strm)],
+            l.status,
+            l.bytes_in,
+            l.bytes_out,
+            now,
+        );
+        // The server's slot is released already (`exchange_on`): the backend's goes here.
+        let end = End {
+            count_bytes: true,
+            ..End::on(tx.log, &be)
+        };
+        finish(&self.shared, &self.fe, end);
+        result
+    }
+
+    /// Header edits every forwarded request gets: hop-by-hop removal, `option forwardfor`.
+    fn prepare_request(&self, req: &mut RequestHead, be: &Proxy) {
+        h1::remove_hop_by_hop(&mut req.headers);
+        let ff = self
+            .fe
+            .cfg
+            .options
+            .forwardfor
+            .as_ref()
+            .or(be.cfg.options.forwardfor.as_ref());
+        if let (Some(ff), Some(peer)) = (ff, self.peer) {
+            let ip = peer.ip();
+            let excepted = ff.except.is_some_and(|(net, len)| ip_in_net(ip, net, len));
+            if !(excepted || ff.if_none && req.headers.contains(&ff.header)) {
+                req.headers.append(ff.header.clone(), ip.to_string());
+            }
+        }
+        h1::restrict_te(&mut req.headers);
+        // HAProxy keeps an HTTP/1.0 server connection alive, except for a chunked HTTP/1.0
+        // request (its connection closes after the response anyway).
+        if req.version == Version::Http10 && !req.headers.contains("transfer-encoding") {
+            req.headers.append("connection", "keep-alive");
+        }
+    }
+}
+
+/// Whether `ip` lies in `net/len` (v4-mapped v6 addresses count as v4).
+fn ip_in_net(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
+    use std::net::IpAddr;
+    let canon = |a: IpAddr| match a {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(a, IpAddr::V4),
+        v4 => v4,
+    };
+    match (canon(ip), canon(net)) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let len = u32::from(len.min(32));
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let len = u32::from(len.min(128));
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,412 @@
+//! The response's way back: its head checked and shaped (framing, connection mode, hop-by-hop
+//! headers), the `http-response` rules, then the head and body streamed to the client — or, for
+//! a 101 to an upgrade request, the head sent and the stream handed to the relay as a tunnel.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::exchange::{Abort, Leg};
+use super::{BODY_BUF, Front, Session, Txn};
+use crate::ana::rules;
+use crate::engine::conn::Duplex;
+use crate::engine::pool::give_buf;
+use crate::http::errors::{self, ConnHeader};
+use crate::http::h1::{self, BodyDecoder, BodyFraming};
+use crate::http::head::{ResponseHead, Version};
+use crate::log::SessionLog;
+use crate::log::htx::BodySize;
+use crate::model::{Counters, Proxy};
+
+/// How forwarding a response ended.
+pub(super) enum Forwarded {
+    /// Done; whether the client connection stays.
+    Done(bool),
+    /// A 101 to an upgrade request, its head sent: the stream becomes a tunnel, starting with
+    /// these server bytes.
+    Upgrade(Vec<u8>),
+}
+
+/// How a response travels, decided from its head.
+struct Plan {
+    framing: BodyFraming,
+    /// The client connection closes after it.
+    close: bool,
+    /// A 101 answering an upgrade.
+    tunnel: bool,
+    /// The server connection may carry another request (neither side nor an option closes it).
+    keep_server: bool,
+}
+
+/// A response body on its way: the head held back for the first body bytes, the decoder that
+/// validates the framing, HAProxy's byte accounting.
+struct Body {
+    head: Option<Vec<u8>>,
+    dec: BodyDecoder,
+    htx: BodySize,
+    /// The last write carried the client connection's close.
+    closed: bool,
+}
+
+impl<F: Front> Session<F> {
+    /// Forwards the server's response (`resp`: its head and the bytes read after it).
+    pub(super) async fn forward_response(
+        &mut self,
+        leg: &Leg<'_>,
+        resp: (ResponseHead, Vec<u8>),
+        tx: &mut Txn,
+    ) -> Forwarded {
+        let (mut head, sbuf) = resp;
+        tx.log.status = Some(head.status);
+        // The server counts what it sent; the frontend and backend count the final status
+        // once the rules (or an error) decided it, as HAProxy's process_stream does.
+        leg.srv.counters.count_status(head.status);
+        let tunnel = tx.upgrade && head.status == 101;
+        let Some(plan) = self.plan_response(leg.be, &mut head, tunnel, tx) else {
+            Counters::add(&leg.srv.counters.errors_resp, 1);
+            Counters::add(&leg.be.counters.errors_resp, 1);
+            let abort = Abort::Server(b'H');
+            self.fail(leg, abort, &mut tx.log, (ConnHeader::Close, false))
+                .await;
+            return Forwarded::Done(false);
+        };
+        if let Some(st) = self.response_rules(leg, &mut head, &tx.log) {
+            // HAProxy has counted the body bytes that came with the head.
+            if let Ok(p) = BodyDecoder::new(plan.framing).advance(&sbuf) {
+                tx.log.bytes_out +=
+                    BodySize::new(plan.framing == BodyFraming::Chunked).feed(&sbuf[..p.consumed]);
+            }
+            return Forwarded::Done(self.deny_response(leg, st, tx).await);
+        }
+        let out = self.response_head(leg.be, &mut head, &plan, tx, sbuf.len());
+        if !tunnel {
+            return Forwarded::Done(self.stream_body(leg, sbuf, out, &plan, &mut tx.log).await);
+        }
+        if !self.send_client(out).await {
+            let abort = Abort::Client(b'D');
+            self.fail(leg, abort, &mut tx.log, (ConnHeader::Close, false))
+                .await;
+            return Forwarded::Done(false);
+        }
+        Forwarded::Upgrade(sbuf)
+    }
+
+    /// Checks the head's framing (None: a bad response, 502) and decides how the response
+    /// travels; the head loses its hop-by-hop headers and is counted and captured as HAProxy
+    /// stores it.
+    fn plan_response(
+        &self,
+        be: &Proxy,
+        head: &mut ResponseHead,
+        tunnel: bool,
+        tx: &mut Txn,
+    ) -> Option<Plan> {
+        let framing = match h1::response_framing(head, &tx.req.method) {
+            Ok(BodyFraming::Tunnel) if !tunnel => return None,
+            Ok(f) => f,
+            Err(_) => return None,
+        };
+        // Chunked over a Content-Length, or in HTTP/1.0: both connections close afterwards.
+        let forced_close = h1::framing_forces_close(head.version, &head.headers);
+        h1::normalize_response(head, &framing);
+        let server_close = h1::wants_close(head.version, &head.headers) || forced_close;
+        let (fo, bo) = (&self.fe.cfg.options, &be.cfg.options);
+        // `option httpclose` closes both sides after each exchange; `http-server-close` only the
+        // server side.
+        let httpclose = fo.httpclose || bo.httpclose;
+        let server_keep = !(httpclose || fo.http_server_close || bo.http_server_close);
+        let close =
+            tx.client_close || httpclose || forced_close || framing == BodyFraming::UntilClose;
+        h1::remove_hop_by_hop(&mut head.headers);
+        // `%B` counts the head as HAProxy stores it, before the mux adds its connection header
+        // and before the `http-response` rules change it.
+        tx.log.bytes_out = crate::log::htx::head_size(head);
+        if let Some(c) = &tx.log.captures {
+            c.headers(true, &self.fe.cfg.captures.res, &head.headers);
+        }
+        Some(Plan {
+            framing,
+            close,
+            tunnel,
+            keep_server: server_keep && !server_close,
+        })
+    }
+
+    /// The final status counted, the connection header the H1 mux adds, the head as bytes.
+    fn response_head(
+        &self,
+        be: &Proxy,
+        head: &mut ResponseHead,
+        plan: &Plan,
+        tx: &mut Txn,
+        body_len: usize,
+    ) -> Vec<u8> {
+        tx.log.status = Some(head.status);
+        self.fe.fe_counters.count_status(head.status);
+        be.counters.count_status(head.status);
+        // As HAProxy's H1 mux: `close` on an HTTP/1.1 response that ends the connection,
+        // `keep-alive` when either side is HTTP/1.0 and the connection stays.
+        if plan.close && !plan.tunnel && head.version == Version::Http11 {
+            head.headers.append("connection", "close");
+        } else if !plan.close
+            && (tx.req.version == Version::Http10 || head.version == Version::Http10)
+        {
+            head.headers.append("connection", "keep-alive");
+        }
+        let mut out = Vec::with_capacity(1024 + body_len);
+        h1::write_response_head(head, &mut out);
+        out
+    }
+
+    /// Streams the body. The head goes out with the body bytes already read, in one write as
+    /// HAProxy does (a client gone meanwhile is then noticed the same way). Keeps the server
+    /// connection for the next request when it is reusable; returns whether the client's stays.
+    async fn stream_body(
+        &mut self,
+        leg: &Leg<'_>,
+        mut sbuf: Vec<u8>,
+        head: Vec<u8>,
+        plan: &Plan,
+        log: &mut SessionLog,
+    ) -> bool {
+        let mut body = Body {
+            head: Some(head),
+            dec: BodyDecoder::new(plan.framing),
+            htx: BodySize::new(plan.framing == BodyFraming::Chunked),
+            closed: false,
+        };
+        let mut done = plan.framing.bodyless();
+        while !done {
+            if !sbuf.is_empty() {
+                match self
+                    .pass_body(leg, &mut body, &mut sbuf, plan.close, log)
+                    .await
+                {
+                    None => return false,
+                    Some(true) => break,
+                    Some(false) => {}
+                }
+            }
+            if !self.flush_head(&mut body.head, leg, log).await {
+                return false;
+            }
+            if sbuf.capacity() < BODY_BUF {
+                sbuf.reserve(BODY_BUF);
+            }
+            let Some((b, eof)) = self.read_body(leg, sbuf, plan.framing, log).await else {
+                return false;
+            };
+            (sbuf, done) = (b, eof);
+        }
+        if !self.flush_head(&mut body.head, leg, log).await {
+            return false;
+        }
+        let reusable =
+            plan.keep_server && sbuf.is_empty() && plan.framing != BodyFraming::UntilClose;
+        give_buf(sbuf);
+        if reusable {
+            self.own = Some((Arc::clone(leg.srv), Rc::clone(leg.server)));
+        }
+        if plan.close && !body.closed {
+            let _ = self.client.shutdown_write().await;
+        }
+        !plan.close
+    }
+
+    /// Forwards what `sbuf` holds of the body, as far as the decoder validates it (with the
+    /// held head, if any). None: the transaction failed; else whether the body is complete.
+    async fn pass_body(
+        &mut self,
+        leg: &Leg<'_>,
+        body: &mut Body,
+        sbuf: &mut Vec<u8>,
+        close: bool,
+        log: &mut SessionLog,
+    ) -> Option<bool> {
+        let Ok(p) = body.dec.advance(sbuf) else {
+            Counters::add(&leg.srv.counters.errors_resp, 1);
+            Counters::add(&leg.be.counters.errors_resp, 1);
+            log.term = *b"SD";
+            leg.server.abort(true);
+            return None;
+        };
+        if p.consumed == 0 {
+            return Some(p.done);
+        }
+        log.bytes_out += body.htx.feed(&sbuf[..p.consumed]);
+        // The common case hands the whole buffer to the write and gets it back.
+        let tail = (p.consumed < sbuf.len()).then(|| sbuf.split_off(p.consumed));
+        let chunk = std::mem::take(sbuf);
+        let (chunk, head_owned) = match body.head.take() {
+            Some(mut h) => {
+                h.extend_from_slice(&chunk);
+                (h, Some(chunk))
+            }
+            None => (chunk, None),
+        };
+        // The response's last bytes on a closing connection carry the close.
+        let last = p.done && close;
+        let (r, mut back) = if last {
+            self.client.write_all_close(chunk).await
+        } else {
+            self.client.write_all(chunk).await
+        };
+        body.closed = last;
+        if let Some(b) = head_owned {
+            back = b;
+        }
+        back.clear();
+        *sbuf = tail.unwrap_or(back);
+        if r.is_err() {
+            let abort = Abort::Client(b'D');
+            self.fail(leg, abort, log, (ConnHeader::Close, false)).await;
+            return None;
+        }
+        self.activity.touch();
+        Some(p.done)
+    }
+
+    /// Reads more of the body from the server into `sbuf`; None: the transaction failed (`SD`,
+    /// `sD`); else the buffer and whether the body ended (a close ends an until-close body).
+    async fn read_body(
+        &mut self,
+        leg: &Leg<'_>,
+        sbuf: Vec<u8>,
+        framing: BodyFraming,
+        log: &mut SessionLog,
+    ) -> Option<(Vec<u8>, bool)> {
+        let st = leg.be.cfg.timeouts.server;
+        let read = leg.server.read(sbuf);
+        match self.stimer.idle(read, st, &self.activity).await {
+            Some((Ok(0), b)) if framing == BodyFraming::UntilClose => Some((b, true)),
+            Some((Ok(0), _)) | Some((Err(_), _)) => {
+                log.term = *b"SD";
+                Counters::add(&leg.srv.counters.srv_aborts, 1);
+                Counters::add(&leg.be.counters.srv_aborts, 1);
+                None
+            }
+            Some((Ok(_), b)) => {
+                self.activity.touch();
+                Some((b, false))
+            }
+            None => {
+                log.term = *b"sD";
+                leg.server.abort(true);
+                None
+            }
+        }
+    }
+
+    /// Sends the response head still held back for the first body bytes. False when the client
+    /// is gone (the transaction is then already failed and logged as `CD`).
+    async fn flush_head(
+        &mut self,
+        head: &mut Option<Vec<u8>>,
+        leg: &Leg<'_>,
+        log: &mut SessionLog,
+    ) -> bool {
+        let Some(h) = head.take() else { return true };
+        if self.send_client(h).await {
+            return true;
+        }
+        let abort = Abort::Client(b'D');
+        self.fail(leg, abort, log, (ConnHeader::Close, false)).await;
+        false
+    }
+
+    /// The hand-off of an upgraded stream (its 101 sent) to the relay: the client's unread
+    /// bytes and the server's `sbuf` first, then both ways until either side ends it.
+    pub(super) async fn tunnel(
+        &mut self,
+        leg: &Leg<'_>,
+        sbuf: Vec<u8>,
+        log: &mut SessionLog,
+    ) -> bool {
+        let client = Rc::clone(&self.client);
+        let initial = std::mem::take(&mut self.cbuf);
+        if !sbuf.is_empty() {
+            let (r, _) = client.write_all(sbuf).await;
+            if r.is_err() {
+                return false;
+            }
+        }
+        let (fe, be) = (&self.fe.cfg.timeouts, &leg.be.cfg.timeouts);
+        let t = crate::tcp::RelayTimeouts {
+            client: fe.client,
+            server: be.server,
+            tunnel: be.tunnel,
+            client_fin: fe.client_fin,
+            server_fin: be.server_fin,
+        };
+        let stats = crate::tcp::relay(
+            client,
+            Rc::clone(leg.server),
+            initial,
+            t,
+            // HTTP tunnels (upgrades) keep the copy path for now.
+            crate::tcp::SpliceDirs::NONE,
+            std::future::pending(),
+        )
+        .await;
+        log.bytes_in += stats.c2s;
+        log.bytes_out += stats.s2c;
+        log.term = stats.end.codes();
+        false
+    }
+
+    /// `http-response` rules: the backend's, then the frontend's (HAProxy's order); `Some` is
+    /// the status of a `deny`.
+    fn response_rules(
+        &self,
+        leg: &Leg<'_>,
+        head: &mut ResponseHead,
+        log: &SessionLog,
+    ) -> Option<u16> {
+        let be: &Proxy = leg.be;
+        let mut base = self.sample_base();
+        base.backend = Some(&be.name);
+        base.server = Some(&leg.srv.name);
+        base.captures = log.captures.as_deref();
+        base.vars = log.vars.as_deref();
+        base.unique_id = log.unique_id.as_deref();
+        base.counts = Some((&*self.shared.model, &be.name));
+        let fe: &Proxy = &self.fe;
+        let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
+            &[be]
+        } else {
+            &[be, fe]
+        };
+        sections.iter().find_map(|px| {
+            match rules::apply_http_response(&px.rules.http_response, head, &base) {
+                rules::ResVerdict::Deny(st) => Some(st),
+                rules::ResVerdict::Continue => None,
+            }
+        })
+    }
+
+    /// `http-response deny`: the server connection is dropped (its body unread) and the client
+    /// gets the error page, logged `PH--` and counted in `dresp`.
+    async fn deny_response(&mut self, leg: &Leg<'_>, status: u16, tx: &mut Txn) -> bool {
+        let (be, srv) = (leg.be, leg.srv);
+        leg.server.abort(true);
+        let log = &mut tx.log;
+        log.term = *b"PH";
+        log.status = Some(status);
+        // HAProxy logs no server response time for a denied response.
+        log.response = None;
+        Counters::add(&self.fe.fe_counters.denied_resp, 1);
+        Counters::add(&be.counters.denied_resp, 1);
+        Counters::add(&srv.counters.denied_resp, 1);
+        self.fe.fe_counters.count_status(status);
+        be.counters.count_status(status);
+        // The client connection stays, as after any reply HAProxy generates.
+        let http10 = tx.req.version == Version::Http10;
+        let hdr = ConnHeader::for_reply(http10, !tx.client_close, false);
+        let (mut bytes, close) =
+            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
+        if tx.req.method == "HEAD" {
+            bytes = errors::head_only(&bytes).to_vec();
+        }
+        tx.log.bytes_out += crate::log::htx::reply_size(&bytes);
+        self.send_client(bytes).await && !tx.client_close && !close
+    }
+}

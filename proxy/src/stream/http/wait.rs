@@ -1,0 +1,291 @@
+//! The first phase of a transaction: waiting for the request head (HAProxy's `wait-for-request`
+//! analyser), with its timeouts (`http-keep-alive`, then `http-request`), the soft stop's idle
+//! reads, and the answers to a head that never comes whole (`<BADREQ>`: 400, 408, `CR`, `cR`).
+
+use tokio::time::Instant;
+
+use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session};
+use crate::engine::pool::give_buf;
+use crate::http::errors::{self, ConnHeader};
+use crate::http::h1::{self, Limits};
+use crate::http::head::RequestHead;
+use crate::model::Counters;
+use crate::stream::end::{End, finish};
+
+/// Where the wait for a request head stands.
+struct Wait {
+    /// The connection's first request.
+    first: bool,
+    /// When the wait began.
+    since: Instant,
+    /// When the head's first byte arrived (`since` until then).
+    start: Instant,
+    got_first_byte: bool,
+    /// `timeout http-request` for the whole head, from its first byte.
+    deadline: Option<Instant>,
+}
+
+type Read = Result<usize, Option<std::io::Error>>;
+
+impl<F: Front> Session<F> {
+    /// One request/response exchange. Returns whether to read another request on this connection.
+    pub(super) async fn transaction(&mut self) -> bool {
+        let first = self.requests == 0;
+        // Waiting for a new request: hold a small buffer, not a full one.
+        if self.cbuf.is_empty() && self.cbuf.capacity() > IDLE_READ {
+            give_buf(std::mem::take(&mut self.cbuf));
+        }
+        let wait_start = Instant::now();
+        // An h2 stream's request, already checked as the HTTP/1 parser would.
+        if let Some(req) = self.client.take_head() {
+            return Box::pin(self.process((req, 0), first, wait_start)).await;
+        }
+        match self.wait_head(first, wait_start).await {
+            // The rest of the transaction runs boxed: an idle keep-alive connection then holds
+            // only the small head-reading state, not the whole exchange's.
+            Ok((head, start)) => Box::pin(self.process(head, first, start)).await,
+            Err(keep) => keep,
+        }
+    }
+
+    /// Reads until a request head parses; Err when the transaction ended without one (whether
+    /// the connection stays).
+    async fn wait_head(
+        &mut self,
+        first: bool,
+        since: Instant,
+    ) -> Result<((RequestHead, usize), Instant), bool> {
+        let t = self.fe.cfg.timeouts;
+        let limits = Limits::default();
+        let got_first_byte = !self.cbuf.is_empty();
+        // Before the first byte of a follow-up request, `timeout http-keep-alive` applies (HAProxy
+        // falls back to http-request); then `timeout http-request` bounds the whole head.
+        let mut w = Wait {
+            first,
+            since,
+            start: since,
+            got_first_byte,
+            deadline: None,
+        };
+        if got_first_byte {
+            w.deadline = t.http_request.map(|d| since + d);
+        }
+        loop {
+            match h1::parse_request_head(&self.cbuf, &limits) {
+                Ok(Some(h)) => return Ok((h, w.start)),
+                Ok(None) => {}
+                Err(e) => return Err(Box::pin(self.refuse_head(e.status(), w.start)).await),
+            }
+            let Some(read) = self.read_head_bytes(&w).await else {
+                return Err(false);
+            };
+            match read {
+                Ok(0) => return Err(self.closed_before_head(&w).await),
+                Ok(_) if !w.got_first_byte => {
+                    w.got_first_byte = true;
+                    w.start = Instant::now();
+                    w.deadline = t.http_request.map(|d| w.start + d);
+                }
+                Ok(_) => {}
+                Err(None) => return Err(self.head_timed_out(&w).await),
+                Err(Some(_)) => {
+                    self.head_read_failed(&w);
+                    return Err(false);
+                }
+            }
+        }
+    }
+
+    /// One read towards the head, within its timeouts; None when a soft stop ended the wait.
+    async fn read_head_bytes(&mut self, w: &Wait) -> Option<Read> {
+        let t = self.fe.cfg.timeouts;
+        let idle_wait = if w.got_first_byte {
+            None
+        } else if w.first {
+            t.http_request.or(t.client)
+        } else {
+            t.http_keep_alive.or(t.http_request).or(t.client)
+        };
+        let dl = if w.got_first_byte {
+            w.deadline
+        } else {
+            idle_wait.map(|d| w.since + d)
+        };
+        // Idle between requests at a soft stop: closing now would race a request on its way
+        // (and dropping the read could lose one already read), so the read goes on until the
+        // connection has been idle for `timeout http-keep-alive`. With that timeout set, the
+        // read's own deadline (`dl`) is already that instant: no watch needed, and none of
+        // its per-request cost (a subscription and a boxed future).
+        let soft_stop = (!w.got_first_byte && !w.first && t.http_keep_alive.is_none())
+            .then(|| self.shared.stop_tx.subscribe());
+        let idle_limit = w.since + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
+        // One read future, however it is awaited: it is most of an idle connection's state.
+        let read = std::pin::pin!(self.read_client(dl, t.client));
+        match soft_stop {
+            None => Some(read.await),
+            Some(stop) => Box::pin(read_at_soft_stop(read, stop, idle_limit)).await,
+        }
+    }
+
+    /// A head the codec refused: its status, `PR`, the connection closes.
+    async fn refuse_head(&mut self, status: u16, start: Instant) -> bool {
+        // `show errors`: the refused request as it was received.
+        let at = h1::error_offset(&self.cbuf, false);
+        crate::model::error_snapshots::store().request(&self.fe, self.peer, &self.cbuf, at);
+        let mut log = self.new_log();
+        log.request_line = Some("<BADREQ>".into());
+        Counters::add(&self.fe.fe_counters.errors_req, 1);
+        self.count_request();
+        let reply = Reply {
+            status,
+            bytes: refusal(status),
+            term: *b"PR",
+            keep: false,
+        };
+        self.local_reply(log, reply, start).await
+    }
+
+    /// The client closed while a head was awaited.
+    async fn closed_before_head(&mut self, w: &Wait) -> bool {
+        if w.got_first_byte {
+            // Boxed, like every reply here: an idle connection's state should not hold a log
+            // record (held across the await) for the rare error.
+            return Box::pin(self.truncated_head(w.start)).await;
+        }
+        // HAProxy 2.6 counts a connection closed before its first byte as a request
+        // (`req_tot`), not one closed between requests.
+        if w.first {
+            self.count_request();
+        }
+        // Closed between requests: nothing to log (and a silent probe on the first request is
+        // `dontlognull` territory).
+        if w.first && !self.fe.cfg.options.dontlognull {
+            let mut log = self.new_log();
+            log.term = *b"CR";
+            log.null = true;
+            log.status = Some(400);
+            log.request_line = Some("<BADREQ>".into());
+            finish(&self.shared, &self.fe, End::log_only(log));
+        }
+        false
+    }
+
+    /// The client closed in the middle of a head: 400, `CR`.
+    async fn truncated_head(&mut self, start: Instant) -> bool {
+        let mut log = self.new_log();
+        log.term = *b"CR";
+        log.request_line = Some("<BADREQ>".into());
+        Counters::add(&self.fe.fe_counters.errors_req, 1);
+        log.status = Some(400);
+        let (page, _) = errors::reply_for(&[&self.fe.cfg.extra], 400, ConnHeader::Close);
+        let _ = self.send_client(page).await;
+        log.total = start.elapsed();
+        finish(&self.shared, &self.fe, End::log_only(log));
+        false
+    }
+
+    /// No (whole) head in time: 408 with `cR--`, as HAProxy (also for a silent first
+    /// connection); a keep-alive connection idle between requests just closes.
+    async fn head_timed_out(&mut self, w: &Wait) -> bool {
+        if !w.got_first_byte && !w.first {
+            return false;
+        }
+        Box::pin(self.late_head(!w.got_first_byte, w.start)).await
+    }
+
+    async fn late_head(&mut self, null: bool, start: Instant) -> bool {
+        let mut log = self.new_log();
+        log.request_line = Some("<BADREQ>".into());
+        Counters::add(&self.fe.fe_counters.errors_req, 1);
+        log.null = null;
+        let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 408, ConnHeader::Close);
+        if null && self.fe.cfg.options.dontlognull {
+            let _ = self.send_client(bytes).await;
+            return false;
+        }
+        let reply = Reply {
+            status: 408,
+            bytes,
+            term: *b"cR",
+            keep: false,
+        };
+        self.local_reply(log, reply, start).await
+    }
+
+    /// A read error while a head was awaited: logged (`CR`, 400) once a byte had come.
+    fn head_read_failed(&self, w: &Wait) {
+        if w.got_first_byte {
+            let mut log = self.new_log();
+            log.term = *b"CR";
+            log.status = Some(400);
+            log.request_line = Some("<BADREQ>".into());
+            log.total = w.start.elapsed();
+            finish(&self.shared, &self.fe, End::log_only(log));
+        }
+    }
+}
+
+/// Awaits `read` (a read between keep-alive requests) until the process stops softly, then at
+/// most until `idle_limit`; None when that passes first. Boxed by its caller: it runs only at a
+/// soft stop, and an idle connection's state should not carry it.
+async fn read_at_soft_stop<F: std::future::Future>(
+    mut read: std::pin::Pin<&mut F>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    idle_limit: Instant,
+) -> Option<F::Output> {
+    let stopping = async move {
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        r = &mut read => Some(r),
+        _ = stopping => tokio::time::timeout_at(idle_limit, read).await.ok(),
+    }
+}
+
+/// The answer to a request the codec refused, on a connection about to close. A status without
+/// a canned page (414) gets a page of its own rather than HAProxy's 500 fallback.
+pub(super) fn refusal(status: u16) -> Vec<u8> {
+    if status == 400 || status == 408 {
+        return errors::error_response(status).to_vec();
+    }
+    // The H1 mux's own refusals of a request it parsed (HAProxy's `h1c->errcode`).
+    if status == 422 {
+        return errors::mux_response(status);
+    }
+    if errors::has_error_page(status) {
+        return errors::with_connection(errors::error_response(status), ConnHeader::Close);
+    }
+    let why = errors::reason(status);
+    let body = format!("<html><body><h1>{status} {why}</h1>\n</body></html>\n");
+    errors::return_response(status, Some("text/html"), body.as_bytes(), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_keeps_the_codec_status_and_closes() {
+        let r = String::from_utf8(refusal(414)).unwrap();
+        assert!(
+            r.starts_with("HTTP/1.1 414 Request-URI Too Long\r\n"),
+            "{r}"
+        );
+        assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
+        let r = String::from_utf8(refusal(501)).unwrap();
+        assert!(r.starts_with("HTTP/1.1 501 "), "{r}");
+        assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
+        assert_eq!(refusal(400), errors::error_response(400));
+        let r = String::from_utf8(refusal(422)).unwrap();
+        assert_eq!(
+            r,
+            "HTTP/1.1 422 Unprocessable Content\r\nContent-length: 116\r\nCache-Control: no-cache\r\n\
+             Content-Type: text/html\r\n\r\n<html><body><h1>422 Unprocessable Content</h1>\n\
+             The server cannot process the contained instructions.\n</body></html>\n"
+        );
+    }
+}
