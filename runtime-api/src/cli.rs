@@ -203,6 +203,10 @@ pub trait Runtime {
     fn set_maxconn_frontend(&mut self, _proxy: usize, _maxconn: u32) {}
     /// `disable frontend` (true) / `enable frontend`: accepting pauses or resumes.
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
+    /// `set rate-limit … global <n>`, already checked (0: no limit).
+    fn set_rate_limit(&mut self, _which: crate::limits::RateLimit, _value: u32) {}
+    /// `shutdown frontend`: its listeners close for good (running sessions go on).
+    fn shutdown_frontend(&mut self, _proxy: usize) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
     /// `show errors [<iid>|<proxy>] [request|response]` (`args`: the words after `errors`).
@@ -1738,24 +1742,32 @@ fn run_one(
         }
         H::SetMaxconnFrontend => crate::limits::set_maxconn_frontend(args, rt, out),
         H::SetMaxconnGlobal => crate::limits::set_maxconn_global(args, rt, out),
-        H::SetRateLimit => crate::limits::set_rate_limit(args, out),
+        H::SetRateLimit => crate::limits::set_rate_limit(args, rt, out),
         H::EnableFrontend | H::DisableFrontend | H::ShutdownFrontend => {
             let snap = rt.snapshot();
             let Some(pi) = crate::limits::find_frontend(&snap, arg_at(args, 2), out) else {
                 return Flow::Continue;
             };
-            let paused = snap
+            let state = snap
                 .proxies
                 .get(pi)
                 .and_then(|p| p.frontend.as_ref())
-                .is_some_and(|f| f.state == crate::model::FrontendState::Paused);
+                .map(|f| f.state);
+            let paused = state == Some(crate::model::FrontendState::Paused);
+            let stopped = state == Some(crate::model::FrontendState::Stop);
             match k.handler {
+                H::EnableFrontend if stopped => {
+                    out.err("Frontend was previously shut down, cannot enable.\n")
+                }
+                H::DisableFrontend if stopped => {
+                    out.notice("Frontend was previously shut down, cannot disable.\n")
+                }
+                H::ShutdownFrontend if stopped => out.notice("Frontend was already shut down.\n"),
                 H::EnableFrontend if !paused => out.notice("All sockets are already enabled.\n"),
                 H::EnableFrontend => rt.set_frontend_paused(pi, false),
                 H::DisableFrontend if paused => out.notice("All sockets are already disabled.\n"),
                 H::DisableFrontend => rt.set_frontend_paused(pi, true),
-                // Closing listeners for good is not in portcullis yet.
-                _ => out.err(UNSUPPORTED_REPLY),
+                _ => rt.shutdown_frontend(pi),
             }
         }
         H::AddServer => crate::dynamic::add_server(args, rt, out),
