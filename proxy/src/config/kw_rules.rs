@@ -124,12 +124,7 @@ pub(crate) const HTTP_AFTER_RESPONSE_ACTIONS: &[&str] = &[
 ];
 
 pub(crate) fn kw_http_after_response(p: &mut P, args: &[String]) {
-    if let Some(rule) = http_rule(
-        p,
-        args,
-        "http-after-response",
-        HTTP_AFTER_RESPONSE_ACTIONS,
-    ) {
+    if let Some(rule) = http_rule(p, args, "http-after-response", HTTP_AFTER_RESPONSE_ACTIONS) {
         p.px.http_after_response.push(rule);
     }
 }

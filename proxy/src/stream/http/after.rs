@@ -17,7 +17,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     /// Applies the rules to a response head; `allow` ends a section's rules only.
-    pub(super) fn after_rules(&self, be: Option<&Proxy>, head: &mut ResponseHead, log: &SessionLog) {
+    pub(super) fn after_rules(
+        &self,
+        be: Option<&Proxy>,
+        head: &mut ResponseHead,
+        log: &SessionLog,
+    ) {
         let mut base = self.sample_base();
         if let Some(be) = be {
             base.backend = Some(&be.name);

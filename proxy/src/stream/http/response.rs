@@ -101,6 +101,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         tunnel: bool,
         tx: &mut Txn,
     ) -> Option<Plan> {
+        if tunnel
+            && h1::is_websocket_upgrade(&tx.req)
+            && !h1::websocket_accept_ok(&tx.req.headers, &head.headers)
+        {
+            return None;
+        }
         let framing = match h1::response_framing(head, &tx.req.method) {
             Ok(BodyFraming::Tunnel) if !tunnel => return None,
             Ok(f) => f,
