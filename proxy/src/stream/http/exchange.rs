@@ -279,13 +279,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
     ) -> bool {
         let (hdr, keep) = (tx.error_conn_hdr(), tx.error_keep());
         let head_only = tx.req.method == "HEAD";
+        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, hdr);
+        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, 503, &tx.log);
         let log = &mut tx.log;
         log.beconn = be.beconn.load(Ordering::Relaxed);
-        log.status = Some(503);
+        log.status = Some(status);
         log.term = e.term();
-        self.fe.fe_counters.count_status(503);
-        be.counters.count_status(503);
-        let (mut bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, hdr);
+        self.fe.fe_counters.count_status(status);
+        be.counters.count_status(status);
         if head_only {
             bytes = errors::head_only(&bytes).to_vec();
         }
