@@ -161,6 +161,11 @@ pub trait Runtime {
     fn ssl_cert_abort(&mut self, _file: &str) -> Result<(), AbortCertError> {
         Err(AbortCertError::NoTransaction)
     }
+    /// `new ssl cert <file>`: an empty entry `set ssl cert` + `commit ssl cert` then fill.
+    /// `Err` is HAProxy's message.
+    fn ssl_cert_new(&mut self, _file: &str) -> Result<(), String> {
+        Err(UNSUPPORTED_REPLY.to_string())
+    }
     /// `show table [<table> [<filter>]*]`: `args` are the words after `show table`; `dump` is
     /// false below level operator (HAProxy then shows the header only). The reply's lines.
     fn show_table(&self, _args: &[&str], _dump: bool) -> String {
@@ -300,6 +305,7 @@ enum H {
     SetTable,
     ShowResolvers,
     SetSslCert,
+    NewSslCert,
     /// `new|set|commit|abort|del|show ssl ca-file`, `add|del|show ssl crt-list`.
     SslStore,
     /// `show sess [<id>|all]`, `shutdown session <id>`.
@@ -420,7 +426,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::NewSslCert,
     ),
     kw(
         &["set", "ssl", "cert"],
@@ -1696,6 +1702,7 @@ fn run_one(
             }
         }
         H::ShowSslCert => show_ssl_cert(args, s, rt, out),
+        H::NewSslCert => new_ssl_cert(args, s, rt, out),
         H::SetSslCert | H::CommitSslCert | H::AbortSslCert => {
             ssl_cert_txn(k.handler, args, payload, s, rt, out)
         }
@@ -1822,6 +1829,20 @@ fn show_ssl_cert(args: &[String], s: &CliSession, rt: &dyn Runtime, out: &mut Re
             Some(d) => crate::ssl::format_details(&d, &mut out.text),
             None => out.err(crate::ssl::SHOW_NOT_FOUND),
         },
+    }
+}
+
+fn new_ssl_cert(args: &[String], s: &CliSession, rt: &mut dyn Runtime, out: &mut Reply) {
+    if s.level < Level::Admin {
+        out.err(PERMISSION_DENIED);
+        return;
+    }
+    match args.get(3).map(String::as_str).filter(|f| !f.is_empty()) {
+        Some(f) => {
+            let r = rt.ssl_cert_new(f);
+            crate::ssl::new_reply(f, &r, out);
+        }
+        None => out.err("'new ssl cert' expects a filename\n"),
     }
 }
 

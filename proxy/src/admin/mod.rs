@@ -259,6 +259,10 @@ impl Runtime for AdminRuntime {
         self.shared.certs.abort(file)
     }
 
+    fn ssl_cert_new(&mut self, file: &str) -> Result<(), String> {
+        self.shared.certs.new_cert(file)
+    }
+
     fn show_table(&self, args: &[&str], dump: bool) -> String {
         let m = &self.shared.model;
         crate::stick::show::show_table(&m.stick, args, dump, m.now_ms())
