@@ -519,7 +519,8 @@ fn a_101_hands_the_stream_to_the_relay() {
     let up: &[u8] = b"GET /ws HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n\
         sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n";
     let s1 = server(&[
-        b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\nfrom-srv",
+        b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\
+          sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\nfrom-srv",
     ]);
     let r = run(
         &sh,
@@ -551,6 +552,28 @@ fn a_101_hands_the_stream_to_the_relay() {
     assert!(r.lines[0].contains(" 101 "), "{}", r.lines[0]);
     // A tunnel's server connection is never kept.
     assert!(!r.pooled);
+}
+
+#[test]
+fn a_101_without_the_websocket_accept_is_a_502_sh() {
+    let sh = shared("safe");
+    let up: &[u8] = b"GET /ws HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n\
+        sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n";
+    let s1 = server(&[
+        b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\
+          sec-websocket-accept: bm90IHRoZSByaWdodCBvbmU=\r\n\r\n",
+    ]);
+    let r = run(
+        &sh,
+        &[up],
+        vec![Next::New(0, Rc::clone(&s1), 0, false)],
+        false,
+    );
+    let out = r.client.written();
+    assert!(out.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{out}");
+    assert_eq!(r.ends.len(), 1);
+    assert_eq!((r.ends[0].status, &r.ends[0].term), (Some(502), b"SH"));
+    assert!(r.lines[0].contains(" SH-- "), "{}", r.lines[0]);
 }
 
 #[test]
