@@ -60,11 +60,12 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
     }
     for p in &cfg.proxies {
         // `tcp-request connection` runs at accept in every mode; inspection (`inspect-delay`,
-        // `content`) in `mode tcp` frontends only: not before HTTP parsing, nor in backends.
-        let tcp_fe = p.mode == crate::config::model::Mode::Tcp && p.cap.frontend;
+        // `content`) in `mode tcp` frontends, and in `mode http` frontends and backends (on the
+        // parsed request, before the `http-request` rules).
+        let inspects = p.cap.frontend || p.mode == crate::config::model::Mode::Http;
         let done = |kw: &str| {
             kw == "tcp-request connection"
-                || (tcp_fe && matches!(kw, "tcp-request inspect-delay" | "tcp-request content"))
+                || (inspects && matches!(kw, "tcp-request inspect-delay" | "tcp-request content"))
         };
         for (kw, loc) in p.pending.iter().filter(|(kw, _)| !done(kw)) {
             out.push(format!(

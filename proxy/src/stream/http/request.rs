@@ -209,7 +209,21 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let mut be = Arc::clone(&fe);
         for stage in 0..2 {
             let base = self.rule_ctx(&refs, &be, strm);
-            if let Some(r) = self.request_rules(tx, &be, stage, &base) {
+            let answered = match self.content_rules(tx, &be, stage, &base) {
+                Some(r) => Some(r),
+                None => {
+                    // The HTTP analysis starts: what the frontend's content rules tracked counts
+                    // this request (HAProxy's stream_inc_http_req_ctr).
+                    if stage == 0 && !be.rules.tcp_content.is_empty() {
+                        let now = self.shared.model.now_ms();
+                        for t in strm.iter() {
+                            t.count_http_req(now);
+                        }
+                    }
+                    self.request_rules(tx, &be, stage, &base)
+                }
+            };
+            if let Some(r) = answered {
                 if stage == 1 {
                     tx.log.backend = Some(be.name.clone());
                 }
@@ -250,6 +264,40 @@ impl<F: Front, U: Upstream> Session<F, U> {
             .model
             .stick_view(be, Some(&self.sess), Some(strm), now);
         base
+    }
+
+    /// `be`'s `tcp-request content` rules in HTTP mode: on the parsed request, before its
+    /// `http-request` rules (`accept` ends them); a `reject` closes without a response, logged
+    /// `PR` with no status and, in the frontend, no request line (HAProxy has not recorded it
+    /// yet), counted as a denied request of the frontend.
+    fn content_rules(
+        &self,
+        tx: &mut Txn,
+        be: &Proxy,
+        stage: u8,
+        base: &SampleCtx<'_>,
+    ) -> Option<Reply> {
+        if be.rules.tcp_content.is_empty() {
+            return None;
+        }
+        let ctx = SampleCtx {
+            req: Some(&tx.req),
+            ..*base
+        };
+        let verdict = rules::apply_tcp_rules(&be.rules.tcp_content, &ctx);
+        if verdict != Some(crate::config::model::TcpRequestAction::Reject) {
+            return None;
+        }
+        Counters::add(&self.fe.fe_counters.denied_req, 1);
+        if stage == 0 {
+            tx.log.request_line = Some("<BADREQ>".into());
+        }
+        Some(Reply {
+            status: 0,
+            bytes: Vec::new(),
+            term: *b"PR",
+            keep: false,
+        })
     }
 
     /// `be`'s `http-request` rules (`stage` 0: as the frontend, 1: as the backend); Some when
