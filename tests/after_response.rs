@@ -1,6 +1,7 @@
-//! `http-after-response`, `http-request return … hdr/lf-string` and `http-request reject`
+//! `http-after-response`, `http-request return … hdr/lf-string`, `http-request reject` and
+//! `http-response redirect`
 //! against HAProxy 2.6 on the same configuration: the response heads the client gets (from a
-//! server, and from the proxy itself: deny, return, redirect, 503), what the server received,
+//! server, and from the proxy itself: deny, return, redirects, 503), what the server received,
 //! and the log lines. Only 127.0.0.1; the HAProxy half is skipped without /usr/sbin/haproxy.
 
 #[path = "support/backend.rs"]
@@ -38,6 +39,7 @@ fn config(port: u16, app: SocketAddr) -> String {
          \x20   http-after-response add-header x-after yes\n\
          \x20   default_backend be\n\n\
          backend be from def_back\n\
+         \x20   http-response redirect location /moved code 301 if {{ status 404 }}\n\
          \x20   http-after-response set-header x-t3-bck \"%[var(txn.t3)]\"\n\
          \x20   http-after-response del-header x-node\n\
          \x20   server s1 {app}\n\n\
@@ -86,6 +88,7 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<Strin
         "/redirect",
         "/return",
         "/empty",
+        "/status?code=404",
     ];
     let mut seen: Vec<String> = paths.iter().map(|p| ask(port, p)).collect();
     for r in app.requests() {
@@ -114,6 +117,11 @@ fn after_response_return_hdr_and_reject_as_haproxy() {
         "{got:#?}"
     );
     assert!(has("/reject: closed"), "{got:#?}");
+    assert!(
+        got.iter().any(|l| l
+            .starts_with("/status?code=404: HTTP/1.1 301 Moved Permanently | location: /moved")),
+        "http-response redirect: {got:#?}"
+    );
     assert!(
         got.iter().any(|l| l.starts_with("/deny: HTTP/1.1 418 ")),
         "set-status on a deny: {got:#?}"

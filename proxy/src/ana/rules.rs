@@ -921,6 +921,11 @@ pub enum ResVerdict {
     Continue,
     /// `deny`: the response is replaced by this status's error page.
     Deny(u16),
+    /// `redirect location …`: the response is replaced by a redirect.
+    Redirect {
+        code: u16,
+        location: String,
+    },
 }
 
 /// Applies one section's `http-response` rules to the server's response head, in order; the
@@ -987,6 +992,13 @@ pub fn apply_http_response(
                 }
             }
             Action::Deny(status) => return ResVerdict::Deny(*status),
+            Action::Redirect { value, code, .. } => {
+                // Only `location` is accepted here (the parser refuses the other kinds).
+                return ResVerdict::Redirect {
+                    code: *code,
+                    location: render(value, &ctx),
+                };
+            }
             Action::Allow => return ResVerdict::Continue,
             // Request-only actions (the parser keeps them out of `http-response`).
             _ => {}

@@ -93,6 +93,7 @@ pub(crate) const HTTP_RESPONSE_ACTIONS: &[&str] = &[
     "capture",
     "del-header",
     "deny",
+    "redirect",
     "replace-header",
     "replace-value",
     "set-header",
@@ -278,6 +279,14 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             HttpRequestAction::DelHeader { name: n.clone() }
         }
         "redirect" => match parse_redirect(args, &mut i) {
+            Ok(HttpRequestAction::Redirect { kind, .. })
+                if kw != "http-request" && kind != super::model::RedirectKind::Location =>
+            {
+                p.alert(format!(
+                    "{head} response only supports redirect type 'location'."
+                ));
+                return None;
+            }
             Ok(a) => a,
             Err(e) => {
                 p.alert(format!("{head} {e}"));

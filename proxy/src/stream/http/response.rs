@@ -69,13 +69,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 .await;
             return Forwarded::Done(false);
         };
-        if let Some(st) = self.response_rules(leg, &mut head, &tx.log) {
+        if let Some(v) = self.response_rules(leg, &mut head, &tx.log) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(plan.framing).advance(&sbuf) {
                 tx.log.bytes_out +=
                     BodySize::new(plan.framing == BodyFraming::Chunked).feed(&sbuf[..p.consumed]);
             }
-            return Forwarded::Done(self.deny_response(leg, st, tx).await);
+            return Forwarded::Done(self.replace_response(leg, v, tx).await);
         }
         self.after_rules(Some(leg.be), &mut head, &tx.log);
         let out = self.response_head(leg.be, &mut head, &plan, tx, sbuf.len());
@@ -361,13 +361,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     /// `http-response` rules: the backend's, then the frontend's (HAProxy's order); `Some` is
-    /// the status of a `deny`.
+    /// a final verdict (`deny`, `redirect`).
     fn response_rules(
         &self,
         leg: &Leg<'_, U::Conn>,
         head: &mut ResponseHead,
         log: &SessionLog,
-    ) -> Option<u16> {
+    ) -> Option<rules::ResVerdict> {
         let be: &Proxy = leg.be;
         let mut base = self.sample_base();
         base.backend = Some(&be.name);
@@ -384,10 +384,54 @@ impl<F: Front, U: Upstream> Session<F, U> {
         };
         sections.iter().find_map(|px| {
             match rules::apply_http_response(&px.rules.http_response, head, &base) {
-                rules::ResVerdict::Deny(st) => Some(st),
                 rules::ResVerdict::Continue => None,
+                v => Some(v),
             }
         })
+    }
+
+    /// The server's response replaced by the proxy's: `deny`'s error page or a `redirect`.
+    async fn replace_response(
+        &mut self,
+        leg: &Leg<'_, U::Conn>,
+        v: rules::ResVerdict,
+        tx: &mut Txn,
+    ) -> bool {
+        match v {
+            rules::ResVerdict::Redirect { code, location } => {
+                self.redirect_response(leg, code, &location, tx).await
+            }
+            rules::ResVerdict::Deny(st) => self.deny_response(leg, st, tx).await,
+            rules::ResVerdict::Continue => false,
+        }
+    }
+
+    /// `http-response redirect`: the server connection is dropped (its body unread) and the
+    /// client gets the redirect, logged `LH--` (server kept) on a connection that stays.
+    async fn redirect_response(
+        &mut self,
+        leg: &Leg<'_, U::Conn>,
+        code: u16,
+        location: &str,
+        tx: &mut Txn,
+    ) -> bool {
+        let be = leg.be;
+        leg.server.abort(true);
+        tx.log.term = *b"LH";
+        let keep = !tx.client_close;
+        let http10 = tx.req.version == Version::Http10;
+        let hdr = ConnHeader::for_reply(http10, keep, false);
+        let page = errors::redirect_response(code, location, false);
+        let bytes = errors::with_connection(&page, hdr);
+        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, code, &tx.log);
+        tx.log.status = Some(status);
+        self.fe.fe_counters.count_status(status);
+        be.counters.count_status(status);
+        if tx.req.method == "HEAD" {
+            bytes = errors::head_only(&bytes).to_vec();
+        }
+        tx.log.bytes_out += crate::log::htx::reply_size(&bytes);
+        self.send_client(bytes).await && keep
     }
 
     /// `http-response deny`: the server connection is dropped (its body unread) and the client
