@@ -23,6 +23,10 @@ fn config(dir: &std::path::Path, port: u16, app: SocketAddr) -> String {
          frontend fe\n    bind 127.0.0.1:{port}\n    log-format \"%ST %tsc %b/%s %{{+Q}}r\"\n\
          \x20   tcp-request inspect-delay 2s\n\
          \x20   tcp-request content track-sc0 src table st\n\
+         \x20   tcp-request content set-var(txn.p) path,upper\n\
+         \x20   tcp-request content set-var-fmt(txn.f) \"%[src]-%[method]\"\n\
+         \x20   tcp-request content unset-var(txn.p) if {{ path /unset }}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"p=%[var(txn.p)] f=%[var(txn.f)]\" if {{ path /var }} || {{ path /unset }}\n\
          \x20   tcp-request content reject if {{ path /rej }}\n\
          \x20   tcp-request content accept if {{ path /acc }}\n\
          \x20   tcp-request content reject if {{ sc0_conn_cur gt 100 }}\n\
@@ -43,8 +47,9 @@ fn ask(port: u16, path: &str) -> String {
     let mut got = Vec::new();
     let _ = s.read_to_end(&mut got);
     let text = String::from_utf8_lossy(&got);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     match text.lines().next() {
-        Some(l) => format!("{path}: {l}"),
+        Some(l) => format!("{path}: {l} {body}"),
         None => format!("{path}: closed"),
     }
 }
@@ -54,12 +59,15 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<Strin
     let app = HttpNode::start(lo(0), HttpOpts::named("app")).expect("app");
     let port = free_port();
     let p = start(&config(&dir.0, port, app.addr()), lo(port))?;
-    let paths = ["/ok", "/rej", "/acc", "/berej"];
+    let paths = ["/ok", "/rej", "/acc", "/berej", "/var", "/unset"];
     let mut seen: Vec<String> = paths.iter().map(|p| ask(port, p)).collect();
     seen.push(format!("server got {}", app.request_count()));
     let sock = dir.0.join("admin.sock");
-    // The table's row, less the entry's address.
-    for l in admin_cli(&sock, "show table st").lines().skip(1) {
+    // The table's row, less the entry's address, once the last stream has ended (its
+    // `conn_cur` released: the proxy may still be finishing it when the client has its answer).
+    let table = || admin_cli(&sock, "show table st");
+    wait_until(Duration::from_secs(5), || table().contains("conn_cur=0"));
+    for l in table().lines().skip(1) {
         if let Some((_, rest)) = l.split_once(": ") {
             seen.push(rest.to_string());
         }
@@ -84,10 +92,22 @@ fn content_rules_in_http_mode_as_haproxy() {
     let got = run(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
     let has = |s: &str| got.iter().any(|l| l == s);
     assert!(has("/rej: closed") && has("/berej: closed"), "{got:#?}");
-    assert!(has("/acc: HTTP/1.1 403 Forbidden"), "{got:#?}");
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("/acc: HTTP/1.1 403 Forbidden")),
+        "{got:#?}"
+    );
+    assert!(
+        has("/var: HTTP/1.1 200 OK p=/VAR f=127.0.0.1-GET"),
+        "{got:#?}"
+    );
+    assert!(
+        has("/unset: HTTP/1.1 200 OK p= f=127.0.0.1-GET"),
+        "{got:#?}"
+    );
     assert!(has("-1 PR-- fe/<NOSRV> \"<BADREQ>\""), "{got:#?}");
     assert!(
-        has("key=127.0.0.1 use=0 exp=0 conn_cur=0 http_req_cnt=3"),
+        has("key=127.0.0.1 use=0 exp=0 conn_cur=0 http_req_cnt=5"),
         "{got:#?}"
     );
     if let Some(reference) = run(Proc::haproxy) {

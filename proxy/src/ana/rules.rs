@@ -176,6 +176,8 @@ pub struct TcpRule {
     pub sc: Option<ScRun>,
     /// Set for `TcpRequestAction::Capture`: the sample, slot and length.
     pub capture: Option<(SampleExpr, usize, usize)>,
+    /// Set for `TcpRequestAction::Var`: `set-var*` (with its value) or `unset-var`.
+    pub var: Option<(VarName, Vec<SetCond>, Option<VarValue>)>,
 }
 
 pub struct Rule {
@@ -560,12 +562,39 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             },
             _ => None,
         };
+        let var = match &t.action {
+            TcpRequestAction::Var(a) => match &**a {
+                HttpRequestAction::UnsetVar { var } => Some((var.clone(), Vec::new(), None)),
+                HttpRequestAction::SetVar {
+                    var,
+                    conds,
+                    expr,
+                    fmt: is_fmt,
+                } => {
+                    let value = if *is_fmt {
+                        VarValue::Fmt(fmt(expr, &t.loc, name, errs))
+                    } else {
+                        match parse_sample(expr) {
+                            Ok(e) => VarValue::Sample(e),
+                            Err(e) => {
+                                errs.push(Diag::alert(&t.loc.file, t.loc.line, e));
+                                continue;
+                            }
+                        }
+                    };
+                    Some((var.clone(), conds.clone(), Some(value)))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
         let rule = TcpRule {
             action: t.action.clone(),
             cond: cond(&t.cond, name, errs),
             track,
             sc,
             capture,
+            var,
         };
         if t.connection {
             r.tcp_connection.push(rule);
@@ -1083,6 +1112,17 @@ fn tcp_rules(
         }
         if let Some((expr, slot, len)) = &rule.capture {
             capture(ctx, expr, false, *slot, *len);
+            continue;
+        }
+        if let Some((var, conds, value)) = &rule.var {
+            match value {
+                Some(v) => set_var(ctx, var, conds, v),
+                None => {
+                    if let Some(vars) = ctx.vars {
+                        vars.unset(var);
+                    }
+                }
+            }
             continue;
         }
         if rule.action == TcpRequestAction::ExpectProxy {

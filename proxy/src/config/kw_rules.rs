@@ -768,6 +768,25 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
             }
             let mut at = 3;
             let action = match arg(args, 2) {
+                v if !connection
+                    && ["set-var(", "set-var-fmt(", "unset-var("]
+                        .iter()
+                        .any(|k| v.starts_with(k)) =>
+                {
+                    match parse_var_action(&args[1..], v) {
+                        Ok((a, next)) => {
+                            at = next + 1;
+                            TcpRequestAction::Var(Box::new(a))
+                        }
+                        Err(e) => {
+                            let d = p.desc();
+                            p.alert(format!(
+                                "error detected in {d} while parsing 'tcp-request content {v}' rule : {e}"
+                            ));
+                            return;
+                        }
+                    }
+                }
                 "accept" => TcpRequestAction::Accept,
                 "reject" => TcpRequestAction::Reject,
                 "expect-proxy" if !connection => {

@@ -907,6 +907,9 @@ pub enum TcpRequestAction {
     /// `tcp-request connection expect-proxy layer4` (not final): the connection starts with a
     /// PROXY protocol header, as on an `accept-proxy` bind.
     ExpectProxy,
+    /// `set-var(<name>)`, `set-var-fmt(<name>)`, `unset-var(<name>)` (not final): the
+    /// `HttpRequestAction::SetVar` / `UnsetVar` the same words make in `http-request`.
+    Var(Box<HttpRequestAction>),
     /// `tcp-request content lua.<name> [args…]` (not final unless the script ends the session).
     Lua {
         name: String,
