@@ -60,8 +60,8 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
     }
     for p in &cfg.proxies {
         // `tcp-request connection` runs at accept in every mode; inspection (`inspect-delay`,
-        // `content`) in `mode tcp` frontends only: not before HTTP parsing, nor in backends.
-        let tcp_fe = p.mode == crate::config::model::Mode::Tcp && p.cap.frontend;
+        // `content`) in `mode tcp` frontends and backends only: not before HTTP parsing.
+        let tcp_fe = p.mode == crate::config::model::Mode::Tcp;
         let done = |kw: &str| {
             kw == "tcp-request connection"
                 || (tcp_fe && matches!(kw, "tcp-request inspect-delay" | "tcp-request content"))
