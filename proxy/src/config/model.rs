@@ -1350,6 +1350,21 @@ pub struct ProxyExtra {
     pub monitor_uri: Option<String>,
     /// `description <text>`.
     pub description: Option<String>,
+    /// `load-server-state-from-file global|local|none` (unset: none).
+    pub load_server_state: Option<LoadServerState>,
+    /// `server-state-file-name [use-backend-name|<file>]`: the file of `local` (unset: the
+    /// backend's name).
+    pub server_state_file_name: Option<String>,
+}
+
+/// `load-server-state-from-file`: where a backend's servers take their saved state at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadServerState {
+    /// The global `server-state-file`.
+    Global,
+    /// The backend's own file (`server-state-file-name`).
+    Local,
+    None,
 }
 
 impl ProxyExtra {

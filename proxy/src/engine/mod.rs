@@ -148,6 +148,10 @@ pub fn start_with<S: Service>(
             })
             .collect::<Vec<_>>()
     })?);
+    // `load-server-state-from-file`: before the old process' state, which is newer.
+    for w in crate::model::state_file::apply(&model) {
+        tracing::warn!("{w}");
+    }
     if model.cfg.global.maxconn.is_some() {
         let want = crate::admin::snapshot::maxsock(&model, model.actconn.max(), threads as u32);
         let got = crate::admin::snapshot::raise_nofile(want);

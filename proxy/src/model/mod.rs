@@ -13,6 +13,7 @@ use crate::config::model as cfg;
 pub mod dynamic;
 pub mod error_snapshots;
 pub mod sessions;
+pub mod state_file;
 pub mod stats;
 
 /// Connection-count gate for `maxconn` (global, frontend). Accept loops wait until the gate has
