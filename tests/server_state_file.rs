@@ -212,8 +212,10 @@ fn check_warns_about_a_missing_global_file_as_haproxy() {
     let ours = warnings(env!("CARGO_BIN_EXE_portcullis"));
     assert_eq!(
         ours,
-        ["config : backend 'be' configured to load server state file from global section \
-          'server-state-file' directive. Unfortunately, 'server-state-file' is not set!"]
+        [
+            "config : backend 'be' configured to load server state file from global section \
+          'server-state-file' directive. Unfortunately, 'server-state-file' is not set!"
+        ]
     );
     if std::path::Path::new("/usr/sbin/haproxy").exists() {
         assert_eq!(ours, warnings("/usr/sbin/haproxy"));

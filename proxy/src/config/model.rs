@@ -1102,6 +1102,8 @@ pub struct StatsPage {
     pub realm: Option<String>,
     pub auth: Vec<(String, String)>,
     pub admin: Option<Cond>,
+    /// `stats http-request <rule>`: checked once the page's URI matched, before it is served.
+    pub http_request: Vec<HttpRequestRule>,
 }
 
 /// Server options that `default-server` may also set.

@@ -827,6 +827,14 @@ impl<'s> Parser<'s> {
         check_references(&self.proxies, &mut self.diags);
         check_binds(&self.global, &self.proxies, &mut self.diags);
         check_server_tls(&self.global, &self.proxies, &mut self.diags);
+        for px in &self.proxies {
+            let mixed = px.stats.as_ref().is_some_and(|st| {
+                !st.http_request.is_empty() && (!st.auth.is_empty() || st.realm.is_some())
+            });
+            if mixed {
+                self.diags.push(Diag::global(Severity::Alert, format!("proxy '{}': stats 'auth'/'realm' and 'http-request' can't be used at the same time.", px.name)));
+            }
+        }
         // Advice about a configuration that does not parse is noise (HAProxy stops earlier).
         if !self.diags.iter().any(Diag::is_alert) {
             for px in &self.proxies {
