@@ -1256,6 +1256,9 @@ pub struct Options {
     pub srvtcpka: bool,
     /// `option dontlog-normal`: only sessions with an error are logged.
     pub dontlog_normal: bool,
+    /// `option logasap`: the line is written once the server connection is up (TCP) or its
+    /// response head forwarded (HTTP), with `+` before the times and bytes still growing.
+    pub logasap: bool,
     /// `option log-separate-errors`: sessions with an error are logged at level `err`.
     pub log_separate_errors: bool,
 }

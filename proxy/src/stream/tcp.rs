@@ -418,6 +418,12 @@ async fn connected(
             }
         }
     };
+    // `option logasap`: the line goes out now that the server is connected (HAProxy's
+    // `sess_establish`), with what is known so far.
+    if fe.cfg.options.logasap {
+        crate::log::asap_counts(&mut log, start, be, &srv);
+        shared.log.asap(fe, &mut log);
+    }
     let kill = srv.killed(epoch);
     let stats = relay_phase(shared, fe, be, client, server, kill).await;
     log.bytes_in = stats.c2s;
