@@ -18,7 +18,7 @@ use proxy::Proc;
 
 /// Holds each exchange open this long after the first bytes, so the early line is seen before
 /// the end.
-const HOLD: Duration = Duration::from_millis(800);
+const HOLD: Duration = Duration::from_millis(1500);
 
 /// A TCP server that greets first, then waits for the client's bytes and closes.
 fn greeting_server() -> SocketAddr {
