@@ -351,4 +351,51 @@ fn set_maxconn_applies_at_once() {
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(200));
     client.join().unwrap();
     assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "OPEN");
+
+    // `set rate-limit connections global 1`: `show info` reports it and accepting waits for the
+    // next second (three connections take more than one second); 0 lifts it.
+    assert_eq!(p.cli("set rate-limit connections global 1"), "\n");
+    assert_eq!(info("ConnRateLimit: "), "1");
+    let t0 = std::time::Instant::now();
+    for _ in 0..3 {
+        assert_eq!(get(p.front, "/").status, 200);
+    }
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "3 connections at 1/s in {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(p.cli("set rate-limit connections global 0"), "\n");
+    assert_eq!(info("ConnRateLimit: "), "0");
+    assert_eq!(p.cli("set rate-limit http-compression global 10"), "\n");
+    assert_eq!(info("CompressBpsRateLim: "), "10240");
+
+    // `shutdown frontend`: its listeners close (connections refused), STOP for good, HAProxy's
+    // warning on stderr.
+    assert_eq!(p.cli("shutdown frontend web-in"), "\n");
+    assert_eq!(p.stat_row("web-in", "FRONTEND")[17], "STOP");
+    assert!(
+        backend::wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(
+            p.front
+        )
+        .is_err()),
+        "still accepting after shutdown frontend"
+    );
+    assert_eq!(
+        p.cli("enable frontend web-in"),
+        "Frontend was previously shut down, cannot enable.\n\n"
+    );
+    assert_eq!(
+        p.cli("shutdown frontend web-in"),
+        "Frontend was already shut down.\n\n"
+    );
+    let warned = backend::wait_until(Duration::from_secs(5), || {
+        p.proc
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("Proxy web-in stopped (cumulated conns: FE: "))
+    });
+    assert!(warned, "no stop warning");
 }

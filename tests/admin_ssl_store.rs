@@ -127,6 +127,8 @@ fn script(f: &Files) -> Vec<(String, Option<String>)> {
     let list = f.p("list.txt");
     let b = &f.b;
     let srv = &f.srv;
+    let nc = f.p("new-cert.pem");
+    let bpem = std::fs::read_to_string(b).expect("b.pem");
     let c = |s: String| (s, None);
     let with = |s: String, p: &str| (s, Some(p.to_string()));
     vec![
@@ -185,6 +187,20 @@ fn script(f: &Files) -> Vec<(String, Option<String>)> {
         c(format!("show ssl crt-list {list}")),
         c(format!("del ssl crt-list {list} {b}")),
         c(format!("show ssl crt-list -n {list}")),
+        // `new ssl cert`: an empty entry, filled by set + commit, then usable in a crt-list.
+        c(format!("new ssl cert {nc}")),
+        c(format!("new ssl cert {nc}")),
+        c(format!("new ssl cert {b}")),
+        c("new ssl cert".into()),
+        c("show ssl cert".into()),
+        c(format!("show ssl cert {nc}")),
+        c(format!("commit ssl cert {nc}")),
+        c(format!("add ssl crt-list {list} {nc}")),
+        with(format!("set ssl cert {nc}"), &bpem),
+        c("show ssl cert".into()),
+        c(format!("commit ssl cert {nc}")),
+        c(format!("add ssl crt-list {list} {nc}")),
+        c(format!("show ssl crt-list {list}")),
     ]
 }
 

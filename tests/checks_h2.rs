@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use backend::{free_port, lo, wait_until};
-use proxy::{Proc, TempDir, admin_cli};
+use proxy::{Proc, TempDir};
 
 fn bundle(dir: &Path) -> std::path::PathBuf {
     let ck = rcgen::generate_simple_self_signed(vec!["chk.test".to_string()]).expect("cert");
@@ -54,21 +54,9 @@ fn config(dir: &Path, h2c: u16, tls: u16, cert: &Path) -> String {
 
 /// `pxname,svname,status,check_status,check_code` of the checked servers.
 fn rows(sock: &Path) -> Vec<String> {
-    admin_cli(sock, "show stat")
-        .lines()
+    proxy::server_stat_columns(sock, &[0, 1, 17, 36, 37])
+        .into_iter()
         .filter(|l| l.starts_with("be_"))
-        .filter(|l| !l.contains(",BACKEND,"))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            Some(format!(
-                "{},{},{},{},{}",
-                f.first()?,
-                f.get(1)?,
-                f.get(17)?,
-                f.get(36)?,
-                f.get(37)?
-            ))
-        })
         .collect()
 }
 
@@ -112,15 +100,18 @@ fn check_proto_errors_as_haproxy() {
                \x20server s2 127.0.0.1:80 check check-proto\n\
                \x20server s3 127.0.0.1:80 check check-alpn\n\
                backend tc\n mode tcp\n option tcp-check\n server s7 127.0.0.1:80 check check-proto h2\n";
-    let path = dir.0.join("cp.cfg");
-    std::fs::write(&path, cfg).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["-c", "-f"])
-        .arg(&path)
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let check = |cfg: &str| {
+        let path = dir.0.join("cp.cfg");
+        std::fs::write(&path, cfg).expect("write");
+        let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["-c", "-f"])
+            .arg(&path)
+            .output()
+            .expect("run");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = check(cfg);
     for want in [
         "cp.cfg:7] : 'server be/s1' : 'check-proto' :  unknown MUX protocol 'foo'.",
         "cp.cfg:8] : 'server be/s2' : 'check-proto' : missing value.",
@@ -131,14 +122,7 @@ fn check_proto_errors_as_haproxy() {
     // The post-parse check runs only on a configuration that parsed.
     let ok_parse = "defaults\n mode http\n timeout connect 1s\n timeout client 1s\n timeout server 1s\n\
                     backend tc\n mode tcp\n option tcp-check\n server s7 127.0.0.1:80 check check-proto h2\n";
-    std::fs::write(&path, ok_parse).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["-c", "-f"])
-        .arg(&path)
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = check(ok_parse);
     assert!(
         err.contains(
             " : config : config: backend 'tc': server 's7' uses an incompatible MUX protocol for the selected check type"

@@ -211,21 +211,7 @@ fn tcp_roundtrip(port: u16, msg: &[u8]) -> Vec<u8> {
 
 /// Columns `pxname,svname,status,check_status,addr` of the `show stat` rows of servers.
 fn stat_rows(sock: &Path) -> Vec<String> {
-    admin_cli(sock, "show stat")
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.contains("FRONTEND") && !l.contains("BACKEND"))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            Some(format!(
-                "{},{},{},{},{}",
-                f.first()?,
-                f.get(1)?,
-                f.get(17)?,
-                f.get(36)?,
-                f.get(73)?
-            ))
-        })
-        .collect()
+    proxy::server_stat_columns(sock, &[0, 1, 17, 36, 73])
 }
 
 fn run_forms(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {

@@ -161,6 +161,11 @@ pub trait Runtime {
     fn ssl_cert_abort(&mut self, _file: &str) -> Result<(), AbortCertError> {
         Err(AbortCertError::NoTransaction)
     }
+    /// `new ssl cert <file>`: an empty entry `set ssl cert` + `commit ssl cert` then fill.
+    /// `Err` is HAProxy's message.
+    fn ssl_cert_new(&mut self, _file: &str) -> Result<(), String> {
+        Err(UNSUPPORTED_REPLY.to_string())
+    }
     /// `show table [<table> [<filter>]*]`: `args` are the words after `show table`; `dump` is
     /// false below level operator (HAProxy then shows the header only). The reply's lines.
     fn show_table(&self, _args: &[&str], _dump: bool) -> String {
@@ -203,6 +208,10 @@ pub trait Runtime {
     fn set_maxconn_frontend(&mut self, _proxy: usize, _maxconn: u32) {}
     /// `disable frontend` (true) / `enable frontend`: accepting pauses or resumes.
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
+    /// `set rate-limit … global <n>`, already checked (0: no limit).
+    fn set_rate_limit(&mut self, _which: crate::limits::RateLimit, _value: u32) {}
+    /// `shutdown frontend`: its listeners close for good (running sessions go on).
+    fn shutdown_frontend(&mut self, _proxy: usize) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
     fn set_maxconn_global(&mut self, _maxconn: u32) {}
     /// `show errors [<iid>|<proxy>] [request|response]` (`args`: the words after `errors`).
@@ -296,6 +305,7 @@ enum H {
     SetTable,
     ShowResolvers,
     SetSslCert,
+    NewSslCert,
     /// `new|set|commit|abort|del|show ssl ca-file`, `add|del|show ssl crt-list`.
     SslStore,
     /// `show sess [<id>|all]`, `shutdown session <id>`.
@@ -416,7 +426,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::NewSslCert,
     ),
     kw(
         &["set", "ssl", "cert"],
@@ -1692,6 +1702,7 @@ fn run_one(
             }
         }
         H::ShowSslCert => show_ssl_cert(args, s, rt, out),
+        H::NewSslCert => new_ssl_cert(args, s, rt, out),
         H::SetSslCert | H::CommitSslCert | H::AbortSslCert => {
             ssl_cert_txn(k.handler, args, payload, s, rt, out)
         }
@@ -1738,24 +1749,32 @@ fn run_one(
         }
         H::SetMaxconnFrontend => crate::limits::set_maxconn_frontend(args, rt, out),
         H::SetMaxconnGlobal => crate::limits::set_maxconn_global(args, rt, out),
-        H::SetRateLimit => crate::limits::set_rate_limit(args, out),
+        H::SetRateLimit => crate::limits::set_rate_limit(args, rt, out),
         H::EnableFrontend | H::DisableFrontend | H::ShutdownFrontend => {
             let snap = rt.snapshot();
             let Some(pi) = crate::limits::find_frontend(&snap, arg_at(args, 2), out) else {
                 return Flow::Continue;
             };
-            let paused = snap
+            let state = snap
                 .proxies
                 .get(pi)
                 .and_then(|p| p.frontend.as_ref())
-                .is_some_and(|f| f.state == crate::model::FrontendState::Paused);
+                .map(|f| f.state);
+            let paused = state == Some(crate::model::FrontendState::Paused);
+            let stopped = state == Some(crate::model::FrontendState::Stop);
             match k.handler {
+                H::EnableFrontend if stopped => {
+                    out.err("Frontend was previously shut down, cannot enable.\n")
+                }
+                H::DisableFrontend if stopped => {
+                    out.notice("Frontend was previously shut down, cannot disable.\n")
+                }
+                H::ShutdownFrontend if stopped => out.notice("Frontend was already shut down.\n"),
                 H::EnableFrontend if !paused => out.notice("All sockets are already enabled.\n"),
                 H::EnableFrontend => rt.set_frontend_paused(pi, false),
                 H::DisableFrontend if paused => out.notice("All sockets are already disabled.\n"),
                 H::DisableFrontend => rt.set_frontend_paused(pi, true),
-                // Closing listeners for good is not in portcullis yet.
-                _ => out.err(UNSUPPORTED_REPLY),
+                _ => rt.shutdown_frontend(pi),
             }
         }
         H::AddServer => crate::dynamic::add_server(args, rt, out),
@@ -1810,6 +1829,20 @@ fn show_ssl_cert(args: &[String], s: &CliSession, rt: &dyn Runtime, out: &mut Re
             Some(d) => crate::ssl::format_details(&d, &mut out.text),
             None => out.err(crate::ssl::SHOW_NOT_FOUND),
         },
+    }
+}
+
+fn new_ssl_cert(args: &[String], s: &CliSession, rt: &mut dyn Runtime, out: &mut Reply) {
+    if s.level < Level::Admin {
+        out.err(PERMISSION_DENIED);
+        return;
+    }
+    match args.get(3).map(String::as_str).filter(|f| !f.is_empty()) {
+        Some(f) => {
+            let r = rt.ssl_cert_new(f);
+            crate::ssl::new_reply(f, &r, out);
+        }
+        None => out.err("'new ssl cert' expects a filename\n"),
     }
 }
 

@@ -65,22 +65,56 @@ pub(crate) fn set_maxconn_global(args: &[String], rt: &mut dyn Runtime, out: &mu
 
 const RATE_LIMIT_USAGE: &str = "'set rate-limit' only supports :\n   - 'connections global' to set the per-process maximum connection rate\n   - 'sessions global' to set the per-process maximum session rate\n   - 'ssl-sessions global' to set the per-process maximum SSL session rate\n   - 'http-compression global' to set the per-process maximum compression speed in kB/s\n";
 
-/// The grammar and errors are HAProxy's; portcullis has no global rate limits yet, so a valid
-/// setting says so instead of being accepted and ignored.
-pub(crate) fn set_rate_limit(args: &[String], out: &mut Reply) {
+/// `set rate-limit connections|sessions|ssl-sessions|http-compression global <n>`: HAProxy's
+/// grammar, errors and value rules (C `atoi`, negative refused, compression in kB/s). portcullis
+/// has no SSL session rate limit yet: a valid `ssl-sessions` setting says so instead of being
+/// accepted and ignored.
+pub(crate) fn set_rate_limit(args: &[String], rt: &mut dyn Runtime, out: &mut Reply) {
     let what = args.get(2).map_or("", String::as_str);
     let scope = args.get(3).map_or("", String::as_str);
-    let known = matches!(
-        what,
-        "connections" | "sessions" | "ssl-sessions" | "http-compression"
-    );
-    if !known || scope != "global" {
+    let kind = match what {
+        "connections" => Some(RateLimit::Connections),
+        "sessions" => Some(RateLimit::Sessions),
+        "ssl-sessions" => None,
+        "http-compression" => Some(RateLimit::HttpCompression),
+        _ => {
+            out.err(RATE_LIMIT_USAGE);
+            return;
+        }
+    };
+    if scope != "global" {
         out.err(RATE_LIMIT_USAGE);
         return;
     }
-    if args.get(4).is_none_or(|v| v.is_empty()) {
+    let Some(v) = args.get(4).filter(|v| !v.is_empty()) else {
         out.err("Expects an integer value.\n");
         return;
+    };
+    let v = atoi(v);
+    if v < 0 {
+        out.err("Value out of range.\n");
+        return;
     }
-    out.err(UNSUPPORTED_REPLY);
+    let Some(kind) = kind else {
+        out.err(UNSUPPORTED_REPLY);
+        return;
+    };
+    let v = u32::try_from(v).unwrap_or(u32::MAX);
+    // HAProxy stores the compression limit in bytes per second.
+    let v = match kind {
+        RateLimit::HttpCompression => v.saturating_mul(1024),
+        _ => v,
+    };
+    rt.set_rate_limit(kind, v);
+}
+
+/// The process-wide rate limits `set rate-limit` changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateLimit {
+    /// Connections per second (`ConnRateLimit`).
+    Connections,
+    /// Sessions per second (`SessRateLimit`).
+    Sessions,
+    /// Compressed bytes per second (`CompressBpsRateLim`).
+    HttpCompression,
 }

@@ -35,6 +35,8 @@ pub struct CertDetails {
     pub issuer: String,
     /// (subject, issuer) of each chain certificate, in file order.
     pub chain: Vec<(String, String)>,
+    /// Created by `new ssl cert` and not committed yet: `Status: Empty` and nothing else.
+    pub empty: bool,
 }
 
 /// What `set ssl cert` did.
@@ -85,6 +87,10 @@ pub fn format_list(l: &CertList, out: &mut String) {
 
 pub fn format_details(d: &CertDetails, out: &mut String) {
     let _ = writeln!(out, "Filename: {}", d.filename);
+    if d.empty {
+        out.push_str("Status: Empty\nOCSP Response Key: \n");
+        return;
+    }
     let _ = writeln!(out, "Status: {}", if d.used { "Used" } else { "Unused" });
     let _ = writeln!(out, "Serial: {}", d.serial);
     let _ = writeln!(out, "notBefore: {}", d.not_before);
@@ -102,6 +108,16 @@ pub fn format_details(d: &CertDetails, out: &mut String) {
         }
     }
     out.push_str("OCSP Response Key: \n");
+}
+
+/// `new ssl cert <file>`'s answer.
+pub fn new_reply(file: &str, r: &Result<(), String>, out: &mut crate::reply::Reply) {
+    match r {
+        Ok(()) => {
+            let _ = writeln!(out.text, "New empty certificate store '{file}'!");
+        }
+        Err(e) => out.err(e),
+    }
 }
 
 pub const SHOW_NOT_FOUND: &str =
@@ -223,7 +239,17 @@ mod tests {
                 "/C=FR/O=Test CA/CN=Test Root".into(),
                 "/C=FR/O=Test CA/CN=Test Root".into(),
             )],
+            empty: false,
         };
+        let e = CertDetails {
+            filename: "/tmp/b.pem".into(),
+            empty: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            s(|o| format_details(&e, o)),
+            "Filename: /tmp/b.pem\nStatus: Empty\nOCSP Response Key: \n"
+        );
         assert_eq!(
             s(|o| format_details(&d, o)),
             "Filename: *a.pem\nStatus: Unused\nSerial: 4FE9\nnotBefore: Nov 30 09:07:28 2026 GMT\nnotAfter: Dec  5 09:07:28 2026 GMT\nSubject Alternative Name: DNS:r.example.com, \nAlgorithm: RSA2048\nSHA1 FingerPrint: A341\nSubject: /C=FR/O=Acme/CN=r.example.com\nIssuer: /C=FR/O=Test CA/CN=Test Root\nChain Subject: /C=FR/O=Test CA/CN=Test Root\nChain Issuer: /C=FR/O=Test CA/CN=Test Root\nOCSP Response Key: \n"

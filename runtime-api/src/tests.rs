@@ -434,6 +434,15 @@ impl Runtime for FakeRuntime {
     fn set_maxconn_global(&mut self, maxconn: u32) {
         self.calls.push(format!("maxconn global {maxconn}"));
     }
+    fn set_rate_limit(&mut self, which: crate::limits::RateLimit, value: u32) {
+        self.calls.push(format!("rate {which:?} {value}"));
+    }
+    fn shutdown_frontend(&mut self, proxy: usize) {
+        self.calls.push(format!("shutdown {proxy}"));
+        if let Some(f) = self.snap.proxies[proxy].frontend.as_mut() {
+            f.state = FrontendState::Stop;
+        }
+    }
     fn set_frontend_paused(&mut self, proxy: usize, paused: bool) {
         self.calls.push(format!("paused {proxy} {paused}"));
         if let Some(f) = self.snap.proxies[proxy].frontend.as_mut() {
@@ -905,7 +914,17 @@ fn maxconn_and_rate_limit_reply_like_haproxy() {
         &mut rt,
         include_str!("../testdata/haproxy-2.6/limits-replies.txt"),
     );
-    assert_eq!(cases, 23);
+    assert_eq!(cases, 28);
+    let rates: Vec<&String> = rt.calls.iter().filter(|c| c.starts_with("rate")).collect();
+    assert_eq!(
+        rates,
+        [
+            "rate Connections 100",
+            "rate Sessions 5",
+            "rate HttpCompression 10240",
+            "rate Connections 0"
+        ]
+    );
     let fe = rt
         .snap
         .proxies
@@ -941,9 +960,15 @@ fn frontend_controls_reply_like_haproxy() {
         &mut rt,
         include_str!("../testdata/haproxy-2.6/frontend-replies.txt"),
     );
-    assert_eq!(cases, 14);
+    assert_eq!(cases, 19);
     let n = rt.calls.iter().filter(|c| c.starts_with("paused")).count();
     assert_eq!(n, 4, "{:?}", rt.calls);
+    let n = rt
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("shutdown"))
+        .count();
+    assert_eq!(n, 1, "{:?}", rt.calls);
 }
 
 /// Runs every `### <level> <line>` block of a capture on the seed snapshot; returns the count.
@@ -1321,7 +1346,7 @@ fn keyword_inventory_matches_haproxy_worker_keywords() {
         .filter(|k| k.implemented())
         .map(|k| k.words.join(" "))
         .collect();
-    assert_eq!(implemented.len(), 68, "{implemented:?}");
+    assert_eq!(implemented.len(), 69, "{implemented:?}");
 }
 
 /// `level user` sessions do not see `addr`, `cookie` and `algo` (checked on HAProxy 2.6).

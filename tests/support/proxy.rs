@@ -293,3 +293,17 @@ pub fn admin_cli(sock: &std::path::Path, cmd: &str) -> String {
     s.read_to_string(&mut out).expect("read the reply");
     out
 }
+
+/// The `show stat` rows of servers (no FRONTEND/BACKEND lines), each reduced to the given
+/// columns joined with `,` (a row missing one is left out).
+pub fn server_stat_columns(sock: &std::path::Path, cols: &[usize]) -> Vec<String> {
+    admin_cli(sock, "show stat")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains(",FRONTEND,") && !l.contains(",BACKEND,"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let picked: Option<Vec<&str>> = cols.iter().map(|c| f.get(*c).copied()).collect();
+            Some(picked?.join(","))
+        })
+        .collect()
+}

@@ -259,6 +259,10 @@ impl Runtime for AdminRuntime {
         self.shared.certs.abort(file)
     }
 
+    fn ssl_cert_new(&mut self, file: &str) -> Result<(), String> {
+        self.shared.certs.new_cert(file)
+    }
+
     fn show_table(&self, args: &[&str], dump: bool) -> String {
         let m = &self.shared.model;
         crate::stick::show::show_table(&m.stick, args, dump, m.now_ms())
@@ -379,6 +383,38 @@ impl Runtime for AdminRuntime {
         if let Some(fe) = self.shared.model.proxies.get(proxy) {
             fe.feconn.set_paused(paused);
         }
+    }
+
+    fn set_rate_limit(&mut self, which: portcullis_runtime_api::limits::RateLimit, value: u32) {
+        use portcullis_runtime_api::limits::RateLimit;
+        let l = &self.shared.model.rate_limits;
+        let slot = match which {
+            RateLimit::Connections => &l.conn,
+            RateLimit::Sessions => &l.sess,
+            RateLimit::HttpCompression => &l.comp_bps,
+        };
+        slot.store(value, Ordering::Relaxed);
+    }
+
+    fn shutdown_frontend(&mut self, proxy: usize) {
+        let Some(fe) = self.shared.model.proxies.get(proxy) else {
+            return;
+        };
+        if fe.feconn.stop() {
+            return;
+        }
+        let be = if fe.is_backend() {
+            fe.counters.stot.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        let line = format!(
+            "Proxy {} stopped (cumulated conns: FE: {}, BE: {be}).",
+            fe.name,
+            fe.fe_counters.conn_tot.load(Ordering::Relaxed)
+        );
+        // HAProxy's `stop_proxy`: a warning on stderr and in the proxy's logs.
+        self.shared.log.event(fe, 4, &line, &line);
     }
 
     fn set_maxconn_global(&mut self, maxconn: u32) {

@@ -222,7 +222,7 @@ fn proxy(model: &Model, p: &Proxy, stopping: bool) -> api::ProxySnap {
         let mut c = counters(&p.fe_counters, now_ms, http);
         c.scur = p.feconn.current();
         api::FrontendSnap {
-            state: if stopping {
+            state: if stopping || p.feconn.is_stopped() {
                 api::FrontendState::Stop
             } else if p.feconn.is_paused() {
                 api::FrontendState::Paused
@@ -413,6 +413,9 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
             max_conn_rate: t.conn_rate_max.get(),
             sess_rate: t.sess_rate.read(now_ms),
             max_sess_rate: t.sess_rate_max.get(),
+            conn_rate_limit: model.rate_limits.conn.load(Ordering::Relaxed),
+            sess_rate_limit: model.rate_limits.sess.load(Ordering::Relaxed),
+            compress_bps_rate_lim: model.rate_limits.comp_bps.load(Ordering::Relaxed),
             ulimit_n: ulimit,
             maxsock,
             stopping,

@@ -16,12 +16,23 @@ use crate::http::head::{RequestHead, ResponseHead};
 use crate::log::format::{LogFormat, LogRecord};
 use crate::stick::StkCtrs;
 
+/// The payload of `http-request return`.
+pub enum ReturnBody {
+    None,
+    /// `string`, `file`.
+    Plain(String),
+    /// `lf-string`, `lf-file`: rendered per request.
+    Lf(LogFormat),
+}
+
 pub enum Action {
     /// `lua.<name> [args…]`: a registered Lua action (not final unless it ends the transaction).
     Lua {
         name: String,
         args: Vec<String>,
     },
+    /// `use-service lua.<name>`.
+    LuaService(String),
     SetHeader(String, LogFormat),
     AddHeader(String, LogFormat),
     DelHeader(String),
@@ -36,9 +47,11 @@ pub enum Action {
     Return {
         status: u16,
         content_type: Option<String>,
-        body: Option<String>,
+        body: ReturnBody,
+        headers: Vec<(String, LogFormat)>,
     },
     Allow,
+    Reject,
     UsePrometheus,
     TrackSc(Track),
     Sc(ScRun),
@@ -183,6 +196,8 @@ pub struct ProxyRules {
     pub http_request: Vec<Rule>,
     /// `http-response` rules, applied to a server's response head.
     pub http_response: Vec<Rule>,
+    /// `http-after-response` rules, applied to every response head before it leaves.
+    pub http_after_response: Vec<Rule>,
     pub tcp_content: Vec<TcpRule>,
     /// `tcp-request connection` rules, evaluated at accept on addresses only.
     pub tcp_connection: Vec<TcpRule>,
@@ -198,6 +213,8 @@ pub struct ProxyRules {
 pub enum Verdict {
     Continue,
     Deny(u16),
+    /// `reject`: close without a response.
+    Reject,
     Redirect {
         code: u16,
         location: String,
@@ -206,6 +223,8 @@ pub enum Verdict {
         status: u16,
         content_type: Option<String>,
         body: Option<String>,
+        /// `hdr` lines, their values rendered.
+        headers: Vec<(String, String)>,
     },
     /// `use-service prometheus-exporter`: answer with the exporter page.
     Prometheus,
@@ -217,6 +236,15 @@ pub enum Verdict {
         status: u16,
         bytes: Vec<u8>,
     },
+    /// `use-service lua.<name>` answered: its response (a head without `connection`, then
+    /// the framed body), and whether the connection must close after it (a body ended by the
+    /// close). Logged with `<lua.<name>>` as the server, as HAProxy's applets.
+    Service {
+        name: String,
+        status: u16,
+        bytes: Vec<u8>,
+        close: bool,
+    },
 }
 
 /// The action's keyword, as it appears after `http-request` / `http-response`.
@@ -226,6 +254,7 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
     }
     std::borrow::Cow::Borrowed(match a {
         HttpRequestAction::Lua { .. } => "lua",
+        HttpRequestAction::LuaService { .. } => "use-service",
         HttpRequestAction::SetHeader { .. } => "set-header",
         HttpRequestAction::AddHeader { .. } => "add-header",
         HttpRequestAction::DelHeader { .. } => "del-header",
@@ -233,6 +262,7 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::Deny { .. } => "deny",
         HttpRequestAction::Return { .. } => "return",
         HttpRequestAction::Allow => "allow",
+        HttpRequestAction::Reject => "reject",
         HttpRequestAction::UsePrometheus => "use-service",
         HttpRequestAction::SetLine { part, .. } => match part {
             LinePart::Method => "set-method",
@@ -371,6 +401,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     name: n.clone(),
                     args: args.clone(),
                 },
+                HttpRequestAction::LuaService { name: n } => Action::LuaService(n.clone()),
                 HttpRequestAction::SetHeader { name: h, value } => {
                     Action::SetHeader(h.clone(), fmt(value, &rule.loc, name, errs))
                 }
@@ -435,12 +466,23 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     status,
                     content_type,
                     body,
+                    body_lf,
+                    headers,
                 } => Action::Return {
                     status: *status,
                     content_type: content_type.clone(),
-                    body: body.clone(),
+                    body: match (body, body_lf) {
+                        (None, _) => ReturnBody::None,
+                        (Some(b), false) => ReturnBody::Plain(b.clone()),
+                        (Some(b), true) => ReturnBody::Lf(fmt(b, &rule.loc, name, errs)),
+                    },
+                    headers: headers
+                        .iter()
+                        .map(|(n, v)| (n.clone(), fmt(v, &rule.loc, name, errs)))
+                        .collect(),
                 },
                 HttpRequestAction::Allow => Action::Allow,
+                HttpRequestAction::Reject => Action::Reject,
                 HttpRequestAction::UsePrometheus => Action::UsePrometheus,
                 HttpRequestAction::TrackSc(t) => match compile_track(cfg, p, t, errs) {
                     Some(t) => Action::TrackSc(t),
@@ -488,6 +530,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     r.http_response = http_rules(&p.http_response, "http-response", errs);
     let stats_rules = p.stats.as_ref().map_or(&[][..], |s| &s.http_request[..]);
     r.stats_http_request = http_rules(stats_rules, "http-request", errs);
+    r.http_after_response = http_rules(&p.http_after_response, "http-after-response", errs);
     for t in &p.tcp_request {
         let track = match &t.action {
             TcpRequestAction::TrackSc(tr) => match compile_track(cfg, p, tr, errs) {
@@ -548,6 +591,7 @@ fn auth_fetch_lists(cfg: &Config, p: &Proxy) -> Vec<Diag> {
         .http_request
         .iter()
         .chain(&p.http_response)
+        .chain(&p.http_after_response)
         .filter_map(|r| r.cond.as_ref())
         .chain(p.tcp_request.iter().filter_map(|r| r.cond.as_ref()))
         .chain(p.use_backends.iter().filter_map(|r| r.cond.as_ref()));
@@ -750,6 +794,19 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                     }
                 }
             }
+            Action::LuaService(name) => {
+                let Some((status, bytes, close)) =
+                    script::host().and_then(|h| h.http_service(name, req, base))
+                else {
+                    continue;
+                };
+                return Verdict::Service {
+                    name: name.clone(),
+                    status,
+                    bytes,
+                    close,
+                };
+            }
             Action::SetHeader(name, f) => {
                 let v = render(f, &ctx);
                 req.headers.set(name, v.into_bytes());
@@ -798,16 +855,26 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
+            Action::Reject => return Verdict::Reject,
             Action::UsePrometheus => return Verdict::Prometheus,
             Action::Return {
                 status,
                 content_type,
                 body,
+                headers,
             } => {
                 return Verdict::Return {
                     status: *status,
                     content_type: content_type.clone(),
-                    body: body.clone(),
+                    body: match body {
+                        ReturnBody::None => None,
+                        ReturnBody::Plain(b) => Some(b.clone()),
+                        ReturnBody::Lf(f) => Some(render(f, &ctx)),
+                    },
+                    headers: headers
+                        .iter()
+                        .map(|(n, f)| (n.clone(), render(f, &ctx)))
+                        .collect(),
                 };
             }
             Action::Redirect {

@@ -78,6 +78,17 @@ pub trait Host: Send + Sync {
     fn actions(&self, kind: Kind) -> Vec<String>;
     fn has_fetch(&self, name: &str) -> bool;
     fn has_converter(&self, name: &str) -> bool;
+    /// `lua.<name>` is a registered HTTP service (`core.register_service`).
+    fn has_service(&self, name: &str) -> bool;
+    /// Runs HTTP service `lua.<name>` on the request (`http-request use-service`): the status,
+    /// the whole response (head without `connection`, framed body) and whether the connection
+    /// must close after it; `None` when the service is unknown.
+    fn http_service(
+        &self,
+        name: &str,
+        req: &RequestHead,
+        ctx: &SampleCtx<'_>,
+    ) -> Option<(u16, Vec<u8>, bool)>;
     /// Runs fetch `lua.<name>(args)`.
     fn fetch(
         &self,
@@ -143,6 +154,11 @@ pub fn listed_actions(kind: Kind) -> Vec<String> {
 /// `lua.<name>` is a registered fetch.
 pub fn has_fetch(name: &str) -> bool {
     host().is_some_and(|h| h.has_fetch(name))
+}
+
+/// `lua.<name>` is a registered HTTP service.
+pub fn has_service(name: &str) -> bool {
+    host().is_some_and(|h| h.has_service(name))
 }
 
 /// `lua.<name>` is a registered converter.

@@ -92,6 +92,11 @@ pub fn all() -> Vec<Keyword> {
             .iter()
             .map(|n| kw("http-response", n, None)),
     );
+    v.extend(
+        kw_rules::HTTP_AFTER_RESPONSE_ACTIONS
+            .iter()
+            .map(|n| kw("http-after-response", n, None)),
+    );
     v
 }
 

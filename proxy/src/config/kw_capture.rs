@@ -99,7 +99,8 @@ pub(crate) fn capture_rule(
             let Some(len) = n.filter(|n| *n > 0) else {
                 return Err("length must be > 0.".into());
             };
-            if !p.px.cap.frontend {
+            // A defaults section declares the slot for the frontends that use it (2.5+).
+            if p.px.kind() == "backend" {
                 return Err(format!("proxy '{}' has no frontend capability.", p.px.name));
             }
             p.px.captures.req.push(CaptureSlot {

@@ -178,6 +178,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_rules::kw_http_response,
     },
     ProxyKw {
+        kw: "http-after-response",
+        caps: FE | BE | NDEF,
+        strict: true,
+        parse: kw_rules::kw_http_after_response,
+    },
+    ProxyKw {
         kw: "http-reuse",
         caps: DEF | BE,
         strict: false,

@@ -56,6 +56,7 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "del-header",
     "deny",
     "redirect",
+    "reject",
     "replace-header",
     "replace-path",
     "replace-pathq",
@@ -104,6 +105,27 @@ pub(crate) const HTTP_RESPONSE_ACTIONS: &[&str] = &[
 pub(crate) fn kw_http_request(p: &mut P, args: &[String]) {
     if let Some(rule) = http_rule(p, args, "http-request", HTTP_ACTIONS) {
         p.px.http_request.push(rule);
+    }
+}
+
+/// `http-after-response` actions (HAProxy 2.6's list less `ot-group` and `strict-mode`).
+pub(crate) const HTTP_AFTER_RESPONSE_ACTIONS: &[&str] = &[
+    "add-header",
+    "allow",
+    "capture",
+    "del-header",
+    "replace-header",
+    "replace-value",
+    "set-header",
+    "set-status",
+    "set-var-fmt(*)",
+    "set-var(*)",
+    "unset-var(*)",
+];
+
+pub(crate) fn kw_http_after_response(p: &mut P, args: &[String]) {
+    if let Some(rule) = http_rule(p, args, "http-after-response", HTTP_AFTER_RESPONSE_ACTIONS) {
+        p.px.http_after_response.push(rule);
     }
 }
 
@@ -297,10 +319,48 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             let mut status = 200u16;
             let mut content_type = None;
             let mut body = None;
+            let mut body_lf = false;
+            let mut headers = Vec::new();
             loop {
                 let kw = arg(args, i);
                 let v = args.get(i + 1).filter(|v| !v.is_empty());
                 match kw {
+                    "hdr" => match (v, args.get(i + 2)) {
+                        (Some(n), Some(val)) => {
+                            headers.push((n.clone(), val.clone()));
+                            i += 3;
+                            continue;
+                        }
+                        _ => {
+                            p.alert(format!(
+                                "{head} 'hdr' expects <name> and <value> as arguments."
+                            ));
+                            return None;
+                        }
+                    },
+                    "lf-string" => match v {
+                        Some(v) => (body, body_lf) = (Some(v.clone()), true),
+                        None => {
+                            p.alert(format!("{head} 'lf-string' expects <fmt> as argument."));
+                            return None;
+                        }
+                    },
+                    "file" | "lf-file" => match v {
+                        Some(v) => match std::fs::read(v) {
+                            Ok(b) => {
+                                body = Some(String::from_utf8_lossy(&b).into_owned());
+                                body_lf = kw == "lf-file";
+                            }
+                            Err(_) => {
+                                p.alert(format!("{head} error opening file '{v}'."));
+                                return None;
+                            }
+                        },
+                        None => {
+                            p.alert(format!("{head} '{kw}' expects <file> as argument."));
+                            return None;
+                        }
+                    },
                     "status" => match v
                         .and_then(|v| parse_u32(v))
                         .and_then(|n| u16::try_from(n).ok())
@@ -340,16 +400,30 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 }
                 i += 2;
             }
-            if body.is_some() && content_type.is_none() {
+            if body_lf && content_type.is_none() {
                 p.alert(format!(
-                    "{head} a content type must be defined when non-empty payload is configured."
+                    "{head} a content type must be defined with a log-format payload."
                 ));
                 return None;
+            }
+            if body.as_ref().is_some_and(|b| !b.is_empty()) {
+                if content_type.is_none() {
+                    p.alert(format!(
+                        "{head} a content type must be defined when non-empty payload is configured."
+                    ));
+                    return None;
+                }
+                if matches!(status, 204 | 304) {
+                    p.alert(format!("{head} No body expected for {status} responses."));
+                    return None;
+                }
             }
             HttpRequestAction::Return {
                 status,
                 content_type,
                 body,
+                body_lf,
+                headers,
             }
         }
         "auth" => {
@@ -365,6 +439,16 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 i = 4;
             }
             HttpRequestAction::Auth { realm }
+        }
+        "use-service"
+            if arg(args, 2)
+                .strip_prefix("lua.")
+                .is_some_and(crate::ana::script::has_service) =>
+        {
+            i = 3;
+            HttpRequestAction::LuaService {
+                name: arg(args, 2).trim_start_matches("lua.").to_string(),
+            }
         }
         "use-service" => {
             match arg(args, 2) {
@@ -455,7 +539,7 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 values: action == "replace-value",
             }
         }
-        "capture" => match super::kw_capture::capture_rule(p, args, 2, kw == "http-response") {
+        "capture" => match super::kw_capture::capture_rule(p, args, 2, kw != "http-request") {
             Ok((sample, slot, len)) => {
                 i = 5;
                 HttpRequestAction::Capture { sample, slot, len }
@@ -521,6 +605,7 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 return None;
             }
         },
+        "reject" => HttpRequestAction::Reject,
         _ => HttpRequestAction::Allow,
     };
     let cond = match args.get(i).map(String::as_str) {

@@ -661,6 +661,10 @@ pub enum HttpRequestAction {
         name: String,
         args: Vec<String>,
     },
+    /// `use-service lua.<name>`: an HTTP service a script registered (`core.register_service`).
+    LuaService {
+        name: String,
+    },
     /// value is a log-format string
     SetHeader {
         name: String,
@@ -687,8 +691,14 @@ pub enum HttpRequestAction {
         status: u16,
         content_type: Option<String>,
         body: Option<String>,
+        /// The body is a log-format string (`lf-string`, `lf-file`).
+        body_lf: bool,
+        /// `hdr <name> <fmt>` lines, in order.
+        headers: Vec<(String, String)>,
     },
     Allow,
+    /// `reject`: the connection is closed at once, without a response.
+    Reject,
     /// `use-service prometheus-exporter`: the request is answered by the built-in exporter.
     UsePrometheus,
     /// `track-sc<n> <key> [table <t>]`: count this request in a stick table.
@@ -1294,6 +1304,8 @@ pub struct Proxy {
     pub http_request: Vec<HttpRequestRule>,
     /// `http-response` rules (the same actions on the server's response head).
     pub http_response: Vec<HttpRequestRule>,
+    /// `http-after-response` rules: every response, the proxy's own ones included.
+    pub http_after_response: Vec<HttpRequestRule>,
     pub captures: Captures,
     pub tcp_request: Vec<TcpRequestRule>,
     pub tcp_inspect_delay: Option<Duration>,
@@ -1420,6 +1432,7 @@ impl Proxy {
             use_backends: Vec::new(),
             http_request: Vec::new(),
             http_response: Vec::new(),
+            http_after_response: Vec::new(),
             captures: Captures::default(),
             tcp_request: Vec::new(),
             tcp_inspect_delay: None,

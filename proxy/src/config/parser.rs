@@ -1103,6 +1103,11 @@ fn warn_proxy(px: &Proxy, diags: &mut Vec<Diag>) {
         for (kw, rules, slots) in [
             ("http-request", &px.http_request, px.captures.req.len()),
             ("http-response", &px.http_response, px.captures.res.len()),
+            (
+                "http-after-response",
+                &px.http_after_response,
+                px.captures.res.len(),
+            ),
         ] {
             for r in rules {
                 if let HttpRequestAction::Capture { slot, len: 0, .. } = r.action
@@ -1122,6 +1127,7 @@ fn warn_proxy(px: &Proxy, diags: &mut Vec<Diag>) {
     for (kw, empty) in [
         ("http-request", px.http_request.is_empty()),
         ("http-response", px.http_response.is_empty()),
+        ("http-after-response", px.http_after_response.is_empty()),
     ] {
         if px.mode == Mode::Tcp && !empty {
             diags.push(Diag::global(

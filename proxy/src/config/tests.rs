@@ -368,7 +368,9 @@ fn options_and_rules() {
         HttpRequestAction::Return {
             status: 404,
             content_type: Some("text/plain".into()),
-            body: Some("nope".into())
+            body: Some("nope".into()),
+            body_lf: false,
+            headers: Vec::new(),
         }
     );
     assert!(f.http_request[1].cond.as_ref().unwrap().unless);

@@ -60,11 +60,13 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
     }
     for p in &cfg.proxies {
         // `tcp-request connection` runs at accept in every mode; inspection (`inspect-delay`,
-        // `content`) in `mode tcp` frontends and backends only: not before HTTP parsing.
-        let tcp_fe = p.mode == crate::config::model::Mode::Tcp;
+        // `content`) in frontends and backends of both modes (`mode http`: on the parsed
+        // request, before the `http-request` rules).
         let done = |kw: &str| {
-            kw == "tcp-request connection"
-                || (tcp_fe && matches!(kw, "tcp-request inspect-delay" | "tcp-request content"))
+            matches!(
+                kw,
+                "tcp-request connection" | "tcp-request inspect-delay" | "tcp-request content"
+            )
         };
         for (kw, loc) in p.pending.iter().filter(|(kw, _)| !done(kw)) {
             out.push(format!(

@@ -293,6 +293,8 @@ fn wait_for_stop_signal() -> bool {
 }
 
 fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: WorkerListeners) {
+    // This thread's Lua state, before the first connection (not Send: one per worker thread).
+    crate::lua::warm();
     let io = shared.io;
     let sh = Arc::clone(&shared);
     let res = super::io::block_on(io, async move {
@@ -382,17 +384,42 @@ async fn accept_loop<S: Service>(
             _ = room => {}
             _ = stop.changed() => break,
         }
+        // `shutdown frontend`: the socket stops listening (shut down, as other descriptors of
+        // it may be kept for a reload's handover; that also wakes a pending io_uring accept).
+        // SAFETY: shutdown on the listener's own descriptor, open while `listener` lives.
+        let stop_listening = || unsafe { libc::shutdown(listener.raw_fd(), libc::SHUT_RD) };
+        if fe.feconn.is_stopped() {
+            stop_listening();
+            break;
+        }
         let accepted = if listener.cancellable() {
             tokio::select! {
                 r = listener.accept(shared.io) => r,
                 _ = stop.changed() => break,
+                _ = fe.feconn.wait_stopped() => {
+                    stop_listening();
+                    break;
+                }
             }
         } else {
-            listener.accept(shared.io).await
+            let accept = listener.accept(shared.io);
+            let mut accept = std::pin::pin!(accept);
+            tokio::select! {
+                r = &mut accept => r,
+                _ = fe.feconn.wait_stopped() => {
+                    stop_listening();
+                    let _ = accept.await;
+                    break;
+                }
+            }
         };
         match accepted {
             Ok(acc) => {
                 limited = false;
+                // `set rate-limit`: an accepted connection waits for its turn (checked after
+                // the accept, so that workers blocked in accept cannot pass the limit).
+                let m = &shared.model;
+                m.rate_limits.wait(&m.totals, || m.now_ms()).await;
                 let now = shared.model.now_ms();
                 for c in [&fe.fe_counters, &shared.model.totals] {
                     c.connection(now);

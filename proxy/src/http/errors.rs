@@ -269,12 +269,29 @@ pub fn return_response(
     body: &[u8],
     close: bool,
 ) -> Vec<u8> {
+    return_response_with(status, content_type, body, &[], close)
+}
+
+/// [`return_response`] with `hdr` lines, which HAProxy places first.
+pub fn return_response_with(
+    status: u16,
+    content_type: Option<&str>,
+    body: &[u8],
+    headers: &[(String, String)],
+    close: bool,
+) -> Vec<u8> {
     let body = if matches!(status, 204 | 304) {
         &[][..]
     } else {
         body
     };
     let mut out = format!("HTTP/1.1 {status} {}\r\n", reason(status)).into_bytes();
+    for (n, v) in headers {
+        push_field(&mut out, n.as_bytes());
+        out.extend_from_slice(b": ");
+        push_field(&mut out, v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     if status != 204 {
         out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
     }

@@ -87,12 +87,20 @@ pub fn reply_size(wire: &[u8]) -> u64 {
     let start = lines.next().unwrap_or_default();
     // `HTTP/1.1 503 Service Unavailable`: the two spaces are not stored.
     let mut size = START_LINE + start.len().saturating_sub(2) as u64 + END_BLOCK;
+    let mut chunked = false;
     for line in lines.filter(|l| !l.is_empty()) {
         if let Some(colon) = line.iter().position(|&b| b == b':') {
             let (name, value) = line.split_at(colon);
             let value = value.get(1..).unwrap_or_default().trim_ascii();
             size += field_size(name, value);
+            chunked |= name.eq_ignore_ascii_case(b"transfer-encoding")
+                && value.eq_ignore_ascii_case(b"chunked");
         }
+    }
+    // A chunked reply (a Lua service's) stores its data, not the chunk framing, and no
+    // end-of-trailers block (the H1 mux makes one only when it parses a chunked message).
+    if chunked {
+        return size + BodySize::new(true).feed(body).saturating_sub(END_BLOCK);
     }
     size + body.len() as u64
 }
@@ -283,5 +291,8 @@ mod tests {
         assert_eq!(reply_size(page), 217);
         let page = crate::http::errors::deny_response(403, true);
         assert_eq!(reply_size(&page), 192);
+        // A Lua service's chunked answer (HAProxy 2.6.12 logged 125 for it, tests/lua.rs).
+        let svc = b"HTTP/1.1 201 Made\r\nx-svc: GET\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n23\r\nhello /a b=1 h.test\nfrom 127.0.0.1\n\r\n0\r\n\r\n";
+        assert_eq!(reply_size(svc), 125);
     }
 }

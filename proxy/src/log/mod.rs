@@ -229,8 +229,7 @@ impl Logger {
         } else {
             INFO
         };
-        let mut line = String::with_capacity(256);
-        self.with_record(fe, rec, |record, ctx| fmt.render(record, ctx, &mut line));
+        let line = Self::render(self, fmt, fe, rec);
         if let Some(sink) = &self.sink {
             for t in &fe.cfg.logs {
                 sink.log(t, None, level, &line);
@@ -253,6 +252,21 @@ impl Logger {
         self.session(fe, rec);
         rec.bytes_in = bytes_in;
         rec.logged = true;
+    }
+
+    /// The line [`Logger::session`] writes for `rec`, whatever the filters (None: the frontend
+    /// has no log format). The stream layer's unit tests read it.
+    pub fn session_line(&self, fe: &Proxy, rec: &SessionLog) -> Option<String> {
+        match self.styles.get(fe.index) {
+            Some(Style::Format(fmt)) => Some(self.render(fmt, fe, rec)),
+            _ => None,
+        }
+    }
+
+    fn render(&self, fmt: &LogFormat, fe: &Proxy, rec: &SessionLog) -> String {
+        let mut line = String::with_capacity(256);
+        self.with_record(fe, rec, |record, ctx| fmt.render(record, ctx, &mut line));
+        line
     }
 
     /// The stream's unique id per the frontend's `unique-id-format` (`None` without one),

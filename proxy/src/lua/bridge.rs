@@ -76,13 +76,38 @@ pub(crate) fn fetch_expr(method: &str, args: &[String]) -> Result<SampleExpr, St
     parse_sample(&text)
 }
 
+thread_local! {
+    /// Compiled `txn.f` calls of this thread, by method and arguments (scripts call the same
+    /// few again and again).
+    static COMPILED: std::cell::RefCell<std::collections::HashMap<(String, Vec<String>), SampleExpr>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Bound on [`COMPILED`]: arguments built from request data could make every call new.
+const COMPILED_MAX: usize = 1024;
+
 /// Evaluates `txn.f:<method>(args…)`.
 pub(crate) fn fetch(
     ctx: &SampleCtx<'_>,
     method: &str,
     args: &[String],
 ) -> Result<Option<SampleValue<'static>>, String> {
-    let e = fetch_expr(method, args)?;
+    let key = (method.to_string(), args.to_vec());
+    let cached = COMPILED.with(|c| c.borrow().get(&key).cloned());
+    let e = match cached {
+        Some(e) => e,
+        None => {
+            let e = fetch_expr(method, args)?;
+            COMPILED.with(|c| {
+                let mut c = c.borrow_mut();
+                if c.len() >= COMPILED_MAX {
+                    c.clear();
+                }
+                c.insert(key, e.clone());
+            });
+            e
+        }
+    };
     Ok(e.eval(ctx).map(SampleValue::into_owned))
 }
 

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use mlua::{Function, Lua, Table, Value};
 
-use super::state::{ACTIONS, CONVERTERS, Ctl, FETCHES, INITS, action_key};
+use super::state::{ACTIONS, CONVERTERS, Ctl, FETCHES, INITS, SERVICES, action_key};
 use crate::ana::script::Kind;
 
 /// HAProxy's syslog level names, by level.
@@ -154,6 +154,25 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
             })?,
         )?;
     }
+    core.set(
+        "register_service",
+        lua.create_function(|lua, (name, mode, f): (String, String, Function)| {
+            match mode.as_str() {
+                "http" => {}
+                // Registered, but portcullis has no `tcp-request content use-service`.
+                "tcp" => return Ok(()),
+                _ => {
+                    return Err(mlua::Error::runtime("'mode' must be 'tcp' or 'http'"));
+                }
+            }
+            let t: Table = lua.named_registry_value(SERVICES)?;
+            t.set(name.as_str(), f)?;
+            if checking(lua) {
+                super::registry::record_service(&name);
+            }
+            Ok(())
+        })?,
+    )?;
     core.set(
         "register_init",
         lua.create_function(|lua, f: Function| {

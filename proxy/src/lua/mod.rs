@@ -27,6 +27,12 @@ pub fn install() {
     crate::ana::script::install(&INTERP);
 }
 
+/// Makes the calling worker thread's Lua state, if the configuration loads any script (called
+/// once per worker thread at start).
+pub fn warm() {
+    state::warm();
+}
+
 struct Interp;
 
 impl Host for Interp {
@@ -53,6 +59,17 @@ impl Host for Interp {
     }
     fn has_converter(&self, name: &str) -> bool {
         registry::has_converter(name)
+    }
+    fn has_service(&self, name: &str) -> bool {
+        registry::has_service(name)
+    }
+    fn http_service(
+        &self,
+        name: &str,
+        req: &RequestHead,
+        ctx: &SampleCtx<'_>,
+    ) -> Option<(u16, Vec<u8>, bool)> {
+        state::service(name, req, ctx)
     }
     fn fetch(
         &self,

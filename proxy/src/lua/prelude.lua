@@ -18,10 +18,9 @@ for _, op in ipairs(HTTP_OPS) do
   HTTP[op] = function(self, ...) return rawget(self, "__n")(op, ...) end
 end
 
-local TXN = {}
-TXN.__index = TXN
+local TXN_METHODS = {}
 for _, op in ipairs(TXN_OPS) do
-  TXN[op] = function(self, ...) return rawget(self, "__n")(op, ...) end
+  TXN_METHODS[op] = function(self, ...) return rawget(self, "__n")(op, ...) end
 end
 
 -- txn:reply(): HAProxy's reply object (status, reason, headers = {name = {values}}, body).
@@ -45,7 +44,7 @@ end
 function REPLY:set_body(body)
   self.body = body
 end
-function TXN:reply(t)
+function TXN_METHODS.reply(_, t)
   t = t or {}
   local r = setmetatable({ status = t.status or 200, reason = t.reason, headers = {},
                            body = t.body or "" }, REPLY)
@@ -72,15 +71,47 @@ CONV.__index = function(_, kw)
   return function(self, ...) return rawget(self, "__n")("conv", kw, rawget(self, "__s"), ...) end
 end
 
--- Makes the txn object of one call; `http` is false outside HTTP.
-return function(n, http)
-  local txn = setmetatable({ __n = n }, TXN)
-  if http then
-    txn.http = setmetatable({ __n = n }, HTTP)
+-- The sub-objects are made at their first use: most actions touch one or two of them.
+local LAZY = {
+  http = function(o) return rawget(o, "__http") and setmetatable({ __n = rawget(o, "__n") }, HTTP) end,
+  f = function(o) return setmetatable({ __n = rawget(o, "__n"), __s = false }, FETCH) end,
+  sf = function(o) return setmetatable({ __n = rawget(o, "__n"), __s = true }, FETCH) end,
+  c = function(o) return setmetatable({ __n = rawget(o, "__n"), __s = false }, CONV) end,
+  sc = function(o) return setmetatable({ __n = rawget(o, "__n"), __s = true }, CONV) end,
+}
+local function lazy_index(methods)
+  return function(o, k)
+    local m = methods[k]
+    if m ~= nil then return m end
+    local make = LAZY[k]
+    if make == nil then return nil end
+    local v = make(o)
+    if not v then return nil end
+    rawset(o, k, v)
+    return v
   end
-  txn.f = setmetatable({ __n = n, __s = false }, FETCH)
-  txn.sf = setmetatable({ __n = n, __s = true }, FETCH)
-  txn.c = setmetatable({ __n = n, __s = false }, CONV)
-  txn.sc = setmetatable({ __n = n, __s = true }, CONV)
-  return txn
 end
+local TXN = { __index = lazy_index(TXN_METHODS) }
+
+-- core.register_service("…", "http", fn): the AppletHTTP object.
+local APPLET_OPS = {
+  "set_status", "add_header", "start_response", "send", "getline", "receive",
+  "get_priv", "set_priv", "get_var", "set_var", "unset_var",
+}
+local APPLET_METHODS = {}
+for _, op in ipairs(APPLET_OPS) do
+  APPLET_METHODS[op] = function(self, ...) return rawget(self, "__n")(op, ...) end
+end
+local APPLET = { __index = lazy_index(APPLET_METHODS) }
+
+return {
+  -- The txn object of one call; `http` is false outside HTTP.
+  txn = function(n, http)
+    return setmetatable({ __n = n, __http = http }, TXN)
+  end,
+  -- The applet of one service call; `fields` holds method, version, path, qs, length, headers.
+  applet = function(n, fields)
+    fields.__n = n
+    return setmetatable(fields, APPLET)
+  end,
+}

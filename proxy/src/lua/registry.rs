@@ -10,8 +10,16 @@ use crate::ana::script::{Kind, Tune};
 /// One line a state replays.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
-    Path { path: String, cpath: bool },
-    Load { file: String, args: Vec<String> },
+    Path {
+        path: String,
+        cpath: bool,
+    },
+    /// The file's text as read while parsing: a worker replays it even after `chroot`.
+    Load {
+        file: String,
+        args: Vec<String>,
+        code: std::sync::Arc<[u8]>,
+    },
 }
 
 #[derive(Default)]
@@ -23,6 +31,8 @@ struct Config {
     actions: Vec<(Kind, String, usize)>,
     fetches: Vec<String>,
     converters: Vec<String>,
+    /// HTTP services (`core.register_service(name, "http", …)`).
+    services: Vec<String>,
     /// Registration warnings not yet reported by the `lua-load` line that caused them.
     warnings: Vec<String>,
 }
@@ -136,4 +146,20 @@ pub(crate) fn has_fetch(name: &str) -> bool {
 
 pub(crate) fn has_converter(name: &str) -> bool {
     config().converters.iter().any(|n| n == name)
+}
+
+/// `core.register_service(name, "http", …)` in the checking state.
+pub(crate) fn record_service(name: &str) {
+    let mut c = config();
+    if c.services.iter().any(|n| n == name) {
+        c.warnings.push(format!(
+            "Trying to register service 'lua.{name}' more than once. This will become a hard error in version 2.5."
+        ));
+        return;
+    }
+    c.services.push(name.to_string());
+}
+
+pub(crate) fn has_service(name: &str) -> bool {
+    config().services.iter().any(|n| n == name)
 }

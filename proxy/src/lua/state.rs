@@ -12,6 +12,7 @@ use super::registry::{self, Step};
 use super::txn::{Call, Msg};
 use crate::ana::sample::{SampleCtx, SampleValue};
 use crate::ana::script::{Kind, Outcome, Tune};
+use crate::http::head::RequestHead;
 
 /// Per-state facts the native functions read (Lua app data).
 pub(crate) struct Ctl {
@@ -27,6 +28,8 @@ pub(crate) struct Ctl {
     pub done: Cell<bool>,
     /// `tune.lua.session-timeout` in ms (0: none).
     pub session_ms: u64,
+    /// `tune.lua.service-timeout` in ms (0: none).
+    pub service_ms: u64,
 }
 
 pub(crate) struct State {
@@ -34,6 +37,8 @@ pub(crate) struct State {
     generation: u64,
     /// The prelude's constructor of txn objects.
     make_txn: Function,
+    /// The prelude's constructor of applet objects (`core.register_service`).
+    make_applet: Function,
 }
 
 thread_local! {
@@ -49,6 +54,7 @@ pub(crate) const ACTIONS: &str = "portcullis.actions";
 pub(crate) const FETCHES: &str = "portcullis.fetches";
 pub(crate) const CONVERTERS: &str = "portcullis.converters";
 pub(crate) const INITS: &str = "portcullis.inits";
+pub(crate) const SERVICES: &str = "portcullis.services";
 
 fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State> {
     let lua = Lua::new();
@@ -67,15 +73,18 @@ fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State>
         timed_out: Cell::new(false),
         done: Cell::new(false),
         session_ms: tune.session_timeout_ms,
+        service_ms: tune.service_timeout_ms,
     });
-    for t in [ACTIONS, FETCHES, CONVERTERS, INITS] {
+    for t in [ACTIONS, FETCHES, CONVERTERS, INITS, SERVICES] {
         lua.set_named_registry_value(t, lua.create_table()?)?;
     }
     super::core::install(&lua)?;
-    let make_txn: Function = lua
+    let prelude: Table = lua
         .load(include_str!("prelude.lua"))
         .set_name("=portcullis")
         .eval()?;
+    let make_txn: Function = prelude.get("txn")?;
+    let make_applet: Function = prelude.get("applet")?;
     // HAProxy checks its timeouts when it forces a yield; a state checks its deadline as often.
     let triggers = HookTriggers {
         every_nth_instruction: Some(tune.forced_yield.max(1)),
@@ -95,7 +104,46 @@ fn new_state(checking: bool, generation: u64, tune: Tune) -> mlua::Result<State>
         lua,
         generation,
         make_txn,
+        make_applet,
     })
+}
+
+/// HAProxy's `hlua_traceback` from the traceback mlua appends to a runtime error (Lua's
+/// `luaL_traceback` text): its first frame is mlua's own handler, unnamed C frames are left out
+/// (the caller's included), and each frame is worded as HAProxy words it (`in function line N`,
+/// `in global 'f'`, ` ...` after a tail call), joined with `, `. `None` without a traceback.
+pub(crate) fn haproxy_traceback(m: &str) -> Option<String> {
+    let (_, tb) = m.split_once("\nstack traceback:\n")?;
+    let mut frames: Vec<String> = Vec::new();
+    for line in tb.lines().skip(1) {
+        let line = line.trim_start_matches('\t');
+        if line == "(...tail calls...)" {
+            if let Some(last) = frames.last_mut() {
+                last.push_str(" ...");
+            }
+            continue;
+        }
+        let Some((place, what)) = line.split_once(" in ") else {
+            continue;
+        };
+        if place == "[C]:" && what == "?" {
+            continue;
+        }
+        let what = if let Some(rest) = what.strip_prefix("function <") {
+            let line_no = rest.trim_end_matches('>').rsplit(':').next().unwrap_or("");
+            format!("function line {line_no}")
+        } else if let Some(rest) = what.strip_prefix("function '") {
+            // Lua names a global function by where it found it; HAProxy asks the call site.
+            match rest.trim_end_matches('\'').rsplit_once('.') {
+                Some((_, field)) => format!("field '{field}'"),
+                None => format!("global '{}", rest),
+            }
+        } else {
+            what.to_string()
+        };
+        frames.push(format!("{place} in {what}"));
+    }
+    (!frames.is_empty()).then(|| frames.join(", "))
 }
 
 /// The message of a Lua error as Lua wrote it (`file.lua:3: attempt to …`), without mlua's
@@ -114,17 +162,21 @@ pub(crate) fn message(e: &mlua::Error) -> String {
     }
 }
 
-/// Runs one file in `lua` with the `lua-load` arguments (`...` in the chunk), in HAProxy's
-/// words on failure.
-fn run_file(lua: &Lua, file: &str, args: &[String]) -> Result<(), String> {
-    let code = std::fs::read(file).map_err(|e| {
+/// Reads a `lua-load` file, in HAProxy's words on failure.
+fn read_file(file: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(file).map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "No such file or directory".to_string(),
             std::io::ErrorKind::PermissionDenied => "Permission denied".to_string(),
             _ => e.to_string(),
         };
         format!("error in Lua file '{file}': cannot open {file}: {why}")
-    })?;
+    })
+}
+
+/// Runs one file's `code` in `lua` with the `lua-load` arguments (`...` in the chunk), in
+/// HAProxy's words on failure.
+fn run_file(lua: &Lua, file: &str, code: &[u8], args: &[String]) -> Result<(), String> {
     let chunk = lua
         .load(code)
         .set_name(format!("@{file}"))
@@ -165,7 +217,7 @@ fn apply_path(lua: &Lua, path: &str, cpath: bool) -> mlua::Result<()> {
 /// `lua-load <file> [args]` while parsing: runs it in this thread's checking state.
 pub(crate) fn load(file: &str, args: &[String], _per_thread: bool) -> Result<Vec<String>, String> {
     let generation = registry::generation();
-    CHECK.with(|c| {
+    let code = CHECK.with(|c| {
         let mut c = c.borrow_mut();
         if c.as_ref().is_none_or(|s| s.generation != generation) {
             let s = new_state(true, generation, registry::tune())
@@ -181,12 +233,14 @@ pub(crate) fn load(file: &str, args: &[String], _per_thread: bool) -> Result<Vec
         let Some(s) = c.as_ref() else {
             return Err("Lua runtime error: no state".to_string());
         };
-        run_file(&s.lua, file, args)?;
-        Ok(())
+        let code = read_file(file)?;
+        run_file(&s.lua, file, &code, args)?;
+        Ok(code)
     })?;
     registry::push(Step::Load {
         file: file.to_string(),
         args: args.to_vec(),
+        code: code.into(),
     });
     Ok(registry::take_warnings())
 }
@@ -198,8 +252,8 @@ fn serving_state() -> mlua::Result<State> {
     for step in steps {
         match step {
             Step::Path { path, cpath } => apply_path(&s.lua, &path, cpath)?,
-            Step::Load { file, args } => {
-                if let Err(e) = run_file(&s.lua, &file, &args) {
+            Step::Load { file, args, code } => {
+                if let Err(e) = run_file(&s.lua, &file, &code, &args) {
                     super::core::alert(&e);
                 }
             }
@@ -237,6 +291,31 @@ fn with_state<R>(f: impl FnOnce(&State) -> Option<R>) -> Option<R> {
     })
 }
 
+/// A runtime error as HAProxy reports it: `<message> from <traceback>`.
+fn runtime_message(e: &mlua::Error) -> String {
+    let raw = match e {
+        mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => {
+            return runtime_message(cause);
+        }
+        mlua::Error::RuntimeError(m) => m.as_str(),
+        other => return message(other),
+    };
+    match haproxy_traceback(raw) {
+        Some(tb) => format!("{} from {tb}", message(e)),
+        None => message(e),
+    }
+}
+
+/// Makes this thread's serving state now (a worker at start) when the configuration loads
+/// any file: its `core.register_init` functions run and its load errors show before the first
+/// request rather than with it.
+pub(crate) fn warm() {
+    let (_, steps, _) = registry::snapshot();
+    if steps.iter().any(|s| matches!(s, Step::Load { .. })) {
+        with_state(|_| Some(()));
+    }
+}
+
 /// How a function ended.
 enum Ended {
     Ok(MultiValue),
@@ -248,12 +327,21 @@ enum Ended {
 
 /// Calls `f` under the session deadline (an outer call's deadline stays when re-entered).
 fn guarded(s: &State, f: &Function, args: MultiValue) -> Ended {
+    guarded_for(s, f, args, false)
+}
+
+/// [`guarded`], under the service deadline for a service.
+fn guarded_for(s: &State, f: &Function, args: MultiValue, service: bool) -> Ended {
     let Some(ctl) = s.lua.app_data_ref::<Ctl>() else {
         return Ended::Error("no state".into());
     };
     let outer = ctl.deadline.get();
     if outer.is_none() {
-        let ms = ctl.session_ms;
+        let ms = if service {
+            ctl.service_ms
+        } else {
+            ctl.session_ms
+        };
         ctl.deadline
             .set((ms > 0).then(|| Instant::now() + Duration::from_millis(ms)));
         ctl.timed_out.set(false);
@@ -268,7 +356,7 @@ fn guarded(s: &State, f: &Function, args: MultiValue) -> Ended {
         Ok(v) => Ended::Ok(v),
         Err(_) if ctl.done.get() => Ended::Done,
         Err(_) if ctl.timed_out.get() => Ended::Timeout,
-        Err(e) => Ended::Error(message(&e)),
+        Err(e) => Ended::Error(runtime_message(&e)),
     };
     if outer.is_none() {
         ctl.deadline.set(None);
@@ -415,6 +503,58 @@ pub(crate) fn run_convert(
         Ok(guarded(s, &f, a))
     })();
     finish_sample(s, "", "converter", name, ended)
+}
+
+/// Runs HTTP service `lua.<name>` (`http-request use-service`) on the request: the response
+/// it wrote (status, bytes, whether the connection must close after it).
+pub(crate) fn service(
+    name: &str,
+    req: &RequestHead,
+    ctx: &SampleCtx<'_>,
+) -> Option<(u16, Vec<u8>, bool)> {
+    with_state(|s| run_service(s, name, req, ctx))
+}
+
+pub(crate) fn run_service(
+    s: &State,
+    name: &str,
+    req: &RequestHead,
+    ctx: &SampleCtx<'_>,
+) -> Option<(u16, Vec<u8>, bool)> {
+    let Some(Value::Function(f)) = lookup(s, SERVICES, name) else {
+        return None;
+    };
+    let ctx = SampleCtx {
+        req: Some(req),
+        ..*ctx
+    };
+    let call = RefCell::new(Call::new(&ctx, Msg::None, name));
+    call.borrow_mut().start_service(req);
+    let ended = s.lua.scope(|scope| {
+        let native =
+            scope.create_function(|lua, a: MultiValue| call.borrow_mut().native(lua, a))?;
+        let fields = super::txn::applet_fields(&s.lua, req)?;
+        let applet: Table = s.make_applet.call((native, fields))?;
+        Ok(guarded_for(
+            s,
+            &f,
+            MultiValue::from_iter([Value::Table(applet)]),
+            true,
+        ))
+    });
+    let failed = match ended {
+        Ok(Ended::Ok(_)) | Ok(Ended::Done) => None,
+        Ok(Ended::Timeout) => Some("execution timeout".to_string()),
+        Ok(Ended::Error(m)) | Err(mlua::Error::RuntimeError(m)) => {
+            Some(format!("[state-id {}] runtime error: {m}", state_id(s)))
+        }
+        Err(e) => Some(message(&e)),
+    };
+    if let Some(m) = &failed {
+        super::core::send_err(ctx.frontend, &format!("Lua applet http '{name}': {m}."));
+    }
+    let call = call.into_inner();
+    Some(call.service_response(req, failed.is_some()))
 }
 
 /// A serving state running `code` (unit tests: no registry, no thread-local).

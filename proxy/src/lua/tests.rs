@@ -402,3 +402,78 @@ fn samples_convert_both_ways() {
     assert!(format!("{:?}", e.fetch).contains("a,b)"), "{:?}", e.fetch);
     assert!(bridge::fetch_expr("no_such_fetch", &[]).is_err());
 }
+
+#[test]
+fn services_frame_their_answer_and_fail_with_500() {
+    use super::state::run_service;
+    let tune = Tune {
+        service_timeout_ms: 50,
+        forced_yield: 100,
+        ..Tune::default()
+    };
+    let st = test_state(
+        r#"
+        core.register_service("hi", "http", function(applet)
+          applet:set_status(202)
+          applet:add_header("X-Path", applet.path .. "?" .. applet.qs)
+          applet:start_response()
+          applet:send("a")
+          applet:send(applet:getline() .. "b")
+        end)
+        core.register_service("loop", "http", function(applet) while true do end end)
+        "#,
+        tune,
+    )
+    .unwrap();
+    let v = vars();
+    let r = req("/p?q=1", &[]);
+    let (status, bytes, close) = run_service(&st, "hi", &r, &ctx(&v)).unwrap();
+    assert_eq!((status, close), (202, false));
+    assert_eq!(
+        String::from_utf8(bytes).unwrap(),
+        "HTTP/1.1 202 Accepted\r\nx-path: /p?q=1\r\ntransfer-encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n"
+    );
+    let mut r10 = req("/", &[]);
+    r10.version = Version::Http10;
+    let (_, bytes, close) = run_service(&st, "hi", &r10, &ctx(&v)).unwrap();
+    assert!(close);
+    assert!(
+        String::from_utf8(bytes)
+            .unwrap()
+            .starts_with("HTTP/1.0 202")
+    );
+    // A body the service cannot read: it fails, the client gets a 500.
+    let post = req("/", &[("Content-Length", "4")]);
+    assert_eq!(run_service(&st, "hi", &post, &ctx(&v)).unwrap().0, 500);
+    // `tune.lua.service-timeout` stops a service that loops.
+    assert_eq!(run_service(&st, "loop", &r, &ctx(&v)).unwrap().0, 500);
+    assert!(run_service(&st, "nope", &r, &ctx(&v)).is_none());
+}
+
+#[test]
+fn tracebacks_are_worded_as_haproxy() {
+    use super::state::haproxy_traceback;
+    // What mlua appends (Lua's luaL_traceback), and what HAProxy 2.6.12 printed for the same
+    // errors (captured).
+    let m = "t.lua:3: boom\nstack traceback:\n\t[C]: in ?\n\t[C]: in function 'error'\n\tt.lua:3: in function <t.lua:3>\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("[C]: in global 'error', t.lua:3: in function line 3")
+    );
+    let m = "t.lua:1: x\nstack traceback:\n\t[C]: in metamethod '__index'\n\tt.lua:1: in upvalue 'inner'\n\tt.lua:2: in function 'glob'\n\tt.lua:4: in function <t.lua:4>\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("t.lua:1: in upvalue 'inner', t.lua:2: in global 'glob', t.lua:4: in function line 4")
+    );
+    let m = "t.lua:5: y\nstack traceback:\n\t[C]: in ?\n\t[C]: in function 'string.rep'\n\tt.lua:5: in function <t.lua:5>\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("[C]: in field 'rep', t.lua:5: in function line 5")
+    );
+    let m = "t.lua:7: z\nstack traceback:\n\t[C]: in ?\n\tt.lua:7: in function <t.lua:7>\n\t(...tail calls...)\n\t[C]: in ?";
+    assert_eq!(
+        haproxy_traceback(m).as_deref(),
+        Some("t.lua:7: in function line 7 ...")
+    );
+    assert_eq!(haproxy_traceback("no traceback"), None);
+}

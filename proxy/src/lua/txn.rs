@@ -15,7 +15,7 @@ use crate::ana::sample::{SampleCtx, SampleValue};
 use crate::ana::script::Outcome;
 use crate::ana::vars::{Scope, SetCond, VarName};
 use crate::config::model::LinePart;
-use crate::http::head::{Headers, RequestHead, ResponseHead};
+use crate::http::head::{Headers, RequestHead, ResponseHead, Version};
 
 /// The message an action may change.
 pub(crate) enum Msg<'a> {
@@ -33,6 +33,19 @@ pub(crate) struct Call<'a, 'c> {
     name: &'a str,
     /// Set by `txn:done()`.
     pub outcome: Option<Outcome>,
+    /// The response a service (`core.register_service`) is writing.
+    svc: Option<Svc>,
+}
+
+/// What an HTTP applet wrote.
+#[derive(Default)]
+struct Svc {
+    status: u16,
+    reason: Option<String>,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    /// The request has no body: `getline`/`receive` give the empty string.
+    no_body: bool,
 }
 
 /// Where `set_priv` keeps a string, number or boolean: a variable no configuration can name.
@@ -59,7 +72,73 @@ impl<'a, 'c> Call<'a, 'c> {
             msg,
             name,
             outcome: None,
+            svc: None,
         }
+    }
+
+    /// This call runs a service on `req`.
+    pub fn start_service(&mut self, req: &RequestHead) {
+        let cl = req.headers.get_last("content-length");
+        let no_body = !req.headers.contains("transfer-encoding")
+            && cl.is_none_or(|v| v.iter().all(|b| *b == b'0'));
+        self.svc = Some(Svc {
+            status: 200,
+            no_body,
+            ..Svc::default()
+        });
+    }
+
+    /// The response the service wrote, framed as HAProxy's H1 mux frames an applet's: with its
+    /// own `content-length`, else chunked to an HTTP/1.1 client, else (HTTP/1.0) ended by the
+    /// close. A service that failed answers 500. Also whether the connection must close.
+    pub fn service_response(self, req: &RequestHead, failed: bool) -> (u16, Vec<u8>, bool) {
+        let svc = self.svc.unwrap_or_default();
+        if failed {
+            let bytes = crate::http::errors::return_response(500, None, b"", false);
+            return (500, bytes, false);
+        }
+        let status = svc.status;
+        let reason = svc
+            .reason
+            .unwrap_or_else(|| crate::http::errors::reason(status).to_string());
+        let version = if req.version == Version::Http10 {
+            "HTTP/1.0"
+        } else {
+            "HTTP/1.1"
+        };
+        let mut out = format!("{version} {status} {reason}\r\n").into_bytes();
+        let mut length = false;
+        for (n, v) in &svc.headers {
+            let n = n.to_ascii_lowercase();
+            if n == "connection" || n == "transfer-encoding" {
+                continue;
+            }
+            length |= n == "content-length";
+            out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+        }
+        let bodyless = matches!(status, 204 | 304) || status < 200;
+        let chunked = !length && !bodyless && req.version != Version::Http10;
+        if chunked {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if chunked {
+            if !svc.body.is_empty() {
+                out.extend_from_slice(format!("{:x}\r\n", svc.body.len()).as_bytes());
+                out.extend_from_slice(&svc.body);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(b"0\r\n\r\n");
+        } else if !bodyless {
+            out.extend_from_slice(&svc.body);
+        }
+        (status, out, !length && !chunked && !bodyless)
+    }
+
+    fn svc(&mut self) -> mlua::Result<&mut Svc> {
+        self.svc
+            .as_mut()
+            .ok_or_else(|| err("this function is only available in a service"))
     }
 
     /// The sample context with the message at hand.
@@ -248,6 +327,51 @@ impl<'a, 'c> Call<'a, 'c> {
                 }
                 Err(err("done"))
             }
+            "set_status" => {
+                let status = match next() {
+                    Value::Integer(i) => u16::try_from(i).ok(),
+                    Value::Number(n) => Some(n as u16),
+                    _ => None,
+                }
+                .filter(|s| (100..=599).contains(s))
+                .ok_or_else(|| err("bad argument #1 to 'set_status' (invalid status code)"))?;
+                let reason = match next() {
+                    Value::Nil => None,
+                    v => Some(core::text(lua, v)?),
+                };
+                let svc = self.svc()?;
+                svc.status = status;
+                svc.reason = reason;
+                none()
+            }
+            "add_header" => {
+                let name = core::text(lua, next())?;
+                let value = core::text(lua, next())?;
+                check_field(&name, &value)?;
+                self.svc()?.headers.push((name, value));
+                none()
+            }
+            "start_response" => {
+                self.svc()?;
+                none()
+            }
+            "send" => {
+                let v = next();
+                let bytes = match &v {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    v => core::text(lua, v.clone())?.into_bytes(),
+                };
+                self.svc()?.body.extend_from_slice(&bytes);
+                none()
+            }
+            "getline" | "receive" => {
+                if !self.svc()?.no_body {
+                    return Err(err(
+                        "the request body is not available to Lua services in portcullis",
+                    ));
+                }
+                one(Value::String(lua.create_string("")?))
+            }
             "fetch" => {
                 let kw = core::text(lua, next())?;
                 let string = matches!(next(), Value::Boolean(true));
@@ -321,6 +445,23 @@ impl<'a, 'c> Call<'a, 'c> {
         }
         bridge::to_lua(lua, &v)
     }
+}
+
+/// The fields of an applet: `method`, `version`, `path`, `qs`, `length`, `headers`.
+pub(crate) fn applet_fields(lua: &Lua, req: &RequestHead) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("method", req.method.as_str())?;
+    t.set("version", req.version.as_str().trim_start_matches("HTTP/"))?;
+    t.set("path", req.path())?;
+    t.set("qs", req.query().unwrap_or(""))?;
+    let length = req
+        .headers
+        .get_last("content-length")
+        .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    t.set("length", length)?;
+    t.set("headers", headers_table(lua, Some(&req.headers))?)?;
+    Ok(t)
 }
 
 /// A header a script adds must be one the H1 writer can send as is.

@@ -12,6 +12,7 @@ use crate::config::model as cfg;
 
 pub mod dynamic;
 pub mod error_snapshots;
+pub mod rate_limits;
 pub mod sessions;
 pub mod state_file;
 pub mod stats;
@@ -28,7 +29,11 @@ pub struct Gate {
     hard: u32,
     /// `disable frontend`: accepting waits (connections stay in the kernel's backlog).
     paused: AtomicBool,
+    /// `shutdown frontend`: the listeners are closed for good.
+    stopped: AtomicBool,
     waiters: tokio::sync::Notify,
+    /// Woken only by `stop`, so that accept loops watching it are not woken by every release.
+    stop_waiters: tokio::sync::Notify,
 }
 
 impl Gate {
@@ -38,7 +43,9 @@ impl Gate {
             max: AtomicU32::new(max.max(1)),
             hard: max.max(1),
             paused: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             waiters: tokio::sync::Notify::new(),
+            stop_waiters: tokio::sync::Notify::new(),
         }
     }
     /// Sessions holding a slot now (`actconn`, `feconn`, `scur`).
@@ -53,6 +60,28 @@ impl Gate {
     }
     pub fn is_paused(&self) -> bool {
         self.paused.load(Ordering::Acquire)
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+    /// Stops accepting for good (`shutdown frontend`); the previous state.
+    pub fn stop(&self) -> bool {
+        let was = self.stopped.swap(true, Ordering::AcqRel);
+        self.waiters.notify_waiters();
+        self.stop_waiters.notify_waiters();
+        was
+    }
+    /// Resolves once the gate is stopped.
+    pub async fn wait_stopped(&self) {
+        loop {
+            let notified = self.stop_waiters.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
+        }
     }
     /// Pauses or resumes accepting; the previous state.
     pub fn set_paused(&self, paused: bool) -> bool {
@@ -97,8 +126,11 @@ impl Gate {
     }
     /// Waits until a slot is free, without taking it.
     pub async fn wait_room(&self) {
-        self.wait_until(|| !self.is_paused() && self.cur.load(Ordering::Acquire) < self.max())
-            .await;
+        self.wait_until(|| {
+            self.is_stopped()
+                || (!self.is_paused() && self.cur.load(Ordering::Acquire) < self.max())
+        })
+        .await;
     }
     /// Waits for a free slot and takes it; while paused, a connection accepted anyway (an
     /// accept that was already waiting) is held here, unserved, as the kernel's backlog would.
@@ -687,6 +719,8 @@ pub struct Model {
     pub cfg: cfg::Config,
     pub proxies: Vec<Arc<Proxy>>,
     pub actconn: Gate,
+    /// `set rate-limit … global`.
+    pub rate_limits: rate_limits::RateLimits,
     /// Streams started so far (HAProxy's `global.req_count`: `%rt`, the stream's number).
     pub streams: AtomicU64,
     /// Process-wide counters for `show info`: `stot`/`sess_rate` are sessions (`CumConns`,
@@ -812,6 +846,7 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
+            rate_limits: rate_limits::RateLimits::default(),
             streams: AtomicU64::new(0),
             totals: Counters::default(),
             stick,

@@ -3,7 +3,9 @@
 //! are noted when a server slot is taken ([`note_server`]). `shutdown session <id>` shuts the
 //! client socket down (both ways, through a duplicate of its descriptor, so that the number can
 //! never name another socket) and marks the stream killed: the stream then ends as it would on a
-//! client abort, and [`killed_term`] makes its log line read `K` as HAProxy's does.
+//! client abort, and [`killed_term`] makes its log line read `K` as HAProxy's does. An HTTP
+//! transaction waiting for its server's response notices only when the server answers (HAProxy
+//! ends it at once with a 502, `KH`): the transaction would have to watch the kill itself.
 //!
 //! `show sess` prints HAProxy 2.6's one-line layout with the fields portcullis has (id, proto,
 //! source, frontend, backend, server, age, the client descriptor); HAProxy's internal flags,

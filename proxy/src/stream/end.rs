@@ -88,7 +88,30 @@ pub fn finish(shared: &Shared, fe: &Proxy, end: End) {
         log.srvconn = srv.cur_conns.load(Ordering::Relaxed);
     }
     log.term = crate::model::sessions::killed_term(log.term);
+    #[cfg(test)]
+    tap::push(&log);
     shared.log.session(fe, &log);
+}
+
+/// The records `finish` logged on this thread, for the stream layer's unit tests.
+#[cfg(test)]
+pub mod tap {
+    use std::cell::RefCell;
+
+    use crate::log::SessionLog;
+
+    thread_local! {
+        static ENDS: RefCell<Vec<SessionLog>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub fn push(log: &SessionLog) {
+        ENDS.with(|e| e.borrow_mut().push(log.clone()));
+    }
+
+    /// The records logged since the last call.
+    pub fn take() -> Vec<SessionLog> {
+        ENDS.with(|e| std::mem::take(&mut *e.borrow_mut()))
+    }
 }
 
 #[cfg(test)]

@@ -177,35 +177,9 @@ async fn stream(
     start: Instant,
     mut log: SessionLog,
 ) -> End {
-    log.captures = crate::ana::capture::Captured::start(&fe.cfg.captures);
-    let caps = log.captures.clone();
-    let inspecting = inspect_phase(
-        shared,
-        fe,
-        &client,
-        (peer, local, log.proxied.as_deref()),
-        (sess, caps.as_deref()),
-        start,
-    );
-    let peeked = match inspecting.await {
-        Ok(p) => p,
-        Err(len) => {
-            log.bytes_in = len as u64;
-            log.term = *b"PR";
-            log.total = start.elapsed();
-            return End::log_only(log);
-        }
-    };
-    let inspected = start.elapsed();
-    let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
-    let proxied = log.proxied.clone();
-    let Some(be) = route(
-        &shared.model,
-        fe,
-        (peer, local),
-        proxied.as_deref(),
-        payload,
-    ) else {
+    let Some((be, inspected)) =
+        inspect_and_route(shared, fe, &client, (peer, local), sess, start, &mut log).await
+    else {
         log.term = *b"PR";
         log.total = start.elapsed();
         return End::log_only(log);
@@ -214,6 +188,7 @@ async fn stream(
     let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
+    let caps = log.captures.clone();
     let be_inspecting = backend_inspect_phase(
         shared,
         fe,
@@ -244,24 +219,11 @@ async fn stream(
         received: proxied.as_deref(),
         unique_id: uid.as_deref(),
     };
-    let key = {
-        let pool = be.pool();
-        match pool.lb.hash_expr() {
-            // `balance hash` on what a TCP session has: its addresses and PROXY header.
-            Some(expr) => {
-                let ctx = crate::ana::sample::SampleCtx {
-                    proxied: proxied.as_deref(),
-                    backend: Some(&be.name),
-                    ..crate::ana::tcp::base_ctx(fe, peer, local)
-                };
-                expr.eval(&ctx).map(|v| pool.lb.key_of(&v.to_bytes()))
-            }
-            None => pool.lb.key(src, None),
-        }
-    };
-    let now = shared.model.now_ms();
-    let stuck = backend::stuck_server(&shared.model.stick, &be, src, now);
-    let chosen = match stuck {
+    let key = lb_key(fe, &be, (peer, local), proxied.as_deref());
+    // Without stick rules, neither the clock nor the tables are read.
+    let now = (!be.cfg.stick_rules.is_empty()).then(|| shared.model.now_ms());
+    let chosen = match now.and_then(|now| backend::stuck_server(&shared.model.stick, &be, src, now))
+    {
         Some(s) => backend::take_server(&be, key, Some(s))
             .await
             .ok()
@@ -279,7 +241,9 @@ async fn stream(
             End::on(log, &be)
         }
         Ok(c) => {
-            backend::stick_store(&shared.model.stick, &be, src, &c.server, now);
+            if let Some(now) = now {
+                backend::stick_store(&shared.model.stick, &be, src, &c.server, now);
+            }
             log.server = Some(c.server.name.clone());
             log.retries = c.info.retries;
             log.redispatched = c.info.redispatched;
@@ -288,6 +252,69 @@ async fn stream(
             log.queue = Some(inspected + c.info.queue);
             connected(shared, fe, &be, client, c, start, log).await
         }
+    }
+}
+
+/// Content inspection, then the backend choice (None: the session is refused, `PR`), and how
+/// long the inspection took.
+async fn inspect_and_route(
+    shared: &Shared,
+    fe: &Arc<Proxy>,
+    client: &Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    sess: &StkCtrs,
+    start: Instant,
+    log: &mut SessionLog,
+) -> Option<(Arc<Proxy>, std::time::Duration)> {
+    log.captures = crate::ana::capture::Captured::start(&fe.cfg.captures);
+    let caps = log.captures.clone();
+    let inspecting = inspect_phase(
+        shared,
+        fe,
+        client,
+        (peer, local, log.proxied.as_deref()),
+        (sess, caps.as_deref()),
+        start,
+    );
+    let peeked = match inspecting.await {
+        Ok(p) => p,
+        Err(len) => {
+            log.bytes_in = len as u64;
+            return None;
+        }
+    };
+    let inspected = start.elapsed();
+    let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
+    let proxied = log.proxied.clone();
+    let be = route(
+        &shared.model,
+        fe,
+        (peer, local),
+        proxied.as_deref(),
+        payload,
+    )?;
+    Some((be, inspected))
+}
+
+/// The session's balancing key for `be`: `balance hash` on what a TCP session has, its addresses
+/// and PROXY header.
+fn lb_key(
+    fe: &Proxy,
+    be: &Proxy,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    proxied: Option<&crate::proxy_proto::Header>,
+) -> Option<u32> {
+    let pool = be.pool();
+    match pool.lb.hash_expr() {
+        Some(expr) => {
+            let ctx = crate::ana::sample::SampleCtx {
+                proxied,
+                backend: Some(&be.name),
+                ..crate::ana::tcp::base_ctx(fe, peer, local)
+            };
+            expr.eval(&ctx).map(|v| pool.lb.key_of(&v.to_bytes()))
+        }
+        None => pool.lb.key(peer.map(|p| p.ip()), None),
     }
 }
 

@@ -163,6 +163,7 @@ pub fn details(filename: &str, used: bool, certs: &[CertificateDer<'_>]) -> Opti
         subject: oneline(leaf.subject()),
         issuer: oneline(leaf.issuer()),
         chain,
+        empty: false,
     })
 }
 

@@ -106,6 +106,8 @@ struct ListLine {
 #[derive(Default)]
 struct Inner {
     files: BTreeMap<String, Arc<CertifiedKey>>,
+    /// Files created by `new ssl cert`, empty until a commit fills them.
+    empty: std::collections::BTreeSet<String>,
     binds: Vec<Arc<BindCerts>>,
     txn: Option<Txn>,
     /// Every crt-list of the configuration, by path, with its lines in order.
@@ -158,9 +160,11 @@ impl CertStore {
     /// `show ssl cert`: the transaction's file and every file, in HAProxy's (byte) order.
     pub fn list(&self) -> CertList {
         let g = self.lock();
+        let mut files: Vec<String> = g.files.keys().chain(&g.empty).cloned().collect();
+        files.sort();
         CertList {
             transaction: g.txn.as_ref().map(|t| t.path.clone()),
-            files: g.files.keys().cloned().collect(),
+            files,
         }
     }
 
@@ -171,8 +175,26 @@ impl CertStore {
             let t = g.txn.as_ref().filter(|t| t.path == path)?;
             return certinfo::details(name, false, &t.certs);
         }
+        if g.empty.contains(name) {
+            return Some(CertDetails {
+                filename: name.to_string(),
+                empty: true,
+                ..Default::default()
+            });
+        }
         let key = g.files.get(name)?;
         certinfo::details(name, true, &key.cert)
+    }
+
+    /// `new ssl cert <file>`: an empty entry, for `set ssl cert` + `commit ssl cert` to fill
+    /// and `add ssl crt-list` to use.
+    pub fn new_cert(&self, path: &str) -> Result<(), String> {
+        let mut g = self.lock();
+        if g.files.contains_key(path) || g.empty.contains(path) {
+            return Err(format!("Certificate '{path}' already exists!\n"));
+        }
+        g.empty.insert(path.to_string());
+        Ok(())
     }
 
     /// `set ssl cert <file> <<payload`: parses the payload into the (one) transaction.
@@ -185,7 +207,7 @@ impl CertStore {
             // refuse instead (its message for this case, never reached in 2.6).
             return Err(SetCertError::OtherTransaction(t.path.clone()));
         }
-        if !g.files.contains_key(path) {
+        if !g.files.contains_key(path) && !g.empty.contains(path) {
             return Err(SetCertError::NotReferenced);
         }
         let bytes = payload.as_bytes();
@@ -237,6 +259,7 @@ impl CertStore {
             }
         }
         g.txn = None;
+        g.empty.remove(path);
         g.files.insert(path.to_string(), Arc::new(ck));
         let mut n = 0;
         for b in &g.binds {
@@ -332,6 +355,10 @@ impl CertStore {
                         filters: Vec::new(),
                     },
                 };
+                if g.empty.contains(&entry.crt) {
+                    fail(out, &format!("certificate '{}' is empty!", entry.crt));
+                    return;
+                }
                 if !g.files.contains_key(&entry.crt) {
                     fail(out, &format!("certificate '{}' does not exist!", entry.crt));
                     return;

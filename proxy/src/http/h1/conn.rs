@@ -47,6 +47,26 @@ pub fn is_websocket_upgrade(head: &RequestHead) -> bool {
             .any(|p| protocol_name(p).eq_ignore_ascii_case(b"websocket"))
 }
 
+/// RFC 6455 §4.2.2: the `Sec-WebSocket-Accept` a server owes a key.
+pub fn websocket_accept(key: &[u8]) -> String {
+    use base64::Engine;
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(key.trim_ascii());
+    ctx.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    base64::engine::general_purpose::STANDARD.encode(ctx.finish())
+}
+
+/// Whether a 101 answers a WebSocket upgrade properly: when the request carried a
+/// `Sec-WebSocket-Key`, the response must carry its accept value (HAProxy's H1 mux refuses the
+/// response otherwise, a 502).
+pub fn websocket_accept_ok(req: &Headers, resp: &Headers) -> bool {
+    let Some(key) = req.get_first("sec-websocket-key") else {
+        return true;
+    };
+    resp.get_first("sec-websocket-accept")
+        .is_some_and(|a| a.trim_ascii() == websocket_accept(key).as_bytes())
+}
+
 pub(crate) fn is_h2_upgrade_token(p: &[u8]) -> bool {
     let name = protocol_name(p);
     name.eq_ignore_ascii_case(b"h2c") || name.eq_ignore_ascii_case(b"h2")
@@ -176,4 +196,27 @@ pub fn restrict_te(headers: &mut Headers) {
         h.value = b"trailers".to_vec();
         true
     });
+}
+
+#[cfg(test)]
+mod websocket_tests {
+    use super::*;
+
+    #[test]
+    fn accept_value_of_rfc_6455() {
+        // The example of RFC 6455 §1.3.
+        assert_eq!(
+            websocket_accept(b"dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+        let mut req = Headers::default();
+        let mut resp = Headers::default();
+        assert!(websocket_accept_ok(&req, &resp), "no key, nothing to check");
+        req.append("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==");
+        assert!(!websocket_accept_ok(&req, &resp));
+        resp.append("sec-websocket-accept", "wrong");
+        assert!(!websocket_accept_ok(&req, &resp));
+        resp.set("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert!(websocket_accept_ok(&req, &resp));
+    }
 }

@@ -26,7 +26,7 @@ mod tests;
 pub use body::{BodyDecoder, BodyProgress};
 pub use conn::{
     connection_has_token, is_upgrade, is_websocket_upgrade, remove_hop_by_hop, restrict_te,
-    set_connection_mode, strip_close_keepalive, wants_close,
+    set_connection_mode, strip_close_keepalive, wants_close, websocket_accept, websocket_accept_ok,
 };
 pub use framing::{
     framing_forces_close, normalize_request, normalize_response, request_framing, response_framing,

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use portcullis_runtime_api::html::StatStatus;
 
-use super::{Front, Reply, STATS_POST_MAX, Session, Txn};
+use super::{Front, Reply, STATS_POST_MAX, Session, Txn, Upstream};
 use crate::ana::sample::SampleCtx;
 use crate::http::h1::BodyFraming;
 use crate::http::stats;
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy};
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// A stats page POST carries its form in a small body: have it all before the rules run
     /// (only where a `stats admin` could use it).
     pub(super) async fn read_stats_form(&mut self, tx: &Txn) {
@@ -76,6 +76,32 @@ impl<F: Front> Session<F> {
     }
 
     /// `http-request use-service prometheus-exporter`.
+    /// `use-service lua.<name>`: the service's answer, logged as HAProxy logs applets (with
+    /// `<lua.name>` as the server).
+    pub(super) fn lua_service(
+        &self,
+        tx: &mut Txn,
+        name: &str,
+        (status, bytes, close): (u16, Vec<u8>, bool),
+    ) -> Reply {
+        let keep = tx.keep && !close;
+        let a = stats::Applet {
+            status,
+            log_status: status,
+            server: "",
+            // A body ended by the close (HTTP/1.0): no `connection` header, as HAProxy.
+            bytes: if close {
+                bytes
+            } else {
+                crate::http::errors::with_connection(&bytes, tx.conn_hdr(!keep))
+            },
+            served: true,
+        };
+        let r = applet_reply(&mut tx.log, &self.fe, a, keep);
+        tx.log.server = Some(format!("<lua.{name}>"));
+        r
+    }
+
     pub(super) fn prometheus_applet(&self, tx: &mut Txn) -> Reply {
         let stopping = self.shared.stopping.load(Ordering::Relaxed);
         let a = stats::prometheus_reply(&self.shared.model, stopping, tx.conn_hdr(!tx.keep));

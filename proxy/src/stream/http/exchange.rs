@@ -10,9 +10,10 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use super::{BODY_BUF, Front, Session, Txn};
+use super::upstream::Side;
+use super::{BODY_BUF, Front, Session, Txn, Upstream};
 use crate::backend::{self, ConnectError};
-use crate::engine::conn::{Conn, Duplex};
+use crate::engine::conn::Duplex;
 use crate::engine::pool::take_buf;
 use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, BodyDecoder, BodyFraming, Limits};
@@ -36,27 +37,34 @@ pub(super) enum Abort {
 }
 
 /// The server side of an exchange: the backend, the server, the connection to it.
-pub(super) struct Leg<'a> {
+pub(super) struct Leg<'a, C> {
     pub be: &'a Arc<Proxy>,
     pub srv: &'a Arc<Server>,
-    pub server: &'a Rc<Conn>,
+    pub server: &'a Rc<C>,
 }
 
 /// The server in use, its kill epoch when taken, and the connection to reset.
-type Armed = (Arc<Server>, u64, Rc<Conn>);
+type Armed<C> = (Arc<Server>, u64, Rc<C>);
 
 /// The server a transaction is using, watched for `shutdown-sessions` from outside the
 /// transaction's future so that the kill can drop it wherever it is waiting.
-#[derive(Default)]
-struct KillWatch {
-    cur: RefCell<Option<Armed>>,
+struct KillWatch<C> {
+    cur: RefCell<Option<Armed<C>>>,
     changed: tokio::sync::Notify,
     /// The response has started towards the client (a kill then cuts it).
     streaming: Cell<bool>,
 }
 
-impl KillWatch {
-    fn arm(&self, srv: &Arc<Server>, conn: &Rc<Conn>) {
+impl<C> KillWatch<C> {
+    fn new() -> Self {
+        KillWatch {
+            cur: RefCell::new(None),
+            changed: tokio::sync::Notify::new(),
+            streaming: Cell::new(false),
+        }
+    }
+
+    fn arm(&self, srv: &Arc<Server>, conn: &Rc<C>) {
         *self.cur.borrow_mut() = Some((Arc::clone(srv), srv.kill_epoch(), Rc::clone(conn)));
         self.changed.notify_waiters();
     }
@@ -94,7 +102,7 @@ impl KillWatch {
 /// What a server answered: its response head and the bytes read after it, or why not.
 type Answer = Result<(ResponseHead, Vec<u8>), Abort>;
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// The exchange with a server for `tx`, cut short if the server's sessions are shut down.
     /// Returns whether the client connection stays.
     pub(super) async fn exchange(
@@ -103,7 +111,7 @@ impl<F: Front> Session<F> {
         tx: &mut Txn,
         head_bytes: Vec<u8>,
     ) -> bool {
-        let watch = KillWatch::default();
+        let watch = KillWatch::new();
         let done = {
             let work = self.exchange_on(be, tx, head_bytes, &watch);
             tokio::select! {
@@ -120,7 +128,12 @@ impl<F: Front> Session<F> {
 
     /// The server was marked DOWN with `on-marked-down shutdown-sessions`: RST to the server,
     /// 502 (`DH--`, Tr = -1) if the client has no response yet, else the response is cut (`DD--`).
-    async fn killed(&mut self, be: &Proxy, watch: &KillWatch, log: &mut SessionLog) -> bool {
+    async fn killed(
+        &mut self,
+        be: &Proxy,
+        watch: &KillWatch<U::Conn>,
+        log: &mut SessionLog,
+    ) -> bool {
         let Some((srv, _, conn)) = watch.cur.borrow_mut().take() else {
             return false;
         };
@@ -155,7 +168,7 @@ impl<F: Front> Session<F> {
         be: &Arc<Proxy>,
         tx: &mut Txn,
         head_bytes: Vec<u8>,
-        watch: &KillWatch,
+        watch: &KillWatch<U::Conn>,
     ) -> bool {
         let (srv, server, resp) = match self.attempts(be, tx, head_bytes, watch).await {
             Ok(x) => x,
@@ -196,17 +209,21 @@ impl<F: Front> Session<F> {
         be: &Arc<Proxy>,
         tx: &mut Txn,
         head_bytes: Vec<u8>,
-        watch: &KillWatch,
-    ) -> Result<(Arc<Server>, Rc<Conn>, Answer), bool> {
+        watch: &KillWatch<U::Conn>,
+    ) -> Result<(Arc<Server>, Rc<U::Conn>, Answer), bool> {
         let tc_start = Instant::now();
         // The balancing key of the request as it leaves the rules (HAProxy hashes at connect).
         let key = self.lb_key(be, &tx.req);
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let got = self
-                .server_conn(be, tx.first || attempts > 1, &mut tx.log, key)
-                .await;
+            let side = Side {
+                shared: &self.shared,
+                fe: &self.fe,
+                facts: &self.facts,
+            };
+            let first = tx.first || attempts > 1;
+            let got = self.up.conn(side, be, first, key, &mut tx.log).await;
             let (srv, server, reused) = match got {
                 Ok(x) => x,
                 Err((e, failed)) => return Err(self.no_server(be, tx, e, failed).await),
@@ -240,9 +257,9 @@ impl<F: Front> Session<F> {
         &self,
         be: &Proxy,
         srv: &Arc<Server>,
-        server: &Rc<Conn>,
+        server: &Rc<U::Conn>,
         log: &mut SessionLog,
-        watch: &KillWatch,
+        watch: &KillWatch<U::Conn>,
     ) {
         log.server = Some(srv.name.clone());
         watch.arm(srv, server);
@@ -262,13 +279,14 @@ impl<F: Front> Session<F> {
     ) -> bool {
         let (hdr, keep) = (tx.error_conn_hdr(), tx.error_keep());
         let head_only = tx.req.method == "HEAD";
+        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, hdr);
+        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, 503, &tx.log);
         let log = &mut tx.log;
         log.beconn = be.beconn.load(Ordering::Relaxed);
-        log.status = Some(503);
+        log.status = Some(status);
         log.term = e.term();
-        self.fe.fe_counters.count_status(503);
-        be.counters.count_status(503);
-        let (mut bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, hdr);
+        self.fe.fe_counters.count_status(status);
+        be.counters.count_status(status);
         if head_only {
             bytes = errors::head_only(&bytes).to_vec();
         }
@@ -281,9 +299,22 @@ impl<F: Front> Session<F> {
         sent && keep && !close
     }
 
+    /// The request's balancing key for `be` (`balance hash` evaluates its expression here).
+    fn lb_key(&self, be: &Proxy, req: &crate::http::head::RequestHead) -> Option<u32> {
+        let pool = be.pool();
+        let Some(expr) = pool.lb.hash_expr() else {
+            return pool.lb.key(self.facts.peer.map(|p| p.ip()), Some(req));
+        };
+        let mut ctx = self.sample_base();
+        ctx.req = Some(req);
+        ctx.backend = Some(&be.name);
+        let v = expr.eval(&ctx)?;
+        Some(pool.lb.key_of(&v.to_bytes()))
+    }
+
     /// The server's part of the end: its bytes, the stream's time sample (HAProxy's
     /// `stream_update_time_stats`) when a response came, its connection slot.
-    fn close_leg(&self, leg: &Leg<'_>, log: &mut SessionLog, start: Instant) {
+    fn close_leg(&self, leg: &Leg<'_, U::Conn>, log: &mut SessionLog, start: Instant) {
         let (be, srv) = (leg.be, leg.srv);
         srv.counters.bytes(log.bytes_in, log.bytes_out);
         if let (Some(c), Some(r)) = (log.connect, log.response) {
@@ -304,7 +335,7 @@ impl<F: Front> Session<F> {
     async fn send_request(
         &mut self,
         be: &Proxy,
-        server: &Conn,
+        server: &U::Conn,
         head: Vec<u8>,
         framing: BodyFraming,
         log: &mut SessionLog,
@@ -372,7 +403,7 @@ impl<F: Front> Session<F> {
         &mut self,
         be: &Proxy,
         srv: &Server,
-        server: &Conn,
+        server: &U::Conn,
         log: &mut SessionLog,
     ) -> Answer {
         let st = be.cfg.timeouts.server;
@@ -397,7 +428,7 @@ impl<F: Front> Session<F> {
                 Err(_) => {
                     let at = h1::error_offset(&sbuf, true);
                     let snaps = crate::model::error_snapshots::store();
-                    snaps.response(be, &self.fe, srv, self.peer, &sbuf, at);
+                    snaps.response(be, &self.fe, srv, self.facts.peer, &sbuf, at);
                     Counters::add(&srv.counters.errors_resp, 1);
                     Counters::add(&be.counters.errors_resp, 1);
                     return Err(Abort::Server(b'H'));
@@ -424,7 +455,7 @@ impl<F: Front> Session<F> {
     /// when `reply.1` (a HEAD request); returns whether one was sent and the connection stays.
     pub(super) async fn fail(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         a: Abort,
         log: &mut SessionLog,
         reply: (ConnHeader, bool),
@@ -450,11 +481,11 @@ impl<F: Front> Session<F> {
         if cause == b'c' && state != b'R' {
             return false;
         }
+        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
+        let (mut bytes, st) = self.after_rules_bytes(Some(be), bytes, st, log);
         log.status = Some(st);
         self.fe.fe_counters.count_status(st);
         be.counters.count_status(st);
-        let (mut bytes, close) =
-            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
         if reply.1 {
             bytes = errors::head_only(&bytes).to_vec();
         }

@@ -180,73 +180,44 @@ pub async fn serve_tracked(
     origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
-    let tls = conn.tls().cloned();
     let conn = Rc::new(conn);
-    let io = H2Io::new(Rc::clone(&conn));
-    let mut builder = h2::server::Builder::new();
-    builder
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(MAX_HEADER_LIST);
-    let t = fe.cfg.timeouts;
-    let hs = builder.handshake::<_, Bytes>(io);
-    let mut h2c = match t.client {
-        Some(d) => match tokio::time::timeout(d, hs).await {
-            Ok(Ok(c)) => c,
-            _ => return,
-        },
-        None => match hs.await {
-            Ok(c) => c,
-            Err(_) => return,
-        },
+    let (client, idle) = {
+        let t = fe.cfg.timeouts;
+        (t.client, t.http_keep_alive.or(t.client))
     };
-    let active = Rc::new(Cell::new(0usize));
-    let mut streams = 0u64;
-    let ended = Rc::new(tokio::sync::Notify::new());
-    let mut stop = shared.stop_tx.subscribe();
+    let streams = H2Conn {
+        tls: conn.tls().cloned(),
+        shared,
+        fe,
+        origin,
+        sess,
+        active: Rc::new(Cell::new(0)),
+        ended: Rc::new(tokio::sync::Notify::new()),
+    };
+    let Some(mut h2c) = handshake(Rc::clone(&conn), client).await else {
+        return;
+    };
+    let mut count = 0u64;
+    let mut stop = streams.shared.stop_tx.subscribe();
     let mut stopping = *stop.borrow_and_update();
     if stopping {
         h2c.graceful_shutdown();
     }
-    let idle = t.http_keep_alive.or(t.client);
     loop {
         let idle_timer = async {
             match idle {
-                Some(d) if active.get() == 0 => tokio::time::sleep(d).await,
+                Some(d) if streams.active.get() == 0 => tokio::time::sleep(d).await,
                 _ => std::future::pending::<()>().await,
             }
         };
         tokio::select! {
             r = h2c.accept() => match r {
                 Some(Ok((req, respond))) => {
-                    active.set(active.get() + 1);
-                    let (sh, fe2, tls2) = (Arc::clone(&shared), Arc::clone(&fe), tls.clone());
-                    let (active2, ended2) = (Rc::clone(&active), Rc::clone(&ended));
-                    streams += 1;
-                    let first = streams == 1;
-                    let sess2 = Rc::clone(&sess);
-                    // Boxed: the task then holds a pointer, not the whole session's future,
-                    // which the runtime would otherwise copy around (about 8 KiB) per stream.
-                    let fut = Box::pin(stream(
-                        sh,
-                        fe2,
-                        req,
-                        respond,
-                        (origin.clone(), first),
-                        tls2,
-                        sess2,
-                    ));
-                    spawn(async move {
-                        fut.await;
-                        let left = active2.get().saturating_sub(1);
-                        active2.set(left);
-                        // Only the idle timer waits for this, and only once none is left.
-                        if left == 0 {
-                            ended2.notify_one();
-                        }
-                    });
+                    count += 1;
+                    streams.spawn(req, respond, count == 1);
                 }
                 Some(Err(e)) => {
-                    tracing::debug!("{}: h2 connection error: {e}", fe.name);
+                    tracing::debug!("{}: h2 connection error: {e}", streams.fe.name);
                     drop(h2c);
                     linger(&conn).await;
                     return;
@@ -259,10 +230,10 @@ pub async fn serve_tracked(
                     h2c.graceful_shutdown();
                 }
             }
-            _ = ended.notified() => {}
+            _ = streams.ended.notified() => {}
             _ = idle_timer => {
                 h2c.graceful_shutdown();
-                if active.get() == 0 {
+                if streams.active.get() == 0 {
                     // Lets the GOAWAY out before the connection is dropped.
                     let _ = tokio::time::timeout(
                         std::time::Duration::from_millis(100),
@@ -273,6 +244,63 @@ pub async fn serve_tracked(
                 }
             }
         }
+    }
+}
+
+/// The server side of the HTTP/2 preface and SETTINGS, within `timeout client`.
+async fn handshake(
+    conn: Rc<Conn>,
+    client: Option<std::time::Duration>,
+) -> Option<h2::server::Connection<H2Io, Bytes>> {
+    let io = H2Io::new(conn);
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(MAX_HEADER_LIST);
+    let hs = builder.handshake::<_, Bytes>(io);
+    match client {
+        Some(d) => tokio::time::timeout(d, hs).await.ok()?.ok(),
+        None => hs.await.ok(),
+    }
+}
+
+/// What every stream of one HTTP/2 connection shares, and how many are running.
+struct H2Conn {
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    origin: Origin,
+    tls: Option<Arc<TlsInfo>>,
+    sess: Rc<StkCtrs>,
+    active: Rc<Cell<usize>>,
+    /// Signalled when the last running stream ends (the idle timer then starts).
+    ended: Rc<tokio::sync::Notify>,
+}
+
+impl H2Conn {
+    /// Runs a new stream (`first`: the connection's first) in a task of its own.
+    fn spawn(&self, req: http::Request<RecvStream>, respond: SendResponse<Bytes>, first: bool) {
+        self.active.set(self.active.get() + 1);
+        let (active, ended) = (Rc::clone(&self.active), Rc::clone(&self.ended));
+        // Boxed: the task then holds a pointer, not the whole session's future, which the
+        // runtime would otherwise copy around (about 8 KiB) per stream.
+        let fut = Box::pin(stream(
+            Arc::clone(&self.shared),
+            Arc::clone(&self.fe),
+            req,
+            respond,
+            (self.origin.clone(), first),
+            self.tls.clone(),
+            Rc::clone(&self.sess),
+        ));
+        spawn(async move {
+            fut.await;
+            let left = active.get().saturating_sub(1);
+            active.set(left);
+            // Only the idle timer waits for this, and only once none is left.
+            if left == 0 {
+                ended.notify_one();
+            }
+        });
     }
 }
 
@@ -548,25 +576,7 @@ fn fast_head(data: &[u8], head_request: bool) -> Option<Converted> {
         // A bare LF is the parser's to refuse.
         line.strip_suffix(b"\r")
     });
-    let status_line = lines.next()??;
-    let rest = status_line
-        .strip_prefix(b"HTTP/1.1 ")
-        .or_else(|| status_line.strip_prefix(b"HTTP/1.0 "))?;
-    let http11 = status_line.starts_with(b"HTTP/1.1");
-    let code = rest.get(..3)?;
-    let reason = match rest.get(3..) {
-        Some([]) => &[][..],
-        Some([b' ', reason @ ..]) => reason,
-        _ => return None,
-    };
-    let plain = |b: &u8| *b == b'\t' || (*b >= 0x20 && *b != 0x7f);
-    if !code.iter().all(u8::is_ascii_digit) || !reason.iter().all(plain) {
-        return None;
-    }
-    let status = code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
-    if !(100..600).contains(&status) {
-        return None;
-    }
+    let (status, http11) = status_line(lines.next()??)?;
     let mut headers = http::HeaderMap::new();
     let (mut chunked, mut length, mut count) = (false, None::<u64>, 0usize);
     for line in lines {
@@ -627,6 +637,26 @@ fn fast_head(data: &[u8], head_request: bool) -> Option<Converted> {
         framing,
         used,
     })
+}
+
+/// A plain status line (`HTTP/1.1 200 OK`): its status and whether it is HTTP/1.1.
+fn status_line(line: &[u8]) -> Option<(u16, bool)> {
+    let rest = line
+        .strip_prefix(b"HTTP/1.1 ")
+        .or_else(|| line.strip_prefix(b"HTTP/1.0 "))?;
+    let http11 = line.starts_with(b"HTTP/1.1");
+    let code = rest.get(..3)?;
+    let reason = match rest.get(3..) {
+        Some([]) => &[][..],
+        Some([b' ', reason @ ..]) => reason,
+        _ => return None,
+    };
+    let plain = |b: &u8| *b == b'\t' || (*b >= 0x20 && *b != 0x7f);
+    if !code.iter().all(u8::is_ascii_digit) || !reason.iter().all(plain) {
+        return None;
+    }
+    let status = code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
+    (100..600).contains(&status).then_some((status, http11))
 }
 
 /// Any response head, through the HTTP/1 parser.

@@ -1,23 +1,25 @@
 //! The L7 stream (I/O shell around the sans-I/O codec): one client [`Front`], its keep-alive loop
 //! of transactions, each in HAProxy's order — wait for the request head (`wait.rs`) → frontend
-//! rules → route → backend rules (`request.rs`) → applet (`applet.rs`) or local reply, or the
-//! server connection (`connect.rs`) → send the request → read the response head (`exchange.rs`)
-//! → forward the response, or hand an upgrade to the relay (`response.rs`). Every transaction
-//! that logs ends in [`finish`](crate::stream::end::finish).
+//! rules → route → backend rules (`request.rs`) → applet (`applet.rs`) or local reply, or a
+//! server connection from the [`Upstream`] (`upstream.rs`) → send the request → read the
+//! response head (`exchange.rs`) → forward the response, or hand an upgrade to the relay
+//! (`response.rs`). Every transaction that logs ends in [`finish`](crate::stream::end::finish).
 //!
 //! Bodies are streamed in both directions through one buffer per side and never held whole;
 //! chunked bodies are forwarded verbatim once the decoder has validated their framing.
 
+mod after;
 mod applet;
-mod connect;
 mod exchange;
 pub mod front;
 pub mod h2;
 mod request;
 mod response;
+#[cfg(test)]
+mod tests;
+pub mod upstream;
 mod wait;
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -27,22 +29,22 @@ use tokio::time::Instant;
 
 use crate::ana::sample::SampleCtx;
 use crate::ana::vars::{SessVars, Vars};
-use crate::config::model::HttpReuse;
 use crate::engine::Shared;
-use crate::engine::conn::{Conn, Duplex};
+use crate::engine::conn::Duplex;
 use crate::engine::idle::{Activity, Timer};
-use crate::engine::pool::{self, BUF, take_buf};
+use crate::engine::pool::{BUF, take_buf};
 use crate::engine::service::Origin;
 use crate::http::errors::ConnHeader;
 use crate::http::h1::BodyFraming;
 use crate::http::head::RequestHead;
 use crate::log::SessionLog;
-use crate::model::{Proxy, Server};
+use crate::model::Proxy;
 use crate::stick::StkCtrs;
 use crate::stream::end::{End, finish};
-use crate::tls::stream::TlsInfo;
 
 pub use front::Front;
+pub use upstream::Upstream;
+use upstream::{Facts, Servers};
 
 const BODY_BUF: usize = 64 * 1024;
 /// Largest stats page form accepted (HAProxy's buffer: `tune.bufsize`).
@@ -54,16 +56,14 @@ const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
 /// hold this much instead of a full buffer (HAProxy holds none while idle).
 const IDLE_READ: usize = 1024;
 
-struct Session<F: Front> {
+struct Session<F: Front, U: Upstream> {
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     client: Rc<F>,
-    /// The frontend TLS connection's facts (None: plain).
-    tls: Option<Arc<TlsInfo>>,
-    peer: Option<SocketAddr>,
-    local: Option<SocketAddr>,
-    /// The PROXY protocol header of an `accept-proxy` bind (`fc_pp_*`, sent on by `send-proxy`).
-    proxied: Option<Arc<crate::proxy_proto::Header>>,
+    /// The client's addresses, TLS and PROXY facts.
+    facts: Facts,
+    /// Where server connections come from (and the one kept for the next request).
+    up: U,
     /// Client bytes read but not yet consumed.
     cbuf: Vec<u8>,
     activity: Activity,
@@ -71,8 +71,6 @@ struct Session<F: Front> {
     /// deadlines differ, and each only moves forward).
     ctimer: Timer,
     stimer: Timer,
-    /// The server connection this session used last (kept for its next request).
-    own: Option<(Arc<Server>, Rc<Conn>)>,
     requests: u64,
     /// Stick counters the session tracked at accept (`tcp-request connection track-sc`).
     sess: Rc<StkCtrs>,
@@ -127,7 +125,24 @@ pub async fn run_tracked<F: Front>(
     origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
-    let tls = client.tls().cloned();
+    run_with(shared, fe, client, Servers::default(), origin, sess).await
+}
+
+/// [`run_tracked`] with the server connections from `up`.
+async fn run_with<F: Front, U: Upstream>(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    client: F,
+    up: U,
+    origin: Origin,
+    sess: Rc<StkCtrs>,
+) {
+    let facts = Facts {
+        peer: origin.peer,
+        local: origin.local,
+        tls: client.tls().cloned(),
+        proxied: origin.proxied,
+    };
     // An h2 stream after the connection's first is not a connection's first request: it may use
     // an idle server connection under `http-reuse safe`, as HAProxy's streams do.
     let requests = u64::from(client.later_stream());
@@ -135,15 +150,12 @@ pub async fn run_tracked<F: Front>(
         shared,
         fe,
         client: Rc::new(client),
-        tls,
-        peer: origin.peer,
-        local: origin.local,
-        proxied: origin.proxied,
+        facts,
+        up,
         cbuf: Vec::new(),
         activity: Activity::default(),
         ctimer: Timer::default(),
         stimer: Timer::default(),
-        own: None,
         requests,
         sess,
         sess_vars: SessVars::default(),
@@ -151,19 +163,11 @@ pub async fn run_tracked<F: Front>(
     // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
     // request is answered with `Connection: close` (see `wait.rs`).
     while s.transaction().await {}
-    if let Some((srv, conn)) = s.own.take() {
-        let reuse = s.fe.cfg.http_reuse;
-        // Stopping: nothing will take it again (the worker has emptied its pools).
-        if reuse != HttpReuse::Never
-            && !s.shared.stopping.load(Ordering::Acquire)
-            && !srv.cfg.opts.send_proxy.enabled()
-        {
-            pool::put(&*srv, conn);
-        }
-    }
+    let stopping = s.shared.stopping.load(Ordering::Acquire);
+    s.up.end(s.fe.cfg.http_reuse, stopping);
 }
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// An HTTP request arrived (valid or not): frontend and process `req_tot`, `req_rate`.
     fn count_request(&self) {
         let now = self.shared.model.now_ms();
@@ -177,30 +181,23 @@ impl<F: Front> Session<F> {
     fn new_log(&self) -> SessionLog {
         let mut log = SessionLog::new(
             &self.fe,
-            self.peer,
-            self.local,
+            self.facts.peer,
+            self.facts.local,
             std::time::SystemTime::now(),
         );
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
         log.req_counter = self.shared.model.streams.fetch_add(1, Ordering::Relaxed);
-        log.ssl = self.tls.is_some();
-        log.tls = self.tls.clone();
-        log.proxied = self.proxied.clone();
+        log.ssl = self.facts.tls.is_some();
+        log.tls = self.facts.tls.clone();
+        log.proxied = self.facts.proxied.clone();
         log
     }
 
     /// The sample context every rule and expression of the stream starts from: addresses,
     /// frontend, TLS and PROXY facts.
     fn sample_base(&self) -> SampleCtx<'_> {
-        let zero = || SocketAddr::from(([0, 0, 0, 0], 0));
-        SampleCtx::new(
-            self.peer.unwrap_or_else(zero),
-            self.local.unwrap_or_else(zero),
-            &self.fe.name,
-        )
-        .with_tls(self.tls.as_deref())
-        .with_proxied(self.proxied.as_deref())
+        self.facts.sample(&self.fe.name)
     }
 
     /// Reads more client bytes into `cbuf`; Ok(0) at end of stream; Err(None) on timeout.
@@ -253,10 +250,32 @@ impl<F: Front> Session<F> {
             term,
             keep,
         } = reply;
-        // An applet may log another status than it sends (see `stats::Applet::log_status`).
-        log.status = Some(log.status.unwrap_or(status));
-        // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`.
+        // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`, and
+        // meet no rule.
         let badreq = log.request_line.as_deref() == Some("<BADREQ>");
+        let (bytes, after) = match badreq {
+            true => (bytes, status),
+            false => {
+                let be = self.logged_backend(&log);
+                self.after_rules_bytes(be.as_deref(), bytes, status, &log)
+            }
+        };
+        // An applet may log another status than it sends (see `stats::Applet::log_status`),
+        // unless `http-after-response set-status` changed it.
+        log.status = Some(match after != status {
+            true => after,
+            false => log.status.unwrap_or(status),
+        });
+        let status = after;
+        // `http-request reject`: no response, no status; the connection is reset.
+        if status == 0 && bytes.is_empty() {
+            log.status = None;
+            log.term = term;
+            log.total = start.elapsed();
+            self.client.abort(true);
+            finish(&self.shared, &self.fe, End::log_only(log));
+            return false;
+        }
         log.bytes_out = if badreq {
             0
         } else {

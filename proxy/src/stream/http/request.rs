@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::wait::refusal;
-use super::{Front, Reply, Session, Txn};
+use super::{Front, Reply, Session, Txn, Upstream};
 use crate::ana::capture::Captured;
 use crate::ana::rules::{self, Verdict};
 use crate::ana::sample::SampleCtx;
@@ -40,7 +40,7 @@ struct Refs {
     vars: Rc<Vars>,
 }
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// A parsed request head: its analysis, then an applet, a local reply or the exchange with a
     /// server, and the log line.
     pub(super) async fn process(
@@ -133,8 +133,12 @@ impl<F: Front> Session<F> {
         // makes it at first use, at the latest before the backend's headers are added).
         log.unique_id = self.shared.log.unique_id(&self.fe, &log);
         // A request arriving during a soft stop is served, then the connection closes.
+        // Chunked over a Content-Length, or in HTTP/1.0, closes (`h1::framing_forces_close`;
+        // only a chunked request has a Transfer-Encoding, so no other needs that scan).
+        let forced = framing == BodyFraming::Chunked
+            && (req.version == Version::Http10 || req.headers.contains("content-length"));
         let client_close = h1::wants_close(req.version, &req.headers)
-            || h1::framing_forces_close(req.version, &req.headers)
+            || forced
             || self.shared.stopping.load(Ordering::Acquire);
         let upgrade = h1::is_upgrade(&req);
         h1::normalize_request(&mut req, &framing);
@@ -205,7 +209,21 @@ impl<F: Front> Session<F> {
         let mut be = Arc::clone(&fe);
         for stage in 0..2 {
             let base = self.rule_ctx(&refs, &be, strm);
-            if let Some(r) = self.request_rules(tx, &be, stage, &base) {
+            let answered = match self.content_rules(tx, &be, stage, &base) {
+                Some(r) => Some(r),
+                None => {
+                    // The HTTP analysis starts: what the frontend's content rules tracked counts
+                    // this request (HAProxy's stream_inc_http_req_ctr).
+                    if stage == 0 && !be.rules.tcp_content.is_empty() {
+                        let now = self.shared.model.now_ms();
+                        for t in strm.iter() {
+                            t.count_http_req(now);
+                        }
+                    }
+                    self.request_rules(tx, &be, stage, &base)
+                }
+            };
+            if let Some(r) = answered {
                 if stage == 1 {
                     tx.log.backend = Some(be.name.clone());
                 }
@@ -236,6 +254,8 @@ impl<F: Front> Session<F> {
         base.captures = refs.caps.as_deref();
         base.vars = Some(&refs.vars);
         base.userlists = Some(&be.rules.userlists);
+        // The stream's backend is the frontend itself until the routing picks another.
+        base.backend = Some(&be.name);
         base.counts = Some((&*self.shared.model, &be.name));
         base.unique_id = refs.uid.as_deref();
         let now = self.shared.model.now_ms();
@@ -244,6 +264,40 @@ impl<F: Front> Session<F> {
             .model
             .stick_view(be, Some(&self.sess), Some(strm), now);
         base
+    }
+
+    /// `be`'s `tcp-request content` rules in HTTP mode: on the parsed request, before its
+    /// `http-request` rules (`accept` ends them); a `reject` closes without a response, logged
+    /// `PR` with no status and, in the frontend, no request line (HAProxy has not recorded it
+    /// yet), counted as a denied request of the frontend.
+    fn content_rules(
+        &self,
+        tx: &mut Txn,
+        be: &Proxy,
+        stage: u8,
+        base: &SampleCtx<'_>,
+    ) -> Option<Reply> {
+        if be.rules.tcp_content.is_empty() {
+            return None;
+        }
+        let ctx = SampleCtx {
+            req: Some(&tx.req),
+            ..*base
+        };
+        let verdict = rules::apply_tcp_rules(&be.rules.tcp_content, &ctx);
+        if verdict != Some(crate::config::model::TcpRequestAction::Reject) {
+            return None;
+        }
+        Counters::add(&self.fe.fe_counters.denied_req, 1);
+        if stage == 0 {
+            tx.log.request_line = Some("<BADREQ>".into());
+        }
+        Some(Reply {
+            status: 0,
+            bytes: Vec::new(),
+            term: *b"PR",
+            keep: false,
+        })
     }
 
     /// `be`'s `http-request` rules (`stage` 0: as the frontend, 1: as the backend); Some when
@@ -280,6 +334,19 @@ impl<F: Front> Session<F> {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
+            Verdict::Reject => {
+                // Counted as a denied request; nothing is sent (status 0: none logged).
+                Counters::add(&self.fe.fe_counters.denied_req, 1);
+                if stage == 1 {
+                    Counters::add(&be.counters.denied_req, 1);
+                }
+                Some(Reply {
+                    status: 0,
+                    bytes: Vec::new(),
+                    term: *b"PR",
+                    keep: false,
+                })
+            }
             Verdict::Auth(realm) => {
                 let realm = realm.unwrap_or_else(|| be.name.clone());
                 let page = errors::auth_response(&realm, false);
@@ -295,6 +362,12 @@ impl<F: Front> Session<F> {
                     errors::with_connection(&page, tx.conn_hdr(!keep)),
                 ))
             }
+            Verdict::Service {
+                name,
+                status,
+                bytes,
+                close,
+            } => Some(self.lua_service(tx, &name, (status, bytes, close))),
             // A Lua action's `txn:done([reply])`: its reply, or a close without any.
             Verdict::Reply { status, bytes } if bytes.is_empty() => Some(Reply {
                 status,
@@ -310,10 +383,12 @@ impl<F: Front> Session<F> {
                 status,
                 content_type,
                 body,
+                headers,
             } => {
                 let body = body.unwrap_or_default();
                 let ct = content_type.as_deref();
-                let page = errors::return_response(status, ct, body.as_bytes(), false);
+                let page =
+                    errors::return_response_with(status, ct, body.as_bytes(), &headers, false);
                 Some(reply(
                     status,
                     errors::with_connection(&page, tx.conn_hdr(!keep)),
@@ -417,7 +492,7 @@ impl<F: Front> Session<F> {
             .forwardfor
             .as_ref()
             .or(be.cfg.options.forwardfor.as_ref());
-        if let (Some(ff), Some(peer)) = (ff, self.peer) {
+        if let (Some(ff), Some(peer)) = (ff, self.facts.peer) {
             let ip = peer.ip();
             let excepted = ff.except.is_some_and(|(net, len)| ip_in_net(ip, net, len));
             if !(excepted || ff.if_none && req.headers.contains(&ff.header)) {

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::exchange::{Abort, Leg};
-use super::{BODY_BUF, Front, Session, Txn};
+use super::{BODY_BUF, Front, Session, Txn, Upstream};
 use crate::ana::rules;
 use crate::engine::conn::Duplex;
 use crate::engine::pool::give_buf;
@@ -47,11 +47,11 @@ struct Body {
     closed: bool,
 }
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// Forwards the server's response (`resp`: its head and the bytes read after it).
     pub(super) async fn forward_response(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         resp: (ResponseHead, Vec<u8>),
         tx: &mut Txn,
     ) -> Forwarded {
@@ -77,6 +77,7 @@ impl<F: Front> Session<F> {
             }
             return Forwarded::Done(self.deny_response(leg, st, tx).await);
         }
+        self.after_rules(Some(leg.be), &mut head, &tx.log);
         let out = self.response_head(leg.be, &mut head, &plan, tx, sbuf.len());
         // `option logasap`: the line goes out once the head is ready to forward.
         if self.fe.cfg.options.logasap {
@@ -105,6 +106,12 @@ impl<F: Front> Session<F> {
         tunnel: bool,
         tx: &mut Txn,
     ) -> Option<Plan> {
+        if tunnel
+            && h1::is_websocket_upgrade(&tx.req)
+            && !h1::websocket_accept_ok(&tx.req.headers, &head.headers)
+        {
+            return None;
+        }
         let framing = match h1::response_framing(head, &tx.req.method) {
             Ok(BodyFraming::Tunnel) if !tunnel => return None,
             Ok(f) => f,
@@ -167,7 +174,7 @@ impl<F: Front> Session<F> {
     /// connection for the next request when it is reusable; returns whether the client's stays.
     async fn stream_body(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         mut sbuf: Vec<u8>,
         head: Vec<u8>,
         plan: &Plan,
@@ -209,7 +216,7 @@ impl<F: Front> Session<F> {
             plan.keep_server && sbuf.is_empty() && plan.framing != BodyFraming::UntilClose;
         give_buf(sbuf);
         if reusable {
-            self.own = Some((Arc::clone(leg.srv), Rc::clone(leg.server)));
+            self.up.keep(Arc::clone(leg.srv), Rc::clone(leg.server));
         }
         if plan.close && !body.closed {
             let _ = self.client.shutdown_write().await;
@@ -221,7 +228,7 @@ impl<F: Front> Session<F> {
     /// held head, if any). None: the transaction failed; else whether the body is complete.
     async fn pass_body(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         body: &mut Body,
         sbuf: &mut Vec<u8>,
         close: bool,
@@ -274,7 +281,7 @@ impl<F: Front> Session<F> {
     /// `sD`); else the buffer and whether the body ended (a close ends an until-close body).
     async fn read_body(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         sbuf: Vec<u8>,
         framing: BodyFraming,
         log: &mut SessionLog,
@@ -306,7 +313,7 @@ impl<F: Front> Session<F> {
     async fn flush_head(
         &mut self,
         head: &mut Option<Vec<u8>>,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         log: &mut SessionLog,
     ) -> bool {
         let Some(h) = head.take() else { return true };
@@ -322,7 +329,7 @@ impl<F: Front> Session<F> {
     /// bytes and the server's `sbuf` first, then both ways until either side ends it.
     pub(super) async fn tunnel(
         &mut self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         sbuf: Vec<u8>,
         log: &mut SessionLog,
     ) -> bool {
@@ -362,7 +369,7 @@ impl<F: Front> Session<F> {
     /// the status of a `deny`.
     fn response_rules(
         &self,
-        leg: &Leg<'_>,
+        leg: &Leg<'_, U::Conn>,
         head: &mut ResponseHead,
         log: &SessionLog,
     ) -> Option<u16> {
@@ -390,7 +397,7 @@ impl<F: Front> Session<F> {
 
     /// `http-response deny`: the server connection is dropped (its body unread) and the client
     /// gets the error page, logged `PH--` and counted in `dresp`.
-    async fn deny_response(&mut self, leg: &Leg<'_>, status: u16, tx: &mut Txn) -> bool {
+    async fn deny_response(&mut self, leg: &Leg<'_, U::Conn>, status: u16, tx: &mut Txn) -> bool {
         let (be, srv) = (leg.be, leg.srv);
         leg.server.abort(true);
         let log = &mut tx.log;
@@ -401,13 +408,14 @@ impl<F: Front> Session<F> {
         Counters::add(&self.fe.fe_counters.denied_resp, 1);
         Counters::add(&be.counters.denied_resp, 1);
         Counters::add(&srv.counters.denied_resp, 1);
-        self.fe.fe_counters.count_status(status);
-        be.counters.count_status(status);
         // The client connection stays, as after any reply HAProxy generates.
         let http10 = tx.req.version == Version::Http10;
         let hdr = ConnHeader::for_reply(http10, !tx.client_close, false);
-        let (mut bytes, close) =
-            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
+        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
+        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, status, &tx.log);
+        tx.log.status = Some(status);
+        self.fe.fe_counters.count_status(status);
+        be.counters.count_status(status);
         if tx.req.method == "HEAD" {
             bytes = errors::head_only(&bytes).to_vec();
         }

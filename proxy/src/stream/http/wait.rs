@@ -4,7 +4,7 @@
 
 use tokio::time::Instant;
 
-use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session};
+use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session, Upstream};
 use crate::engine::pool::give_buf;
 use crate::http::errors::{self, ConnHeader};
 use crate::http::h1::{self, Limits};
@@ -27,7 +27,7 @@ struct Wait {
 
 type Read = Result<usize, Option<std::io::Error>>;
 
-impl<F: Front> Session<F> {
+impl<F: Front, U: Upstream> Session<F, U> {
     /// One request/response exchange. Returns whether to read another request on this connection.
     pub(super) async fn transaction(&mut self) -> bool {
         let first = self.requests == 0;
@@ -55,7 +55,7 @@ impl<F: Front> Session<F> {
         first: bool,
         since: Instant,
     ) -> Result<((RequestHead, usize), Instant), bool> {
-        let t = self.fe.cfg.timeouts;
+        let http_request = self.fe.cfg.timeouts.http_request;
         let limits = Limits::default();
         let got_first_byte = !self.cbuf.is_empty();
         // Before the first byte of a follow-up request, `timeout http-keep-alive` applies (HAProxy
@@ -68,7 +68,7 @@ impl<F: Front> Session<F> {
             deadline: None,
         };
         if got_first_byte {
-            w.deadline = t.http_request.map(|d| since + d);
+            w.deadline = http_request.map(|d| since + d);
         }
         loop {
             match h1::parse_request_head(&self.cbuf, &limits) {
@@ -84,7 +84,7 @@ impl<F: Front> Session<F> {
                 Ok(_) if !w.got_first_byte => {
                     w.got_first_byte = true;
                     w.start = Instant::now();
-                    w.deadline = t.http_request.map(|d| w.start + d);
+                    w.deadline = http_request.map(|d| w.start + d);
                 }
                 Ok(_) => {}
                 Err(None) => return Err(self.head_timed_out(&w).await),
@@ -98,29 +98,33 @@ impl<F: Front> Session<F> {
 
     /// One read towards the head, within its timeouts; None when a soft stop ended the wait.
     async fn read_head_bytes(&mut self, w: &Wait) -> Option<Read> {
-        let t = self.fe.cfg.timeouts;
-        let idle_wait = if w.got_first_byte {
-            None
-        } else if w.first {
-            t.http_request.or(t.client)
-        } else {
-            t.http_keep_alive.or(t.http_request).or(t.client)
+        // Only what the read needs lives across it (an idle connection's state is this future).
+        let (dl, client, soft_stop, idle_limit) = {
+            let t = self.fe.cfg.timeouts;
+            let idle_wait = if w.got_first_byte {
+                None
+            } else if w.first {
+                t.http_request.or(t.client)
+            } else {
+                t.http_keep_alive.or(t.http_request).or(t.client)
+            };
+            let dl = if w.got_first_byte {
+                w.deadline
+            } else {
+                idle_wait.map(|d| w.since + d)
+            };
+            // Idle between requests at a soft stop: closing now would race a request on its way
+            // (and dropping the read could lose one already read), so the read goes on until
+            // the connection has been idle for `timeout http-keep-alive`. With that timeout
+            // set, the read's own deadline (`dl`) is already that instant: no watch needed,
+            // and none of its per-request cost (a subscription and a boxed future).
+            let soft_stop = (!w.got_first_byte && !w.first && t.http_keep_alive.is_none())
+                .then(|| self.shared.stop_tx.subscribe());
+            let idle_limit = w.since + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
+            (dl, t.client, soft_stop, idle_limit)
         };
-        let dl = if w.got_first_byte {
-            w.deadline
-        } else {
-            idle_wait.map(|d| w.since + d)
-        };
-        // Idle between requests at a soft stop: closing now would race a request on its way
-        // (and dropping the read could lose one already read), so the read goes on until the
-        // connection has been idle for `timeout http-keep-alive`. With that timeout set, the
-        // read's own deadline (`dl`) is already that instant: no watch needed, and none of
-        // its per-request cost (a subscription and a boxed future).
-        let soft_stop = (!w.got_first_byte && !w.first && t.http_keep_alive.is_none())
-            .then(|| self.shared.stop_tx.subscribe());
-        let idle_limit = w.since + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
         // One read future, however it is awaited: it is most of an idle connection's state.
-        let read = std::pin::pin!(self.read_client(dl, t.client));
+        let read = std::pin::pin!(self.read_client(dl, client));
         match soft_stop {
             None => Some(read.await),
             Some(stop) => Box::pin(read_at_soft_stop(read, stop, idle_limit)).await,
@@ -131,7 +135,7 @@ impl<F: Front> Session<F> {
     async fn refuse_head(&mut self, status: u16, start: Instant) -> bool {
         // `show errors`: the refused request as it was received.
         let at = h1::error_offset(&self.cbuf, false);
-        crate::model::error_snapshots::store().request(&self.fe, self.peer, &self.cbuf, at);
+        crate::model::error_snapshots::store().request(&self.fe, self.facts.peer, &self.cbuf, at);
         let mut log = self.new_log();
         log.request_line = Some("<BADREQ>".into());
         Counters::add(&self.fe.fe_counters.errors_req, 1);

@@ -1,0 +1,36 @@
+//! `set rate-limit connections|sessions|http-compression global <n>` (HAProxy's `maxconnrate`,
+//! `maxsessrate`, `maxcomprate`): process-wide limits the accept loops honour — while the
+//! process' connection or session rate over the last second has reached its limit, listeners
+//! stop accepting (the kernel queues), as HAProxy's listeners do. 0 means no limit.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct RateLimits {
+    pub conn: AtomicU32,
+    pub sess: AtomicU32,
+    /// Bytes per second (`set rate-limit http-compression` takes kB/s); portcullis does not
+    /// compress, so there is nothing to slow down: it is only reported (`CompressBpsRateLim`).
+    pub comp_bps: AtomicU32,
+}
+
+/// How long an accept loop waits before looking at the rates again.
+const RECHECK: Duration = Duration::from_millis(20);
+
+impl RateLimits {
+    /// Waits while a connection or session rate limit is reached.
+    pub async fn wait(&self, totals: &super::Counters, now_ms: impl Fn() -> u64) {
+        loop {
+            let now = now_ms();
+            let over = |lim: &AtomicU32, r: &super::stats::Freq| {
+                let lim = lim.load(Ordering::Relaxed);
+                lim > 0 && r.read(now) >= lim
+            };
+            if !over(&self.conn, &totals.conn_rate) && !over(&self.sess, &totals.sess_rate) {
+                return;
+            }
+            tokio::time::sleep(RECHECK).await;
+        }
+    }
+}
