@@ -205,6 +205,8 @@ pub struct ProxyRules {
     pub tcp_connection: Vec<TcpRule>,
     /// `stats admin if|unless <cond>`: the stats page may change servers.
     pub stats_admin: Option<Condition>,
+    /// `stats http-request` rules, run before the stats page is served.
+    pub stats_http_request: Vec<Rule>,
     /// Every `userlist` (shared by all proxies), for `http_auth*()`.
     pub userlists: std::sync::Arc<crate::ana::auth::Userlists>,
 }
@@ -528,6 +530,8 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     };
     r.http_request = http_rules(&p.http_request, "http-request", errs);
     r.http_response = http_rules(&p.http_response, "http-response", errs);
+    let stats_rules = p.stats.as_ref().map_or(&[][..], |s| &s.http_request[..]);
+    r.stats_http_request = http_rules(stats_rules, "http-request", errs);
     r.http_after_response = http_rules(&p.http_after_response, "http-after-response", errs);
     for t in &p.tcp_request {
         let track = match &t.action {

@@ -1023,7 +1023,7 @@ pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("dontlog-normal", FE, false),
     ("http-ignore-probes", FE, true),
     ("log-separate-errors", FE, false),
-    ("logasap", FE, true),
+    ("logasap", FE, false),
     ("redis-check", BE, true),
     ("srvtcpka", BE, false),
     ("ssl-hello-chk", BE, true),
@@ -1117,7 +1117,8 @@ fn kw_option(p: &mut P, args: &[String]) {
                 // connect) that change no observable behaviour: accepted as HAProxy does.
                 "tcp-smart-accept" | "tcp-smart-connect" => {}
                 // Not built yet: recorded as pending below (the start refuses them).
-                "http-ignore-probes" | "logasap" | "redis-check" | "ssl-hello-chk" => {}
+                "http-ignore-probes" | "redis-check" | "ssl-hello-chk" => {}
+                "logasap" => o.logasap = on,
                 "clitcpka" => o.clitcpka = on,
                 "srvtcpka" => o.srvtcpka = on,
                 // Each side reads its own half: the frontend the client's, the backend the

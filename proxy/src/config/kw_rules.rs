@@ -1565,14 +1565,21 @@ pub(crate) fn kw_stats(p: &mut P, args: &[String]) {
         "show-node" => st.show_node = Some(v.cloned().unwrap_or_default()),
         // The words are joined with single spaces, as HAProxy does.
         "show-desc" => st.show_desc = Some(args.get(2..).unwrap_or_default().join(" ")),
-        // Parsed; the stats page does not render them yet, so the start refuses them (pending).
-        "scope" | "http-request" => {
-            if sub == "scope" && v.is_none() {
-                p.alert("'scope' needs a proxy name.");
+        "http-request" => {
+            if v.is_none() {
+                p.alert("'stats http-request' requires a rule (allow, deny or auth).");
                 return;
             }
-            if sub == "http-request" && v.is_none() {
-                p.alert("'stats http-request' requires a rule (allow, deny or auth).");
+            // An `http-request` rule, kept apart (HAProxy's `uri_auth->http_req_rules`).
+            let Some(rule) = http_rule(p, &args[1..], "http-request", HTTP_ACTIONS) else {
+                return;
+            };
+            st.http_request.push(rule);
+        }
+        // Parsed; the stats page does not render it yet, so the start refuses it (pending).
+        "scope" => {
+            if v.is_none() {
+                p.alert("'scope' needs a proxy name.");
                 return;
             }
             p.pending(&format!("stats {sub}"));

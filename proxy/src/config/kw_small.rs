@@ -1,7 +1,8 @@
 //! Small proxy keywords that real configurations carry: `description`, `monitor-uri`,
-//! `monitor fail`.
+//! `monitor fail`, `load-server-state-from-file`, `server-state-file-name`.
 
 use super::kw_proxy::{BE, DEF, FE, P, ProxyKw};
+use super::model::LoadServerState;
 
 pub(crate) static SMALL_KWS: &[ProxyKw] = &[
     ProxyKw {
@@ -21,6 +22,12 @@ pub(crate) static SMALL_KWS: &[ProxyKw] = &[
         caps: FE,
         strict: false,
         parse: kw_monitor,
+    },
+    ProxyKw {
+        kw: "server-state-file-name",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_server_state_file_name,
     },
     ProxyKw {
         kw: "monitor-uri",
@@ -69,15 +76,33 @@ fn kw_monitor(p: &mut P, args: &[String]) {
 }
 
 /// `load-server-state-from-file global|local|none`: servers start from the state a previous
-/// process saved with `show servers state` (not built yet unless `none`).
+/// process saved with `show servers state` (`model::state_file`).
 fn kw_load_server_state(p: &mut P, args: &[String]) {
-    match arg(args, 1) {
-        "none" => {}
-        "global" | "local" => p.pending("load-server-state-from-file"),
-        _ => p.alert(format!(
-            "'{}' expects 'global', 'local' or 'none'. Got '{}'",
-            arg(args, 0),
-            arg(args, 1)
-        )),
+    let how = match arg(args, 1) {
+        "none" => LoadServerState::None,
+        "global" => LoadServerState::Global,
+        "local" => LoadServerState::Local,
+        _ => {
+            return p.alert(format!(
+                "'{}' expects 'global', 'local' or 'none'. Got '{}'",
+                arg(args, 0),
+                arg(args, 1)
+            ));
+        }
+    };
+    p.px.extra.load_server_state = Some(how);
+}
+
+/// `server-state-file-name [use-backend-name|<file>]`: the file `load-server-state-from-file
+/// local` reads (relative to `server-state-base`); none or `use-backend-name` is the section's
+/// name, as HAProxy.
+fn kw_server_state_file_name(p: &mut P, args: &[String]) {
+    if p.c.too_many(args, 1, 1) {
+        return;
     }
+    let name = match arg(args, 1) {
+        "" | "use-backend-name" => p.px.name.clone(),
+        f => f.to_string(),
+    };
+    p.px.extra.server_state_file_name = Some(name);
 }

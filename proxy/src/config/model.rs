@@ -1115,6 +1115,8 @@ pub struct StatsPage {
     pub realm: Option<String>,
     pub auth: Vec<(String, String)>,
     pub admin: Option<Cond>,
+    /// `stats http-request <rule>`: checked once the page's URI matched, before it is served.
+    pub http_request: Vec<HttpRequestRule>,
 }
 
 /// Server options that `default-server` may also set.
@@ -1267,6 +1269,9 @@ pub struct Options {
     pub srvtcpka: bool,
     /// `option dontlog-normal`: only sessions with an error are logged.
     pub dontlog_normal: bool,
+    /// `option logasap`: the line is written once the server connection is up (TCP) or its
+    /// response head forwarded (HTTP), with `+` before the times and bytes still growing.
+    pub logasap: bool,
     /// `option log-separate-errors`: sessions with an error are logged at level `err`.
     pub log_separate_errors: bool,
 }
@@ -1365,6 +1370,21 @@ pub struct ProxyExtra {
     pub monitor_uri: Option<String>,
     /// `description <text>`.
     pub description: Option<String>,
+    /// `load-server-state-from-file global|local|none` (unset: none).
+    pub load_server_state: Option<LoadServerState>,
+    /// `server-state-file-name [use-backend-name|<file>]`: the file of `local` (unset: the
+    /// backend's name).
+    pub server_state_file_name: Option<String>,
+}
+
+/// `load-server-state-from-file`: where a backend's servers take their saved state at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadServerState {
+    /// The global `server-state-file`.
+    Global,
+    /// The backend's own file (`server-state-file-name`).
+    Local,
+    None,
 }
 
 impl ProxyExtra {

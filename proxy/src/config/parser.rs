@@ -3,7 +3,9 @@
 //! need the whole configuration (references, ids, conflicting binds) at the end.
 
 use super::diag::{Diag, Severity};
-use super::model::{BindAddr, Cap, Config, Global, HttpRequestAction, Loc, Mode, Proxy};
+use super::model::{
+    BindAddr, Cap, Config, Global, HttpRequestAction, LoadServerState, Loc, Mode, Proxy,
+};
 use super::values::invalid_name_char;
 use super::{Sys, cond, kw_global, kw_proxy, lexer, suggest};
 use std::sync::Arc;
@@ -825,10 +827,23 @@ impl<'s> Parser<'s> {
         check_references(&self.proxies, &mut self.diags);
         check_binds(&self.global, &self.proxies, &mut self.diags);
         check_server_tls(&self.global, &self.proxies, &mut self.diags);
+        for px in &self.proxies {
+            let mixed = px.stats.as_ref().is_some_and(|st| {
+                !st.http_request.is_empty() && (!st.auth.is_empty() || st.realm.is_some())
+            });
+            if mixed {
+                self.diags.push(Diag::global(Severity::Alert, format!("proxy '{}': stats 'auth'/'realm' and 'http-request' can't be used at the same time.", px.name)));
+            }
+        }
         // Advice about a configuration that does not parse is noise (HAProxy stops earlier).
         if !self.diags.iter().any(Diag::is_alert) {
             for px in &self.proxies {
                 warn_proxy(px, &mut self.diags);
+                let global_state = px.extra.load_server_state == Some(LoadServerState::Global);
+                if px.cap.backend && global_state && self.global.process.server_state_file.is_none()
+                {
+                    self.diags.push(Diag::global(Severity::Warning, format!("backend '{}' configured to load server state file from global section 'server-state-file' directive. Unfortunately, 'server-state-file' is not set!", px.name)));
+                }
             }
         }
         (

@@ -60,12 +60,13 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
     }
     for p in &cfg.proxies {
         // `tcp-request connection` runs at accept in every mode; inspection (`inspect-delay`,
-        // `content`) in `mode tcp` frontends, and in `mode http` frontends and backends (on the
-        // parsed request, before the `http-request` rules).
-        let inspects = p.cap.frontend || p.mode == crate::config::model::Mode::Http;
+        // `content`) in frontends and backends of both modes (`mode http`: on the parsed
+        // request, before the `http-request` rules).
         let done = |kw: &str| {
-            kw == "tcp-request connection"
-                || (inspects && matches!(kw, "tcp-request inspect-delay" | "tcp-request content"))
+            matches!(
+                kw,
+                "tcp-request connection" | "tcp-request inspect-delay" | "tcp-request content"
+            )
         };
         for (kw, loc) in p.pending.iter().filter(|(kw, _)| !done(kw)) {
             out.push(format!(
@@ -149,6 +150,10 @@ pub fn start_with<S: Service>(
             })
             .collect::<Vec<_>>()
     })?);
+    // `load-server-state-from-file`: before the old process' state, which is newer.
+    for w in crate::model::state_file::apply(&model) {
+        tracing::warn!("{w}");
+    }
     if model.cfg.global.maxconn.is_some() {
         let want = crate::admin::snapshot::maxsock(&model, model.actconn.max(), threads as u32);
         let got = crate::admin::snapshot::raise_nofile(want);

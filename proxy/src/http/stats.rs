@@ -40,6 +40,24 @@ pub fn matches(page: &StatsPage, req: &RequestHead) -> bool {
             .starts_with(page.uri.as_deref().unwrap_or(DEFAULT_URI))
 }
 
+/// Whether `be` serves its stats page at the request's URI with `stats http-request` rules to
+/// pass first.
+pub fn guarded(be: &crate::model::Proxy, req: &RequestHead) -> bool {
+    !be.rules.stats_http_request.is_empty()
+        && be.cfg.stats.as_ref().is_some_and(|p| matches(p, req))
+}
+
+/// A request that `stats http-request` rules refused: HAProxy has made the stats applet the
+/// target already, so the line names `<STATS>` and the logged status is 400 whatever was sent
+/// (as HAProxy 2.6.12 logs it); an `auth` challenge counts as intercepted, a `deny` not.
+pub fn refused(log: &mut crate::log::SessionLog, fe: &crate::model::Proxy, denied: bool) {
+    log.server = Some("<STATS>".into());
+    log.status = Some(400);
+    if !denied {
+        crate::model::Counters::add(&fe.fe_counters.intercepted, 1);
+    }
+}
+
 /// Worker threads as the engine counts them (for `nbthread` in the page).
 fn threads(model: &Model) -> usize {
     model

@@ -211,7 +211,7 @@ impl Logger {
 
     /// When a session (TCP) or a transaction (HTTP) ends: its line per the frontend's format.
     pub fn session(&self, fe: &Proxy, rec: &SessionLog) {
-        if fe.cfg.logs.is_empty() {
+        if fe.cfg.logs.is_empty() || rec.logged {
             return;
         }
         let Some(Style::Format(fmt)) = self.styles.get(fe.index) else {
@@ -235,6 +235,23 @@ impl Logger {
                 sink.log(t, None, level, &line);
             }
         }
+    }
+
+    /// `option logasap`: the line written now, from what `rec` holds so far (its `total` ends
+    /// now), and none at the end. Nothing without the option. An HTTP line shows `%U` 0: HAProxy
+    /// 2.6 has not counted the request's bytes in the stream's log yet at that point.
+    pub fn asap(&self, fe: &Proxy, rec: &mut SessionLog) {
+        if !fe.cfg.options.logasap || rec.logged {
+            return;
+        }
+        rec.asap = true;
+        let bytes_in = rec.bytes_in;
+        if fe.cfg.mode == Mode::Http {
+            rec.bytes_in = 0;
+        }
+        self.session(fe, rec);
+        rec.bytes_in = bytes_in;
+        rec.logged = true;
     }
 
     /// The line [`Logger::session`] writes for `rec`, whatever the filters (None: the frontend
@@ -322,6 +339,7 @@ impl Logger {
             pid: self.pid,
             unique_id: rec.unique_id.as_deref(),
             req_counter: rec.req_counter,
+            logasap: rec.asap,
             ..Default::default()
         };
         let mut ctx = SampleCtx::new(client, local, &rec.frontend)
@@ -332,6 +350,20 @@ impl Logger {
         ctx.unique_id = rec.unique_id.as_deref();
         f(&record, &ctx);
     }
+}
+
+/// What an `option logasap` line shows of a stream still running: its time so far and the
+/// connections of its backend and server, itself included.
+pub fn asap_counts(
+    rec: &mut SessionLog,
+    start: tokio::time::Instant,
+    be: &Proxy,
+    srv: &crate::model::Server,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    rec.total = start.elapsed();
+    rec.beconn = be.beconn.load(Relaxed);
+    rec.srvconn = srv.cur_conns.load(Relaxed);
 }
 
 fn termination(t: [u8; 2]) -> Termination {

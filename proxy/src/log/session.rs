@@ -56,6 +56,10 @@ pub struct SessionLog {
     pub unique_id: Option<String>,
     /// The stream's number in the process (`%rt`).
     pub req_counter: u64,
+    /// `option logasap`: this line is written before the end (`+` before `%Tt %Ta %B`).
+    pub asap: bool,
+    /// The line was written already (`option logasap`): the end writes none.
+    pub logged: bool,
 }
 
 impl SessionLog {
@@ -96,6 +100,8 @@ impl SessionLog {
             vars: None,
             unique_id: None,
             req_counter: 0,
+            asap: false,
+            logged: false,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod dynamic;
 pub mod error_snapshots;
 pub mod rate_limits;
 pub mod sessions;
+pub mod state_file;
 pub mod stats;
 
 /// Connection-count gate for `maxconn` (global, frontend). Accept loops wait until the gate has

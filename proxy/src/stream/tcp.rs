@@ -36,13 +36,13 @@ pub const INSPECT_MAX: usize = 16384 - 1024;
 /// Runs the `tcp-request content` rules over the client's first bytes, copied into `buf`;
 /// returns the verdict and how many bytes were looked at.
 async fn inspect(
-    fe: &Proxy,
+    px: &Proxy,
     client: &Stream,
     base: SampleCtx<'_>,
     start: Instant,
     buf: &mut [u8],
 ) -> (TcpRequestAction, usize) {
-    let delay = fe.cfg.tcp_inspect_delay.filter(|d| !d.is_zero());
+    let delay = px.cfg.tcp_inspect_delay.filter(|d| !d.is_zero());
     let deadline = delay.map(|d| start + d);
     let peeker = Peeker::new(client).ok();
     // What came with the connection counts from the first evaluation on, as in HAProxy.
@@ -59,7 +59,7 @@ async fn inspect(
             partial,
             ..base
         };
-        if let Some(verdict) = apply_tcp_rules(&fe.rules.tcp_content, &ctx) {
+        if let Some(verdict) = apply_tcp_rules(&px.rules.tcp_content, &ctx) {
             return (verdict, len);
         }
         let (Some(p), Some(d)) = (&peeker, deadline) else {
@@ -188,6 +188,25 @@ async fn stream(
     let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
+    let caps = log.captures.clone();
+    let be_inspecting = backend_inspect_phase(
+        shared,
+        fe,
+        &be,
+        &client,
+        (peer, local, log.proxied.as_deref()),
+        (sess, caps.as_deref()),
+    );
+    if let Err(len) = be_inspecting.await {
+        // Its bytes count in the frontend's and the backend's `bin`.
+        log.bytes_in = len as u64;
+        log.term = *b"PR";
+        log.total = start.elapsed();
+        return End {
+            count_bytes: true,
+            ..End::on(log, &be)
+        };
+    }
     let src = peer.map(|p| p.ip());
     let tls = log.tls.clone();
     let proxied = log.proxied.clone();
@@ -257,7 +276,13 @@ async fn inspect_and_route(
         (sess, caps.as_deref()),
         start,
     );
-    let peeked = inspecting.await.ok()?;
+    let peeked = match inspecting.await {
+        Ok(p) => p,
+        Err(len) => {
+            log.bytes_in = len as u64;
+            return None;
+        }
+    };
     let inspected = start.elapsed();
     let payload = (!fe.rules.tcp_content.is_empty()).then_some(&peeked[..]);
     let proxied = log.proxied.clone();
@@ -293,8 +318,8 @@ fn lb_key(
     }
 }
 
-/// Content inspection (`tcp-request content`): the bytes looked at, or Err when a rule
-/// rejected the session (its bytes then count in `bin` and `dreq`).
+/// Content inspection (`tcp-request content`): the bytes looked at, or Err with their count
+/// when a rule rejected the session (they then count in `bin` and `%U`, the session in `dreq`).
 async fn inspect_phase(
     shared: &Shared,
     fe: &Proxy,
@@ -306,7 +331,7 @@ async fn inspect_phase(
     ),
     (sess, caps): (&StkCtrs, Option<&crate::ana::capture::Captured>),
     start: Instant,
-) -> Result<Vec<u8>, ()> {
+) -> Result<Vec<u8>, usize> {
     let mut peeked = Vec::new();
     // Content inspection peeks at the socket: plain connections only (a TLS frontend with
     // `tcp-request content` rules is refused at start).
@@ -327,9 +352,60 @@ async fn inspect_phase(
         }
         Counters::add(&fe.fe_counters.denied_req, 1);
         Counters::add(&fe.fe_counters.bytes_in, len as u64);
-        return Err(());
+        return Err(len);
     }
     Ok(peeked)
+}
+
+/// The backend's `tcp-request content` rules, once it is chosen (HAProxy's `AN_REQ_INSPECT_BE`):
+/// its own `inspect-delay`, counted from now. A `listen` section's rules ran as the frontend's.
+/// Err with the bytes read when a rule rejected the session (`dreq` on the frontend only, as
+/// in HAProxy).
+async fn backend_inspect_phase(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Proxy,
+    client: &Side,
+    (peer, local, proxied): (
+        Option<std::net::SocketAddr>,
+        Option<std::net::SocketAddr>,
+        Option<&crate::proxy_proto::Header>,
+    ),
+    (sess, caps): (&StkCtrs, Option<&crate::ana::capture::Captured>),
+) -> Result<(), usize> {
+    if be.rules.tcp_content.is_empty() || be.index == fe.index {
+        return Ok(());
+    }
+    let mut base = base_ctx(fe, peer, local).with_proxied(proxied);
+    base.backend = Some(&be.name);
+    base.stick = shared
+        .model
+        .stick_view(be, Some(sess), None, shared.model.now_ms());
+    base.captures = caps;
+    let (verdict, len) = match client {
+        Side::Plain(client) => {
+            let mut buf = vec![0; INSPECT_MAX];
+            inspect(be, client, base, Instant::now(), &mut buf).await
+        }
+        // Behind TLS there is no socket to peek at: the rules see no payload, at once final.
+        Side::Tls(_) => {
+            let ctx = SampleCtx {
+                payload: Some(&[]),
+                partial: false,
+                ..base
+            };
+            let v = apply_tcp_rules(&be.rules.tcp_content, &ctx);
+            (v.unwrap_or(TcpRequestAction::Accept), 0)
+        }
+    };
+    if verdict == TcpRequestAction::Reject {
+        if let (true, Side::Plain(client)) = (len > 0, client) {
+            let _ = client.read(Vec::with_capacity(len)).await;
+        }
+        Counters::add(&fe.fe_counters.denied_req, 1);
+        return Err(len);
+    }
+    Ok(())
 }
 
 /// A server connection is up (its slot taken): TLS to the server if asked, then the relay.
@@ -369,6 +445,12 @@ async fn connected(
             }
         }
     };
+    // `option logasap`: the line goes out now that the server is connected (HAProxy's
+    // `sess_establish`), with what is known so far.
+    if fe.cfg.options.logasap {
+        crate::log::asap_counts(&mut log, start, be, &srv);
+        shared.log.asap(fe, &mut log);
+    }
     let kill = srv.killed(epoch);
     let stats = relay_phase(shared, fe, be, client, server, kill).await;
     log.bytes_in = stats.c2s;

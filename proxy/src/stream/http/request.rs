@@ -316,8 +316,21 @@ impl<F: Front, U: Upstream> Session<F, U> {
             term: *b"LR",
             keep,
         };
-        match rules::apply_http_request(&be.rules.http_request, &mut tx.req, base) {
-            // HAProxy checks `stats uri` once the proxy's http-request rules let it through.
+        let mut verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
+        // HAProxy checks `stats uri` once the proxy's http-request rules let it through, then
+        // the `stats http-request` rules (a realm-less `auth` asks for the page's realm).
+        if matches!(verdict, Verdict::Continue) && crate::http::stats::guarded(be, &tx.req) {
+            verdict =
+                match rules::apply_http_request(&be.rules.stats_http_request, &mut tx.req, base) {
+                    Verdict::Auth(None) => Verdict::Auth(Some("HAProxy Statistics".into())),
+                    v => v,
+                };
+            if !matches!(verdict, Verdict::Continue) {
+                let denied = matches!(verdict, Verdict::Deny(_));
+                crate::http::stats::refused(&mut tx.log, &self.fe, denied);
+            }
+        }
+        match verdict {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),

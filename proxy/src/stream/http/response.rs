@@ -79,6 +79,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         self.after_rules(Some(leg.be), &mut head, &tx.log);
         let out = self.response_head(leg.be, &mut head, &plan, tx, sbuf.len());
+        // `option logasap`: the line goes out once the head is ready to forward.
+        if self.fe.cfg.options.logasap {
+            crate::log::asap_counts(&mut tx.log, tx.start, leg.be, leg.srv);
+            self.shared.log.asap(&self.fe, &mut tx.log);
+        }
         if !tunnel {
             return Forwarded::Done(self.stream_body(leg, sbuf, out, &plan, &mut tx.log).await);
         }
