@@ -393,6 +393,24 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             }
         }
     };
+    // A `set-var` / `set-var-fmt` value: a sample expression or a log-format string (None: an
+    // expression that does not parse, reported).
+    let var_value = |expr: &str,
+                     is_fmt: bool,
+                     loc: &crate::config::model::Loc,
+                     rule: &str,
+                     errs: &mut Vec<Diag>| {
+        if is_fmt {
+            return Some(VarValue::Fmt(fmt(expr, loc, rule, errs)));
+        }
+        match parse_sample(expr) {
+            Ok(e) => Some(VarValue::Sample(e)),
+            Err(e) => {
+                errs.push(Diag::alert(&loc.file, loc.line, e));
+                None
+            }
+        }
+    };
     let http_rules = |rules: &[HttpRequestRule], kw: &str, errs: &mut Vec<Diag>| {
         let mut out = Vec::with_capacity(rules.len());
         for rule in rules {
@@ -431,16 +449,8 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     expr,
                     fmt: is_fmt,
                 } => {
-                    let value = if *is_fmt {
-                        VarValue::Fmt(fmt(expr, &rule.loc, name, errs))
-                    } else {
-                        match parse_sample(expr) {
-                            Ok(e) => VarValue::Sample(e),
-                            Err(e) => {
-                                errs.push(Diag::alert(&rule.loc.file, rule.loc.line, e));
-                                continue;
-                            }
-                        }
+                    let Some(value) = var_value(expr, *is_fmt, &rule.loc, name, errs) else {
+                        continue;
                     };
                     Action::SetVar {
                         var: var.clone(),
@@ -575,16 +585,8 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                     expr,
                     fmt: is_fmt,
                 } => {
-                    let value = if *is_fmt {
-                        VarValue::Fmt(fmt(expr, &t.loc, name, errs))
-                    } else {
-                        match parse_sample(expr) {
-                            Ok(e) => VarValue::Sample(e),
-                            Err(e) => {
-                                errs.push(Diag::alert(&t.loc.file, t.loc.line, e));
-                                continue;
-                            }
-                        }
+                    let Some(value) = var_value(expr, *is_fmt, &t.loc, name, errs) else {
+                        continue;
                     };
                     Some((var.clone(), conds.clone(), Some(value)))
                 }
