@@ -903,14 +903,20 @@ impl StkCtrs {
 
 /// What an ended transaction or `mode tcp` stream leaves on the counters it tracked (see
 /// [`Tracked::count_end`]): for each of `sc0`..`sc2`, the stream's counter, else the session's,
-/// as HAProxy's `stream_inc_http_err_ctr` and `stream_process_counters`.
+/// as HAProxy's `stream_inc_http_err_ctr` and `stream_process_counters`. `now` is read only
+/// when something is tracked (most streams track nothing: no clock read for them).
 pub fn count_end(
     [sess, strm]: [Option<&StkCtrs>; 2],
     status: Option<u16>,
     bytes_in: u64,
     bytes_out: u64,
-    now: u64,
+    now: impl FnOnce() -> u64,
 ) {
+    let tracked = |c: Option<&StkCtrs>| c.is_some_and(|c| c.iter().next().is_some());
+    if !tracked(sess) && !tracked(strm) {
+        return;
+    }
+    let now = now();
     for sc in 0..MAX_SC {
         let t = strm
             .and_then(|s| s.get(sc))

@@ -162,8 +162,10 @@ pub async fn run_tracked(
     log.feconn = fe.feconn.current();
     shared.log.connect(&fe, &log);
     let end = stream(&shared, &fe, client, (peer, local), &sess, start, log).await;
-    let (bin, bout, now) = (end.log.bytes_in, end.log.bytes_out, shared.model.now_ms());
-    crate::stick::count_end([Some(&sess), None], None, bin, bout, now);
+    let (bin, bout) = (end.log.bytes_in, end.log.bytes_out);
+    crate::stick::count_end([Some(&sess), None], None, bin, bout, || {
+        shared.model.now_ms()
+    });
     finish(&shared, &fe, end);
 }
 

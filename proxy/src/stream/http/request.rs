@@ -433,16 +433,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
             r.bytes
         };
         // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
-        let (out, now) = (
-            crate::log::htx::reply_size(&bytes),
-            self.shared.model.now_ms(),
-        );
         crate::stick::count_end(
             [Some(&self.sess), Some(strm)],
             (r.term == *b"PR").then_some(r.status),
             tx.log.bytes_in,
-            out,
-            now,
+            crate::log::htx::reply_size(&bytes),
+            || self.shared.model.now_ms(),
         );
         self.local_reply(tx.log, Reply { bytes, ..r }, tx.start)
             .await
@@ -464,14 +460,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Counters::add(&be.counters.req_tot, 1);
         let result = self.exchange(&be, &mut tx, head_bytes).await;
         tx.log.total = tx.start.elapsed();
-        let now = self.shared.model.now_ms();
         let l = &tx.log;
         crate::stick::count_end(
             [Some(&self.sess), Some(strm)],
             l.status,
             l.bytes_in,
             l.bytes_out,
-            now,
+            || self.shared.model.now_ms(),
         );
         // The server's slot is released already (`exchange_on`): the backend's goes here.
         let end = End {
