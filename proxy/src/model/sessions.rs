@@ -30,8 +30,8 @@ pub struct Live {
     pub id: u64,
     /// HAProxy's `uniq_id`: the stream counter of the process.
     pub uniq: u64,
-    pub fe: String,
-    pub fe_id: i64,
+    /// The frontend (its name and id are read when `show sess` prints, not copied per stream).
+    pub fe: std::sync::Arc<crate::model::Proxy>,
     pub mode: &'static str,
     pub bind: usize,
     pub src: Option<SocketAddr>,
@@ -69,7 +69,7 @@ const ID_BASE: u64 = 0x5651_0000_0010;
 
 /// Runs `fut` (the stream of connection `fd`) registered as a live stream.
 pub fn track(
-    fe: &crate::model::Proxy,
+    fe: &std::sync::Arc<crate::model::Proxy>,
     origin: &crate::engine::service::Origin,
     fd: RawFd,
     fut: std::pin::Pin<Box<dyn Future<Output = ()>>>,
@@ -82,8 +82,7 @@ pub fn track(
     let live = Arc::new(Live {
         id: ID_BASE + uniq * 0x10,
         uniq,
-        fe: fe.name.clone(),
-        fe_id: i64::from(fe.cfg.id),
+        fe: std::sync::Arc::clone(fe),
         mode: match fe.cfg.mode {
             crate::config::model::Mode::Tcp => "tcp",
             crate::config::model::Mode::Http => "http",
@@ -243,7 +242,7 @@ fn list_line(l: &Live, out: &mut Reply) {
         l.id,
         proto(l.src),
         addr(l.src),
-        l.fe,
+        l.fe.name,
         human_time(l.start.elapsed().as_secs()),
         l.raw_fd,
     );
@@ -271,8 +270,8 @@ fn detail(l: &Live, out: &mut Reply) {
     let _ = writeln!(
         out,
         "  frontend={} (id={} mode={}), listener=? (id={}) addr={}",
-        l.fe,
-        l.fe_id,
+        l.fe.name,
+        i64::from(l.fe.cfg.id),
         l.mode,
         l.bind + 1,
         addr(l.local)
