@@ -1158,6 +1158,12 @@ pub struct ServerOpts {
     pub check_proto: Option<String>,
     /// `check-alpn <list>`: ALPN offered by `check-ssl` handshakes.
     pub check_alpn: Option<Vec<String>>,
+    /// `proto <mux>`: the protocol of the traffic (`h2`: HTTP/2 with prior knowledge).
+    pub proto: Option<String>,
+    /// `alpn <list>`: ALPN offered by `ssl` handshakes (`h2` negotiated: HTTP/2).
+    pub alpn: Option<Vec<String>>,
+    /// `max-reuse <n>`: how many times a connection may be reused (None: unlimited).
+    pub max_reuse: Option<u64>,
 }
 
 /// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
@@ -1214,6 +1220,9 @@ impl Default for ServerOpts {
             check_send_proxy: false,
             check_proto: None,
             check_alpn: None,
+            proto: None,
+            alpn: None,
+            max_reuse: None,
         }
     }
 }
