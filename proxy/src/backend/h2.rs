@@ -33,8 +33,6 @@ pub struct Link {
     active: Cell<usize>,
     /// Streams it carried so far (`max-reuse`).
     used: Cell<u64>,
-    /// Over TLS: origin-form requests go out with the `https` scheme.
-    pub tls: bool,
     /// In the worker's pool for concurrent use (`http-reuse always`), not owned by a stream.
     pub shared: Cell<bool>,
     /// Its key in the worker's pool, when `http-reuse` lets it be pooled at all.
@@ -51,7 +49,6 @@ impl Link {
     /// The client preface and SETTINGS on `conn`; the connection is then driven by a task of
     /// this worker until it closes or the last handle to the link goes.
     pub async fn handshake(conn: Conn) -> io::Result<Rc<Link>> {
-        let tls = conn.tls().is_some();
         let preface = Rc::new(Preface::default());
         let io = H2Io::new(Rc::new(conn), Rc::clone(&preface));
         let mut b = h2::client::Builder::new();
@@ -81,7 +78,6 @@ impl Link {
             preface,
             active: Cell::new(0),
             used: Cell::new(0),
-            tls,
             shared: Cell::new(false),
             home: RefCell::new(None),
         }))

@@ -44,8 +44,8 @@ fn connection_specific(name: &str) -> bool {
     .any(|n| name.eq_ignore_ascii_case(n))
 }
 
-/// The h2 request for `head` (`tls`: the connection is TLS, else the scheme is `http`).
-pub fn request(head: &RequestHead, tls: bool) -> Result<Outgoing, String> {
+/// The h2 request for `head`.
+pub fn request(head: &RequestHead) -> Result<Outgoing, String> {
     let framing = h1::request_framing(head).map_err(|e| format!("{e:?}"))?;
     let upgrade = h1::is_upgrade(head)
         .then(|| {
@@ -64,22 +64,15 @@ pub fn request(head: &RequestHead, tls: bool) -> Result<Outgoing, String> {
         .filter(|h| !h.is_empty())
         .map(|h| String::from_utf8_lossy(h).into_owned());
     let target = head.target.as_str();
-    // Absolute-form keeps its scheme and authority; origin-form takes `Host`. An extended
-    // CONNECT goes out as `https` (RFC 8441 examples; HAProxy's default scheme).
-    let scheme = if tls || upgrade.is_some() {
-        "https"
-    } else {
-        "http"
+    let absolute = target.contains("://");
+    // As HAProxy's H2 mux: an origin-form request goes out without `:authority`, its `Host`
+    // as a header; an absolute one with its scheme and authority (and no `Host`). An extended
+    // CONNECT needs `:authority`: `Host` gives it, with HAProxy's default scheme `https`.
+    let uri = match (&upgrade, &host) {
+        (Some(_), Some(h)) if !absolute => format!("https://{h}{target}"),
+        _ => target.to_string(),
     };
-    let uri = if target.contains("://") {
-        target.to_string()
-    } else {
-        match &host {
-            Some(h) if target.starts_with('/') => format!("{scheme}://{h}{target}"),
-            Some(h) if target == "*" => format!("{scheme}://{h}"),
-            _ => target.to_string(),
-        }
-    };
+    let keep_host = !absolute && upgrade.is_none();
     let method = if upgrade.is_some() {
         "CONNECT"
     } else {
@@ -98,7 +91,8 @@ pub fn request(head: &RequestHead, tls: bool) -> Result<Outgoing, String> {
         let ws_key = upgrade.is_some() && h.name.eq_ignore_ascii_case("sec-websocket-key");
         let te_other =
             h.name.eq_ignore_ascii_case("te") && !h.value.eq_ignore_ascii_case(b"trailers");
-        if connection_specific(&h.name) || ws_key || te_other {
+        let host_hdr = keep_host && h.name.eq_ignore_ascii_case("host");
+        if (connection_specific(&h.name) && !host_hdr) || ws_key || te_other {
             continue;
         }
         let (Ok(n), Ok(v)) = (
@@ -126,7 +120,7 @@ pub fn request(head: &RequestHead, tls: bool) -> Result<Outgoing, String> {
 /// How the response body travels in the HTTP/1 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Relay {
-    /// No body (HEAD, 1xx, 204, 304, or END_STREAM on the headers).
+    /// No body (HEAD, 1xx, 204, 304).
     None,
     /// As is: the response has a `content-length`, or the stream is a tunnel.
     Raw,
@@ -134,13 +128,12 @@ pub enum Relay {
     Chunked,
 }
 
-/// The HTTP/1.1 head of `resp` (`ended`: END_STREAM came with the headers), and how its body
-/// follows.
-pub fn response_head(resp: &http::response::Parts, ended: bool, asked: &Asked) -> (Vec<u8>, Relay) {
+/// The HTTP/1.1 head of `resp`, and how its body follows.
+pub fn response_head(resp: &http::response::Parts, asked: &Asked) -> (Vec<u8>, Relay) {
     let status = resp.status.as_u16();
     let mut out = Vec::with_capacity(256);
     if let (Some((proto, key)), true) = (&asked.upgrade, resp.status.is_success()) {
-        out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
+        out.extend_from_slice(b"HTTP/1.1 101 \r\n");
         push_fields(&mut out, &resp.headers);
         out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
         out.extend_from_slice(proto.as_bytes());
@@ -153,22 +146,19 @@ pub fn response_head(resp: &http::response::Parts, ended: bool, asked: &Asked) -
         out.extend_from_slice(b"\r\n");
         return (out, Relay::Raw);
     }
+    // HTTP/2 has no reason phrase: HAProxy's HTTP/1 output leaves it empty.
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.to_string().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(resp.status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(b" \r\n");
     push_fields(&mut out, &resp.headers);
     let bodyless = asked.head_only || status < 200 || status == 204 || status == 304;
     let has_len = resp.headers.contains_key(http::header::CONTENT_LENGTH);
+    // Without a length the body is chunked, even when END_STREAM came with the headers (an
+    // empty chunked body, as HAProxy sends).
     let relay = if bodyless {
         Relay::None
     } else if has_len {
         Relay::Raw
-    } else if ended {
-        // HAProxy's H2 mux gives a bodiless message a length of zero.
-        out.extend_from_slice(b"content-length: 0\r\n");
-        Relay::None
     } else {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
         Relay::Chunked
@@ -352,16 +342,18 @@ mod tests {
         let h = head(
             "POST /p?q=1 HTTP/1.1\r\nhost: example.org\r\nconnection: keep-alive\r\nte: trailers\r\nx-a: 1\r\ncontent-length: 3\r\n\r\n",
         );
-        let o = request(&h, false).unwrap();
-        assert_eq!(o.req.uri().to_string(), "http://example.org/p?q=1");
+        let o = request(&h).unwrap();
+        assert_eq!(o.req.uri().to_string(), "/p?q=1");
         assert_eq!(o.req.method(), "POST");
         assert!(o.req.headers().get("connection").is_none());
-        assert!(o.req.headers().get("host").is_none());
+        assert_eq!(o.req.headers()["host"], "example.org");
         assert_eq!(o.req.headers()["te"], "trailers");
         assert_eq!(o.req.headers()["x-a"], "1");
         assert_eq!(o.framing, BodyFraming::Length(3));
-        let o = request(&h, true).unwrap();
-        assert_eq!(o.req.uri().scheme_str(), Some("https"));
+        let h = head("GET http://example.org/a HTTP/1.1\r\nhost: example.org\r\n\r\n");
+        let o = request(&h).unwrap();
+        assert_eq!(o.req.uri().to_string(), "http://example.org/a");
+        assert!(o.req.headers().get("host").is_none());
     }
 
     #[test]
@@ -369,17 +361,14 @@ mod tests {
         let h = head(
             "GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
         );
-        let o = request(&h, false).unwrap();
+        let o = request(&h).unwrap();
         assert_eq!(o.req.method(), "CONNECT");
         assert_eq!(o.req.uri().to_string(), "https://127.0.0.1/");
         assert!(o.req.headers().get("sec-websocket-key").is_none());
         let resp = http::Response::builder().status(200).body(()).unwrap();
-        let (bytes, relay) = response_head(&resp.into_parts().0, false, &o.asked);
+        let (bytes, relay) = response_head(&resp.into_parts().0, &o.asked);
         let text = String::from_utf8(bytes).unwrap();
-        assert!(
-            text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
-            "{text}"
-        );
+        assert!(text.starts_with("HTTP/1.1 101 \r\n"), "{text}");
         assert!(text.contains("upgrade: websocket\r\n"));
         assert!(text.contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
         assert_eq!(relay, Relay::Raw);
@@ -389,30 +378,23 @@ mod tests {
     fn response_framing_from_the_h2_head() {
         let asked = Asked::default();
         let parts = |b: http::response::Builder| b.body(()).unwrap().into_parts().0;
-        let (h, r) = response_head(&parts(http::Response::builder().status(200)), false, &asked);
+        let (h, r) = response_head(&parts(http::Response::builder().status(200)), &asked);
         assert_eq!(r, Relay::Chunked);
-        assert!(
-            String::from_utf8(h)
-                .unwrap()
-                .ends_with("transfer-encoding: chunked\r\n\r\n")
-        );
+        assert_eq!(h, b"HTTP/1.1 200 \r\ntransfer-encoding: chunked\r\n\r\n");
         let p = parts(
             http::Response::builder()
                 .status(200)
                 .header("content-length", "5"),
         );
-        assert_eq!(response_head(&p, false, &asked).1, Relay::Raw);
-        let (h, r) = response_head(&parts(http::Response::builder().status(200)), true, &asked);
-        assert_eq!(r, Relay::None);
-        assert_eq!(h, b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        assert_eq!(response_head(&p, &asked).1, Relay::Raw);
         let p = parts(http::Response::builder().status(304));
-        assert_eq!(response_head(&p, false, &asked).1, Relay::None);
+        assert_eq!(response_head(&p, &asked).1, Relay::None);
         let head_only = Asked {
             head_only: true,
             ..Asked::default()
         };
         let p = parts(http::Response::builder().status(200));
-        assert_eq!(response_head(&p, false, &head_only).1, Relay::None);
+        assert_eq!(response_head(&p, &head_only).1, Relay::None);
         let mut out = Vec::new();
         chunk(&mut out, b"hello");
         let mut t = http::HeaderMap::new();

@@ -40,6 +40,8 @@ struct Rx {
     body: Option<RecvStream>,
     relay: Option<Relay>,
     ended: bool,
+    /// The body ended with trailers.
+    trailers: bool,
 }
 
 pub struct H2Stream {
@@ -90,7 +92,7 @@ impl H2Stream {
         else {
             return Ok(None);
         };
-        let out = h2conv::request(&head, self.link.tls).map_err(other)?;
+        let out = h2conv::request(&head).map_err(other)?;
         let tunnel = out.asked.upgrade.is_some();
         if tunnel {
             self.link.settings().await;
@@ -227,15 +229,19 @@ impl H2Stream {
         let resp = fut.await.map_err(other)?;
         let (parts, body) = resp.into_parts();
         let ended = body.is_end_stream();
-        let (head, relay) = h2conv::response_head(&parts, ended, &rx.asked);
+        let (head, relay) = h2conv::response_head(&parts, &rx.asked);
+        let before = buf.len();
         buf.extend_from_slice(&head);
         if relay == Relay::None || ended {
+            if ended && relay == Relay::Chunked {
+                h2conv::last_chunk(buf, None);
+            }
             rx.ended = true;
             self.finish();
         }
         rx.body = Some(body);
         rx.relay = Some(relay);
-        Ok(head.len())
+        Ok(buf.len() - before)
     }
 
     /// More of the response body into `buf` (0: it ended).
@@ -262,6 +268,7 @@ impl H2Stream {
                     self.finish();
                     if relay == Relay::Chunked {
                         let t = body.trailers().await.map_err(other)?;
+                        rx.trailers = t.is_some();
                         h2conv::last_chunk(buf, t.as_ref());
                     }
                 }
@@ -284,6 +291,22 @@ impl H2Stream {
         };
         *self.rx.borrow_mut() = rx;
         r
+    }
+}
+
+impl H2Stream {
+    /// What the chunked form adds to `%B`: HAProxy's HTX of an h2 response holds no
+    /// `transfer-encoding` (its H1 mux adds it on output), nor an end of trailers without
+    /// trailers; the HTTP/1 form's count holds both.
+    pub fn htx_surplus(&self) -> u64 {
+        let rx = self.rx.borrow();
+        match rx.relay {
+            Some(Relay::Chunked) => {
+                let te = ("transfer-encoding".len() + "chunked".len()) as u64;
+                te + u64::from(!rx.trailers)
+            }
+            _ => 0,
+        }
     }
 }
 

@@ -68,4 +68,10 @@ impl Duplex for SrvConn {
             SrvConn::H2(_) => None,
         }
     }
+    fn htx_surplus(&self) -> u64 {
+        match self {
+            SrvConn::H1(_) => 0,
+            SrvConn::H2(s) => s.htx_surplus(),
+        }
+    }
 }

@@ -702,9 +702,11 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
 fn server_error(p: &mut P, who: &str, e: &str) {
     match e.strip_prefix(BARE) {
         Some(m) => {
+            // Located in its text, and marking the file for HAProxy's closing `Error(s) found`.
             let loc = p.c.loc.clone();
-            p.c.diags.push(super::diag::Diag::global(
-                super::diag::Severity::Alert,
+            p.c.diags.push(super::diag::Diag::located(
+                &loc.file,
+                loc.line,
                 format!("[{}:{}] : {who} : {m}", loc.file, loc.line),
             ));
         }

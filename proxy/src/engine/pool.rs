@@ -56,6 +56,37 @@ thread_local! {
     /// This worker's HTTP/2 server connections, by server address: idle ones (owned by the
     /// stream that takes one) and shared ones (`http-reuse always`, taken without removal).
     static LINKS: RefCell<HashMap<Key, Vec<Rc<Link>>>> = RefCell::new(HashMap::new());
+    /// Shared HTTP/2 connections being opened, by server address: who waits for one.
+    static CONNECTING: RefCell<HashMap<Key, Rc<tokio::sync::Notify>>> = RefCell::new(HashMap::new());
+}
+
+/// The wake-up of the shared h2 connection to `addr` being opened, if one is.
+pub fn connecting(addr: impl Into<Key>) -> Option<Rc<tokio::sync::Notify>> {
+    let key = addr.into();
+    CONNECTING.with(|c| c.borrow().get(&key).cloned())
+}
+
+/// A shared h2 connection being opened: waiters wake when it is dropped (opened or failed).
+pub struct Connecting(Key);
+
+impl Connecting {
+    pub fn start(addr: impl Into<Key>) -> Connecting {
+        let key = addr.into();
+        CONNECTING.with(|c| {
+            c.borrow_mut()
+                .entry(key.clone())
+                .or_insert_with(|| Rc::new(tokio::sync::Notify::new()));
+        });
+        Connecting(key)
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        if let Some(n) = CONNECTING.with(|c| c.borrow_mut().remove(&self.0)) {
+            n.notify_waiters();
+        }
+    }
 }
 
 /// A cleared buffer with at least [`BUF`] bytes of capacity, from this worker's pool if it has

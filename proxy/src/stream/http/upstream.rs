@@ -113,7 +113,20 @@ impl Upstream for Servers {
             .await
             .map_err(|e| (e, None))?;
         log.queue = Some(queued);
-        if let Some(conn) = idle_conn(&mut self.own, be.cfg.http_reuse, &srv, first) {
+        let reuse = be.cfg.http_reuse;
+        let mut idle = idle_conn(&mut self.own, reuse, &srv, first);
+        // A shared h2 connection to the server is being opened: its streams are for this
+        // request too (HAProxy makes a new connection available at once).
+        let shared_h2 = shares_h2(&srv, reuse);
+        if idle.is_none()
+            && shared_h2
+            && let Some(n) = pool::connecting(&*srv)
+        {
+            let wait = be.cfg.timeouts.connect.unwrap_or(CONNECTING_WAIT);
+            let _ = tokio::time::timeout(wait.min(CONNECTING_WAIT), n.notified()).await;
+            idle = idle_conn(&mut self.own, reuse, &srv, first);
+        }
+        if let Some(conn) = idle {
             if sticky {
                 backend::stick_store(&model.stick, be, src, &srv, now);
             }
@@ -122,6 +135,7 @@ impl Upstream for Servers {
             srv.counters.session(model.now_ms());
             return Ok((srv, conn, true));
         }
+        let _opening = shared_h2.then(|| pool::Connecting::start(&*srv));
         connect_new(side, be, key, srv, log, (src, sticky.then_some(now))).await
     }
 
@@ -149,6 +163,16 @@ fn give_back(srv: &Server, conn: Rc<SrvConn>) {
         Some(l) if !l.shared.get() && l.usable() => pool::put_link(srv, Rc::clone(l)),
         Some(_) => {}
     }
+}
+
+/// How long a request waits for the shared h2 connection being opened before opening its own.
+const CONNECTING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// New h2 connections to `srv` are shared at once (`http-reuse always|aggressive`).
+fn shares_h2(srv: &Server, reuse: HttpReuse) -> bool {
+    matches!(reuse, HttpReuse::Always | HttpReuse::Aggressive)
+        && !srv.cfg.opts.send_proxy.enabled()
+        && speaks_h2(srv)
 }
 
 /// The server's traffic may be HTTP/2: `proto h2`, or `h2` offered by ALPN.
