@@ -435,6 +435,8 @@ pub enum BindAddr {
     Inet(std::net::SocketAddr),
     /// `unix@<path>` or a bare absolute path.
     Unix(String),
+    /// `abns@<name>`: Linux's abstract namespace, the name padded with NULs as HAProxy does.
+    Abns(String),
     /// `fd@<n>`: an inherited, already-listening socket.
     Fd(i32),
 }
