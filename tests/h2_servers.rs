@@ -338,3 +338,140 @@ fn server_proto_and_alpn_errors_as_haproxy() {
         }
     }
 }
+
+/// `ssl alpn h2,http/1.1`: h2 to a TLS server that chooses it by ALPN, HTTP/1.1 to one that
+/// only speaks that; the TLS server (HAProxy) logs which version it got.
+fn alpn_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let dir = proxy::TempDir::new("h2srv-alpn");
+    let ck = rcgen::generate_simple_self_signed(vec!["o.test".to_string()]).expect("cert");
+    let pem = dir.0.join("bundle.pem");
+    std::fs::write(
+        &pem,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .expect("bundle");
+    let (both, h1only, wait) = (free_port(), free_port(), free_port());
+    let tls_cfg = format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    log global\n    log-format \"%f %HV %{{+Q}}r\"\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend both\n    bind 127.0.0.1:{both} ssl crt {p} alpn h2,http/1.1\n    bind 127.0.0.1:{wait}\n    http-request return status 200\n\
+         frontend h1only\n    bind 127.0.0.1:{h1only} ssl crt {p} alpn http/1.1\n    http-request return status 200\n",
+        p = pem.display()
+    );
+    let tls = Proc::haproxy(&tls_cfg, lo(wait))?;
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    use_backend h1only if {{ path_beg /h1 }}\n    default_backend both\n\
+         backend both\n    server s 127.0.0.1:{both} ssl verify none alpn h2,http/1.1\n\
+         backend h1only\n    server s 127.0.0.1:{h1only} ssl verify none alpn h2,http/1.1\n"
+    );
+    let _p = start(&cfg, lo(port))?;
+    let mut seen = Vec::new();
+    for path in ["/h2/a", "/h1/b", "/h2/c"] {
+        seen.push(proxy::get(lo(port), path).status.to_string());
+    }
+    seen.extend(new_lines(&tls, 0, 3).into_iter().take(3));
+    Some(seen)
+}
+
+#[test]
+fn alpn_chooses_h2_or_http1_as_haproxy() {
+    let Some(pc) = alpn_run(|c, w| Some(Proc::portcullis(c, w))) else {
+        return;
+    };
+    assert_eq!(pc[..3], ["200", "200", "200"], "{pc:?}");
+    assert!(
+        pc.contains(&"both HTTP/2.0 \"GET /h2/a HTTP/2.0\"".to_string()),
+        "{pc:?}"
+    );
+    assert!(
+        pc.contains(&"h1only HTTP/1.1 \"GET /h1/b HTTP/1.1\"".to_string()),
+        "{pc:?}"
+    );
+    let hap = alpn_run(Proc::haproxy).expect("haproxy");
+    assert_eq!(pc, hap);
+}
+
+/// `add server … proto h2` on the CLI: the dynamic server speaks h2 to the origin.
+fn dynamic_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let dir = proxy::TempDir::new("h2srv-dyn");
+    let origin = H2Origin::start();
+    let port = free_port();
+    let sock = dir.0.join("admin.sock");
+    let cfg = format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    balance roundrobin\n",
+        sock.display()
+    );
+    let _p = start(&cfg, lo(port))?;
+    let mut seen = vec![
+        proxy::admin_cli(
+            &sock,
+            &format!("add server be/d {} proto h2", origin.addr()),
+        ),
+        proxy::admin_cli(&sock, "enable server be/d"),
+    ];
+    let r = proxy::get(lo(port), "/echo");
+    seen.push(format!("{} {:?}", r.status, r.header("x-seen-method")));
+    Some(seen)
+}
+
+#[test]
+fn add_server_with_proto_h2_as_haproxy() {
+    let Some(pc) = dynamic_run(|c, w| Some(Proc::portcullis(c, w))) else {
+        return;
+    };
+    assert_eq!(pc[2], "200 Some(\"GET\")", "{pc:?}");
+    if let Some(hap) = dynamic_run(Proc::haproxy) {
+        assert_eq!(pc, hap);
+    }
+}
+
+/// A server that never answers (`sH`, 504), resets the stream (`SH`, 502), or stalls in the
+/// body (`sD`): status, termination state and bytes logged as HAProxy does.
+fn failures_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let origin = H2Origin::start();
+    let port = free_port();
+    let cfg = format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    log global\n    {LOG_FORMAT}\n    timeout connect 2s\n    timeout client 5s\n    timeout server 1s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    server o {} proto h2\n",
+        origin.addr()
+    );
+    let p = start(&cfg, lo(port))?;
+    let mut seen = Vec::new();
+    for path in ["/hang", "/reset", "/stall", "/echo"] {
+        let mut s = proxy::connect(lo(port));
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: o.test\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .expect("write");
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        let text = String::from_utf8_lossy(&got);
+        seen.push(text.lines().next().unwrap_or("").to_string());
+    }
+    let lines = new_lines(&p, 0, 5);
+    seen.extend(
+        lines
+            .into_iter()
+            .filter(|l| !l.contains("BADREQ"))
+            .map(|l| l.split_once(' ').map_or(l.clone(), |(_, r)| r.to_string())),
+    );
+    Some(seen)
+}
+
+#[test]
+fn server_failures_logged_as_haproxy() {
+    let Some(pc) = failures_run(|c, w| Some(Proc::portcullis(c, w))) else {
+        return;
+    };
+    assert_eq!(pc[0], "HTTP/1.1 504 Gateway Time-out", "{pc:?}");
+    if let Some(hap) = failures_run(Proc::haproxy) {
+        assert_eq!(pc, hap);
+    }
+}

@@ -5,7 +5,9 @@
 //! - `/chunked`: 200 without `content-length`, three DATA frames;
 //! - `/trailers`: a gRPC-like answer: DATA, then `grpc-status`/`grpc-message` trailers;
 //! - `/empty`: 200 with END_STREAM on the headers; `/204`, `/304`: those statuses;
-//! - `/goaway`: 200, then GOAWAY on its connection (the server closes it).
+//! - `/goaway`: 200, then GOAWAY on its connection (the server closes it);
+//! - `/hang`: never answers; `/reset`: RST_STREAM instead of an answer; `/stall`: headers and
+//!   part of the body, then nothing.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -126,6 +128,18 @@ async fn answer(
     let path = parts.uri.path().to_string();
     let resp = |status: u16| Response::builder().status(status);
     match path.as_str() {
+        "/hang" => {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        }
+        "/reset" => respond.send_reset(h2::Reason::INTERNAL_ERROR),
+        "/stall" => {
+            let r = resp(200).header("content-length", "100");
+            let Ok(mut s) = respond.send_response(r.body(()).unwrap(), false) else {
+                return;
+            };
+            let _ = s.send_data(Bytes::from_static(b"partial"), false);
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        }
         "/chunked" => {
             let Ok(mut s) = respond.send_response(resp(200).body(()).unwrap(), false) else {
                 return;
