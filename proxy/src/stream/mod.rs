@@ -34,7 +34,7 @@ impl Service for Streams {
         now: u64,
     ) -> Option<(Rc<StkCtrs>, bool)> {
         let sess = StkCtrs::default();
-        let addrs = (acc.peer, acc.stream.local_addr());
+        let addrs = (acc.peer, acc.local);
         crate::ana::tcp::connection_verdict(&shared.model, fe, addrs, &sess, now)
             .map(|expect| (Rc::new(sess), expect))
     }
