@@ -1,8 +1,8 @@
 //! An HTTP/2 connection to a server (`proto h2`, or ALPN `h2` on an `ssl` server): the `h2`
 //! crate's client, driven by a task of the worker, whose streams carry one transaction each
-//! ([`super::h2stream::H2Stream`]). The worker pools it (`engine::pool`): owned by one stream at
-//! a time under `http-reuse never|safe`, shared by concurrent streams up to the server's
-//! SETTINGS_MAX_CONCURRENT_STREAMS under `always|aggressive`, as HAProxy's backend does.
+//! ([`super::h2stream::H2Stream`]). The worker pools it (`engine::pool`), shared by concurrent
+//! streams up to the server's SETTINGS_MAX_CONCURRENT_STREAMS unless `http-reuse never` keeps
+//! it to its session, as HAProxy 2.6's backend does.
 
 use std::cell::{Cell, RefCell};
 use std::io;

@@ -168,11 +168,12 @@ fn give_back(srv: &Server, conn: Rc<SrvConn>) {
 /// How long a request waits for the shared h2 connection being opened before opening its own.
 const CONNECTING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// New h2 connections to `srv` are shared at once (`http-reuse always|aggressive`).
+/// h2 connections to `srv` are shared by concurrent streams, a session's first request
+/// included: HAProxy 2.6 puts a multiplexed server connection in its server's list of
+/// available ones under any `http-reuse` but `never` (its H2 mux takes no head-of-line risk
+/// into account), so `safe` keeps only HTTP/1 connections to later requests.
 fn shares_h2(srv: &Server, reuse: HttpReuse) -> bool {
-    matches!(reuse, HttpReuse::Always | HttpReuse::Aggressive)
-        && !srv.cfg.opts.send_proxy.enabled()
-        && speaks_h2(srv)
+    reuse != HttpReuse::Never && !srv.cfg.opts.send_proxy.enabled() && speaks_h2(srv)
 }
 
 /// The server's traffic may be HTTP/2: `proto h2`, or `h2` offered by ALPN.
@@ -180,17 +181,6 @@ fn speaks_h2(srv: &Server) -> bool {
     let o = &srv.cfg.opts;
     o.proto.as_deref() == Some("h2")
         || (o.ssl && o.alpn.as_ref().is_some_and(|a| a.iter().any(|p| p == "h2")))
-}
-
-/// A connection from the worker's pool: an h2 one with room for a stream first, if the server
-/// may speak h2.
-fn take_pooled(srv: &Server) -> Option<Rc<SrvConn>> {
-    if speaks_h2(srv)
-        && let Some(l) = pool::take_link(srv, srv.cfg.opts.max_reuse)
-    {
-        return Some(SrvConn::h2(l));
-    }
-    pool::take(srv)
 }
 
 /// A new connection (`backend::connect`: queue, retries, redispatch from `picked`), then TLS if
@@ -264,12 +254,8 @@ async fn server_conn(be: &Proxy, srv: &Server, conn: Conn) -> Option<Rc<SrvConn>
             return None;
         }
     };
-    let poolable = be.cfg.http_reuse != HttpReuse::Never && !srv.cfg.opts.send_proxy.enabled();
-    if poolable {
+    if shares_h2(srv, be.cfg.http_reuse) {
         *link.home.borrow_mut() = Some(pool::Key::from(srv));
-    }
-    let shared = matches!(be.cfg.http_reuse, HttpReuse::Always | HttpReuse::Aggressive);
-    if shared && poolable {
         link.shared.set(true);
         pool::put_link(srv, Rc::clone(&link));
     }
@@ -329,6 +315,11 @@ fn idle_conn(
             give_back(&own_srv, conn);
         }
     }
+    if shares_h2(srv, reuse)
+        && let Some(l) = pool::take_link(&**srv, srv.cfg.opts.max_reuse)
+    {
+        return Some(SrvConn::h2(l));
+    }
     let may_share = match reuse {
         _ if srv.cfg.opts.send_proxy.enabled() => false,
         HttpReuse::Never => false,
@@ -336,5 +327,5 @@ fn idle_conn(
         HttpReuse::Always | HttpReuse::Aggressive => true,
     };
     // Not taken at all unless it may be used: a take-then-drop would close it.
-    may_share.then(|| take_pooled(srv)).flatten()
+    may_share.then(|| pool::take(&**srv)).flatten()
 }
