@@ -97,7 +97,7 @@ impl H2Stream {
         if tunnel {
             self.link.settings().await;
             if !self.link.extended_connect() {
-                self.link.unused();
+                self.link.refuse_next();
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     "server without extended CONNECT",
