@@ -281,7 +281,8 @@ fn h2_clients_to_an_h2_server_as_haproxy() {
 }
 
 /// Trailers both ways and `:scheme`/`:authority` from an h2 client: HAProxy carries them; the
-/// h2 frontend (`stream/http/h2.rs`, being rewritten) does not yet hand them to the transaction.
+/// h2 frontend does not yet hand the request's trailers and authority to the transaction in a
+/// form the server side can tell from an HTTP/1 client's `Host`.
 #[test]
 #[ignore = "needs trailers and :authority through the h2 frontend"]
 fn h2_client_trailers_through_an_h2_server_as_haproxy() {
