@@ -168,10 +168,9 @@ fn give_back(srv: &Server, conn: Rc<SrvConn>) {
 /// How long a request waits for the shared h2 connection being opened before opening its own.
 const CONNECTING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// h2 connections to `srv` are shared by concurrent streams, a session's first request
-/// included: HAProxy 2.6 puts a multiplexed server connection in its server's list of
-/// available ones under any `http-reuse` but `never` (its H2 mux takes no head-of-line risk
-/// into account), so `safe` keeps only HTTP/1 connections to later requests.
+/// h2 connections to `srv` are shared by concurrent streams: HAProxy 2.6 puts a multiplexed
+/// server connection in its server's list of available ones under any `http-reuse` but
+/// `never` (a `safe` first request only takes one that other streams are using).
 fn shares_h2(srv: &Server, reuse: HttpReuse) -> bool {
     reuse != HttpReuse::Never && !srv.cfg.opts.send_proxy.enabled() && speaks_h2(srv)
 }
@@ -315,8 +314,11 @@ fn idle_conn(
             give_back(&own_srv, conn);
         }
     }
+    // `safe`: a session's first request may join an h2 connection other streams are using,
+    // never one gone idle (HAProxy's available list, not its idle ones).
+    let busy_only = first && reuse == HttpReuse::Safe;
     if shares_h2(srv, reuse)
-        && let Some(l) = pool::take_link(&**srv, srv.cfg.opts.max_reuse)
+        && let Some(l) = pool::take_link(&**srv, srv.cfg.opts.max_reuse, busy_only)
     {
         return Some(SrvConn::h2(l));
     }
