@@ -520,3 +520,50 @@ fn http_reuse_modes_as_haproxy() {
         assert_eq!(pc, hap);
     }
 }
+
+/// Bodies larger than the h2 windows (64 KiB) both ways: flow control on the server side.
+#[test]
+fn large_bodies_through_flow_control() {
+    let origin = H2Origin::start();
+    let (h1, h2) = (free_port(), free_port());
+    let _p = Proc::portcullis(&config(h1, h2, origin.addr(), "safe"), lo(h1));
+    let body: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+    let s = TcpStream::connect(lo(h1)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut rd = BufReader::new(s);
+    for chunked in [false, true] {
+        let mut req = Vec::new();
+        if chunked {
+            req.extend_from_slice(
+                b"POST /echo HTTP/1.1\r\nhost: o.test\r\ntransfer-encoding: chunked\r\n\r\n",
+            );
+            for piece in body.chunks(100_000) {
+                req.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+                req.extend_from_slice(piece);
+                req.extend_from_slice(b"\r\n");
+            }
+            req.extend_from_slice(b"0\r\n\r\n");
+        } else {
+            req.extend_from_slice(
+                format!(
+                    "POST /echo HTTP/1.1\r\nhost: o.test\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            req.extend_from_slice(&body);
+        }
+        let writer = {
+            let mut w = w.try_clone().unwrap();
+            std::thread::spawn(move || w.write_all(&req))
+        };
+        let r = read_raw(&mut rd, false);
+        writer.join().unwrap().expect("write");
+        assert!(r.status_line.contains(" 200"), "{r:?}");
+        assert!(r.body == body, "{} bytes back", r.body.len());
+    }
+    w.write_all(b"GET /chunked HTTP/1.1\r\nhost: o.test\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_raw(&mut rd, false).body, b"aaabbbccc");
+}
