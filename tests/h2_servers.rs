@@ -567,3 +567,45 @@ fn large_bodies_through_flow_control() {
         .unwrap();
     assert_eq!(read_raw(&mut rd, false).body, b"aaabbbccc");
 }
+
+/// `max-reuse 1`: four requests on one client connection take two connections to an h2 server
+/// (a connection carries up to 1 + max-reuse streams), and one to an HTTP/1 server, whose
+/// connection stays with its session (HAProxy's H1 mux does not count reuses).
+fn max_reuse_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<(u64, usize)> {
+    let node = backend::HttpNode::start(lo(0), backend::HttpOpts::named("n")).expect("node");
+    let origin = H2Origin::start();
+    let (h1, h2) = (free_port(), free_port());
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{h1}\n    bind 127.0.0.1:{h2}\n\
+         \x20   use_backend b2 if {{ dst_port {h2} }}\n    default_backend b1\n\
+         backend b1\n    server s {} max-reuse 1\n\
+         backend b2\n    server o {} proto h2 max-reuse 1\n",
+        node.addr(),
+        origin.addr()
+    );
+    let _p = start(&cfg, lo(h1))?;
+    for port in [h1, h2] {
+        let s = TcpStream::connect(lo(port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let mut rd = BufReader::new(s);
+        for _ in 0..4 {
+            w.write_all(b"GET /echo HTTP/1.1\r\nhost: o.test\r\n\r\n")
+                .expect("write");
+            assert!(read_raw(&mut rd, false).status_line.contains(" 200"));
+        }
+    }
+    Some((node.connections(), origin.connections()))
+}
+
+#[test]
+fn max_reuse_as_haproxy() {
+    let Some(pc) = max_reuse_run(|c, w| Some(Proc::portcullis(c, w))) else {
+        return;
+    };
+    assert_eq!(pc, (1, 2));
+    if let Some(hap) = max_reuse_run(Proc::haproxy) {
+        assert_eq!(pc, hap);
+    }
+}
