@@ -433,21 +433,25 @@ fn add_server_with_proto_h2_as_haproxy() {
     }
 }
 
-/// A server that never answers (`sH`, 504), resets the stream (`SH`, 502), or stalls in the
-/// body (`sD`): status, termination state and bytes logged as HAProxy does.
+/// A server that never answers (`sH`, 504), resets the stream (`SH`, 502), stalls in the body
+/// (`sD`), or refuses the connection after the retries (`SC`, 503): status, termination state
+/// and bytes logged as HAProxy does.
 fn failures_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
     let origin = H2Origin::start();
+    let refusing = backend::RefusingPort::new().expect("refusing port");
     let port = free_port();
     let cfg = format!(
         "global\n    log stdout format raw local0\n\
          defaults\n    mode http\n    log global\n    {LOG_FORMAT}\n    timeout connect 2s\n    timeout client 5s\n    timeout server 1s\n\
-         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
-         backend be\n    server o {} proto h2\n",
-        origin.addr()
+         frontend fe\n    bind 127.0.0.1:{port}\n    use_backend refused if {{ path /refused }}\n    default_backend be\n\
+         backend be\n    server o {} proto h2\n\
+         backend refused\n    retries 1\n    server r {} proto h2\n",
+        origin.addr(),
+        refusing.addr()
     );
     let p = start(&cfg, lo(port))?;
     let mut seen = Vec::new();
-    for path in ["/hang", "/reset", "/stall", "/echo"] {
+    for path in ["/hang", "/reset", "/stall", "/echo", "/refused"] {
         let mut s = proxy::connect(lo(port));
         s.write_all(
             format!("GET {path} HTTP/1.1\r\nhost: o.test\r\nconnection: close\r\n\r\n").as_bytes(),
@@ -458,7 +462,7 @@ fn failures_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<
         let text = String::from_utf8_lossy(&got);
         seen.push(text.lines().next().unwrap_or("").to_string());
     }
-    let lines = new_lines(&p, 0, 5);
+    let lines = new_lines(&p, 0, 6);
     seen.extend(
         lines
             .into_iter()
