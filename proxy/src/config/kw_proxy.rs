@@ -280,6 +280,13 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_rules::kw_tcp_request,
     },
     ProxyKw {
+        kw: "tcp-response",
+        // Its parser words the misplaced uses as HAProxy does.
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_rules::kw_tcp_response,
+    },
+    ProxyKw {
         kw: "timeout",
         caps: DEF | FE | BE,
         strict: true,

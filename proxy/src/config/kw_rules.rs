@@ -934,6 +934,114 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
     }
 }
 
+/// HAProxy 2.6's list of `tcp-response content` actions, as its parse error names them.
+const TCP_RESPONSE_EXPECTS: &str = "'accept', 'close', 'reject', 'ot-group', 'set-log-level', \
+    'set-nice', 'sc-inc-gpc(*)', 'sc-inc-gpc0(*)', 'sc-inc-gpc1(*)', 'sc-set-gpt(*)', \
+    'sc-set-gpt0(*)', 'send-spoe-group', 'set-var-fmt(*)', 'set-var(*)', 'unset-var(*)', \
+    'set-mark', 'set-tos', 'silent-drop'";
+
+/// `tcp-response inspect-delay <time>` / `tcp-response content <action> [if|unless <cond>]`:
+/// backends (and named defaults) only.
+pub(crate) fn kw_tcp_response(p: &mut P, args: &[String]) {
+    let sub = arg(args, 1);
+    if !matches!(sub, "inspect-delay" | "content") {
+        let d = p.desc();
+        p.alert(format!(
+            "'tcp-response' expects 'inspect-delay' or 'content' in {d} (got '{sub}')"
+        ));
+        return;
+    }
+    if (p.defaults && p.px.name.is_empty()) || (!p.defaults && !p.px.cap.backend) {
+        p.alert(format!(
+            "tcp-response {sub} is only allowed in 'backend' sections or 'defaults' section with a name"
+        ));
+        return;
+    }
+    if sub == "inspect-delay" {
+        match parse_time(arg(args, 2)) {
+            Ok(d) if !arg(args, 2).is_empty() => p.px.tcp_res_inspect_delay = Some(d),
+            _ => {
+                let d = p.desc();
+                p.alert(format!(
+                    "'tcp-response inspect-delay' expects a positive delay in milliseconds, in {d}"
+                ));
+            }
+        }
+        return;
+    }
+    let mut at = 3;
+    let action = match arg(args, 2) {
+        "accept" => TcpRequestAction::Accept,
+        "reject" => TcpRequestAction::Reject,
+        "close" => TcpRequestAction::Close,
+        v if ["set-var(", "set-var-fmt(", "unset-var("]
+            .iter()
+            .any(|k| v.starts_with(k)) =>
+        {
+            match parse_var_action(&args[1..], v) {
+                Ok((a, next)) => {
+                    at = next + 1;
+                    TcpRequestAction::Var(Box::new(a))
+                }
+                Err(e) => {
+                    // HAProxy prints this one without its period here.
+                    let e = if e == "missing fetch method." {
+                        "missing fetch method".to_string()
+                    } else {
+                        e
+                    };
+                    p.alert(e);
+                    return;
+                }
+            }
+        }
+        t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0"]
+            .iter()
+            .any(|v| {
+                t.strip_prefix(v)
+                    .is_some_and(|r| r.is_empty() || r.starts_with('('))
+            }) =>
+        {
+            match parse_sc_action(args, 2, false) {
+                Ok((a, next)) => {
+                    at = next;
+                    TcpRequestAction::Sc(a)
+                }
+                Err(e) => {
+                    p.alert(e);
+                    return;
+                }
+            }
+        }
+        other => {
+            let d = p.desc();
+            p.alert(format!(
+                "'tcp-response content' expects {TCP_RESPONSE_EXPECTS} in {d} (got '{other}')."
+            ));
+            return;
+        }
+    };
+    let cond = match args.get(at).map(String::as_str) {
+        None => None,
+        Some("if" | "unless") => Some(cond(p, args, at)),
+        Some(other) => {
+            let d = p.desc();
+            p.alert(format!(
+                "'tcp-response content {}' only accepts 'if' or 'unless', in {d} (got '{other}')",
+                arg(args, 2)
+            ));
+            return;
+        }
+    };
+    let loc = p.c.loc.clone();
+    p.px.tcp_response.push(TcpRequestRule {
+        connection: false,
+        action,
+        cond,
+        loc,
+    });
+}
+
 /// `200`, `200,300-310`: comma list of codes or inclusive ranges.
 fn parse_status_list(s: &str) -> Option<Vec<(u16, u16)>> {
     s.split(',')

@@ -894,6 +894,8 @@ pub struct HttpRequestRule {
 pub enum TcpRequestAction {
     Accept,
     Reject,
+    /// `tcp-response content close`: the server connection closes, what it sent is forwarded.
+    Close,
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
     /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <int>` (not final).
@@ -1312,6 +1314,10 @@ pub struct Proxy {
     pub captures: Captures,
     pub tcp_request: Vec<TcpRequestRule>,
     pub tcp_inspect_delay: Option<Duration>,
+    /// `tcp-response content` rules (`connection` is false), on the server's first bytes.
+    pub tcp_response: Vec<TcpRequestRule>,
+    /// `tcp-response inspect-delay`.
+    pub tcp_res_inspect_delay: Option<Duration>,
     pub http_check: HttpCheck,
     pub tcp_checks: Vec<TcpCheckRule>,
     pub default_server: ServerOpts,
@@ -1439,6 +1445,8 @@ impl Proxy {
             captures: Captures::default(),
             tcp_request: Vec::new(),
             tcp_inspect_delay: None,
+            tcp_response: Vec::new(),
+            tcp_res_inspect_delay: None,
             http_check: HttpCheck::default(),
             tcp_checks: Vec::new(),
             default_server: ServerOpts::default(),

@@ -1945,3 +1945,37 @@ fn stick_rules_as_haproxy() {
         ["7: 'stick on hdr(x)' : portcullis keys stick rules on 'src' only for now."]
     );
 }
+
+/// `tcp-response`: HAProxy 2.6's words for misplaced and malformed rules (from `haproxy -c`).
+#[test]
+fn tcp_response_rules_as_haproxy() {
+    let c = ok(&format!(
+        "{T}backend b\n tcp-response inspect-delay 2s\n tcp-response content accept if {{ res.len gt 3 }}\n \
+         tcp-response content reject unless WAIT_END\n tcp-response content close\n \
+         tcp-response content set-var(txn.l) res.len\n tcp-response content sc-inc-gpc0(1)\n \
+         server s 127.0.0.1:1\n"
+    ));
+    let b = &c.proxies[0];
+    assert_eq!(b.tcp_res_inspect_delay, Some(Duration::from_secs(2)));
+    assert_eq!(b.tcp_response.len(), 5);
+    assert_eq!(b.tcp_response[2].action, TcpRequestAction::Close);
+    assert_eq!(b.tcp_response[0].loc.line, 7);
+    assert!(b.pending.is_empty(), "{:?}", b.pending);
+    assert_eq!(
+        alerts(
+            "frontend f\n bind 127.0.0.1:1\n tcp-response content accept\n \
+             tcp-response inspect-delay 1s\n default_backend b\nbackend b\n tcp-response content foo\n \
+             tcp-response content accept foo\n tcp-response inspect-delay\n tcp-response bar\n \
+             tcp-response content set-var(txn.x)\n server s 127.0.0.1:1\n"
+        ),
+        [
+            "3: tcp-response content is only allowed in 'backend' sections or 'defaults' section with a name",
+            "4: tcp-response inspect-delay is only allowed in 'backend' sections or 'defaults' section with a name",
+            "7: 'tcp-response content' expects 'accept', 'close', 'reject', 'ot-group', 'set-log-level', 'set-nice', 'sc-inc-gpc(*)', 'sc-inc-gpc0(*)', 'sc-inc-gpc1(*)', 'sc-set-gpt(*)', 'sc-set-gpt0(*)', 'send-spoe-group', 'set-var-fmt(*)', 'set-var(*)', 'unset-var(*)', 'set-mark', 'set-tos', 'silent-drop' in backend 'b' (got 'foo').",
+            "8: 'tcp-response content accept' only accepts 'if' or 'unless', in backend 'b' (got 'foo')",
+            "9: 'tcp-response inspect-delay' expects a positive delay in milliseconds, in backend 'b'",
+            "10: 'tcp-response' expects 'inspect-delay' or 'content' in backend 'b' (got 'bar')",
+            "11: missing fetch method",
+        ]
+    );
+}

@@ -348,6 +348,7 @@ impl Logger {
         ctx.captures = rec.captures.as_deref();
         ctx.vars = rec.vars.as_deref();
         ctx.unique_id = rec.unique_id.as_deref();
+        ctx.last_rule = Some(&rec.last_rule);
         f(&record, &ctx);
     }
 }

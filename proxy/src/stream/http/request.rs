@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::wait::refusal;
 use super::{Front, Reply, Session, Txn, Upstream};
 use crate::ana::capture::Captured;
+use crate::ana::last_rule::LastRule;
 use crate::ana::rules::{self, Verdict};
 use crate::ana::sample::SampleCtx;
 use crate::ana::vars::Vars;
@@ -38,6 +39,8 @@ struct Refs {
     caps: Option<Rc<Captured>>,
     uid: Option<String>,
     vars: Rc<Vars>,
+    /// The rules' last final rule, copied into the log record once they are done.
+    last: LastRule,
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
@@ -204,11 +207,26 @@ impl<F: Front, U: Upstream> Session<F, U> {
             caps: tx.log.captures.clone(),
             uid: tx.log.unique_id.clone(),
             vars: Rc::clone(&tx.vars),
+            last: LastRule::default(),
         };
+        let out = self.analyse_with(tx, strm, &refs);
+        if let Some(at) = refs.last.get() {
+            tx.log.last_rule.set(at);
+        }
+        out
+    }
+
+    /// [`Self::analyse`] with the transaction's rule state in `refs`.
+    fn analyse_with(
+        &self,
+        tx: &mut Txn,
+        strm: &StkCtrs,
+        refs: &Refs,
+    ) -> Result<Arc<Proxy>, Answer> {
         let fe = Arc::clone(&self.fe);
         let mut be = Arc::clone(&fe);
         for stage in 0..2 {
-            let base = self.rule_ctx(&refs, &be, strm);
+            let base = self.rule_ctx(refs, &be, strm);
             let answered = match self.content_rules(tx, &be, stage, &base) {
                 Some(r) => Some(r),
                 None => {
@@ -258,6 +276,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.backend = Some(&be.name);
         base.counts = Some((&*self.shared.model, &be.name));
         base.unique_id = refs.uid.as_deref();
+        base.last_rule = Some(&refs.last);
         let now = self.shared.model.now_ms();
         base.stick = self
             .shared
