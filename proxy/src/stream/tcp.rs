@@ -62,7 +62,7 @@ async fn inspect(
     base: SampleCtx<'_>,
     start: Instant,
     buf: &mut [u8],
-) -> (TcpRequestAction, usize) {
+) -> (TcpRequestAction, usize, bool) {
     let delay = px.cfg.tcp_inspect_delay.filter(|d| !d.is_zero());
     let deadline = delay.map(|d| start + d);
     let peeker = Peeker::new(client).ok();
@@ -81,10 +81,10 @@ async fn inspect(
             ..base
         };
         if let Some(verdict) = apply_tcp_rules(&px.rules.tcp_content, &ctx) {
-            return (verdict, len);
+            return (verdict, len, closed && len == 0);
         }
         let (Some(p), Some(d)) = (&peeker, deadline) else {
-            return (TcpRequestAction::Accept, len);
+            return (TcpRequestAction::Accept, len, closed && len == 0);
         };
         match tokio::time::timeout_at(d, p.peek(buf)).await {
             Ok(Ok((n, c))) => {
@@ -190,6 +190,14 @@ pub async fn run_tracked(
     finish(&shared, &fe, end);
 }
 
+/// What the content inspection found before the server connection: when the session
+/// started, how long inspection took, and whether the client closed without sending anything.
+struct Inspected {
+    start: Instant,
+    took: std::time::Duration,
+    gone: bool,
+}
+
 /// The session's phases up to its end-of-stream record.
 async fn stream(
     shared: &Shared,
@@ -200,7 +208,7 @@ async fn stream(
     start: Instant,
     mut log: SessionLog,
 ) -> End {
-    let Some((be, inspected)) =
+    let Some((be, took, fe_gone)) =
         inspect_and_route(shared, fe, &client, (peer, local), sess, start, &mut log).await
     else {
         log.term = *b"PR";
@@ -211,6 +219,39 @@ async fn stream(
     let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
+    let be_gone = match enter_backend(shared, fe, &be, &client, (peer, local), sess, &mut log).await
+    {
+        Ok(gone) => gone,
+        Err(len) => {
+            // Its bytes count in the frontend's and the backend's `bin`.
+            log.bytes_in = len as u64;
+            log.term = *b"PR";
+            log.total = start.elapsed();
+            return End {
+                count_bytes: true,
+                ..End::on(log, &be)
+            };
+        }
+    };
+    let insp = Inspected {
+        start,
+        took,
+        gone: fe_gone || be_gone,
+    };
+    connect_phase(shared, fe, be, client, (peer, local), insp, log).await
+}
+
+/// The backend's own `tcp-request content` rules (variables made for its rules first): Ok with
+/// whether the client closed without sending anything, Err with the bytes read on a reject.
+async fn enter_backend(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Proxy,
+    client: &Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    sess: &StkCtrs,
+    log: &mut SessionLog,
+) -> Result<bool, usize> {
     let rules_here = !be.rules.tcp_content.is_empty() || !be.rules.tcp_response.is_empty();
     if log.vars.is_none() && rules_here {
         log.vars = Some(Vars::new(SessVars::default()));
@@ -226,23 +267,28 @@ async fn stream(
     let be_inspecting = backend_inspect_phase(
         shared,
         fe,
-        &be,
-        &client,
+        be,
+        client,
         (peer, local, log.proxied.as_deref()),
         state,
     );
     let be_inspected = be_inspecting.await;
     log.last_rule = last;
-    if let Err(len) = be_inspected {
-        // Its bytes count in the frontend's and the backend's `bin`.
-        log.bytes_in = len as u64;
-        log.term = *b"PR";
-        log.total = start.elapsed();
-        return End {
-            count_bytes: true,
-            ..End::on(log, &be)
-        };
-    }
+    be_inspected
+}
+
+/// The server connection (stick rules, balancing, retries), then the relay. A client that
+/// closed during inspection without sending anything is not retried for: HAProxy abandons the
+/// stream after the first failed attempt and logs it `--`.
+async fn connect_phase(
+    shared: &Shared,
+    fe: &Arc<Proxy>,
+    be: Arc<Proxy>,
+    client: Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    insp: Inspected,
+    mut log: SessionLog,
+) -> End {
     let src = peer.map(|p| p.ip());
     let tls = log.tls.clone();
     let proxied = log.proxied.clone();
@@ -266,14 +312,17 @@ async fn stream(
             .map(|(s, _)| s),
         None => None,
     };
-    match backend::connect(shared.io, &be, key, chosen, &side).await {
+    let connecting = backend::connect_retrying(shared.io, &be, key, chosen, &side, !insp.gone);
+    match connecting.await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
             log.redispatched = f.info.redispatched;
-            log.queue = Some(inspected + f.info.queue);
-            log.term = f.error.term();
-            log.total = start.elapsed();
+            log.queue = Some(insp.took + f.info.queue);
+            log.term = if insp.gone { *b"--" } else { f.error.term() };
+            // HAProxy had read what the client sent: its close is a plain one.
+            log.bytes_in = discard_pending(&client).await;
+            log.total = insp.start.elapsed();
             End::on(log, &be)
         }
         Ok(c) => {
@@ -285,10 +334,26 @@ async fn stream(
             log.redispatched = c.info.redispatched;
             log.connect = Some(c.info.connect_time);
             // HAProxy's Tw counts from the end of the handshake: inspection time included.
-            log.queue = Some(inspected + c.info.queue);
-            connected(shared, fe, &be, client, c, start, log).await
+            log.queue = Some(insp.took + c.info.queue);
+            connected(shared, fe, &be, client, c, insp.start, log).await
         }
     }
+}
+
+/// Reads away what a plain client has sent and nobody will relay (closing a socket with unread
+/// bytes would reset the connection); how many there were.
+async fn discard_pending(client: &Side) -> u64 {
+    let Side::Plain(c) = client else { return 0 };
+    let mut probe = vec![0; INSPECT_MAX];
+    let n = Peeker::new(c)
+        .ok()
+        .and_then(|p| p.try_peek(&mut probe).ok())
+        .unwrap_or(0);
+    if n == 0 {
+        return 0;
+    }
+    let (r, _) = c.read(Vec::with_capacity(n)).await;
+    r.map_or(0, |n| n as u64)
 }
 
 /// Content inspection, then the backend choice (None: the session is refused, `PR`), and how
@@ -301,7 +366,7 @@ async fn inspect_and_route(
     sess: &StkCtrs,
     start: Instant,
     log: &mut SessionLog,
-) -> Option<(Arc<Proxy>, std::time::Duration)> {
+) -> Option<(Arc<Proxy>, std::time::Duration, bool)> {
     log.captures = crate::ana::capture::Captured::start(&fe.cfg.captures);
     // Variables only where rules may set them (no allocation for a plain relay).
     if !fe.rules.tcp_content.is_empty() {
@@ -327,7 +392,7 @@ async fn inspect_and_route(
     if let Some(at) = last.get() {
         log.last_rule.set(at);
     }
-    let peeked = match inspected {
+    let (peeked, gone) = match inspected {
         Ok(p) => p,
         Err(len) => {
             log.bytes_in = len as u64;
@@ -344,7 +409,7 @@ async fn inspect_and_route(
         proxied.as_deref(),
         payload,
     )?;
-    Some((be, inspected))
+    Some((be, inspected, gone))
 }
 
 /// The session's balancing key for `be`: `balance hash` on what a TCP session has, its addresses
@@ -369,8 +434,9 @@ fn lb_key(
     }
 }
 
-/// Content inspection (`tcp-request content`): the bytes looked at, or Err with their count
-/// when a rule rejected the session (they then count in `bin` and `%U`, the session in `dreq`).
+/// Content inspection (`tcp-request content`): the bytes looked at and whether the client
+/// closed without sending any, or Err with their count when a rule rejected the session (they
+/// then count in `bin` and `%U`, the session in `dreq`).
 async fn inspect_phase(
     shared: &Shared,
     fe: &Proxy,
@@ -382,19 +448,19 @@ async fn inspect_phase(
     ),
     state: RuleState<'_>,
     start: Instant,
-) -> Result<Vec<u8>, usize> {
+) -> Result<(Vec<u8>, bool), usize> {
     let mut peeked = Vec::new();
     // Content inspection peeks at the socket: plain connections only (a TLS frontend with
     // `tcp-request content` rules is refused at start).
     let (false, Side::Plain(client)) = (fe.rules.tcp_content.is_empty(), client) else {
-        return Ok(peeked);
+        return Ok((peeked, false));
     };
     peeked.resize(INSPECT_MAX, 0);
     let mut base = base_ctx(fe, peer, local).with_proxied(proxied);
     let now = shared.model.now_ms();
     base.stick = shared.model.stick_view(fe, Some(state.sess), None, now);
     state.fill(&mut base);
-    let (verdict, len) = inspect(fe, client, base, start, &mut peeked).await;
+    let (verdict, len, gone) = inspect(fe, client, base, start, &mut peeked).await;
     peeked.truncate(len);
     if verdict == TcpRequestAction::Reject {
         // HAProxy had read the bytes: they count in `bin`, and the close is a plain one.
@@ -405,13 +471,13 @@ async fn inspect_phase(
         Counters::add(&fe.fe_counters.bytes_in, len as u64);
         return Err(len);
     }
-    Ok(peeked)
+    Ok((peeked, gone))
 }
 
 /// The backend's `tcp-request content` rules, once it is chosen (HAProxy's `AN_REQ_INSPECT_BE`):
 /// its own `inspect-delay`, counted from now. A `listen` section's rules ran as the frontend's.
-/// Err with the bytes read when a rule rejected the session (`dreq` on the frontend only, as
-/// in HAProxy).
+/// Ok with whether the client closed without sending anything; Err with the bytes read when a
+/// rule rejected the session (`dreq` on the frontend only, as in HAProxy).
 async fn backend_inspect_phase(
     shared: &Shared,
     fe: &Proxy,
@@ -423,9 +489,9 @@ async fn backend_inspect_phase(
         Option<&crate::proxy_proto::Header>,
     ),
     state: RuleState<'_>,
-) -> Result<(), usize> {
+) -> Result<bool, usize> {
     if be.rules.tcp_content.is_empty() || be.index == fe.index {
-        return Ok(());
+        return Ok(false);
     }
     let mut base = base_ctx(fe, peer, local).with_proxied(proxied);
     base.backend = Some(&be.name);
@@ -433,7 +499,7 @@ async fn backend_inspect_phase(
         .model
         .stick_view(be, Some(state.sess), None, shared.model.now_ms());
     state.fill(&mut base);
-    let (verdict, len) = match client {
+    let (verdict, len, gone) = match client {
         Side::Plain(client) => {
             let mut buf = vec![0; INSPECT_MAX];
             inspect(be, client, base, Instant::now(), &mut buf).await
@@ -446,7 +512,7 @@ async fn backend_inspect_phase(
                 ..base
             };
             let v = apply_tcp_rules(&be.rules.tcp_content, &ctx);
-            (v.unwrap_or(TcpRequestAction::Accept), 0)
+            (v.unwrap_or(TcpRequestAction::Accept), 0, false)
         }
     };
     if verdict == TcpRequestAction::Reject {
@@ -456,7 +522,7 @@ async fn backend_inspect_phase(
         Counters::add(&fe.fe_counters.denied_req, 1);
         return Err(len);
     }
-    Ok(())
+    Ok(gone)
 }
 
 /// A server connection is up (its slot taken): TLS to the server if asked, then the relay.
