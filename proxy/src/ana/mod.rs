@@ -8,6 +8,7 @@ pub mod auth;
 pub mod capture;
 pub mod conv;
 pub mod last_rule;
+pub mod normalize;
 pub mod rewrite;
 pub mod rules;
 pub mod sample;

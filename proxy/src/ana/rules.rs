@@ -81,6 +81,10 @@ pub enum Action {
     UnsetVar(VarName),
     /// `auth [realm <r>]`.
     Auth(Option<String>),
+    /// `normalize-uri <normalizer>`.
+    NormalizeUri(crate::config::model::UriNorm),
+    /// `disable-l7-retry` (nothing to do: no layer 7 retries here).
+    Nop,
 }
 
 /// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
@@ -239,6 +243,8 @@ pub enum Verdict {
     Prometheus,
     /// `auth`: a 401 with this realm (None: the proxy's name).
     Auth(Option<String>),
+    /// A `strict` `normalize-uri` met a malformed URI: 400, as an invalid request.
+    Invalid,
     /// A Lua action ended the transaction (`txn:done()`): `bytes` is the whole response (a
     /// head without `connection`, then the body), or empty to close without answering.
     Reply {
@@ -292,6 +298,8 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::SetVar { fmt: false, .. } => "set-var",
         HttpRequestAction::SetVar { fmt: true, .. } => "set-var-fmt",
         HttpRequestAction::UnsetVar { .. } => "unset-var",
+        HttpRequestAction::NormalizeUri(_) => "normalize-uri",
+        HttpRequestAction::DisableL7Retry => "disable-l7-retry",
         HttpRequestAction::Auth { .. } => "auth",
         HttpRequestAction::TrackSc(t) => match t.sc {
             0 => "track-sc0",
@@ -467,6 +475,8 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 }
                 HttpRequestAction::UnsetVar { var } => Action::UnsetVar(var.clone()),
                 HttpRequestAction::Auth { realm } => Action::Auth(realm.clone()),
+                HttpRequestAction::NormalizeUri(n) => Action::NormalizeUri(*n),
+                HttpRequestAction::DisableL7Retry => Action::Nop,
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -905,6 +915,14 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                     v.unset(var);
                 }
             }
+            Action::NormalizeUri(n) => match super::normalize::normalize(&req.target, *n) {
+                Ok(t) => req.target = t,
+                Err(_) => {
+                    record(base, rule.at);
+                    return Verdict::Invalid;
+                }
+            },
+            Action::Nop => {}
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,

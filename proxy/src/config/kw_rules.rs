@@ -55,6 +55,8 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "capture",
     "del-header",
     "deny",
+    "disable-l7-retry",
+    "normalize-uri",
     "redirect",
     "reject",
     "replace-header",
@@ -615,6 +617,25 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             }
         },
         "reject" => HttpRequestAction::Reject,
+        "disable-l7-retry" => HttpRequestAction::DisableL7Retry,
+        "normalize-uri" => {
+            if !p.global.expose_experimental {
+                p.alert(
+                    "'normalize-uri' action is experimental, must be allowed via a global 'expose-experimental-directives'",
+                );
+                return None;
+            }
+            match parse_normalizer(args) {
+                Ok((n, next)) => {
+                    i = next;
+                    HttpRequestAction::NormalizeUri(n)
+                }
+                Err(e) => {
+                    p.alert(format!("{head} {e}"));
+                    return None;
+                }
+            }
+        }
         _ => HttpRequestAction::Allow,
     };
     let cond = match args.get(i).map(String::as_str) {
@@ -633,6 +654,47 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
         cond,
         loc,
     })
+}
+
+/// `normalize-uri <normalizer> [full|strict]` at `args[2]`: the normalizer and the index
+/// after it, or HAProxy's words for what is wrong.
+fn parse_normalizer(args: &[String]) -> Result<(super::model::UriNorm, usize), String> {
+    use super::model::UriNorm;
+    let name = arg(args, 2);
+    let opt = arg(args, 3);
+    // The one option a normalizer takes; a word that is no condition must be it.
+    let flag = |o: &str| -> Result<bool, String> {
+        match opt {
+            "" | "if" | "unless" => Ok(false),
+            x if x == o => Ok(true),
+            x => Err(format!("unknown argument '{x}' for '{name}' normalizer.")),
+        }
+    };
+    let n = match name {
+        "" => return Err("missing argument <normalizer>.".into()),
+        "path-merge-slashes" => UriNorm::PathMergeSlashes,
+        "path-strip-dot" => UriNorm::PathStripDot,
+        "path-strip-dotdot" => UriNorm::PathStripDotdot {
+            full: flag("full")?,
+        },
+        "percent-decode-unreserved" => UriNorm::PercentDecodeUnreserved {
+            strict: flag("strict")?,
+        },
+        "percent-to-uppercase" => UriNorm::PercentToUppercase {
+            strict: flag("strict")?,
+        },
+        "query-sort-by-name" => UriNorm::QuerySortByName,
+        "fragment-strip" => UriNorm::FragmentStrip,
+        "fragment-encode" => UriNorm::FragmentEncode,
+        other => return Err(format!("unknown normalizer '{other}'.")),
+    };
+    let takes = matches!(
+        n,
+        UriNorm::PathStripDotdot { full: true }
+            | UriNorm::PercentDecodeUnreserved { strict: true }
+            | UriNorm::PercentToUppercase { strict: true }
+    );
+    Ok((n, if takes { 4 } else { 3 }))
 }
 
 /// `http-request|http-response lua.<name>`: as HAProxy, exactly `nargs` words are the

@@ -149,6 +149,8 @@ pub struct Global {
     pub hard_stop_after: Option<Duration>,
     /// `nosplice`: the `mode tcp` relay never uses splice(2) (see `tcp::pipe`).
     pub nosplice: bool,
+    /// `expose-experimental-directives`: experimental keywords (`normalize-uri`) are allowed.
+    pub expose_experimental: bool,
     /// `portcullis-xdp` (a portcullis extension): interfaces the XDP filter protects.
     pub xdp: Option<XdpCfg>,
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
@@ -751,6 +753,32 @@ pub enum HttpRequestAction {
     UnsetVar {
         var: crate::ana::vars::VarName,
     },
+    /// `normalize-uri <normalizer> [full|strict]`.
+    NormalizeUri(UriNorm),
+    /// `disable-l7-retry`: portcullis makes no layer 7 retries, nothing to disable.
+    DisableL7Retry,
+}
+
+/// The URI normalizers of `http-request normalize-uri` (HAProxy 2.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UriNorm {
+    PathMergeSlashes,
+    PathStripDot,
+    /// `path-strip-dotdot [full]`: `full` also drops `..` segments above the root.
+    PathStripDotdot {
+        full: bool,
+    },
+    /// `percent-decode-unreserved [strict]`: `strict` refuses malformed escapes (400).
+    PercentDecodeUnreserved {
+        strict: bool,
+    },
+    /// `percent-to-uppercase [strict]`.
+    PercentToUppercase {
+        strict: bool,
+    },
+    QuerySortByName,
+    FragmentStrip,
+    FragmentEncode,
 }
 
 /// One capture slot: a header's value (`capture request|response header`) or what a

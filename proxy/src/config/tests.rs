@@ -1979,3 +1979,40 @@ fn tcp_response_rules_as_haproxy() {
         ]
     );
 }
+
+/// `normalize-uri` (experimental in 2.6) and `disable-l7-retry`: HAProxy's words.
+#[test]
+fn normalize_uri_parse_as_haproxy() {
+    assert_eq!(
+        alerts("frontend f\n bind :80\n http-request normalize-uri path-merge-slashes\n"),
+        [
+            "3: 'normalize-uri' action is experimental, must be allowed via a global 'expose-experimental-directives'"
+        ]
+    );
+    let head = "error detected in frontend 'f' while parsing 'http-request normalize-uri' rule :";
+    assert_eq!(
+        alerts(
+            "global\n expose-experimental-directives\nfrontend f\n bind :80\n http-request normalize-uri\n \
+             http-request normalize-uri foo\n http-request normalize-uri path-strip-dotdot bar\n \
+             http-request normalize-uri percent-to-uppercase bar\n"
+        ),
+        [
+            format!("5: {head} missing argument <normalizer>."),
+            format!("6: {head} unknown normalizer 'foo'."),
+            format!("7: {head} unknown argument 'bar' for 'path-strip-dotdot' normalizer."),
+            format!("8: {head} unknown argument 'bar' for 'percent-to-uppercase' normalizer."),
+        ]
+    );
+    let c = ok(
+        "global\n expose-experimental-directives\nfrontend f\n bind :80\n \
+         http-request normalize-uri path-strip-dotdot full if TRUE\n http-request disable-l7-retry\n",
+    );
+    assert_eq!(
+        c.proxies[0].http_request[0].action,
+        HttpRequestAction::NormalizeUri(UriNorm::PathStripDotdot { full: true })
+    );
+    assert_eq!(
+        c.proxies[0].http_request[1].action,
+        HttpRequestAction::DisableL7Retry
+    );
+}

@@ -353,6 +353,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
+            Verdict::Invalid => Some(self.invalid(tx)),
             Verdict::Reject => {
                 // Counted as a denied request; nothing is sent (status 0: none logged).
                 Counters::add(&self.fe.fe_counters.denied_req, 1);
@@ -436,6 +437,19 @@ impl<F: Front, U: Upstream> Session<F, U> {
             bytes,
             term: *b"PR",
             keep: tx.keep && !close,
+        }
+    }
+
+    /// A request a rule found invalid (`normalize-uri … strict`): 400, counted as a bad request,
+    /// and the connection closes (HAProxy's `return_bad_req`).
+    fn invalid(&self, tx: &Txn) -> Reply {
+        Counters::add(&self.fe.fe_counters.errors_req, 1);
+        let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 400, tx.conn_hdr(true));
+        Reply {
+            status: 400,
+            bytes,
+            term: *b"PR",
+            keep: false,
         }
     }
 
