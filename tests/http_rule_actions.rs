@@ -107,3 +107,94 @@ fn normalize_uri_as_haproxy() {
         assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
     }
 }
+
+fn log_config(port: u16, app: SocketAddr) -> String {
+    format!(
+        "global\n    log stdout format rfc3164 local0\n\
+         defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n    timeout tarpit 300ms\n\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    log-format \"%{{+Q}}r %ST %tsc %B %b/%s\"\n\
+         \x20   http-request set-log-level err if {{ path /err }}\n\
+         \x20   http-request set-log-level silent if {{ path /silent }}\n\
+         \x20   http-request set-var(txn.n) str(1) if {{ path /resnotice }}\n\
+         \x20   http-request tarpit if {{ path /tarpit }}\n\
+         \x20   http-request tarpit deny_status 429 if {{ path /tarpit429 }}\n\
+         \x20   default_backend be\n\
+         backend be\n    http-response set-log-level notice if {{ var(txn.n) -m found }}\n    server s {app}\n"
+    )
+}
+
+/// The status and whether the answer came after the tarpit's 300 ms.
+fn timed(addr: SocketAddr, path: &str) -> String {
+    let t = std::time::Instant::now();
+    let mut s = proxy::connect(addr);
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    let held = t.elapsed() >= Duration::from_millis(280);
+    format!(
+        "{path} {} held={held}",
+        text.split(' ').nth(1).unwrap_or("closed")
+    )
+}
+
+fn run_levels(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let app = backend::HttpNode::start(lo(0), backend::HttpOpts::named("app")).expect("app");
+    let port = free_port();
+    let p = start(&log_config(port, app.addr()), lo(port))?;
+    let paths = [
+        "/ok",
+        "/err",
+        "/silent",
+        "/resnotice",
+        "/tarpit",
+        "/tarpit429",
+    ];
+    let mut seen: Vec<String> = paths.iter().map(|u| timed(lo(port), u)).collect();
+    // `<priority>` and the message of each line, less the date and the process.
+    let lines = || {
+        let mut l: Vec<String> = p
+            .log_lines()
+            .into_iter()
+            .filter(|l| !l.contains("<BADREQ>"))
+            .filter_map(|l| {
+                let prio = l.split('>').next()?.to_string();
+                let msg = l.split_once("]: ")?.1.to_string();
+                Some(format!("{prio}> {msg}"))
+            })
+            .collect();
+        l.sort();
+        l
+    };
+    backend::wait_until(Duration::from_secs(5), || lines().len() >= paths.len() - 1);
+    seen.extend(lines());
+    Some(seen)
+}
+
+#[test]
+fn set_log_level_and_tarpit_as_haproxy() {
+    let got = run_levels(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
+    let has = |s: &str| got.iter().any(|l| l == s);
+    assert!(
+        has("/tarpit 500 held=true") && has("/tarpit429 429 held=true"),
+        "{got:#?}"
+    );
+    assert!(
+        has("<131> \"GET /err HTTP/1.1\" 200 ---- 110 be/s"),
+        "{got:#?}"
+    );
+    assert!(
+        has("<133> \"GET /resnotice HTTP/1.1\" 200 ---- 116 be/s"),
+        "{got:#?}"
+    );
+    assert!(
+        has("<134> \"GET /tarpit HTTP/1.1\" 500 PT-- 208 fe/<NOSRV>"),
+        "{got:#?}"
+    );
+    assert!(!got.iter().any(|l| l.contains("/silent HTTP")), "{got:#?}");
+    if let Some(reference) = run_levels(Proc::haproxy) {
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}

@@ -1,7 +1,8 @@
-//! The last final rule of a stream (`last_rule_file`, `last_rule_line`): where the rule that
-//! ended a rule set (`accept`, `reject`, `allow`, `deny`, `redirect`…) was written. HAProxy
-//! records it per stream in `tcp-request content`, `tcp-response content`, `http-request`,
-//! `http-response` and `http-after-response`; it is read by log formats and later rules.
+//! What a stream's rules record for its log line: the last final rule (`last_rule_file`,
+//! `last_rule_line`: where the rule that ended a rule set — `accept`, `reject`, `allow`,
+//! `deny`, `redirect`… — was written; HAProxy records it per stream in `tcp-request content`,
+//! `tcp-response content`, `http-request`, `http-response` and `http-after-response`), and the
+//! severity `set-log-level` chose.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -39,9 +40,17 @@ fn intern(file: &str) -> &'static str {
     n
 }
 
-/// One stream's last final rule; rules record into it while samples read it.
+/// `set-log-level`'s choice: a syslog severity, or no line at all (`silent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    Silent,
+    Severity(u8),
+}
+
+/// One stream's last final rule and log level; rules record into it while samples (and the
+/// log line) read it.
 #[derive(Clone, Debug, Default)]
-pub struct LastRule(Cell<Option<RuleLoc>>);
+pub struct LastRule(Cell<Option<RuleLoc>>, Cell<Option<LogLevel>>);
 
 impl LastRule {
     pub fn set(&self, at: RuleLoc) {
@@ -50,6 +59,25 @@ impl LastRule {
 
     pub fn get(&self) -> Option<RuleLoc> {
         self.0.get()
+    }
+
+    pub fn set_level(&self, l: LogLevel) {
+        self.1.set(Some(l));
+    }
+
+    /// The level `set-log-level` chose, if a rule did.
+    pub fn level(&self) -> Option<LogLevel> {
+        self.1.get()
+    }
+
+    /// Takes what `other` recorded (a later phase's rules).
+    pub fn merge(&self, other: &LastRule) {
+        if let Some(at) = other.get() {
+            self.set(at);
+        }
+        if let Some(l) = other.level() {
+            self.set_level(l);
+        }
     }
 }
 

@@ -85,6 +85,10 @@ pub enum Action {
     NormalizeUri(crate::config::model::UriNorm),
     /// `disable-l7-retry` (nothing to do: no layer 7 retries here).
     Nop,
+    /// `set-log-level <level>|silent` (None: silent).
+    SetLogLevel(Option<u8>),
+    /// `tarpit [deny_status <code>]`.
+    Tarpit(u16),
 }
 
 /// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
@@ -245,6 +249,8 @@ pub enum Verdict {
     Auth(Option<String>),
     /// A `strict` `normalize-uri` met a malformed URI: 400, as an invalid request.
     Invalid,
+    /// `tarpit`: hold the request `timeout tarpit`, then answer this status's error page.
+    Tarpit(u16),
     /// A Lua action ended the transaction (`txn:done()`): `bytes` is the whole response (a
     /// head without `connection`, then the body), or empty to close without answering.
     Reply {
@@ -299,6 +305,8 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::SetVar { fmt: true, .. } => "set-var-fmt",
         HttpRequestAction::UnsetVar { .. } => "unset-var",
         HttpRequestAction::NormalizeUri(_) => "normalize-uri",
+        HttpRequestAction::SetLogLevel(_) => "set-log-level",
+        HttpRequestAction::Tarpit { .. } => "tarpit",
         HttpRequestAction::DisableL7Retry => "disable-l7-retry",
         HttpRequestAction::Auth { .. } => "auth",
         HttpRequestAction::TrackSc(t) => match t.sc {
@@ -477,6 +485,8 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 HttpRequestAction::Auth { realm } => Action::Auth(realm.clone()),
                 HttpRequestAction::NormalizeUri(n) => Action::NormalizeUri(*n),
                 HttpRequestAction::DisableL7Retry => Action::Nop,
+                HttpRequestAction::SetLogLevel(l) => Action::SetLogLevel(*l),
+                HttpRequestAction::Tarpit { status } => Action::Tarpit(*status),
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -923,6 +933,8 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                 }
             },
             Action::Nop => {}
+            Action::SetLogLevel(l) => set_level(base, *l),
+            Action::Tarpit(status) => return Verdict::Tarpit(*status),
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
@@ -1070,6 +1082,7 @@ pub fn apply_http_response(
                     v.unset(var);
                 }
             }
+            Action::SetLogLevel(l) => set_level(base, *l),
             Action::Deny(status) => return ResVerdict::Deny(*status),
             Action::Redirect { value, code, .. } => {
                 // Only `location` is accepted here (the parser refuses the other kinds).
@@ -1210,6 +1223,14 @@ fn tcp_rules(
     Some(TcpRequestAction::Accept)
 }
 
+/// `set-log-level`: the stream's line goes out at this severity (None: not at all).
+fn set_level(ctx: &SampleCtx<'_>, l: Option<u8>) {
+    use crate::ana::last_rule::LogLevel;
+    if let Some(r) = ctx.last_rule {
+        r.set_level(l.map_or(LogLevel::Silent, LogLevel::Severity));
+    }
+}
+
 /// Records the rule that ends its rule set as the stream's last final rule.
 fn record(ctx: &SampleCtx<'_>, at: RuleLoc) {
     if let Some(l) = ctx.last_rule {
@@ -1226,6 +1247,7 @@ impl Action {
             Action::LuaService(_)
                 | Action::Redirect { .. }
                 | Action::Deny(_)
+                | Action::Tarpit(_)
                 | Action::Return { .. }
                 | Action::Allow
                 | Action::Reject

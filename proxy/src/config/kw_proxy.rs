@@ -826,7 +826,7 @@ const FACILITIES: &[&str] = &[
     "local5", "local6", "local7",
 ];
 
-const LEVELS: &[&str] = &[
+pub(crate) const LEVELS: &[&str] = &[
     "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
 ];
 
@@ -971,6 +971,7 @@ pub(crate) const TIMEOUTS: &[(&str, u8)] = &[
     ("http-keep-alive", FE | BE),
     ("http-request", FE | BE),
     ("tunnel", BE),
+    ("tarpit", FE | BE),
     ("client-fin", FE),
     ("server-fin", BE),
 ];
@@ -979,7 +980,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
     let name = arg(args, 1);
     let Some(&(_, caps)) = TIMEOUTS.iter().find(|(n, _)| *n == name) else {
         p.alert(format!(
-            "'timeout' supports 'client', 'server', 'connect', 'check', 'queue', 'http-keep-alive', 'http-request', 'tunnel', 'client-fin' and 'server-fin' (got '{name}')"
+            "'timeout' supports 'client', 'server', 'connect', 'check', 'queue', 'http-keep-alive', 'http-request', 'tunnel', 'tarpit', 'client-fin' and 'server-fin' (got '{name}')"
         ));
         return;
     };
@@ -1018,6 +1019,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
         "http-keep-alive" => t.http_keep_alive = v,
         "http-request" => t.http_request = v,
         "tunnel" => t.tunnel = v,
+        "tarpit" => t.tarpit = v,
         "client-fin" => t.client_fin = v,
         _ => t.server_fin = v,
     }

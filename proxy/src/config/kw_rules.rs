@@ -57,6 +57,8 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "deny",
     "disable-l7-retry",
     "normalize-uri",
+    "set-log-level",
+    "tarpit",
     "redirect",
     "reject",
     "replace-header",
@@ -99,6 +101,7 @@ pub(crate) const HTTP_RESPONSE_ACTIONS: &[&str] = &[
     "replace-header",
     "replace-value",
     "set-header",
+    "set-log-level",
     "set-status",
     "set-var(*)",
     "set-var-fmt(*)",
@@ -295,9 +298,13 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 return None;
             }
         },
-        "deny" => {
-            // HAProxy denies a response with a 502.
-            let mut status = if kw == "http-response" { 502 } else { 403 };
+        "deny" | "tarpit" => {
+            // HAProxy denies a response with a 502, tarpits with a 500.
+            let mut status = match (kw, action) {
+                (_, "tarpit") => 500,
+                ("http-response", _) => 502,
+                _ => 403,
+            };
             while matches!(arg(args, i), "deny_status" | "status") {
                 match parse_u32(arg(args, i + 1)).and_then(|n| u16::try_from(n).ok()) {
                     Some(n) if DENY_CODES.contains(&n) => status = n,
@@ -324,7 +331,11 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 }
                 i += 2;
             }
-            HttpRequestAction::Deny { status }
+            if action == "tarpit" {
+                HttpRequestAction::Tarpit { status }
+            } else {
+                HttpRequestAction::Deny { status }
+            }
         }
         "return" => {
             let mut status = 200u16;
@@ -618,6 +629,23 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
         },
         "reject" => HttpRequestAction::Reject,
         "disable-l7-retry" => HttpRequestAction::DisableL7Retry,
+        "set-log-level" => {
+            let level = match arg(args, 2) {
+                "silent" => Some(None),
+                l => super::kw_proxy::LEVELS
+                    .iter()
+                    .position(|n| *n == l)
+                    .map(|i| Some(i as u8)),
+            };
+            let Some(level) = level else {
+                p.alert(format!(
+                    "{head} expects exactly 1 argument (log level name or 'silent')."
+                ));
+                return None;
+            };
+            i = 3;
+            HttpRequestAction::SetLogLevel(level)
+        }
         "normalize-uri" => {
             if !p.global.expose_experimental {
                 p.alert(

@@ -499,6 +499,8 @@ pub struct Timeouts {
     pub client_fin: Option<Duration>,
     pub server_fin: Option<Duration>,
     pub check: Option<Duration>,
+    /// `timeout tarpit` (unset: `timeout connect`, as HAProxy).
+    pub tarpit: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -755,6 +757,14 @@ pub enum HttpRequestAction {
     },
     /// `normalize-uri <normalizer> [full|strict]`.
     NormalizeUri(UriNorm),
+    /// `set-log-level <level>|silent`: the syslog severity of the stream's log line (None:
+    /// no line).
+    SetLogLevel(Option<u8>),
+    /// `tarpit [deny_status <code>]`: the request is held `timeout tarpit`, then answered with
+    /// this status's error page.
+    Tarpit {
+        status: u16,
+    },
     /// `disable-l7-retry`: portcullis makes no layer 7 retries, nothing to disable.
     DisableL7Retry,
 }

@@ -2016,3 +2016,40 @@ fn normalize_uri_parse_as_haproxy() {
         HttpRequestAction::DisableL7Retry
     );
 }
+
+/// `set-log-level`, `tarpit`, `timeout tarpit`: HAProxy's words and defaults.
+#[test]
+fn set_log_level_and_tarpit_parse() {
+    let c = ok(&format!(
+        "{T}frontend f\n bind :80\n timeout tarpit 2s\n http-request set-log-level err\n \
+         http-request set-log-level silent if TRUE\n http-request tarpit\n \
+         http-request tarpit deny_status 429 if TRUE\n default_backend b\n\
+         backend b\n http-response set-log-level notice\n server s 127.0.0.1:1\n"
+    ));
+    let f = &c.proxies[0];
+    assert_eq!(f.timeouts.tarpit, Some(Duration::from_secs(2)));
+    let acts: Vec<_> = f.http_request.iter().map(|r| r.action.clone()).collect();
+    assert_eq!(
+        acts,
+        [
+            HttpRequestAction::SetLogLevel(Some(3)),
+            HttpRequestAction::SetLogLevel(None),
+            HttpRequestAction::Tarpit { status: 500 },
+            HttpRequestAction::Tarpit { status: 429 },
+        ]
+    );
+    assert_eq!(
+        c.proxies[1].http_response[0].action,
+        HttpRequestAction::SetLogLevel(Some(5))
+    );
+    let head = "error detected in frontend 'f' while parsing 'http-request set-log-level' rule :";
+    assert_eq!(
+        alerts(
+            "frontend f\n bind :80\n http-request set-log-level\n http-request set-log-level foo\n"
+        ),
+        [
+            format!("3: {head} expects exactly 1 argument (log level name or 'silent')."),
+            format!("4: {head} expects exactly 1 argument (log level name or 'silent')."),
+        ]
+    );
+}

@@ -389,9 +389,7 @@ async fn inspect_and_route(
         start,
     );
     let inspected = inspecting.await;
-    if let Some(at) = last.get() {
-        log.last_rule.set(at);
-    }
+    log.last_rule.merge(&last);
     let (peeked, gone) = match inspected {
         Ok(p) => p,
         Err(len) => {

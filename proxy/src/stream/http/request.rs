@@ -210,9 +210,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             last: LastRule::default(),
         };
         let out = self.analyse_with(tx, strm, &refs);
-        if let Some(at) = refs.last.get() {
-            tx.log.last_rule.set(at);
-        }
+        tx.log.last_rule.merge(&refs.last);
         out
     }
 
@@ -354,6 +352,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
             Verdict::Invalid => Some(self.invalid(tx)),
+            // Held in `answer`, then logged `PT`.
+            Verdict::Tarpit(st) => Some(Reply {
+                term: *b"PT",
+                ..self.deny(tx, be, stage, st)
+            }),
             Verdict::Reject => {
                 // Counted as a denied request; nothing is sent (status 0: none logged).
                 Counters::add(&self.fe.fe_counters.denied_req, 1);
@@ -453,8 +456,26 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
+    /// `tarpit`: the request is held `timeout tarpit` (else `timeout connect`) of the proxy that
+    /// has it, logged as its `Tw` (HAProxy logs no request time then).
+    async fn tarpit(&self, tx: &mut Txn) {
+        let px = self
+            .logged_backend(&tx.log)
+            .unwrap_or_else(|| Arc::clone(&self.fe));
+        let t = px.cfg.timeouts.tarpit.or(px.cfg.timeouts.connect);
+        let held = tokio::time::Instant::now();
+        if let Some(t) = t {
+            tokio::time::sleep(t).await;
+        }
+        tx.log.queue = Some(held.elapsed());
+        tx.log.request = None;
+    }
+
     /// Sends what the analysis answered, dropping a wholly received body if the connection stays.
-    async fn answer(&mut self, tx: Txn, r: Reply, strm: &StkCtrs) -> bool {
+    async fn answer(&mut self, mut tx: Txn, r: Reply, strm: &StkCtrs) -> bool {
+        if r.term == *b"PT" {
+            self.tarpit(&mut tx).await;
+        }
         if r.keep
             && let Some(n) = tx.body_here
         {
