@@ -1603,6 +1603,22 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
             ));
         }
     }
+    // A server's `proto` must suit the mode as a bind's does; fcgi needs an fcgi-app (none here).
+    for s in &px.servers {
+        let Some(proto) = &s.opts.proto else { continue };
+        let msg = match (px.mode, proto.as_str()) {
+            (Mode::Http, "fcgi") => format!(
+                "proxy '{}': FCGI server '{}' has no FCGI app configured.",
+                px.name, s.name
+            ),
+            (Mode::Http, "h1" | "h2") | (Mode::Tcp, "none") => continue,
+            _ => format!(
+                "backend '{}' : MUX protocol '{proto}' is not usable for server '{}' at [{}].",
+                px.name, s.name, s.loc
+            ),
+        };
+        diags.push(Diag::global(Severity::Alert, msg));
+    }
     // `check-proto` names an HTTP mux: it needs HTTP checks (HAProxy's post-parse check).
     for s in &px.servers {
         if s.opts.check && s.opts.check_proto.is_some() && px.options.httpchk.is_none() {

@@ -437,6 +437,8 @@ pub enum BindAddr {
     Inet(std::net::SocketAddr),
     /// `unix@<path>` or a bare absolute path.
     Unix(String),
+    /// `abns@<name>`: Linux's abstract namespace, the name padded with NULs as HAProxy does.
+    Abns(String),
     /// `fd@<n>`: an inherited, already-listening socket.
     Fd(i32),
 }
@@ -1198,6 +1200,12 @@ pub struct ServerOpts {
     pub check_proto: Option<String>,
     /// `check-alpn <list>`: ALPN offered by `check-ssl` handshakes.
     pub check_alpn: Option<Vec<String>>,
+    /// `proto <mux>`: the protocol of the traffic (`h2`: HTTP/2 with prior knowledge).
+    pub proto: Option<String>,
+    /// `alpn <list>`: ALPN offered by `ssl` handshakes (`h2` negotiated: HTTP/2).
+    pub alpn: Option<Vec<String>>,
+    /// `max-reuse <n>`: how many times a connection may be reused (None: unlimited).
+    pub max_reuse: Option<u64>,
 }
 
 /// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
@@ -1254,6 +1262,9 @@ impl Default for ServerOpts {
             check_send_proxy: false,
             check_proto: None,
             check_alpn: None,
+            proto: None,
+            alpn: None,
+            max_reuse: None,
         }
     }
 }
