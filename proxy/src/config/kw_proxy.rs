@@ -280,6 +280,13 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_rules::kw_tcp_request,
     },
     ProxyKw {
+        kw: "tcp-response",
+        // Its parser words the misplaced uses as HAProxy does.
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_rules::kw_tcp_response,
+    },
+    ProxyKw {
         kw: "timeout",
         caps: DEF | FE | BE,
         strict: true,
@@ -819,7 +826,7 @@ const FACILITIES: &[&str] = &[
     "local5", "local6", "local7",
 ];
 
-const LEVELS: &[&str] = &[
+pub(crate) const LEVELS: &[&str] = &[
     "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
 ];
 
@@ -964,6 +971,7 @@ pub(crate) const TIMEOUTS: &[(&str, u8)] = &[
     ("http-keep-alive", FE | BE),
     ("http-request", FE | BE),
     ("tunnel", BE),
+    ("tarpit", FE | BE),
     ("client-fin", FE),
     ("server-fin", BE),
 ];
@@ -972,7 +980,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
     let name = arg(args, 1);
     let Some(&(_, caps)) = TIMEOUTS.iter().find(|(n, _)| *n == name) else {
         p.alert(format!(
-            "'timeout' supports 'client', 'server', 'connect', 'check', 'queue', 'http-keep-alive', 'http-request', 'tunnel', 'client-fin' and 'server-fin' (got '{name}')"
+            "'timeout' supports 'client', 'server', 'connect', 'check', 'queue', 'http-keep-alive', 'http-request', 'tunnel', 'tarpit', 'client-fin' and 'server-fin' (got '{name}')"
         ));
         return;
     };
@@ -1011,6 +1019,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
         "http-keep-alive" => t.http_keep_alive = v,
         "http-request" => t.http_request = v,
         "tunnel" => t.tunnel = v,
+        "tarpit" => t.tarpit = v,
         "client-fin" => t.client_fin = v,
         _ => t.server_fin = v,
     }

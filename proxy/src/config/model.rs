@@ -149,6 +149,8 @@ pub struct Global {
     pub hard_stop_after: Option<Duration>,
     /// `nosplice`: the `mode tcp` relay never uses splice(2) (see `tcp::pipe`).
     pub nosplice: bool,
+    /// `expose-experimental-directives`: experimental keywords (`normalize-uri`) are allowed.
+    pub expose_experimental: bool,
     /// `portcullis-xdp` (a portcullis extension): interfaces the XDP filter protects.
     pub xdp: Option<XdpCfg>,
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
@@ -499,6 +501,8 @@ pub struct Timeouts {
     pub client_fin: Option<Duration>,
     pub server_fin: Option<Duration>,
     pub check: Option<Duration>,
+    /// `timeout tarpit` (unset: `timeout connect`, as HAProxy).
+    pub tarpit: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -753,6 +757,40 @@ pub enum HttpRequestAction {
     UnsetVar {
         var: crate::ana::vars::VarName,
     },
+    /// `normalize-uri <normalizer> [full|strict]`.
+    NormalizeUri(UriNorm),
+    /// `set-log-level <level>|silent`: the syslog severity of the stream's log line (None:
+    /// no line).
+    SetLogLevel(Option<u8>),
+    /// `tarpit [deny_status <code>]`: the request is held `timeout tarpit`, then answered with
+    /// this status's error page.
+    Tarpit {
+        status: u16,
+    },
+    /// `disable-l7-retry`: portcullis makes no layer 7 retries, nothing to disable.
+    DisableL7Retry,
+}
+
+/// The URI normalizers of `http-request normalize-uri` (HAProxy 2.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UriNorm {
+    PathMergeSlashes,
+    PathStripDot,
+    /// `path-strip-dotdot [full]`: `full` also drops `..` segments above the root.
+    PathStripDotdot {
+        full: bool,
+    },
+    /// `percent-decode-unreserved [strict]`: `strict` refuses malformed escapes (400).
+    PercentDecodeUnreserved {
+        strict: bool,
+    },
+    /// `percent-to-uppercase [strict]`.
+    PercentToUppercase {
+        strict: bool,
+    },
+    QuerySortByName,
+    FragmentStrip,
+    FragmentEncode,
 }
 
 /// One capture slot: a header's value (`capture request|response header`) or what a
@@ -896,6 +934,8 @@ pub struct HttpRequestRule {
 pub enum TcpRequestAction {
     Accept,
     Reject,
+    /// `tcp-response content close`: the server connection closes, what it sent is forwarded.
+    Close,
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
     /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <int>` (not final).
@@ -1323,6 +1363,10 @@ pub struct Proxy {
     pub captures: Captures,
     pub tcp_request: Vec<TcpRequestRule>,
     pub tcp_inspect_delay: Option<Duration>,
+    /// `tcp-response content` rules (`connection` is false), on the server's first bytes.
+    pub tcp_response: Vec<TcpRequestRule>,
+    /// `tcp-response inspect-delay`.
+    pub tcp_res_inspect_delay: Option<Duration>,
     pub http_check: HttpCheck,
     pub tcp_checks: Vec<TcpCheckRule>,
     pub default_server: ServerOpts,
@@ -1450,6 +1494,8 @@ impl Proxy {
             captures: Captures::default(),
             tcp_request: Vec::new(),
             tcp_inspect_delay: None,
+            tcp_response: Vec::new(),
+            tcp_res_inspect_delay: None,
             http_check: HttpCheck::default(),
             tcp_checks: Vec::new(),
             default_server: ServerOpts::default(),

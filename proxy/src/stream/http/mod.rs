@@ -14,6 +14,7 @@ mod exchange;
 pub mod front;
 pub mod h2;
 mod request;
+mod res_inspect;
 mod response;
 #[cfg(test)]
 mod tests;

@@ -69,6 +69,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 .await;
             return Forwarded::Done(false);
         };
+        // `tcp-response content` rules (res_inspect.rs): a reject closes without an answer.
+        if !self.tcp_response_rules(leg, &head, (&sbuf, plan.framing), tx) {
+            return Forwarded::Done(false);
+        }
         if let Some(v) = self.response_rules(leg, &mut head, &tx.log) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(plan.framing).advance(&sbuf) {
@@ -381,6 +385,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.vars = log.vars.as_deref();
         base.unique_id = log.unique_id.as_deref();
         base.counts = Some((&*self.shared.model, &be.name));
+        base.last_rule = Some(&log.last_rule);
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]
