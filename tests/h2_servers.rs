@@ -613,3 +613,47 @@ fn max_reuse_as_haproxy() {
         assert_eq!(pc, hap);
     }
 }
+
+/// An HTTP/1 WebSocket upgrade to an h2 server: sent as extended CONNECT, answered 101 with the
+/// accept value the client's key owes, then bytes both ways through the stream.
+fn upgrade_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let origin = H2Origin::start();
+    let (h1, h2) = (free_port(), free_port());
+    let _p = start(&config(h1, h2, origin.addr(), "safe"), lo(h1))?;
+    let s = TcpStream::connect(lo(h1)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut rd = BufReader::new(s);
+    w.write_all(
+        b"GET /chat HTTP/1.1\r\nhost: o.test\r\nconnection: upgrade\r\nupgrade: websocket\r\n\
+          sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .expect("write");
+    let r = read_raw(&mut rd, true);
+    let mut seen = vec![r.status_line.clone()];
+    seen.extend(r.headers);
+    w.write_all(b"ping through the tunnel").expect("write");
+    let mut back = [0u8; 23];
+    rd.read_exact(&mut back).expect("echo");
+    seen.push(String::from_utf8_lossy(&back).into_owned());
+    Some(seen)
+}
+
+#[test]
+fn websocket_upgrade_to_an_h2_server_as_haproxy() {
+    let Some(pc) = upgrade_run(|c, w| Some(Proc::portcullis(c, w))) else {
+        return;
+    };
+    assert!(pc[0].starts_with("HTTP/1.1 101"), "{pc:?}");
+    assert!(
+        pc.contains(&"sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=".to_string()),
+        "{pc:?}"
+    );
+    assert_eq!(
+        pc.last().map(String::as_str),
+        Some("ping through the tunnel")
+    );
+    if let Some(hap) = upgrade_run(Proc::haproxy) {
+        assert_eq!(pc, hap);
+    }
+}
