@@ -118,9 +118,10 @@ fn applet_reply(log: &mut SessionLog, fe: &Proxy, a: stats::Applet, keep: bool) 
     log.response = a.served.then_some(Duration::ZERO);
     log.status = Some(a.log_status);
     Counters::add(&fe.fe_counters.intercepted, 1);
+    // The stats module and Lua services write HTTP/1 text; the front sends it as its own.
     Reply {
         status: a.status,
-        bytes: a.bytes,
+        page: crate::http::errors::Page::parse(&a.bytes),
         term: *b"LR",
         keep,
     }

@@ -13,6 +13,7 @@ mod applet;
 mod exchange;
 pub mod front;
 pub mod h2;
+mod h2front;
 mod request;
 mod response;
 #[cfg(test)]
@@ -34,7 +35,7 @@ use crate::engine::conn::Duplex;
 use crate::engine::idle::{Activity, Timer};
 use crate::engine::pool::{BUF, take_buf};
 use crate::engine::service::Origin;
-use crate::http::errors::ConnHeader;
+use crate::http::errors::{ConnHeader, Page};
 use crate::http::h1::BodyFraming;
 use crate::http::head::RequestHead;
 use crate::log::SessionLog;
@@ -109,9 +110,10 @@ impl Txn {
 }
 
 /// A response generated here (rules, applets, errors), and whether the connection stays.
+/// No page: nothing is sent (`reject`, an empty errorfile, a Lua `done` without a reply).
 struct Reply {
     status: u16,
-    bytes: Vec<u8>,
+    page: Option<Page>,
     term: [u8; 2],
     keep: bool,
 }
@@ -235,9 +237,16 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
-    async fn send_client(&self, bytes: Vec<u8>) -> bool {
-        let (r, _) = self.client.write_all(bytes).await;
-        r.is_ok()
+    async fn send_page(&self, page: &Page) -> bool {
+        self.client.send_page(page).await.is_ok()
+    }
+
+    /// [`Self::send_page`]; no page (an empty errorfile) sends nothing.
+    async fn send_opt(&self, page: Option<&Page>) -> bool {
+        match page {
+            Some(p) => self.send_page(p).await,
+            None => true,
+        }
     }
 
     /// Sends a locally generated response, logs it, and tells whether the connection stays open.
@@ -246,19 +255,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
     async fn local_reply(&mut self, mut log: SessionLog, reply: Reply, start: Instant) -> bool {
         let Reply {
             status,
-            bytes,
+            page,
             term,
             keep,
         } = reply;
         // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`, and
         // meet no rule.
         let badreq = log.request_line.as_deref() == Some("<BADREQ>");
-        let (bytes, after) = match badreq {
-            true => (bytes, status),
-            false => {
+        let (page, after) = match (badreq, page) {
+            (false, Some(mut p)) => {
                 let be = self.logged_backend(&log);
-                self.after_rules_bytes(be.as_deref(), bytes, status, &log)
+                let after = self.after_rules_page(be.as_deref(), &mut p, status, &log);
+                (Some(p), after)
             }
+            (_, p) => (p, status),
         };
         // An applet may log another status than it sends (see `stats::Applet::log_status`),
         // unless `http-after-response set-status` changed it.
@@ -268,7 +278,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         });
         let status = after;
         // `http-request reject`: no response, no status; the connection is reset.
-        if status == 0 && bytes.is_empty() {
+        if status == 0 && page.is_none() {
             log.status = None;
             log.term = term;
             log.total = start.elapsed();
@@ -276,17 +286,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
             finish(&self.shared, &self.fe, End::log_only(log));
             return false;
         }
-        log.bytes_out = if badreq {
-            0
-        } else {
-            crate::log::htx::reply_size(&bytes)
+        log.bytes_out = match (&page, badreq) {
+            (Some(p), false) => crate::log::htx::page_size(p),
+            _ => 0,
         };
         log.term = term;
         self.fe.fe_counters.count_status(status);
         if !badreq {
             self.fe.fe_counters.bytes(log.bytes_in, log.bytes_out);
         }
-        let ok = self.send_client(bytes).await;
+        // No page (an empty errorfile): nothing is sent.
+        let ok = match &page {
+            Some(p) => self.send_page(p).await,
+            None => true,
+        };
         log.total = start.elapsed();
         finish(&self.shared, &self.fe, End::log_only(log));
         if !keep {

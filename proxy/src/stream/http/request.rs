@@ -55,7 +55,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 let (log, status) = *refused;
                 let reply = Reply {
                     status,
-                    bytes: refusal(status),
+                    page: Some(refusal(status)),
                     term: *b"PR",
                     keep: false,
                 };
@@ -86,10 +86,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Ok(be) => self.forward(tx, be, &strm).await,
             Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
             Err(Answer::NoRoute) => {
-                let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
+                let (page, _) =
+                    errors::reply_page_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
                 let reply = Reply {
                     status: 503,
-                    bytes,
+                    page,
                     term: *b"SC",
                     keep: false,
                 };
@@ -183,14 +184,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// The `monitor-uri` answer (not logged).
     async fn monitor(&mut self, tx: &Txn) -> bool {
         let keep = tx.keep;
-        let (mut page, close) = errors::reply_for(&[&self.fe.cfg.extra], 200, tx.conn_hdr(!keep));
-        if tx.req.method == "HEAD" {
-            page = errors::head_only(&page).to_vec();
+        let (mut page, close) =
+            errors::reply_page_for(&[&self.fe.cfg.extra], 200, tx.conn_hdr(!keep));
+        if tx.req.method == "HEAD"
+            && let Some(p) = &mut page
+        {
+            p.head_only();
         }
         if let Some(n) = tx.body_here.filter(|_| keep) {
             self.cbuf.drain(..n.min(self.cbuf.len()));
         }
-        let sent = self.send_client(page).await;
+        let sent = match &page {
+            Some(p) => self.send_page(p).await,
+            None => true,
+        };
         if !keep || close {
             let _ = self.client.shutdown_write().await;
         }
@@ -294,7 +301,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         Some(Reply {
             status: 0,
-            bytes: Vec::new(),
+            page: None,
             term: *b"PR",
             keep: false,
         })
@@ -310,11 +317,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base: &SampleCtx<'_>,
     ) -> Option<Reply> {
         let keep = tx.keep;
-        let reply = |status, bytes| Reply {
-            status,
-            bytes,
-            term: *b"LR",
-            keep,
+        let conn = tx.conn_hdr(!keep);
+        let reply = |status, mut page: errors::Page| {
+            page.set_connection(conn);
+            Reply {
+                status,
+                page: Some(page),
+                term: *b"LR",
+                keep,
+            }
         };
         let mut verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
         // HAProxy checks `stats uri` once the proxy's http-request rules let it through, then
@@ -342,25 +353,17 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 }
                 Some(Reply {
                     status: 0,
-                    bytes: Vec::new(),
+                    page: None,
                     term: *b"PR",
                     keep: false,
                 })
             }
             Verdict::Auth(realm) => {
                 let realm = realm.unwrap_or_else(|| be.name.clone());
-                let page = errors::auth_response(&realm, false);
-                Some(reply(
-                    401,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
+                Some(reply(401, errors::auth_page(&realm, false)))
             }
             Verdict::Redirect { code, location } => {
-                let page = errors::redirect_response(code, &location, false);
-                Some(reply(
-                    code,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
+                Some(reply(code, errors::redirect_page(code, &location, false)))
             }
             Verdict::Service {
                 name,
@@ -369,16 +372,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 close,
             } => Some(self.lua_service(tx, &name, (status, bytes, close))),
             // A Lua action's `txn:done([reply])`: its reply, or a close without any.
-            Verdict::Reply { status, bytes } if bytes.is_empty() => Some(Reply {
-                status,
-                bytes,
-                term: *b"LR",
-                keep: false,
-            }),
-            Verdict::Reply { status, bytes } => Some(reply(
-                status,
-                errors::with_connection(&bytes, tx.conn_hdr(!keep)),
-            )),
+            Verdict::Reply { status, bytes } => match errors::Page::parse(&bytes) {
+                Some(page) => Some(reply(status, page)),
+                None => Some(Reply {
+                    status,
+                    page: None,
+                    term: *b"LR",
+                    keep: false,
+                }),
+            },
             Verdict::Return {
                 status,
                 content_type,
@@ -387,12 +389,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
             } => {
                 let body = body.unwrap_or_default();
                 let ct = content_type.as_deref();
-                let page =
-                    errors::return_response_with(status, ct, body.as_bytes(), &headers, false);
-                Some(reply(
-                    status,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
+                let page = errors::return_page(status, ct, body.as_bytes(), &headers, false);
+                Some(reply(status, page))
             }
         }
     }
@@ -411,37 +409,36 @@ impl<F: Front, U: Upstream> Session<F, U> {
         } else {
             &[&fe.cfg.extra]
         };
-        let (bytes, close) = errors::reply_for(pages, status, tx.conn_hdr(!tx.keep));
+        let (page, close) = errors::reply_page_for(pages, status, tx.conn_hdr(!tx.keep));
         Reply {
             status,
-            bytes,
+            page,
             term: *b"PR",
             keep: tx.keep && !close,
         }
     }
 
     /// Sends what the analysis answered, dropping a wholly received body if the connection stays.
-    async fn answer(&mut self, tx: Txn, r: Reply, strm: &StkCtrs) -> bool {
+    async fn answer(&mut self, tx: Txn, mut r: Reply, strm: &StkCtrs) -> bool {
         if r.keep
             && let Some(n) = tx.body_here
         {
             self.cbuf.drain(..n.min(self.cbuf.len()));
         }
-        let bytes = if tx.req.method == "HEAD" {
-            errors::head_only(&r.bytes).to_vec()
-        } else {
-            r.bytes
-        };
+        if tx.req.method == "HEAD"
+            && let Some(p) = &mut r.page
+        {
+            p.head_only();
+        }
         // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
         crate::stick::count_end(
             [Some(&self.sess), Some(strm)],
             (r.term == *b"PR").then_some(r.status),
             tx.log.bytes_in,
-            crate::log::htx::reply_size(&bytes),
+            r.page.as_ref().map_or(0, crate::log::htx::page_size),
             || self.shared.model.now_ms(),
         );
-        self.local_reply(tx.log, Reply { bytes, ..r }, tx.start)
-            .await
+        self.local_reply(tx.log, r, tx.start).await
     }
 
     /// The request leaves for `be`: its last edits, the backend's counters, the exchange with a
