@@ -251,9 +251,11 @@ async fn handshake(
 ) -> Option<h2::server::Connection<H2Io, Bytes>> {
     let io = H2Io::new(conn);
     let mut builder = h2::server::Builder::new();
+    // RFC 8441's extended CONNECT (WebSocket over h2), which HAProxy 2.6 advertises too.
     builder
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(MAX_HEADER_LIST);
+        .max_header_list_size(MAX_HEADER_LIST)
+        .enable_connect_protocol();
     let hs = builder.handshake::<_, Bytes>(io);
     match client {
         Some(d) => tokio::time::timeout(d, hs).await.ok()?.ok(),

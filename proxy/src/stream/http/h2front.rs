@@ -52,13 +52,19 @@ impl H2Front {
     ) -> H2Front {
         let (parts, body) = req.into_parts();
         let end = body.is_end_stream();
+        let head = build_head(&parts, end);
+        // An extended CONNECT goes on as the GET upgrade it stands for (and is logged so).
+        let method = match parts.extensions.get::<h2::ext::Protocol>() {
+            Some(_) => http::Method::GET,
+            None => parts.method,
+        };
         H2Front {
-            head: RefCell::new(Some(build_head(&parts, end))),
+            head: RefCell::new(Some(head)),
             body: RefCell::new((!end).then_some(body)),
             resp: RefCell::new(Resp::Head(respond)),
             tls,
             log_line: std::cell::OnceCell::new(),
-            method: parts.method,
+            method,
             uri: parts.uri,
             first,
         }
@@ -328,11 +334,19 @@ fn trailer_map(t: &Headers) -> io::Result<http::HeaderMap> {
 /// The request head as `h1::parse_request_head` would make it from the HTTP/1.1 form of the
 /// stream (origin-form, `host` from `:authority`, lowercase names, split cookies joined), checked
 /// by the same head-level rules and limits; Err: the status refusing it.
+///
+/// An extended CONNECT (RFC 8441, `:protocol`) becomes, as in HAProxy 2.6, a bodyless `GET` of
+/// its `:path` with `upgrade: <protocol>` and `connection: upgrade`; for a WebSocket, a
+/// generated `Sec-Websocket-Key` last, which the server's 101 must answer (HAProxy's H1 mux).
 fn build_head(parts: &http::request::Parts, end: bool) -> Result<RequestHead, u16> {
     let limits = Limits::default();
-    let method = parts.method.as_str();
+    let protocol = parts.extensions.get::<h2::ext::Protocol>();
+    let (method, end) = match protocol {
+        Some(_) => ("GET", true),
+        None => (parts.method.as_str(), end),
+    };
     let authority = parts.uri.authority().map(|a| a.as_str());
-    let target = if parts.method == http::Method::CONNECT {
+    let target = if parts.method == http::Method::CONNECT && protocol.is_none() {
         authority.unwrap_or("")
     } else {
         parts.uri.path_and_query().map_or("/", |p| p.as_str())
@@ -360,6 +374,14 @@ fn build_head(parts: &http::request::Parts, end: bool) -> Result<RequestHead, u1
             value: value.to_vec(),
         });
     });
+    if let Some(p) = protocol {
+        let p = p.as_str();
+        fields.push(Header::new("upgrade", p));
+        fields.push(Header::new("connection", "upgrade"));
+        if p.eq_ignore_ascii_case("websocket") {
+            fields.push(Header::new("Sec-Websocket-Key", websocket_key()?));
+        }
+    }
     if bad {
         return Err(H1Error::BadHeaderValue.status());
     }
@@ -374,6 +396,18 @@ fn build_head(parts: &http::request::Parts, end: bool) -> Result<RequestHead, u1
     };
     h1::check_request(&mut head).map_err(|e| e.status())?;
     Ok(head)
+}
+
+/// A random WebSocket handshake key (16 bytes, base64), as HAProxy's H1 mux makes one for a
+/// request without; Err (500) when no randomness is available.
+fn websocket_key() -> Result<String, u16> {
+    use base64::Engine;
+    use ring::rand::SecureRandom;
+    let mut key = [0u8; 16];
+    ring::rand::SystemRandom::new()
+        .fill(&mut key)
+        .map_err(|_| 500u16)?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(key))
 }
 
 /// The request line HAProxy logs for a stream (`GET https://host/path HTTP/2.0`).
@@ -553,6 +587,35 @@ mod tests {
             let (text, _) = request_head(p, true);
             assert!(h1::parse_request_head(&text, &Limits::default()).is_err());
         }
+    }
+
+    #[test]
+    fn extended_connect_is_a_get_upgrade_with_a_key() {
+        let p = http::Request::builder()
+            .method("CONNECT")
+            .uri("http://127.0.0.1/chat")
+            .extension(h2::ext::Protocol::from("websocket"))
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let h = build_head(&p, false).unwrap();
+        assert_eq!((h.method.as_str(), h.target.as_str()), ("GET", "/chat"));
+        let names: Vec<&str> = h.headers.0.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["host", "upgrade", "connection", "Sec-Websocket-Key"]
+        );
+        assert_eq!(h.headers.get_last("upgrade"), Some(&b"websocket"[..]));
+        assert_eq!(
+            h.headers.get_last("sec-websocket-key").map(<[u8]>::len),
+            Some(24)
+        );
+        assert!(h1::is_websocket_upgrade(&h));
+        assert_eq!(
+            log_line(&http::Method::GET, &p.uri),
+            "GET http://127.0.0.1/chat HTTP/2.0"
+        );
     }
 
     #[test]
