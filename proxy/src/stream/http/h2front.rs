@@ -337,7 +337,8 @@ fn trailer_map(t: &Headers) -> io::Result<http::HeaderMap> {
 ///
 /// An extended CONNECT (RFC 8441, `:protocol`) becomes, as in HAProxy 2.6, a bodyless `GET` of
 /// its `:path` with `upgrade: <protocol>` and `connection: upgrade`; for a WebSocket, a
-/// generated `Sec-Websocket-Key` last, which the server's 101 must answer (HAProxy's H1 mux).
+/// generated `sec-websocket-key` last, which the server's 101 must answer (HAProxy's H1 mux;
+/// it spells the name `Sec-Websocket-Key`, which only differs in case).
 fn build_head(parts: &http::request::Parts, end: bool) -> Result<RequestHead, u16> {
     let limits = Limits::default();
     let protocol = parts.extensions.get::<h2::ext::Protocol>();
@@ -375,11 +376,17 @@ fn build_head(parts: &http::request::Parts, end: bool) -> Result<RequestHead, u1
         });
     });
     if let Some(p) = protocol {
+        // HAProxy 2.6's order: these two right after the request line, the key last.
         let p = p.as_str();
-        fields.push(Header::new("upgrade", p));
-        fields.push(Header::new("connection", "upgrade"));
+        fields.splice(
+            0..0,
+            [
+                Header::new("upgrade", p),
+                Header::new("connection", "upgrade"),
+            ],
+        );
         if p.eq_ignore_ascii_case("websocket") {
-            fields.push(Header::new("Sec-Websocket-Key", websocket_key()?));
+            fields.push(Header::new("sec-websocket-key", websocket_key()?));
         }
     }
     if bad {
@@ -604,7 +611,7 @@ mod tests {
         let names: Vec<&str> = h.headers.0.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(
             names,
-            ["host", "upgrade", "connection", "Sec-Websocket-Key"]
+            ["upgrade", "connection", "host", "sec-websocket-key"]
         );
         assert_eq!(h.headers.get_last("upgrade"), Some(&b"websocket"[..]));
         assert_eq!(
