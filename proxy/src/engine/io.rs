@@ -364,6 +364,9 @@ pub enum Listener {
 pub struct Accepted {
     pub stream: Stream,
     pub peer: Option<SocketAddr>,
+    /// What the client connected to (`dst`): filled by the accept loop, from the listener's own
+    /// address when it is a specific one (no `getsockname` per connection), else the socket's.
+    pub local: Option<SocketAddr>,
 }
 
 impl Listener {
@@ -420,6 +423,7 @@ impl Listener {
                     return Ok(Accepted {
                         stream: Stream::UringTcp(tokio_uring::net::TcpStream::from_std(s)),
                         peer: Some(peer),
+                        local: None,
                     });
                 }
             },
@@ -429,6 +433,7 @@ impl Listener {
                 Ok(Accepted {
                     stream: Stream::UringTcp(s),
                     peer: Some(peer),
+                    local: None,
                 })
             }
             Listener::Tcp(l) => {
@@ -437,6 +442,7 @@ impl Listener {
                 Ok(Accepted {
                     stream: Stream::Tcp(s),
                     peer: Some(peer),
+                    local: None,
                 })
             }
             Listener::Unix(l) => {
@@ -448,9 +454,23 @@ impl Listener {
                         Stream::UringUnix(tokio_uring::net::UnixStream::from_std(std))
                     }
                 };
-                Ok(Accepted { stream, peer: None })
+                Ok(Accepted {
+                    stream,
+                    peer: None,
+                    local: None,
+                })
             }
         }
+    }
+
+    /// The address every connection it accepts is addressed to, when the listener is bound to
+    /// a specific one (None: a wildcard address, or a unix socket).
+    pub fn fixed_local(&self) -> Option<SocketAddr> {
+        // SAFETY: borrowed for the call; the listener keeps the descriptor open.
+        let sock =
+            std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
+        let a = sock.local_addr().ok()?.as_socket()?;
+        (!a.ip().is_unspecified()).then_some(a)
     }
 
     pub fn raw_fd(&self) -> RawFd {

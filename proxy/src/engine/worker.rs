@@ -371,6 +371,7 @@ async fn accept_loop<S: Service>(
     let mut stop = shared.stop_tx.subscribe();
     // Whether the last accept failed for want of descriptors or memory (logged once).
     let mut limited = false;
+    let fixed_local = listener.fixed_local();
     loop {
         if shared.stopping.load(Ordering::Acquire) {
             break;
@@ -414,8 +415,9 @@ async fn accept_loop<S: Service>(
             }
         };
         match accepted {
-            Ok(acc) => {
+            Ok(mut acc) => {
                 limited = false;
+                acc.local = fixed_local.or_else(|| acc.stream.local_addr());
                 // `set rate-limit`: an accepted connection waits for its turn (checked after
                 // the accept, so that workers blocked in accept cannot pass the limit).
                 let m = &shared.model;
@@ -453,7 +455,7 @@ async fn accept_loop<S: Service>(
                     };
                     let mut origin = Origin {
                         peer: acc.peer,
-                        local: acc.stream.local_addr(),
+                        local: acc.local,
                         proxied: None,
                         bind: bidx,
                     };

@@ -1,9 +1,11 @@
 //! The live streams (`show sess`, `shutdown session`): each accepted connection the stream layer
 //! serves is registered at its start and removed at its end ([`track`]); the backend and server
-//! are noted when a server slot is taken ([`note_server`]). `shutdown session <id>` shuts the
-//! client socket down (both ways, through a duplicate of its descriptor, so that the number can
-//! never name another socket) and marks the stream killed: the stream then ends as it would on a
-//! client abort, and [`killed_term`] makes its log line read `K` as HAProxy's does. An HTTP
+//! are noted when a server slot is taken ([`note_server`]). `shutdown session <id>` marks the
+//! stream killed and wakes its task; the stream's own worker then shuts the client socket down
+//! (both ways) before it polls the stream again — on the thread that owns the descriptor, while
+//! the stream still holds it open, so the number can never name another socket and no
+//! descriptor is duplicated per connection. The stream then ends as it would on a client abort,
+//! and [`killed_term`] makes its log line read `K` as HAProxy's does. An HTTP
 //! transaction waiting for its server's response notices only when the server answers (HAProxy
 //! ends it at once with a 502, `KH`): the transaction would have to watch the kill itself.
 //!
@@ -17,10 +19,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
+
+use atomic_waker::AtomicWaker;
 
 use portcullis_runtime_api::reply::Reply;
 
@@ -37,12 +43,12 @@ pub struct Live {
     pub src: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
     start: Instant,
-    accepted: SystemTime,
     /// `(backend, backend id, server, server id)` once a server slot was taken.
     server: Mutex<Option<(String, i64, String, i64)>>,
     killed: AtomicBool,
-    /// A duplicate of the client socket's descriptor, for `shutdown session`.
-    fd: Option<OwnedFd>,
+    /// The stream's task, woken by `shutdown session`.
+    waker: AtomicWaker,
+    /// The client socket's descriptor: shut down only by the stream's own [`Tracked`] future.
     raw_fd: RawFd,
 }
 
@@ -67,22 +73,20 @@ tokio::task_local! {
 /// Identifiers look like HAProxy's (heap addresses, 16-byte aligned, 12 hex digits).
 const ID_BASE: u64 = 0x5651_0000_0010;
 
-/// Runs `fut` (the stream of connection `fd`) registered as a live stream.
-pub fn track(
-    fe: &std::sync::Arc<crate::model::Proxy>,
+/// `fut` (the stream of connection `fd`, which keeps `fd` open until it completes) registered
+/// as a live stream while it runs.
+pub fn track<F: Future<Output = ()>>(
+    fe: &Arc<crate::model::Proxy>,
     origin: &crate::engine::service::Origin,
     fd: RawFd,
-    fut: std::pin::Pin<Box<dyn Future<Output = ()>>>,
-) -> std::pin::Pin<Box<dyn Future<Output = ()>>> {
+    fut: F,
+) -> Tracked<F> {
     let reg = sessions();
     let uniq = reg.uniq.fetch_add(1, Ordering::Relaxed);
-    // SAFETY: `dup` of a descriptor the connection owns for the whole call; the duplicate is
-    // owned here and closed when the entry goes.
-    let dup = unsafe { libc::dup(fd) };
     let live = Arc::new(Live {
         id: ID_BASE + uniq * 0x10,
         uniq,
-        fe: std::sync::Arc::clone(fe),
+        fe: Arc::clone(fe),
         mode: match fe.cfg.mode {
             crate::config::model::Mode::Tcp => "tcp",
             crate::config::model::Mode::Http => "http",
@@ -91,19 +95,57 @@ pub fn track(
         src: origin.peer,
         local: origin.local,
         start: Instant::now(),
-        accepted: SystemTime::now(),
         server: Mutex::new(None),
         killed: AtomicBool::new(false),
-        // SAFETY: a fresh descriptor from `dup`, owned by nothing else.
-        fd: (dup >= 0).then(|| unsafe { OwnedFd::from_raw_fd(dup) }),
+        waker: AtomicWaker::new(),
         raw_fd: fd,
     });
     reg.lock().insert(live.id, Arc::clone(&live));
-    Box::pin(async move {
-        let id = live.id;
-        CURRENT.scope(live, fut).await;
-        sessions().lock().remove(&id);
-    })
+    Tracked {
+        fut: CURRENT.scope(Arc::clone(&live), fut),
+        entry: Entry(live),
+        shut: false,
+    }
+}
+
+/// Removes its stream from the registry when the stream's future goes (ended or dropped).
+struct Entry(Arc<Live>);
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        sessions().lock().remove(&self.0.id);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A registered stream's future ([`track`]): polls the stream with [`CURRENT`] set, after
+    /// shutting its client socket down once `shutdown session` killed it.
+    pub struct Tracked<F: Future> {
+        #[pin]
+        fut: tokio::task::futures::TaskLocalFuture<Arc<Live>, F>,
+        entry: Entry,
+        shut: bool,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Tracked<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        let live = &this.entry.0;
+        // Registered before the flag is read: a kill after the read wakes this task again.
+        live.waker.register(cx.waker());
+        if !*this.shut && live.killed.load(Ordering::Acquire) {
+            *this.shut = true;
+            // SAFETY: the stream (polled below, not yet complete) still owns this descriptor,
+            // and this runs on its thread: the number names the stream's own socket.
+            unsafe {
+                libc::shutdown(live.raw_fd, libc::SHUT_RDWR);
+            }
+        }
+        this.fut.poll(cx)
+    }
 }
 
 /// The running stream took a slot on `srv` of `be`.
@@ -196,12 +238,7 @@ impl Sessions {
                 return;
             };
             l.killed.store(true, Ordering::Release);
-            if let Some(fd) = &l.fd {
-                // SAFETY: shutdown on a descriptor we own (the duplicate).
-                unsafe {
-                    libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(fd), libc::SHUT_RDWR);
-                }
-            }
+            l.waker.wake();
             return;
         }
         let all: Vec<Arc<Live>> = self.lock().values().cloned().collect();
@@ -249,8 +286,9 @@ fn list_line(l: &Live, out: &mut Reply) {
 }
 
 fn detail(l: &Live, out: &mut Reply) {
-    let us = l
-        .accepted
+    // When it was accepted, from its age: no wall-clock read per accepted connection.
+    let accepted = SystemTime::now() - l.start.elapsed();
+    let us = accepted
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(0));
     let mut when = String::new();

@@ -34,7 +34,7 @@ impl Service for Streams {
         now: u64,
     ) -> Option<(Rc<StkCtrs>, bool)> {
         let sess = StkCtrs::default();
-        let addrs = (acc.peer, acc.stream.local_addr());
+        let addrs = (acc.peer, acc.local);
         crate::ana::tcp::connection_verdict(&shared.model, fe, addrs, &sess, now)
             .map(|expect| (Rc::new(sess), expect))
     }
@@ -69,14 +69,30 @@ impl Service for Streams {
             Some("h1") => false,
             _ => conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2"),
         };
-        // `show sess` / `shutdown session`: the stream is registered while it runs.
+        // `show sess` / `shutdown session`: the stream is registered while it runs (one box:
+        // the registry's wrapper holds the session's future inline).
+        use crate::model::sessions::track;
         let (live_fe, live_origin, fd) = (Arc::clone(&fe), origin.clone(), conn.raw_fd());
-        let fut: SessionFuture = match fe.cfg.mode {
-            Mode::Tcp => Box::pin(tcp::run_tracked(shared, fe, conn, origin, sess)),
-            Mode::Http if h2 => Box::pin(http::h2::serve_tracked(shared, fe, conn, origin, sess)),
-            Mode::Http => Box::pin(http::run_tracked(shared, fe, conn, origin, sess)),
-        };
-        crate::model::sessions::track(&live_fe, &live_origin, fd, fut)
+        match fe.cfg.mode {
+            Mode::Tcp => Box::pin(track(
+                &live_fe,
+                &live_origin,
+                fd,
+                tcp::run_tracked(shared, fe, conn, origin, sess),
+            )),
+            Mode::Http if h2 => Box::pin(track(
+                &live_fe,
+                &live_origin,
+                fd,
+                http::h2::serve_tracked(shared, fe, conn, origin, sess),
+            )),
+            Mode::Http => Box::pin(track(
+                &live_fe,
+                &live_origin,
+                fd,
+                http::run_tracked(shared, fe, conn, origin, sess),
+            )),
+        }
     }
 }
 
