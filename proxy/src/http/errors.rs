@@ -155,7 +155,8 @@ pub struct Page {
 }
 
 impl Page {
-    fn new(status: u16, why: &str) -> Page {
+    /// An HTTP/1.1 head with `status` and `why`, no field, no body.
+    pub fn new(status: u16, why: &str) -> Page {
         Page {
             head: ResponseHead {
                 version: Version::Http11,
@@ -168,7 +169,7 @@ impl Page {
     }
 
     /// Appends a field; CR, LF and NUL are dropped so a value cannot split the head.
-    fn field(&mut self, name: &str, value: &[u8]) {
+    pub fn field(&mut self, name: &str, value: &[u8]) {
         let clean: Vec<u8> = value
             .iter()
             .copied()
