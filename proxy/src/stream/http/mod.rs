@@ -10,6 +10,7 @@
 
 mod after;
 mod applet;
+mod buffer;
 mod exchange;
 pub mod front;
 pub mod h2;

@@ -63,6 +63,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
             }
         };
         self.read_stats_form(&tx).await;
+        let fe = Arc::clone(&self.fe);
+        if let Err(r) = self.buffer_request(&fe, &tx).await {
+            return self.local_reply(tx.log, r, tx.start).await;
+        }
         // A local reply keeps the connection when the request body, if any, is already wholly
         // received (HAProxy's H1 mux then drops it): its length here.
         tx.body_here = match tx.framing {
@@ -447,6 +451,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         tx.log.backend = Some(be.name.clone());
         if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &tx.log.unique_id) {
             tx.req.headers.append(h.clone(), id.clone());
+        }
+        if !Arc::ptr_eq(&be, &self.fe)
+            && !self.fe.cfg.options.http_buffer_request
+            && let Err(r) = self.buffer_request(&be, &tx).await
+        {
+            return self.local_reply(tx.log, r, tx.start).await;
         }
         self.prepare_request(&mut tx.req, &be);
         let mut head_bytes = Vec::with_capacity(1024);
