@@ -1,5 +1,7 @@
 //! The responses HAProxy 2.6 generates itself: canned error pages, redirects, `http-request
-//! return` replies and reason phrases. Pure: bytes in, bytes out.
+//! return` replies and reason phrases, built as [`Page`]s (a structured head and its body),
+//! which each client side sends in its own protocol. Pure. Their HTTP/1 text ([`Page::wire`])
+//! is held byte for byte against HAProxy's captures in the tests.
 //!
 //! Captured from HAProxy 2.6.12 on 127.0.0.1 with raw sockets (the tests hold the bytes):
 //!
@@ -125,13 +127,16 @@ const PAGES: [(u16, &str, &str); 19] = [
 /// HAProxy answers codes without a page of their own with the 500 page.
 const FALLBACK: u16 = 500;
 
-/// Built once: the keep-alive form of each page, plus the mux forms of 400 and 408.
+/// Built once: the keep-alive form of each page, plus the mux forms of 400 and 408 (their
+/// HTTP/1 text, which the tests hold against HAProxy's captures).
+#[cfg(test)]
 struct Built {
     pages: Vec<(u16, Vec<u8>)>,
     mux_400: Vec<u8>,
     mux_408: Vec<u8>,
 }
 
+#[cfg(test)]
 static BUILT: std::sync::LazyLock<Built> = std::sync::LazyLock::new(|| Built {
     pages: PAGES
         .iter()
@@ -254,6 +259,7 @@ fn page_of(code: u16, why: &str, msg: &str, close: bool) -> Page {
     p
 }
 
+#[cfg(test)]
 fn page(code: u16, why: &str, msg: &str, close: bool) -> Vec<u8> {
     page_of(code, why, msg, close).wire()
 }
@@ -275,17 +281,20 @@ fn mux_page_of(code: u16) -> Page {
     p
 }
 
+#[cfg(test)]
 fn mux_page(code: u16) -> Vec<u8> {
     mux_page_of(code).wire()
 }
 
 /// What the H1 mux sends for a message it could not parse with `status` (413, 422, 501…):
 /// the raw page, then it closes.
+#[cfg(test)]
 pub fn mux_response(status: u16) -> Vec<u8> {
     mux_page(status)
 }
 
-/// [`mux_response`], structured.
+/// What the H1 mux sends for a message it could not parse with `status` (400, 408, 413,
+/// 422, 501…): HAProxy's raw page, header names in their case; the connection then closes.
 pub fn mux_page_for(status: u16) -> Page {
     mux_page_of(status)
 }
@@ -305,6 +314,7 @@ pub fn has_error_page(status: u16) -> bool {
 /// The exact bytes HAProxy sends for its own `status` error on a connection it keeps open.
 /// 400 and 408 are the H1 mux forms (parse error, `timeout http-request`), which always close
 /// and carry `Connection: close`. A status without a page gives the 500 page.
+#[cfg(test)]
 pub fn error_response(status: u16) -> &'static [u8] {
     let built = &*BUILT;
     match status {
@@ -327,17 +337,19 @@ pub fn error_response(status: u16) -> &'static [u8] {
 
 /// The canned page as sent through the stream (`http-request deny [deny_status N]`, `tarpit`,
 /// 5xx), with `connection: close` last when `close`. 400 and 408 always close, as in HAProxy.
+#[cfg(test)]
 pub fn deny_response(status: u16, close: bool) -> Vec<u8> {
     let (code, why, msg) = entry(status);
     page(code, why, msg, close || code == 400 || code == 408)
 }
 
 /// The 401 of `http-request auth realm <realm>`: the 401 page plus `www-authenticate` last.
+#[cfg(test)]
 pub fn auth_response(realm: &str, close: bool) -> Vec<u8> {
     auth_page(realm, close).wire()
 }
 
-/// [`auth_response`], structured.
+/// The 401 of `http-request auth realm <realm>`: the 401 page plus `www-authenticate` last.
 pub fn auth_page(realm: &str, close: bool) -> Page {
     let (code, why, msg) = entry(401);
     let mut p = page_of(code, why, msg, false);
@@ -354,11 +366,13 @@ pub fn auth_page(realm: &str, close: bool) -> Page {
 /// An `http-request redirect ... code <code>` reply. HAProxy only accepts 301, 302, 303, 307 and
 /// 308; other codes are rendered like 302 with [`reason`]. CR, LF and NUL are dropped from
 /// `location` so a bad value cannot split the header block.
+#[cfg(test)]
 pub fn redirect_response(code: u16, location: &str, close: bool) -> Vec<u8> {
     redirect_page(code, location, close).wire()
 }
 
-/// [`redirect_response`], structured.
+/// An `http-request redirect ... code <code>` reply (301, 302, 303, 307, 308; another code is
+/// rendered like 302 with [`reason`]); CR, LF and NUL are dropped from `location`.
 pub fn redirect_page(code: u16, location: &str, close: bool) -> Page {
     let why = match code {
         301 => "Moved Permanently",
@@ -393,6 +407,7 @@ pub fn return_response(
 }
 
 /// [`return_response`] with `hdr` lines, which HAProxy places first.
+#[cfg(test)]
 pub fn return_response_with(
     status: u16,
     content_type: Option<&str>,
@@ -403,7 +418,8 @@ pub fn return_response_with(
     return_page(status, content_type, body, headers, close).wire()
 }
 
-/// [`return_response_with`], structured.
+/// An `http-request return status <status> [content-type <ct>] [hdr …] [string|file ...]`
+/// reply: `hdr` lines first; no body for 204 (which has no `content-length`) and 304.
 pub fn return_page(
     status: u16,
     content_type: Option<&str>,
@@ -463,8 +479,9 @@ impl ConnHeader {
 }
 
 /// `resp` with `conn`'s header inserted last in its header block. Meant for the lowercase
-/// responses built here (not the mux 400/408 of [`error_response`], which already close).
+/// responses built here (not the mux 400/408 of `error_response`, which already close).
 /// Bytes without a header block end are returned unchanged.
+#[cfg(test)]
 pub fn with_connection(resp: &[u8], conn: ConnHeader) -> Vec<u8> {
     let line: &[u8] = match conn {
         ConnHeader::None => b"",
@@ -558,6 +575,7 @@ pub fn custom_page(raw: &[u8], conn: ConnHeader) -> (Vec<u8>, bool) {
 /// The reply for an error HAProxy generates: the first configured page among `pages` (the
 /// backend's, then the frontend's, as HAProxy looks them up), else the canned page. Returns the
 /// bytes and whether the connection must close after them.
+#[cfg(test)]
 pub fn reply_for(
     pages: &[&crate::config::model::ProxyExtra],
     status: u16,
@@ -575,7 +593,10 @@ pub fn reply_for(
     }
 }
 
-/// [`reply_for`], structured: None when the configured page is empty (nothing is sent).
+/// The reply for an error HAProxy generates: the first configured page among `pages` (the
+/// backend's, then the frontend's, as HAProxy looks them up), else the canned page, with
+/// `conn`'s header; and whether the connection must close after it. None when the configured
+/// page is empty (nothing is sent).
 pub fn reply_page_for(
     pages: &[&crate::config::model::ProxyExtra],
     status: u16,
@@ -597,6 +618,7 @@ pub fn reply_page_for(
 }
 
 /// The reply to a HEAD request: the same head (including `content-length`), no body.
+#[cfg(test)]
 pub fn head_only(resp: &[u8]) -> &[u8] {
     match header_end(resp) {
         Some(end) => resp.get(..end).unwrap_or(resp),

@@ -2,7 +2,7 @@
 //! from and where the response goes, structured — a response head and its body's parts, a page
 //! the proxy made — plus the facts it logs and routes on. One implementation is an HTTP/1
 //! connection ([`Conn`]), which serialises what it is given; an HTTP/2 stream is the other
-//! ([`super::h2::H2Front`]), which sends it as frames. The byte interface ([`Duplex`]) carries the
+//! ([`super::h2front::H2Front`]), which sends it as frames. The byte interface ([`Duplex`]) carries the
 //! request's bytes (HTTP/1: as received; HTTP/2: the body's payload) and a tunnel's.
 
 use std::io;
