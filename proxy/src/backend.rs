@@ -1,6 +1,12 @@
 //! Server choice and connection establishment for a backend: LB pick, connect with `timeout
 //! connect`, `retries` and `option redispatch` with HAProxy's semantics (compat §7).
 
+pub mod h2;
+mod h2conv;
+mod h2io;
+pub mod h2stream;
+pub mod srvconn;
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -283,6 +289,20 @@ pub async fn connect(
     chosen: Option<Arc<Server>>,
     client: &ClientSide<'_>,
 ) -> Result<Connected, Failed> {
+    connect_retrying(io, be, key, chosen, client, true).await
+}
+
+/// [`connect`]; without `retry` (the client has closed and sent nothing) a failed attempt ends
+/// it, its retry counted but not made and no connection error counted, as HAProxy abandons a
+/// stream whose client is gone instead of retrying.
+pub async fn connect_retrying(
+    io: IoBackend,
+    be: &Proxy,
+    key: Option<u32>,
+    chosen: Option<Arc<Server>>,
+    client: &ClientSide<'_>,
+    retry: bool,
+) -> Result<Connected, Failed> {
     let start = Instant::now();
     let mut info = ConnectInfo::default();
     let mut srv = match chosen {
@@ -364,6 +384,18 @@ pub async fn connect(
                 });
             }
             Err(error) => {
+                if !retry {
+                    info.retries += 1;
+                    Counters::add(&srv.counters.retries, 1);
+                    Counters::add(&be.counters.retries, 1);
+                    info.connect_time = start.elapsed();
+                    release(be, &srv);
+                    return Err(Failed {
+                        server: Some(srv),
+                        error,
+                        info,
+                    });
+                }
                 if info.retries >= be.cfg.retries {
                     Counters::add(&srv.counters.errors_conn, 1);
                     Counters::add(&be.counters.errors_conn, 1);

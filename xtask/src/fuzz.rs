@@ -19,6 +19,7 @@ const TARGETS: &[(&str, usize)] = &[
     ("proxy_proto", 1024),
     ("handover", 4096),
     ("crt_list", 4096),
+    ("h2_front", 4096),
 ];
 
 const DEFAULT_SECS: u64 = 10;
@@ -336,9 +337,153 @@ fn seed(fuzz: &Path, t: &str) -> Result {
             b.extend_from_slice(cert.der());
             write_seed(&dir, "seed-der", &b)?;
         }
+        "h2_front" => {
+            for (i, f) in h2_frames().iter().enumerate() {
+                write_seed(&dir, &format!("seed-{i:03}"), f)?;
+            }
+        }
         _ => {}
     }
     Ok(())
+}
+
+/// One HTTP/2 frame: length, type, flags, stream, payload.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = len.to_be_bytes()[1..].to_vec();
+    f.extend_from_slice(&[kind, flags]);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An HPACK header block: static-table indexed fields (`0x80 | index`) and literal fields
+/// without indexing with a new name (no Huffman).
+fn hpack(indexed: &[u8], literal: &[(&str, &str)]) -> Vec<u8> {
+    let mut b: Vec<u8> = indexed.iter().map(|i| 0x80 | i).collect();
+    for (n, v) in literal {
+        b.push(0);
+        b.push(n.len() as u8);
+        b.extend_from_slice(n.as_bytes());
+        b.push(v.len() as u8);
+        b.extend_from_slice(v.as_bytes());
+    }
+    b
+}
+
+/// The h2 frontend target's seeds (the target writes the client preface itself): SETTINGS,
+/// then requests the test configuration answers locally (return, deny, redirect, 503), a
+/// body, two streams, CONTINUATION, extended CONNECT, trailers, RST_STREAM, GOAWAY.
+fn h2_frames() -> Vec<Vec<u8>> {
+    const SETTINGS: u8 = 4;
+    const HEADERS: u8 = 1;
+    const DATA: u8 = 0;
+    const CONT: u8 = 9;
+    const END_STREAM: u8 = 1;
+    const END_HEADERS: u8 = 4;
+    // Static table: 2 GET, 3 POST, 4 `/`, 6 http, 7 https.
+    let get = |path: &str| {
+        hpack(
+            &[2, 6],
+            &[
+                (":path", path),
+                (":authority", "a.example"),
+                ("user-agent", "f"),
+            ],
+        )
+    };
+    let settings = h2_frame(SETTINGS, 0, 0, &[]);
+    let req = |stream: u32, block: &[u8], flags: u8| {
+        h2_frame(HEADERS, flags | END_HEADERS, stream, block)
+    };
+    let one = |block: Vec<u8>| [settings.clone(), req(1, &block, END_STREAM)].concat();
+    let mut out = vec![
+        one(get("/r")),
+        one(get("/d")),
+        one(get("/x")),
+        one(hpack(&[2, 4, 7], &[(":authority", "b")])),
+    ];
+    let post = hpack(
+        &[3, 6],
+        &[
+            (":path", "/r"),
+            (":authority", "a"),
+            ("content-length", "5"),
+        ],
+    );
+    out.push(
+        [
+            settings.clone(),
+            req(1, &post, 0),
+            h2_frame(DATA, END_STREAM, 1, b"hello"),
+        ]
+        .concat(),
+    );
+    out.push(
+        [
+            settings.clone(),
+            req(1, &get("/r"), END_STREAM),
+            h2_frame(8, 0, 0, &65535u32.to_be_bytes()),
+            h2_frame(6, 0, 0, b"12345678"),
+            req(3, &get("/d"), END_STREAM),
+        ]
+        .concat(),
+    );
+    let block = get("/r");
+    let (a, b) = block.split_at(block.len() / 2);
+    out.push(
+        [
+            settings.clone(),
+            h2_frame(HEADERS, END_STREAM, 1, a),
+            h2_frame(CONT, END_HEADERS, 1, b),
+        ]
+        .concat(),
+    );
+    let connect = {
+        let mut b = vec![0x02, 7];
+        b.extend_from_slice(b"CONNECT");
+        b.extend(hpack(
+            &[6],
+            &[
+                (":protocol", "websocket"),
+                (":path", "/ws"),
+                (":authority", "a"),
+            ],
+        ));
+        b
+    };
+    out.push(
+        [
+            settings.clone(),
+            req(1, &connect, 0),
+            h2_frame(DATA, 0, 1, b"\x81\x00"),
+        ]
+        .concat(),
+    );
+    out.push(
+        [
+            settings.clone(),
+            req(1, &post, 0),
+            h2_frame(DATA, 0, 1, b"hello"),
+            h2_frame(
+                HEADERS,
+                END_STREAM | END_HEADERS,
+                1,
+                &hpack(&[], &[("x-trailer", "1")]),
+            ),
+        ]
+        .concat(),
+    );
+    out.push(
+        [
+            settings.clone(),
+            req(1, &get("/"), 0),
+            h2_frame(3, 0, 1, &8u32.to_be_bytes()),
+            h2_frame(7, 0, 0, &[0, 0, 0, 1, 0, 0, 0, 0]),
+        ]
+        .concat(),
+    );
+    out
 }
 
 const CRT_LISTS: &[&str] = &[

@@ -33,6 +33,8 @@ pub enum MatchMethod {
     Dom,
     End,
     Reg,
+    /// `-m bin`: the sample's bytes equal a hex pattern's.
+    Bin,
 }
 
 impl MatchMethod {
@@ -52,6 +54,7 @@ impl MatchMethod {
             Dom => "dom",
             End => "end",
             Reg => "reg",
+            Bin => "bin",
         }
     }
 
@@ -70,6 +73,7 @@ impl MatchMethod {
             "dom" => Dom,
             "end" => End,
             "reg" => Reg,
+            "bin" => Bin,
             _ => return None,
         })
     }
@@ -123,6 +127,7 @@ static ACL_KWS: &[(&str, &str, MatchMethod)] = {
 /// HAProxy's predefined ACLs (usable without an `acl` line; a user ACL of the same name wins).
 static DEFAULT_ACLS: &[(&str, &[&str])] = &[
     ("TRUE", &["always_true"]),
+    ("WAIT_END", &["wait_end"]),
     ("FALSE", &["always_false"]),
     ("LOCALHOST", &["src", "127.0.0.1/8", "::1"]),
     ("HTTP", &["req.proto_http"]),
@@ -145,7 +150,7 @@ static DEFAULT_ACLS: &[(&str, &[&str])] = &[
 ];
 
 /// Predefined in HAProxy but depending on fetches we do not have yet.
-static UNSUPPORTED_DEFAULT_ACLS: &[&str] = &["RDP_COOKIE", "WAIT_END"];
+static UNSUPPORTED_DEFAULT_ACLS: &[&str] = &["RDP_COOKIE"];
 
 #[derive(Clone, Debug)]
 enum Patterns {
@@ -156,6 +161,7 @@ enum Patterns {
     /// Lower-cased already when the match is case-insensitive.
     Strs(Vec<String>),
     Regs(Vec<Regex>),
+    Bins(Vec<Vec<u8>>),
 }
 
 /// One compiled ACL expression: a fetch, a match method and its patterns.
@@ -608,6 +614,7 @@ fn default_method(t: SmpType) -> MatchMethod {
         SmpType::Int => MatchMethod::Int,
         SmpType::Bool => MatchMethod::Bool,
         SmpType::Ip => MatchMethod::Ip,
+        SmpType::Bin => MatchMethod::Bin,
     }
 }
 
@@ -880,6 +887,13 @@ fn parse_patterns(method: MatchMethod, icase: bool, toks: &[String]) -> Result<P
                 })
                 .collect(),
         ),
+        Bin => Patterns::Bins(
+            toks.iter()
+                .map(|t| {
+                    hex_pattern(t).ok_or_else(|| format!("'{t}' is not a valid binary string"))
+                })
+                .collect::<Result<_, _>>()?,
+        ),
         Reg => Patterns::Regs(
             toks.iter()
                 .map(|t| {
@@ -891,6 +905,17 @@ fn parse_patterns(method: MatchMethod, icase: bool, toks: &[String]) -> Result<P
                 .collect::<Result<_, _>>()?,
         ),
     })
+}
+
+/// A `-m bin` pattern: an even number of hex digits.
+fn hex_pattern(t: &str) -> Option<Vec<u8>> {
+    let b = t.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks(2)
+        .map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
+        .collect()
 }
 
 /// HAProxy's words for a pattern that does not compile.
@@ -1070,6 +1095,9 @@ impl AclExpr {
             (Patterns::Regs(res), Reg) => self
                 .expr
                 .any_value(ctx, &mut |v| res.iter().any(|re| re.is_match(&v.to_str()))),
+            (Patterns::Bins(pats), Bin) => self
+                .expr
+                .any_value(ctx, &mut |v| pats.iter().any(|p| *v.to_bytes() == p[..])),
             (Patterns::Strs(pats), m) => self.expr.any_value(ctx, &mut |v| {
                 let s = v.to_str();
                 let lowered;

@@ -7,6 +7,8 @@ pub mod acl;
 pub mod auth;
 pub mod capture;
 pub mod conv;
+pub mod last_rule;
+pub mod normalize;
 pub mod rewrite;
 pub mod rules;
 pub mod sample;

@@ -3,6 +3,7 @@
 //! evaluated against a `SampleCtx` built by the session.
 
 use crate::ana::acl::{self, Condition};
+use crate::ana::last_rule::RuleLoc;
 use crate::ana::rewrite;
 use crate::ana::sample::{SampleCtx, SampleExpr, SampleValue, parse_sample};
 use crate::ana::script::{self, Outcome};
@@ -80,6 +81,14 @@ pub enum Action {
     UnsetVar(VarName),
     /// `auth [realm <r>]`.
     Auth(Option<String>),
+    /// `normalize-uri <normalizer>`.
+    NormalizeUri(crate::config::model::UriNorm),
+    /// `disable-l7-retry` (nothing to do: no layer 7 retries here).
+    Nop,
+    /// `set-log-level <level>|silent` (None: silent).
+    SetLogLevel(Option<u8>),
+    /// `tarpit [deny_status <code>]`.
+    Tarpit(u16),
 }
 
 /// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
@@ -166,10 +175,12 @@ impl ScRun {
     }
 }
 
-/// A compiled `tcp-request connection|content` rule.
+/// A compiled `tcp-request connection|content` or `tcp-response content` rule.
 pub struct TcpRule {
     pub action: TcpRequestAction,
     pub cond: Option<Condition>,
+    /// Where it was written (`last_rule_file`/`last_rule_line` once it ends its rule set).
+    pub at: RuleLoc,
     /// Set for `TcpRequestAction::TrackSc`.
     pub track: Option<Track>,
     /// Set for `TcpRequestAction::Sc`.
@@ -183,6 +194,8 @@ pub struct TcpRule {
 pub struct Rule {
     pub action: Action,
     pub cond: Option<Condition>,
+    /// Where it was written (`last_rule_file`/`last_rule_line` once it is final).
+    pub at: RuleLoc,
 }
 
 #[derive(Default)]
@@ -201,6 +214,8 @@ pub struct ProxyRules {
     /// `http-after-response` rules, applied to every response head before it leaves.
     pub http_after_response: Vec<Rule>,
     pub tcp_content: Vec<TcpRule>,
+    /// `tcp-response content` rules, on the server's first bytes (a backend's).
+    pub tcp_response: Vec<TcpRule>,
     /// `tcp-request connection` rules, evaluated at accept on addresses only.
     pub tcp_connection: Vec<TcpRule>,
     /// `stats admin if|unless <cond>`: the stats page may change servers.
@@ -232,6 +247,10 @@ pub enum Verdict {
     Prometheus,
     /// `auth`: a 401 with this realm (None: the proxy's name).
     Auth(Option<String>),
+    /// A `strict` `normalize-uri` met a malformed URI: 400, as an invalid request.
+    Invalid,
+    /// `tarpit`: hold the request `timeout tarpit`, then answer this status's error page.
+    Tarpit(u16),
     /// A Lua action ended the transaction (`txn:done()`): `bytes` is the whole response (a
     /// head without `connection`, then the body), or empty to close without answering.
     Reply {
@@ -285,6 +304,10 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::SetVar { fmt: false, .. } => "set-var",
         HttpRequestAction::SetVar { fmt: true, .. } => "set-var-fmt",
         HttpRequestAction::UnsetVar { .. } => "unset-var",
+        HttpRequestAction::NormalizeUri(_) => "normalize-uri",
+        HttpRequestAction::SetLogLevel(_) => "set-log-level",
+        HttpRequestAction::Tarpit { .. } => "tarpit",
+        HttpRequestAction::DisableL7Retry => "disable-l7-retry",
         HttpRequestAction::Auth { .. } => "auth",
         HttpRequestAction::TrackSc(t) => match t.sc {
             0 => "track-sc0",
@@ -460,6 +483,10 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 }
                 HttpRequestAction::UnsetVar { var } => Action::UnsetVar(var.clone()),
                 HttpRequestAction::Auth { realm } => Action::Auth(realm.clone()),
+                HttpRequestAction::NormalizeUri(n) => Action::NormalizeUri(*n),
+                HttpRequestAction::DisableL7Retry => Action::Nop,
+                HttpRequestAction::SetLogLevel(l) => Action::SetLogLevel(*l),
+                HttpRequestAction::Tarpit { status } => Action::Tarpit(*status),
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -534,7 +561,11 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 },
             };
             let c = cond(&rule.cond, name, errs);
-            out.push(Rule { action, cond: c });
+            out.push(Rule {
+                action,
+                cond: c,
+                at: RuleLoc::new(&rule.loc.file, rule.loc.line),
+            });
         }
         out
     };
@@ -543,7 +574,8 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     let stats_rules = p.stats.as_ref().map_or(&[][..], |s| &s.http_request[..]);
     r.stats_http_request = http_rules(stats_rules, "http-request", errs);
     r.http_after_response = http_rules(&p.http_after_response, "http-after-response", errs);
-    for t in &p.tcp_request {
+    let tcp_rules = p.tcp_request.iter().map(|t| (t, false));
+    for (t, response) in tcp_rules.chain(p.tcp_response.iter().map(|t| (t, true))) {
         let track = match &t.action {
             TcpRequestAction::TrackSc(tr) => match compile_track(cfg, p, tr, errs) {
                 Some(x) => Some(x),
@@ -551,10 +583,10 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             },
             _ => None,
         };
-        let name = if t.connection {
-            "tcp-request connection"
-        } else {
-            "tcp-request content"
+        let name = match (response, t.connection) {
+            (true, _) => "tcp-response content",
+            (false, true) => "tcp-request connection",
+            (false, false) => "tcp-request content",
         };
         let capture = match &t.action {
             TcpRequestAction::Capture { sample, slot, len } => match parse_sample(sample) {
@@ -597,12 +629,15 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
         let rule = TcpRule {
             action: t.action.clone(),
             cond: cond(&t.cond, name, errs),
+            at: RuleLoc::new(&t.loc.file, t.loc.line),
             track,
             sc,
             capture,
             var,
         };
-        if t.connection {
+        if response {
+            r.tcp_response.push(rule);
+        } else if t.connection {
             r.tcp_connection.push(rule);
         } else {
             r.tcp_content.push(rule);
@@ -811,13 +846,20 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
         if !Condition::eval_opt(rule.cond.as_ref(), &ctx) {
             continue;
         }
+        if rule.action.is_final() {
+            record(base, rule.at);
+        }
         match &rule.action {
             Action::Lua { name, args } => {
                 let Some(host) = script::host() else { continue };
                 match host.http_request(name, args, req, base) {
                     Outcome::Continue => {}
-                    Outcome::Reply { status, bytes } => return Verdict::Reply { status, bytes },
+                    Outcome::Reply { status, bytes } => {
+                        record(base, rule.at);
+                        return Verdict::Reply { status, bytes };
+                    }
                     Outcome::Done => {
+                        record(base, rule.at);
                         return Verdict::Reply {
                             status: 0,
                             bytes: Vec::new(),
@@ -883,6 +925,16 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
                     v.unset(var);
                 }
             }
+            Action::NormalizeUri(n) => match super::normalize::normalize(&req.target, *n) {
+                Ok(t) => req.target = t,
+                Err(_) => {
+                    record(base, rule.at);
+                    return Verdict::Invalid;
+                }
+            },
+            Action::Nop => {}
+            Action::SetLogLevel(l) => set_level(base, *l),
+            Action::Tarpit(status) => return Verdict::Tarpit(*status),
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
@@ -980,6 +1032,9 @@ pub fn apply_http_response(
         if !Condition::eval_opt(rule.cond.as_ref(), &ctx) {
             continue;
         }
+        if rule.action.is_final() {
+            record(base, rule.at);
+        }
         match &rule.action {
             Action::Lua { name, args } => {
                 let Some(host) = script::host() else { continue };
@@ -991,6 +1046,7 @@ pub fn apply_http_response(
                 // Ending the transaction from a response action stops this section's rules;
                 // the response already received is forwarded (see docs/compatibility.md).
                 if host.http_response(name, args, res, &plain) != Outcome::Continue {
+                    record(base, rule.at);
                     return ResVerdict::Continue;
                 }
             }
@@ -1026,6 +1082,7 @@ pub fn apply_http_response(
                     v.unset(var);
                 }
             }
+            Action::SetLogLevel(l) => set_level(base, *l),
             Action::Deny(status) => return ResVerdict::Deny(*status),
             Action::Redirect { value, code, .. } => {
                 // Only `location` is accepted here (the parser refuses the other kinds).
@@ -1139,7 +1196,10 @@ fn tcp_rules(
             // Not final, unless the script ends the session (`txn:done()`).
             match script::host().map(|h| h.tcp_request(name, args, ctx)) {
                 None | Some(Outcome::Continue) => continue,
-                Some(_) => return Some(TcpRequestAction::Reject),
+                Some(_) => {
+                    record(ctx, rule.at);
+                    return Some(TcpRequestAction::Reject);
+                }
             }
         }
         if let Some(a) = &rule.sc {
@@ -1154,10 +1214,47 @@ fn tcp_rules(
                     t.run(ctx, into);
                 }
             }
-            None => return Some(rule.action.clone()),
+            None => {
+                record(ctx, rule.at);
+                return Some(rule.action.clone());
+            }
         }
     }
     Some(TcpRequestAction::Accept)
+}
+
+/// `set-log-level`: the stream's line goes out at this severity (None: not at all).
+fn set_level(ctx: &SampleCtx<'_>, l: Option<u8>) {
+    use crate::ana::last_rule::LogLevel;
+    if let Some(r) = ctx.last_rule {
+        r.set_level(l.map_or(LogLevel::Silent, LogLevel::Severity));
+    }
+}
+
+/// Records the rule that ends its rule set as the stream's last final rule.
+fn record(ctx: &SampleCtx<'_>, at: RuleLoc) {
+    if let Some(l) = ctx.last_rule {
+        l.set(at);
+    }
+}
+
+impl Action {
+    /// Whether the action ends its rule set (HAProxy records it as the last rule). A Lua
+    /// action is final only when the script ends the transaction.
+    fn is_final(&self) -> bool {
+        matches!(
+            self,
+            Action::LuaService(_)
+                | Action::Redirect { .. }
+                | Action::Deny(_)
+                | Action::Tarpit(_)
+                | Action::Return { .. }
+                | Action::Allow
+                | Action::Reject
+                | Action::UsePrometheus
+                | Action::Auth(_)
+        )
+    }
 }
 
 /// The dynamic rules placed before static rule `pos`: `Some(choice)` once one applies. A name
@@ -1486,6 +1583,42 @@ mod tests {
             ),
             Some(4)
         );
+    }
+
+    /// `tcp-response content` on the server's bytes: a fetch that needs more waits while the
+    /// inspection is partial; the final rule is recorded as the last rule, with its line.
+    #[test]
+    fn tcp_response_rules_and_last_rule() {
+        let cfg = loaded(&format!(
+            "{HEAD}backend b\n  mode tcp\n  tcp-response inspect-delay 2s\n  \
+             tcp-response content reject if {{ res.payload(0,3) -m bin 626164 }}\n  \
+             tcp-response content close if {{ res.payload(0,2) -m str by }}\n  \
+             tcp-response content accept if {{ res.len gt 3 }}\n  \
+             tcp-response content reject unless WAIT_END\n  server s 127.0.0.1:2\n"
+        ));
+        let rules = compile(&cfg).map_err(|e| format!("{e:?}")).unwrap();
+        let last = crate::ana::last_rule::LastRule::default();
+        let run = |payload: &'static [u8], partial: bool| {
+            let mut c = SampleCtx::new(
+                "10.0.0.1:5".parse().unwrap(),
+                "127.0.0.1:1".parse().unwrap(),
+                "b",
+            );
+            c.res_payload = Some(payload);
+            c.partial = partial;
+            c.last_rule = Some(&last);
+            apply_tcp_rules(&rules[0].tcp_response, &c)
+        };
+        assert_eq!(run(b"ba", true), None, "the 3 bytes may still come");
+        assert_eq!(last.get(), None);
+        assert_eq!(run(b"bad!", true), Some(TcpRequestAction::Reject));
+        assert_eq!(last.get().map(|r| r.line), Some(8));
+        assert_eq!(run(b"bye", true), Some(TcpRequestAction::Close));
+        assert_eq!(run(b"hello", true), Some(TcpRequestAction::Accept));
+        assert_eq!(last.get().map(|r| (r.file, r.line)), Some(("t.cfg", 10)));
+        assert_eq!(run(b"hi", true), None, "WAIT_END waits");
+        assert_eq!(run(b"hi", false), Some(TcpRequestAction::Accept));
+        assert_eq!(last.get().map(|r| r.line), Some(10), "no final rule: kept");
     }
 
     #[test]

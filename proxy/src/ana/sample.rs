@@ -71,6 +71,13 @@ pub struct SampleCtx<'a> {
     pub counts: Option<(&'a dyn Counts, &'a str)>,
     /// The stream's unique id (`unique-id`).
     pub unique_id: Option<&'a str>,
+    /// The response buffer under `tcp-response content` inspection (`res.len`, `res.payload`).
+    pub res_payload: Option<&'a [u8]>,
+    /// `res.len` where there is no payload to read (HTTP mode: the response as HAProxy's HTX
+    /// buffer holds it).
+    pub res_len: Option<usize>,
+    /// The stream's last final rule (`last_rule_file`, `last_rule_line`), which rules record.
+    pub last_rule: Option<&'a super::last_rule::LastRule>,
 }
 
 /// What `be_conn`, `srv_conn` and `nbsrv` read of the running proxies, by name.
@@ -135,6 +142,9 @@ impl<'a> SampleCtx<'a> {
             proxied: None,
             counts: None,
             unique_id: None,
+            res_payload: None,
+            res_len: None,
+            last_rule: None,
         }
     }
 
@@ -260,6 +270,8 @@ pub enum SmpType {
     Ip,
     /// HTTP method (matched as a string).
     Meth,
+    /// Raw bytes (`req.payload`): matched with `-m bin` by default.
+    Bin,
 }
 
 /// Which fetch a [`SampleExpr`] runs, with its parsed arguments.
@@ -294,6 +306,20 @@ pub enum Fetch {
     ReqSslAlpn,
     ReqSslVer,
     ReqLen,
+    /// `res.len`: bytes in the response buffer under inspection.
+    ResLen,
+    /// `req.payload(<offset>,<length>)` / `res.payload(…)`: bytes of the buffer under
+    /// inspection (length 0: up to its end).
+    Payload {
+        res: bool,
+        offset: i64,
+        len: i64,
+    },
+    /// `wait_end`: true once inspection is final (the predefined ACL `WAIT_END`).
+    WaitEnd,
+    /// `last_rule_file`, `last_rule_line`: where the stream's last final rule was written.
+    LastRuleFile,
+    LastRuleLine,
     Method,
     Path,
     PathQ,
@@ -426,6 +452,8 @@ enum ArgSpec {
     Var,
     /// Up to two optional arguments, read per fetch.
     Opt2,
+    /// `integer,integer` (both mandatory).
+    Int2,
 }
 
 /// What a cookie fetch returns: the value (the last occurrence, the first without a name), the
@@ -459,6 +487,7 @@ pub struct FetchDef {
 const HRQ: Option<&str> = Some("HTTP request headers");
 const HRS: Option<&str> = Some("HTTP response headers");
 const L6: Option<&str> = Some("request buffer");
+const L6R: Option<&str> = Some("response buffer");
 
 macro_rules! fdef {
     ($name:expr, $out:ident, $needs:expr, $args:ident, $make:expr) => {
@@ -741,6 +770,20 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("req.hdr_cnt", Int, HRQ, HdrName, req_hdr_cnt),
     fdef!("req.hdr_val", Int, HRQ, HdrOcc, req_hdr_val),
     fdef!("req.len", Int, L6, None, || Fetch::ReqLen),
+    fdef!("req.payload", Bin, L6, Int2, || Fetch::Payload {
+        res: false,
+        offset: 0,
+        len: 0
+    }),
+    fdef!("res.len", Int, L6R, None, || Fetch::ResLen),
+    fdef!("res.payload", Bin, L6R, Int2, || Fetch::Payload {
+        res: true,
+        offset: 0,
+        len: 0
+    }),
+    fdef!("wait_end", Bool, Some("internal"), None, || Fetch::WaitEnd),
+    fdef!("last_rule_file", Str, None, None, || Fetch::LastRuleFile),
+    fdef!("last_rule_line", Int, None, None, || Fetch::LastRuleLine),
     fdef!("req.proto_http", Bool, HRQ, None, || Fetch::ReqProtoHttp),
     fdef!("req.ssl_alpn", Str, L6, None, || Fetch::ReqSslAlpn),
     fdef!("req.ssl_hello_type", Int, L6, None, || {
@@ -946,7 +989,10 @@ pub(crate) fn parse_prefix_with(
                 None => format!("{prefix} : {m}"),
             })
         })?;
-    } else if matches!(def.args, ArgSpec::ScCtr | ArgSpec::Slot | ArgSpec::Var) {
+    } else if matches!(
+        def.args,
+        ArgSpec::ScCtr | ArgSpec::Slot | ArgSpec::Var | ArgSpec::Int2
+    ) {
         return Err(known(format!(
             "fetch method '{fkw}' : expected type 'integer' at position 1, but got nothing"
         )));
@@ -1061,7 +1107,7 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
     let max = match spec {
         ArgSpec::None => 0,
         ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
-        ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var => 2,
+        ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var | ArgSpec::Int2 => 2,
         ArgSpec::Opt2 => match fetch {
             Fetch::Rand(_)
             | Fetch::Uuid
@@ -1073,6 +1119,28 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
     };
     if spec == ArgSpec::Opt2 && args.len() <= max {
         return opt_args(fetch, args);
+    }
+    if let Fetch::Payload { offset, len, .. } = fetch
+        && args.len() <= max
+    {
+        let int = |i: usize| -> Result<i64, String> {
+            let a = args.get(i).copied().unwrap_or("");
+            a.trim().parse::<i64>().map_err(|_| {
+                format!(
+                    "failed to parse '{a}' as type 'integer' at position {}",
+                    i + 1
+                )
+            })
+        };
+        match args.len() {
+            0 => return Err("expected type 'integer' at position 1, but got nothing".into()),
+            1 => {
+                int(0)?;
+                return Err("missing arguments (got 1/2), type 'integer' expected".into());
+            }
+            _ => (*offset, *len) = (int(0)?, int(1)?),
+        }
+        return Ok(());
     }
     if let Fetch::Stick { sc, table, .. } = fetch
         && args.len() <= max
@@ -1368,6 +1436,30 @@ fn opt_args(fetch: &mut Fetch, args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// HAProxy's request buffer size (`tune.bufsize`): a payload window past it never matches.
+const BUFSIZE: i64 = 16384;
+
+/// `req.payload(<offset>,<length>)` over `buf` (length 0: to the end), as HAProxy's
+/// `smp_fetch_payload`: nothing when the window is not (yet) there or cannot be.
+fn payload(buf: &[u8], offset: i64, len: i64) -> Option<&[u8]> {
+    let (off, n) = (usize::try_from(offset).ok()?, usize::try_from(len).ok()?);
+    if len > BUFSIZE || offset.saturating_add(len) > BUFSIZE || off.saturating_add(n) > buf.len() {
+        return None;
+    }
+    match n {
+        0 => buf.get(off..),
+        n => buf.get(off..off + n),
+    }
+}
+
+/// Whether a payload window may still fill: it ends past the bytes there but within a buffer.
+fn payload_may_change(have: usize, offset: i64, len: i64) -> bool {
+    let (Ok(off), Ok(n)) = (usize::try_from(offset), usize::try_from(len)) else {
+        return false;
+    };
+    len <= BUFSIZE && offset.saturating_add(len) <= BUFSIZE && (n == 0 || off + n > have)
+}
+
 /// `http_find_next_url_param`: after the first `delim` of the URI, the value of the first
 /// parameter named `name` (any parameter if empty); parameters end at `&`, `;` or `delim`.
 pub fn url_param_value<'a>(uri: &'a str, name: &str, delim: u8) -> Option<&'a str> {
@@ -1570,6 +1662,15 @@ impl SampleExpr {
         if !ctx.partial || ctx.ssl_hello.is_some() {
             return false;
         }
+        match &self.fetch {
+            Fetch::WaitEnd => return true,
+            Fetch::ResLen => return ctx.res_payload.is_some(),
+            Fetch::Payload { res, offset, len } => {
+                let buf = if *res { ctx.res_payload } else { ctx.payload };
+                return buf.is_some_and(|b| payload_may_change(b.len(), *offset, *len));
+            }
+            _ => {}
+        }
         let Some(p) = ctx.payload else { return false };
         match self.fetch {
             Fetch::ReqLen => true,
@@ -1640,6 +1741,17 @@ impl SampleExpr {
                 let n = ctx.payload.map_or(ctx.req_len, <[u8]>::len);
                 Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
             }
+            Fetch::ResLen => {
+                let n = ctx.res_payload.map(<[u8]>::len).or(ctx.res_len)?;
+                Some(Int(i64::try_from(n).unwrap_or(i64::MAX)))
+            }
+            Fetch::Payload { res, offset, len } => {
+                let buf = if *res { ctx.res_payload } else { ctx.payload };
+                payload(buf?, *offset, *len).map(|b| Bin(Cow::Borrowed(b)))
+            }
+            Fetch::WaitEnd => (!ctx.partial).then_some(Bool(true)),
+            Fetch::LastRuleFile => ctx.last_rule?.get().map(|r| Str(Cow::Borrowed(r.file))),
+            Fetch::LastRuleLine => ctx.last_rule?.get().map(|r| Int(i64::from(r.line))),
             Fetch::ReqProtoHttp => Some(Bool(ctx.req.is_some())),
             Fetch::Str(v) => Some(Str(Cow::Owned(v.clone()))),
             Fetch::Int(v) => Some(Int(*v)),

@@ -19,6 +19,11 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "expose-experimental-directives",
+        parse: kw_expose_experimental,
+        pending: false,
+    },
+    GlobalKw {
         kw: "hard-stop-after",
         parse: kw_hard_stop_after,
         pending: false,
@@ -190,6 +195,10 @@ fn kw_daemon(g: &mut Global, c: &mut Ctx, args: &[String]) {
     if !c.too_many(args, 1, 0) {
         g.daemon = true;
     }
+}
+
+fn kw_expose_experimental(g: &mut Global, _: &mut Ctx, _: &[String]) {
+    g.expose_experimental = true;
 }
 
 fn kw_nosplice(g: &mut Global, c: &mut Ctx, args: &[String]) {

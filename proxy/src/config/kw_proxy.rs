@@ -280,6 +280,13 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_rules::kw_tcp_request,
     },
     ProxyKw {
+        kw: "tcp-response",
+        // Its parser words the misplaced uses as HAProxy does.
+        caps: DEF | FE | BE,
+        strict: true,
+        parse: kw_rules::kw_tcp_response,
+    },
+    ProxyKw {
         kw: "timeout",
         caps: DEF | FE | BE,
         strict: true,
@@ -819,7 +826,7 @@ const FACILITIES: &[&str] = &[
     "local5", "local6", "local7",
 ];
 
-const LEVELS: &[&str] = &[
+pub(crate) const LEVELS: &[&str] = &[
     "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
 ];
 
@@ -964,6 +971,7 @@ pub(crate) const TIMEOUTS: &[(&str, u8)] = &[
     ("http-keep-alive", FE | BE),
     ("http-request", FE | BE),
     ("tunnel", BE),
+    ("tarpit", FE | BE),
     ("client-fin", FE),
     ("server-fin", BE),
 ];
@@ -972,7 +980,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
     let name = arg(args, 1);
     let Some(&(_, caps)) = TIMEOUTS.iter().find(|(n, _)| *n == name) else {
         p.alert(format!(
-            "'timeout' supports 'client', 'server', 'connect', 'check', 'queue', 'http-keep-alive', 'http-request', 'tunnel', 'client-fin' and 'server-fin' (got '{name}')"
+            "'timeout' supports 'client', 'server', 'connect', 'check', 'queue', 'http-keep-alive', 'http-request', 'tunnel', 'tarpit', 'client-fin' and 'server-fin' (got '{name}')"
         ));
         return;
     };
@@ -1011,6 +1019,7 @@ fn kw_timeout(p: &mut P, args: &[String]) {
         "http-keep-alive" => t.http_keep_alive = v,
         "http-request" => t.http_request = v,
         "tunnel" => t.tunnel = v,
+        "tarpit" => t.tarpit = v,
         "client-fin" => t.client_fin = v,
         _ => t.server_fin = v,
     }
@@ -1596,6 +1605,22 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
                 ),
             ));
         }
+    }
+    // A server's `proto` must suit the mode as a bind's does; fcgi needs an fcgi-app (none here).
+    for s in &px.servers {
+        let Some(proto) = &s.opts.proto else { continue };
+        let msg = match (px.mode, proto.as_str()) {
+            (Mode::Http, "fcgi") => format!(
+                "proxy '{}': FCGI server '{}' has no FCGI app configured.",
+                px.name, s.name
+            ),
+            (Mode::Http, "h1" | "h2") | (Mode::Tcp, "none") => continue,
+            _ => format!(
+                "backend '{}' : MUX protocol '{proto}' is not usable for server '{}' at [{}].",
+                px.name, s.name, s.loc
+            ),
+        };
+        diags.push(Diag::global(Severity::Alert, msg));
     }
     // `check-proto` names an HTTP mux: it needs HTTP checks (HAProxy's post-parse check).
     for s in &px.servers {

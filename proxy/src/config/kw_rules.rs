@@ -55,6 +55,10 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "capture",
     "del-header",
     "deny",
+    "disable-l7-retry",
+    "normalize-uri",
+    "set-log-level",
+    "tarpit",
     "redirect",
     "reject",
     "replace-header",
@@ -97,6 +101,7 @@ pub(crate) const HTTP_RESPONSE_ACTIONS: &[&str] = &[
     "replace-header",
     "replace-value",
     "set-header",
+    "set-log-level",
     "set-status",
     "set-var(*)",
     "set-var-fmt(*)",
@@ -293,9 +298,13 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 return None;
             }
         },
-        "deny" => {
-            // HAProxy denies a response with a 502.
-            let mut status = if kw == "http-response" { 502 } else { 403 };
+        "deny" | "tarpit" => {
+            // HAProxy denies a response with a 502, tarpits with a 500.
+            let mut status = match (kw, action) {
+                (_, "tarpit") => 500,
+                ("http-response", _) => 502,
+                _ => 403,
+            };
             while matches!(arg(args, i), "deny_status" | "status") {
                 match parse_u32(arg(args, i + 1)).and_then(|n| u16::try_from(n).ok()) {
                     Some(n) if DENY_CODES.contains(&n) => status = n,
@@ -322,7 +331,11 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
                 }
                 i += 2;
             }
-            HttpRequestAction::Deny { status }
+            if action == "tarpit" {
+                HttpRequestAction::Tarpit { status }
+            } else {
+                HttpRequestAction::Deny { status }
+            }
         }
         "return" => {
             let mut status = 200u16;
@@ -615,6 +628,42 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             }
         },
         "reject" => HttpRequestAction::Reject,
+        "disable-l7-retry" => HttpRequestAction::DisableL7Retry,
+        "set-log-level" => {
+            let level = match arg(args, 2) {
+                "silent" => Some(None),
+                l => super::kw_proxy::LEVELS
+                    .iter()
+                    .position(|n| *n == l)
+                    .map(|i| Some(i as u8)),
+            };
+            let Some(level) = level else {
+                p.alert(format!(
+                    "{head} expects exactly 1 argument (log level name or 'silent')."
+                ));
+                return None;
+            };
+            i = 3;
+            HttpRequestAction::SetLogLevel(level)
+        }
+        "normalize-uri" => {
+            if !p.global.expose_experimental {
+                p.alert(
+                    "'normalize-uri' action is experimental, must be allowed via a global 'expose-experimental-directives'",
+                );
+                return None;
+            }
+            match parse_normalizer(args) {
+                Ok((n, next)) => {
+                    i = next;
+                    HttpRequestAction::NormalizeUri(n)
+                }
+                Err(e) => {
+                    p.alert(format!("{head} {e}"));
+                    return None;
+                }
+            }
+        }
         _ => HttpRequestAction::Allow,
     };
     let cond = match args.get(i).map(String::as_str) {
@@ -633,6 +682,47 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
         cond,
         loc,
     })
+}
+
+/// `normalize-uri <normalizer> [full|strict]` at `args[2]`: the normalizer and the index
+/// after it, or HAProxy's words for what is wrong.
+fn parse_normalizer(args: &[String]) -> Result<(super::model::UriNorm, usize), String> {
+    use super::model::UriNorm;
+    let name = arg(args, 2);
+    let opt = arg(args, 3);
+    // The one option a normalizer takes; a word that is no condition must be it.
+    let flag = |o: &str| -> Result<bool, String> {
+        match opt {
+            "" | "if" | "unless" => Ok(false),
+            x if x == o => Ok(true),
+            x => Err(format!("unknown argument '{x}' for '{name}' normalizer.")),
+        }
+    };
+    let n = match name {
+        "" => return Err("missing argument <normalizer>.".into()),
+        "path-merge-slashes" => UriNorm::PathMergeSlashes,
+        "path-strip-dot" => UriNorm::PathStripDot,
+        "path-strip-dotdot" => UriNorm::PathStripDotdot {
+            full: flag("full")?,
+        },
+        "percent-decode-unreserved" => UriNorm::PercentDecodeUnreserved {
+            strict: flag("strict")?,
+        },
+        "percent-to-uppercase" => UriNorm::PercentToUppercase {
+            strict: flag("strict")?,
+        },
+        "query-sort-by-name" => UriNorm::QuerySortByName,
+        "fragment-strip" => UriNorm::FragmentStrip,
+        "fragment-encode" => UriNorm::FragmentEncode,
+        other => return Err(format!("unknown normalizer '{other}'.")),
+    };
+    let takes = matches!(
+        n,
+        UriNorm::PathStripDotdot { full: true }
+            | UriNorm::PercentDecodeUnreserved { strict: true }
+            | UriNorm::PercentToUppercase { strict: true }
+    );
+    Ok((n, if takes { 4 } else { 3 }))
 }
 
 /// `http-request|http-response lua.<name>`: as HAProxy, exactly `nargs` words are the
@@ -932,6 +1022,114 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
             "'tcp-request' expects 'inspect-delay', 'connection', or 'content' in {desc} (got '{other}')"
         )),
     }
+}
+
+/// HAProxy 2.6's list of `tcp-response content` actions, as its parse error names them.
+const TCP_RESPONSE_EXPECTS: &str = "'accept', 'close', 'reject', 'ot-group', 'set-log-level', \
+    'set-nice', 'sc-inc-gpc(*)', 'sc-inc-gpc0(*)', 'sc-inc-gpc1(*)', 'sc-set-gpt(*)', \
+    'sc-set-gpt0(*)', 'send-spoe-group', 'set-var-fmt(*)', 'set-var(*)', 'unset-var(*)', \
+    'set-mark', 'set-tos', 'silent-drop'";
+
+/// `tcp-response inspect-delay <time>` / `tcp-response content <action> [if|unless <cond>]`:
+/// backends (and named defaults) only.
+pub(crate) fn kw_tcp_response(p: &mut P, args: &[String]) {
+    let sub = arg(args, 1);
+    if !matches!(sub, "inspect-delay" | "content") {
+        let d = p.desc();
+        p.alert(format!(
+            "'tcp-response' expects 'inspect-delay' or 'content' in {d} (got '{sub}')"
+        ));
+        return;
+    }
+    if (p.defaults && p.px.name.is_empty()) || (!p.defaults && !p.px.cap.backend) {
+        p.alert(format!(
+            "tcp-response {sub} is only allowed in 'backend' sections or 'defaults' section with a name"
+        ));
+        return;
+    }
+    if sub == "inspect-delay" {
+        match parse_time(arg(args, 2)) {
+            Ok(d) if !arg(args, 2).is_empty() => p.px.tcp_res_inspect_delay = Some(d),
+            _ => {
+                let d = p.desc();
+                p.alert(format!(
+                    "'tcp-response inspect-delay' expects a positive delay in milliseconds, in {d}"
+                ));
+            }
+        }
+        return;
+    }
+    let mut at = 3;
+    let action = match arg(args, 2) {
+        "accept" => TcpRequestAction::Accept,
+        "reject" => TcpRequestAction::Reject,
+        "close" => TcpRequestAction::Close,
+        v if ["set-var(", "set-var-fmt(", "unset-var("]
+            .iter()
+            .any(|k| v.starts_with(k)) =>
+        {
+            match parse_var_action(&args[1..], v) {
+                Ok((a, next)) => {
+                    at = next + 1;
+                    TcpRequestAction::Var(Box::new(a))
+                }
+                Err(e) => {
+                    // HAProxy prints this one without its period here.
+                    let e = if e == "missing fetch method." {
+                        "missing fetch method".to_string()
+                    } else {
+                        e
+                    };
+                    p.alert(e);
+                    return;
+                }
+            }
+        }
+        t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0"]
+            .iter()
+            .any(|v| {
+                t.strip_prefix(v)
+                    .is_some_and(|r| r.is_empty() || r.starts_with('('))
+            }) =>
+        {
+            match parse_sc_action(args, 2, false) {
+                Ok((a, next)) => {
+                    at = next;
+                    TcpRequestAction::Sc(a)
+                }
+                Err(e) => {
+                    p.alert(e);
+                    return;
+                }
+            }
+        }
+        other => {
+            let d = p.desc();
+            p.alert(format!(
+                "'tcp-response content' expects {TCP_RESPONSE_EXPECTS} in {d} (got '{other}')."
+            ));
+            return;
+        }
+    };
+    let cond = match args.get(at).map(String::as_str) {
+        None => None,
+        Some("if" | "unless") => Some(cond(p, args, at)),
+        Some(other) => {
+            let d = p.desc();
+            p.alert(format!(
+                "'tcp-response content {}' only accepts 'if' or 'unless', in {d} (got '{other}')",
+                arg(args, 2)
+            ));
+            return;
+        }
+    };
+    let loc = p.c.loc.clone();
+    p.px.tcp_response.push(TcpRequestRule {
+        connection: false,
+        action,
+        cond,
+        loc,
+    });
 }
 
 /// `200`, `200,300-310`: comma list of codes or inclusive ranges.

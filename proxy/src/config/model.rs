@@ -149,6 +149,8 @@ pub struct Global {
     pub hard_stop_after: Option<Duration>,
     /// `nosplice`: the `mode tcp` relay never uses splice(2) (see `tcp::pipe`).
     pub nosplice: bool,
+    /// `expose-experimental-directives`: experimental keywords (`normalize-uri`) are allowed.
+    pub expose_experimental: bool,
     /// `portcullis-xdp` (a portcullis extension): interfaces the XDP filter protects.
     pub xdp: Option<XdpCfg>,
     /// Keywords parsed and validated whose feature has not landed: the engine refuses to start
@@ -435,6 +437,8 @@ pub enum BindAddr {
     Inet(std::net::SocketAddr),
     /// `unix@<path>` or a bare absolute path.
     Unix(String),
+    /// `abns@<name>`: Linux's abstract namespace, the name padded with NULs as HAProxy does.
+    Abns(String),
     /// `fd@<n>`: an inherited, already-listening socket.
     Fd(i32),
 }
@@ -497,6 +501,8 @@ pub struct Timeouts {
     pub client_fin: Option<Duration>,
     pub server_fin: Option<Duration>,
     pub check: Option<Duration>,
+    /// `timeout tarpit` (unset: `timeout connect`, as HAProxy).
+    pub tarpit: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -751,6 +757,40 @@ pub enum HttpRequestAction {
     UnsetVar {
         var: crate::ana::vars::VarName,
     },
+    /// `normalize-uri <normalizer> [full|strict]`.
+    NormalizeUri(UriNorm),
+    /// `set-log-level <level>|silent`: the syslog severity of the stream's log line (None:
+    /// no line).
+    SetLogLevel(Option<u8>),
+    /// `tarpit [deny_status <code>]`: the request is held `timeout tarpit`, then answered with
+    /// this status's error page.
+    Tarpit {
+        status: u16,
+    },
+    /// `disable-l7-retry`: portcullis makes no layer 7 retries, nothing to disable.
+    DisableL7Retry,
+}
+
+/// The URI normalizers of `http-request normalize-uri` (HAProxy 2.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UriNorm {
+    PathMergeSlashes,
+    PathStripDot,
+    /// `path-strip-dotdot [full]`: `full` also drops `..` segments above the root.
+    PathStripDotdot {
+        full: bool,
+    },
+    /// `percent-decode-unreserved [strict]`: `strict` refuses malformed escapes (400).
+    PercentDecodeUnreserved {
+        strict: bool,
+    },
+    /// `percent-to-uppercase [strict]`.
+    PercentToUppercase {
+        strict: bool,
+    },
+    QuerySortByName,
+    FragmentStrip,
+    FragmentEncode,
 }
 
 /// One capture slot: a header's value (`capture request|response header`) or what a
@@ -894,6 +934,8 @@ pub struct HttpRequestRule {
 pub enum TcpRequestAction {
     Accept,
     Reject,
+    /// `tcp-response content close`: the server connection closes, what it sent is forwarded.
+    Close,
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
     /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <int>` (not final).
@@ -1158,6 +1200,12 @@ pub struct ServerOpts {
     pub check_proto: Option<String>,
     /// `check-alpn <list>`: ALPN offered by `check-ssl` handshakes.
     pub check_alpn: Option<Vec<String>>,
+    /// `proto <mux>`: the protocol of the traffic (`h2`: HTTP/2 with prior knowledge).
+    pub proto: Option<String>,
+    /// `alpn <list>`: ALPN offered by `ssl` handshakes (`h2` negotiated: HTTP/2).
+    pub alpn: Option<Vec<String>>,
+    /// `max-reuse <n>`: how many times a connection may be reused (None: unlimited).
+    pub max_reuse: Option<u64>,
 }
 
 /// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
@@ -1214,6 +1262,9 @@ impl Default for ServerOpts {
             check_send_proxy: false,
             check_proto: None,
             check_alpn: None,
+            proto: None,
+            alpn: None,
+            max_reuse: None,
         }
     }
 }
@@ -1315,6 +1366,10 @@ pub struct Proxy {
     pub captures: Captures,
     pub tcp_request: Vec<TcpRequestRule>,
     pub tcp_inspect_delay: Option<Duration>,
+    /// `tcp-response content` rules (`connection` is false), on the server's first bytes.
+    pub tcp_response: Vec<TcpRequestRule>,
+    /// `tcp-response inspect-delay`.
+    pub tcp_res_inspect_delay: Option<Duration>,
     pub http_check: HttpCheck,
     pub tcp_checks: Vec<TcpCheckRule>,
     pub default_server: ServerOpts,
@@ -1442,6 +1497,8 @@ impl Proxy {
             captures: Captures::default(),
             tcp_request: Vec::new(),
             tcp_inspect_delay: None,
+            tcp_response: Vec::new(),
+            tcp_res_inspect_delay: None,
             http_check: HttpCheck::default(),
             tcp_checks: Vec::new(),
             default_server: ServerOpts::default(),

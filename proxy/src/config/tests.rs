@@ -1945,3 +1945,111 @@ fn stick_rules_as_haproxy() {
         ["7: 'stick on hdr(x)' : portcullis keys stick rules on 'src' only for now."]
     );
 }
+
+/// `tcp-response`: HAProxy 2.6's words for misplaced and malformed rules (from `haproxy -c`).
+#[test]
+fn tcp_response_rules_as_haproxy() {
+    let c = ok(&format!(
+        "{T}backend b\n tcp-response inspect-delay 2s\n tcp-response content accept if {{ res.len gt 3 }}\n \
+         tcp-response content reject unless WAIT_END\n tcp-response content close\n \
+         tcp-response content set-var(txn.l) res.len\n tcp-response content sc-inc-gpc0(1)\n \
+         server s 127.0.0.1:1\n"
+    ));
+    let b = &c.proxies[0];
+    assert_eq!(b.tcp_res_inspect_delay, Some(Duration::from_secs(2)));
+    assert_eq!(b.tcp_response.len(), 5);
+    assert_eq!(b.tcp_response[2].action, TcpRequestAction::Close);
+    assert_eq!(b.tcp_response[0].loc.line, 7);
+    assert!(b.pending.is_empty(), "{:?}", b.pending);
+    assert_eq!(
+        alerts(
+            "frontend f\n bind 127.0.0.1:1\n tcp-response content accept\n \
+             tcp-response inspect-delay 1s\n default_backend b\nbackend b\n tcp-response content foo\n \
+             tcp-response content accept foo\n tcp-response inspect-delay\n tcp-response bar\n \
+             tcp-response content set-var(txn.x)\n server s 127.0.0.1:1\n"
+        ),
+        [
+            "3: tcp-response content is only allowed in 'backend' sections or 'defaults' section with a name",
+            "4: tcp-response inspect-delay is only allowed in 'backend' sections or 'defaults' section with a name",
+            "7: 'tcp-response content' expects 'accept', 'close', 'reject', 'ot-group', 'set-log-level', 'set-nice', 'sc-inc-gpc(*)', 'sc-inc-gpc0(*)', 'sc-inc-gpc1(*)', 'sc-set-gpt(*)', 'sc-set-gpt0(*)', 'send-spoe-group', 'set-var-fmt(*)', 'set-var(*)', 'unset-var(*)', 'set-mark', 'set-tos', 'silent-drop' in backend 'b' (got 'foo').",
+            "8: 'tcp-response content accept' only accepts 'if' or 'unless', in backend 'b' (got 'foo')",
+            "9: 'tcp-response inspect-delay' expects a positive delay in milliseconds, in backend 'b'",
+            "10: 'tcp-response' expects 'inspect-delay' or 'content' in backend 'b' (got 'bar')",
+            "11: missing fetch method",
+        ]
+    );
+}
+
+/// `normalize-uri` (experimental in 2.6) and `disable-l7-retry`: HAProxy's words.
+#[test]
+fn normalize_uri_parse_as_haproxy() {
+    assert_eq!(
+        alerts("frontend f\n bind :80\n http-request normalize-uri path-merge-slashes\n"),
+        [
+            "3: 'normalize-uri' action is experimental, must be allowed via a global 'expose-experimental-directives'"
+        ]
+    );
+    let head = "error detected in frontend 'f' while parsing 'http-request normalize-uri' rule :";
+    assert_eq!(
+        alerts(
+            "global\n expose-experimental-directives\nfrontend f\n bind :80\n http-request normalize-uri\n \
+             http-request normalize-uri foo\n http-request normalize-uri path-strip-dotdot bar\n \
+             http-request normalize-uri percent-to-uppercase bar\n"
+        ),
+        [
+            format!("5: {head} missing argument <normalizer>."),
+            format!("6: {head} unknown normalizer 'foo'."),
+            format!("7: {head} unknown argument 'bar' for 'path-strip-dotdot' normalizer."),
+            format!("8: {head} unknown argument 'bar' for 'percent-to-uppercase' normalizer."),
+        ]
+    );
+    let c = ok(
+        "global\n expose-experimental-directives\nfrontend f\n bind :80\n \
+         http-request normalize-uri path-strip-dotdot full if TRUE\n http-request disable-l7-retry\n",
+    );
+    assert_eq!(
+        c.proxies[0].http_request[0].action,
+        HttpRequestAction::NormalizeUri(UriNorm::PathStripDotdot { full: true })
+    );
+    assert_eq!(
+        c.proxies[0].http_request[1].action,
+        HttpRequestAction::DisableL7Retry
+    );
+}
+
+/// `set-log-level`, `tarpit`, `timeout tarpit`: HAProxy's words and defaults.
+#[test]
+fn set_log_level_and_tarpit_parse() {
+    let c = ok(&format!(
+        "{T}frontend f\n bind :80\n timeout tarpit 2s\n http-request set-log-level err\n \
+         http-request set-log-level silent if TRUE\n http-request tarpit\n \
+         http-request tarpit deny_status 429 if TRUE\n default_backend b\n\
+         backend b\n http-response set-log-level notice\n server s 127.0.0.1:1\n"
+    ));
+    let f = &c.proxies[0];
+    assert_eq!(f.timeouts.tarpit, Some(Duration::from_secs(2)));
+    let acts: Vec<_> = f.http_request.iter().map(|r| r.action.clone()).collect();
+    assert_eq!(
+        acts,
+        [
+            HttpRequestAction::SetLogLevel(Some(3)),
+            HttpRequestAction::SetLogLevel(None),
+            HttpRequestAction::Tarpit { status: 500 },
+            HttpRequestAction::Tarpit { status: 429 },
+        ]
+    );
+    assert_eq!(
+        c.proxies[1].http_response[0].action,
+        HttpRequestAction::SetLogLevel(Some(5))
+    );
+    let head = "error detected in frontend 'f' while parsing 'http-request set-log-level' rule :";
+    assert_eq!(
+        alerts(
+            "frontend f\n bind :80\n http-request set-log-level\n http-request set-log-level foo\n"
+        ),
+        [
+            format!("3: {head} expects exactly 1 argument (log level name or 'silent')."),
+            format!("4: {head} expects exactly 1 argument (log level name or 'silent')."),
+        ]
+    );
+}

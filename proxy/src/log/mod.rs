@@ -224,10 +224,11 @@ impl Logger {
         if fe.cfg.options.dontlog_normal && !err {
             return;
         }
-        let level = if err && fe.cfg.options.log_separate_errors {
-            Level(3)
-        } else {
-            INFO
+        let level = match rec.last_rule.level() {
+            Some(crate::ana::last_rule::LogLevel::Silent) => return,
+            Some(crate::ana::last_rule::LogLevel::Severity(l)) => Level(l),
+            None if err && fe.cfg.options.log_separate_errors => Level(3),
+            None => INFO,
         };
         let line = Self::render(self, fmt, fe, rec);
         if let Some(sink) = &self.sink {
@@ -293,7 +294,7 @@ impl Logger {
         } else {
             -1
         };
-        let timers = Timers::from_phases(
+        let mut timers = Timers::from_phases(
             0,
             0,
             tr,
@@ -302,6 +303,11 @@ impl Logger {
             ms(rec.response),
             rec.total.as_millis() as i64,
         );
+        // A tarpitted request has no request time but the time it was held as its `t_queue`
+        // (so `Tw` shows one more millisecond, as HAProxy's arithmetic does).
+        if rec.term == *b"PT" {
+            timers.t_queue = ms(rec.queue);
+        }
         let accept_us = rec
             .accept_date
             .duration_since(UNIX_EPOCH)
@@ -348,6 +354,7 @@ impl Logger {
         ctx.captures = rec.captures.as_deref();
         ctx.vars = rec.vars.as_deref();
         ctx.unique_id = rec.unique_id.as_deref();
+        ctx.last_rule = Some(&rec.last_rule);
         f(&record, &ctx);
     }
 }

@@ -60,6 +60,8 @@ pub struct SessionLog {
     pub asap: bool,
     /// The line was written already (`option logasap`): the end writes none.
     pub logged: bool,
+    /// The stream's last final rule (`last_rule_file`, `last_rule_line`).
+    pub last_rule: crate::ana::last_rule::LastRule,
 }
 
 impl SessionLog {
@@ -102,6 +104,7 @@ impl SessionLog {
             req_counter: 0,
             asap: false,
             logged: false,
+            last_rule: Default::default(),
         }
     }
 }

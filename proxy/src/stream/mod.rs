@@ -6,6 +6,7 @@
 pub mod end;
 pub mod http;
 pub mod tcp;
+pub mod tcp_response;
 
 use std::rc::Rc;
 use std::sync::Arc;

@@ -13,9 +13,12 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
+use crate::ana::capture::Captured;
+use crate::ana::last_rule::LastRule;
 use crate::ana::rules::apply_tcp_rules;
 use crate::ana::sample::SampleCtx;
 use crate::ana::tcp::{base_ctx, route};
+use crate::ana::vars::{SessVars, Vars};
 use crate::config::model::{RelayEngine, TcpRequestAction};
 use crate::engine::conn::Conn;
 use crate::engine::io::{Peeker, Stream};
@@ -33,6 +36,24 @@ use crate::tcp::relay::{RelayTimeouts, SpliceDirs, relay};
 /// 1024): once that much is waiting, inspection is final.
 pub const INSPECT_MAX: usize = 16384 - 1024;
 
+/// What a session's rules read and record besides its addresses: the stick counters it
+/// tracks, its captures and variables, its last final rule.
+#[derive(Clone, Copy)]
+struct RuleState<'a> {
+    sess: &'a StkCtrs,
+    caps: Option<&'a Captured>,
+    vars: Option<&'a Vars>,
+    last: &'a LastRule,
+}
+
+impl<'a> RuleState<'a> {
+    fn fill(self, base: &mut SampleCtx<'a>) {
+        base.captures = self.caps;
+        base.vars = self.vars;
+        base.last_rule = Some(self.last);
+    }
+}
+
 /// Runs the `tcp-request content` rules over the client's first bytes, copied into `buf`;
 /// returns the verdict and how many bytes were looked at.
 async fn inspect(
@@ -41,7 +62,7 @@ async fn inspect(
     base: SampleCtx<'_>,
     start: Instant,
     buf: &mut [u8],
-) -> (TcpRequestAction, usize) {
+) -> (TcpRequestAction, usize, bool) {
     let delay = px.cfg.tcp_inspect_delay.filter(|d| !d.is_zero());
     let deadline = delay.map(|d| start + d);
     let peeker = Peeker::new(client).ok();
@@ -60,10 +81,10 @@ async fn inspect(
             ..base
         };
         if let Some(verdict) = apply_tcp_rules(&px.rules.tcp_content, &ctx) {
-            return (verdict, len);
+            return (verdict, len, closed && len == 0);
         }
         let (Some(p), Some(d)) = (&peeker, deadline) else {
-            return (TcpRequestAction::Accept, len);
+            return (TcpRequestAction::Accept, len, closed && len == 0);
         };
         match tokio::time::timeout_at(d, p.peek(buf)).await {
             Ok(Ok((n, c))) => {
@@ -169,6 +190,14 @@ pub async fn run_tracked(
     finish(&shared, &fe, end);
 }
 
+/// What the content inspection found before the server connection: when the session
+/// started, how long inspection took, and whether the client closed without sending anything.
+struct Inspected {
+    start: Instant,
+    took: std::time::Duration,
+    gone: bool,
+}
+
 /// The session's phases up to its end-of-stream record.
 async fn stream(
     shared: &Shared,
@@ -179,7 +208,7 @@ async fn stream(
     start: Instant,
     mut log: SessionLog,
 ) -> End {
-    let Some((be, inspected)) =
+    let Some((be, took, fe_gone)) =
         inspect_and_route(shared, fe, &client, (peer, local), sess, start, &mut log).await
     else {
         log.term = *b"PR";
@@ -190,25 +219,76 @@ async fn stream(
     let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
     be.counters.smax.update(n);
     be.counters.session(shared.model.now_ms());
-    let caps = log.captures.clone();
+    let be_gone = match enter_backend(shared, fe, &be, &client, (peer, local), sess, &mut log).await
+    {
+        Ok(gone) => gone,
+        Err(len) => {
+            // Its bytes count in the frontend's and the backend's `bin`.
+            log.bytes_in = len as u64;
+            log.term = *b"PR";
+            log.total = start.elapsed();
+            return End {
+                count_bytes: true,
+                ..End::on(log, &be)
+            };
+        }
+    };
+    let insp = Inspected {
+        start,
+        took,
+        gone: fe_gone || be_gone,
+    };
+    connect_phase(shared, fe, be, client, (peer, local), insp, log).await
+}
+
+/// The backend's own `tcp-request content` rules (variables made for its rules first): Ok with
+/// whether the client closed without sending anything, Err with the bytes read on a reject.
+async fn enter_backend(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Proxy,
+    client: &Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    sess: &StkCtrs,
+    log: &mut SessionLog,
+) -> Result<bool, usize> {
+    let rules_here = !be.rules.tcp_content.is_empty() || !be.rules.tcp_response.is_empty();
+    if log.vars.is_none() && rules_here {
+        log.vars = Some(Vars::new(SessVars::default()));
+    }
+    let (caps, vars) = (log.captures.clone(), log.vars.clone());
+    let last = log.last_rule.clone();
+    let state = RuleState {
+        sess,
+        caps: caps.as_deref(),
+        vars: vars.as_deref(),
+        last: &last,
+    };
     let be_inspecting = backend_inspect_phase(
         shared,
         fe,
-        &be,
-        &client,
+        be,
+        client,
         (peer, local, log.proxied.as_deref()),
-        (sess, caps.as_deref()),
+        state,
     );
-    if let Err(len) = be_inspecting.await {
-        // Its bytes count in the frontend's and the backend's `bin`.
-        log.bytes_in = len as u64;
-        log.term = *b"PR";
-        log.total = start.elapsed();
-        return End {
-            count_bytes: true,
-            ..End::on(log, &be)
-        };
-    }
+    let be_inspected = be_inspecting.await;
+    log.last_rule = last;
+    be_inspected
+}
+
+/// The server connection (stick rules, balancing, retries), then the relay. A client that
+/// closed during inspection without sending anything is not retried for: HAProxy abandons the
+/// stream after the first failed attempt and logs it `--`.
+async fn connect_phase(
+    shared: &Shared,
+    fe: &Arc<Proxy>,
+    be: Arc<Proxy>,
+    client: Side,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    insp: Inspected,
+    mut log: SessionLog,
+) -> End {
     let src = peer.map(|p| p.ip());
     let tls = log.tls.clone();
     let proxied = log.proxied.clone();
@@ -232,14 +312,17 @@ async fn stream(
             .map(|(s, _)| s),
         None => None,
     };
-    match backend::connect(shared.io, &be, key, chosen, &side).await {
+    let connecting = backend::connect_retrying(shared.io, &be, key, chosen, &side, !insp.gone);
+    match connecting.await {
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
             log.retries = f.info.retries;
             log.redispatched = f.info.redispatched;
-            log.queue = Some(inspected + f.info.queue);
-            log.term = f.error.term();
-            log.total = start.elapsed();
+            log.queue = Some(insp.took + f.info.queue);
+            log.term = if insp.gone { *b"--" } else { f.error.term() };
+            // HAProxy had read what the client sent: its close is a plain one.
+            log.bytes_in = discard_pending(&client).await;
+            log.total = insp.start.elapsed();
             End::on(log, &be)
         }
         Ok(c) => {
@@ -251,10 +334,26 @@ async fn stream(
             log.redispatched = c.info.redispatched;
             log.connect = Some(c.info.connect_time);
             // HAProxy's Tw counts from the end of the handshake: inspection time included.
-            log.queue = Some(inspected + c.info.queue);
-            connected(shared, fe, &be, client, c, start, log).await
+            log.queue = Some(insp.took + c.info.queue);
+            connected(shared, fe, &be, client, c, insp.start, log).await
         }
     }
+}
+
+/// Reads away what a plain client has sent and nobody will relay (closing a socket with unread
+/// bytes would reset the connection); how many there were.
+async fn discard_pending(client: &Side) -> u64 {
+    let Side::Plain(c) = client else { return 0 };
+    let mut probe = vec![0; INSPECT_MAX];
+    let n = Peeker::new(c)
+        .ok()
+        .and_then(|p| p.try_peek(&mut probe).ok())
+        .unwrap_or(0);
+    if n == 0 {
+        return 0;
+    }
+    let (r, _) = c.read(Vec::with_capacity(n)).await;
+    r.map_or(0, |n| n as u64)
 }
 
 /// Content inspection, then the backend choice (None: the session is refused, `PR`), and how
@@ -267,18 +366,31 @@ async fn inspect_and_route(
     sess: &StkCtrs,
     start: Instant,
     log: &mut SessionLog,
-) -> Option<(Arc<Proxy>, std::time::Duration)> {
+) -> Option<(Arc<Proxy>, std::time::Duration, bool)> {
     log.captures = crate::ana::capture::Captured::start(&fe.cfg.captures);
-    let caps = log.captures.clone();
+    // Variables only where rules may set them (no allocation for a plain relay).
+    if !fe.rules.tcp_content.is_empty() {
+        log.vars = Some(Vars::new(SessVars::default()));
+    }
+    let (caps, vars) = (log.captures.clone(), log.vars.clone());
+    let last = LastRule::default();
+    let state = RuleState {
+        sess,
+        caps: caps.as_deref(),
+        vars: vars.as_deref(),
+        last: &last,
+    };
     let inspecting = inspect_phase(
         shared,
         fe,
         client,
         (peer, local, log.proxied.as_deref()),
-        (sess, caps.as_deref()),
+        state,
         start,
     );
-    let peeked = match inspecting.await {
+    let inspected = inspecting.await;
+    log.last_rule.merge(&last);
+    let (peeked, gone) = match inspected {
         Ok(p) => p,
         Err(len) => {
             log.bytes_in = len as u64;
@@ -295,7 +407,7 @@ async fn inspect_and_route(
         proxied.as_deref(),
         payload,
     )?;
-    Some((be, inspected))
+    Some((be, inspected, gone))
 }
 
 /// The session's balancing key for `be`: `balance hash` on what a TCP session has, its addresses
@@ -320,8 +432,9 @@ fn lb_key(
     }
 }
 
-/// Content inspection (`tcp-request content`): the bytes looked at, or Err with their count
-/// when a rule rejected the session (they then count in `bin` and `%U`, the session in `dreq`).
+/// Content inspection (`tcp-request content`): the bytes looked at and whether the client
+/// closed without sending any, or Err with their count when a rule rejected the session (they
+/// then count in `bin` and `%U`, the session in `dreq`).
 async fn inspect_phase(
     shared: &Shared,
     fe: &Proxy,
@@ -331,21 +444,21 @@ async fn inspect_phase(
         Option<std::net::SocketAddr>,
         Option<&crate::proxy_proto::Header>,
     ),
-    (sess, caps): (&StkCtrs, Option<&crate::ana::capture::Captured>),
+    state: RuleState<'_>,
     start: Instant,
-) -> Result<Vec<u8>, usize> {
+) -> Result<(Vec<u8>, bool), usize> {
     let mut peeked = Vec::new();
     // Content inspection peeks at the socket: plain connections only (a TLS frontend with
     // `tcp-request content` rules is refused at start).
     let (false, Side::Plain(client)) = (fe.rules.tcp_content.is_empty(), client) else {
-        return Ok(peeked);
+        return Ok((peeked, false));
     };
     peeked.resize(INSPECT_MAX, 0);
     let mut base = base_ctx(fe, peer, local).with_proxied(proxied);
     let now = shared.model.now_ms();
-    base.stick = shared.model.stick_view(fe, Some(sess), None, now);
-    base.captures = caps;
-    let (verdict, len) = inspect(fe, client, base, start, &mut peeked).await;
+    base.stick = shared.model.stick_view(fe, Some(state.sess), None, now);
+    state.fill(&mut base);
+    let (verdict, len, gone) = inspect(fe, client, base, start, &mut peeked).await;
     peeked.truncate(len);
     if verdict == TcpRequestAction::Reject {
         // HAProxy had read the bytes: they count in `bin`, and the close is a plain one.
@@ -356,13 +469,13 @@ async fn inspect_phase(
         Counters::add(&fe.fe_counters.bytes_in, len as u64);
         return Err(len);
     }
-    Ok(peeked)
+    Ok((peeked, gone))
 }
 
 /// The backend's `tcp-request content` rules, once it is chosen (HAProxy's `AN_REQ_INSPECT_BE`):
 /// its own `inspect-delay`, counted from now. A `listen` section's rules ran as the frontend's.
-/// Err with the bytes read when a rule rejected the session (`dreq` on the frontend only, as
-/// in HAProxy).
+/// Ok with whether the client closed without sending anything; Err with the bytes read when a
+/// rule rejected the session (`dreq` on the frontend only, as in HAProxy).
 async fn backend_inspect_phase(
     shared: &Shared,
     fe: &Proxy,
@@ -373,18 +486,18 @@ async fn backend_inspect_phase(
         Option<std::net::SocketAddr>,
         Option<&crate::proxy_proto::Header>,
     ),
-    (sess, caps): (&StkCtrs, Option<&crate::ana::capture::Captured>),
-) -> Result<(), usize> {
+    state: RuleState<'_>,
+) -> Result<bool, usize> {
     if be.rules.tcp_content.is_empty() || be.index == fe.index {
-        return Ok(());
+        return Ok(false);
     }
     let mut base = base_ctx(fe, peer, local).with_proxied(proxied);
     base.backend = Some(&be.name);
     base.stick = shared
         .model
-        .stick_view(be, Some(sess), None, shared.model.now_ms());
-    base.captures = caps;
-    let (verdict, len) = match client {
+        .stick_view(be, Some(state.sess), None, shared.model.now_ms());
+    state.fill(&mut base);
+    let (verdict, len, gone) = match client {
         Side::Plain(client) => {
             let mut buf = vec![0; INSPECT_MAX];
             inspect(be, client, base, Instant::now(), &mut buf).await
@@ -397,7 +510,7 @@ async fn backend_inspect_phase(
                 ..base
             };
             let v = apply_tcp_rules(&be.rules.tcp_content, &ctx);
-            (v.unwrap_or(TcpRequestAction::Accept), 0)
+            (v.unwrap_or(TcpRequestAction::Accept), 0, false)
         }
     };
     if verdict == TcpRequestAction::Reject {
@@ -407,7 +520,7 @@ async fn backend_inspect_phase(
         Counters::add(&fe.fe_counters.denied_req, 1);
         return Err(len);
     }
-    Ok(())
+    Ok(gone)
 }
 
 /// A server connection is up (its slot taken): TLS to the server if asked, then the relay.
@@ -422,29 +535,14 @@ async fn connected(
 ) -> End {
     let srv = c.server;
     let epoch = srv.kill_epoch();
-    let server = match srv.tls.as_ref().filter(|x| x.traffic) {
-        None => Side::Plain(Rc::new(c.stream)),
-        Some(x) => {
-            let name = crate::tls::client::server_name(None, srv.addr().ip());
-            let hs = crate::tls::stream::TlsStream::connect(
-                c.stream,
-                Arc::clone(&x.config),
-                name,
-                be.cfg.timeouts.connect,
-            );
-            match hs.await {
-                Ok(s) => Side::Tls(Rc::new(Conn::Tls(Box::new(s)))),
-                Err(e) => {
-                    tracing::debug!("{}/{}: TLS handshake failed: {e}", be.name, srv.name);
-                    Counters::add(&srv.counters.errors_conn, 1);
-                    Counters::add(&be.counters.errors_conn, 1);
-                    // The server slot goes first; the line shows no `srvconn` (as before).
-                    backend::release(be, &srv);
-                    log.term = *b"SC";
-                    log.total = start.elapsed();
-                    return End::on(log, be);
-                }
-            }
+    let server = match server_side(be, &srv, c.stream).await {
+        Some(s) => s,
+        None => {
+            // The server slot goes first; the line shows no `srvconn` (as before).
+            backend::release(be, &srv);
+            log.term = *b"SC";
+            log.total = start.elapsed();
+            return End::on(log, be);
         }
     };
     // `option logasap`: the line goes out now that the server is connected (HAProxy's
@@ -453,16 +551,25 @@ async fn connected(
         crate::log::asap_counts(&mut log, start, be, &srv);
         shared.log.asap(fe, &mut log);
     }
+    let Ok(early) = response_phase(shared, fe, (be, &srv), (&client, &server), &mut log).await
+    else {
+        log.total = start.elapsed();
+        return End {
+            srv: Some(srv),
+            count_bytes: true,
+            ..End::on(log, be)
+        };
+    };
     let kill = srv.killed(epoch);
     let stats = relay_phase(shared, fe, be, client, server, kill).await;
-    log.bytes_in = stats.c2s;
+    log.bytes_in = stats.c2s + early;
     log.bytes_out = stats.s2c;
     log.term = match stats.end {
         crate::tcp::End::Killed => [srv.kill_cause(), b'D'],
         other => other.codes(),
     };
     // `option dontlognull`: nothing came from the client.
-    log.null = stats.c2s == 0;
+    log.null = log.bytes_in == 0;
     log.total = start.elapsed();
     // TCP has no response time: HAProxy's rtime stays 0.
     let times = stats::Sample {
@@ -477,6 +584,135 @@ async fn connected(
         times: Some((false, times)),
         ..End::on(log, be)
     }
+}
+
+/// The server side of a connected session: TLS to the server if asked (None: the handshake
+/// failed, counted as a connection error).
+async fn server_side(be: &Proxy, srv: &crate::model::Server, stream: Stream) -> Option<Side> {
+    let Some(x) = srv.tls.as_ref().filter(|x| x.traffic) else {
+        return Some(Side::Plain(Rc::new(stream)));
+    };
+    let name = crate::tls::client::server_name(None, srv.addr().ip());
+    let hs = crate::tls::stream::TlsStream::connect(
+        stream,
+        Arc::clone(&x.config),
+        name,
+        be.cfg.timeouts.connect,
+    );
+    match hs.await {
+        Ok(s) => Some(Side::Tls(Rc::new(Conn::Tls(Box::new(s))))),
+        Err(e) => {
+            tracing::debug!("{}/{}: TLS handshake failed: {e}", be.name, srv.name);
+            Counters::add(&srv.counters.errors_conn, 1);
+            Counters::add(&be.counters.errors_conn, 1);
+            None
+        }
+    }
+}
+
+/// The backend's `tcp-response content` rules on the server's first bytes (`tcp_response`):
+/// Ok with the client bytes forwarded meanwhile, for the relay to go on; Err when a rule ended
+/// the session: `reject` closes both sides (the server's with a RST) and logs `PD`, counted
+/// in `dresp`; `close` forwards what the server sent, then closes both. Behind TLS on either
+/// side nothing is peeked: the rules see no payload, at once final.
+async fn response_phase(
+    shared: &Shared,
+    fe: &Proxy,
+    (be, srv): (&Proxy, &crate::model::Server),
+    (client, server): (&Side, &Side),
+    log: &mut SessionLog,
+) -> Result<u64, ()> {
+    if be.rules.tcp_response.is_empty() {
+        return Ok(0);
+    }
+    let mut base = base_ctx(fe, log.client, log.frontend_addr).with_proxied(log.proxied.as_deref());
+    base.backend = Some(&be.name);
+    base.server = Some(&srv.name);
+    base.captures = log.captures.as_deref();
+    base.vars = log.vars.as_deref();
+    base.last_rule = Some(&log.last_rule);
+    base.stick = shared
+        .model
+        .stick_view(be, None, None, shared.model.now_ms());
+    let peekable = |s: &Side| match s {
+        Side::Plain(s) => Some(Rc::clone(s)),
+        Side::Tls(_) => None,
+    };
+    let done = match (peekable(client), peekable(server)) {
+        (c, Some(s)) => {
+            let mut buf = vec![0; INSPECT_MAX];
+            crate::stream::tcp_response::inspect(be, c.as_deref(), &s, base, &mut buf).await
+        }
+        (_, None) => {
+            let ctx = SampleCtx {
+                res_payload: Some(&[]),
+                ..base
+            };
+            let verdict = apply_tcp_rules(&be.rules.tcp_response, &ctx);
+            crate::stream::tcp_response::Inspected {
+                verdict: verdict.unwrap_or(TcpRequestAction::Accept),
+                len: 0,
+                c2s: 0,
+            }
+        }
+    };
+    log.bytes_in = done.c2s;
+    match done.verdict {
+        TcpRequestAction::Reject => {
+            abort(server, true);
+            abort(client, false);
+            log.term = *b"PD";
+            // HAProxy had received the bytes looked at.
+            log.bytes_out = done.len as u64;
+            Counters::add(&fe.fe_counters.denied_resp, 1);
+            Counters::add(&be.counters.denied_resp, 1);
+            Counters::add(&srv.counters.denied_resp, 1);
+            Err(())
+        }
+        TcpRequestAction::Close => {
+            log.bytes_out = flush_and_close(client, server, done.len).await;
+            Err(())
+        }
+        _ => Ok(done.c2s),
+    }
+}
+
+/// Closes one side now (with a RST when `rst`).
+fn abort(side: &Side, rst: bool) {
+    match side {
+        Side::Plain(s) => s.abort(rst),
+        Side::Tls(c) => crate::engine::conn::Duplex::abort(&**c, rst),
+    }
+}
+
+/// `tcp-response content close`: the `len` server bytes inspected go to the client, then both
+/// connections close. Returns the bytes sent.
+async fn flush_and_close(client: &Side, server: &Side, len: usize) -> u64 {
+    use crate::engine::conn::Duplex;
+    let mut sent = 0;
+    if len > 0 {
+        let (r, data) = match server {
+            Side::Plain(s) => s.read(Vec::with_capacity(len)).await,
+            Side::Tls(s) => s.read(Vec::with_capacity(len)).await,
+        };
+        if let Ok(n) = r {
+            sent = n as u64;
+            let _ = match client {
+                Side::Plain(c) => c.write_all(data).await.0,
+                Side::Tls(c) => c.write_all(data).await.0,
+            };
+        }
+    }
+    abort(server, false);
+    match client {
+        Side::Plain(c) => {
+            let _ = Stream::shutdown_write(c);
+        }
+        Side::Tls(c) => {
+            let _ = c.shutdown_write().await;
+        }
+    }
+    sent
 }
 
 /// Relays both directions until the session ends: the kernel splice, `auto`, or the userspace

@@ -32,6 +32,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.captures = log.captures.as_deref();
         base.vars = log.vars.as_deref();
         base.unique_id = log.unique_id.as_deref();
+        base.last_rule = Some(&log.last_rule);
         let fe: &Proxy = &self.fe;
         let sections = match be {
             Some(b) if !std::ptr::eq(b, fe) => [Some(b), Some(fe)],

@@ -184,7 +184,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let outcome = match resp {
             Ok(resp) => {
                 watch.streaming.set(true);
-                match self.forward_response(&leg, resp, tx).await {
+                let done = self.forward_response(&leg, resp, tx).await;
+                // h2 server streams: `%B` as HAProxy's HTX form of the response counts it.
+                tx.log.bytes_out = tx.log.bytes_out.saturating_sub(server.htx_surplus());
+                match done {
                     super::response::Forwarded::Done(keep) => keep,
                     // An upgrade: the stream becomes a tunnel, under the same watch.
                     super::response::Forwarded::Upgrade(sbuf) => {

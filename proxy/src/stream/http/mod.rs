@@ -16,6 +16,7 @@ pub mod front;
 pub mod h2;
 mod h2front;
 mod request;
+mod res_inspect;
 mod response;
 #[cfg(test)]
 mod tests;
@@ -94,6 +95,9 @@ struct Txn {
     client_close: bool,
     /// An `Upgrade` request: a 101 turns the stream into a tunnel.
     upgrade: bool,
+    /// The client asked with HEAD (whatever method a rule sends the server): no response body
+    /// reaches it.
+    head_request: bool,
     /// The request was HTTP/1.0 as received.
     http10: bool,
     /// The request body's length when it is already wholly received.

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::wait::refusal;
 use super::{Front, Reply, Session, Txn, Upstream};
 use crate::ana::capture::Captured;
+use crate::ana::last_rule::LastRule;
 use crate::ana::rules::{self, Verdict};
 use crate::ana::sample::SampleCtx;
 use crate::ana::vars::Vars;
@@ -38,6 +39,8 @@ struct Refs {
     caps: Option<Rc<Captured>>,
     uid: Option<String>,
     vars: Rc<Vars>,
+    /// The rules' last final rule, copied into the log record once they are done.
+    last: LastRule,
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
@@ -149,6 +152,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         h1::normalize_request(&mut req, &framing);
         Ok(Txn {
             http10: req.version == Version::Http10,
+            head_request: req.method == "HEAD",
             req,
             framing,
             log,
@@ -215,11 +219,24 @@ impl<F: Front, U: Upstream> Session<F, U> {
             caps: tx.log.captures.clone(),
             uid: tx.log.unique_id.clone(),
             vars: Rc::clone(&tx.vars),
+            last: LastRule::default(),
         };
+        let out = self.analyse_with(tx, strm, &refs);
+        tx.log.last_rule.merge(&refs.last);
+        out
+    }
+
+    /// [`Self::analyse`] with the transaction's rule state in `refs`.
+    fn analyse_with(
+        &self,
+        tx: &mut Txn,
+        strm: &StkCtrs,
+        refs: &Refs,
+    ) -> Result<Arc<Proxy>, Answer> {
         let fe = Arc::clone(&self.fe);
         let mut be = Arc::clone(&fe);
         for stage in 0..2 {
-            let base = self.rule_ctx(&refs, &be, strm);
+            let base = self.rule_ctx(refs, &be, strm);
             let answered = match self.content_rules(tx, &be, stage, &base) {
                 Some(r) => Some(r),
                 None => {
@@ -269,6 +286,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.backend = Some(&be.name);
         base.counts = Some((&*self.shared.model, &be.name));
         base.unique_id = refs.uid.as_deref();
+        base.last_rule = Some(&refs.last);
         let now = self.shared.model.now_ms();
         base.stick = self
             .shared
@@ -349,6 +367,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
+            Verdict::Invalid => Some(self.invalid(tx)),
+            // Held in `answer`, then logged `PT`.
+            Verdict::Tarpit(st) => Some(Reply {
+                term: *b"PT",
+                ..self.deny(tx, be, stage, st)
+            }),
             Verdict::Reject => {
                 // Counted as a denied request; nothing is sent (status 0: none logged).
                 Counters::add(&self.fe.fe_counters.denied_req, 1);
@@ -422,8 +446,39 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
+    /// A request a rule found invalid (`normalize-uri … strict`): 400, counted as a bad request,
+    /// and the connection closes (HAProxy's `return_bad_req`).
+    fn invalid(&self, tx: &Txn) -> Reply {
+        Counters::add(&self.fe.fe_counters.errors_req, 1);
+        let (page, _) = errors::reply_page_for(&[&self.fe.cfg.extra], 400, tx.conn_hdr(true));
+        Reply {
+            status: 400,
+            page,
+            term: *b"PR",
+            keep: false,
+        }
+    }
+
+    /// `tarpit`: the request is held `timeout tarpit` (else `timeout connect`) of the proxy that
+    /// has it, logged as its `Tw` (HAProxy logs no request time then).
+    async fn tarpit(&self, tx: &mut Txn) {
+        let px = self
+            .logged_backend(&tx.log)
+            .unwrap_or_else(|| Arc::clone(&self.fe));
+        let t = px.cfg.timeouts.tarpit.or(px.cfg.timeouts.connect);
+        let held = tokio::time::Instant::now();
+        if let Some(t) = t {
+            tokio::time::sleep(t).await;
+        }
+        tx.log.queue = Some(held.elapsed());
+        tx.log.request = None;
+    }
+
     /// Sends what the analysis answered, dropping a wholly received body if the connection stays.
-    async fn answer(&mut self, tx: Txn, mut r: Reply, strm: &StkCtrs) -> bool {
+    async fn answer(&mut self, mut tx: Txn, mut r: Reply, strm: &StkCtrs) -> bool {
+        if r.term == *b"PT" {
+            self.tarpit(&mut tx).await;
+        }
         if r.keep
             && let Some(n) = tx.body_here
         {

@@ -36,6 +36,9 @@ struct Plan {
     tunnel: bool,
     /// The server connection may carry another request (neither side nor an option closes it).
     keep_server: bool,
+    /// The client asked with HEAD, the server (asked with another method by a rule) sends a
+    /// body: it is read and dropped.
+    skip_body: bool,
 }
 
 /// A response body on its way: the head held back for the first body bytes, the decoder that
@@ -47,6 +50,8 @@ struct Body {
     htx: BodySize,
     /// The last write carried the client connection's close.
     closed: bool,
+    /// Read and dropped, not forwarded (see `Plan::skip_body`).
+    skip: bool,
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
@@ -71,6 +76,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 .await;
             return Forwarded::Done(false);
         };
+        // `tcp-response content` rules (res_inspect.rs): a reject closes without an answer.
+        if !self.tcp_response_rules(leg, &head, (&sbuf, plan.framing), tx) {
+            return Forwarded::Done(false);
+        }
         if let Some(v) = self.response_rules(leg, &mut head, &tx.log) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(plan.framing).advance(&sbuf) {
@@ -140,6 +149,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             close,
             tunnel,
             keep_server: server_keep && !server_close,
+            skip_body: tx.head_request && !framing.bodyless() && framing != BodyFraming::Tunnel,
         })
     }
 
@@ -176,10 +186,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
             payload: Payload::new(),
             htx: BodySize::new(plan.framing == BodyFraming::Chunked),
             closed: false,
+            skip: plan.skip_body,
         };
         if self.client.payload() {
             body.dec.keep_trailers();
         }
+        // A HEAD answered with a body: the head alone goes to the client, once the body is
+        // drained (the server connection is then free for the client's next request).
         let mut done = plan.framing.bodyless();
         while !done {
             if !sbuf.is_empty() {
@@ -192,7 +205,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                     Some(false) => {}
                 }
             }
-            if !self.flush_head(&mut body.head, false, leg, log).await {
+            if !body.skip && !self.flush_head(&mut body.head, false, leg, log).await {
                 return false;
             }
             if sbuf.capacity() < BODY_BUF {
@@ -236,6 +249,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
             return None;
         };
         if p.consumed == 0 {
+            return Some(p.done);
+        }
+        if body.skip {
+            sbuf.drain(..p.consumed);
             return Some(p.done);
         }
         log.bytes_out += body.htx.feed(&sbuf[..p.consumed]);
@@ -384,6 +401,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.vars = log.vars.as_deref();
         base.unique_id = log.unique_id.as_deref();
         base.counts = Some((&*self.shared.model, &be.name));
+        base.last_rule = Some(&log.last_rule);
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]

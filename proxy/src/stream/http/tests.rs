@@ -271,6 +271,7 @@ fn shared(http_reuse: &str) -> Arc<Shared> {
          acl d path /deny\n    acl r path /redir\n    acl t path /ret\n    \
          http-request deny if d\n    http-request redirect location /there if r\n    \
          http-request return status 200 content-type text/plain string hello if t\n    \
+         acl h path /head\n    http-request set-method GET if h\n    \
          default_backend be\n\
          backend be\n    http-reuse {http_reuse}\n    \
          server s1 127.0.0.1:9\n    server s2 127.0.0.1:10\n"
@@ -938,4 +939,28 @@ fn h2_front_gets_local_replies_structured() {
     );
     assert_eq!(r.client.written(), "");
     assert_eq!((r.ends[0].status, &r.ends[0].term), (Some(200), b"LR"));
+}
+
+/// A HEAD a rule sends as GET: the server's body (chunked, in pieces) is read and dropped, the
+/// client gets the head alone, and the server connection serves the next request.
+#[test]
+fn a_head_sent_as_get_gets_no_body_and_keeps_the_connection() {
+    let sh = shared("safe");
+    let chunked: &[u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n";
+    let s1 = server(&[chunked, b"3\r\nabc\r\n0\r\n\r\n", OK]);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false), Next::Kept];
+    let head: &[u8] = b"HEAD /head HTTP/1.1\r\nhost: x\r\n\r\n";
+    let r = run(&sh, &[head, GET], next, false);
+    assert!(
+        s1.written().starts_with("GET /head HTTP/1.1\r\n"),
+        "{}",
+        s1.written()
+    );
+    assert_eq!(
+        r.client.written(),
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+         HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    );
+    assert_eq!(r.firsts, [true, false]);
+    assert_eq!(r.ends.len(), 2);
 }

@@ -1,0 +1,200 @@
+//! `http-request` actions against HAProxy 2.6: `normalize-uri` (every normalizer, the target
+//! a following rule sees, `strict` refusing a malformed escape with a 400) and
+//! `disable-l7-retry`. Only 127.0.0.1; the HAProxy half is skipped without /usr/sbin/haproxy.
+//! One frontend per normalizer, without a condition: HAProxy 2.6.12 misparses the normalizers
+//! with an optional word when `if`/`unless` follows (see docs/compatibility.md).
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use backend::{free_port, lo};
+use proxy::Proc;
+
+const NORMALIZERS: &[&str] = &[
+    "path-merge-slashes",
+    "path-strip-dot",
+    "path-strip-dotdot",
+    "path-strip-dotdot full",
+    "percent-decode-unreserved",
+    "percent-decode-unreserved strict",
+    "percent-to-uppercase",
+    "percent-to-uppercase strict",
+    "query-sort-by-name",
+    "fragment-strip",
+    "fragment-encode",
+];
+
+const URIS: &[&str] = &[
+    "/a//b///c/",
+    "//x",
+    "/a/./b/.",
+    "/./",
+    "/a/../b",
+    "/a/b/../../c",
+    "/../a",
+    "/a/b/..",
+    "/..",
+    "/%2e%2e/a",
+    "/a/%41%2d%7e%2F%20?q=%2d",
+    "/%zz%4",
+    "/?b=2&a=1&c&a=0",
+    "/a?c=3;b=2&a",
+];
+
+fn config(ports: &[u16]) -> String {
+    let mut cfg = "global\n    expose-experimental-directives\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n"
+        .to_string();
+    for (n, port) in NORMALIZERS.iter().zip(ports) {
+        cfg += &format!(
+            "\nfrontend fe{port}\n    bind 127.0.0.1:{port}\n    http-request disable-l7-retry\n\
+             \x20   http-request normalize-uri {n}\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"%[url]\"\n"
+        );
+    }
+    cfg
+}
+
+/// The status line's code and the body (the target the `return` rule saw).
+fn ask(addr: SocketAddr, n: usize, uri: &str) -> String {
+    let mut s = proxy::connect(addr);
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let req = format!("GET {uri} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    let code = text.split(' ').nth(1).unwrap_or("closed");
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let body = if code == "200" { body } else { "" };
+    format!("{} {uri} => {code} {body}", NORMALIZERS[n])
+}
+
+fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let ports: Vec<u16> = NORMALIZERS.iter().map(|_| free_port()).collect();
+    let last = *ports.last()?;
+    let _p = start(&config(&ports), lo(last))?;
+    let mut seen = Vec::new();
+    for (n, port) in ports.iter().enumerate() {
+        for u in URIS {
+            seen.push(ask(lo(*port), n, u));
+        }
+    }
+    Some(seen)
+}
+
+#[test]
+fn normalize_uri_as_haproxy() {
+    let got = run(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
+    let has = |s: &str| got.iter().any(|l| l == s);
+    assert!(has("path-strip-dotdot /.. => 200 /../"), "{got:#?}");
+    assert!(has("path-strip-dotdot full /.. => 200 /"), "{got:#?}");
+    assert!(
+        has("percent-decode-unreserved strict /%zz%4 => 400 "),
+        "{got:#?}"
+    );
+    assert!(
+        has("query-sort-by-name /?b=2&a=1&c&a=0 => 200 /?a=1&a=0&b=2&c"),
+        "{got:#?}"
+    );
+    if let Some(reference) = run(Proc::haproxy) {
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}
+
+fn log_config(port: u16, app: SocketAddr) -> String {
+    format!(
+        "global\n    log stdout format rfc3164 local0\n\
+         defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n    timeout tarpit 300ms\n\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    log-format \"%{{+Q}}r %ST %tsc %B %b/%s\"\n\
+         \x20   http-request set-log-level err if {{ path /err }}\n\
+         \x20   http-request set-log-level silent if {{ path /silent }}\n\
+         \x20   http-request set-var(txn.n) str(1) if {{ path /resnotice }}\n\
+         \x20   http-request tarpit if {{ path /tarpit }}\n\
+         \x20   http-request tarpit deny_status 429 if {{ path /tarpit429 }}\n\
+         \x20   default_backend be\n\
+         backend be\n    http-response set-log-level notice if {{ var(txn.n) -m found }}\n    server s {app}\n"
+    )
+}
+
+/// The status and whether the answer came after the tarpit's 300 ms.
+fn timed(addr: SocketAddr, path: &str) -> String {
+    let t = std::time::Instant::now();
+    let mut s = proxy::connect(addr);
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    let held = t.elapsed() >= Duration::from_millis(280);
+    format!(
+        "{path} {} held={held}",
+        text.split(' ').nth(1).unwrap_or("closed")
+    )
+}
+
+fn run_levels(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let app = backend::HttpNode::start(lo(0), backend::HttpOpts::named("app")).expect("app");
+    let port = free_port();
+    let p = start(&log_config(port, app.addr()), lo(port))?;
+    let paths = [
+        "/ok",
+        "/err",
+        "/silent",
+        "/resnotice",
+        "/tarpit",
+        "/tarpit429",
+    ];
+    let mut seen: Vec<String> = paths.iter().map(|u| timed(lo(port), u)).collect();
+    // `<priority>` and the message of each line, less the date and the process.
+    let lines = || {
+        let mut l: Vec<String> = p
+            .log_lines()
+            .into_iter()
+            .filter(|l| !l.contains("<BADREQ>"))
+            .filter_map(|l| {
+                let prio = l.split('>').next()?.to_string();
+                let msg = l.split_once("]: ")?.1.to_string();
+                Some(format!("{prio}> {msg}"))
+            })
+            .collect();
+        l.sort();
+        l
+    };
+    backend::wait_until(Duration::from_secs(5), || lines().len() >= paths.len() - 1);
+    seen.extend(lines());
+    Some(seen)
+}
+
+#[test]
+fn set_log_level_and_tarpit_as_haproxy() {
+    let got = run_levels(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
+    let has = |s: &str| got.iter().any(|l| l == s);
+    assert!(
+        has("/tarpit 500 held=true") && has("/tarpit429 429 held=true"),
+        "{got:#?}"
+    );
+    assert!(
+        has("<131> \"GET /err HTTP/1.1\" 200 ---- 110 be/s"),
+        "{got:#?}"
+    );
+    assert!(
+        has("<133> \"GET /resnotice HTTP/1.1\" 200 ---- 116 be/s"),
+        "{got:#?}"
+    );
+    assert!(
+        has("<134> \"GET /tarpit HTTP/1.1\" 500 PT-- 208 fe/<NOSRV>"),
+        "{got:#?}"
+    );
+    assert!(!got.iter().any(|l| l.contains("/silent HTTP")), "{got:#?}");
+    if let Some(reference) = run_levels(Proc::haproxy) {
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}
