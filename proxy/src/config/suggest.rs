@@ -78,8 +78,14 @@ pub fn best_match<'a>(
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
     let fp = fingerprint(word);
+    let len = word.chars().count();
     let mut best: Option<(&str, usize)> = None;
     for c in candidates {
+        // A word of n characters has n + 1 pair counts: the distance is at least the length
+        // difference, so a candidate that cannot beat the best so far is not fingerprinted.
+        if best.is_some_and(|(_, bd)| len.abs_diff(c.chars().count()) >= bd) {
+            continue;
+        }
         let d = distance(&fp, &fingerprint(c));
         if best.is_none_or(|(_, bd)| d < bd) {
             best = Some((c, d));
@@ -153,6 +159,9 @@ mod tests {
                     .map(|(x, y)| usize::from(x.abs_diff(y)))
                     .sum();
                 assert_eq!(distance(&fingerprint(a), &fingerprint(b)), d, "{a:?} {b:?}");
+                // The bound `best_match` prunes with.
+                let (la, lb) = (a.chars().count(), b.chars().count());
+                assert!(d >= la.abs_diff(lb), "{a:?} {b:?}");
             }
         }
     }
