@@ -245,10 +245,12 @@ impl Front for H2Front {
 
     async fn send_interim(&self, head: &ResponseHead, _wire: Vec<u8>) -> io::Result<()> {
         let mut state = self.take_resp();
+        // An interim response is advice: one the client cannot be given is dropped.
         if let Resp::Head(respond) = &mut state
             && head.status != 101
+            && let Ok(r) = response(head)
         {
-            let _ = respond.send_informational(response(head)?);
+            let _ = respond.send_informational(r);
         }
         self.put_resp(state);
         Ok(())
