@@ -1030,6 +1030,7 @@ pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("abortonclose", BE, true),
     ("clitcpka", FE, false),
     ("dontlog-normal", FE, false),
+    ("http-buffer-request", FE | BE, false),
     ("http-ignore-probes", FE, true),
     ("log-separate-errors", FE, false),
     ("logasap", FE, false),
@@ -1108,6 +1109,7 @@ fn kw_option(p: &mut P, args: &[String]) {
         | "clitcpka"
         | "dontlog-normal"
         | "http-ignore-probes"
+        | "http-buffer-request"
         | "log-separate-errors"
         | "logasap"
         | "redis-check"
@@ -1128,6 +1130,7 @@ fn kw_option(p: &mut P, args: &[String]) {
                 // Not built yet: recorded as pending below (the start refuses them).
                 "http-ignore-probes" | "redis-check" | "ssl-hello-chk" => {}
                 "logasap" => o.logasap = on,
+                "http-buffer-request" => o.http_buffer_request = on,
                 "clitcpka" => o.clitcpka = on,
                 "srvtcpka" => o.srvtcpka = on,
                 // Each side reads its own half: the frontend the client's, the backend the

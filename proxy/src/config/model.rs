@@ -1325,6 +1325,9 @@ pub struct Options {
     pub logasap: bool,
     /// `option log-separate-errors`: sessions with an error are logged at level `err`.
     pub log_separate_errors: bool,
+    /// `option http-buffer-request`: the request body is awaited (whole, or a buffer's worth)
+    /// before the analysis goes on (`stream/http/buffer.rs`).
+    pub http_buffer_request: bool,
 }
 
 #[derive(Clone, Debug)]

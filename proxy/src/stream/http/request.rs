@@ -58,7 +58,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 let (log, status) = *refused;
                 let reply = Reply {
                     status,
-                    bytes: refusal(status),
+                    page: Some(refusal(status)),
                     term: *b"PR",
                     keep: false,
                 };
@@ -66,6 +66,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
             }
         };
         self.read_stats_form(&tx).await;
+        let fe = Arc::clone(&self.fe);
+        if let Err(r) = self.buffer_request(&fe, &tx).await {
+            return self.local_reply(tx.log, r, tx.start).await;
+        }
         // A local reply keeps the connection when the request body, if any, is already wholly
         // received (HAProxy's H1 mux then drops it): its length here.
         tx.body_here = match tx.framing {
@@ -89,10 +93,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Ok(be) => self.forward(tx, be, &strm).await,
             Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
             Err(Answer::NoRoute) => {
-                let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
+                let (page, _) =
+                    errors::reply_page_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
                 let reply = Reply {
                     status: 503,
-                    bytes,
+                    page,
                     term: *b"SC",
                     keep: false,
                 };
@@ -147,6 +152,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         h1::normalize_request(&mut req, &framing);
         Ok(Txn {
             http10: req.version == Version::Http10,
+            head_request: req.method == "HEAD",
             req,
             framing,
             log,
@@ -186,14 +192,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// The `monitor-uri` answer (not logged).
     async fn monitor(&mut self, tx: &Txn) -> bool {
         let keep = tx.keep;
-        let (mut page, close) = errors::reply_for(&[&self.fe.cfg.extra], 200, tx.conn_hdr(!keep));
-        if tx.req.method == "HEAD" {
-            page = errors::head_only(&page).to_vec();
+        let (mut page, close) =
+            errors::reply_page_for(&[&self.fe.cfg.extra], 200, tx.conn_hdr(!keep));
+        if tx.req.method == "HEAD"
+            && let Some(p) = &mut page
+        {
+            p.head_only();
         }
         if let Some(n) = tx.body_here.filter(|_| keep) {
             self.cbuf.drain(..n.min(self.cbuf.len()));
         }
-        let sent = self.send_client(page).await;
+        let sent = match &page {
+            Some(p) => self.send_page(p).await,
+            None => true,
+        };
         if !keep || close {
             let _ = self.client.shutdown_write().await;
         }
@@ -311,7 +323,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         Some(Reply {
             status: 0,
-            bytes: Vec::new(),
+            page: None,
             term: *b"PR",
             keep: false,
         })
@@ -327,11 +339,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base: &SampleCtx<'_>,
     ) -> Option<Reply> {
         let keep = tx.keep;
-        let reply = |status, bytes| Reply {
-            status,
-            bytes,
-            term: *b"LR",
-            keep,
+        let conn = tx.conn_hdr(!keep);
+        let reply = |status, mut page: errors::Page| {
+            page.set_connection(conn);
+            Reply {
+                status,
+                page: Some(page),
+                term: *b"LR",
+                keep,
+            }
         };
         let mut verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
         // HAProxy checks `stats uri` once the proxy's http-request rules let it through, then
@@ -365,25 +381,17 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 }
                 Some(Reply {
                     status: 0,
-                    bytes: Vec::new(),
+                    page: None,
                     term: *b"PR",
                     keep: false,
                 })
             }
             Verdict::Auth(realm) => {
                 let realm = realm.unwrap_or_else(|| be.name.clone());
-                let page = errors::auth_response(&realm, false);
-                Some(reply(
-                    401,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
+                Some(reply(401, errors::auth_page(&realm, false)))
             }
             Verdict::Redirect { code, location } => {
-                let page = errors::redirect_response(code, &location, false);
-                Some(reply(
-                    code,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
+                Some(reply(code, errors::redirect_page(code, &location, false)))
             }
             Verdict::Service {
                 name,
@@ -392,16 +400,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 close,
             } => Some(self.lua_service(tx, &name, (status, bytes, close))),
             // A Lua action's `txn:done([reply])`: its reply, or a close without any.
-            Verdict::Reply { status, bytes } if bytes.is_empty() => Some(Reply {
-                status,
-                bytes,
-                term: *b"LR",
-                keep: false,
-            }),
-            Verdict::Reply { status, bytes } => Some(reply(
-                status,
-                errors::with_connection(&bytes, tx.conn_hdr(!keep)),
-            )),
+            Verdict::Reply { status, bytes } => match errors::Page::parse(&bytes) {
+                Some(page) => Some(reply(status, page)),
+                None => Some(Reply {
+                    status,
+                    page: None,
+                    term: *b"LR",
+                    keep: false,
+                }),
+            },
             Verdict::Return {
                 status,
                 content_type,
@@ -410,12 +417,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
             } => {
                 let body = body.unwrap_or_default();
                 let ct = content_type.as_deref();
-                let page =
-                    errors::return_response_with(status, ct, body.as_bytes(), &headers, false);
-                Some(reply(
-                    status,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
+                let page = errors::return_page(status, ct, body.as_bytes(), &headers, false);
+                Some(reply(status, page))
             }
         }
     }
@@ -434,10 +437,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         } else {
             &[&fe.cfg.extra]
         };
-        let (bytes, close) = errors::reply_for(pages, status, tx.conn_hdr(!tx.keep));
+        let (page, close) = errors::reply_page_for(pages, status, tx.conn_hdr(!tx.keep));
         Reply {
             status,
-            bytes,
+            page,
             term: *b"PR",
             keep: tx.keep && !close,
         }
@@ -447,10 +450,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// and the connection closes (HAProxy's `return_bad_req`).
     fn invalid(&self, tx: &Txn) -> Reply {
         Counters::add(&self.fe.fe_counters.errors_req, 1);
-        let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 400, tx.conn_hdr(true));
+        let (page, _) = errors::reply_page_for(&[&self.fe.cfg.extra], 400, tx.conn_hdr(true));
         Reply {
             status: 400,
-            bytes,
+            page,
             term: *b"PR",
             keep: false,
         }
@@ -472,7 +475,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     /// Sends what the analysis answered, dropping a wholly received body if the connection stays.
-    async fn answer(&mut self, mut tx: Txn, r: Reply, strm: &StkCtrs) -> bool {
+    async fn answer(&mut self, mut tx: Txn, mut r: Reply, strm: &StkCtrs) -> bool {
         if r.term == *b"PT" {
             self.tarpit(&mut tx).await;
         }
@@ -481,21 +484,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
         {
             self.cbuf.drain(..n.min(self.cbuf.len()));
         }
-        let bytes = if tx.req.method == "HEAD" {
-            errors::head_only(&r.bytes).to_vec()
-        } else {
-            r.bytes
-        };
+        if tx.req.method == "HEAD"
+            && let Some(p) = &mut r.page
+        {
+            p.head_only();
+        }
         // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
         crate::stick::count_end(
             [Some(&self.sess), Some(strm)],
             (r.term == *b"PR").then_some(r.status),
             tx.log.bytes_in,
-            crate::log::htx::reply_size(&bytes),
+            r.page.as_ref().map_or(0, crate::log::htx::page_size),
             || self.shared.model.now_ms(),
         );
-        self.local_reply(tx.log, Reply { bytes, ..r }, tx.start)
-            .await
+        self.local_reply(tx.log, r, tx.start).await
     }
 
     /// The request leaves for `be`: its last edits, the backend's counters, the exchange with a
@@ -504,6 +506,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         tx.log.backend = Some(be.name.clone());
         if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &tx.log.unique_id) {
             tx.req.headers.append(h.clone(), id.clone());
+        }
+        if !Arc::ptr_eq(&be, &self.fe)
+            && !self.fe.cfg.options.http_buffer_request
+            && let Err(r) = self.buffer_request(&be, &tx).await
+        {
+            return self.local_reply(tx.log, r, tx.start).await;
         }
         self.prepare_request(&mut tx.req, &be);
         let mut head_bytes = Vec::with_capacity(1024);
