@@ -349,21 +349,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 keep,
             }
         };
-        let mut verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
-        // HAProxy checks `stats uri` once the proxy's http-request rules let it through, then
-        // the `stats http-request` rules (a realm-less `auth` asks for the page's realm).
-        if matches!(verdict, Verdict::Continue) && crate::http::stats::guarded(be, &tx.req) {
-            verdict =
-                match rules::apply_http_request(&be.rules.stats_http_request, &mut tx.req, base) {
-                    Verdict::Auth(None) => Verdict::Auth(Some("HAProxy Statistics".into())),
-                    v => v,
-                };
-            if !matches!(verdict, Verdict::Continue) {
-                let denied = matches!(verdict, Verdict::Deny(_));
-                crate::http::stats::refused(&mut tx.log, &self.fe, denied);
-            }
-        }
-        match verdict {
+        match self.request_verdict(tx, be, base) {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
@@ -373,19 +359,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 term: *b"PT",
                 ..self.deny(tx, be, stage, st)
             }),
-            Verdict::Reject => {
-                // Counted as a denied request; nothing is sent (status 0: none logged).
-                Counters::add(&self.fe.fe_counters.denied_req, 1);
-                if stage == 1 {
-                    Counters::add(&be.counters.denied_req, 1);
-                }
-                Some(Reply {
-                    status: 0,
-                    page: None,
-                    term: *b"PR",
-                    keep: false,
-                })
-            }
+            Verdict::Reject => Some(self.reject(be, stage)),
             Verdict::Auth(realm) => {
                 let realm = realm.unwrap_or_else(|| be.name.clone());
                 Some(reply(401, errors::auth_page(&realm, false)))
@@ -420,6 +394,41 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 let page = errors::return_page(status, ct, body.as_bytes(), &headers, false);
                 Some(reply(status, page))
             }
+        }
+    }
+
+    /// What `be`'s `http-request` rules decide. HAProxy checks `stats uri` once the proxy's
+    /// rules let the request through, then the `stats http-request` rules (a realm-less `auth`
+    /// asks for the page's realm).
+    fn request_verdict(&self, tx: &mut Txn, be: &Proxy, base: &SampleCtx<'_>) -> Verdict {
+        let verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
+        if !matches!(verdict, Verdict::Continue) || !crate::http::stats::guarded(be, &tx.req) {
+            return verdict;
+        }
+        let verdict =
+            match rules::apply_http_request(&be.rules.stats_http_request, &mut tx.req, base) {
+                Verdict::Auth(None) => Verdict::Auth(Some("HAProxy Statistics".into())),
+                v => v,
+            };
+        if !matches!(verdict, Verdict::Continue) {
+            let denied = matches!(verdict, Verdict::Deny(_));
+            crate::http::stats::refused(&mut tx.log, &self.fe, denied);
+        }
+        verdict
+    }
+
+    /// `http-request reject`: counted as a denied request; nothing is sent (status 0: none
+    /// logged), the connection is reset.
+    fn reject(&self, be: &Proxy, stage: u8) -> Reply {
+        Counters::add(&self.fe.fe_counters.denied_req, 1);
+        if stage == 1 {
+            Counters::add(&be.counters.denied_req, 1);
+        }
+        Reply {
+            status: 0,
+            page: None,
+            term: *b"PR",
+            keep: false,
         }
     }
 
