@@ -55,7 +55,17 @@ pub struct Side<'a> {
     pub shared: &'a Shared,
     pub fe: &'a Proxy,
     pub facts: &'a Facts,
+    /// The request can be sent again on a new connection if a reused one turns out closed
+    /// (bodiless, first attempt): the stream's own connection, fresh from its last response,
+    /// is then reused without the close check's system call.
+    pub replayable: bool,
 }
+
+/// How long after its last response the stream's own HTTP/1 connection is reused for a
+/// replayable request without checking it for a close: a close the server sent meanwhile is
+/// caught by the replay, and stray bytes from a server come with its idle timeout, not within
+/// this.
+const FRESH_MS: u64 = 1000;
 
 /// Where a transaction gets its server connections.
 #[allow(async_fn_in_trait)]
@@ -86,8 +96,9 @@ pub trait Upstream {
 /// The real servers: the backend's balancer, the worker's idle pool, `backend::connect`.
 #[derive(Default)]
 pub struct Servers {
-    /// The server connection the stream used last (kept for its next request).
-    own: Option<(Arc<Server>, Rc<SrvConn>)>,
+    /// The server connection the stream used last (kept for its next request), and when
+    /// (`clock::coarse_ms`).
+    own: Option<(Arc<Server>, Rc<SrvConn>, u64)>,
 }
 
 impl Upstream for Servers {
@@ -114,7 +125,7 @@ impl Upstream for Servers {
             .map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let reuse = be.cfg.http_reuse;
-        let mut idle = idle_conn(&mut self.own, reuse, &srv, first);
+        let mut idle = idle_conn(&mut self.own, reuse, &srv, (first, side.replayable));
         // A shared h2 connection to the server is being opened: its streams are for this
         // request too (HAProxy makes a new connection available at once).
         let shared_h2 = shares_h2(&srv, reuse);
@@ -124,7 +135,7 @@ impl Upstream for Servers {
         {
             let wait = be.cfg.timeouts.connect.unwrap_or(CONNECTING_WAIT);
             let _ = tokio::time::timeout(wait.min(CONNECTING_WAIT), n.notified()).await;
-            idle = idle_conn(&mut self.own, reuse, &srv, first);
+            idle = idle_conn(&mut self.own, reuse, &srv, (first, side.replayable));
         }
         if let Some(conn) = idle {
             if sticky {
@@ -140,11 +151,11 @@ impl Upstream for Servers {
     }
 
     fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>) {
-        self.own = Some((srv, conn));
+        self.own = Some((srv, conn, crate::clock::coarse_ms()));
     }
 
     fn end(&mut self, reuse: HttpReuse, stopping: bool) {
-        if let Some((srv, conn)) = self.own.take()
+        if let Some((srv, conn, _)) = self.own.take()
             // Stopping: nothing will take it again (the worker has emptied its pools).
             && reuse != HttpReuse::Never
             && !stopping
@@ -292,14 +303,23 @@ async fn server_handshake(
 /// still usable, else one from the worker's pool when `reuse` allows sharing. The stream's own
 /// connection to another server goes back to the pool.
 fn idle_conn(
-    own: &mut Option<(Arc<Server>, Rc<SrvConn>)>,
+    own: &mut Option<(Arc<Server>, Rc<SrvConn>, u64)>,
     reuse: HttpReuse,
     srv: &Arc<Server>,
-    first: bool,
+    (first, replayable): (bool, bool),
 ) -> Option<Rc<SrvConn>> {
     // A connection the server closed after its last response is not reused (HAProxy notices
-    // the close on the idle connection): the request goes on a new one.
-    if let Some((own_srv, conn)) = own.take().filter(|(_, c)| c.idle_usable()) {
+    // the close on the idle connection): the request goes on a new one. A fresh HTTP/1 one
+    // is not checked for a replayable request (see `FRESH_MS`).
+    let fresh = |c: &SrvConn, at: u64| {
+        replayable
+            && matches!(c, SrvConn::H1(_))
+            && crate::clock::coarse_ms().saturating_sub(at) < FRESH_MS
+    };
+    let own = own
+        .take()
+        .filter(|(_, c, at)| fresh(c, *at) || c.idle_usable());
+    if let Some((own_srv, conn, _)) = own {
         if Arc::ptr_eq(&own_srv, srv) {
             match conn.link() {
                 None => return Some(conn),
