@@ -463,12 +463,16 @@ fn failures_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<
         seen.push(text.lines().next().unwrap_or("").to_string());
     }
     let lines = new_lines(&p, 0, 6);
-    seen.extend(
-        lines
-            .into_iter()
-            .filter(|l| !l.contains("BADREQ"))
-            .map(|l| l.split_once(' ').map_or(l.clone(), |(_, r)| r.to_string())),
-    );
+    // In the requests' order: a proxy may write a line after the next request's (HAProxy did,
+    // on a busy machine: the 504's line after the next 502's).
+    let paths = ["/hang", "/reset", "/stall", "/echo"];
+    let mut lines: Vec<String> = lines
+        .into_iter()
+        .filter(|l| !l.contains("BADREQ"))
+        .map(|l| l.split_once(' ').map_or(l.clone(), |(_, r)| r.to_string()))
+        .collect();
+    lines.sort_by_key(|l| paths.iter().position(|p| l.contains(&format!("{p} "))));
+    seen.extend(lines);
     Some(seen)
 }
 
