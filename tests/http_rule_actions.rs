@@ -198,3 +198,61 @@ fn set_log_level_and_tarpit_as_haproxy() {
         assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
     }
 }
+
+/// `silent-drop`: what the client sees (`silent` when nothing, not even a close, comes within
+/// a second: TCP_REPAIR needs CAP_NET_ADMIN, without it both fall back to a TTL of 1, which
+/// loopback ignores), the log line, `dreq`.
+fn run_drop(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let dir = proxy::TempDir::new("silent-drop");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    log stdout format raw local0\n    stats socket {}/admin.sock level admin\n\
+         defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    log-format \"%{{+Q}}r %ST %tsc %B %b/%s\"\n\
+         \x20   http-request silent-drop if {{ path /drop }}\n\
+         \x20   http-request return status 200\n",
+        dir.0.display()
+    );
+    let p = start(&cfg, lo(port))?;
+    let mut s = proxy::connect(lo(port));
+    s.set_read_timeout(Some(Duration::from_secs(1))).ok();
+    s.write_all(b"GET /drop HTTP/1.1\r\nhost: t\r\n\r\n")
+        .expect("write");
+    let mut buf = [0u8; 64];
+    let seen = match s.read(&mut buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => "silent".to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => "silent".to_string(),
+        Ok(0) => "closed".to_string(),
+        Ok(_) => "answered".to_string(),
+        Err(_) => "reset".to_string(),
+    };
+    let lines = || {
+        p.log_lines()
+            .into_iter()
+            .filter(|l| !l.contains("<BADREQ>"))
+            .collect::<Vec<_>>()
+    };
+    backend::wait_until(Duration::from_secs(5), || !lines().is_empty());
+    let mut out = vec![seen];
+    out.extend(lines());
+    for l in proxy::admin_cli(&dir.0.join("admin.sock"), "show stat").lines() {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() > 11 && f[1] == "FRONTEND" {
+            out.push(format!("{} dreq={}", f[0], f[10]));
+        }
+    }
+    Some(out)
+}
+
+#[test]
+fn silent_drop_as_haproxy() {
+    let got = run_drop(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
+    assert_eq!(
+        got[1..],
+        ["\"GET /drop HTTP/1.1\" -1 PR-- 0 fe/<NOSRV>", "fe dreq=1"],
+        "{got:#?}"
+    );
+    if let Some(reference) = run_drop(Proc::haproxy) {
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}

@@ -89,6 +89,8 @@ pub enum Action {
     SetLogLevel(Option<u8>),
     /// `tarpit [deny_status <code>]`.
     Tarpit(u16),
+    /// `silent-drop`.
+    SilentDrop,
 }
 
 /// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
@@ -251,6 +253,8 @@ pub enum Verdict {
     Invalid,
     /// `tarpit`: hold the request `timeout tarpit`, then answer this status's error page.
     Tarpit(u16),
+    /// `silent-drop`: drop the connection without a word to the client.
+    SilentDrop,
     /// A Lua action ended the transaction (`txn:done()`): `bytes` is the whole response (a
     /// head without `connection`, then the body), or empty to close without answering.
     Reply {
@@ -307,6 +311,7 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::NormalizeUri(_) => "normalize-uri",
         HttpRequestAction::SetLogLevel(_) => "set-log-level",
         HttpRequestAction::Tarpit { .. } => "tarpit",
+        HttpRequestAction::SilentDrop => "silent-drop",
         HttpRequestAction::DisableL7Retry => "disable-l7-retry",
         HttpRequestAction::Auth { .. } => "auth",
         HttpRequestAction::TrackSc(t) => match t.sc {
@@ -487,6 +492,7 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 HttpRequestAction::DisableL7Retry => Action::Nop,
                 HttpRequestAction::SetLogLevel(l) => Action::SetLogLevel(*l),
                 HttpRequestAction::Tarpit { status } => Action::Tarpit(*status),
+                HttpRequestAction::SilentDrop => Action::SilentDrop,
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -935,6 +941,7 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::Nop => {}
             Action::SetLogLevel(l) => set_level(base, *l),
             Action::Tarpit(status) => return Verdict::Tarpit(*status),
+            Action::SilentDrop => return Verdict::SilentDrop,
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
@@ -1248,6 +1255,7 @@ impl Action {
                 | Action::Redirect { .. }
                 | Action::Deny(_)
                 | Action::Tarpit(_)
+                | Action::SilentDrop
                 | Action::Return { .. }
                 | Action::Allow
                 | Action::Reject

@@ -58,6 +58,7 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "disable-l7-retry",
     "normalize-uri",
     "set-log-level",
+    "silent-drop",
     "tarpit",
     "redirect",
     "reject",
@@ -629,6 +630,7 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
         },
         "reject" => HttpRequestAction::Reject,
         "disable-l7-retry" => HttpRequestAction::DisableL7Retry,
+        "silent-drop" => HttpRequestAction::SilentDrop,
         "set-log-level" => {
             let level = match arg(args, 2) {
                 "silent" => Some(None),

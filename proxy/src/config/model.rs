@@ -760,6 +760,8 @@ pub enum HttpRequestAction {
     /// `set-log-level <level>|silent`: the syslog severity of the stream's log line (None:
     /// no line).
     SetLogLevel(Option<u8>),
+    /// `silent-drop`: the connection is dropped without telling the client.
+    SilentDrop,
     /// `tarpit [deny_status <code>]`: the request is held `timeout tarpit`, then answered with
     /// this status's error page.
     Tarpit {
