@@ -256,3 +256,80 @@ fn silent_drop_as_haproxy() {
         assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
     }
 }
+
+/// `set-src`, `set-src-port`, `set-dst`, `set-dst-port`: what the next rules, the log line and
+/// `option forwardfor` see (the transaction's only: the next request on the connection has
+/// the connection's addresses again, as HAProxy 2.6); a port is an integer's low 16 bits.
+fn run_addrs(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let app = backend::HttpNode::start(lo(0), backend::HttpOpts::named("app")).expect("app");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    option forwardfor\n    log-format \"%ci:%cp %fi:%fp %{{+Q}}r\"\n\
+         \x20   http-request set-src hdr(x-src) if {{ hdr(x-src) -m found }}\n\
+         \x20   http-request set-src-port hdr(x-sport) if {{ hdr(x-sport) -m found }}\n\
+         \x20   http-request set-dst hdr(x-dst) if {{ hdr(x-dst) -m found }}\n\
+         \x20   http-request set-dst-port hdr(x-dport) if {{ hdr(x-dport) -m found }}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[src]:%[src_port] %[dst]:%[dst_port]\" if {{ path /show }}\n\
+         \x20   default_backend be\n\
+         backend be\n    http-request set-header x-be-src %[src]\n    server s {}\n",
+        app.addr()
+    );
+    let p = start(&cfg, lo(port))?;
+    let mut s = proxy::connect(lo(port));
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let me = s.local_addr().ok()?.port().to_string();
+    let reqs = [
+        "GET /show HTTP/1.1\r\nhost: t\r\nx-src: 10.1.2.3\r\nx-sport: 4000\r\nx-dst: 127.0.0.9\r\nx-dport: 8080\r\n\r\n",
+        "GET /show HTTP/1.1\r\nhost: t\r\n\r\n",
+        "GET /show HTTP/1.1\r\nhost: t\r\nx-src: bogus\r\nx-sport: 99999\r\n\r\n",
+        "GET /fwd HTTP/1.1\r\nhost: t\r\nx-src: 2001:db8::7\r\n\r\n",
+    ];
+    let mut seen = Vec::new();
+    for r in reqs {
+        s.write_all(r.as_bytes()).expect("write");
+        let resp = proxy::read_response(&mut s, false)?;
+        seen.push(format!("{} {}", resp.status, resp.text()));
+    }
+    let got = app.requests();
+    let last = got.last()?;
+    seen.push(format!(
+        "xff={:?} be-src={:?}",
+        last.header("x-forwarded-for"),
+        last.header("x-be-src")
+    ));
+    backend::wait_until(Duration::from_secs(5), || {
+        p.log_lines()
+            .iter()
+            .filter(|l| !l.contains("BADREQ"))
+            .count()
+            >= reqs.len()
+    });
+    seen.extend(p.log_lines().into_iter().filter(|l| !l.contains("BADREQ")));
+    // The client's own port and the frontend's differ from run to run.
+    let seen = seen
+        .into_iter()
+        .map(|l| {
+            l.replace(&me, "<cport>")
+                .replace(&port.to_string(), "<fport>")
+        })
+        .collect();
+    Some(seen)
+}
+
+#[test]
+fn set_src_dst_as_haproxy() {
+    let got = run_addrs(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
+    let has = |s: &str| got.iter().any(|l| l == s);
+    assert!(has("200 10.1.2.3:4000 127.0.0.9:8080"), "{got:#?}");
+    assert!(has("200 127.0.0.1:<cport> 127.0.0.1:<fport>"), "{got:#?}");
+    assert!(has("200 127.0.0.1:34463 127.0.0.1:<fport>"), "{got:#?}");
+    assert!(
+        has("xff=Some(\"2001:db8::7\") be-src=Some(\"2001:db8::7\")"),
+        "{got:#?}"
+    );
+    if let Some(reference) = run_addrs(Proc::haproxy) {
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}

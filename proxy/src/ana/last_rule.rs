@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
 /// A rule's place in the configuration. `Copy`: file names are interned once per process (a
@@ -47,10 +48,15 @@ pub enum LogLevel {
     Severity(u8),
 }
 
-/// One stream's last final rule and log level; rules record into it while samples (and the
-/// log line) read it.
+/// One stream's last final rule and log level, and the addresses `set-src`/`set-dst` gave the
+/// connection (source, destination); rules record into it while samples (and the log line)
+/// read it.
 #[derive(Clone, Debug, Default)]
-pub struct LastRule(Cell<Option<RuleLoc>>, Cell<Option<LogLevel>>);
+pub struct LastRule(
+    Cell<Option<RuleLoc>>,
+    Cell<Option<LogLevel>>,
+    Cell<(Option<SocketAddr>, Option<SocketAddr>)>,
+);
 
 impl LastRule {
     pub fn set(&self, at: RuleLoc) {
@@ -70,6 +76,17 @@ impl LastRule {
         self.1.get()
     }
 
+    /// `set-src` / `set-dst`: the connection's new source (or destination) address.
+    pub fn set_addr(&self, dst: bool, a: SocketAddr) {
+        let (s, d) = self.2.get();
+        self.2.set(if dst { (s, Some(a)) } else { (Some(a), d) });
+    }
+
+    /// The addresses rules gave the connection (source, destination), if any.
+    pub fn addrs(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        self.2.get()
+    }
+
     /// Takes what `other` recorded (a later phase's rules).
     pub fn merge(&self, other: &LastRule) {
         if let Some(at) = other.get() {
@@ -77,6 +94,13 @@ impl LastRule {
         }
         if let Some(l) = other.level() {
             self.set_level(l);
+        }
+        let (s, d) = other.addrs();
+        if let Some(s) = s {
+            self.set_addr(false, s);
+        }
+        if let Some(d) = d {
+            self.set_addr(true, d);
         }
     }
 }

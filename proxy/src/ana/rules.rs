@@ -91,6 +91,12 @@ pub enum Action {
     Tarpit(u16),
     /// `silent-drop`.
     SilentDrop,
+    /// `set-src|set-dst[-port] <expr>`.
+    SetAddr {
+        dst: bool,
+        port: bool,
+        expr: SampleExpr,
+    },
 }
 
 /// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
@@ -312,6 +318,12 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::SetLogLevel(_) => "set-log-level",
         HttpRequestAction::Tarpit { .. } => "tarpit",
         HttpRequestAction::SilentDrop => "silent-drop",
+        HttpRequestAction::SetAddr { dst, port, .. } => match (dst, port) {
+            (false, false) => "set-src",
+            (false, true) => "set-src-port",
+            (true, false) => "set-dst",
+            (true, true) => "set-dst-port",
+        },
         HttpRequestAction::DisableL7Retry => "disable-l7-retry",
         HttpRequestAction::Auth { .. } => "auth",
         HttpRequestAction::TrackSc(t) => match t.sc {
@@ -493,6 +505,17 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 HttpRequestAction::SetLogLevel(l) => Action::SetLogLevel(*l),
                 HttpRequestAction::Tarpit { status } => Action::Tarpit(*status),
                 HttpRequestAction::SilentDrop => Action::SilentDrop,
+                HttpRequestAction::SetAddr { dst, port, expr } => match parse_sample(expr) {
+                    Ok(e) => Action::SetAddr {
+                        dst: *dst,
+                        port: *port,
+                        expr: e,
+                    },
+                    Err(e) => {
+                        errs.push(Diag::alert(&rule.loc.file, rule.loc.line, e));
+                        continue;
+                    }
+                },
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -844,6 +867,9 @@ fn render(f: &LogFormat, ctx: &SampleCtx<'_>) -> String {
 /// Applies `http-request` rules in order; header edits happen in place, the first final action
 /// (deny, redirect, return, allow) stops evaluation.
 pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCtx<'_>) -> Verdict {
+    // `set-src`/`set-dst` change what the next rules see.
+    let mut base = *base;
+    let base = &mut base;
     for rule in rules {
         let ctx = SampleCtx {
             req: Some(&*req),
@@ -942,6 +968,18 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::SetLogLevel(l) => set_level(base, *l),
             Action::Tarpit(status) => return Verdict::Tarpit(*status),
             Action::SilentDrop => return Verdict::SilentDrop,
+            Action::SetAddr { dst, port, expr } => {
+                if let Some(a) = new_addr(&ctx, *dst, *port, expr) {
+                    if *dst {
+                        base.dst = a;
+                    } else {
+                        base.src = a;
+                    }
+                    if let Some(l) = base.last_rule {
+                        l.set_addr(*dst, a);
+                    }
+                }
+            }
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
@@ -1228,6 +1266,25 @@ fn tcp_rules(
         }
     }
     Some(TcpRequestAction::Accept)
+}
+
+/// `set-src|set-dst[-port]`: the stream's new address, from the sample as an address (the
+/// port kept) or as a port; None when the sample is none or not of that type.
+fn new_addr(
+    ctx: &SampleCtx<'_>,
+    dst: bool,
+    port: bool,
+    expr: &SampleExpr,
+) -> Option<std::net::SocketAddr> {
+    let v = expr.eval(ctx)?;
+    let mut a = if dst { ctx.dst } else { ctx.src };
+    if port {
+        // HAProxy stores the integer's low 16 bits (`htons`).
+        a.set_port(v.to_int()? as u16);
+    } else {
+        a.set_ip(v.to_ip()?);
+    }
+    Some(a)
 }
 
 /// `set-log-level`: the stream's line goes out at this severity (None: not at all).

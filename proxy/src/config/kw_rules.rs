@@ -57,7 +57,11 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "deny",
     "disable-l7-retry",
     "normalize-uri",
+    "set-dst",
+    "set-dst-port",
     "set-log-level",
+    "set-src",
+    "set-src-port",
     "silent-drop",
     "tarpit",
     "redirect",
@@ -631,6 +635,25 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
         "reject" => HttpRequestAction::Reject,
         "disable-l7-retry" => HttpRequestAction::DisableL7Retry,
         "silent-drop" => HttpRequestAction::SilentDrop,
+        "set-src" | "set-dst" | "set-src-port" | "set-dst-port" => {
+            let expr = match arg(args, 2) {
+                "" | "if" | "unless" => {
+                    p.alert(format!("{head} missing fetch method."));
+                    return None;
+                }
+                e => e.to_string(),
+            };
+            if let Err(e) = crate::ana::sample::parse_sample(&expr) {
+                p.alert(format!("{head} {e}."));
+                return None;
+            }
+            i = 3;
+            HttpRequestAction::SetAddr {
+                dst: action.starts_with("set-dst"),
+                port: action.ends_with("-port"),
+                expr,
+            }
+        }
         "set-log-level" => {
             let level = match arg(args, 2) {
                 "silent" => Some(None),

@@ -762,6 +762,13 @@ pub enum HttpRequestAction {
     SetLogLevel(Option<u8>),
     /// `silent-drop`: the connection is dropped without telling the client.
     SilentDrop,
+    /// `set-src|set-dst|set-src-port|set-dst-port <expr>`: the stream's address (or port)
+    /// becomes the sample's, for the rest of the transaction.
+    SetAddr {
+        dst: bool,
+        port: bool,
+        expr: String,
+    },
     /// `tarpit [deny_status <code>]`: the request is held `timeout tarpit`, then answered with
     /// this status's error page.
     Tarpit {

@@ -2053,3 +2053,26 @@ fn set_log_level_and_tarpit_parse() {
         ]
     );
 }
+
+/// `set-src|set-dst[-port] <expr>`: HAProxy's words for a missing or unknown fetch.
+#[test]
+fn set_src_dst_parse() {
+    let c = ok("frontend f\n bind :80\n http-request set-dst-port int(8080) if TRUE\n");
+    assert_eq!(
+        c.proxies[0].http_request[0].action,
+        HttpRequestAction::SetAddr {
+            dst: true,
+            port: true,
+            expr: "int(8080)".into()
+        }
+    );
+    let head =
+        |a: &str| format!("error detected in frontend 'f' while parsing 'http-request {a}' rule :");
+    assert_eq!(
+        alerts("frontend f\n bind :80\n http-request set-src\n http-request set-src foo(\n"),
+        [
+            format!("3: {} missing fetch method.", head("set-src")),
+            format!("4: {} unknown fetch method 'foo'.", head("set-src")),
+        ]
+    );
+}

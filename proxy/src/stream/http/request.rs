@@ -52,6 +52,19 @@ impl<F: Front, U: Upstream> Session<F, U> {
         first: bool,
         start: Instant,
     ) -> bool {
+        let addrs = (self.facts.peer, self.facts.local);
+        let keep = self.process_txn(head, first, start).await;
+        (self.facts.peer, self.facts.local) = addrs;
+        keep
+    }
+
+    /// [`Self::process`], whose rules may change the stream's addresses.
+    async fn process_txn(
+        &mut self,
+        head: (RequestHead, usize),
+        first: bool,
+        start: Instant,
+    ) -> bool {
         let mut tx = match self.begin(head, first, start) {
             Ok(tx) => tx,
             Err(refused) => {
@@ -85,7 +98,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // The stream's stick counters (`http-request track-sc`): held until the transaction
         // ends (`conn_cur`).
         let strm = StkCtrs::default();
-        match self.analyse(&mut tx, &strm) {
+        let analysed = self.analyse(&mut tx, &strm);
+        self.adopt_addrs(&mut tx);
+        match analysed {
             Ok(be) => self.forward(tx, be, &strm).await,
             Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
             Err(Answer::NoRoute) => {
@@ -264,6 +279,21 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Ok(be)
     }
 
+    /// `set-src`/`set-dst`: the transaction has the addresses the rules gave it, for its log
+    /// line, `option forwardfor` and balancing (HAProxy 2.6 changes the stream's, not the
+    /// connection's: [`Self::process`] restores them for the next request).
+    fn adopt_addrs(&mut self, tx: &mut Txn) {
+        let (src, dst) = tx.log.last_rule.addrs();
+        if let Some(a) = src {
+            self.facts.peer = Some(a);
+            tx.log.client = Some(a);
+        }
+        if let Some(a) = dst {
+            self.facts.local = Some(a);
+            tx.log.frontend_addr = Some(a);
+        }
+    }
+
     /// The sample context of `be`'s request rules.
     fn rule_ctx<'a>(&'a self, refs: &'a Refs, be: &'a Proxy, strm: &'a StkCtrs) -> SampleCtx<'a> {
         let mut base = self.sample_base();
@@ -275,6 +305,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.counts = Some((&*self.shared.model, &be.name));
         base.unique_id = refs.uid.as_deref();
         base.last_rule = Some(&refs.last);
+        // What the frontend's `set-src`/`set-dst` gave the connection so far.
+        let (src, dst) = refs.last.addrs();
+        base.src = src.unwrap_or(base.src);
+        base.dst = dst.unwrap_or(base.dst);
         let now = self.shared.model.now_ms();
         base.stick = self
             .shared
