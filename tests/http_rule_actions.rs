@@ -333,3 +333,51 @@ fn set_src_dst_as_haproxy() {
         assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
     }
 }
+
+/// `early-hint`: one 103 per rule before the answer (a `return` or the server's), for HTTP/1.1
+/// clients only; the bytes the client gets, as HAProxy sends them.
+fn run_hints(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let app = backend::HttpNode::start(lo(0), backend::HttpOpts::named("app")).expect("app");
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n\
+         \x20   http-request early-hint link \"</style.css>; rel=preload; as=style\"\n\
+         \x20   http-request early-hint link \"</script.js>; rel=preload\" if {{ path /two }}\n\
+         \x20   http-request set-header x-a 1\n\
+         \x20   http-request early-hint x-late \"%[path]\"\n\
+         \x20   http-request return status 200 content-type text/plain string ok if {{ path /two }}\n\
+         \x20   default_backend be\n\
+         backend be\n    server s {}\n",
+        app.addr()
+    );
+    let _p = start(&cfg, lo(port))?;
+    let mut seen = Vec::new();
+    for (path, v) in [("/two", "1.1"), ("/two", "1.0"), ("/app", "1.1")] {
+        let mut s = proxy::connect(lo(port));
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let req = format!("GET {path} HTTP/{v}\r\nhost: t\r\nconnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).expect("write");
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        seen.push(String::from_utf8_lossy(&got).into_owned());
+    }
+    Some(seen)
+}
+
+#[test]
+fn early_hint_as_haproxy() {
+    let got = run_hints(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
+    assert!(
+        got[0].starts_with(
+            "HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload; as=style\r\n\r\n\
+             HTTP/1.1 103 Early Hints\r\nlink: </script.js>; rel=preload\r\n\r\n\
+             HTTP/1.1 103 Early Hints\r\nx-late: /two\r\n\r\nHTTP/1.1 200 OK\r\n"
+        ),
+        "{got:#?}"
+    );
+    assert!(got[1].starts_with("HTTP/1.1 200 OK\r\n"), "{got:#?}");
+    if let Some(reference) = run_hints(Proc::haproxy) {
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}

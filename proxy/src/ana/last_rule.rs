@@ -4,7 +4,7 @@
 //! `tcp-response content`, `http-request`, `http-response` and `http-after-response`), and the
 //! severity `set-log-level` chose.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
@@ -48,14 +48,15 @@ pub enum LogLevel {
     Severity(u8),
 }
 
-/// One stream's last final rule and log level, and the addresses `set-src`/`set-dst` gave the
-/// connection (source, destination); rules record into it while samples (and the log line)
-/// read it.
+/// One stream's last final rule and log level, the addresses `set-src`/`set-dst` gave the
+/// stream (source, destination), and the `early-hint` interim responses still to send; rules
+/// record into it while samples (and the log line) read it.
 #[derive(Clone, Debug, Default)]
 pub struct LastRule(
     Cell<Option<RuleLoc>>,
     Cell<Option<LogLevel>>,
     Cell<(Option<SocketAddr>, Option<SocketAddr>)>,
+    RefCell<Vec<u8>>,
 );
 
 impl LastRule {
@@ -87,8 +88,19 @@ impl LastRule {
         self.2.get()
     }
 
+    /// `early-hint`: one more 103 interim response (its bytes) for the client.
+    pub fn push_hint(&self, bytes: &[u8]) {
+        self.3.borrow_mut().extend_from_slice(bytes);
+    }
+
+    /// The interim responses recorded so far, taken.
+    pub fn take_hints(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.3.borrow_mut())
+    }
+
     /// Takes what `other` recorded (a later phase's rules).
     pub fn merge(&self, other: &LastRule) {
+        self.push_hint(&other.take_hints());
         if let Some(at) = other.get() {
             self.set(at);
         }

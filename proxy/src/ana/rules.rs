@@ -91,6 +91,8 @@ pub enum Action {
     Tarpit(u16),
     /// `silent-drop`.
     SilentDrop,
+    /// `early-hint <name> <fmt>`.
+    EarlyHint(String, LogFormat),
     /// `set-src|set-dst[-port] <expr>`.
     SetAddr {
         dst: bool,
@@ -318,6 +320,7 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::SetLogLevel(_) => "set-log-level",
         HttpRequestAction::Tarpit { .. } => "tarpit",
         HttpRequestAction::SilentDrop => "silent-drop",
+        HttpRequestAction::EarlyHint { .. } => "early-hint",
         HttpRequestAction::SetAddr { dst, port, .. } => match (dst, port) {
             (false, false) => "set-src",
             (false, true) => "set-src-port",
@@ -505,6 +508,9 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 HttpRequestAction::SetLogLevel(l) => Action::SetLogLevel(*l),
                 HttpRequestAction::Tarpit { status } => Action::Tarpit(*status),
                 HttpRequestAction::SilentDrop => Action::SilentDrop,
+                HttpRequestAction::EarlyHint { name: h, value } => {
+                    Action::EarlyHint(h.clone(), fmt(value, &rule.loc, name, errs))
+                }
                 HttpRequestAction::SetAddr { dst, port, expr } => match parse_sample(expr) {
                     Ok(e) => Action::SetAddr {
                         dst: *dst,
@@ -968,6 +974,16 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::SetLogLevel(l) => set_level(base, *l),
             Action::Tarpit(status) => return Verdict::Tarpit(*status),
             Action::SilentDrop => return Verdict::SilentDrop,
+            // HTTP/1.1 clients only (HAProxy sends none to HTTP/1.0 ones; h2: not yet).
+            Action::EarlyHint(name, f) => {
+                if let (Some(l), crate::http::head::Version::Http11) = (ctx.last_rule, req.version)
+                {
+                    let v = render(f, &ctx);
+                    l.push_hint(
+                        format!("HTTP/1.1 103 Early Hints\r\n{name}: {v}\r\n\r\n").as_bytes(),
+                    );
+                }
+            }
             Action::SetAddr { dst, port, expr } => {
                 if let Some(a) = new_addr(&ctx, *dst, *port, expr) {
                     if *dst {

@@ -56,6 +56,7 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "del-header",
     "deny",
     "disable-l7-retry",
+    "early-hint",
     "normalize-uri",
     "set-dst",
     "set-dst-port",
@@ -260,7 +261,7 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
     );
     let mut i = 2;
     let act = match action {
-        "set-header" | "add-header" => {
+        "set-header" | "add-header" | "early-hint" => {
             let (Some(n), Some(v)) = (args.get(2), args.get(3)) else {
                 p.alert(format!("{head} expects exactly 2 arguments."));
                 return None;
@@ -271,10 +272,10 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             }
             i = 4;
             let (name, value) = (n.clone(), v.clone());
-            if action == "set-header" {
-                HttpRequestAction::SetHeader { name, value }
-            } else {
-                HttpRequestAction::AddHeader { name, value }
+            match action {
+                "set-header" => HttpRequestAction::SetHeader { name, value },
+                "early-hint" => HttpRequestAction::EarlyHint { name, value },
+                _ => HttpRequestAction::AddHeader { name, value },
             }
         }
         "del-header" => {

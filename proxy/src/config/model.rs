@@ -762,6 +762,11 @@ pub enum HttpRequestAction {
     SetLogLevel(Option<u8>),
     /// `silent-drop`: the connection is dropped without telling the client.
     SilentDrop,
+    /// `early-hint <name> <fmt>`: a 103 Early Hints interim response with this header.
+    EarlyHint {
+        name: String,
+        value: String,
+    },
     /// `set-src|set-dst|set-src-port|set-dst-port <expr>`: the stream's address (or port)
     /// becomes the sample's, for the rest of the transaction.
     SetAddr {

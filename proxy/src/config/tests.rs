@@ -2076,3 +2076,22 @@ fn set_src_dst_parse() {
         ]
     );
 }
+
+/// `early-hint <name> <fmt>`: two arguments, as `set-header`.
+#[test]
+fn early_hint_parse() {
+    let c = ok("frontend f\n bind :80\n http-request early-hint link \"</a.css>\" if TRUE\n");
+    assert_eq!(
+        c.proxies[0].http_request[0].action,
+        HttpRequestAction::EarlyHint {
+            name: "link".into(),
+            value: "</a.css>".into()
+        }
+    );
+    assert_eq!(
+        alerts("frontend f\n bind :80\n http-request early-hint link\n"),
+        [
+            "3: error detected in frontend 'f' while parsing 'http-request early-hint' rule : expects exactly 2 arguments."
+        ]
+    );
+}

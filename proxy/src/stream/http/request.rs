@@ -100,6 +100,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let strm = StkCtrs::default();
         let analysed = self.analyse(&mut tx, &strm);
         self.adopt_addrs(&mut tx);
+        // `early-hint`: the 103 interim responses go before whatever answers the request.
+        // A client gone meanwhile is noticed, and logged, with the answer.
+        let hints = tx.log.last_rule.take_hints();
+        if !hints.is_empty() {
+            self.send_client(hints).await;
+        }
         match analysed {
             Ok(be) => self.forward(tx, be, &strm).await,
             Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
