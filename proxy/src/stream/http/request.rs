@@ -366,13 +366,6 @@ impl<F: Front, U: Upstream> Session<F, U> {
         stage: u8,
         base: &SampleCtx<'_>,
     ) -> Option<Reply> {
-        let keep = tx.keep;
-        let reply = |status, bytes| Reply {
-            status,
-            bytes,
-            term: *b"LR",
-            keep,
-        };
         let mut verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
         // HAProxy checks `stats uri` once the proxy's http-request rules let it through, then
         // the `stats http-request` rules (a realm-less `auth` asks for the page's realm).
@@ -411,53 +404,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
                     keep: false,
                 })
             }
-            Verdict::Auth(realm) => {
-                let realm = realm.unwrap_or_else(|| be.name.clone());
-                let page = errors::auth_response(&realm, false);
-                Some(reply(
-                    401,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
-            }
-            Verdict::Redirect { code, location } => {
-                let page = errors::redirect_response(code, &location, false);
-                Some(reply(
-                    code,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
-            }
             Verdict::Service {
                 name,
                 status,
                 bytes,
                 close,
             } => Some(self.lua_service(tx, &name, (status, bytes, close))),
-            // A Lua action's `txn:done([reply])`: its reply, or a close without any.
-            Verdict::Reply { status, bytes } if bytes.is_empty() => Some(Reply {
-                status,
-                bytes,
-                term: *b"LR",
-                keep: false,
-            }),
-            Verdict::Reply { status, bytes } => Some(reply(
-                status,
-                errors::with_connection(&bytes, tx.conn_hdr(!keep)),
-            )),
-            Verdict::Return {
-                status,
-                content_type,
-                body,
-                headers,
-            } => {
-                let body = body.unwrap_or_default();
-                let ct = content_type.as_deref();
-                let page =
-                    errors::return_response_with(status, ct, body.as_bytes(), &headers, false);
-                Some(reply(
-                    status,
-                    errors::with_connection(&page, tx.conn_hdr(!keep)),
-                ))
-            }
+            v => Some(rule_reply(tx, be, v)),
         }
     }
 
@@ -636,6 +589,53 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if req.version == Version::Http10 && !req.headers.contains("transfer-encoding") {
             req.headers.append("connection", "keep-alive");
         }
+    }
+}
+
+/// The responses the rules make themselves (`auth`, `redirect`, `return`, a Lua action's
+/// `txn:done([reply])`), logged `LR`; the connection stays when the request allows it.
+fn rule_reply(tx: &Txn, be: &Proxy, v: Verdict) -> Reply {
+    let keep = tx.keep;
+    let reply = |status, page: &[u8]| Reply {
+        status,
+        bytes: errors::with_connection(page, tx.conn_hdr(!keep)),
+        term: *b"LR",
+        keep,
+    };
+    match v {
+        Verdict::Auth(realm) => {
+            let realm = realm.unwrap_or_else(|| be.name.clone());
+            reply(401, &errors::auth_response(&realm, false))
+        }
+        Verdict::Redirect { code, location } => {
+            reply(code, &errors::redirect_response(code, &location, false))
+        }
+        // A Lua action's `txn:done()` without a reply: a close without any.
+        Verdict::Reply { status, bytes } if bytes.is_empty() => Reply {
+            status,
+            bytes,
+            term: *b"LR",
+            keep: false,
+        },
+        Verdict::Reply { status, bytes } => reply(status, &bytes),
+        Verdict::Return {
+            status,
+            content_type,
+            body,
+            headers,
+        } => {
+            let body = body.unwrap_or_default();
+            let ct = content_type.as_deref();
+            let page = errors::return_response_with(status, ct, body.as_bytes(), &headers, false);
+            reply(status, &page)
+        }
+        // The other verdicts are answered by `request_rules` itself.
+        _ => Reply {
+            status: 0,
+            bytes: Vec::new(),
+            term: *b"PR",
+            keep: false,
+        },
     }
 }
 
