@@ -62,14 +62,16 @@ fn tcp_config(dir: &std::path::Path, port: u16, srv: SocketAddr) -> String {
     format!(
         "global\n    stats socket {}/admin.sock level admin\n\
          defaults\n    mode tcp\n    log stdout format raw local0\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\n\
-         frontend fe\n    bind 127.0.0.1:{port}\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    tcp-request connection track-sc0 src table st\n\
          \x20   log-format \"%b/%s %ts U=%U B=%B lr=%[last_rule_line] l=%[var(txn.l)]\"\n    default_backend be\n\n\
          backend be\n    tcp-response inspect-delay 1s\n\
          \x20   tcp-response content set-var(txn.l) res.len\n\
          \x20   tcp-response content reject if {{ res.payload(0,3) -m str BAD }}\n\
          \x20   tcp-response content close if {{ res.payload(0,3) -m bin 425945 }}\n\
+         \x20   tcp-response content sc-inc-gpc0(0) if {{ res.len ge 6 }}\n\
          \x20   tcp-response content accept if {{ res.len ge 6 }}\n\
-         \x20   tcp-response content reject unless WAIT_END\n    server s {srv}\n",
+         \x20   tcp-response content reject unless WAIT_END\n    server s {srv}\n\n\
+         backend st\n    stick-table type ip size 10 store gpc0\n",
         dir.display()
     )
 }
@@ -92,9 +94,17 @@ fn run_tcp(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<S
     };
     wait_until(Duration::from_secs(5), || lines().len() >= msgs.len());
     seen.extend(lines());
+    // `sc-inc-gpc0` on the counter the connection tracks.
+    let table = admin_cli(&dir.0.join("admin.sock"), "show table st");
+    seen.extend(
+        table
+            .lines()
+            .skip(1)
+            .filter_map(|l| Some(l.split_once(": ")?.1.to_string())),
+    );
     for l in admin_cli(&dir.0.join("admin.sock"), "show stat").lines() {
         let f: Vec<&str> = l.split(',').collect();
-        if f.len() > 14 && f[0] != "# pxname" {
+        if f.len() > 14 && f[0] != "# pxname" && f[0] != "st" {
             seen.push(format!("{}/{} dresp={}", f[0], f[1], f[11]));
         }
     }
@@ -107,7 +117,9 @@ fn tcp_response_rules_in_tcp_mode_as_haproxy() {
     let has = |s: &str| got.iter().any(|l| l == s);
     assert!(has("bad: closed") && has("bye: BYE!!"), "{got:#?}");
     assert!(has("big: HELLO!") && has("few: HI"), "{got:#?}");
-    assert!(has("be/s PD U=3 B=4 lr=18 l=4"), "{got:#?}");
+    assert!(has("be/s PD U=3 B=4 lr=19 l=4"), "{got:#?}");
+    assert!(has("be/s -- U=3 B=6 lr=22 l=6"), "{got:#?}");
+    assert!(has("key=127.0.0.1 use=0 exp=0 gpc0=1"), "{got:#?}");
     assert!(has("be/s -- U=3 B=2 lr=- l=2"), "WAIT_END: {got:#?}");
     assert!(has("be/BACKEND dresp=1"), "{got:#?}");
     if let Some(reference) = run_tcp(Proc::haproxy) {
