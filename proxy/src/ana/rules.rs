@@ -1253,6 +1253,10 @@ fn tcp_rules(
             *expect_proxy = true;
             continue;
         }
+        if let TcpRequestAction::SetLogLevel(l) = rule.action {
+            set_level(ctx, l);
+            continue;
+        }
         if let TcpRequestAction::Lua { name, args } = &rule.action {
             // Not final, unless the script ends the session (`txn:done()`).
             match script::host().map(|h| h.tcp_request(name, args, ctx)) {

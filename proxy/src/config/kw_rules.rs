@@ -656,17 +656,8 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             }
         }
         "set-log-level" => {
-            let level = match arg(args, 2) {
-                "silent" => Some(None),
-                l => super::kw_proxy::LEVELS
-                    .iter()
-                    .position(|n| *n == l)
-                    .map(|i| Some(i as u8)),
-            };
-            let Some(level) = level else {
-                p.alert(format!(
-                    "{head} expects exactly 1 argument (log level name or 'silent')."
-                ));
+            let Some(level) = parse_log_level(arg(args, 2)) else {
+                p.alert(format!("{head} {LOG_LEVEL_EXPECTS}."));
                 return None;
             };
             i = 3;
@@ -905,6 +896,16 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                 }
                 "accept" => TcpRequestAction::Accept,
                 "reject" => TcpRequestAction::Reject,
+                "set-log-level" if !connection => match parse_log_level(arg(args, 3)) {
+                    Some(l) => {
+                        at = 4;
+                        TcpRequestAction::SetLogLevel(l)
+                    }
+                    None => {
+                        p.alert(LOG_LEVEL_EXPECTS);
+                        return;
+                    }
+                },
                 "expect-proxy" if !connection => {
                     let d = p.desc();
                     p.alert(format!(
@@ -1050,6 +1051,20 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
     }
 }
 
+/// What `set-log-level` says without a level.
+const LOG_LEVEL_EXPECTS: &str = "expects exactly 1 argument (log level name or 'silent')";
+
+/// `set-log-level`'s argument: a syslog level (its number), `silent` (None), else None.
+fn parse_log_level(s: &str) -> Option<Option<u8>> {
+    match s {
+        "silent" => Some(None),
+        l => super::kw_proxy::LEVELS
+            .iter()
+            .position(|n| *n == l)
+            .map(|i| Some(i as u8)),
+    }
+}
+
 /// HAProxy 2.6's list of `tcp-response content` actions, as its parse error names them.
 const TCP_RESPONSE_EXPECTS: &str = "'accept', 'close', 'reject', 'ot-group', 'set-log-level', \
     'set-nice', 'sc-inc-gpc(*)', 'sc-inc-gpc0(*)', 'sc-inc-gpc1(*)', 'sc-set-gpt(*)', \
@@ -1090,6 +1105,16 @@ pub(crate) fn kw_tcp_response(p: &mut P, args: &[String]) {
         "accept" => TcpRequestAction::Accept,
         "reject" => TcpRequestAction::Reject,
         "close" => TcpRequestAction::Close,
+        "set-log-level" => match parse_log_level(arg(args, 3)) {
+            Some(l) => {
+                at = 4;
+                TcpRequestAction::SetLogLevel(l)
+            }
+            None => {
+                p.alert(LOG_LEVEL_EXPECTS);
+                return;
+            }
+        },
         v if ["set-var(", "set-var-fmt(", "unset-var("]
             .iter()
             .any(|k| v.starts_with(k)) =>

@@ -948,6 +948,8 @@ pub enum TcpRequestAction {
     Reject,
     /// `tcp-response content close`: the server connection closes, what it sent is forwarded.
     Close,
+    /// `set-log-level <level>|silent` (not final; None: silent).
+    SetLogLevel(Option<u8>),
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
     /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <int>` (not final).

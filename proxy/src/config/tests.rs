@@ -2095,3 +2095,31 @@ fn early_hint_parse() {
         ]
     );
 }
+
+/// `tcp-request content` / `tcp-response content set-log-level`: HAProxy prints the bare
+/// message for a missing level.
+#[test]
+fn tcp_set_log_level_parse() {
+    let c = ok(&format!(
+        "{T}frontend f\n bind :80\n tcp-request content set-log-level silent if TRUE\n default_backend b\n\
+         backend b\n tcp-response content set-log-level err\n server s 127.0.0.1:1\n"
+    ));
+    assert_eq!(
+        c.proxies[0].tcp_request[0].action,
+        TcpRequestAction::SetLogLevel(None)
+    );
+    assert_eq!(
+        c.proxies[1].tcp_response[0].action,
+        TcpRequestAction::SetLogLevel(Some(3))
+    );
+    assert_eq!(
+        alerts(
+            "frontend f\n bind :80\n tcp-request content set-log-level\n default_backend b\n\
+             backend b\n tcp-response content set-log-level foo\n server s 127.0.0.1:1\n"
+        ),
+        [
+            "3: expects exactly 1 argument (log level name or 'silent')",
+            "6: expects exactly 1 argument (log level name or 'silent')",
+        ]
+    );
+}
