@@ -2123,3 +2123,16 @@ fn tcp_set_log_level_parse() {
         ]
     );
 }
+
+/// A named `defaults` section's `tcp-response` rules and delay reach the backends that use it.
+#[test]
+fn tcp_response_from_named_defaults() {
+    let c = ok(
+        "defaults d\n mode tcp\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n \
+         tcp-response inspect-delay 1s\n tcp-response content reject if { res.len gt 9 }\n\
+         backend b from d\n server s 127.0.0.1:1\n",
+    );
+    let b = c.proxies.iter().find(|p| p.name == "b").unwrap();
+    assert_eq!(b.tcp_response.len(), 1);
+    assert_eq!(b.tcp_res_inspect_delay, Some(Duration::from_secs(1)));
+}
