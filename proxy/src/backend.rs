@@ -1,6 +1,12 @@
 //! Server choice and connection establishment for a backend: LB pick, connect with `timeout
 //! connect`, `retries` and `option redispatch` with HAProxy's semantics (compat §7).
 
+pub mod h2;
+mod h2conv;
+mod h2io;
+pub mod h2stream;
+pub mod srvconn;
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -12,6 +12,8 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("wrk", "wrk"),
     ("nghttp2-client", "nghttp"),
     ("curl", "curl"),
+    // tests/grpc.rs: a real gRPC server and client (the command is only a dpkg-less fallback).
+    ("python3-grpcio", "python3"),
     ("nginx", "nginx"),
     // The bench: nginx as a TCP proxy, and the passthrough throughput client/server.
     ("libnginx-mod-stream", "nginx"),

@@ -595,6 +595,7 @@ pub fn bind_all(cfg: &crate::config::model::Global) -> Result<Vec<AdminListener>
                 listen::unix(path, 16, s.mode).map_err(|e| fail("UNIX ", e))?,
                 true,
             ),
+            BindAddr::Abns(n) => (listen::abns(n, 16).map_err(|e| fail("UNIX ", e))?, true),
             BindAddr::Inet(a) => (listen::inet(*a, 16).map_err(|e| fail("", e))?, false),
             BindAddr::Fd(n) => {
                 let sock = listen::inherited(*n).map_err(|e| fail("", e))?;

@@ -56,7 +56,7 @@ pub struct LastRule(
     Cell<Option<RuleLoc>>,
     Cell<Option<LogLevel>>,
     Cell<(Option<SocketAddr>, Option<SocketAddr>)>,
-    RefCell<Vec<u8>>,
+    RefCell<Vec<(String, String)>>,
 );
 
 impl LastRule {
@@ -88,19 +88,19 @@ impl LastRule {
         self.2.get()
     }
 
-    /// `early-hint`: one more 103 interim response (its bytes) for the client.
-    pub fn push_hint(&self, bytes: &[u8]) {
-        self.3.borrow_mut().extend_from_slice(bytes);
+    /// `early-hint <name> <value>`: one more 103 interim response for the client.
+    pub fn push_hint(&self, name: &str, value: String) {
+        self.3.borrow_mut().push((name.to_string(), value));
     }
 
-    /// The interim responses recorded so far, taken.
-    pub fn take_hints(&self) -> Vec<u8> {
+    /// The interim responses' headers recorded so far, taken.
+    pub fn take_hints(&self) -> Vec<(String, String)> {
         std::mem::take(&mut *self.3.borrow_mut())
     }
 
     /// Takes what `other` recorded (a later phase's rules).
     pub fn merge(&self, other: &LastRule) {
-        self.push_hint(&other.take_hints());
+        self.3.borrow_mut().extend(other.take_hints());
         if let Some(at) = other.get() {
             self.set(at);
         }

@@ -974,14 +974,12 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::SetLogLevel(l) => set_level(base, *l),
             Action::Tarpit(status) => return Verdict::Tarpit(*status),
             Action::SilentDrop => return Verdict::SilentDrop,
-            // HTTP/1.1 clients only (HAProxy sends none to HTTP/1.0 ones; h2: not yet).
+            // Not to HTTP/1.0 clients (as HAProxy).
             Action::EarlyHint(name, f) => {
-                if let (Some(l), crate::http::head::Version::Http11) = (ctx.last_rule, req.version)
+                if let Some(l) = ctx.last_rule
+                    && req.version != crate::http::head::Version::Http10
                 {
-                    let v = render(f, &ctx);
-                    l.push_hint(
-                        format!("HTTP/1.1 103 Early Hints\r\n{name}: {v}\r\n\r\n").as_bytes(),
-                    );
+                    l.push_hint(name, render(f, &ctx));
                 }
             }
             Action::SetAddr { dst, port, expr } => {

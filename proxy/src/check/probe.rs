@@ -486,10 +486,12 @@ impl CheckSpec {
                 && o.check_addr.is_none())
                 || o.check_send_proxy)
                 .then_some(o.send_proxy.v2),
-            h2: o.check_proto.as_deref() == Some("h2"),
+            // Without `check-proto`/`check-alpn`, checks speak the server's `proto`/`alpn`.
+            h2: o.check_proto.as_deref().or(o.proto.as_deref()) == Some("h2"),
             alpn: o
                 .check_alpn
                 .as_ref()
+                .or(o.alpn.as_ref().filter(|_| o.ssl))
                 .map(|l| l.iter().map(|p| p.as_bytes().to_vec()).collect()),
         }))
     }

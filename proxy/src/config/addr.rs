@@ -99,6 +99,15 @@ pub fn parse_bind(arg: &str, resolve: Resolver) -> Result<Vec<BindAddr>, String>
             out.push(BindAddr::Unix(path.to_string()));
             continue;
         }
+        if let Some(name) = one.strip_prefix("abns@") {
+            if name.len() > MAX_ABNS_NAME {
+                return Err(format!(
+                    "socket path '{one}' too long (max {MAX_ABNS_NAME})"
+                ));
+            }
+            out.push(BindAddr::Abns(name.to_string()));
+            continue;
+        }
         if one.starts_with('/') {
             out.push(BindAddr::Unix(one.to_string()));
             continue;

@@ -1030,6 +1030,7 @@ pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("abortonclose", BE, true),
     ("clitcpka", FE, false),
     ("dontlog-normal", FE, false),
+    ("http-buffer-request", FE | BE, false),
     ("http-ignore-probes", FE, true),
     ("log-separate-errors", FE, false),
     ("logasap", FE, false),
@@ -1108,6 +1109,7 @@ fn kw_option(p: &mut P, args: &[String]) {
         | "clitcpka"
         | "dontlog-normal"
         | "http-ignore-probes"
+        | "http-buffer-request"
         | "log-separate-errors"
         | "logasap"
         | "redis-check"
@@ -1128,6 +1130,7 @@ fn kw_option(p: &mut P, args: &[String]) {
                 // Not built yet: recorded as pending below (the start refuses them).
                 "http-ignore-probes" | "redis-check" | "ssl-hello-chk" => {}
                 "logasap" => o.logasap = on,
+                "http-buffer-request" => o.http_buffer_request = on,
                 "clitcpka" => o.clitcpka = on,
                 "srvtcpka" => o.srvtcpka = on,
                 // Each side reads its own half: the frontend the client's, the backend the
@@ -1602,6 +1605,22 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
                 ),
             ));
         }
+    }
+    // A server's `proto` must suit the mode as a bind's does; fcgi needs an fcgi-app (none here).
+    for s in &px.servers {
+        let Some(proto) = &s.opts.proto else { continue };
+        let msg = match (px.mode, proto.as_str()) {
+            (Mode::Http, "fcgi") => format!(
+                "proxy '{}': FCGI server '{}' has no FCGI app configured.",
+                px.name, s.name
+            ),
+            (Mode::Http, "h1" | "h2") | (Mode::Tcp, "none") => continue,
+            _ => format!(
+                "backend '{}' : MUX protocol '{proto}' is not usable for server '{}' at [{}].",
+                px.name, s.name, s.loc
+            ),
+        };
+        diags.push(Diag::global(Severity::Alert, msg));
     }
     // `check-proto` names an HTTP mux: it needs HTTP checks (HAProxy's post-parse check).
     for s in &px.servers {

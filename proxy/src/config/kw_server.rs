@@ -283,6 +283,32 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         },
     },
     SrvKw {
+        kw: "proto",
+        args: 1,
+        default_ok: true,
+        parse: server_proto,
+    },
+    SrvKw {
+        kw: "alpn",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| {
+            s.opts.alpn = Some(v.split(',').map(str::to_string).collect());
+            Ok(())
+        },
+    },
+    SrvKw {
+        kw: "max-reuse",
+        args: 1,
+        default_ok: true,
+        // HAProxy reads it with atoi: a word that is no number is 0, negative is unlimited.
+        parse: |s, v| {
+            let n: i64 = v.trim().parse().unwrap_or(0);
+            s.opts.max_reuse = u64::try_from(n).ok();
+            Ok(())
+        },
+    },
+    SrvKw {
         kw: "check-send-proxy",
         args: 0,
         default_ok: true,
@@ -570,11 +596,25 @@ fn srv_on_marked_up(s: &mut SrvState, v: &str) -> Result<(), String> {
 fn missing_value(kw: &str) -> String {
     match kw {
         "check-proto" => bare("'check-proto' : missing value.".into()),
+        "proto" => bare("'proto' : missing value.".into()),
+        "alpn" => bare("'alpn' : missing the comma-delimited ALPN protocol suite.".into()),
         "check-alpn" => {
             bare("'check-alpn' : missing the comma-delimited ALPN protocol suite.".into())
         }
         _ => format!("'{kw}' expects an argument."),
     }
+}
+
+/// `proto <mux>`: the protocol of the traffic to the server (h1, h2 with prior knowledge; fcgi
+/// and none are checked against the mode once the section is complete).
+fn server_proto(s: &mut SrvState, v: &str) -> Result<(), String> {
+    match v {
+        "h1" | "h2" | "fcgi" | "none" => s.opts.proto = Some(v.to_string()),
+        _ => {
+            return Err(bare(format!("'proto' :  unknown MUX protocol '{v}'.")));
+        }
+    }
+    Ok(())
 }
 
 /// `check-proto <mux>`: the protocol HTTP checks speak (h1, h2); HAProxy's FastCGI mux is not
@@ -662,9 +702,11 @@ pub(crate) fn kw_server(p: &mut P, args: &[String]) {
 fn server_error(p: &mut P, who: &str, e: &str) {
     match e.strip_prefix(BARE) {
         Some(m) => {
+            // Located in its text, and marking the file for HAProxy's closing `Error(s) found`.
             let loc = p.c.loc.clone();
-            p.c.diags.push(super::diag::Diag::global(
-                super::diag::Severity::Alert,
+            p.c.diags.push(super::diag::Diag::located(
+                &loc.file,
+                loc.line,
                 format!("[{}:{}] : {who} : {m}", loc.file, loc.line),
             ));
         }

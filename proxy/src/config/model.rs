@@ -437,6 +437,8 @@ pub enum BindAddr {
     Inet(std::net::SocketAddr),
     /// `unix@<path>` or a bare absolute path.
     Unix(String),
+    /// `abns@<name>`: Linux's abstract namespace, the name padded with NULs as HAProxy does.
+    Abns(String),
     /// `fd@<n>`: an inherited, already-listening socket.
     Fd(i32),
 }
@@ -1214,6 +1216,12 @@ pub struct ServerOpts {
     pub check_proto: Option<String>,
     /// `check-alpn <list>`: ALPN offered by `check-ssl` handshakes.
     pub check_alpn: Option<Vec<String>>,
+    /// `proto <mux>`: the protocol of the traffic (`h2`: HTTP/2 with prior knowledge).
+    pub proto: Option<String>,
+    /// `alpn <list>`: ALPN offered by `ssl` handshakes (`h2` negotiated: HTTP/2).
+    pub alpn: Option<Vec<String>>,
+    /// `max-reuse <n>`: how many times a connection may be reused (None: unlimited).
+    pub max_reuse: Option<u64>,
 }
 
 /// `send-proxy`, `send-proxy-v2[-ssl[-cn]]` and `proxy-v2-options` (HAProxy's `pp_opts`): any
@@ -1270,6 +1278,9 @@ impl Default for ServerOpts {
             check_send_proxy: false,
             check_proto: None,
             check_alpn: None,
+            proto: None,
+            alpn: None,
+            max_reuse: None,
         }
     }
 }
@@ -1330,6 +1341,9 @@ pub struct Options {
     pub logasap: bool,
     /// `option log-separate-errors`: sessions with an error are logged at level `err`.
     pub log_separate_errors: bool,
+    /// `option http-buffer-request`: the request body is awaited (whole, or a buffer's worth)
+    /// before the analysis goes on (`stream/http/buffer.rs`).
+    pub http_buffer_request: bool,
 }
 
 #[derive(Clone, Debug)]

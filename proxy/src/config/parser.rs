@@ -1059,13 +1059,14 @@ pub(crate) fn show_addr(a: &BindAddr) -> String {
     match a {
         BindAddr::Inet(sa) => sa.to_string(),
         BindAddr::Unix(p) => p.clone(),
+        BindAddr::Abns(n) => format!("abns@{n}"),
         BindAddr::Fd(n) => format!("fd@{n}"),
     }
 }
 
 fn overlaps(a: &BindAddr, b: &BindAddr) -> bool {
     match (a, b) {
-        (BindAddr::Unix(x), BindAddr::Unix(y)) => x == y,
+        (BindAddr::Unix(x), BindAddr::Unix(y)) | (BindAddr::Abns(x), BindAddr::Abns(y)) => x == y,
         (BindAddr::Fd(x), BindAddr::Fd(y)) => x == y,
         _ => false,
     }

@@ -109,6 +109,11 @@ pub trait Duplex {
     fn splice_fd(&self) -> Option<SpliceFd<'_>> {
         None
     }
+    /// `%B` bytes the HTTP/1 form of the last response read holds that HAProxy's HTX form of
+    /// it does not (an HTTP/2 response bridged to HTTP/1: its `transfer-encoding`).
+    fn htx_surplus(&self) -> u64 {
+        0
+    }
 }
 
 impl Duplex for Stream {
@@ -165,5 +170,8 @@ impl<T: Duplex> Duplex for std::rc::Rc<T> {
     }
     fn splice_fd(&self) -> Option<SpliceFd<'_>> {
         (**self).splice_fd()
+    }
+    fn htx_surplus(&self) -> u64 {
+        (**self).htx_surplus()
     }
 }

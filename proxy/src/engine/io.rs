@@ -83,7 +83,7 @@ pub fn unix_socket(
 /// HAProxy's `abns@` address: a leading NUL, the name, and NULs up to the end of `sun_path`,
 /// with the full structure's length — so the name matches HAProxy's own abstract sockets
 /// (and programs that pad the same way), not the shorter unpadded name.
-fn abns_addr(name: &str) -> io::Result<socket2::SockAddr> {
+pub(crate) fn abns_addr(name: &str) -> io::Result<socket2::SockAddr> {
     // SAFETY: an all-zero sockaddr_un is valid.
     let mut sun: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     let room = sun.sun_path.len() - 1;

@@ -47,6 +47,15 @@ pub fn unix(path: &str, backlog: i32, mode: Option<u32>) -> io::Result<Socket> {
     Ok(sock)
 }
 
+/// A listening socket in the abstract namespace (`abns@<name>`, padded as HAProxy's).
+pub fn abns(name: &str, backlog: i32) -> io::Result<Socket> {
+    let sock = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
+    sock.bind(&super::io::abns_addr(name)?)?;
+    sock.listen(backlog)?;
+    sock.set_nonblocking(true)?;
+    Ok(sock)
+}
+
 /// An inherited listening descriptor (`fd@N`): checked to be a listening stream socket.
 pub fn inherited(fd: i32) -> io::Result<Socket> {
     let dup = super::io::dup_socket(fd)?;
@@ -84,6 +93,7 @@ pub fn describe(addr: &BindAddr) -> String {
     match addr {
         BindAddr::Inet(a) => a.to_string(),
         BindAddr::Unix(p) => format!("unix@{p}"),
+        BindAddr::Abns(n) => format!("abns@{n}"),
         BindAddr::Fd(n) => format!("fd@{n}"),
     }
 }

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::conn::Conn;
+use crate::backend::h2::Link;
+use crate::backend::srvconn::SrvConn;
 use crate::config::addr::UnixAddr;
 
 /// What idle server connections are pooled by: the server's current address, or its socket.
@@ -51,7 +52,41 @@ thread_local! {
     /// Released session buffers, reused by the next transaction on this worker.
     static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// This worker's idle server connections, by server address.
-    static CONNS: RefCell<HashMap<Key, Vec<Rc<Conn>>>> = RefCell::new(HashMap::new());
+    static CONNS: RefCell<HashMap<Key, Vec<Rc<SrvConn>>>> = RefCell::new(HashMap::new());
+    /// This worker's HTTP/2 server connections, by server address: idle ones (owned by the
+    /// stream that takes one) and shared ones (`http-reuse always`, taken without removal).
+    static LINKS: RefCell<HashMap<Key, Vec<Rc<Link>>>> = RefCell::new(HashMap::new());
+    /// Shared HTTP/2 connections being opened, by server address: who waits for one.
+    static CONNECTING: RefCell<HashMap<Key, Rc<tokio::sync::Notify>>> = RefCell::new(HashMap::new());
+}
+
+/// The wake-up of the shared h2 connection to `addr` being opened, if one is.
+pub fn connecting(addr: impl Into<Key>) -> Option<Rc<tokio::sync::Notify>> {
+    let key = addr.into();
+    CONNECTING.with(|c| c.borrow().get(&key).cloned())
+}
+
+/// A shared h2 connection being opened: waiters wake when it is dropped (opened or failed).
+pub struct Connecting(Key);
+
+impl Connecting {
+    pub fn start(addr: impl Into<Key>) -> Connecting {
+        let key = addr.into();
+        CONNECTING.with(|c| {
+            c.borrow_mut()
+                .entry(key.clone())
+                .or_insert_with(|| Rc::new(tokio::sync::Notify::new()));
+        });
+        Connecting(key)
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        if let Some(n) = CONNECTING.with(|c| c.borrow_mut().remove(&self.0)) {
+            n.notify_waiters();
+        }
+    }
 }
 
 /// A cleared buffer with at least [`BUF`] bytes of capacity, from this worker's pool if it has
@@ -77,7 +112,7 @@ pub fn give_buf(mut v: Vec<u8>) {
 
 /// The most recently idled connection to `addr` that the server has not closed meanwhile (the
 /// closed ones met on the way are dropped).
-pub fn take(addr: impl Into<Key>) -> Option<Rc<Conn>> {
+pub fn take(addr: impl Into<Key>) -> Option<Rc<SrvConn>> {
     let key = addr.into();
     CONNS.with(|p| {
         let mut p = p.borrow_mut();
@@ -92,13 +127,44 @@ pub fn take(addr: impl Into<Key>) -> Option<Rc<Conn>> {
 }
 
 /// Keeps an idle connection to `addr` (closed instead when the pool for it is full).
-pub fn put(addr: impl Into<Key>, s: Rc<Conn>) {
+pub fn put(addr: impl Into<Key>, s: Rc<SrvConn>) {
     let key = addr.into();
     CONNS.with(|p| {
         let mut p = p.borrow_mut();
         let v = p.entry(key).or_default();
         if v.len() < PER_SERVER {
             v.push(s);
+        }
+    });
+}
+
+/// An HTTP/2 connection to `addr` with room for a stream: a shared one (kept in the pool), or
+/// an idle one with no stream (taken out). Connections closed or refusing streams are dropped.
+pub fn take_link(addr: impl Into<Key>, max_reuse: Option<u64>) -> Option<Rc<Link>> {
+    let key = addr.into();
+    LINKS.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.get_mut(&key)?;
+        v.retain(|l| l.usable());
+        let i = v
+            .iter()
+            .rposition(|l| (l.shared.get() || l.idle()) && l.has_room(max_reuse))?;
+        if v[i].shared.get() {
+            Some(Rc::clone(&v[i]))
+        } else {
+            Some(v.remove(i))
+        }
+    })
+}
+
+/// Keeps an HTTP/2 connection to `addr` (closed instead when the pool for it is full).
+pub fn put_link(addr: impl Into<Key>, l: Rc<Link>) {
+    let key = addr.into();
+    LINKS.with(|p| {
+        let mut p = p.borrow_mut();
+        let v = p.entry(key).or_default();
+        if v.len() < PER_SERVER {
+            v.push(l);
         }
     });
 }
@@ -113,11 +179,27 @@ pub fn purge() {
         }
         p.retain(|_, v| !v.is_empty());
     });
+    LINKS.with(|p| {
+        let mut p = p.borrow_mut();
+        for v in p.values_mut() {
+            v.retain(|l| l.usable());
+            // Shared connections with streams on them stay; idle ones go as HTTP/1's do.
+            let idle = v.iter().filter(|l| l.idle()).count();
+            let mut close = idle / 2;
+            v.retain(|l| {
+                let go = close > 0 && l.idle();
+                close -= usize::from(go);
+                !go
+            });
+        }
+        p.retain(|_, v| !v.is_empty());
+    });
 }
 
 /// Closes every idle server connection of this worker (at a stop: none will be used again).
 pub fn clear() {
     CONNS.with(|p| p.borrow_mut().clear());
+    LINKS.with(|p| p.borrow_mut().clear());
 }
 
 #[cfg(test)]
@@ -147,7 +229,10 @@ mod tests {
                 peers.push(l.accept().unwrap().0);
                 let s = super::super::io::Stream::from_std_tcp(super::super::io::Backend::Epoll, c)
                     .unwrap();
-                put(addr, Rc::new(Conn::Plain(s)));
+                put(
+                    addr,
+                    Rc::new(SrvConn::H1(crate::engine::conn::Conn::Plain(s))),
+                );
             }
             purge();
             let seen: Vec<bool> = peers.iter_mut().map(closed).collect();

@@ -79,6 +79,8 @@ pub fn bind_all_adopting(
             key: match &b.addr {
                 BindAddr::Inet(a) => handover::Key::Inet(*a),
                 BindAddr::Unix(path) => handover::Key::Unix(path.clone()),
+                // Abstract sockets are not handed over (nor by HAProxy): bound anew.
+                BindAddr::Abns(_) => handover::Key::Unix(String::new()),
                 // Inherited descriptors are the caller's business, never matched.
                 BindAddr::Fd(_) => handover::Key::Unix(String::new()),
             },
@@ -101,7 +103,7 @@ pub fn bind_all_adopting(
                 listen::describe(&b.addr)
             )
         };
-        let unix_bind = matches!(b.addr, BindAddr::Unix(_));
+        let unix_bind = matches!(b.addr, BindAddr::Unix(_) | BindAddr::Abns(_));
         let adopted = |i: usize, offered: &mut Vec<Option<OwnedFd>>, dup: bool| {
             let fd = offered.get_mut(i).and_then(|o| match dup {
                 true => o.as_ref().and_then(|f| f.try_clone().ok()),
@@ -157,8 +159,13 @@ pub fn bind_all_adopting(
                     l.push((p.index, sock, false, bidx));
                 }
             }
-            BindAddr::Unix(path) => {
-                let s = listen::unix(path, backlog, None).map_err(fail)?;
+            BindAddr::Unix(_) | BindAddr::Abns(_) => {
+                let s = match &b.addr {
+                    BindAddr::Abns(name) => listen::abns(name, backlog),
+                    BindAddr::Unix(path) => listen::unix(path, backlog, None),
+                    _ => Err(std::io::ErrorKind::Unsupported.into()),
+                }
+                .map_err(fail)?;
                 registry.push((dup_owned(&s).map_err(fail)?, meta(p, b, 0, &s)));
                 for w in out.iter_mut() {
                     w.push((

@@ -1,5 +1,7 @@
 //! The responses HAProxy 2.6 generates itself: canned error pages, redirects, `http-request
-//! return` replies and reason phrases. Pure: bytes in, bytes out.
+//! return` replies and reason phrases, built as [`Page`]s (a structured head and its body),
+//! which each client side sends in its own protocol. Pure. Their HTTP/1 text ([`Page::wire`])
+//! is held byte for byte against HAProxy's captures in the tests.
 //!
 //! Captured from HAProxy 2.6.12 on 127.0.0.1 with raw sockets (the tests hold the bytes):
 //!
@@ -36,6 +38,8 @@
 //!   all; 304 has `content-length: 0`; a body with either is a config error (`No body expected for
 //!   204 responses.`). Headers added with `hdr` come before `content-length` (not modelled here).
 //! - HEAD: same headers (the `content-length` of the page) and no body.
+
+use crate::http::head::{Headers, ResponseHead, Version};
 
 /// A canned page: code, the reason on its status line and `<h1>`, and its message line.
 const PAGES: [(u16, &str, &str); 19] = [
@@ -123,13 +127,16 @@ const PAGES: [(u16, &str, &str); 19] = [
 /// HAProxy answers codes without a page of their own with the 500 page.
 const FALLBACK: u16 = 500;
 
-/// Built once: the keep-alive form of each page, plus the mux forms of 400 and 408.
+/// Built once: the keep-alive form of each page, plus the mux forms of 400 and 408 (their
+/// HTTP/1 text, which the tests hold against HAProxy's captures).
+#[cfg(test)]
 struct Built {
     pages: Vec<(u16, Vec<u8>)>,
     mux_400: Vec<u8>,
     mux_408: Vec<u8>,
 }
 
+#[cfg(test)]
 static BUILT: std::sync::LazyLock<Built> = std::sync::LazyLock::new(|| Built {
     pages: PAGES
         .iter()
@@ -143,40 +150,153 @@ fn body(code: u16, why: &str, msg: &str) -> String {
     format!("<html><body><h1>{code} {why}</h1>\n{msg}\n</body></html>\n")
 }
 
-fn page(code: u16, why: &str, msg: &str, close: bool) -> Vec<u8> {
+/// A response the proxy makes itself, whole: its head (names as HAProxy writes them) and its
+/// body as HTTP/1 frames it (chunked for the stats page and Lua services, else as is). An
+/// HTTP/1 client gets [`Page::wire`]; an HTTP/2 one the head and the body's payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    pub head: ResponseHead,
+    pub body: Vec<u8>,
+}
+
+impl Page {
+    /// An HTTP/1.1 head with `status` and `why`, no field, no body.
+    pub fn new(status: u16, why: &str) -> Page {
+        Page {
+            head: ResponseHead {
+                version: Version::Http11,
+                status,
+                reason: why.to_owned(),
+                headers: Headers::default(),
+            },
+            body: Vec::new(),
+        }
+    }
+
+    /// Appends a field; CR, LF and NUL are dropped so a value cannot split the head.
+    pub fn field(&mut self, name: &str, value: &[u8]) {
+        let clean: Vec<u8> = value
+            .iter()
+            .copied()
+            .filter(|b| !matches!(b, b'\r' | b'\n' | 0))
+            .collect();
+        self.head.headers.append(name, clean);
+    }
+
+    /// A response made as HTTP/1 text (an errorfile, the stats page, a Lua service): the
+    /// head's lines as written, the rest as its body. None without a whole head.
+    pub fn parse(wire: &[u8]) -> Option<Page> {
+        let end = header_end(wire)?;
+        let mut lines = wire.get(..end - 4)?.split(|&b| b == b'\n');
+        let start = lines.next()?;
+        let start = start.strip_suffix(b"\r").unwrap_or(start);
+        let version = match start.get(..9)? {
+            b"HTTP/1.0 " => Version::Http10,
+            _ => Version::Http11,
+        };
+        let status = std::str::from_utf8(start.get(9..12)?).ok()?.parse().ok()?;
+        let reason = start.get(13..).unwrap_or_default();
+        let mut head = ResponseHead {
+            version,
+            status,
+            reason: String::from_utf8_lossy(reason).into_owned(),
+            headers: Headers::default(),
+        };
+        for l in lines {
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            let colon = l.iter().position(|&b| b == b':')?;
+            let name = std::str::from_utf8(l.get(..colon)?).ok()?;
+            let value = l.get(colon + 1..)?.trim_ascii();
+            head.headers.append(name, value);
+        }
+        Some(Page {
+            head,
+            body: wire.get(end..).unwrap_or_default().to_vec(),
+        })
+    }
+
+    /// The bytes an HTTP/1 client gets.
+    pub fn wire(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 + self.body.len());
+        crate::http::h1::write_reply_head(&self.head, &mut out);
+        out.extend_from_slice(&self.body);
+        out
+    }
+
+    /// `conn`'s header, last (the H1 mux adds it).
+    pub fn set_connection(&mut self, conn: ConnHeader) {
+        match conn {
+            ConnHeader::None => {}
+            ConnHeader::Close => self.head.headers.append("connection", "close"),
+            ConnHeader::KeepAlive => self.head.headers.append("connection", "keep-alive"),
+        }
+    }
+
+    /// The answer to a HEAD request: the same head, no body.
+    pub fn head_only(&mut self) {
+        self.body = Vec::new();
+    }
+
+    /// Its body is chunked on HTTP/1.
+    pub fn chunked(&self) -> bool {
+        self.head
+            .headers
+            .get_all("transfer-encoding")
+            .any(|v| v.eq_ignore_ascii_case(b"chunked"))
+    }
+}
+
+fn page_of(code: u16, why: &str, msg: &str, close: bool) -> Page {
     let body = body(code, why, msg);
-    let conn = if close { "connection: close\r\n" } else { "" };
-    format!(
-        "HTTP/1.1 {code} {why}\r\ncontent-length: {}\r\ncache-control: no-cache\r\n\
-         content-type: text/html\r\n{conn}\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
+    let mut p = Page::new(code, why);
+    p.field("content-length", body.len().to_string().as_bytes());
+    p.field("cache-control", b"no-cache");
+    p.field("content-type", b"text/html");
+    if close {
+        p.field("connection", b"close");
+    }
+    p.body = body.into_bytes();
+    p
+}
+
+#[cfg(test)]
+fn page(code: u16, why: &str, msg: &str, close: bool) -> Vec<u8> {
+    page_of(code, why, msg, close).wire()
 }
 
 /// The form the H1 mux writes itself (parse errors, request timeout): HAProxy's raw
 /// `http_err_msgs`, original header case; only 400 and 408 carry `Connection: close` there
 /// (the mux closes after any of them).
-fn mux_page(code: u16) -> Vec<u8> {
+fn mux_page_of(code: u16) -> Page {
     let (code, why, msg) = entry(code);
     let body = body(code, why, msg);
-    let conn = if matches!(code, 400 | 408) {
-        "Connection: close\r\n"
-    } else {
-        ""
-    };
-    format!(
-        "HTTP/1.1 {code} {why}\r\nContent-length: {}\r\nCache-Control: no-cache\r\n\
-         {conn}Content-Type: text/html\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
+    let mut p = Page::new(code, why);
+    p.field("Content-length", body.len().to_string().as_bytes());
+    p.field("Cache-Control", b"no-cache");
+    if matches!(code, 400 | 408) {
+        p.field("Connection", b"close");
+    }
+    p.field("Content-Type", b"text/html");
+    p.body = body.into_bytes();
+    p
+}
+
+#[cfg(test)]
+fn mux_page(code: u16) -> Vec<u8> {
+    mux_page_of(code).wire()
 }
 
 /// What the H1 mux sends for a message it could not parse with `status` (413, 422, 501…):
 /// the raw page, then it closes.
+#[cfg(test)]
 pub fn mux_response(status: u16) -> Vec<u8> {
     mux_page(status)
+}
+
+/// What the H1 mux sends for a message it could not parse with `status` (400, 408, 413,
+/// 422, 501…): HAProxy's raw page, header names in their case; the connection then closes.
+pub fn mux_page_for(status: u16) -> Page {
+    mux_page_of(status)
 }
 
 fn entry(status: u16) -> (u16, &'static str, &'static str) {
@@ -194,6 +314,7 @@ pub fn has_error_page(status: u16) -> bool {
 /// The exact bytes HAProxy sends for its own `status` error on a connection it keeps open.
 /// 400 and 408 are the H1 mux forms (parse error, `timeout http-request`), which always close
 /// and carry `Connection: close`. A status without a page gives the 500 page.
+#[cfg(test)]
 pub fn error_response(status: u16) -> &'static [u8] {
     let built = &*BUILT;
     match status {
@@ -216,32 +337,43 @@ pub fn error_response(status: u16) -> &'static [u8] {
 
 /// The canned page as sent through the stream (`http-request deny [deny_status N]`, `tarpit`,
 /// 5xx), with `connection: close` last when `close`. 400 and 408 always close, as in HAProxy.
+#[cfg(test)]
 pub fn deny_response(status: u16, close: bool) -> Vec<u8> {
     let (code, why, msg) = entry(status);
     page(code, why, msg, close || code == 400 || code == 408)
 }
 
 /// The 401 of `http-request auth realm <realm>`: the 401 page plus `www-authenticate` last.
+#[cfg(test)]
 pub fn auth_response(realm: &str, close: bool) -> Vec<u8> {
+    auth_page(realm, close).wire()
+}
+
+/// The 401 of `http-request auth realm <realm>`: the 401 page plus `www-authenticate` last.
+pub fn auth_page(realm: &str, close: bool) -> Page {
     let (code, why, msg) = entry(401);
-    let body = body(code, why, msg);
-    let mut out = format!(
-        "HTTP/1.1 {code} {why}\r\ncontent-length: {}\r\ncache-control: no-cache\r\n\
-         content-type: text/html\r\nwww-authenticate: Basic realm=\"",
-        body.len()
-    )
-    .into_bytes();
-    push_field(&mut out, realm.as_bytes());
-    out.extend_from_slice(b"\"\r\n");
-    finish(&mut out, close);
-    out.extend_from_slice(body.as_bytes());
-    out
+    let mut p = page_of(code, why, msg, false);
+    let mut v = b"Basic realm=\"".to_vec();
+    v.extend_from_slice(realm.as_bytes());
+    v.push(b'"');
+    p.field("www-authenticate", &v);
+    if close {
+        p.field("connection", b"close");
+    }
+    p
 }
 
 /// An `http-request redirect ... code <code>` reply. HAProxy only accepts 301, 302, 303, 307 and
 /// 308; other codes are rendered like 302 with [`reason`]. CR, LF and NUL are dropped from
 /// `location` so a bad value cannot split the header block.
+#[cfg(test)]
 pub fn redirect_response(code: u16, location: &str, close: bool) -> Vec<u8> {
+    redirect_page(code, location, close).wire()
+}
+
+/// An `http-request redirect ... code <code>` reply (301, 302, 303, 307, 308; another code is
+/// rendered like 302 with [`reason`]); CR, LF and NUL are dropped from `location`.
+pub fn redirect_page(code: u16, location: &str, close: bool) -> Page {
     let why = match code {
         301 => "Moved Permanently",
         302 => "Found",
@@ -250,15 +382,17 @@ pub fn redirect_response(code: u16, location: &str, close: bool) -> Vec<u8> {
         308 => "Permanent Redirect",
         _ => reason(code),
     };
-    let mut out = format!("HTTP/1.1 {code} {why}\r\ncontent-length: 0\r\nlocation: ").into_bytes();
-    push_field(&mut out, location.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    let mut p = Page::new(code, why);
+    p.field("content-length", b"0");
+    p.field("location", location.as_bytes());
     // Permanent redirects may be cached; the others are marked no-cache.
     if !matches!(code, 301 | 308) {
-        out.extend_from_slice(b"cache-control: no-cache\r\n");
+        p.field("cache-control", b"no-cache");
     }
-    finish(&mut out, close);
-    out
+    if close {
+        p.field("connection", b"close");
+    }
+    p
 }
 
 /// An `http-request return status <status> [content-type <ct>] [string|file ...]` reply. The body
@@ -269,10 +403,11 @@ pub fn return_response(
     body: &[u8],
     close: bool,
 ) -> Vec<u8> {
-    return_response_with(status, content_type, body, &[], close)
+    return_page(status, content_type, body, &[], close).wire()
 }
 
 /// [`return_response`] with `hdr` lines, which HAProxy places first.
+#[cfg(test)]
 pub fn return_response_with(
     status: u16,
     content_type: Option<&str>,
@@ -280,29 +415,42 @@ pub fn return_response_with(
     headers: &[(String, String)],
     close: bool,
 ) -> Vec<u8> {
+    return_page(status, content_type, body, headers, close).wire()
+}
+
+/// An `http-request return status <status> [content-type <ct>] [hdr …] [string|file ...]`
+/// reply: `hdr` lines first; no body for 204 (which has no `content-length`) and 304.
+pub fn return_page(
+    status: u16,
+    content_type: Option<&str>,
+    body: &[u8],
+    headers: &[(String, String)],
+    close: bool,
+) -> Page {
     let body = if matches!(status, 204 | 304) {
         &[][..]
     } else {
         body
     };
-    let mut out = format!("HTTP/1.1 {status} {}\r\n", reason(status)).into_bytes();
+    let mut p = Page::new(status, reason(status));
     for (n, v) in headers {
-        push_field(&mut out, n.as_bytes());
-        out.extend_from_slice(b": ");
-        push_field(&mut out, v.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        let name: String = n
+            .chars()
+            .filter(|c| !matches!(c, '\r' | '\n' | '\0'))
+            .collect();
+        p.field(&name, v.as_bytes());
     }
     if status != 204 {
-        out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+        p.field("content-length", body.len().to_string().as_bytes());
     }
     if let Some(ct) = content_type {
-        out.extend_from_slice(b"content-type: ");
-        push_field(&mut out, ct.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        p.field("content-type", ct.as_bytes());
     }
-    finish(&mut out, close);
-    out.extend_from_slice(body);
-    out
+    if close {
+        p.field("connection", b"close");
+    }
+    p.body = body.to_vec();
+    p
 }
 
 /// The `connection` header the H1 mux adds last to a response it generates.
@@ -331,8 +479,9 @@ impl ConnHeader {
 }
 
 /// `resp` with `conn`'s header inserted last in its header block. Meant for the lowercase
-/// responses built here (not the mux 400/408 of [`error_response`], which already close).
+/// responses built here (not the mux 400/408 of `error_response`, which already close).
 /// Bytes without a header block end are returned unchanged.
+#[cfg(test)]
 pub fn with_connection(resp: &[u8], conn: ConnHeader) -> Vec<u8> {
     let line: &[u8] = match conn {
         ConnHeader::None => b"",
@@ -426,6 +575,7 @@ pub fn custom_page(raw: &[u8], conn: ConnHeader) -> (Vec<u8>, bool) {
 /// The reply for an error HAProxy generates: the first configured page among `pages` (the
 /// backend's, then the frontend's, as HAProxy looks them up), else the canned page. Returns the
 /// bytes and whether the connection must close after them.
+#[cfg(test)]
 pub fn reply_for(
     pages: &[&crate::config::model::ProxyExtra],
     status: u16,
@@ -443,7 +593,32 @@ pub fn reply_for(
     }
 }
 
+/// The reply for an error HAProxy generates: the first configured page among `pages` (the
+/// backend's, then the frontend's, as HAProxy looks them up), else the canned page, with
+/// `conn`'s header; and whether the connection must close after it. None when the configured
+/// page is empty (nothing is sent).
+pub fn reply_page_for(
+    pages: &[&crate::config::model::ProxyExtra],
+    status: u16,
+    conn: ConnHeader,
+) -> (Option<Page>, bool) {
+    if let Some(raw) = pages.iter().find_map(|p| p.error_page(status)) {
+        let (wire, close) = custom_page(raw, conn);
+        return (Page::parse(&wire), close);
+    }
+    match status {
+        400 | 408 => (Some(mux_page_of(status)), true),
+        _ => {
+            let (code, why, msg) = entry(status);
+            let mut p = page_of(code, why, msg, false);
+            p.set_connection(conn);
+            (Some(p), conn == ConnHeader::Close)
+        }
+    }
+}
+
 /// The reply to a HEAD request: the same head (including `content-length`), no body.
+#[cfg(test)]
 pub fn head_only(resp: &[u8]) -> &[u8] {
     match header_end(resp) {
         Some(end) => resp.get(..end).unwrap_or(resp),
@@ -545,19 +720,6 @@ fn header_end(resp: &[u8]) -> Option<usize> {
     resp.windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map(|i| i + 4)
-}
-
-/// Appends a header value, dropping the bytes that would end the line or the header block.
-fn push_field(out: &mut Vec<u8>, value: &[u8]) {
-    out.extend(value.iter().filter(|&&b| !matches!(b, b'\r' | b'\n' | 0)));
-}
-
-/// Ends the header block, with `connection: close` last when closing.
-fn finish(out: &mut Vec<u8>, close: bool) {
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]

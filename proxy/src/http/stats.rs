@@ -10,7 +10,7 @@ use portcullis_runtime_api::html::{
 use portcullis_runtime_api::{prom, stat};
 
 use crate::config::model::StatsPage;
-use crate::http::errors::{self, ConnHeader};
+use crate::http::errors::{self, ConnHeader, Page};
 use crate::http::head::RequestHead;
 use crate::model::Model;
 
@@ -27,7 +27,7 @@ pub struct Applet {
     pub log_status: u16,
     /// `<STATS>` or `<PROMEX>` in the server field.
     pub server: &'static str,
-    pub bytes: Vec<u8>,
+    pub page: Page,
     /// The applet answered (Tr is its time); false for the auth challenge.
     pub served: bool,
 }
@@ -69,20 +69,24 @@ fn threads(model: &Model) -> usize {
         .max(1)
 }
 
-fn chunked(status: u16, heads: &[(&str, &str)], body: &[u8], conn: ConnHeader) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {status} {}\r\n", errors::reason(status)).into_bytes();
+/// A page as HAProxy's applets send it: `heads`, then one chunk of `body` (its HTTP/1 form;
+/// an HTTP/2 client gets the payload).
+fn chunked(status: u16, heads: &[(&str, &str)], body: &[u8], conn: ConnHeader) -> Page {
+    let mut page = Page::new(status, errors::reason(status));
     for (k, v) in heads {
-        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+        page.field(k, v.as_bytes());
     }
-    out.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");
-    let mut resp = errors::with_connection(&out, conn);
+    page.field("transfer-encoding", b"chunked");
+    page.set_connection(conn);
+    let mut framed = Vec::with_capacity(body.len() + 16);
     if !body.is_empty() {
-        resp.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
-        resp.extend_from_slice(body);
-        resp.extend_from_slice(b"\r\n");
+        framed.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+        framed.extend_from_slice(body);
+        framed.extend_from_slice(b"\r\n");
     }
-    resp.extend_from_slice(b"0\r\n\r\n");
-    resp
+    framed.extend_from_slice(b"0\r\n\r\n");
+    page.body = framed;
+    page
 }
 
 /// `Authorization: Basic …` checked against the `stats auth` accounts.
@@ -151,17 +155,24 @@ pub fn stats_reply(
 ) -> Applet {
     if !authorized(page, req) {
         let realm = page.realm.as_deref().unwrap_or(DEFAULT_REALM);
-        let mut head = format!(
-            "HTTP/1.1 401 Unauthorized\r\ncontent-length: {}\r\ncache-control: no-cache\r\ncontent-type: text/html\r\nwww-authenticate: Basic realm=\"{realm}\"\r\n\r\n",
-            UNAUTHORIZED_BODY.len()
-        )
-        .into_bytes();
-        head.extend_from_slice(UNAUTHORIZED_BODY.as_bytes());
+        let mut page = Page::new(401, "Unauthorized");
+        page.field(
+            "content-length",
+            UNAUTHORIZED_BODY.len().to_string().as_bytes(),
+        );
+        page.field("cache-control", b"no-cache");
+        page.field("content-type", b"text/html");
+        page.field(
+            "www-authenticate",
+            format!("Basic realm=\"{realm}\"").as_bytes(),
+        );
+        page.set_connection(conn);
+        page.body = UNAUTHORIZED_BODY.as_bytes().to_vec();
         return Applet {
             status: 401,
             log_status: 400,
             server: "<STATS>",
-            bytes: errors::with_connection(&head, conn),
+            page,
             served: false,
         };
     }
@@ -229,7 +240,7 @@ pub fn stats_reply(
         status: 200,
         log_status: 200,
         server: "<STATS>",
-        bytes: chunked(200, &heads, body.as_bytes(), conn),
+        page: chunked(200, &heads, body.as_bytes(), conn),
         served: true,
     }
 }
@@ -250,7 +261,7 @@ pub fn prometheus_reply(model: &Model, stopping: bool, conn: ConnHeader) -> Appl
         status: 200,
         log_status: 200,
         server: "<PROMEX>",
-        bytes: chunked(200, &heads, body.as_bytes(), conn),
+        page: chunked(200, &heads, body.as_bytes(), conn),
         served: true,
     }
 }
@@ -286,14 +297,17 @@ pub fn stats_post_reply(
     if r.no_refresh {
         location.push_str(";norefresh");
     }
-    let head = format!(
-        "HTTP/1.1 303 See Other\r\ncache-control: no-cache\r\ncontent-type: text/plain\r\ncontent-length: 0\r\nlocation: {location}\r\n\r\n"
-    );
+    let mut page = Page::new(303, "See Other");
+    page.field("cache-control", b"no-cache");
+    page.field("content-type", b"text/plain");
+    page.field("content-length", b"0");
+    page.field("location", location.as_bytes());
+    page.set_connection(conn);
     Applet {
         status: 303,
         log_status: 303,
         server: "<STATS>",
-        bytes: errors::with_connection(head.as_bytes(), conn),
+        page,
         served: true,
     }
 }
@@ -434,7 +448,7 @@ mod tests {
             ConnHeader::None,
         );
         assert_eq!(
-            String::from_utf8(r).unwrap(),
+            String::from_utf8(r.wire()).unwrap(),
             "HTTP/1.1 200 OK\r\ncache-control: no-cache\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
         );
     }

@@ -105,6 +105,20 @@ pub fn reply_size(wire: &[u8]) -> u64 {
     size + body.len() as u64
 }
 
+/// [`reply_size`] of a response the proxy made, from its head and body (chunked when its
+/// head says so).
+pub fn page_size(page: &crate::http::errors::Page) -> u64 {
+    let size = head_size(&page.head);
+    // A chunked reply (a Lua service's, the stats page) stores its data, not the framing.
+    if page.chunked() {
+        return size
+            + BodySize::new(true)
+                .feed(&page.body)
+                .saturating_sub(END_BLOCK);
+    }
+    size + page.body.len() as u64
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Chunk {
     Size,

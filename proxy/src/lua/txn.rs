@@ -94,7 +94,7 @@ impl<'a, 'c> Call<'a, 'c> {
     pub fn service_response(self, req: &RequestHead, failed: bool) -> (u16, Vec<u8>, bool) {
         let svc = self.svc.unwrap_or_default();
         if failed {
-            let bytes = crate::http::errors::return_response(500, None, b"", false);
+            let bytes = crate::http::errors::return_page(500, None, b"", &[], false).wire();
             return (500, bytes, false);
         }
         let status = svc.status;

@@ -86,6 +86,10 @@ pub fn server_tls(global: &Global, s: &Server) -> Result<Option<ServerTls>, Stri
         }
         None => builder.with_no_client_auth(),
     };
+    // `alpn`: offered on the traffic's handshakes (and the checks', unless `check-alpn`).
+    if let Some(alpn) = o.alpn.as_ref().filter(|_| o.ssl) {
+        config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    }
     if let Some(store) = sessions {
         config.resumption = rustls::client::Resumption::store(store);
     }

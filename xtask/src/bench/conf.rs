@@ -11,6 +11,8 @@ pub struct Ports {
     pub https: u16,
     pub echo: u16,
     pub iperf: u16,
+    /// HTTP/2 with prior knowledge, to the backend's h2c port (`proto h2` servers).
+    pub h2c: u16,
 }
 
 /// What the proxies forward to.
@@ -19,6 +21,8 @@ pub struct Upstreams {
     pub http: SocketAddr,
     pub echo: SocketAddr,
     pub iperf: SocketAddr,
+    /// The backend's HTTP/2 prior-knowledge port.
+    pub h2c: SocketAddr,
 }
 
 /// Connections every process accepts: the memory workload holds up to 10k client connections,
@@ -28,7 +32,7 @@ pub fn maxconn(hard_nofile: u64) -> u32 {
     (hard_nofile.saturating_sub(200) / 2).min(40_000) as u32
 }
 
-/// One thread, the four frontends, and timeouts long enough for idle keep-alive connections.
+/// One thread, the five frontends, and timeouts long enough for idle keep-alive connections.
 pub fn haproxy(p: Ports, up: Upstreams, bundle: &Path, maxconn: u32) -> String {
     format!(
         "global\n    nbthread 1\n    maxconn {maxconn}\n\n\
@@ -38,7 +42,9 @@ pub fn haproxy(p: Ports, up: Upstreams, bundle: &Path, maxconn: u32) -> String {
          frontend https\n    bind 127.0.0.1:{} ssl crt {} alpn h2,http/1.1\n    default_backend app\n\n\
          frontend echo\n    mode tcp\n    bind 127.0.0.1:{}\n    default_backend echo\n\n\
          frontend iperf\n    mode tcp\n    bind 127.0.0.1:{}\n    default_backend iperf\n\n\
+         frontend h2c\n    bind 127.0.0.1:{} proto h2\n    default_backend app_h2\n\n\
          backend app\n    http-reuse always\n    server app1 {}\n\n\
+         backend app_h2\n    http-reuse always\n    server app2 {} proto h2\n\n\
          backend echo\n    mode tcp\n    server echo1 {}\n\n\
          backend iperf\n    mode tcp\n    server iperf1 {}\n",
         p.http,
@@ -46,7 +52,9 @@ pub fn haproxy(p: Ports, up: Upstreams, bundle: &Path, maxconn: u32) -> String {
         bundle.display(),
         p.echo,
         p.iperf,
+        p.h2c,
         up.http,
+        up.h2c,
         up.echo,
         up.iperf
     )
@@ -97,17 +105,19 @@ fn nginx_http_common(dir: &Path, name: &str) -> String {
 }
 
 /// The backend: `/` answers `ok`, `/16k` a 16 KiB file from `<dir>/www`; plain HTTP on
-/// `http`, and TLS (+h2) on `https` for the direct rows of the TLS workloads.
+/// `http`, TLS (+h2) on `https` for the direct rows of the TLS workloads, and HTTP/2 with prior
+/// knowledge on `h2c` for the `proto h2` servers.
 pub fn nginx_backend(
     dir: &Path,
-    http: SocketAddr,
+    (http, h2c): (SocketAddr, SocketAddr),
     https: SocketAddr,
     cert: &Path,
     key: &Path,
     maxconn: u32,
 ) -> String {
     format!(
-        "{}http {{\n{}    server {{\n        listen {http};\n        listen {https} ssl http2;\n        \
+        "{}http {{\n{}    server {{\n        listen {http};\n        listen {h2c} http2;\n        \
+         listen {https} ssl http2;\n        \
          ssl_certificate {};\n        ssl_certificate_key {};\n        \
          ssl_protocols TLSv1.2 TLSv1.3;\n        root {}/www;\n        \
          location = / {{ return 200 \"ok\"; }}\n    }}\n}}\n",
@@ -164,6 +174,7 @@ mod tests {
         https: 9002,
         echo: 9003,
         iperf: 9004,
+        h2c: 9005,
     };
 
     fn up() -> Upstreams {
@@ -171,6 +182,7 @@ mod tests {
             http: "127.0.0.1:8001".parse().unwrap(),
             echo: "127.0.0.1:8003".parse().unwrap(),
             iperf: "127.0.0.1:8004".parse().unwrap(),
+            h2c: "127.0.0.1:8005".parse().unwrap(),
         }
     }
 
@@ -185,6 +197,8 @@ mod tests {
         assert!(c.contains("frontend echo\n    mode tcp\n    bind 127.0.0.1:9003\n"));
         assert!(c.contains("backend app\n    http-reuse always\n    server app1 127.0.0.1:8001\n"));
         assert!(c.ends_with("backend iperf\n    mode tcp\n    server iperf1 127.0.0.1:8004\n"));
+        assert!(c.contains("frontend h2c\n    bind 127.0.0.1:9005 proto h2\n"));
+        assert!(c.contains("    server app2 127.0.0.1:8005 proto h2\n"));
         let k = with_relay(&c, "kernel max-unacked 4g bulk-rate 0");
         assert!(k.contains(
             "\ndefaults\n    portcullis-relay kernel max-unacked 4g bulk-rate 0\n    mode http\n"
@@ -227,13 +241,17 @@ mod tests {
         assert!(!p.contains("load_module"));
         let b = nginx_backend(
             d,
-            "127.0.0.1:1".parse().unwrap(),
+            (
+                "127.0.0.1:1".parse().unwrap(),
+                "127.0.0.1:3".parse().unwrap(),
+            ),
             "127.0.0.1:2".parse().unwrap(),
             c,
             k,
             9900,
         );
         assert!(b.contains("        listen 127.0.0.1:2 ssl http2;\n"));
+        assert!(b.contains("        listen 127.0.0.1:3 http2;\n"));
         assert!(b.contains("        location = / { return 200 \"ok\"; }\n"));
         assert!(b.contains("worker_rlimit_nofile 19900;\n"));
         assert!(b.contains("worker_connections 9900;"));

@@ -57,6 +57,8 @@ enum Kind {
     },
     TlsHandshake,
     H2,
+    /// h2load with prior knowledge to an h2 frontend whose server is `proto h2`.
+    H2ToH2,
     Iperf(u32),
     PingPong(usize),
     Latency,
@@ -122,6 +124,11 @@ const WORKLOADS: &[Workload] = &[
         id: "h2",
         title: "HTTP/2 over TLS (10 conns × 10 streams)",
         kind: Kind::H2,
+    },
+    Workload {
+        id: "h2c-h2",
+        title: "HTTP/2 h2c to an h2 server (10 conns × 10 streams)",
+        kind: Kind::H2ToH2,
     },
     Workload {
         id: "tcp-throughput-1",
@@ -355,13 +362,14 @@ pub fn run(args: &[String]) -> Result {
     // The backend side, all on the load core.
     let b_http = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let b_https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let b_h2c = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let echo = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let iperf = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let nginx = which("nginx").ok_or("nginx is missing")?;
     let backend_conf = dir.join("backend.conf");
     std::fs::write(
         &backend_conf,
-        conf::nginx_backend(&dir, b_http, b_https, &cert, &key, maxconn),
+        conf::nginx_backend(&dir, (b_http, b_h2c), b_https, &cert, &key, maxconn),
     )
     .map_err(|e| e.to_string())?;
     let mut cmd = pinned(LOAD_CORE, &nginx, pin);
@@ -406,6 +414,7 @@ pub fn run(args: &[String]) -> Result {
             http: b_http,
             echo,
             iperf,
+            h2c: b_h2c,
         },
         stream_module,
         maxconn,
@@ -642,6 +651,7 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
         https: free_port(),
         echo: free_port(),
         iperf: free_port(),
+        h2c: free_port(),
     };
     let t = |id, label, kind, ports| Target {
         id,
@@ -666,6 +676,7 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
                 https: backend_https,
                 echo: env.upstreams.echo.port(),
                 iperf: env.upstreams.iperf.port(),
+                h2c: env.upstreams.h2c.port(),
             },
         ),
         t(
@@ -949,6 +960,19 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
             }
             Ok(run)
         }
+        Kind::H2ToH2 => {
+            let h2load = which("h2load").ok_or("h2load missing (nghttp2-client)")?;
+            let mut c = pinned(LOAD_CORE, &h2load, env.pin);
+            c.args(["-t1", "-c10", "-m10", "-D", &secs_s]);
+            c.arg(format!("http://127.0.0.1:{}/", t.ports.h2c));
+            let out = client(c)?;
+            let run = parse::h2load(&out)
+                .ok_or_else(|| format!("cannot read h2load output: {}", out.trim()))?;
+            if !out.contains("Application protocol: h2c") {
+                return Err("h2load did not speak h2c".into());
+            }
+            Ok(run)
+        }
         Kind::TlsHandshake => {
             let out = client(load(&[
                 "tls",
@@ -1022,7 +1046,9 @@ fn unavailable(env: &Env, t: &Target, kind: Kind) -> Option<Cell> {
             )))
         }
         Kind::Iperf(_) if !have("iperf3") => Some(Cell::Skipped("iperf3 missing".into())),
-        Kind::H2 if !have("h2load") => Some(Cell::Skipped("h2load missing".into())),
+        Kind::H2 | Kind::H2ToH2 if !have("h2load") => Some(Cell::Skipped("h2load missing".into())),
+        // nginx proxies HTTP/1.x only (grpc_pass aside): it has no h2 upstreams.
+        Kind::H2ToH2 if t.kind == TargetKind::Nginx => Some(Cell::NotApplicable),
         Kind::SynFlood => flood::unavailable(t.kind),
         Kind::Reload => reload::unavailable(t.kind),
         _ => None,
@@ -1035,7 +1061,7 @@ fn metrics(kind: Kind) -> Vec<(&'static str, Better)> {
         // The kernel's part bounds what user-space work can win: loopback TCP runs the peer's
         // receive path in the sender's context, so it weighs alike on every proxy.
         // The user-space part (total − kernel) is what a proxy's own code costs.
-        Kind::Wrk { .. } | Kind::H2 => vec![
+        Kind::Wrk { .. } | Kind::H2 | Kind::H2ToH2 => vec![
             ("req/s", Better::Higher),
             ("proxy CPU µs/req", Better::Lower),
             ("of which kernel µs/req", Better::Lower),

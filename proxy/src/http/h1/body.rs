@@ -1,6 +1,7 @@
 //! Incremental body delimiter and validator: never copies, never buffers.
 
 use super::{BodyFraming, H1Error, is_field_byte, is_tchar};
+use crate::http::head::{Header, Headers};
 
 /// Largest chunk size accepted: 2^52 - 1, HAProxy's limit, so that no downstream consumer with
 /// signed or floating-point lengths can be fooled.
@@ -69,7 +70,14 @@ enum Kind {
 pub struct BodyDecoder {
     kind: Kind,
     failed: Option<H1Error>,
+    /// The trailer section's bytes, kept once [`BodyDecoder::keep_trailers`] asked (an HTTP/2
+    /// client gets them as a HEADERS frame); bounded by the trailer limit.
+    trailers: Option<Vec<u8>>,
 }
+
+/// Where the payload lies in what one [`BodyDecoder::advance_payload`] call consumed: the
+/// chunk data without its framing (the whole input for other framings).
+pub type Payload = Vec<std::ops::Range<usize>>;
 
 impl BodyDecoder {
     pub fn new(framing: BodyFraming) -> Self {
@@ -85,12 +93,55 @@ impl BodyDecoder {
             BodyFraming::UntilClose => Kind::UntilClose,
             BodyFraming::Tunnel => Kind::Tunnel,
         };
-        BodyDecoder { kind, failed: None }
+        BodyDecoder {
+            kind,
+            failed: None,
+            trailers: None,
+        }
+    }
+
+    /// Keeps the trailer section of a chunked body for [`BodyDecoder::take_trailers`].
+    pub fn keep_trailers(&mut self) {
+        self.trailers = Some(Vec::new());
+    }
+
+    /// The trailer fields kept, once the body is done (None: none, or not kept).
+    pub fn take_trailers(&mut self) -> Option<Headers> {
+        let raw = self.trailers.take()?;
+        let fields: Vec<Header> = raw
+            .split(|&b| b == b'\n')
+            .filter_map(|l| {
+                let l = l.strip_suffix(b"\r").unwrap_or(l);
+                let colon = l.iter().position(|&b| b == b':')?;
+                let name = std::str::from_utf8(l.get(..colon)?).ok()?;
+                Some(Header::new(name, super::trim_ows(l.get(colon + 1..)?)))
+            })
+            .collect();
+        (!fields.is_empty()).then_some(Headers(fields))
     }
 
     /// Consumes the part of `input` that belongs to this body. Once an error is returned, every
     /// later call returns it again: the connection must be closed.
     pub fn advance(&mut self, input: &[u8]) -> Result<BodyProgress, H1Error> {
+        self.advance_inner(input, None)
+    }
+
+    /// [`BodyDecoder::advance`], also telling where the payload is in the bytes consumed
+    /// (`payload` is cleared first).
+    pub fn advance_payload(
+        &mut self,
+        input: &[u8],
+        payload: &mut Payload,
+    ) -> Result<BodyProgress, H1Error> {
+        payload.clear();
+        self.advance_inner(input, Some(payload))
+    }
+
+    fn advance_inner(
+        &mut self,
+        input: &[u8],
+        payload: Option<&mut Payload>,
+    ) -> Result<BodyProgress, H1Error> {
         if let Some(e) = self.failed {
             return Err(e);
         }
@@ -99,10 +150,18 @@ impl BodyDecoder {
             Kind::Length(left) => {
                 let take = usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
                 *left -= take as u64;
+                if let Some(p) = payload.filter(|_| take > 0) {
+                    p.push(0..take);
+                }
                 (take, *left == 0)
             }
-            Kind::UntilClose | Kind::Tunnel => (input.len(), false),
-            Kind::Chunked(c) => match c.feed(input) {
+            Kind::UntilClose | Kind::Tunnel => {
+                if let Some(p) = payload.filter(|_| !input.is_empty()) {
+                    p.push(0..input.len());
+                }
+                (input.len(), false)
+            }
+            Kind::Chunked(c) => match c.feed(input, payload, self.trailers.as_mut()) {
                 Ok(r) => r,
                 Err(e) => {
                     self.failed = Some(e);
@@ -153,14 +212,23 @@ fn is_qdtext(b: u8) -> bool {
 }
 
 impl Chunked {
-    /// Returns (bytes consumed, done).
-    fn feed(&mut self, input: &[u8]) -> Result<(usize, bool), H1Error> {
+    /// Returns (bytes consumed, done); pushes the chunk data's ranges to `payload` and the
+    /// trailer section's bytes to `trailers`.
+    fn feed(
+        &mut self,
+        input: &[u8],
+        mut payload: Option<&mut Payload>,
+        mut trailers: Option<&mut Vec<u8>>,
+    ) -> Result<(usize, bool), H1Error> {
         use ChunkState as S;
         let mut i = 0;
         while i < input.len() {
             if self.state == S::Data {
                 let avail = (input.len() - i) as u64;
                 let take = self.size.min(avail);
+                if let Some(p) = payload.as_deref_mut().filter(|_| take > 0) {
+                    p.push(i..i + take as usize);
+                }
                 i += take as usize;
                 self.size -= take;
                 if self.size == 0 {
@@ -171,6 +239,14 @@ impl Chunked {
             let Some(&b) = input.get(i) else { break };
             i += 1;
             self.count(b)?;
+            if let Some(t) = trailers.as_deref_mut()
+                && matches!(
+                    self.state,
+                    S::TrailerLineStart | S::TrailerName | S::TrailerValue | S::TrailerLf
+                )
+            {
+                t.push(b);
+            }
             self.state = match (self.state, b) {
                 (S::Size, _) => {
                     self.size = hex_value(b).ok_or(H1Error::BadChunkSize)?;

@@ -23,7 +23,7 @@ mod corpus_tests;
 #[cfg(test)]
 mod tests;
 
-pub use body::{BodyDecoder, BodyProgress};
+pub use body::{BodyDecoder, BodyProgress, Payload};
 pub use conn::{
     connection_has_token, is_upgrade, is_websocket_upgrade, remove_hop_by_hop, restrict_te,
     set_connection_mode, strip_close_keepalive, wants_close, websocket_accept, websocket_accept_ok,
@@ -33,7 +33,7 @@ pub use framing::{
 };
 pub(crate) use parse::check_request;
 pub use parse::{parse_request_head, parse_response_head};
-pub use write::{write_request_head, write_response_head};
+pub use write::{write_reply_head, write_request_head, write_response_head};
 
 /// Where a refused head stops parsing (`show errors`' "error at position"): the last byte of
 /// the shortest prefix the parser refuses (a prefix is refused as soon as it cannot start a

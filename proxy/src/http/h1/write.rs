@@ -35,14 +35,38 @@ pub fn write_request_head(head: &RequestHead, out: &mut Vec<u8>) {
 pub fn write_response_head(head: &ResponseHead, out: &mut Vec<u8>) {
     out.extend_from_slice(version_str(head.version));
     out.push(b' ');
-    let s = head.status.min(999);
+    push_status(head.status, out);
+    out.push(b' ');
+    out.extend_from_slice(head.reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    write_fields(&head.headers, out);
+}
+
+/// A head the proxy made itself, as its maker wrote it: names keep their case (the H1 mux's
+/// own pages capitalise them), and an empty reason leaves no space after the status.
+pub fn write_reply_head(head: &ResponseHead, out: &mut Vec<u8>) {
+    out.extend_from_slice(version_str(head.version));
+    out.push(b' ');
+    push_status(head.status, out);
+    if !head.reason.is_empty() {
+        out.push(b' ');
+        out.extend_from_slice(head.reason.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    for h in &head.headers.0 {
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(&h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_status(status: u16, out: &mut Vec<u8>) {
+    let s = status.min(999);
     out.extend_from_slice(&[
         b'0' + (s / 100) as u8,
         b'0' + (s / 10 % 10) as u8,
         b'0' + (s % 10) as u8,
     ]);
-    out.push(b' ');
-    out.extend_from_slice(head.reason.as_bytes());
-    out.extend_from_slice(b"\r\n");
-    write_fields(&head.headers, out);
 }

@@ -4,7 +4,7 @@
 
 use super::{Front, Session, Upstream};
 use crate::ana::rules;
-use crate::http::h1::{self, Limits};
+use crate::http::errors::Page;
 use crate::http::head::ResponseHead;
 use crate::log::SessionLog;
 use crate::model::Proxy;
@@ -44,26 +44,44 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
-    /// A response the proxy made (`bytes`: head and body), rewritten by the rules when there
-    /// are any; also its status, which `set-status` may have changed.
-    pub(super) fn after_rules_bytes(
+    /// A response the proxy made, its head edited by the rules when there are any; returns its
+    /// status, which `set-status` may have changed.
+    pub(super) fn after_rules_page(
         &self,
         be: Option<&Proxy>,
-        bytes: Vec<u8>,
+        page: &mut Page,
         status: u16,
         log: &SessionLog,
-    ) -> (Vec<u8>, u16) {
+    ) -> u16 {
         if !self.has_after_rules(be) {
-            return (bytes, status);
+            return status;
         }
-        let Ok(Some((mut head, n))) = h1::parse_response_head(&bytes, &Limits::default()) else {
-            return (bytes, status);
+        self.after_rules(be, &mut page.head, log);
+        // An edited head goes out as the H1 mux writes any head: names lowercase.
+        for h in &mut page.head.headers.0 {
+            h.name.make_ascii_lowercase();
+        }
+        page.head.status
+    }
+
+    /// An error page of `be`'s (502, 503, 504…) after the rules, without its body for a HEAD
+    /// request (`head_only`); and its status, which the rules may have changed.
+    pub(super) fn error_page(
+        &self,
+        be: &Proxy,
+        page: Option<Page>,
+        status: u16,
+        head_only: bool,
+        log: &SessionLog,
+    ) -> (Option<Page>, u16) {
+        let Some(mut p) = page else {
+            return (None, status);
         };
-        self.after_rules(be, &mut head, log);
-        let mut out = Vec::with_capacity(bytes.len() + 128);
-        h1::write_response_head(&head, &mut out);
-        out.extend_from_slice(bytes.get(n..).unwrap_or_default());
-        (out, head.status)
+        let status = self.after_rules_page(Some(be), &mut p, status, log);
+        if head_only {
+            p.head_only();
+        }
+        (Some(p), status)
     }
 
     /// The backend a locally answered request was routed to, by its logged name.

@@ -85,19 +85,17 @@ impl<F: Front, U: Upstream> Session<F, U> {
         (status, bytes, close): (u16, Vec<u8>, bool),
     ) -> Reply {
         let keep = tx.keep && !close;
-        let a = stats::Applet {
-            status,
-            log_status: status,
-            server: "",
+        // A Lua service writes HTTP/1 text; its page is read from it.
+        let page = crate::http::errors::Page::parse(&bytes).map(|mut p| {
             // A body ended by the close (HTTP/1.0): no `connection` header, as HAProxy.
-            bytes: if close {
-                bytes
-            } else {
-                crate::http::errors::with_connection(&bytes, tx.conn_hdr(!keep))
-            },
-            served: true,
-        };
-        let r = applet_reply(&mut tx.log, &self.fe, a, keep);
+            if !close {
+                p.set_connection(tx.conn_hdr(!keep));
+            }
+            p
+        });
+        let mut r = applet_log(&mut tx.log, &self.fe, (status, status, ""), true);
+        r.page = page;
+        r.keep = keep;
         tx.log.server = Some(format!("<lua.{name}>"));
         r
     }
@@ -112,16 +110,30 @@ impl<F: Front, U: Upstream> Session<F, U> {
 /// Log fields and counters of an applet answer (stats page, exporter): `<STATS>`/`<PROMEX>` as
 /// the server, Tw/Tc/Tr at 0 (Tr -1 for the auth challenge), `LR`, one intercepted request.
 fn applet_reply(log: &mut SessionLog, fe: &Proxy, a: stats::Applet, keep: bool) -> Reply {
-    log.server = Some(a.server.to_string());
+    let mut r = applet_log(log, fe, (a.status, a.log_status, a.server), a.served);
+    r.page = Some(a.page);
+    r.keep = keep;
+    r
+}
+
+/// [`applet_reply`]'s log fields and counters, for `(status sent, status logged, server)`; the
+/// reply has no page yet.
+fn applet_log(
+    log: &mut SessionLog,
+    fe: &Proxy,
+    (status, log_status, server): (u16, u16, &str),
+    served: bool,
+) -> Reply {
+    log.server = Some(server.to_string());
     log.queue = Some(Duration::ZERO);
     log.connect = Some(Duration::ZERO);
-    log.response = a.served.then_some(Duration::ZERO);
-    log.status = Some(a.log_status);
+    log.response = served.then_some(Duration::ZERO);
+    log.status = Some(log_status);
     Counters::add(&fe.fe_counters.intercepted, 1);
     Reply {
-        status: a.status,
-        bytes: a.bytes,
+        status,
+        page: None,
         term: *b"LR",
-        keep,
+        keep: false,
     }
 }

@@ -153,10 +153,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         log.status = Some(502);
         self.fe.fe_counters.count_status(502);
         be.counters.count_status(502);
-        let (bytes, _) =
-            errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 502, ConnHeader::Close);
-        log.bytes_out = crate::log::htx::reply_size(&bytes);
-        let _ = self.send_client(bytes).await;
+        let (page, _) =
+            errors::reply_page_for(&[&be.cfg.extra, &self.fe.cfg.extra], 502, ConnHeader::Close);
+        if let Some(p) = page {
+            log.bytes_out = crate::log::htx::page_size(&p);
+            let _ = self.send_page(&p).await;
+        }
         let _ = self.client.shutdown_write().await;
         false
     }
@@ -182,7 +184,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let outcome = match resp {
             Ok(resp) => {
                 watch.streaming.set(true);
-                match self.forward_response(&leg, resp, tx).await {
+                let done = self.forward_response(&leg, resp, tx).await;
+                // h2 server streams: `%B` as HAProxy's HTX form of the response counts it.
+                tx.log.bytes_out = tx.log.bytes_out.saturating_sub(server.htx_surplus());
+                match done {
                     super::response::Forwarded::Done(keep) => keep,
                     // An upgrade: the stream becomes a tunnel, under the same watch.
                     super::response::Forwarded::Upgrade(sbuf) => {
@@ -279,23 +284,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
     ) -> bool {
         let (hdr, keep) = (tx.error_conn_hdr(), tx.error_keep());
         let head_only = tx.req.method == "HEAD";
-        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, hdr);
-        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, 503, &tx.log);
+        let (page, close) = errors::reply_page_for(&[&be.cfg.extra, &self.fe.cfg.extra], 503, hdr);
+        let (page, status) = self.error_page(be, page, 503, head_only, &tx.log);
         let log = &mut tx.log;
         log.beconn = be.beconn.load(Ordering::Relaxed);
         log.status = Some(status);
         log.term = e.term();
         self.fe.fe_counters.count_status(status);
         be.counters.count_status(status);
-        if head_only {
-            bytes = errors::head_only(&bytes).to_vec();
-        }
-        log.bytes_out = crate::log::htx::reply_size(&bytes);
+        log.bytes_out = page.as_ref().map_or(0, crate::log::htx::page_size);
         // HAProxy counts the error's bytes on the server that failed too.
         if let Some(s) = failed {
             s.counters.bytes(log.bytes_in, log.bytes_out);
         }
-        let sent = self.send_client(bytes).await;
+        let sent = self.send_opt(page.as_ref()).await;
         sent && keep && !close
     }
 
@@ -353,6 +355,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if framing.bodyless() {
             return Ok(());
         }
+        // An HTTP/2 body of unknown length: its payload leaves chunked.
+        if framing == BodyFraming::Chunked && self.client.payload() {
+            return self.send_payload_chunked(be, server, log).await;
+        }
         let mut dec = BodyDecoder::new(framing);
         let mut htx_body = crate::log::htx::BodySize::new(framing == BodyFraming::Chunked);
         loop {
@@ -379,6 +385,56 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 }
             }
             self.read_body_bytes(&mut dec).await?;
+        }
+    }
+
+    /// A request body the client sends as payload (HTTP/2 DATA) of unknown length, chunked
+    /// towards the server: one chunk per read, the last chunk at its end.
+    async fn send_payload_chunked(
+        &mut self,
+        be: &Proxy,
+        server: &U::Conn,
+        log: &mut SessionLog,
+    ) -> Result<(), Abort> {
+        let st = be.cfg.timeouts.server;
+        let mut htx_body = crate::log::htx::BodySize::new(true);
+        loop {
+            let mut end = false;
+            if self.cbuf.is_empty() {
+                if self.cbuf.capacity() < BODY_BUF {
+                    self.cbuf.reserve(BODY_BUF);
+                }
+                let ct = self.fe.cfg.timeouts.client;
+                match self.read_client(None, ct).await {
+                    Ok(0) => end = true,
+                    Ok(_) => {}
+                    Err(None) => return Err(Abort::ClientTimeout(b'D')),
+                    Err(Some(_)) => return Err(Abort::Client(b'D')),
+                }
+            }
+            let mut out = Vec::with_capacity(self.cbuf.len() + 16);
+            if !self.cbuf.is_empty() {
+                out.extend_from_slice(format!("{:x}\r\n", self.cbuf.len()).as_bytes());
+                out.extend_from_slice(&self.cbuf);
+                out.extend_from_slice(b"\r\n");
+                self.cbuf.clear();
+            }
+            if end {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            log.bytes_in += htx_body.feed(&out);
+            match self
+                .stimer
+                .idle(server.write_all(out), st, &self.activity)
+                .await
+            {
+                Some((Ok(()), _)) => self.activity.touch(),
+                Some((Err(_), _)) => return Err(Abort::Server(b'D')),
+                None => return Err(Abort::ServerTimeout(b'D')),
+            }
+            if end {
+                return Ok(());
+            }
         }
     }
 
@@ -415,7 +471,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 Ok(Some((resp, n))) => {
                     if (100..200).contains(&resp.status) && resp.status != 101 {
                         let interim: Vec<u8> = sbuf.drain(..n).collect();
-                        if !self.send_client(interim).await {
+                        if self.client.send_interim(&resp, interim).await.is_err() {
                             return Err(Abort::Client(b'H'));
                         }
                         continue;
@@ -481,16 +537,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if cause == b'c' && state != b'R' {
             return false;
         }
-        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
-        let (mut bytes, st) = self.after_rules_bytes(Some(be), bytes, st, log);
+        let (page, close) =
+            errors::reply_page_for(&[&be.cfg.extra, &self.fe.cfg.extra], st, reply.0);
+        let (page, st) = self.error_page(be, page, st, reply.1, log);
         log.status = Some(st);
         self.fe.fe_counters.count_status(st);
         be.counters.count_status(st);
-        if reply.1 {
-            bytes = errors::head_only(&bytes).to_vec();
-        }
-        log.bytes_out = crate::log::htx::reply_size(&bytes);
-        self.send_client(bytes).await && !close
+        log.bytes_out = page.as_ref().map_or(0, crate::log::htx::page_size);
+        self.send_opt(page.as_ref()).await && !close
     }
 }
 

@@ -10,9 +10,11 @@
 
 mod after;
 mod applet;
+mod buffer;
 mod exchange;
 pub mod front;
 pub mod h2;
+mod h2front;
 mod request;
 mod res_inspect;
 mod response;
@@ -35,7 +37,7 @@ use crate::engine::conn::Duplex;
 use crate::engine::idle::{Activity, Timer};
 use crate::engine::pool::{BUF, take_buf};
 use crate::engine::service::Origin;
-use crate::http::errors::ConnHeader;
+use crate::http::errors::{ConnHeader, Page};
 use crate::http::h1::BodyFraming;
 use crate::http::head::RequestHead;
 use crate::log::SessionLog;
@@ -93,6 +95,9 @@ struct Txn {
     client_close: bool,
     /// An `Upgrade` request: a 101 turns the stream into a tunnel.
     upgrade: bool,
+    /// The client asked with HEAD (whatever method a rule sends the server): no response body
+    /// reaches it.
+    head_request: bool,
     /// The request was HTTP/1.0 as received.
     http10: bool,
     /// The request body's length when it is already wholly received.
@@ -110,9 +115,10 @@ impl Txn {
 }
 
 /// A response generated here (rules, applets, errors), and whether the connection stays.
+/// No page: nothing is sent (`reject`, an empty errorfile, a Lua `done` without a reply).
 struct Reply {
     status: u16,
-    bytes: Vec<u8>,
+    page: Option<Page>,
     term: [u8; 2],
     keep: bool,
 }
@@ -236,9 +242,16 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
-    async fn send_client(&self, bytes: Vec<u8>) -> bool {
-        let (r, _) = self.client.write_all(bytes).await;
-        r.is_ok()
+    async fn send_page(&self, page: &Page) -> bool {
+        self.client.send_page(page).await.is_ok()
+    }
+
+    /// [`Self::send_page`]; no page (an empty errorfile) sends nothing.
+    async fn send_opt(&self, page: Option<&Page>) -> bool {
+        match page {
+            Some(p) => self.send_page(p).await,
+            None => true,
+        }
     }
 
     /// Sends a locally generated response, logs it, and tells whether the connection stays open.
@@ -247,19 +260,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
     async fn local_reply(&mut self, mut log: SessionLog, reply: Reply, start: Instant) -> bool {
         let Reply {
             status,
-            bytes,
+            page,
             term,
             keep,
         } = reply;
         // Errors the H1 mux answers itself (`<BADREQ>`) count no byte in HAProxy's `%B`, and
         // meet no rule.
         let badreq = log.request_line.as_deref() == Some("<BADREQ>");
-        let (bytes, after) = match badreq {
-            true => (bytes, status),
-            false => {
+        let (page, after) = match (badreq, page) {
+            (false, Some(mut p)) => {
                 let be = self.logged_backend(&log);
-                self.after_rules_bytes(be.as_deref(), bytes, status, &log)
+                let after = self.after_rules_page(be.as_deref(), &mut p, status, &log);
+                (Some(p), after)
             }
+            (_, p) => (p, status),
         };
         // An applet may log another status than it sends (see `stats::Applet::log_status`),
         // unless `http-after-response set-status` changed it.
@@ -269,7 +283,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         });
         let status = after;
         // `http-request reject`: no response, no status; the connection is reset.
-        if status == 0 && bytes.is_empty() {
+        if status == 0 && page.is_none() {
             log.status = None;
             log.term = term;
             log.total = start.elapsed();
@@ -277,17 +291,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
             finish(&self.shared, &self.fe, End::log_only(log));
             return false;
         }
-        log.bytes_out = if badreq {
-            0
-        } else {
-            crate::log::htx::reply_size(&bytes)
+        log.bytes_out = match (&page, badreq) {
+            (Some(p), false) => crate::log::htx::page_size(p),
+            _ => 0,
         };
         log.term = term;
         self.fe.fe_counters.count_status(status);
         if !badreq {
             self.fe.fe_counters.bytes(log.bytes_in, log.bytes_out);
         }
-        let ok = self.send_client(bytes).await;
+        // No page (an empty errorfile): nothing is sent.
+        let ok = match &page {
+            Some(p) => self.send_page(p).await,
+            None => true,
+        };
         log.total = start.elapsed();
         finish(&self.shared, &self.fe, End::log_only(log));
         if !keep {

@@ -71,7 +71,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 let (log, status) = *refused;
                 let reply = Reply {
                     status,
-                    bytes: refusal(status),
+                    page: Some(refusal(status)),
                     term: *b"PR",
                     keep: false,
                 };
@@ -79,6 +79,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
             }
         };
         self.read_stats_form(&tx).await;
+        let fe = Arc::clone(&self.fe);
+        if let Err(r) = self.buffer_request(&fe, &tx).await {
+            return self.local_reply(tx.log, r, tx.start).await;
+        }
         // A local reply keeps the connection when the request body, if any, is already wholly
         // received (HAProxy's H1 mux then drops it): its length here.
         tx.body_here = match tx.framing {
@@ -101,19 +105,16 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let analysed = self.analyse(&mut tx, &strm);
         self.adopt_addrs(&mut tx);
         // `early-hint`: the 103 interim responses go before whatever answers the request.
-        // A client gone meanwhile is noticed, and logged, with the answer.
-        let hints = tx.log.last_rule.take_hints();
-        if !hints.is_empty() {
-            self.send_client(hints).await;
-        }
+        self.early_hints(&tx).await;
         match analysed {
             Ok(be) => self.forward(tx, be, &strm).await,
             Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
             Err(Answer::NoRoute) => {
-                let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
+                let (page, _) =
+                    errors::reply_page_for(&[&self.fe.cfg.extra], 503, ConnHeader::Close);
                 let reply = Reply {
                     status: 503,
-                    bytes,
+                    page,
                     term: *b"SC",
                     keep: false,
                 };
@@ -168,6 +169,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         h1::normalize_request(&mut req, &framing);
         Ok(Txn {
             http10: req.version == Version::Http10,
+            head_request: req.method == "HEAD",
             req,
             framing,
             log,
@@ -207,14 +209,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// The `monitor-uri` answer (not logged).
     async fn monitor(&mut self, tx: &Txn) -> bool {
         let keep = tx.keep;
-        let (mut page, close) = errors::reply_for(&[&self.fe.cfg.extra], 200, tx.conn_hdr(!keep));
-        if tx.req.method == "HEAD" {
-            page = errors::head_only(&page).to_vec();
+        let (mut page, close) =
+            errors::reply_page_for(&[&self.fe.cfg.extra], 200, tx.conn_hdr(!keep));
+        if tx.req.method == "HEAD"
+            && let Some(p) = &mut page
+        {
+            p.head_only();
         }
         if let Some(n) = tx.body_here.filter(|_| keep) {
             self.cbuf.drain(..n.min(self.cbuf.len()));
         }
-        let sent = self.send_client(page).await;
+        let sent = match &page {
+            Some(p) => self.send_page(p).await,
+            None => true,
+        };
         if !keep || close {
             let _ = self.client.shutdown_write().await;
         }
@@ -285,6 +293,25 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Ok(be)
     }
 
+    /// `early-hint`: a `103 Early Hints` per rule, before whatever answers the request (over h2,
+    /// a HEADERS frame each). A client gone meanwhile is noticed, and logged, with the answer.
+    async fn early_hints(&self, tx: &Txn) {
+        for (name, value) in tx.log.last_rule.take_hints() {
+            let mut head = crate::http::head::ResponseHead {
+                version: Version::Http11,
+                status: 103,
+                reason: "Early Hints".into(),
+                headers: Default::default(),
+            };
+            head.headers.append(name, value);
+            let mut wire = Vec::with_capacity(64);
+            h1::write_response_head(&head, &mut wire);
+            if self.client.send_interim(&head, wire).await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// `set-src`/`set-dst`: the transaction has the addresses the rules gave it, for its log
     /// line, `option forwardfor` and balancing (HAProxy 2.6 changes the stream's, not the
     /// connection's: [`Self::process`] restores them for the next request).
@@ -351,7 +378,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         Some(Reply {
             status: 0,
-            bytes: Vec::new(),
+            page: None,
             term: *b"PR",
             keep: false,
         })
@@ -399,7 +426,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 }
                 Some(Reply {
                     status: 0,
-                    bytes: Vec::new(),
+                    page: None,
                     term: *b"PR",
                     keep: false,
                 })
@@ -428,10 +455,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         } else {
             &[&fe.cfg.extra]
         };
-        let (bytes, close) = errors::reply_for(pages, status, tx.conn_hdr(!tx.keep));
+        let (page, close) = errors::reply_page_for(pages, status, tx.conn_hdr(!tx.keep));
         Reply {
             status,
-            bytes,
+            page,
             term: *b"PR",
             keep: tx.keep && !close,
         }
@@ -441,10 +468,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// and the connection closes (HAProxy's `return_bad_req`).
     fn invalid(&self, tx: &Txn) -> Reply {
         Counters::add(&self.fe.fe_counters.errors_req, 1);
-        let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 400, tx.conn_hdr(true));
+        let (page, _) = errors::reply_page_for(&[&self.fe.cfg.extra], 400, tx.conn_hdr(true));
         Reply {
             status: 400,
-            bytes,
+            page,
             term: *b"PR",
             keep: false,
         }
@@ -485,7 +512,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         Reply {
             status: 0,
-            bytes: Vec::new(),
+            page: None,
             term: *b"PR",
             keep: false,
         }
@@ -507,7 +534,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     /// Sends what the analysis answered, dropping a wholly received body if the connection stays.
-    async fn answer(&mut self, mut tx: Txn, r: Reply, strm: &StkCtrs) -> bool {
+    async fn answer(&mut self, mut tx: Txn, mut r: Reply, strm: &StkCtrs) -> bool {
         if r.term == *b"PT" {
             self.tarpit(&mut tx).await;
         }
@@ -516,21 +543,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
         {
             self.cbuf.drain(..n.min(self.cbuf.len()));
         }
-        let bytes = if tx.req.method == "HEAD" {
-            errors::head_only(&r.bytes).to_vec()
-        } else {
-            r.bytes
-        };
+        if tx.req.method == "HEAD"
+            && let Some(p) = &mut r.page
+        {
+            p.head_only();
+        }
         // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
         crate::stick::count_end(
             [Some(&self.sess), Some(strm)],
             (r.term == *b"PR").then_some(r.status),
             tx.log.bytes_in,
-            crate::log::htx::reply_size(&bytes),
+            r.page.as_ref().map_or(0, crate::log::htx::page_size),
             || self.shared.model.now_ms(),
         );
-        self.local_reply(tx.log, Reply { bytes, ..r }, tx.start)
-            .await
+        self.local_reply(tx.log, r, tx.start).await
     }
 
     /// The request leaves for `be`: its last edits, the backend's counters, the exchange with a
@@ -539,6 +565,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         tx.log.backend = Some(be.name.clone());
         if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &tx.log.unique_id) {
             tx.req.headers.append(h.clone(), id.clone());
+        }
+        if !Arc::ptr_eq(&be, &self.fe)
+            && !self.fe.cfg.options.http_buffer_request
+            && let Err(r) = self.buffer_request(&be, &tx).await
+        {
+            return self.local_reply(tx.log, r, tx.start).await;
         }
         self.prepare_request(&mut tx.req, &be);
         let mut head_bytes = Vec::with_capacity(1024);
@@ -596,28 +628,35 @@ impl<F: Front, U: Upstream> Session<F, U> {
 /// `txn:done([reply])`), logged `LR`; the connection stays when the request allows it.
 fn rule_reply(tx: &Txn, be: &Proxy, v: Verdict) -> Reply {
     let keep = tx.keep;
-    let reply = |status, page: &[u8]| Reply {
+    let conn = tx.conn_hdr(!keep);
+    let reply = |status, mut page: errors::Page| {
+        page.set_connection(conn);
+        Reply {
+            status,
+            page: Some(page),
+            term: *b"LR",
+            keep,
+        }
+    };
+    let none = |status, term| Reply {
         status,
-        bytes: errors::with_connection(page, tx.conn_hdr(!keep)),
-        term: *b"LR",
-        keep,
+        page: None,
+        term,
+        keep: false,
     };
     match v {
         Verdict::Auth(realm) => {
             let realm = realm.unwrap_or_else(|| be.name.clone());
-            reply(401, &errors::auth_response(&realm, false))
+            reply(401, errors::auth_page(&realm, false))
         }
         Verdict::Redirect { code, location } => {
-            reply(code, &errors::redirect_response(code, &location, false))
+            reply(code, errors::redirect_page(code, &location, false))
         }
-        // A Lua action's `txn:done()` without a reply: a close without any.
-        Verdict::Reply { status, bytes } if bytes.is_empty() => Reply {
-            status,
-            bytes,
-            term: *b"LR",
-            keep: false,
+        // A Lua action's `txn:done([reply])`: its reply, or a close without any.
+        Verdict::Reply { status, bytes } => match errors::Page::parse(&bytes) {
+            Some(page) => reply(status, page),
+            None => none(status, *b"LR"),
         },
-        Verdict::Reply { status, bytes } => reply(status, &bytes),
         Verdict::Return {
             status,
             content_type,
@@ -626,16 +665,13 @@ fn rule_reply(tx: &Txn, be: &Proxy, v: Verdict) -> Reply {
         } => {
             let body = body.unwrap_or_default();
             let ct = content_type.as_deref();
-            let page = errors::return_response_with(status, ct, body.as_bytes(), &headers, false);
-            reply(status, &page)
+            reply(
+                status,
+                errors::return_page(status, ct, body.as_bytes(), &headers, false),
+            )
         }
         // The other verdicts are answered by `request_rules` itself.
-        _ => Reply {
-            status: 0,
-            bytes: Vec::new(),
-            term: *b"PR",
-            keep: false,
-        },
+        _ => none(0, *b"PR"),
     }
 }
 

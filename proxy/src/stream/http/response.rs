@@ -6,12 +6,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::exchange::{Abort, Leg};
+use super::front::Part;
 use super::{BODY_BUF, Front, Session, Txn, Upstream};
 use crate::ana::rules;
 use crate::engine::conn::Duplex;
 use crate::engine::pool::give_buf;
 use crate::http::errors::{self, ConnHeader};
-use crate::http::h1::{self, BodyDecoder, BodyFraming};
+use crate::http::h1::{self, BodyDecoder, BodyFraming, Payload};
 use crate::http::head::{ResponseHead, Version};
 use crate::log::SessionLog;
 use crate::log::htx::BodySize;
@@ -35,16 +36,22 @@ struct Plan {
     tunnel: bool,
     /// The server connection may carry another request (neither side nor an option closes it).
     keep_server: bool,
+    /// The client asked with HEAD, the server (asked with another method by a rule) sends a
+    /// body: it is read and dropped.
+    skip_body: bool,
 }
 
 /// A response body on its way: the head held back for the first body bytes, the decoder that
-/// validates the framing, HAProxy's byte accounting.
+/// validates the framing (and finds the payload in it), HAProxy's byte accounting.
 struct Body {
-    head: Option<Vec<u8>>,
+    head: Option<ResponseHead>,
     dec: BodyDecoder,
+    payload: Payload,
     htx: BodySize,
     /// The last write carried the client connection's close.
     closed: bool,
+    /// Read and dropped, not forwarded (see `Plan::skip_body`).
+    skip: bool,
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
@@ -82,19 +89,17 @@ impl<F: Front, U: Upstream> Session<F, U> {
             return Forwarded::Done(self.replace_response(leg, v, tx).await);
         }
         self.after_rules(Some(leg.be), &mut head, &tx.log);
-        let out = self.response_head(leg.be, &mut head, &plan, tx, sbuf.len());
+        self.response_head(leg.be, &mut head, &plan, tx);
         // `option logasap`: the line goes out once the head is ready to forward.
         if self.fe.cfg.options.logasap {
             crate::log::asap_counts(&mut tx.log, tx.start, leg.be, leg.srv);
             self.shared.log.asap(&self.fe, &mut tx.log);
         }
         if !tunnel {
-            return Forwarded::Done(self.stream_body(leg, sbuf, out, &plan, &mut tx.log).await);
+            return Forwarded::Done(self.stream_body(leg, sbuf, head, &plan, &mut tx.log).await);
         }
-        if !self.send_client(out).await {
-            let abort = Abort::Client(b'D');
-            self.fail(leg, abort, &mut tx.log, (ConnHeader::Close, false))
-                .await;
+        let mut head = Some(head);
+        if !self.flush_head(&mut head, false, leg, &mut tx.log).await {
             return Forwarded::Done(false);
         }
         Forwarded::Upgrade(sbuf)
@@ -144,18 +149,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
             close,
             tunnel,
             keep_server: server_keep && !server_close,
+            skip_body: tx.head_request && !framing.bodyless() && framing != BodyFraming::Tunnel,
         })
     }
 
-    /// The final status counted, the connection header the H1 mux adds, the head as bytes.
-    fn response_head(
-        &self,
-        be: &Proxy,
-        head: &mut ResponseHead,
-        plan: &Plan,
-        tx: &mut Txn,
-        body_len: usize,
-    ) -> Vec<u8> {
+    /// The final status counted, the connection header the H1 mux adds.
+    fn response_head(&self, be: &Proxy, head: &mut ResponseHead, plan: &Plan, tx: &mut Txn) {
         tx.log.status = Some(head.status);
         self.fe.fe_counters.count_status(head.status);
         be.counters.count_status(head.status);
@@ -168,9 +167,6 @@ impl<F: Front, U: Upstream> Session<F, U> {
         {
             head.headers.append("connection", "keep-alive");
         }
-        let mut out = Vec::with_capacity(1024 + body_len);
-        h1::write_response_head(head, &mut out);
-        out
     }
 
     /// Streams the body. The head goes out with the body bytes already read, in one write as
@@ -180,16 +176,23 @@ impl<F: Front, U: Upstream> Session<F, U> {
         &mut self,
         leg: &Leg<'_, U::Conn>,
         mut sbuf: Vec<u8>,
-        head: Vec<u8>,
+        head: ResponseHead,
         plan: &Plan,
         log: &mut SessionLog,
     ) -> bool {
         let mut body = Body {
             head: Some(head),
             dec: BodyDecoder::new(plan.framing),
+            payload: Payload::new(),
             htx: BodySize::new(plan.framing == BodyFraming::Chunked),
             closed: false,
+            skip: plan.skip_body,
         };
+        if self.client.payload() {
+            body.dec.keep_trailers();
+        }
+        // A HEAD answered with a body: the head alone goes to the client, once the body is
+        // drained (the server connection is then free for the client's next request).
         let mut done = plan.framing.bodyless();
         while !done {
             if !sbuf.is_empty() {
@@ -202,7 +205,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                     Some(false) => {}
                 }
             }
-            if !self.flush_head(&mut body.head, leg, log).await {
+            if !body.skip && !self.flush_head(&mut body.head, false, leg, log).await {
                 return false;
             }
             if sbuf.capacity() < BODY_BUF {
@@ -213,7 +216,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             };
             (sbuf, done) = (b, eof);
         }
-        if !self.flush_head(&mut body.head, leg, log).await {
+        if !self.flush_head(&mut body.head, true, leg, log).await {
             return false;
         }
         let reusable =
@@ -238,7 +241,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         close: bool,
         log: &mut SessionLog,
     ) -> Option<bool> {
-        let Ok(p) = body.dec.advance(sbuf) else {
+        let Ok(p) = body.dec.advance_payload(sbuf, &mut body.payload) else {
             Counters::add(&leg.srv.counters.errors_resp, 1);
             Counters::add(&leg.be.counters.errors_resp, 1);
             log.term = *b"SD";
@@ -248,28 +251,31 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if p.consumed == 0 {
             return Some(p.done);
         }
+        if body.skip {
+            sbuf.drain(..p.consumed);
+            return Some(p.done);
+        }
         log.bytes_out += body.htx.feed(&sbuf[..p.consumed]);
         // The common case hands the whole buffer to the write and gets it back.
         let tail = (p.consumed < sbuf.len()).then(|| sbuf.split_off(p.consumed));
         let chunk = std::mem::take(sbuf);
-        let (chunk, head_owned) = match body.head.take() {
-            Some(mut h) => {
-                h.extend_from_slice(&chunk);
-                (h, Some(chunk))
-            }
-            None => (chunk, None),
-        };
         // The response's last bytes on a closing connection carry the close.
         let last = p.done && close;
-        let (r, mut back) = if last {
-            self.client.write_all_close(chunk).await
-        } else {
-            self.client.write_all(chunk).await
+        let part = Part {
+            head: body.head.as_ref(),
+            wire: chunk,
+            payload: &body.payload,
+            trailers: if p.done {
+                body.dec.take_trailers()
+            } else {
+                None
+            },
+            end: p.done,
+            close: last,
         };
+        let (r, mut back) = self.client.send_part(part).await;
+        body.head = None;
         body.closed = last;
-        if let Some(b) = head_owned {
-            back = b;
-        }
         back.clear();
         *sbuf = tail.unwrap_or(back);
         if r.is_err() {
@@ -312,16 +318,26 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
-    /// Sends the response head still held back for the first body bytes. False when the client
-    /// is gone (the transaction is then already failed and logged as `CD`).
+    /// Sends the response head still held back for the first body bytes (`end`: no body
+    /// follows). False when the client is gone (the transaction is then already failed and
+    /// logged as `CD`).
     async fn flush_head(
         &mut self,
-        head: &mut Option<Vec<u8>>,
+        head: &mut Option<ResponseHead>,
+        end: bool,
         leg: &Leg<'_, U::Conn>,
         log: &mut SessionLog,
     ) -> bool {
         let Some(h) = head.take() else { return true };
-        if self.send_client(h).await {
+        let part = Part {
+            head: Some(&h),
+            wire: Vec::new(),
+            payload: &[],
+            trailers: None,
+            end,
+            close: false,
+        };
+        if self.client.send_part(part).await.0.is_ok() {
             return true;
         }
         let abort = Abort::Client(b'D');
@@ -431,17 +447,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let keep = !tx.client_close;
         let http10 = tx.req.version == Version::Http10;
         let hdr = ConnHeader::for_reply(http10, keep, false);
-        let page = errors::redirect_response(code, location, false);
-        let bytes = errors::with_connection(&page, hdr);
-        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, code, &tx.log);
+        let mut page = errors::redirect_page(code, location, false);
+        page.set_connection(hdr);
+        let head_only = tx.req.method == "HEAD";
+        let (page, status) = self.error_page(be, Some(page), code, head_only, &tx.log);
         tx.log.status = Some(status);
         self.fe.fe_counters.count_status(status);
         be.counters.count_status(status);
-        if tx.req.method == "HEAD" {
-            bytes = errors::head_only(&bytes).to_vec();
-        }
-        tx.log.bytes_out += crate::log::htx::reply_size(&bytes);
-        self.send_client(bytes).await && keep
+        tx.log.bytes_out += page.as_ref().map_or(0, crate::log::htx::page_size);
+        self.send_opt(page.as_ref()).await && keep
     }
 
     /// `http-response deny`: the server connection is dropped (its body unread) and the client
@@ -460,15 +474,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // The client connection stays, as after any reply HAProxy generates.
         let http10 = tx.req.version == Version::Http10;
         let hdr = ConnHeader::for_reply(http10, !tx.client_close, false);
-        let (bytes, close) = errors::reply_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
-        let (mut bytes, status) = self.after_rules_bytes(Some(be), bytes, status, &tx.log);
+        let (page, close) =
+            errors::reply_page_for(&[&be.cfg.extra, &self.fe.cfg.extra], status, hdr);
+        let head_only = tx.req.method == "HEAD";
+        let (page, status) = self.error_page(be, page, status, head_only, &tx.log);
         tx.log.status = Some(status);
         self.fe.fe_counters.count_status(status);
         be.counters.count_status(status);
-        if tx.req.method == "HEAD" {
-            bytes = errors::head_only(&bytes).to_vec();
-        }
-        tx.log.bytes_out += crate::log::htx::reply_size(&bytes);
-        self.send_client(bytes).await && !tx.client_close && !close
+        tx.log.bytes_out += page.as_ref().map_or(0, crate::log::htx::page_size);
+        self.send_opt(page.as_ref()).await && !tx.client_close && !close
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::front::Part;
 use super::upstream::{ServerConn, Side};
 use super::{Front, Upstream, run_with};
 use crate::backend::ConnectError;
@@ -17,6 +18,8 @@ use crate::config::model::HttpReuse;
 use crate::engine::Shared;
 use crate::engine::conn::Duplex;
 use crate::engine::service::Origin;
+use crate::http::errors::Page;
+use crate::http::head::{Headers, RequestHead, ResponseHead, Version};
 use crate::log::SessionLog;
 use crate::model::{Proxy, Server};
 use crate::stick::StkCtrs;
@@ -76,10 +79,36 @@ impl Duplex for Script {
     }
 }
 
-/// The client: an HTTP/1 connection, or an h2 stream after its connection's first.
+/// The client: an HTTP/1 connection (serialising as `Conn` does), or an h2 stream (`h2`), whose
+/// request head comes structured and which records what it is sent, structured.
 struct MockFront {
     io: Rc<Script>,
     later_stream: bool,
+    h2: Option<MockH2>,
+}
+
+/// An h2 stream's side of [`MockFront`].
+struct MockH2 {
+    head: RefCell<Option<RequestHead>>,
+    sent: Rc<RefCell<Vec<Sent>>>,
+}
+
+/// What an h2 front was given, in order.
+#[derive(Debug, PartialEq, Eq)]
+enum Sent {
+    /// A response head: status, fields, whether it ends the stream.
+    Head(u16, Vec<(String, String)>, bool),
+    /// Payload, and whether it ends the stream.
+    Data(String, bool),
+    Trailers(Vec<(String, String)>),
+    /// End of stream after the last piece.
+    End,
+}
+
+fn fields(h: &Headers) -> Vec<(String, String)> {
+    h.0.iter()
+        .map(|f| (f.name.clone(), f.value_str().into_owned()))
+        .collect()
 }
 
 impl Duplex for MockFront {
@@ -98,16 +127,73 @@ impl Duplex for MockFront {
 }
 
 impl Front for MockFront {
-    async fn write_all_close(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
-        let (r, buf) = self.io.write_all(buf).await;
-        self.io.shut.set(true);
-        (r, buf)
-    }
     fn tls(&self) -> Option<&Arc<TlsInfo>> {
         None
     }
     fn later_stream(&self) -> bool {
         self.later_stream
+    }
+    fn take_head(&self) -> Option<Result<RequestHead, u16>> {
+        self.h2.as_ref()?.head.borrow_mut().take().map(Ok)
+    }
+    fn log_line(&self) -> Option<&str> {
+        self.h2.as_ref().map(|_| "GET https://x/ HTTP/2.0")
+    }
+    fn payload(&self) -> bool {
+        self.h2.is_some()
+    }
+    async fn send_page(&self, page: &Page) -> io::Result<()> {
+        if let Some(h2) = &self.h2 {
+            let end = page.body.is_empty();
+            let mut sent = h2.sent.borrow_mut();
+            sent.push(Sent::Head(
+                page.head.status,
+                fields(&page.head.headers),
+                end,
+            ));
+            if !end {
+                sent.push(Sent::Data(String::from_utf8_lossy(&page.body).into(), true));
+            }
+            return Ok(());
+        }
+        self.io.write_all(page.wire()).await.0
+    }
+    async fn send_interim(&self, _head: &ResponseHead, wire: Vec<u8>) -> io::Result<()> {
+        self.io.write_all(wire).await.0
+    }
+    async fn send_part(&self, part: Part<'_>) -> (io::Result<()>, Vec<u8>) {
+        let Some(h2) = &self.h2 else {
+            let mut out = Vec::new();
+            if let Some(h) = part.head {
+                crate::http::h1::write_response_head(h, &mut out);
+            }
+            out.extend_from_slice(&part.wire);
+            let r = self.io.write_all(out).await.0;
+            if part.close {
+                self.io.shut.set(true);
+            }
+            return (r, part.wire);
+        };
+        let mut sent = h2.sent.borrow_mut();
+        let bodyless = part.payload.is_empty() && part.trailers.is_none();
+        if let Some(h) = part.head {
+            sent.push(Sent::Head(
+                h.status,
+                fields(&h.headers),
+                part.end && bodyless,
+            ));
+        }
+        for r in part.payload {
+            let data = String::from_utf8_lossy(&part.wire[r.clone()]).into_owned();
+            sent.push(Sent::Data(data, false));
+        }
+        if let Some(t) = &part.trailers {
+            sent.push(Sent::Trailers(fields(t)));
+        }
+        if part.end && !(part.head.is_some() && bodyless) {
+            sent.push(Sent::End);
+        }
+        (Ok(()), part.wire)
     }
 }
 
@@ -185,6 +271,7 @@ fn shared(http_reuse: &str) -> Arc<Shared> {
          acl d path /deny\n    acl r path /redir\n    acl t path /ret\n    \
          http-request deny if d\n    http-request redirect location /there if r\n    \
          http-request return status 200 content-type text/plain string hello if t\n    \
+         acl h path /head\n    http-request set-method GET if h\n    \
          default_backend be\n\
          backend be\n    http-reuse {http_reuse}\n    \
          server s1 127.0.0.1:9\n    server s2 127.0.0.1:10\n"
@@ -227,10 +314,26 @@ fn run(sh: &Arc<Shared>, reads: &[&[u8]], next: Vec<Next>, later_stream: bool) -
     run_on(sh, client, next, later_stream, async {})
 }
 
-/// [`run`] for the client `client`, with `beside` running next to the stream.
+/// An h2 stream's front and what it was sent.
+type H2Side = (RequestHead, Rc<RefCell<Vec<Sent>>>);
+
+/// [`run_on`] for a client that is not an h2 stream.
 fn run_on(
     sh: &Arc<Shared>,
     client: Rc<Script>,
+    next: Vec<Next>,
+    later_stream: bool,
+    beside: impl std::future::Future<Output = ()>,
+) -> Run {
+    run_front(sh, client, None, next, later_stream, beside)
+}
+
+/// [`run`] for the client `client` (an h2 stream with `h2`), with `beside` running next to the
+/// stream.
+fn run_front(
+    sh: &Arc<Shared>,
+    client: Rc<Script>,
+    h2: Option<H2Side>,
     next: Vec<Next>,
     later_stream: bool,
     beside: impl std::future::Future<Output = ()>,
@@ -253,6 +356,10 @@ fn run_on(
     let front = MockFront {
         io: Rc::clone(&client),
         later_stream,
+        h2: h2.map(|(head, sent)| MockH2 {
+            head: RefCell::new(Some(head)),
+            sent,
+        }),
     };
     let origin = Origin {
         peer: Some(([127, 0, 0, 1], 40000).into()),
@@ -733,4 +840,127 @@ fn a_client_gone_in_the_middle_of_its_body_is_cd() {
     assert!(r.lines[0].contains(" CD-- "), "{}", r.lines[0]);
     let be = sh.model.proxy("be").unwrap();
     assert_eq!(be.counters.cli_aborts.load(Ordering::Relaxed), 1);
+}
+
+/// An h2 stream: its request head arrives structured, the server's chunked response goes back
+/// as a head, payload pieces (no chunk framing), the trailers, then the end of the stream; the
+/// log line shows the h2 request line and HAProxy's byte count.
+#[test]
+fn h2_front_gets_the_response_structured() {
+    let sh = shared("safe");
+    let mut headers = Headers::default();
+    headers.append("host", "x");
+    let head = RequestHead {
+        method: "GET".into(),
+        target: "/".into(),
+        version: Version::Http11,
+        headers,
+    };
+    let resp: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
+        transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nx-t: 1\r\n\r\n";
+    let s1 = server(&[resp]);
+    let sent = Rc::new(RefCell::new(Vec::new()));
+    let client = Script::new(&[], true);
+    let r = run_front(
+        &sh,
+        client,
+        Some((head, Rc::clone(&sent))),
+        vec![Next::New(0, Rc::clone(&s1), 0, false)],
+        false,
+        async {},
+    );
+    let text = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        *sent.borrow(),
+        [
+            Sent::Head(
+                200,
+                text(&[
+                    ("content-type", "text/plain"),
+                    ("transfer-encoding", "chunked")
+                ]),
+                false
+            ),
+            Sent::Data("hello".into(), false),
+            Sent::Data("abc".into(), false),
+            Sent::Trailers(text(&[("x-t", "1")])),
+            Sent::End,
+        ]
+    );
+    // No HTTP/1 byte went to the client; the server got the request as HTTP/1.1.
+    assert_eq!(r.client.written(), "");
+    assert!(
+        s1.written().starts_with("GET / HTTP/1.1\r\nhost: x\r\n"),
+        "{}",
+        s1.written()
+    );
+    assert_eq!(r.ends.len(), 1);
+    assert_eq!((r.ends[0].status, &r.ends[0].term), (Some(200), b"--"));
+    assert!(r.lines[0].contains(" 200 "), "{}", r.lines[0]);
+    assert!(
+        r.lines[0].contains("\"GET https://x/ HTTP/2.0\""),
+        "{}",
+        r.lines[0]
+    );
+    // The stream ends after its one transaction; the server connection is kept.
+    assert!(r.pooled);
+}
+
+/// An h2 stream answered locally gets the page structured: a head and its body.
+#[test]
+fn h2_front_gets_local_replies_structured() {
+    let sh = shared("safe");
+    let mut headers = Headers::default();
+    headers.append("host", "x");
+    let head = RequestHead {
+        method: "GET".into(),
+        target: "/ret".into(),
+        version: Version::Http11,
+        headers,
+    };
+    let sent = Rc::new(RefCell::new(Vec::new()));
+    let r = run_front(
+        &sh,
+        Script::new(&[], true),
+        Some((head, Rc::clone(&sent))),
+        vec![],
+        false,
+        async {},
+    );
+    let sent = sent.borrow();
+    assert!(
+        matches!(&sent[..], [Sent::Head(200, f, false), Sent::Data(b, true)]
+            if b == "hello" && f.iter().any(|(n, v)| n == "content-length" && v == "5")),
+        "{sent:?}"
+    );
+    assert_eq!(r.client.written(), "");
+    assert_eq!((r.ends[0].status, &r.ends[0].term), (Some(200), b"LR"));
+}
+
+/// A HEAD a rule sends as GET: the server's body (chunked, in pieces) is read and dropped, the
+/// client gets the head alone, and the server connection serves the next request.
+#[test]
+fn a_head_sent_as_get_gets_no_body_and_keeps_the_connection() {
+    let sh = shared("safe");
+    let chunked: &[u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n";
+    let s1 = server(&[chunked, b"3\r\nabc\r\n0\r\n\r\n", OK]);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false), Next::Kept];
+    let head: &[u8] = b"HEAD /head HTTP/1.1\r\nhost: x\r\n\r\n";
+    let r = run(&sh, &[head, GET], next, false);
+    assert!(
+        s1.written().starts_with("GET /head HTTP/1.1\r\n"),
+        "{}",
+        s1.written()
+    );
+    assert_eq!(
+        r.client.written(),
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+         HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    );
+    assert_eq!(r.firsts, [true, false]);
+    assert_eq!(r.ends.len(), 2);
 }

@@ -8,6 +8,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::ana::sample::SampleCtx;
+use crate::backend::h2::Link;
+use crate::backend::srvconn::SrvConn;
 use crate::backend::{self, ConnectError};
 use crate::config::model::HttpReuse;
 use crate::engine::Shared;
@@ -85,11 +87,11 @@ pub trait Upstream {
 #[derive(Default)]
 pub struct Servers {
     /// The server connection the stream used last (kept for its next request).
-    own: Option<(Arc<Server>, Rc<Conn>)>,
+    own: Option<(Arc<Server>, Rc<SrvConn>)>,
 }
 
 impl Upstream for Servers {
-    type Conn = Conn;
+    type Conn = SrvConn;
 
     async fn conn(
         &mut self,
@@ -98,7 +100,7 @@ impl Upstream for Servers {
         first: bool,
         key: Option<u32>,
         log: &mut SessionLog,
-    ) -> ServerConn<Conn> {
+    ) -> ServerConn<SrvConn> {
         let model = &side.shared.model;
         let src = side.facts.peer.map(|p| p.ip());
         // Without stick rules, neither the clock nor the tables are read.
@@ -111,7 +113,20 @@ impl Upstream for Servers {
             .await
             .map_err(|e| (e, None))?;
         log.queue = Some(queued);
-        if let Some(conn) = idle_conn(&mut self.own, be.cfg.http_reuse, &srv, first) {
+        let reuse = be.cfg.http_reuse;
+        let mut idle = idle_conn(&mut self.own, reuse, &srv, first);
+        // A shared h2 connection to the server is being opened: its streams are for this
+        // request too (HAProxy makes a new connection available at once).
+        let shared_h2 = shares_h2(&srv, reuse);
+        if idle.is_none()
+            && shared_h2
+            && let Some(n) = pool::connecting(&*srv)
+        {
+            let wait = be.cfg.timeouts.connect.unwrap_or(CONNECTING_WAIT);
+            let _ = tokio::time::timeout(wait.min(CONNECTING_WAIT), n.notified()).await;
+            idle = idle_conn(&mut self.own, reuse, &srv, first);
+        }
+        if let Some(conn) = idle {
             if sticky {
                 backend::stick_store(&model.stick, be, src, &srv, now);
             }
@@ -120,10 +135,11 @@ impl Upstream for Servers {
             srv.counters.session(model.now_ms());
             return Ok((srv, conn, true));
         }
+        let _opening = shared_h2.then(|| pool::Connecting::start(&*srv));
         connect_new(side, be, key, srv, log, (src, sticky.then_some(now))).await
     }
 
-    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Conn>) {
+    fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>) {
         self.own = Some((srv, conn));
     }
 
@@ -134,9 +150,47 @@ impl Upstream for Servers {
             && !stopping
             && !srv.cfg.opts.send_proxy.enabled()
         {
-            pool::put(&*srv, conn);
+            give_back(&srv, conn);
         }
     }
+}
+
+/// An idle connection goes to the worker's pool; for h2, its connection does (unless it is
+/// already there, shared).
+fn give_back(srv: &Server, conn: Rc<SrvConn>) {
+    match conn.link() {
+        None => pool::put(srv, conn),
+        Some(l) if !l.shared.get() && l.usable() => pool::put_link(srv, Rc::clone(l)),
+        Some(_) => {}
+    }
+}
+
+/// How long a request waits for the shared h2 connection being opened before opening its own.
+const CONNECTING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// New h2 connections to `srv` are shared at once (`http-reuse always|aggressive`).
+fn shares_h2(srv: &Server, reuse: HttpReuse) -> bool {
+    matches!(reuse, HttpReuse::Always | HttpReuse::Aggressive)
+        && !srv.cfg.opts.send_proxy.enabled()
+        && speaks_h2(srv)
+}
+
+/// The server's traffic may be HTTP/2: `proto h2`, or `h2` offered by ALPN.
+fn speaks_h2(srv: &Server) -> bool {
+    let o = &srv.cfg.opts;
+    o.proto.as_deref() == Some("h2")
+        || (o.ssl && o.alpn.as_ref().is_some_and(|a| a.iter().any(|p| p == "h2")))
+}
+
+/// A connection from the worker's pool: an h2 one with room for a stream first, if the server
+/// may speak h2.
+fn take_pooled(srv: &Server) -> Option<Rc<SrvConn>> {
+    if speaks_h2(srv)
+        && let Some(l) = pool::take_link(srv, srv.cfg.opts.max_reuse)
+    {
+        return Some(SrvConn::h2(l));
+    }
+    pool::take(srv)
 }
 
 /// A new connection (`backend::connect`: queue, retries, redispatch from `picked`), then TLS if
@@ -148,7 +202,7 @@ async fn connect_new(
     picked: Arc<Server>,
     log: &mut SessionLog,
     stick: (Option<IpAddr>, Option<u64>),
-) -> ServerConn<Conn> {
+) -> ServerConn<SrvConn> {
     let uid = log.unique_id.clone();
     let facts = side.facts;
     let client = backend::ClientSide {
@@ -176,7 +230,14 @@ async fn connect_new(
                     }
                 },
             };
-            Ok((c.server, Rc::new(conn), false))
+            match server_conn(be, &c.server, conn).await {
+                Some(conn) => Ok((c.server, conn, false)),
+                None => {
+                    backend::release(be, &c.server);
+                    log.server = Some(c.server.name.clone());
+                    Err((ConnectError::Refused, Some(c.server)))
+                }
+            }
         }
         Err(f) => {
             log.server = f.server.as_ref().map(|s| s.name.clone());
@@ -185,6 +246,34 @@ async fn connect_new(
             Err((f.error, f.server))
         }
     }
+}
+
+/// The transaction's connection on a new `conn`: HTTP/1, or a stream of a new h2 connection
+/// (`proto h2`, or ALPN chose `h2`), which `http-reuse always` shares at once as HAProxy does.
+async fn server_conn(be: &Proxy, srv: &Server, conn: Conn) -> Option<Rc<SrvConn>> {
+    let alpn_h2 = conn.tls().is_some_and(|t| t.alpn.as_deref() == Some("h2"));
+    if srv.cfg.opts.proto.as_deref() != Some("h2") && !alpn_h2 {
+        return Some(Rc::new(SrvConn::H1(conn)));
+    }
+    let link = match Link::handshake(conn).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::debug!("{}/{}: h2 handshake failed: {e}", be.name, srv.name);
+            Counters::add(&srv.counters.errors_conn, 1);
+            Counters::add(&be.counters.errors_conn, 1);
+            return None;
+        }
+    };
+    let poolable = be.cfg.http_reuse != HttpReuse::Never && !srv.cfg.opts.send_proxy.enabled();
+    if poolable {
+        *link.home.borrow_mut() = Some(pool::Key::from(srv));
+    }
+    let shared = matches!(be.cfg.http_reuse, HttpReuse::Always | HttpReuse::Aggressive);
+    if shared && poolable {
+        link.shared.set(true);
+        pool::put_link(srv, Rc::clone(&link));
+    }
+    Some(SrvConn::h2(link))
 }
 
 /// TLS towards a `server … ssl`, within `timeout connect`. A failed handshake counts as a
@@ -218,20 +307,26 @@ async fn server_handshake(
 /// still usable, else one from the worker's pool when `reuse` allows sharing. The stream's own
 /// connection to another server goes back to the pool.
 fn idle_conn(
-    own: &mut Option<(Arc<Server>, Rc<Conn>)>,
+    own: &mut Option<(Arc<Server>, Rc<SrvConn>)>,
     reuse: HttpReuse,
     srv: &Arc<Server>,
     first: bool,
-) -> Option<Rc<Conn>> {
+) -> Option<Rc<SrvConn>> {
     // A connection the server closed after its last response is not reused (HAProxy notices
     // the close on the idle connection): the request goes on a new one.
     if let Some((own_srv, conn)) = own.take().filter(|(_, c)| c.idle_usable()) {
         if Arc::ptr_eq(&own_srv, srv) {
-            return Some(conn);
-        }
-        // A connection that began with this client's PROXY header is never shared.
-        if reuse != HttpReuse::Never && !own_srv.cfg.opts.send_proxy.enabled() {
-            pool::put(&*own_srv, conn);
+            match conn.link() {
+                None => return Some(conn),
+                // The next request is a new stream on the same h2 connection.
+                Some(l) if l.has_room(srv.cfg.opts.max_reuse) => {
+                    return Some(SrvConn::h2(Rc::clone(l)));
+                }
+                Some(_) => {}
+            }
+        } else if reuse != HttpReuse::Never && !own_srv.cfg.opts.send_proxy.enabled() {
+            // A connection that began with this client's PROXY header is never shared.
+            give_back(&own_srv, conn);
         }
     }
     let may_share = match reuse {
@@ -241,5 +336,5 @@ fn idle_conn(
         HttpReuse::Always | HttpReuse::Aggressive => true,
     };
     // Not taken at all unless it may be used: a take-then-drop would close it.
-    may_share.then(|| pool::take(&**srv)).flatten()
+    may_share.then(|| take_pooled(srv)).flatten()
 }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session, Upstream};
 use crate::engine::pool::give_buf;
-use crate::http::errors::{self, ConnHeader};
+use crate::http::errors::{self, ConnHeader, Page};
 use crate::http::h1::{self, Limits};
 use crate::http::head::RequestHead;
 use crate::model::Counters;
@@ -36,9 +36,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
             give_buf(std::mem::take(&mut self.cbuf));
         }
         let wait_start = Instant::now();
-        // An h2 stream's request, already checked as the HTTP/1 parser would.
+        // An h2 stream's request, already checked as the HTTP/1 parser would: its one
+        // transaction, then the stream ends.
         if let Some(req) = self.client.take_head() {
-            return Box::pin(self.process((req, 0), first, wait_start)).await;
+            match req {
+                Ok(req) => Box::pin(self.process((req, 0), first, wait_start)).await,
+                Err(status) => Box::pin(self.refuse_head(status, wait_start)).await,
+            };
+            return false;
         }
         match self.wait_head(first, wait_start).await {
             // The rest of the transaction runs boxed: an idle keep-alive connection then holds
@@ -142,7 +147,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         self.count_request();
         let reply = Reply {
             status,
-            bytes: refusal(status),
+            page: Some(refusal(status)),
             term: *b"PR",
             keep: false,
         };
@@ -181,8 +186,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         log.request_line = Some("<BADREQ>".into());
         Counters::add(&self.fe.fe_counters.errors_req, 1);
         log.status = Some(400);
-        let (page, _) = errors::reply_for(&[&self.fe.cfg.extra], 400, ConnHeader::Close);
-        let _ = self.send_client(page).await;
+        let (page, _) = errors::reply_page_for(&[&self.fe.cfg.extra], 400, ConnHeader::Close);
+        if let Some(p) = page {
+            let _ = self.send_page(&p).await;
+        }
         log.total = start.elapsed();
         finish(&self.shared, &self.fe, End::log_only(log));
         false
@@ -202,14 +209,16 @@ impl<F: Front, U: Upstream> Session<F, U> {
         log.request_line = Some("<BADREQ>".into());
         Counters::add(&self.fe.fe_counters.errors_req, 1);
         log.null = null;
-        let (bytes, _) = errors::reply_for(&[&self.fe.cfg.extra], 408, ConnHeader::Close);
+        let (page, _) = errors::reply_page_for(&[&self.fe.cfg.extra], 408, ConnHeader::Close);
         if null && self.fe.cfg.options.dontlognull {
-            let _ = self.send_client(bytes).await;
+            if let Some(p) = page {
+                let _ = self.send_page(&p).await;
+            }
             return false;
         }
         let reply = Reply {
             status: 408,
-            bytes,
+            page,
             term: *b"cR",
             keep: false,
         };
@@ -252,20 +261,20 @@ async fn read_at_soft_stop<F: std::future::Future>(
 
 /// The answer to a request the codec refused, on a connection about to close. A status without
 /// a canned page (414) gets a page of its own rather than HAProxy's 500 fallback.
-pub(super) fn refusal(status: u16) -> Vec<u8> {
-    if status == 400 || status == 408 {
-        return errors::error_response(status).to_vec();
-    }
-    // The H1 mux's own refusals of a request it parsed (HAProxy's `h1c->errcode`).
-    if status == 422 {
-        return errors::mux_response(status);
+pub(super) fn refusal(status: u16) -> Page {
+    // 400, 408 and the H1 mux's own refusals of a request it parsed (HAProxy's `h1c->errcode`).
+    if matches!(status, 400 | 408 | 422) {
+        return errors::mux_page_for(status);
     }
     if errors::has_error_page(status) {
-        return errors::with_connection(errors::error_response(status), ConnHeader::Close);
+        let (page, _) = errors::reply_page_for(&[], status, ConnHeader::Close);
+        if let Some(p) = page {
+            return p;
+        }
     }
     let why = errors::reason(status);
     let body = format!("<html><body><h1>{status} {why}</h1>\n</body></html>\n");
-    errors::return_response(status, Some("text/html"), body.as_bytes(), true)
+    errors::return_page(status, Some("text/html"), body.as_bytes(), &[], true)
 }
 
 #[cfg(test)]
@@ -274,17 +283,17 @@ mod tests {
 
     #[test]
     fn refusal_keeps_the_codec_status_and_closes() {
-        let r = String::from_utf8(refusal(414)).unwrap();
+        let r = String::from_utf8(refusal(414).wire()).unwrap();
         assert!(
             r.starts_with("HTTP/1.1 414 Request-URI Too Long\r\n"),
             "{r}"
         );
         assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
-        let r = String::from_utf8(refusal(501)).unwrap();
+        let r = String::from_utf8(refusal(501).wire()).unwrap();
         assert!(r.starts_with("HTTP/1.1 501 "), "{r}");
         assert!(r.contains("\r\nconnection: close\r\n\r\n"), "{r}");
-        assert_eq!(refusal(400), errors::error_response(400));
-        let r = String::from_utf8(refusal(422)).unwrap();
+        assert_eq!(refusal(400).wire(), errors::error_response(400));
+        let r = String::from_utf8(refusal(422).wire()).unwrap();
         assert_eq!(
             r,
             "HTTP/1.1 422 Unprocessable Content\r\nContent-length: 116\r\nCache-Control: no-cache\r\n\

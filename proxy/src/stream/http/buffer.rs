@@ -1,0 +1,64 @@
+//! `option http-buffer-request` (HAProxy's `AN_REQ_HTTP_BODY`): the request body is awaited —
+//! whole, or as much as a buffer holds — before the analysis goes on, so that rules and the
+//! server see it at once. Bounded by `timeout http-request` from the request's start: past it,
+//! 408 (`cR`, the request phase), as HAProxy 2.6.
+
+use std::sync::Arc;
+
+use super::{BODY_BUF, Front, Reply, Session, Txn, Upstream};
+use crate::http::errors::{self, ConnHeader};
+use crate::http::h1::{BodyDecoder, BodyFraming};
+use crate::model::{Counters, Proxy};
+
+/// The most body bytes awaited: HAProxy's buffer (`tune.bufsize`) less its rewrite reserve
+/// (`tune.maxrewrite`).
+const BUFFERED_MAX: usize = 16384 - 1024;
+
+impl<F: Front, U: Upstream> Session<F, U> {
+    /// Awaits the body when `px` asks for it; Err: the reply when the wait timed out.
+    pub(super) async fn buffer_request(&mut self, px: &Arc<Proxy>, tx: &Txn) -> Result<(), Reply> {
+        if !px.cfg.options.http_buffer_request || tx.framing.bodyless() {
+            return Ok(());
+        }
+        let t = self.fe.cfg.timeouts;
+        let deadline = t.http_request.map(|d| tx.start + d);
+        while !self.body_buffered(tx.framing) {
+            if self.cbuf.capacity() < BODY_BUF {
+                self.cbuf.reserve(BODY_BUF - self.cbuf.len());
+            }
+            match self.read_client(deadline, t.client).await {
+                Ok(0) | Err(Some(_)) => break,
+                Ok(_) => {}
+                Err(None) => return Err(self.body_timed_out(px)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The body is all here, or a buffer's worth of it.
+    fn body_buffered(&self, framing: BodyFraming) -> bool {
+        if self.cbuf.len() >= BUFFERED_MAX {
+            return true;
+        }
+        // An HTTP/2 body of unknown length ends with its stream (a read of 0).
+        if framing == BodyFraming::Chunked && self.client.payload() {
+            return false;
+        }
+        BodyDecoder::new(framing)
+            .advance(&self.cbuf)
+            .map_or(true, |p| p.done)
+    }
+
+    /// No whole body in time: 408, `cR`, counted as a bad request.
+    fn body_timed_out(&self, px: &Proxy) -> Reply {
+        Counters::add(&self.fe.fe_counters.errors_req, 1);
+        let pages = [&px.cfg.extra, &self.fe.cfg.extra];
+        let (page, _) = errors::reply_page_for(&pages, 408, ConnHeader::Close);
+        Reply {
+            status: 408,
+            page,
+            term: *b"cR",
+            keep: false,
+        }
+    }
+}
