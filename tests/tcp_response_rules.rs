@@ -213,3 +213,35 @@ fn tcp_response_rules_in_http_mode_as_haproxy() {
         assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
     }
 }
+
+/// `tcp-response content close` in `mode http`: the response goes through and the server
+/// connection ends after it, so the next request on the client connection needs a new one.
+/// Not compared with HAProxy 2.6, which here answers the `close`d response with a 502 or not
+/// depending on when the close reaches its HTTP analysis.
+#[test]
+fn tcp_response_close_in_http_mode_ends_the_server_connection() {
+    let app = HttpNode::start(lo(0), HttpOpts::named("app")).expect("app");
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend bc\n\n\
+         backend bc\n    http-reuse never\n    http-request set-var(txn.q) path\n\
+         \x20   tcp-response content close if {{ var(txn.q) -m beg /close }}\n    server s1 {}\n",
+        app.addr()
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let conns = |paths: &[&str]| {
+        let before = app.connections();
+        let mut s = proxy::connect(lo(port));
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut got = Vec::new();
+        for path in paths {
+            let req = format!("GET {path} HTTP/1.1\r\nhost: t\r\n\r\n");
+            s.write_all(req.as_bytes()).expect("write");
+            got.push(proxy::read_response(&mut s, false).map(|r| r.status));
+        }
+        (got, app.connections() - before)
+    };
+    assert_eq!(conns(&["/a", "/b"]), (vec![Some(200), Some(200)], 1));
+    assert_eq!(conns(&["/close", "/b"]), (vec![Some(200), Some(200)], 2));
+}
