@@ -393,21 +393,18 @@ impl<F: Front, U: Upstream> Session<F, U> {
         stage: u8,
         base: &SampleCtx<'_>,
     ) -> Option<Reply> {
-        let mut verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
-        // HAProxy checks `stats uri` once the proxy's http-request rules let it through, then
-        // the `stats http-request` rules (a realm-less `auth` asks for the page's realm).
-        if matches!(verdict, Verdict::Continue) && crate::http::stats::guarded(be, &tx.req) {
-            verdict =
-                match rules::apply_http_request(&be.rules.stats_http_request, &mut tx.req, base) {
-                    Verdict::Auth(None) => Verdict::Auth(Some("HAProxy Statistics".into())),
-                    v => v,
-                };
-            if !matches!(verdict, Verdict::Continue) {
-                let denied = matches!(verdict, Verdict::Deny(_));
-                crate::http::stats::refused(&mut tx.log, &self.fe, denied);
+        let keep = tx.keep;
+        let conn = tx.conn_hdr(!keep);
+        let reply = |status, mut page: errors::Page| {
+            page.set_connection(conn);
+            Reply {
+                status,
+                page: Some(page),
+                term: *b"LR",
+                keep,
             }
-        }
-        match verdict {
+        };
+        match self.request_verdict(tx, be, base) {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
@@ -418,18 +415,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 term: *b"PT",
                 ..self.deny(tx, be, stage, st)
             }),
-            Verdict::Reject => {
-                // Counted as a denied request; nothing is sent (status 0: none logged).
-                Counters::add(&self.fe.fe_counters.denied_req, 1);
-                if stage == 1 {
-                    Counters::add(&be.counters.denied_req, 1);
-                }
-                Some(Reply {
-                    status: 0,
-                    page: None,
-                    term: *b"PR",
-                    keep: false,
-                })
+            Verdict::Reject => Some(self.reject(be, stage)),
+            Verdict::Auth(realm) => {
+                let realm = realm.unwrap_or_else(|| be.name.clone());
+                Some(reply(401, errors::auth_page(&realm, false)))
+            }
+            Verdict::Redirect { code, location } => {
+                Some(reply(code, errors::redirect_page(code, &location, false)))
             }
             Verdict::Service {
                 name,
@@ -437,7 +429,62 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 bytes,
                 close,
             } => Some(self.lua_service(tx, &name, (status, bytes, close))),
-            v => Some(rule_reply(tx, be, v)),
+            // A Lua action's `txn:done([reply])`: its reply, or a close without any.
+            Verdict::Reply { status, bytes } => match errors::Page::parse(&bytes) {
+                Some(page) => Some(reply(status, page)),
+                None => Some(Reply {
+                    status,
+                    page: None,
+                    term: *b"LR",
+                    keep: false,
+                }),
+            },
+            Verdict::Return {
+                status,
+                content_type,
+                body,
+                headers,
+            } => {
+                let body = body.unwrap_or_default();
+                let ct = content_type.as_deref();
+                let page = errors::return_page(status, ct, body.as_bytes(), &headers, false);
+                Some(reply(status, page))
+            }
+        }
+    }
+
+    /// What `be`'s `http-request` rules decide. HAProxy checks `stats uri` once the proxy's
+    /// rules let the request through, then the `stats http-request` rules (a realm-less `auth`
+    /// asks for the page's realm).
+    fn request_verdict(&self, tx: &mut Txn, be: &Proxy, base: &SampleCtx<'_>) -> Verdict {
+        let verdict = rules::apply_http_request(&be.rules.http_request, &mut tx.req, base);
+        if !matches!(verdict, Verdict::Continue) || !crate::http::stats::guarded(be, &tx.req) {
+            return verdict;
+        }
+        let verdict =
+            match rules::apply_http_request(&be.rules.stats_http_request, &mut tx.req, base) {
+                Verdict::Auth(None) => Verdict::Auth(Some("HAProxy Statistics".into())),
+                v => v,
+            };
+        if !matches!(verdict, Verdict::Continue) {
+            let denied = matches!(verdict, Verdict::Deny(_));
+            crate::http::stats::refused(&mut tx.log, &self.fe, denied);
+        }
+        verdict
+    }
+
+    /// `http-request reject`: counted as a denied request; nothing is sent (status 0: none
+    /// logged), the connection is reset.
+    fn reject(&self, be: &Proxy, stage: u8) -> Reply {
+        Counters::add(&self.fe.fe_counters.denied_req, 1);
+        if stage == 1 {
+            Counters::add(&be.counters.denied_req, 1);
+        }
+        Reply {
+            status: 0,
+            page: None,
+            term: *b"PR",
+            keep: false,
         }
     }
 
@@ -621,57 +668,6 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if req.version == Version::Http10 && !req.headers.contains("transfer-encoding") {
             req.headers.append("connection", "keep-alive");
         }
-    }
-}
-
-/// The responses the rules make themselves (`auth`, `redirect`, `return`, a Lua action's
-/// `txn:done([reply])`), logged `LR`; the connection stays when the request allows it.
-fn rule_reply(tx: &Txn, be: &Proxy, v: Verdict) -> Reply {
-    let keep = tx.keep;
-    let conn = tx.conn_hdr(!keep);
-    let reply = |status, mut page: errors::Page| {
-        page.set_connection(conn);
-        Reply {
-            status,
-            page: Some(page),
-            term: *b"LR",
-            keep,
-        }
-    };
-    let none = |status, term| Reply {
-        status,
-        page: None,
-        term,
-        keep: false,
-    };
-    match v {
-        Verdict::Auth(realm) => {
-            let realm = realm.unwrap_or_else(|| be.name.clone());
-            reply(401, errors::auth_page(&realm, false))
-        }
-        Verdict::Redirect { code, location } => {
-            reply(code, errors::redirect_page(code, &location, false))
-        }
-        // A Lua action's `txn:done([reply])`: its reply, or a close without any.
-        Verdict::Reply { status, bytes } => match errors::Page::parse(&bytes) {
-            Some(page) => reply(status, page),
-            None => none(status, *b"LR"),
-        },
-        Verdict::Return {
-            status,
-            content_type,
-            body,
-            headers,
-        } => {
-            let body = body.unwrap_or_default();
-            let ct = content_type.as_deref();
-            reply(
-                status,
-                errors::return_page(status, ct, body.as_bytes(), &headers, false),
-            )
-        }
-        // The other verdicts are answered by `request_rules` itself.
-        _ => none(0, *b"PR"),
     }
 }
 
