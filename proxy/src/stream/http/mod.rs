@@ -186,12 +186,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     fn new_log(&self) -> SessionLog {
-        let mut log = SessionLog::new(
-            &self.fe,
-            self.facts.peer,
-            self.facts.local,
-            std::time::SystemTime::now(),
-        );
+        self.new_log_at(std::time::SystemTime::now())
+    }
+
+    /// [`Session::new_log`] with the date already read.
+    fn new_log_at(&self, now: std::time::SystemTime) -> SessionLog {
+        let mut log = SessionLog::new(&self.fe, self.facts.peer, self.facts.local, now);
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
         log.req_counter = self.shared.model.streams.fetch_add(1, Ordering::Relaxed);
