@@ -12,8 +12,9 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use h2::client::SendRequest;
 
-use super::h2io::{H2Io, Preface};
+use super::h2io::Preface;
 use crate::engine::conn::Conn;
+use crate::engine::pollio::PollIo;
 
 /// HAProxy's `tune.h2.initial-window-size` default.
 const WINDOW: u32 = 65535;
@@ -54,8 +55,9 @@ impl Link {
     pub async fn handshake(conn: Conn) -> io::Result<Rc<Link>> {
         let preface = Rc::new(Preface::default());
         let conn = Rc::new(conn);
-        let io = H2Io::new(Rc::clone(&conn), Rc::clone(&preface));
-        let io_busy = Rc::clone(&io.busy);
+        let tap: Rc<dyn crate::engine::pollio::ReadTap> = Rc::clone(&preface) as _;
+        let io = PollIo::new(Rc::clone(&conn), Some(tap));
+        let io_busy = io.busy();
         let mut b = h2::client::Builder::new();
         b.initial_window_size(WINDOW)
             .max_concurrent_streams(MAX_RECV_STREAMS)

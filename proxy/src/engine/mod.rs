@@ -10,6 +10,7 @@ pub mod handover;
 pub mod idle;
 pub mod io;
 pub mod listen;
+pub mod pollio;
 pub mod pool;
 pub mod service;
 pub mod shared;

@@ -7,22 +7,19 @@
 use crate::engine::service::Origin;
 use std::cell::Cell;
 use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
 
 use crate::stick::StkCtrs;
 use h2::RecvStream;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::io::spawn;
+use crate::engine::pollio::PollIo;
 use crate::model::Proxy;
 use crate::tls::stream::TlsInfo;
 
@@ -33,139 +30,6 @@ const MAX_CONCURRENT_STREAMS: u32 = 100;
 /// Largest header list accepted (HAProxy's is bounded by `tune.bufsize`, 16 KiB, per block; a
 /// little more room here, still far from a CONTINUATION flood's).
 const MAX_HEADER_LIST: u32 = 64 * 1024;
-/// Bytes buffered towards the socket before the writer is made to wait.
-const WBUF_MAX: usize = 64 * 1024;
-
-type ReadFut = Pin<Box<dyn Future<Output = (io::Result<usize>, Vec<u8>)>>>;
-type WriteFut = Pin<Box<dyn Future<Output = (io::Result<()>, Vec<u8>)>>>;
-type ShutFut = Pin<Box<dyn Future<Output = io::Result<()>>>>;
-
-/// Poll-based I/O over a client connection's owned-buffer interface, for the `h2` crate.
-struct H2Io {
-    conn: Rc<Conn>,
-    rbuf: Vec<u8>,
-    rpos: usize,
-    reading: Option<ReadFut>,
-    wbuf: Vec<u8>,
-    spare: Vec<u8>,
-    writing: Option<WriteFut>,
-    shut: Option<ShutFut>,
-}
-
-impl H2Io {
-    fn new(conn: Rc<Conn>) -> H2Io {
-        H2Io {
-            conn,
-            rbuf: Vec::with_capacity(16 * 1024),
-            rpos: 0,
-            reading: None,
-            wbuf: Vec::with_capacity(16 * 1024),
-            spare: Vec::new(),
-            writing: None,
-            shut: None,
-        }
-    }
-
-    /// Drives the write in flight; Ready once none is.
-    fn poll_writing(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let Some(f) = self.writing.as_mut() {
-            let (r, mut b) = std::task::ready!(f.as_mut().poll(cx));
-            self.writing = None;
-            b.clear();
-            self.spare = b;
-            r?;
-        }
-        Poll::Ready(Ok(()))
-    }
-
-    fn start_write(&mut self) {
-        let next = std::mem::take(&mut self.spare);
-        let b = std::mem::replace(&mut self.wbuf, next);
-        let c = Rc::clone(&self.conn);
-        self.writing = Some(Box::pin(async move { c.write_all(b).await }));
-    }
-}
-
-impl AsyncRead for H2Io {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        loop {
-            if this.rpos < this.rbuf.len() {
-                let n = out.remaining().min(this.rbuf.len() - this.rpos);
-                out.put_slice(&this.rbuf[this.rpos..this.rpos + n]);
-                this.rpos += n;
-                return Poll::Ready(Ok(()));
-            }
-            if this.reading.is_none() {
-                let mut b = std::mem::take(&mut this.rbuf);
-                b.clear();
-                this.rpos = 0;
-                let c = Rc::clone(&this.conn);
-                this.reading = Some(Box::pin(async move { c.read(b).await }));
-            }
-            let Some(f) = this.reading.as_mut() else {
-                continue;
-            };
-            let (r, b) = std::task::ready!(f.as_mut().poll(cx));
-            this.reading = None;
-            this.rbuf = b;
-            this.rpos = 0;
-            match r {
-                Ok(0) => return Poll::Ready(Ok(())),
-                Ok(_) => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
-    }
-}
-
-impl AsyncWrite for H2Io {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if this.writing.is_some() {
-            match this.poll_writing(cx) {
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending if this.wbuf.len() >= WBUF_MAX => return Poll::Pending,
-                _ => {}
-            }
-        }
-        this.wbuf.extend_from_slice(data);
-        if this.writing.is_none() && this.wbuf.len() >= WBUF_MAX {
-            this.start_write();
-        }
-        Poll::Ready(Ok(data.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        loop {
-            std::task::ready!(this.poll_writing(cx))?;
-            if this.wbuf.is_empty() {
-                return Poll::Ready(Ok(()));
-            }
-            this.start_write();
-        }
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        std::task::ready!(self.as_mut().poll_flush(cx))?;
-        let this = self.get_mut();
-        let f = this.shut.get_or_insert_with(|| {
-            let c = Rc::clone(&this.conn);
-            Box::pin(async move { c.shutdown_write().await })
-        });
-        f.as_mut().poll(cx)
-    }
-}
-
 /// Serves an HTTP/2 client connection until it closes, the client goes idle, or the process
 /// stops (GOAWAY, then the streams in flight finish).
 /// Serves an HTTP/2 connection: one L7 transaction per stream. `sess` holds the counters the
@@ -248,8 +112,8 @@ pub async fn serve_tracked(
 async fn handshake(
     conn: Rc<Conn>,
     client: Option<std::time::Duration>,
-) -> Option<h2::server::Connection<H2Io, Bytes>> {
-    let io = H2Io::new(conn);
+) -> Option<h2::server::Connection<PollIo, Bytes>> {
+    let io = PollIo::new(conn, None);
     let mut builder = h2::server::Builder::new();
     // RFC 8441's extended CONNECT (WebSocket over h2), which HAProxy 2.6 advertises too.
     builder
