@@ -1194,6 +1194,9 @@ pub struct ServerOpts {
     pub resolve: ResolveOpts,
     /// The PROXY protocol header sent first on every connection to the server.
     pub send_proxy: SendProxy,
+    /// `cookie <value>`: the persistence cookie value naming this server (`cookie` keyword of
+    /// its backend).
+    pub cookie: Option<String>,
     /// `check-send-proxy`: health checks send it too, even with `port`/`addr`.
     pub check_send_proxy: bool,
     /// `check-proto h1|h2`: the protocol of HTTP checks.
@@ -1259,6 +1262,7 @@ impl Default for ServerOpts {
             slowstart: None,
             resolve: ResolveOpts::default(),
             send_proxy: SendProxy::default(),
+            cookie: None,
             check_send_proxy: false,
             check_proto: None,
             check_alpn: None,
@@ -1413,9 +1417,48 @@ pub enum RelayEngine {
     Userspace,
 }
 
+/// `cookie` modes: at most one of them (HAProxy's `PR_CK_RW|PR_CK_INS|PR_CK_PFX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CookieMode {
+    Rewrite,
+    Insert,
+    Prefix,
+}
+
+/// `cookie <name> [rewrite|insert|prefix] [indirect] [nocache] [postonly] [preserve]
+/// [httponly] [secure] [domain <d>]* [maxidle <t>] [maxlife <t>] [dynamic] [attr <v>]*`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CookieCfg {
+    pub name: String,
+    pub mode: Option<CookieMode>,
+    pub indirect: bool,
+    pub nocache: bool,
+    pub postonly: bool,
+    pub preserve: bool,
+    pub httponly: bool,
+    pub secure: bool,
+    /// `domain` values joined as HAProxy emits them (`a; domain=b`).
+    pub domain: Option<String>,
+    /// Seconds; 0: none.
+    pub maxidle: u32,
+    pub maxlife: u32,
+    pub dynamic: bool,
+    /// `attr` values joined with `; `.
+    pub attrs: Option<String>,
+}
+
+impl CookieCfg {
+    /// HAProxy's `PR_CK_ANY`: a mode or `indirect` is set (the log then shows the cookie flags).
+    pub fn any(&self) -> bool {
+        self.mode.is_some() || self.indirect
+    }
+}
+
 /// Proxy settings of the real-world keywords (error pages, monitor, description…).
 #[derive(Clone, Debug, Default)]
 pub struct ProxyExtra {
+    /// `cookie <name> …`: cookie-based persistence (`http/cookie.rs`).
+    pub cookie: Option<CookieCfg>,
     /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the
     /// proxy's own first such line starts them afresh, as HAProxy frees inherited rules.
     pub checks_inherited: bool,

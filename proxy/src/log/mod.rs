@@ -333,6 +333,10 @@ impl Logger {
             bytes_out: rec.bytes_out,
             bytes_in: rec.bytes_in,
             term: termination(rec.term),
+            cookie: rec.cookie.map(|c| crate::log::format::CookieState {
+                client: char::from(c.client),
+                server: char::from(c.server),
+            }),
             actconn: rec.actconn,
             feconn: rec.feconn,
             beconn: rec.beconn,

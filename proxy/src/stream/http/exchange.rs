@@ -226,6 +226,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 shared: &self.shared,
                 fe: &self.fe,
                 facts: &self.facts,
+                persist: tx.persist.as_ref(),
             };
             let first = tx.first || attempts > 1;
             let got = self.up.conn(side, be, first, key, &mut tx.log).await;

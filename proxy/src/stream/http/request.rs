@@ -163,6 +163,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             body_here: None,
             keep: false,
             vars,
+            persist: None,
         })
     }
 
@@ -522,6 +523,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         {
             return self.local_reply(tx.log, r, tx.start).await;
         }
+        super::persist::request(&mut tx, &be);
         self.prepare_request(&mut tx.req, &be);
         let mut head_bytes = Vec::with_capacity(1024);
         h1::write_request_head(&tx.req, &mut head_bytes);

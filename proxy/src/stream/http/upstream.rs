@@ -55,6 +55,8 @@ pub struct Side<'a> {
     pub shared: &'a Shared,
     pub fe: &'a Proxy,
     pub facts: &'a Facts,
+    /// The server the client's persistence cookie names: tried before the balancer.
+    pub persist: Option<&'a Arc<Server>>,
 }
 
 /// Where a transaction gets its server connections.
@@ -106,9 +108,13 @@ impl Upstream for Servers {
         // Without stick rules, neither the clock nor the tables are read.
         let sticky = !be.cfg.stick_rules.is_empty();
         let now = if sticky { model.now_ms() } else { 0 };
-        let stuck = sticky
-            .then(|| backend::stuck_server(&model.stick, be, src, now))
-            .flatten();
+        // A persistence cookie wins over the stick rules (HAProxy assigns its server first).
+        let stuck = match side.persist {
+            Some(s) => Some(Arc::clone(s)),
+            None => sticky
+                .then(|| backend::stuck_server(&model.stick, be, src, now))
+                .flatten(),
+        };
         let (srv, queued) = backend::take_server(be, key, stuck)
             .await
             .map_err(|e| (e, None))?;

@@ -1,0 +1,556 @@
+//! Cookie-based persistence (`cookie` keyword), HAProxy 2.6's `http_manage_client_side_cookies`
+//! and `http_manage_server_side_cookies` and the `Set-Cookie` insertion of
+//! `http_process_res_common`: pure functions over the heads, no I/O.
+//!
+//! Not yet (refused at start): the `maxidle`/`maxlife` dates (`|<last>|<first>` after the
+//! server's value; a client's dates are passed over) and `dynamic` cookies.
+
+use super::head::Headers;
+use crate::config::model::{CookieCfg, CookieMode};
+
+/// What the client's cookie did (`%tsc` third character): `N` none, `I` invalid, `D` its server
+/// is down, `V` valid, `U` unused (a server was assigned already).
+/// What happened to the server's (`%tsc` fourth): `N` none, `P` passed, `D` deleted,
+/// `I` inserted, `R` rewritten, `U` updated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags {
+    pub client: u8,
+    pub server: u8,
+}
+
+impl Default for Flags {
+    fn default() -> Self {
+        Flags {
+            client: b'N',
+            server: b'N',
+        }
+    }
+}
+
+/// A server as the cookie matching sees it: its `cookie` value and whether it is running.
+pub struct Candidate<'a> {
+    pub cookie: Option<&'a str>,
+    pub running: bool,
+}
+
+/// `COOKIE_DELIM`: the prefix mode's separator between the server's value and the original.
+const PREFIX_DELIM: u8 = b'~';
+/// `COOKIE_DELIM_DATE`: the dates after the server's value.
+const DATE_DELIM: u8 = b'|';
+
+fn is_sp(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// `http_find_cookie_value_end`: the first `,` or `;` outside a quoted string.
+fn value_end(b: &[u8], mut i: usize) -> usize {
+    let mut quoted = false;
+    while i < b.len() {
+        match b[i] {
+            b'"' => quoted = !quoted,
+            b'\\' if quoted && i + 1 < b.len() => i += 1,
+            b',' | b';' if !quoted => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+/// One cookie of a `Cookie` value: where it starts (`prev`: its delimiter, or 0), its name and
+/// value spans, and where the next one's delimiter is.
+struct Item {
+    prev: usize,
+    att: (usize, usize),
+    val: Option<(usize, usize)>,
+    next: usize,
+}
+
+/// The cookies of one `Cookie` header value, as HAProxy walks them.
+fn items(b: &[u8]) -> Vec<Item> {
+    let mut out = Vec::new();
+    let mut prev = 0;
+    let mut first = true;
+    while prev < b.len() {
+        let mut att_beg = if first { prev } else { prev + 1 };
+        first = false;
+        while att_beg < b.len() && is_sp(b[att_beg]) {
+            att_beg += 1;
+        }
+        let (mut equal, mut att_end) = (att_beg, att_beg);
+        while equal < b.len() && !matches!(b[equal], b'=' | b',' | b';') {
+            let c = b[equal];
+            equal += 1;
+            if !is_sp(c) {
+                att_end = equal;
+            }
+        }
+        let (val, next) = if equal < b.len() && b[equal] == b'=' {
+            let mut vb = equal + 1;
+            while vb < b.len() && is_sp(b[vb]) {
+                vb += 1;
+            }
+            let next = value_end(b, vb);
+            let mut ve = next;
+            while ve > vb && is_sp(b[ve - 1]) {
+                ve -= 1;
+            }
+            (Some((vb, ve)), next)
+        } else {
+            (None, equal)
+        };
+        out.push(Item {
+            prev,
+            att: (att_beg, att_end),
+            val,
+            next,
+        });
+        prev = next;
+    }
+    out
+}
+
+/// The request side: finds the server the client's persistence cookie names (the index in
+/// `servers`, None: the balancer picks), and edits the `Cookie` headers as the mode says
+/// (`insert indirect` removes the cookie, `prefix` strips `<server>~`). `persist`: `option
+/// persist` (a down server is used all the same).
+pub fn client_side(
+    ck: &CookieCfg,
+    headers: &mut Headers,
+    servers: &[Candidate<'_>],
+    persist: bool,
+    flags: &mut Flags,
+) -> Option<usize> {
+    let mut chosen = None;
+    let delete_ours = ck.mode == Some(CookieMode::Insert) && ck.indirect;
+    let mut i = 0;
+    while i < headers.0.len() {
+        if !headers.0[i].name.eq_ignore_ascii_case("cookie") {
+            i += 1;
+            continue;
+        }
+        let value = std::mem::take(&mut headers.0[i].value);
+        let edited = client_header(
+            ck,
+            &value,
+            servers,
+            persist,
+            delete_ours,
+            &mut chosen,
+            flags,
+        );
+        match edited {
+            Some(v) if v.is_empty() => {
+                headers.0.remove(i);
+                continue;
+            }
+            Some(v) => headers.0[i].value = v,
+            None => headers.0[i].value = value,
+        }
+        i += 1;
+    }
+    chosen
+}
+
+/// One `Cookie` header: the match, then the edited value (None: unchanged, empty: removed).
+fn client_header(
+    ck: &CookieCfg,
+    b: &[u8],
+    servers: &[Candidate<'_>],
+    persist: bool,
+    delete_ours: bool,
+    chosen: &mut Option<usize>,
+    flags: &mut Flags,
+) -> Option<Vec<u8>> {
+    let list = items(b);
+    // Per item: kept, deleted (with the `$` attributes after it), or its value cut at `cut`.
+    let mut deleted = vec![false; list.len()];
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let mut preserve = false;
+    let mut in_del = false;
+    for (k, it) in list.iter().enumerate() {
+        let name = &b[it.att.0..it.att.1];
+        if name.first() == Some(&b'$') {
+            deleted[k] = in_del;
+            continue;
+        }
+        let Some((vb, ve)) = it.val else {
+            preserve = true;
+            in_del = false;
+            continue;
+        };
+        if name != ck.name.as_bytes() {
+            preserve = true;
+            in_del = false;
+            continue;
+        }
+        let delim = if ck.mode == Some(CookieMode::Prefix) {
+            b[vb..ve]
+                .iter()
+                .position(|&c| c == PREFIX_DELIM)
+                .map_or(ve, |p| vb + p)
+        } else {
+            b[vb..ve]
+                .iter()
+                .position(|&c| c == DATE_DELIM)
+                .map_or(ve, |p| vb + p)
+        };
+        match_server(&b[vb..delim], servers, persist, chosen, flags);
+        if ck.mode == Some(CookieMode::Prefix) && delim != ve {
+            cuts.push((vb, delim + 1));
+            preserve = true;
+            in_del = false;
+        } else if delete_ours {
+            deleted[k] = true;
+            in_del = true;
+        }
+    }
+    if !deleted.iter().any(|d| *d) && cuts.is_empty() {
+        return None;
+    }
+    if !preserve && deleted.iter().all(|d| *d) {
+        return Some(Vec::new());
+    }
+    Some(rebuild(b, &list, &deleted, &cuts))
+}
+
+/// The value with the deleted runs taken out as `http_del_hdr_value` does (a run at the start
+/// takes the delimiter after it; another the delimiter before it, the one after it becoming
+/// `<delim> `), and the prefix cuts made.
+fn rebuild(b: &[u8], list: &[Item], deleted: &[bool], cuts: &[(usize, usize)]) -> Vec<u8> {
+    // Byte ranges to drop, and what replaces each.
+    let mut edits: Vec<(usize, usize, Vec<u8>)> =
+        cuts.iter().map(|&(s, e)| (s, e, vec![])).collect();
+    let mut k = 0;
+    while k < list.len() {
+        if !deleted[k] {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k < list.len() && deleted[k] {
+            k += 1;
+        }
+        let end = list[k - 1].next;
+        if start == 0 {
+            let mut e = end;
+            if e < b.len() {
+                e += 1;
+            }
+            while e < b.len() && is_sp(b[e]) {
+                e += 1;
+            }
+            edits.push((0, e, vec![]));
+        } else {
+            let mut s = list[start].prev;
+            while s > 0 && is_sp(b[s - 1]) {
+                s -= 1;
+            }
+            if end >= b.len() {
+                edits.push((s, b.len(), vec![]));
+            } else {
+                let mut e = end + 1;
+                while e < b.len() && is_sp(b[e]) {
+                    e += 1;
+                }
+                edits.push((s, e, vec![b[end], b' ']));
+            }
+        }
+    }
+    edits.sort_by_key(|e| e.0);
+    let mut out = Vec::with_capacity(b.len());
+    let mut pos = 0;
+    for (s, e, with) in edits {
+        if s < pos {
+            continue;
+        }
+        out.extend_from_slice(&b[pos..s]);
+        out.extend_from_slice(&with);
+        pos = e;
+    }
+    out.extend_from_slice(&b[pos..]);
+    out
+}
+
+/// The first server whose cookie is `val`, if running (or `persist`); the client flag.
+fn match_server(
+    val: &[u8],
+    servers: &[Candidate<'_>],
+    persist: bool,
+    chosen: &mut Option<usize>,
+    flags: &mut Flags,
+) {
+    let mut found = None;
+    if !val.is_empty() && chosen.is_none() {
+        for (idx, s) in servers.iter().enumerate() {
+            if s.cookie.is_none_or(|c| c.as_bytes() != val) {
+                continue;
+            }
+            if s.running || persist {
+                flags.client = if s.running { b'V' } else { b'D' };
+                found = Some(idx);
+                break;
+            }
+            flags.client = b'D';
+        }
+    }
+    match found {
+        Some(idx) => *chosen = Some(idx),
+        None if flags.client != b'D' => {
+            flags.client = if chosen.is_some() { b'U' } else { b'I' };
+        }
+        None => {}
+    }
+}
+
+/// The response side: the server's own `Set-Cookie` for the persistence cookie is passed,
+/// deleted (insert mode, or `indirect` on a direct access), rewritten or prefixed; then the
+/// cookie is inserted if the mode asks. `srv_cookie`: the answering server's `cookie`;
+/// `direct`: the client's cookie chose that server; `post`: the request was a POST; `cacheable`: see [`cacheable`].
+pub fn server_side(
+    ck: &CookieCfg,
+    headers: &mut Headers,
+    srv_cookie: Option<&str>,
+    direct: bool,
+    (post, cacheable): (bool, bool),
+    flags: &mut Flags,
+) {
+    let mode = ck.mode;
+    let mut i = 0;
+    while i < headers.0.len() {
+        let h = &headers.0[i];
+        if !h.name.eq_ignore_ascii_case("set-cookie") {
+            i += 1;
+            continue;
+        }
+        let b = &h.value;
+        let it = match items(b).into_iter().next() {
+            Some(it) => it,
+            None => {
+                i += 1;
+                continue;
+            }
+        };
+        let Some((vb, ve)) = it
+            .val
+            .filter(|_| &b[it.att.0..it.att.1] == ck.name.as_bytes())
+        else {
+            i += 1;
+            continue;
+        };
+        flags.server = b'P';
+        if ck.preserve {
+        } else if mode == Some(CookieMode::Insert) || (direct && ck.indirect) {
+            headers.0.remove(i);
+            flags.server = b'D';
+            continue;
+        } else if let (Some(sc), Some(CookieMode::Rewrite)) = (srv_cookie, mode) {
+            let mut v = b[..vb].to_vec();
+            v.extend_from_slice(sc.as_bytes());
+            v.extend_from_slice(&b[ve..]);
+            headers.0[i].value = v;
+            flags.server = b'R';
+        } else if let (Some(sc), Some(CookieMode::Prefix)) = (srv_cookie, mode) {
+            let mut v = b[..vb].to_vec();
+            v.extend_from_slice(sc.as_bytes());
+            v.push(PREFIX_DELIM);
+            v.extend_from_slice(&b[vb..]);
+            headers.0[i].value = v;
+            flags.server = b'R';
+        }
+        i += 1;
+    }
+    let insert = mode == Some(CookieMode::Insert)
+        && !(flags.server == b'P' && ck.preserve)
+        && !direct
+        && (!ck.postonly || post);
+    if !insert {
+        return;
+    }
+    headers.append("set-cookie", set_cookie_value(ck, srv_cookie));
+    flags.server = if srv_cookie.is_some() && direct {
+        b'U'
+    } else {
+        b'I'
+    };
+    if ck.nocache && cacheable {
+        headers.append("cache-control", "private");
+    }
+}
+
+/// The inserted `Set-Cookie` value (an expired one for a server without a cookie).
+fn set_cookie_value(ck: &CookieCfg, srv_cookie: Option<&str>) -> String {
+    let mut v = match srv_cookie {
+        Some(c) => format!("{}={c}; path=/", ck.name),
+        None => format!(
+            "{}=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/",
+            ck.name
+        ),
+    };
+    if let Some(d) = &ck.domain {
+        v.push_str("; domain=");
+        v.push_str(d);
+    }
+    if ck.httponly {
+        v.push_str("; HttpOnly");
+    }
+    if ck.secure {
+        v.push_str("; Secure");
+    }
+    if let Some(a) = &ck.attrs {
+        v.push_str("; ");
+        v.push_str(a);
+    }
+    v
+}
+
+/// HAProxy's `TX_CACHEABLE` when the cookie is inserted: set for a safe method
+/// (`http_wait_for_request`), cleared by an `Authorization` or `Cache-Control: no-store` request
+/// (`http_check_request_for_cacheability`), by a status not cacheable by default, and by
+/// `http_check_response_for_cacheability` as 2.6 does it (`Pragma: no-cache`, the
+/// `Cache-Control` values, and a response with neither freshness information nor validator).
+pub fn cacheable(req: &super::head::RequestHead, status: u16, res: &Headers) -> bool {
+    let safe = matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE");
+    let req_ok = !req.headers.contains("authorization")
+        && !comma_values(&req.headers, "cache-control").any(|v| starts_with_ci(v, b"no-store"));
+    let status_ok = matches!(
+        status,
+        200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501
+    );
+    let mut yes = safe && req_ok && status_ok;
+    if res
+        .get_first("pragma")
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"no-cache"))
+    {
+        return false;
+    }
+    let mut fresh = false;
+    for d in comma_values(res, "cache-control") {
+        if d.eq_ignore_ascii_case(b"public") {
+            yes = true;
+        } else if [
+            &b"private"[..],
+            b"no-cache",
+            b"no-store",
+            b"max-age=0",
+            b"s-maxage=0",
+        ]
+        .iter()
+        .any(|x| d.eq_ignore_ascii_case(x))
+        {
+            yes = false;
+        } else if starts_with_ci(d, b"no-cache=\"set-cookie") {
+        } else if starts_with_ci(d, b"s-maxage") || starts_with_ci(d, b"max-age") {
+            fresh = true;
+        }
+    }
+    let fresh = fresh || res.contains("expires");
+    let validator = res.contains("etag") || res.contains("last-modified");
+    yes && (fresh || validator)
+}
+
+/// The comma-separated values of every `name` header, trimmed.
+fn comma_values<'a>(h: &'a Headers, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+    h.get_all(name)
+        .flat_map(|v| v.split(|&c| c == b','))
+        .map(|d| d.trim_ascii())
+}
+
+fn starts_with_ci(v: &[u8], p: &[u8]) -> bool {
+    v.len() >= p.len() && v[..p.len()].eq_ignore_ascii_case(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(mode: Option<CookieMode>, indirect: bool) -> CookieCfg {
+        CookieCfg {
+            name: "SRV".into(),
+            mode,
+            indirect,
+            ..CookieCfg::default()
+        }
+    }
+
+    fn req(ck: &CookieCfg, cookie: &str) -> (Option<usize>, Flags, Vec<String>) {
+        let mut h = Headers::default();
+        h.append("Cookie", cookie);
+        let servers = [
+            Candidate {
+                cookie: Some("c1"),
+                running: true,
+            },
+            Candidate {
+                cookie: Some("c2"),
+                running: false,
+            },
+        ];
+        let mut f = Flags::default();
+        let s = client_side(ck, &mut h, &servers, false, &mut f);
+        let left = h
+            .get_all("cookie")
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        (s, f, left.collect())
+    }
+
+    /// The header edits HAProxy 2.6 makes (observed with `cookie SRV insert indirect`).
+    #[test]
+    fn insert_indirect_removes_the_cookie() {
+        let ck = cfg(Some(CookieMode::Insert), true);
+        assert_eq!(
+            req(&ck, "SRV=c1"),
+            (
+                Some(0),
+                Flags {
+                    client: b'V',
+                    server: b'N'
+                },
+                vec![]
+            )
+        );
+        assert_eq!(req(&ck, "SRV=c1;a=b").2, ["a=b"]);
+        assert_eq!(req(&ck, "a=1;SRV=c1;$Path=/;b=2").2, ["a=1; b=2"]);
+        assert_eq!(req(&ck, "a=1; SRV=c1").2, ["a=1"]);
+        let (s, f, left) = req(&ck, "SRV=c2; x=y");
+        assert_eq!((s, f.client, left), (None, b'D', vec!["x=y".to_string()]));
+        assert_eq!(req(&ck, "SRV=zz").1.client, b'I');
+        assert_eq!(req(&ck, "SRV=").1.client, b'I');
+        assert_eq!(req(&ck, "SRV=c1; SRV=c1").1.client, b'U');
+    }
+
+    #[test]
+    fn prefix_strips_the_server() {
+        let ck = cfg(Some(CookieMode::Prefix), false);
+        let (s, f, left) = req(&ck, "SRV=c1~app; b=2");
+        assert_eq!(
+            (s, f.client, left),
+            (Some(0), b'V', vec!["SRV=app; b=2".to_string()])
+        );
+        assert_eq!(req(&ck, "SRV=c1").2, ["SRV=c1"]);
+    }
+
+    #[test]
+    fn response_side() {
+        let mut ck = cfg(Some(CookieMode::Insert), true);
+        ck.nocache = true;
+        ck.httponly = true;
+        ck.domain = Some(".ex.com".into());
+        let mut h = Headers::default();
+        h.append("Set-Cookie", "SRV=app; path=/");
+        h.append("Cache-Control", "public");
+        let mut f = Flags::default();
+        server_side(&ck, &mut h, Some("c2"), false, (false, true), &mut f);
+        let sc: Vec<_> = h.get_all("set-cookie").collect();
+        assert_eq!(sc, [&b"SRV=c2; path=/; domain=.ex.com; HttpOnly"[..]]);
+        assert_eq!(h.get_last("cache-control"), Some(&b"private"[..]));
+        assert_eq!(f.server, b'I');
+        let ck = cfg(Some(CookieMode::Prefix), false);
+        let mut h = Headers::default();
+        h.append("Set-Cookie", "SRV=app; path=/");
+        let mut f = Flags::default();
+        server_side(&ck, &mut h, Some("c2"), true, (false, false), &mut f);
+        assert_eq!(h.get_first("set-cookie"), Some(&b"SRV=c2~app; path=/"[..]));
+        assert_eq!(f.server, b'R');
+    }
+}

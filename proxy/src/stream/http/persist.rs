@@ -1,0 +1,61 @@
+//! Cookie-based persistence in the stream (`cookie` keyword; the header work is the pure
+//! `http::cookie`): the request's cookie names the server the exchange tries first, the
+//! response gets its `Set-Cookie` handled, the log its `%tsc` cookie characters.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Txn;
+use crate::http::cookie::{self, Candidate, Flags};
+use crate::http::head::ResponseHead;
+use crate::model::{Proxy, Server};
+
+/// Request side, once the rules chose `be`: the server the client's cookie names (kept in
+/// `tx.persist`) and the `Cookie` headers edited as the mode says.
+pub(super) fn request(tx: &mut Txn, be: &Proxy) {
+    let Some(ck) = &be.cfg.extra.cookie else {
+        return;
+    };
+    let pool = be.pool();
+    let candidates: Vec<Candidate<'_>> = pool
+        .servers
+        .iter()
+        .map(|s| Candidate {
+            cookie: s.cfg.opts.cookie.as_deref(),
+            running: s.usable.load(Ordering::Acquire),
+        })
+        .collect();
+    let mut flags = Flags::default();
+    let idx = cookie::client_side(ck, &mut tx.req.headers, &candidates, false, &mut flags);
+    tx.persist = idx.and_then(|i| pool.servers.get(i).cloned());
+    if ck.any() {
+        tx.log.cookie = Some(flags);
+    }
+}
+
+/// Response side: the server's `Set-Cookie` and the insertion, after the `http-response`
+/// rules as HAProxy's `http_process_res_common` (not for interim responses).
+pub(super) fn response(tx: &mut Txn, be: &Proxy, srv: &Arc<Server>, head: &mut ResponseHead) {
+    let Some(ck) = &be.cfg.extra.cookie else {
+        return;
+    };
+    if head.status < 200 && head.status != 101 {
+        return;
+    }
+    let direct = tx.persist.as_ref().is_some_and(|p| Arc::ptr_eq(p, srv));
+    let mut flags = tx.log.cookie.unwrap_or_default();
+    let post = tx.req.method == "POST";
+    let sc = srv.cfg.opts.cookie.as_deref();
+    let cacheable = ck.nocache && cookie::cacheable(&tx.req, head.status, &head.headers);
+    cookie::server_side(
+        ck,
+        &mut head.headers,
+        sc,
+        direct,
+        (post, cacheable),
+        &mut flags,
+    );
+    if ck.any() {
+        tx.log.cookie = Some(flags);
+    }
+}

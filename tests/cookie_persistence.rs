@@ -1,0 +1,238 @@
+//! Cookie-based persistence (`cookie` keyword, server `cookie`) against HAProxy 2.6 on the same
+//! configuration and requests: the `Set-Cookie`/`Cache-Control` headers the client gets, which
+//! server answers a request carrying each server's cookie (or an unknown one, or one naming a
+//! server in maintenance), the `Cookie` header the server sees, and the log lines with `%tsc`
+//! (the cookie flags of httplog's termination state). The server's own `Set-Cookie` comes from
+//! an `http-response add-header` (the cookie work follows the response rules in both). Only
+//! 127.0.0.1; the HAProxy half is skipped without /usr/sbin/haproxy.
+
+#[path = "support/backend.rs"]
+mod backend;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use backend::{HttpNode, HttpOpts, free_port, lo, wait_until};
+use proxy::Proc;
+
+fn config(port: u16, s: [SocketAddr; 3]) -> String {
+    let servers = format!(
+        "    balance first\n\
+         \x20   http-request set-var(txn.sc) str(1) if {{ query -m sub sc=1 }}\n\
+         \x20   http-request set-var(txn.pub) str(1) if {{ query -m sub pub=1 }}\n\
+         \x20   http-response add-header Set-Cookie \"SRV=app; path=/\" if {{ var(txn.sc) -m found }}\n\
+         \x20   http-request set-var(txn.etag) str(1) if {{ query -m sub etag=1 }}\n\
+         \x20   http-response add-header Cache-Control public if {{ var(txn.pub) -m found }}\n\
+         \x20   http-response add-header ETag '\"x\"' if {{ var(txn.etag) -m found }}\n\
+         \x20   server s1 {} cookie c1\n    server s2 {} cookie c2\n    server s3 {} cookie c3 disabled\n",
+        s[0], s[1], s[2]
+    );
+    let mut cfg = format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         \x20   log-format \"%ST %tsc %b/%s %{{+Q}}r\"\n\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n\
+         \x20   use_backend %[path,field(2,/)]\n\n"
+    );
+    let backends = [
+        (
+            "ins",
+            "cookie SRV insert indirect nocache httponly domain .ex.com attr SameSite=Lax",
+        ),
+        ("rw", "cookie SRV rewrite"),
+        ("pfx", "cookie SRV prefix"),
+        ("post", "cookie SRV insert postonly secure"),
+        ("pres", "cookie SRV insert preserve"),
+        ("plain", "cookie SRV"),
+    ];
+    for (name, line) in backends {
+        cfg.push_str(&format!("backend {name}\n    {line}\n{servers}\n"));
+    }
+    cfg
+}
+
+/// (method, path, Cookie header) of each request, each on its own connection.
+const ASKS: &[(&str, &str, &str)] = &[
+    ("GET", "/ins/a", ""),
+    ("GET", "/ins/b", "SRV=c2"),
+    ("GET", "/ins/c", "a=1; SRV=c2; b=2"),
+    ("GET", "/ins/d", "SRV=c1;$Path=/;x=y"),
+    ("GET", "/ins/e", "SRV=c3"),
+    ("GET", "/ins/f", "SRV=zz; k=v"),
+    ("GET", "/ins/g?sc=1", "SRV=c2"),
+    ("GET", "/ins/h?sc=1", ""),
+    ("GET", "/ins/i?pub=1", ""),
+    ("GET", "/ins/j?pub=1", "SRV=c2"),
+    ("GET", "/ins/k?etag=1", ""),
+    ("GET", "/ins/l?pub=1&etag=1", ""),
+    ("POST", "/ins/m?etag=1", ""),
+    ("GET", "/ins/n?etag=1&sc=1", ""),
+    ("GET", "/rw/a?sc=1", ""),
+    ("GET", "/rw/b?sc=1", "SRV=c2"),
+    ("GET", "/rw/c", "SRV=c2"),
+    ("GET", "/pfx/a?sc=1", ""),
+    ("GET", "/pfx/b?sc=1", "SRV=c2~app; z=1"),
+    ("GET", "/pfx/c", "SRV=c2"),
+    ("GET", "/post/a", ""),
+    ("POST", "/post/b", ""),
+    ("POST", "/post/c", "SRV=c2"),
+    ("GET", "/pres/a?sc=1", ""),
+    ("GET", "/pres/b", ""),
+    ("GET", "/plain/a", "SRV=c2"),
+    ("GET", "/plain/b?sc=1", ""),
+];
+
+/// The status line and the headers of interest the client got.
+fn ask(port: u16, method: &str, path: &str, cookie: &str) -> String {
+    let mut s = proxy::connect(lo(port));
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n");
+    if !cookie.is_empty() {
+        req.push_str(&format!("cookie: {cookie}\r\n"));
+    }
+    if method == "POST" {
+        req.push_str("content-length: 0\r\n");
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    let mut lines = head.lines();
+    let mut out = format!(
+        "{method} {path} [{cookie}]: {}",
+        lines.next().unwrap_or("closed")
+    );
+    for l in lines {
+        let n = l.split(':').next().unwrap_or_default().to_ascii_lowercase();
+        if matches!(n.as_str(), "set-cookie" | "cache-control" | "x-node") {
+            out.push_str(&format!(" | {l}"));
+        }
+    }
+    out
+}
+
+fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
+    let nodes =
+        ["s1", "s2", "s3"].map(|n| HttpNode::start(lo(0), HttpOpts::named(n)).expect("node"));
+    let port = free_port();
+    let p = start(&config(port, nodes.each_ref().map(|n| n.addr())), lo(port))?;
+    let mut seen: Vec<String> = ASKS
+        .iter()
+        .map(|(m, path, c)| ask(port, m, path, c))
+        .collect();
+    let mut saw = Vec::new();
+    for (name, n) in ["s1", "s2", "s3"].iter().zip(&nodes) {
+        for r in n.requests() {
+            saw.push(format!(
+                "{name} saw {} {} cookie={:?}",
+                r.method,
+                r.target,
+                r.header("cookie")
+            ));
+        }
+    }
+    saw.sort();
+    seen.extend(saw);
+    // One line per request, and the start-up probe's (`<BADREQ>`).
+    wait_until(Duration::from_secs(5), || p.log_lines().len() > ASKS.len());
+    let mut logs = p.log_lines();
+    logs.sort();
+    seen.extend(logs);
+    Some(seen)
+}
+
+#[test]
+fn cookie_persistence_as_haproxy() {
+    let got = run(|cfg, port| Some(Proc::portcullis(cfg, port))).expect("portcullis");
+    let has = |s: &str| got.iter().any(|l| l == s);
+    assert!(
+        has(
+            "GET /ins/a []: HTTP/1.1 200 OK | x-node: s1 | set-cookie: SRV=c1; path=/; domain=.ex.com; HttpOnly; SameSite=Lax"
+        ),
+        "{got:#?}"
+    );
+    assert!(
+        has("s2 saw GET /ins/c cookie=Some(\"a=1; b=2\")"),
+        "{got:#?}"
+    );
+    assert!(has("200 --VN ins/s2 \"GET /ins/b HTTP/1.1\""), "{got:#?}");
+    if let Some(reference) = run(Proc::haproxy) {
+        for (a, b) in got.iter().zip(&reference) {
+            if a != b {
+                eprintln!("DIFF\n  P: {a}\n  H: {b}");
+            }
+        }
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}
+
+/// The ALERT and WARNING lines of `-c` on `cfg` (the pid and the file's directory taken out).
+fn check_lines(cmd: &str, cfg: &str) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("portcullis-cookie-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("c.cfg");
+    std::fs::write(&path, cfg).expect("write");
+    let out = std::process::Command::new(cmd)
+        .arg("-c")
+        .arg("-f")
+        .arg(&path)
+        .output()
+        .expect("run -c");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let p = path.to_string_lossy().into_owned();
+    text.lines()
+        .filter(|l| l.starts_with("[ALERT]") || l.starts_with("[WARNING]"))
+        .filter(|l| !l.contains("Error(s) found") && !l.contains("Fatal errors found"))
+        .map(|l| {
+            let (sev, rest) = l.split_once('(').unwrap_or((l, ""));
+            let rest = rest.split_once(')').map_or(rest, |r| r.1);
+            format!("{} {}", sev.trim(), rest.replace(&p, "c.cfg"))
+        })
+        .collect()
+}
+
+/// HAProxy 2.6's words for each bad `cookie` line (and the warnings of accepted ones).
+#[test]
+fn cookie_keyword_errors_as_haproxy() {
+    let lines = [
+        "cookie",
+        "cookie SRV rewrite indirect",
+        "cookie SRV insert prefix",
+        "cookie SRV preserve",
+        "cookie SRV bogus",
+        "cookie SRV domain",
+        "cookie SRV domain ex",
+        "cookie SRV domain a/b",
+        "cookie SRV maxidle",
+        "cookie SRV maxidle 10x",
+        "cookie SRV maxidle 500ms",
+        "cookie SRV maxlife 99999999999",
+        "cookie SRV attr",
+        "cookie SRV attr a;b",
+        "cookie SRV insert indirect nocache postonly preserve httponly secure domain .a.com domain .b.com attr x=1 attr y maxidle 1h maxlife 2d dynamic",
+    ];
+    let haproxy = std::path::Path::new("/usr/sbin/haproxy").exists();
+    for l in lines {
+        let cfg = format!(
+            "defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n\
+             backend b\n  {l}\n  server s1 127.0.0.1:1 cookie c1\n"
+        );
+        let got = check_lines(env!("CARGO_BIN_EXE_portcullis"), &cfg);
+        // Each line but the last two draws a diagnostic.
+        assert_eq!(
+            got.is_empty(),
+            l.contains("500ms") || l.contains("dynamic"),
+            "{l}: {got:?}"
+        );
+        if haproxy {
+            assert_eq!(got, check_lines("/usr/sbin/haproxy", &cfg), "{l}");
+        }
+    }
+}
