@@ -27,13 +27,14 @@ fn config(port: u16, s: [SocketAddr; 3]) -> String {
          \x20   http-request set-var(txn.etag) str(1) if {{ query -m sub etag=1 }}\n\
          \x20   http-response add-header Cache-Control public if {{ var(txn.pub) -m found }}\n\
          \x20   http-response add-header ETag '\"x\"' if {{ var(txn.etag) -m found }}\n\
-         \x20   server s1 {} cookie c1\n    server s2 {} cookie c2\n    server s3 {} cookie c3 disabled\n",
-        s[0], s[1], s[2]
+         \x20   server s1 {} cookie c1\n    server s2 {} cookie c2\n    server s3 {} cookie c3 disabled\n\
+         \x20   server s4 {} cookie c4 weight 0\n",
+        s[0], s[1], s[2], s[1]
     );
     let mut cfg = format!(
         "global\n    log stdout format raw local0\n\
          defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
-         \x20   log-format \"%ST %tsc %b/%s %{{+Q}}r\"\n\n\
+         \x20   log-format \"%ST %tsc %b/%s %rc %{{+Q}}r\"\n\n\
          frontend fe\n    bind 127.0.0.1:{port}\n\
          \x20   use_backend %[path,field(2,/)]\n\n"
     );
@@ -51,6 +52,14 @@ fn config(port: u16, s: [SocketAddr; 3]) -> String {
     for (name, line) in backends {
         cfg.push_str(&format!("backend {name}\n    {line}\n{servers}\n"));
     }
+    // A cookie naming a server that refuses: retried, then redispatched (the cookie inserted
+    // for the server that answers).
+    cfg.push_str(&format!(
+        "backend rd\n    cookie SRV insert indirect\n    balance first\n    option redispatch\n    retries 1\n\
+         \x20   server dead 127.0.0.1:{} cookie c9\n    server s1 {} cookie c1\n",
+        free_port(),
+        s[0]
+    ));
     cfg
 }
 
@@ -81,6 +90,9 @@ const ASKS: &[(&str, &str, &str)] = &[
     ("POST", "/post/c", "SRV=c2"),
     ("GET", "/pres/a?sc=1", ""),
     ("GET", "/pres/b", ""),
+    ("GET", "/ins/o", "SRV=c4"),
+    ("GET", "/rd/a", "SRV=c9"),
+    ("GET", "/rd/b", ""),
     ("GET", "/plain/a", "SRV=c2"),
     ("GET", "/plain/b?sc=1", ""),
 ];
@@ -160,7 +172,7 @@ fn cookie_persistence_as_haproxy() {
         has("s2 saw GET /ins/c cookie=Some(\"a=1; b=2\")"),
         "{got:#?}"
     );
-    assert!(has("200 --VN ins/s2 \"GET /ins/b HTTP/1.1\""), "{got:#?}");
+    assert!(has("200 --VN ins/s2 0 \"GET /ins/b HTTP/1.1\""), "{got:#?}");
     if let Some(reference) = run(Proc::haproxy) {
         for (a, b) in got.iter().zip(&reference) {
             if a != b {

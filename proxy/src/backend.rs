@@ -87,8 +87,9 @@ pub async fn take_server(
     stuck: Option<Arc<Server>>,
 ) -> Result<(Arc<Server>, Duration), ConnectError> {
     let start = Instant::now();
-    // A `stick match` server in service goes first, if it has a slot.
-    if let Some(s) = stuck.filter(|s| s.is_usable())
+    // A `stick match` (or persistence cookie) server goes first if running, even drained (as
+    // HAProxy, which only passes over a stopped one), and if it has a slot.
+    if let Some(s) = stuck.filter(|s| s.usable.load(Ordering::Acquire))
         && acquire(&s)
     {
         crate::model::sessions::note_server(be, &s);

@@ -44,6 +44,10 @@ pub(super) fn response(tx: &mut Txn, be: &Proxy, srv: &Arc<Server>, head: &mut R
     }
     let direct = tx.persist.as_ref().is_some_and(|p| Arc::ptr_eq(p, srv));
     let mut flags = tx.log.cookie.unwrap_or_default();
+    // Redispatched away from the cookie's server: HAProxy logs the cookie as naming a down one.
+    if tx.persist.is_some() && !direct && flags.client == b'V' {
+        flags.client = b'D';
+    }
     let post = tx.req.method == "POST";
     let sc = srv.cfg.opts.cookie.as_deref();
     let cacheable = ck.nocache && cookie::cacheable(&tx.req, head.status, &head.headers);
