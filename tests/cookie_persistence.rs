@@ -21,6 +21,7 @@ use proxy::Proc;
 fn config(port: u16, s: [SocketAddr; 3]) -> String {
     let servers = format!(
         "    balance first\n\
+         \x20   http-request set-header x-ck \"%[req.cook(SRV)]\"\n\
          \x20   http-request set-var(txn.sc) str(1) if {{ query -m sub sc=1 }}\n\
          \x20   http-request set-var(txn.pub) str(1) if {{ query -m sub pub=1 }}\n\
          \x20   http-response add-header Set-Cookie \"SRV=app; path=/\" if {{ var(txn.sc) -m found }}\n\
@@ -60,6 +61,12 @@ fn config(port: u16, s: [SocketAddr; 3]) -> String {
         free_port(),
         s[0]
     ));
+    // Local answers in a backend with a cookie: a deny, and a 503 without a usable server.
+    cfg.push_str(&format!(
+        "backend deny\n    cookie SRV insert\n    http-request deny\n    server s1 {}\n\n\
+         backend none\n    cookie SRV insert\n    server s3 {} cookie c3 disabled\n",
+        s[0], s[2]
+    ));
     cfg
 }
 
@@ -93,6 +100,10 @@ const ASKS: &[(&str, &str, &str)] = &[
     ("GET", "/ins/o", "SRV=c4"),
     ("GET", "/rd/a", "SRV=c9"),
     ("GET", "/rd/b", ""),
+    ("GET", "/deny/a", "SRV=c1"),
+    ("GET", "/deny/b", ""),
+    ("GET", "/deny/c", "SRV=zz"),
+    ("GET", "/none/a", "SRV=c3"),
     ("GET", "/plain/a", "SRV=c2"),
     ("GET", "/plain/b?sc=1", ""),
 ];
@@ -141,10 +152,11 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<Strin
     for (name, n) in ["s1", "s2", "s3"].iter().zip(&nodes) {
         for r in n.requests() {
             saw.push(format!(
-                "{name} saw {} {} cookie={:?}",
+                "{name} saw {} {} cookie={:?} x-ck={:?}",
                 r.method,
                 r.target,
-                r.header("cookie")
+                r.header("cookie"),
+                r.header("x-ck")
             ));
         }
     }
@@ -169,7 +181,7 @@ fn cookie_persistence_as_haproxy() {
         "{got:#?}"
     );
     assert!(
-        has("s2 saw GET /ins/c cookie=Some(\"a=1; b=2\")"),
+        has("s2 saw GET /ins/c cookie=Some(\"a=1; b=2\") x-ck=Some(\"c2\")"),
         "{got:#?}"
     );
     assert!(has("200 --VN ins/s2 0 \"GET /ins/b HTTP/1.1\""), "{got:#?}");

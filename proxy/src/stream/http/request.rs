@@ -350,7 +350,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 keep,
             }
         };
-        match self.request_verdict(tx, be, base) {
+        let verdict = self.request_verdict(tx, be, base);
+        // HAProxy runs the persistence cookie on a deny or tarpit too, for the log's flags.
+        if matches!(verdict, Verdict::Deny(_) | Verdict::Tarpit(_)) {
+            super::persist::request(tx, be);
+        }
+        match verdict {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
