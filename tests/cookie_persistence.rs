@@ -64,8 +64,10 @@ fn config(port: u16, s: [SocketAddr; 3]) -> String {
     // Local answers in a backend with a cookie: a deny, and a 503 without a usable server.
     cfg.push_str(&format!(
         "backend deny\n    cookie SRV insert\n    http-request deny\n    server s1 {}\n\n\
+         backend pers\n    cookie SRV insert indirect\n    option persist\n    option redispatch\n    retries 1\n\
+         \x20   server s1 {} cookie c1\n    server s3 {} cookie c3 disabled\n    server dead 127.0.0.1:{} cookie c9 disabled\n\n\
          backend none\n    cookie SRV insert\n    server s3 {} cookie c3 disabled\n",
-        s[0], s[2]
+        s[0], s[0], s[2], free_port(), s[2]
     ));
     cfg
 }
@@ -104,6 +106,8 @@ const ASKS: &[(&str, &str, &str)] = &[
     ("GET", "/deny/b", ""),
     ("GET", "/deny/c", "SRV=zz"),
     ("GET", "/none/a", "SRV=c3"),
+    ("GET", "/pers/a", "SRV=c3"),
+    ("GET", "/pers/b", "SRV=c9"),
     ("GET", "/plain/a", "SRV=c2"),
     ("GET", "/plain/b?sc=1", ""),
 ];

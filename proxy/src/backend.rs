@@ -89,7 +89,9 @@ pub async fn take_server(
     let start = Instant::now();
     // A `stick match` (or persistence cookie) server goes first if running, even drained (as
     // HAProxy, which only passes over a stopped one), and if it has a slot.
-    if let Some(s) = stuck.filter(|s| s.usable.load(Ordering::Acquire))
+    // `option persist` sends to a stopped one all the same.
+    let persist = be.cfg.options.persist;
+    if let Some(s) = stuck.filter(|s| persist || s.usable.load(Ordering::Acquire))
         && acquire(&s)
     {
         crate::model::sessions::note_server(be, &s);

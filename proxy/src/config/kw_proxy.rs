@@ -1256,6 +1256,7 @@ pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("tcp-smart-connect", BE, false),
     ("tcpka", FE | BE, false),
     ("allbackups", BE, false),
+    ("persist", BE, false),
     ("dontlognull", FE, false),
     ("forwardfor", FE | BE, false),
     ("http-keep-alive", FE | BE, false),
@@ -1310,6 +1311,7 @@ fn kw_option(p: &mut P, args: &[String]) {
     match name {
         "abortonclose"
         | "allbackups"
+        | "persist"
         | "dontlognull"
         | "log-health-checks"
         | "socket-stats"
@@ -1358,6 +1360,7 @@ fn kw_option(p: &mut P, args: &[String]) {
                 "log-separate-errors" => o.log_separate_errors = on,
                 "abortonclose" => o.abortonclose = on,
                 "allbackups" => o.allbackups = on,
+                "persist" => o.persist = on,
                 "dontlognull" => o.dontlognull = on,
                 "log-health-checks" => o.log_health_checks = on,
                 "socket-stats" => o.socket_stats = on,

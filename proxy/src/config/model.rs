@@ -1302,6 +1302,8 @@ pub struct Options {
     pub forwardfor: Option<ForwardFor>,
     pub redispatch: Option<Redispatch>,
     pub allbackups: bool,
+    /// `option persist`: a persistence cookie naming a stopped server still sends to it.
+    pub persist: bool,
     pub socket_stats: bool,
     pub httpclose: bool,
     pub http_server_close: bool,

@@ -26,7 +26,8 @@ pub(super) fn request(tx: &mut Txn, be: &Proxy) {
         })
         .collect();
     let mut flags = Flags::default();
-    let idx = cookie::client_side(ck, &mut tx.req.headers, &candidates, false, &mut flags);
+    let persist = be.cfg.options.persist;
+    let idx = cookie::client_side(ck, &mut tx.req.headers, &candidates, persist, &mut flags);
     tx.persist = idx.and_then(|i| pool.servers.get(i).cloned());
     if ck.any() {
         tx.log.cookie = Some(flags);
