@@ -69,8 +69,9 @@ fn config((port, hport): (u16, u16), s: [SocketAddr; 3]) -> String {
         "backend deny\n    cookie SRV insert\n    http-request deny\n    server s1 {}\n\n\
          backend pers\n    cookie SRV insert indirect\n    option persist\n    option redispatch\n    retries 1\n\
          \x20   server s1 {} cookie c1\n    server s3 {} cookie c3 disabled\n    server dead 127.0.0.1:{} cookie c9 disabled\n\n\
+         backend nock\n    cookie SRV insert indirect secure\n    server s1 {}\n\n\
          backend none\n    cookie SRV insert\n    server s3 {} cookie c3 disabled\n",
-        s[0], s[0], s[2], free_port(), s[2]
+        s[0], s[0], s[2], free_port(), s[0], s[2]
     ));
     cfg
 }
@@ -111,6 +112,8 @@ const ASKS: &[(&str, &str, &str)] = &[
     ("GET", "/none/a", "SRV=c3"),
     ("GET", "/pers/a", "SRV=c3"),
     ("GET", "/pers/b", "SRV=c9"),
+    ("GET", "/nock/a", ""),
+    ("GET", "/nock/b", "SRV=c1; q=1"),
     ("GET", "/plain/a", "SRV=c2"),
     ("GET", "/plain/b?sc=1", ""),
 ];
@@ -222,6 +225,12 @@ fn cookie_persistence_as_haproxy() {
         "{got:#?}"
     );
     assert!(has("200 --VN ins/s2 0 \"GET /ins/b HTTP/1.1\""), "{got:#?}");
+    assert!(
+        has(
+            "GET /nock/a []: HTTP/1.1 200 OK | x-node: s1 | set-cookie: SRV=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/; Secure"
+        ),
+        "a server without a cookie: {got:#?}"
+    );
     assert!(
         got.iter()
             .any(|l| l.contains(" fh ins/s2 * 200 ") && l.contains(" - - --VN * 0/0 \"GET /ins/y")),
