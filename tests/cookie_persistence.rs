@@ -3,8 +3,10 @@
 //! server answers a request carrying each server's cookie (or an unknown one, or one naming a
 //! server in maintenance), the `Cookie` header the server sees, and the log lines with `%tsc`
 //! (the cookie flags of httplog's termination state). The server's own `Set-Cookie` comes from
-//! an `http-response add-header` (the cookie work follows the response rules in both). Only
-//! 127.0.0.1; the HAProxy half is skipped without /usr/sbin/haproxy.
+//! an `http-response add-header` (the cookie work follows the response rules in both). The
+//! `maxidle`/`maxlife` dates follow the clock: requests carry dates made at run time, and the
+//! dates are masked in what is compared. Only 127.0.0.1; the HAProxy half is skipped without
+//! /usr/sbin/haproxy.
 
 #[path = "support/backend.rs"]
 mod backend;
@@ -52,6 +54,7 @@ fn config((port, hport): (u16, u16), s: [SocketAddr; 3]) -> String {
         ("post", "cookie SRV insert postonly secure"),
         ("pres", "cookie SRV insert preserve"),
         ("plain", "cookie SRV"),
+        ("idle", "cookie SRV insert indirect maxidle 1h maxlife 1d"),
     ];
     for (name, line) in backends {
         cfg.push_str(&format!("backend {name}\n    {line}\n{servers}\n"));
@@ -114,6 +117,12 @@ const ASKS: &[(&str, &str, &str)] = &[
     ("GET", "/pers/b", "SRV=c9"),
     ("GET", "/nock/a", ""),
     ("GET", "/nock/b", "SRV=c1; q=1"),
+    ("GET", "/ins/p", "SRV=c2|AAAAB"),
+    ("GET", "/idle/a", ""),
+    ("GET", "/idle/b", "SRV=c2|AAAAB"),
+    ("GET", "/idle/c", "SRV=c2|{recent}|AAAAB"),
+    ("GET", "/idle/d", "SRV=c2|{recent}|{recent}"),
+    ("GET", "/idle/e", "SRV=c2|{future}"),
     ("GET", "/plain/a", "SRV=c2"),
     ("GET", "/plain/b?sc=1", ""),
 ];
@@ -142,13 +151,56 @@ fn httplog_fixed(l: &str) -> String {
         .join(" ")
 }
 
+/// HAProxy's `s30tob64` of a date in 4-second units, for the `maxidle`/`maxlife` cookies.
+fn stamp(secs: u64) -> String {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let v = (secs >> 2) as u32;
+    (0..5)
+        .rev()
+        .map(|i| char::from(B64[((v >> (6 * i)) & 0x3f) as usize]))
+        .collect()
+}
+
+/// `{recent}` (a minute ago) and `{future}` (two days ahead) dates in a request cookie.
+fn with_dates(cookie: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    cookie
+        .replace("{recent}", &stamp(now - 60))
+        .replace("{future}", &stamp(now + 2 * 86400))
+}
+
+/// A line with the cookie dates (`|` and five base64 characters) masked, as they follow the
+/// clock.
+fn dates_masked(l: &str) -> String {
+    let b = l.as_bytes();
+    let mut out = String::with_capacity(l.len());
+    let mut i = 0;
+    while i < b.len() {
+        let date = b[i] == b'|'
+            && b.len() >= i + 6
+            && b[i + 1..i + 6]
+                .iter()
+                .all(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/');
+        if date {
+            out.push_str("|*");
+            i += 6;
+        } else {
+            out.push(char::from(b[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
 /// The status line and the headers of interest the client got.
 fn ask(port: u16, method: &str, path: &str, cookie: &str) -> String {
     let mut s = proxy::connect(lo(port));
     s.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let mut req = format!("{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n");
     if !cookie.is_empty() {
-        req.push_str(&format!("cookie: {cookie}\r\n"));
+        req.push_str(&format!("cookie: {}\r\n", with_dates(cookie)));
     }
     if method == "POST" {
         req.push_str("content-length: 0\r\n");
@@ -207,7 +259,7 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<Strin
     let mut logs: Vec<String> = p.log_lines().iter().map(|l| httplog_fixed(l)).collect();
     logs.sort();
     seen.extend(logs);
-    Some(seen)
+    Some(seen.iter().map(|l| dates_masked(l)).collect())
 }
 
 #[test]
@@ -225,6 +277,14 @@ fn cookie_persistence_as_haproxy() {
         "{got:#?}"
     );
     assert!(has("200 --VN ins/s2 0 \"GET /ins/b HTTP/1.1\""), "{got:#?}");
+    assert!(
+        has("200 --EI idle/s1 0 \"GET /idle/b HTTP/1.1\""),
+        "{got:#?}"
+    );
+    assert!(
+        has("200 --VU idle/s2 0 \"GET /idle/d HTTP/1.1\""),
+        "{got:#?}"
+    );
     assert!(
         has(
             "GET /nock/a []: HTTP/1.1 200 OK | x-node: s1 | set-cookie: SRV=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/; Secure"

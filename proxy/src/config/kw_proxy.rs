@@ -644,9 +644,6 @@ fn kw_cookie(p: &mut P, args: &[String]) {
             if ck.dynamic {
                 p.pending("cookie dynamic");
             }
-            if ck.maxidle > 0 || ck.maxlife > 0 {
-                p.pending("cookie maxidle/maxlife");
-            }
             p.px.extra.cookie = Some(ck);
         }
         Err(e) => p.alert_cookie(e),

@@ -2,8 +2,7 @@
 //! and `http_manage_server_side_cookies` and the `Set-Cookie` insertion of
 //! `http_process_res_common`: pure functions over the heads, no I/O.
 //!
-//! Not yet (refused at start): the `maxidle`/`maxlife` dates (`|<last>|<first>` after the
-//! server's value; a client's dates are passed over) and `dynamic` cookies.
+//! Not yet (refused at start): `dynamic` cookies.
 
 use super::head::Headers;
 use crate::config::model::{CookieCfg, CookieMode};
@@ -12,10 +11,14 @@ use crate::config::model::{CookieCfg, CookieMode};
 /// is down, `V` valid, `U` unused (a server was assigned already).
 /// What happened to the server's (`%tsc` fourth): `N` none, `P` passed, `D` deleted,
 /// `I` inserted, `R` rewritten, `U` updated.
+/// Also the dates the client's cookie carried (`maxidle`/`maxlife`; seconds since the epoch,
+/// 0: none), which the response side refreshes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags {
     pub client: u8,
     pub server: u8,
+    pub last_date: u32,
+    pub first_date: u32,
 }
 
 impl Default for Flags {
@@ -23,8 +26,28 @@ impl Default for Flags {
         Flags {
             client: b'N',
             server: b'N',
+            last_date: 0,
+            first_date: 0,
         }
     }
+}
+
+/// The request side's view of the backend: its cookie settings, its servers, `option
+/// persist`, and the time (seconds since the epoch).
+pub struct ReqCtx<'a> {
+    pub ck: &'a CookieCfg,
+    pub servers: &'a [Candidate<'a>],
+    pub persist: bool,
+    pub now: u32,
+}
+
+/// The response side's facts: the client's cookie chose the answering server (`direct`), the
+/// request was a POST, the response is cacheable ([`cacheable`]), the time.
+pub struct ResCtx {
+    pub direct: bool,
+    pub post: bool,
+    pub cacheable: bool,
+    pub now: u32,
 }
 
 /// A server as the cookie matching sees it: its `cookie` value and whether it is running.
@@ -114,15 +137,8 @@ fn items(b: &[u8]) -> Vec<Item> {
 /// `servers`, None: the balancer picks), and edits the `Cookie` headers as the mode says
 /// (`insert indirect` removes the cookie, `prefix` strips `<server>~`). `persist`: `option
 /// persist` (a down server is used all the same).
-pub fn client_side(
-    ck: &CookieCfg,
-    headers: &mut Headers,
-    servers: &[Candidate<'_>],
-    persist: bool,
-    flags: &mut Flags,
-) -> Option<usize> {
+pub fn client_side(cx: &ReqCtx<'_>, headers: &mut Headers, flags: &mut Flags) -> Option<usize> {
     let mut chosen = None;
-    let delete_ours = ck.mode == Some(CookieMode::Insert) && ck.indirect;
     let mut i = 0;
     while i < headers.0.len() {
         if !headers.0[i].name.eq_ignore_ascii_case("cookie") {
@@ -130,16 +146,7 @@ pub fn client_side(
             continue;
         }
         let value = std::mem::take(&mut headers.0[i].value);
-        let edited = client_header(
-            ck,
-            &value,
-            servers,
-            persist,
-            delete_ours,
-            &mut chosen,
-            flags,
-        );
-        match edited {
+        match client_header(cx, &value, &mut chosen, flags) {
             Some(v) if v.is_empty() => {
                 headers.0.remove(i);
                 continue;
@@ -154,14 +161,13 @@ pub fn client_side(
 
 /// One `Cookie` header: the match, then the edited value (None: unchanged, empty: removed).
 fn client_header(
-    ck: &CookieCfg,
+    cx: &ReqCtx<'_>,
     b: &[u8],
-    servers: &[Candidate<'_>],
-    persist: bool,
-    delete_ours: bool,
     chosen: &mut Option<usize>,
     flags: &mut Flags,
 ) -> Option<Vec<u8>> {
+    let ck = cx.ck;
+    let delete_ours = ck.mode == Some(CookieMode::Insert) && ck.indirect;
     let list = items(b);
     // Per item: kept, deleted (with the `$` attributes after it), or its value cut at `cut`.
     let mut deleted = vec![false; list.len()];
@@ -190,12 +196,9 @@ fn client_header(
                 .position(|&c| c == PREFIX_DELIM)
                 .map_or(ve, |p| vb + p)
         } else {
-            b[vb..ve]
-                .iter()
-                .position(|&c| c == DATE_DELIM)
-                .map_or(ve, |p| vb + p)
+            dated_value(cx, &b[vb..ve], flags) + vb
         };
-        match_server(&b[vb..delim], servers, persist, chosen, flags);
+        match_server(&b[vb..delim], cx, chosen, flags);
         if ck.mode == Some(CookieMode::Prefix) && delim != ve {
             cuts.push((vb, delim + 1));
             preserve = true;
@@ -272,17 +275,70 @@ fn rebuild(b: &[u8], list: &[Item], deleted: &[bool], cuts: &[(usize, usize)]) -
     out
 }
 
+/// The length of the server's part of a `<server>[|<last>[|<first>]]` value, the dates kept
+/// in `flags`; 0 (no server) when a date says the cookie is too old (`O`, `maxlife`) or idle
+/// (`E`, `maxidle`), or more than a day in the future.
+fn dated_value(cx: &ReqCtx<'_>, v: &[u8], flags: &mut Flags) -> usize {
+    let Some(bar) = v.iter().position(|&c| c == DATE_DELIM) else {
+        return v.len();
+    };
+    let rest = &v[bar + 1..];
+    if let Some(d) = rest.get(..5).and_then(b64tos30).filter(|d| *d > 0) {
+        flags.last_date = d << 2;
+    }
+    if let Some(b2) = rest.iter().position(|&c| c == DATE_DELIM)
+        && let Some(d) = rest
+            .get(b2 + 1..b2 + 6)
+            .and_then(b64tos30)
+            .filter(|d| *d > 0)
+    {
+        flags.first_date = d << 2;
+    }
+    let now = i64::from(cx.now);
+    let too_far = |d: u32, max: u32| {
+        d > 0 && max > 0 && (now - i64::from(d) > i64::from(max) || i64::from(d) - now > 86400)
+    };
+    let expired = if too_far(flags.first_date, cx.ck.maxlife) {
+        Some(b'O')
+    } else if too_far(flags.last_date, cx.ck.maxidle) {
+        Some(b'E')
+    } else {
+        None
+    };
+    match expired {
+        Some(c) => {
+            flags.client = c;
+            flags.last_date = 0;
+            flags.first_date = 0;
+            0
+        }
+        None => bar,
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// HAProxy's `b64tos30`: five base64 characters, most significant first (None: invalid).
+fn b64tos30(s: &[u8]) -> Option<u32> {
+    s.iter().try_fold(0u32, |acc, c| {
+        let v = B64.iter().position(|b| b == c)?;
+        Some((acc << 6) | v as u32)
+    })
+}
+
+/// HAProxy's `s30tob64`: the low 30 bits as five base64 characters.
+fn s30tob64(v: u32, out: &mut String) {
+    for i in (0..5).rev() {
+        out.push(char::from(B64[((v >> (6 * i)) & 0x3f) as usize]));
+    }
+}
+
 /// The first server whose cookie is `val`, if running (or `persist`); the client flag.
-fn match_server(
-    val: &[u8],
-    servers: &[Candidate<'_>],
-    persist: bool,
-    chosen: &mut Option<usize>,
-    flags: &mut Flags,
-) {
+fn match_server(val: &[u8], cx: &ReqCtx<'_>, chosen: &mut Option<usize>, flags: &mut Flags) {
+    let persist = cx.persist;
     let mut found = None;
     if !val.is_empty() && chosen.is_none() {
-        for (idx, s) in servers.iter().enumerate() {
+        for (idx, s) in cx.servers.iter().enumerate() {
             if s.cookie.is_none_or(|c| c.as_bytes() != val) {
                 continue;
             }
@@ -296,7 +352,7 @@ fn match_server(
     }
     match found {
         Some(idx) => *chosen = Some(idx),
-        None if flags.client != b'D' => {
+        None if !matches!(flags.client, b'D' | b'E' | b'O') => {
             flags.client = if chosen.is_some() { b'U' } else { b'I' };
         }
         None => {}
@@ -311,10 +367,10 @@ pub fn server_side(
     ck: &CookieCfg,
     headers: &mut Headers,
     srv_cookie: Option<&str>,
-    direct: bool,
-    (post, cacheable): (bool, bool),
+    rx: &ResCtx,
     flags: &mut Flags,
 ) {
+    let direct = rx.direct;
     let mode = ck.mode;
     let mut i = 0;
     while i < headers.0.len() {
@@ -360,28 +416,56 @@ pub fn server_side(
         }
         i += 1;
     }
+    let (last, first) = (flags.last_date, flags.first_date);
+    // A direct access gets the cookie again to refresh (or drop) its dates.
+    let dates = ((ck.maxidle > 0 || last > 0)
+        && (last == 0 || i64::from(last) < i64::from(rx.now)))
+        || (ck.maxlife > 0 && first == 0)
+        || (ck.maxlife == 0 && first > 0);
     let insert = mode == Some(CookieMode::Insert)
         && !(flags.server == b'P' && ck.preserve)
-        && !direct
-        && (!ck.postonly || post);
+        && (!direct || dates)
+        && (!ck.postonly || rx.post);
     if !insert {
         return;
     }
-    headers.append("set-cookie", set_cookie_value(ck, srv_cookie));
+    headers.append(
+        "set-cookie",
+        set_cookie_value(ck, srv_cookie, flags, rx.now),
+    );
     flags.server = if srv_cookie.is_some() && direct {
         b'U'
     } else {
         b'I'
     };
-    if ck.nocache && cacheable {
+    if ck.nocache && rx.cacheable {
         headers.append("cache-control", "private");
     }
 }
 
 /// The inserted `Set-Cookie` value (an expired one for a server without a cookie).
-fn set_cookie_value(ck: &CookieCfg, srv_cookie: Option<&str>) -> String {
+fn set_cookie_value(ck: &CookieCfg, srv_cookie: Option<&str>, f: &Flags, now: u32) -> String {
     let mut v = match srv_cookie {
-        Some(c) => format!("{}={c}; path=/", ck.name),
+        Some(c) => {
+            let mut v = format!("{}={c}", ck.name);
+            if ck.maxidle > 0 || ck.maxlife > 0 {
+                // The last seen date, then the first one, in 4-second units.
+                let stamp = (now + 3) >> 2;
+                v.push(char::from(DATE_DELIM));
+                s30tob64(stamp, &mut v);
+                if ck.maxlife > 0 {
+                    v.push(char::from(DATE_DELIM));
+                    let first = if f.first_date > 0 {
+                        f.first_date >> 2
+                    } else {
+                        stamp
+                    };
+                    s30tob64(first, &mut v);
+                }
+            }
+            v.push_str("; path=/");
+            v
+        }
         None => format!(
             "{}=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/",
             ck.name
@@ -473,6 +557,8 @@ mod tests {
         }
     }
 
+    const NOW: u32 = 1_800_000_000;
+
     fn req(ck: &CookieCfg, cookie: &str) -> (Option<usize>, Flags, Vec<String>) {
         let mut h = Headers::default();
         h.append("Cookie", cookie);
@@ -487,7 +573,13 @@ mod tests {
             },
         ];
         let mut f = Flags::default();
-        let s = client_side(ck, &mut h, &servers, false, &mut f);
+        let cx = ReqCtx {
+            ck,
+            servers: &servers,
+            persist: false,
+            now: NOW,
+        };
+        let s = client_side(&cx, &mut h, &mut f);
         let left = h
             .get_all("cookie")
             .map(|v| String::from_utf8_lossy(v).into_owned());
@@ -504,7 +596,7 @@ mod tests {
                 Some(0),
                 Flags {
                     client: b'V',
-                    server: b'N'
+                    ..Flags::default()
                 },
                 vec![]
             )
@@ -540,7 +632,13 @@ mod tests {
         h.append("Set-Cookie", "SRV=app; path=/");
         h.append("Cache-Control", "public");
         let mut f = Flags::default();
-        server_side(&ck, &mut h, Some("c2"), false, (false, true), &mut f);
+        let rx = ResCtx {
+            direct: false,
+            post: false,
+            cacheable: true,
+            now: NOW,
+        };
+        server_side(&ck, &mut h, Some("c2"), &rx, &mut f);
         let sc: Vec<_> = h.get_all("set-cookie").collect();
         assert_eq!(sc, [&b"SRV=c2; path=/; domain=.ex.com; HttpOnly"[..]]);
         assert_eq!(h.get_last("cache-control"), Some(&b"private"[..]));
@@ -549,8 +647,34 @@ mod tests {
         let mut h = Headers::default();
         h.append("Set-Cookie", "SRV=app; path=/");
         let mut f = Flags::default();
-        server_side(&ck, &mut h, Some("c2"), true, (false, false), &mut f);
+        let rx = ResCtx {
+            direct: true,
+            post: false,
+            cacheable: false,
+            now: NOW,
+        };
+        server_side(&ck, &mut h, Some("c2"), &rx, &mut f);
         assert_eq!(h.get_first("set-cookie"), Some(&b"SRV=c2~app; path=/"[..]));
         assert_eq!(f.server, b'R');
+    }
+
+    /// `maxidle`/`maxlife` dates: HAProxy's base64 of the time in 4-second units.
+    #[test]
+    fn dates() {
+        let mut v = String::new();
+        s30tob64(1, &mut v);
+        assert_eq!(v, "AAAAB");
+        assert_eq!(b64tos30(b"AAAAB"), Some(1));
+        let mut stamp = String::new();
+        s30tob64(NOW >> 2, &mut stamp);
+        assert_eq!(b64tos30(stamp.as_bytes()), Some(NOW >> 2));
+        let mut ck = cfg(Some(CookieMode::Insert), true);
+        ck.maxidle = 3600;
+        ck.maxlife = 86400;
+        assert_eq!(req(&ck, &format!("SRV=c1|{stamp}|{stamp}")).1.client, b'V');
+        assert_eq!(req(&ck, "SRV=c1|AAAAB").1.client, b'E');
+        assert_eq!(req(&ck, "SRV=c1|AAAAB|AAAAB").1.client, b'O');
+        let (s, f, _) = req(&ck, &format!("SRV=c1|{stamp}|AAAAB"));
+        assert_eq!((s, f.client), (None, b'O'));
     }
 }

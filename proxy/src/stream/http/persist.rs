@@ -26,8 +26,13 @@ pub(super) fn request(tx: &mut Txn, be: &Proxy) {
         })
         .collect();
     let mut flags = Flags::default();
-    let persist = be.cfg.options.persist;
-    let idx = cookie::client_side(ck, &mut tx.req.headers, &candidates, persist, &mut flags);
+    let cx = cookie::ReqCtx {
+        ck,
+        servers: &candidates,
+        persist: be.cfg.options.persist,
+        now: unix_secs(),
+    };
+    let idx = cookie::client_side(&cx, &mut tx.req.headers, &mut flags);
     tx.persist = idx.and_then(|i| pool.servers.get(i).cloned());
     if ck.any() {
         tx.log.cookie = Some(flags);
@@ -49,18 +54,22 @@ pub(super) fn response(tx: &mut Txn, be: &Proxy, srv: &Arc<Server>, head: &mut R
     if tx.persist.is_some() && !direct && flags.client == b'V' {
         flags.client = b'D';
     }
-    let post = tx.req.method == "POST";
-    let sc = srv.cfg.opts.cookie.as_deref();
-    let cacheable = ck.nocache && cookie::cacheable(&tx.req, head.status, &head.headers);
-    cookie::server_side(
-        ck,
-        &mut head.headers,
-        sc,
+    let rx = cookie::ResCtx {
         direct,
-        (post, cacheable),
-        &mut flags,
-    );
+        post: tx.req.method == "POST",
+        cacheable: ck.nocache && cookie::cacheable(&tx.req, head.status, &head.headers),
+        now: unix_secs(),
+    };
+    let sc = srv.cfg.opts.cookie.as_deref();
+    cookie::server_side(ck, &mut head.headers, sc, &rx, &mut flags);
     if ck.any() {
         tx.log.cookie = Some(flags);
     }
+}
+
+/// HAProxy's `date.tv_sec`: the cookie dates count seconds since the epoch.
+fn unix_secs() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
 }
