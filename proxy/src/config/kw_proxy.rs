@@ -112,6 +112,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_cookie,
     },
     ProxyKw {
+        kw: "dynamic-cookie-key",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_dynamic_cookie_key,
+    },
+    ProxyKw {
         kw: "hash-balance-factor",
         caps: DEF | BE,
         strict: false,
@@ -640,13 +646,17 @@ fn kw_cookie(p: &mut P, args: &[String]) {
     }
     match parsed {
         Ok(ck) => {
-            // Not built yet: refused at start rather than run without them.
-            if ck.dynamic {
-                p.pending("cookie dynamic");
-            }
             p.px.extra.cookie = Some(ck);
         }
         Err(e) => p.alert_cookie(e),
+    }
+}
+
+/// `dynamic-cookie-key <key>`.
+fn kw_dynamic_cookie_key(p: &mut P, args: &[String]) {
+    match args.get(1) {
+        Some(k) if !k.is_empty() => p.px.extra.dynamic_cookie_key = Some(k.clone()),
+        _ => p.alert(format!("'{}' expects <secret_key> as argument.", args[0])),
     }
 }
 

@@ -1461,6 +1461,8 @@ impl CookieCfg {
 pub struct ProxyExtra {
     /// `cookie <name> …`: cookie-based persistence (`http/cookie.rs`).
     pub cookie: Option<CookieCfg>,
+    /// `dynamic-cookie-key <key>`: the secret of `cookie … dynamic`.
+    pub dynamic_cookie_key: Option<String>,
     /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the
     /// proxy's own first such line starts them afresh, as HAProxy frees inherited rules.
     pub checks_inherited: bool,

@@ -2,7 +2,8 @@
 //! and `http_manage_server_side_cookies` and the `Set-Cookie` insertion of
 //! `http_process_res_common`: pure functions over the heads, no I/O.
 //!
-//! Not yet (refused at start): `dynamic` cookies.
+//! `dynamic` cookies are computed once, from the configured address (not again when a
+//! resolver or the CLI changes it; the CLI's `dynamic-cookie` commands are not there yet).
 
 use super::head::Headers;
 use crate::config::model::{CookieCfg, CookieMode};
@@ -544,6 +545,105 @@ fn starts_with_ci(v: &[u8], p: &[u8]) -> bool {
     v.len() >= p.len() && v[..p.len()].eq_ignore_ascii_case(p)
 }
 
+/// `cookie … dynamic` with a `dynamic-cookie-key`: a server without a `cookie` gets HAProxy's
+/// `srv_set_dyncookie` value, the XXH64 of the key, the address's bytes and the port (32-bit,
+/// network order), in 16 hex digits.
+pub fn dynamic_cookie(key: &str, addr: std::net::SocketAddr) -> String {
+    let mut buf = key.as_bytes().to_vec();
+    match addr.ip() {
+        std::net::IpAddr::V4(a) => buf.extend_from_slice(&a.octets()),
+        std::net::IpAddr::V6(a) => buf.extend_from_slice(&a.octets()),
+    }
+    buf.extend_from_slice(&u32::from(addr.port()).to_be_bytes());
+    format!("{:016x}", xxh64(&buf, 0))
+}
+
+/// The server's `cookie` value, or its dynamic one when the backend asks for it.
+pub fn server_cookie(
+    s: &crate::config::model::Server,
+    px: &crate::config::model::Proxy,
+) -> Option<String> {
+    if let Some(c) = &s.opts.cookie {
+        return Some(c.clone());
+    }
+    px.extra.cookie.as_ref().filter(|c| c.dynamic)?;
+    let key = px.extra.dynamic_cookie_key.as_deref()?;
+    (s.unix.is_none()).then(|| dynamic_cookie(key, s.addr))
+}
+
+/// XXH64 (the xxHash 64-bit digest) of `data`.
+fn xxh64(data: &[u8], seed: u64) -> u64 {
+    const P1: u64 = 0x9E37_79B1_85EB_CA87;
+    const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+    const P3: u64 = 0x1656_67B1_9E37_79F9;
+    const P4: u64 = 0x85EB_CA77_C2B2_AE63;
+    const P5: u64 = 0x27D4_EB2F_1656_67C5;
+    let round = |acc: u64, v: u64| {
+        acc.wrapping_add(v.wrapping_mul(P2))
+            .rotate_left(31)
+            .wrapping_mul(P1)
+    };
+    let merge = |h: u64, v: u64| (h ^ round(0, v)).wrapping_mul(P1).wrapping_add(P4);
+    let u64_at = |b: &[u8]| {
+        b.iter()
+            .take(8)
+            .rev()
+            .fold(0u64, |a, &x| (a << 8) | u64::from(x))
+    };
+    let u32_at = |b: &[u8]| {
+        b.iter()
+            .take(4)
+            .rev()
+            .fold(0u64, |a, &x| (a << 8) | u64::from(x))
+    };
+    let mut rest = data;
+    let mut h = if data.len() >= 32 {
+        let mut v = [
+            seed.wrapping_add(P1).wrapping_add(P2),
+            seed.wrapping_add(P2),
+            seed,
+            seed.wrapping_sub(P1),
+        ];
+        while rest.len() >= 32 {
+            for (i, acc) in v.iter_mut().enumerate() {
+                *acc = round(*acc, u64_at(&rest[i * 8..]));
+            }
+            rest = &rest[32..];
+        }
+        let mut h = v[0]
+            .rotate_left(1)
+            .wrapping_add(v[1].rotate_left(7))
+            .wrapping_add(v[2].rotate_left(12))
+            .wrapping_add(v[3].rotate_left(18));
+        for x in v {
+            h = merge(h, x);
+        }
+        h
+    } else {
+        seed.wrapping_add(P5)
+    };
+    h = h.wrapping_add(data.len() as u64);
+    while rest.len() >= 8 {
+        h ^= round(0, u64_at(rest));
+        h = h.rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
+        rest = &rest[8..];
+    }
+    if rest.len() >= 4 {
+        h ^= u32_at(rest).wrapping_mul(P1);
+        h = h.rotate_left(23).wrapping_mul(P2).wrapping_add(P3);
+        rest = &rest[4..];
+    }
+    for &b in rest {
+        h ^= u64::from(b).wrapping_mul(P5);
+        h = h.rotate_left(11).wrapping_mul(P1);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(P3);
+    h ^ (h >> 32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,6 +756,21 @@ mod tests {
         server_side(&ck, &mut h, Some("c2"), &rx, &mut f);
         assert_eq!(h.get_first("set-cookie"), Some(&b"SRV=c2~app; path=/"[..]));
         assert_eq!(f.server, b'R');
+    }
+
+    /// xxHash's reference digests.
+    #[test]
+    fn xxh64_vectors() {
+        assert_eq!(xxh64(b"", 0), 0xEF46_DB37_51D8_E999);
+        assert_eq!(xxh64(b"a", 0), 0xD24E_C4F1_A98C_6E5B);
+    }
+
+    /// The value HAProxy 2.6.12 inserted for `dynamic-cookie-key s3cr3t`, `cookie SRV insert
+    /// dynamic`, `server s1 127.0.0.1:19120`.
+    #[test]
+    fn dynamic_cookie_as_haproxy() {
+        let addr = "127.0.0.1:19120".parse().expect("addr");
+        assert_eq!(dynamic_cookie("s3cr3t", addr), "364a4d86704bf263");
     }
 
     /// `maxidle`/`maxlife` dates: HAProxy's base64 of the time in 4-second units.

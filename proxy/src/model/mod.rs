@@ -412,7 +412,12 @@ impl Server {
             check_spec,
             name: s.name.clone(),
             id: s.id,
-            cfg: s.clone(),
+            cfg: {
+                // `cookie … dynamic`: the server's cookie derived from its address.
+                let mut c = s.clone();
+                c.opts.cookie = crate::http::cookie::server_cookie(s, p);
+                c
+            },
             addr: ArcSwap::from_pointee(s.addr),
             has_addr: AtomicBool::new(!s.unresolved),
             cur_conns: AtomicU32::new(0),
