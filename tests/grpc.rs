@@ -17,7 +17,8 @@ use backend::{free_port, lo};
 use proxy::Proc;
 
 const PY: &str = "/usr/bin/python3";
-const LOG_FORMAT: &str = "log-format \"%f %b/%s %ST %B %U %ts %{+Q}r\"";
+/// No `%U`: the client's `grpc-timeout` header counts down, its length varies.
+const LOG_FORMAT: &str = "log-format \"%f %b/%s %ST %B %ts %{+Q}r\"";
 
 fn peer() -> String {
     format!(
@@ -83,9 +84,16 @@ fn client(to: SocketAddr) -> Vec<String> {
     lines
 }
 
+/// The log lines once `n` of them are about requests (not the start-up probe's `<BADREQ>`).
 fn log_lines(p: &Proc, n: usize) -> Vec<String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while p.log_lines().len() < n && std::time::Instant::now() < deadline {
+    let real = |p: &Proc| {
+        p.log_lines()
+            .iter()
+            .filter(|l| !l.contains("<BADREQ>"))
+            .count()
+    };
+    while real(p) < n && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     p.log_lines()
@@ -149,12 +157,18 @@ fn direct(
         lo(port),
     )?;
     let out = client(lo(port));
-    Some((out, log_lines(&p, 3)))
+    // HAProxy logs the start-up probe, closed before the h2 preface, as `PR <BADREQ>`; the
+    // h2 frontend here logs nothing for it. The port of the absolute URI differs per run.
+    let lines = log_lines(&p, 3)
+        .into_iter()
+        .filter(|l| !l.contains("<BADREQ>"))
+        .map(|l| l.replace(&format!(":{port}/"), ":PORT/"))
+        .collect();
+    Some((out, lines))
 }
 
 /// client → h2 bind → `proto h2` server: status, message and trailers end to end.
 #[test]
-#[ignore = "needs response trailers through the h2 frontend (stream/http/h2.rs, being rewritten)"]
 fn grpc_h2_front_to_h2_server_as_haproxy() {
     if !have_grpcio() {
         return;

@@ -12,3 +12,15 @@ pub fn clock_ms() -> u64 {
         .elapsed()
         .as_millis() as u64
 }
+
+/// Milliseconds on the kernel's coarse monotonic clock (updated every tick, a few ms): for
+/// judging ages where a tick's precision is enough, at a fraction of a precise read's cost.
+pub fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
+}

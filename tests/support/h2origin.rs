@@ -6,6 +6,7 @@
 //! - `/trailers`: a gRPC-like answer: DATA, then `grpc-status`/`grpc-message` trailers;
 //! - `/empty`: 200 with END_STREAM on the headers; `/204`, `/304`: those statuses;
 //! - `/goaway`: 200, then GOAWAY on its connection (the server closes it);
+//! - an extended CONNECT (RFC 8441): 200 with `x-seen-protocol`, then every DATA echoed;
 //! - `/hang`: never answers; `/reset`: RST_STREAM instead of an answer; `/stall`: headers and
 //!   part of the body, then nothing.
 #![allow(dead_code)]
@@ -93,7 +94,11 @@ impl Drop for H2Origin {
 }
 
 async fn serve(s: tokio::net::TcpStream, requests: Arc<AtomicUsize>) {
-    let Ok(mut conn) = h2::server::handshake(s).await else {
+    let Ok(mut conn) = h2::server::Builder::new()
+        .enable_connect_protocol()
+        .handshake::<_, Bytes>(s)
+        .await
+    else {
         return;
     };
     let goaway = Arc::new(tokio::sync::Notify::new());
@@ -119,6 +124,9 @@ async fn answer(
     goaway: Arc<tokio::sync::Notify>,
 ) {
     let (parts, mut body) = req.into_parts();
+    if parts.method == http::Method::CONNECT {
+        return tunnel(parts, body, respond).await;
+    }
     let mut got = Vec::new();
     while let Some(Ok(d)) = body.data().await {
         let _ = body.flow_control().release_capacity(d.len());
@@ -189,4 +197,31 @@ async fn answer(
             }
         }
     }
+}
+
+/// An RFC 8441 tunnel: accepted, and what comes in goes back out until the client ends.
+async fn tunnel(
+    parts: http::request::Parts,
+    mut body: h2::RecvStream,
+    mut respond: SendResponse<Bytes>,
+) {
+    let proto = parts
+        .extensions
+        .get::<h2::ext::Protocol>()
+        .map_or("-".to_string(), |p| p.as_str().to_string());
+    let r = Response::builder()
+        .status(200)
+        .header("x-seen-protocol", proto)
+        .body(())
+        .unwrap();
+    let Ok(mut s) = respond.send_response(r, false) else {
+        return;
+    };
+    while let Some(Ok(d)) = body.data().await {
+        let _ = body.flow_control().release_capacity(d.len());
+        if s.send_data(d, false).is_err() {
+            return;
+        }
+    }
+    let _ = s.send_data(Bytes::new(), true);
 }

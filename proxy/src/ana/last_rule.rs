@@ -4,8 +4,9 @@
 //! `tcp-response content`, `http-request`, `http-response` and `http-after-response`), and the
 //! severity `set-log-level` chose.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
 /// A rule's place in the configuration. `Copy`: file names are interned once per process (a
@@ -47,10 +48,16 @@ pub enum LogLevel {
     Severity(u8),
 }
 
-/// One stream's last final rule and log level; rules record into it while samples (and the
-/// log line) read it.
+/// One stream's last final rule and log level, the addresses `set-src`/`set-dst` gave the
+/// stream (source, destination), and the `early-hint` interim responses still to send; rules
+/// record into it while samples (and the log line) read it.
 #[derive(Clone, Debug, Default)]
-pub struct LastRule(Cell<Option<RuleLoc>>, Cell<Option<LogLevel>>);
+pub struct LastRule(
+    Cell<Option<RuleLoc>>,
+    Cell<Option<LogLevel>>,
+    Cell<(Option<SocketAddr>, Option<SocketAddr>)>,
+    RefCell<Vec<(String, String)>>,
+);
 
 impl LastRule {
     pub fn set(&self, at: RuleLoc) {
@@ -70,13 +77,42 @@ impl LastRule {
         self.1.get()
     }
 
+    /// `set-src` / `set-dst`: the connection's new source (or destination) address.
+    pub fn set_addr(&self, dst: bool, a: SocketAddr) {
+        let (s, d) = self.2.get();
+        self.2.set(if dst { (s, Some(a)) } else { (Some(a), d) });
+    }
+
+    /// The addresses rules gave the connection (source, destination), if any.
+    pub fn addrs(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        self.2.get()
+    }
+
+    /// `early-hint <name> <value>`: one more 103 interim response for the client.
+    pub fn push_hint(&self, name: &str, value: String) {
+        self.3.borrow_mut().push((name.to_string(), value));
+    }
+
+    /// The interim responses' headers recorded so far, taken.
+    pub fn take_hints(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut *self.3.borrow_mut())
+    }
+
     /// Takes what `other` recorded (a later phase's rules).
     pub fn merge(&self, other: &LastRule) {
+        self.3.borrow_mut().extend(other.take_hints());
         if let Some(at) = other.get() {
             self.set(at);
         }
         if let Some(l) = other.level() {
             self.set_level(l);
+        }
+        let (s, d) = other.addrs();
+        if let Some(s) = s {
+            self.set_addr(false, s);
+        }
+        if let Some(d) = d {
+            self.set_addr(true, d);
         }
     }
 }

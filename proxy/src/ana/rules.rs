@@ -89,6 +89,16 @@ pub enum Action {
     SetLogLevel(Option<u8>),
     /// `tarpit [deny_status <code>]`.
     Tarpit(u16),
+    /// `silent-drop`.
+    SilentDrop,
+    /// `early-hint <name> <fmt>`.
+    EarlyHint(String, LogFormat),
+    /// `set-src|set-dst[-port] <expr>`.
+    SetAddr {
+        dst: bool,
+        port: bool,
+        expr: SampleExpr,
+    },
 }
 
 /// What `set-var` stores: a sample (typed) or `set-var-fmt`'s rendered string.
@@ -251,6 +261,8 @@ pub enum Verdict {
     Invalid,
     /// `tarpit`: hold the request `timeout tarpit`, then answer this status's error page.
     Tarpit(u16),
+    /// `silent-drop`: drop the connection without a word to the client.
+    SilentDrop,
     /// A Lua action ended the transaction (`txn:done()`): `bytes` is the whole response (a
     /// head without `connection`, then the body), or empty to close without answering.
     Reply {
@@ -307,6 +319,14 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::NormalizeUri(_) => "normalize-uri",
         HttpRequestAction::SetLogLevel(_) => "set-log-level",
         HttpRequestAction::Tarpit { .. } => "tarpit",
+        HttpRequestAction::SilentDrop => "silent-drop",
+        HttpRequestAction::EarlyHint { .. } => "early-hint",
+        HttpRequestAction::SetAddr { dst, port, .. } => match (dst, port) {
+            (false, false) => "set-src",
+            (false, true) => "set-src-port",
+            (true, false) => "set-dst",
+            (true, true) => "set-dst-port",
+        },
         HttpRequestAction::DisableL7Retry => "disable-l7-retry",
         HttpRequestAction::Auth { .. } => "auth",
         HttpRequestAction::TrackSc(t) => match t.sc {
@@ -487,6 +507,21 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 HttpRequestAction::DisableL7Retry => Action::Nop,
                 HttpRequestAction::SetLogLevel(l) => Action::SetLogLevel(*l),
                 HttpRequestAction::Tarpit { status } => Action::Tarpit(*status),
+                HttpRequestAction::SilentDrop => Action::SilentDrop,
+                HttpRequestAction::EarlyHint { name: h, value } => {
+                    Action::EarlyHint(h.clone(), fmt(value, &rule.loc, name, errs))
+                }
+                HttpRequestAction::SetAddr { dst, port, expr } => match parse_sample(expr) {
+                    Ok(e) => Action::SetAddr {
+                        dst: *dst,
+                        port: *port,
+                        expr: e,
+                    },
+                    Err(e) => {
+                        errs.push(Diag::alert(&rule.loc.file, rule.loc.line, e));
+                        continue;
+                    }
+                },
                 HttpRequestAction::Redirect {
                     kind,
                     value,
@@ -838,6 +873,9 @@ fn render(f: &LogFormat, ctx: &SampleCtx<'_>) -> String {
 /// Applies `http-request` rules in order; header edits happen in place, the first final action
 /// (deny, redirect, return, allow) stops evaluation.
 pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCtx<'_>) -> Verdict {
+    // `set-src`/`set-dst` change what the next rules see.
+    let mut base = *base;
+    let base = &mut base;
     for rule in rules {
         let ctx = SampleCtx {
             req: Some(&*req),
@@ -935,6 +973,27 @@ pub fn apply_http_request(rules: &[Rule], req: &mut RequestHead, base: &SampleCt
             Action::Nop => {}
             Action::SetLogLevel(l) => set_level(base, *l),
             Action::Tarpit(status) => return Verdict::Tarpit(*status),
+            Action::SilentDrop => return Verdict::SilentDrop,
+            // Not to HTTP/1.0 clients (as HAProxy).
+            Action::EarlyHint(name, f) => {
+                if let Some(l) = ctx.last_rule
+                    && req.version != crate::http::head::Version::Http10
+                {
+                    l.push_hint(name, render(f, &ctx));
+                }
+            }
+            Action::SetAddr { dst, port, expr } => {
+                if let Some(a) = new_addr(&ctx, *dst, *port, expr) {
+                    if *dst {
+                        base.dst = a;
+                    } else {
+                        base.src = a;
+                    }
+                    if let Some(l) = base.last_rule {
+                        l.set_addr(*dst, a);
+                    }
+                }
+            }
             Action::Deny(status) => return Verdict::Deny(*status),
             Action::Auth(realm) => return Verdict::Auth(realm.clone()),
             Action::Allow => return Verdict::Continue,
@@ -1192,6 +1251,10 @@ fn tcp_rules(
             *expect_proxy = true;
             continue;
         }
+        if let TcpRequestAction::SetLogLevel(l) = rule.action {
+            set_level(ctx, l);
+            continue;
+        }
         if let TcpRequestAction::Lua { name, args } = &rule.action {
             // Not final, unless the script ends the session (`txn:done()`).
             match script::host().map(|h| h.tcp_request(name, args, ctx)) {
@@ -1223,6 +1286,25 @@ fn tcp_rules(
     Some(TcpRequestAction::Accept)
 }
 
+/// `set-src|set-dst[-port]`: the stream's new address, from the sample as an address (the
+/// port kept) or as a port; None when the sample is none or not of that type.
+fn new_addr(
+    ctx: &SampleCtx<'_>,
+    dst: bool,
+    port: bool,
+    expr: &SampleExpr,
+) -> Option<std::net::SocketAddr> {
+    let v = expr.eval(ctx)?;
+    let mut a = if dst { ctx.dst } else { ctx.src };
+    if port {
+        // HAProxy stores the integer's low 16 bits (`htons`).
+        a.set_port(v.to_int()? as u16);
+    } else {
+        a.set_ip(v.to_ip()?);
+    }
+    Some(a)
+}
+
 /// `set-log-level`: the stream's line goes out at this severity (None: not at all).
 fn set_level(ctx: &SampleCtx<'_>, l: Option<u8>) {
     use crate::ana::last_rule::LogLevel;
@@ -1248,6 +1330,7 @@ impl Action {
                 | Action::Redirect { .. }
                 | Action::Deny(_)
                 | Action::Tarpit(_)
+                | Action::SilentDrop
                 | Action::Return { .. }
                 | Action::Allow
                 | Action::Reject

@@ -1,8 +1,8 @@
 //! An HTTP/2 connection to a server (`proto h2`, or ALPN `h2` on an `ssl` server): the `h2`
 //! crate's client, driven by a task of the worker, whose streams carry one transaction each
-//! ([`super::h2stream::H2Stream`]). The worker pools it (`engine::pool`): owned by one stream at
-//! a time under `http-reuse never|safe`, shared by concurrent streams up to the server's
-//! SETTINGS_MAX_CONCURRENT_STREAMS under `always|aggressive`, as HAProxy's backend does.
+//! ([`super::h2stream::H2Stream`]). The worker pools it (`engine::pool`), shared by concurrent
+//! streams up to the server's SETTINGS_MAX_CONCURRENT_STREAMS unless `http-reuse never` keeps
+//! it to its session, as HAProxy 2.6's backend does.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -37,6 +37,9 @@ pub struct Link {
     pub shared: Cell<bool>,
     /// Its key in the worker's pool, when `http-reuse` lets it be pooled at all.
     pub home: RefCell<Option<crate::engine::pool::Key>>,
+    /// The connection, for a frame the crate cannot send (see [`Link::refuse_next`]).
+    conn: Rc<Conn>,
+    io_busy: Rc<Cell<bool>>,
 }
 
 impl Drop for Link {
@@ -50,7 +53,9 @@ impl Link {
     /// this worker until it closes or the last handle to the link goes.
     pub async fn handshake(conn: Conn) -> io::Result<Rc<Link>> {
         let preface = Rc::new(Preface::default());
-        let io = H2Io::new(Rc::new(conn), Rc::clone(&preface));
+        let conn = Rc::new(conn);
+        let io = H2Io::new(Rc::clone(&conn), Rc::clone(&preface));
+        let io_busy = Rc::clone(&io.busy);
         let mut b = h2::client::Builder::new();
         b.initial_window_size(WINDOW)
             .max_concurrent_streams(MAX_RECV_STREAMS)
@@ -80,6 +85,8 @@ impl Link {
             used: Cell::new(0),
             shared: Cell::new(false),
             home: RefCell::new(None),
+            conn,
+            io_busy,
         }))
     }
 
@@ -139,15 +146,28 @@ impl Link {
         self.send.borrow().is_extended_connect_protocol_enabled()
     }
 
-    /// A request could not use the connection (no stream opened): it stays for others, in
-    /// the pool if it may be pooled.
-    pub fn unused(self: &Rc<Self>) {
-        if self.shared.get() || !self.idle() {
-            return;
-        }
-        if let Some(k) = self.home.borrow().clone() {
-            crate::engine::pool::put_link(k, Rc::clone(self));
-        }
+    /// A request the server cannot take (an upgrade without RFC 8441): as HAProxy's H2 mux,
+    /// the stream it would have opened is reset (RST_STREAM, INTERNAL_ERROR) without HEADERS.
+    /// The crate has no such frame, so it is written here, between the crate's writes; the
+    /// connection then opens no more streams (the server saw that stream id used).
+    pub fn refuse_next(self: &Rc<Self>) {
+        self.fail();
+        let id = u32::try_from(self.used.get() * 2 + 1).unwrap_or(u32::MAX >> 1);
+        let mut frame = vec![0, 0, 4, 3, 0];
+        frame.extend_from_slice(&id.to_be_bytes());
+        frame.extend_from_slice(&2u32.to_be_bytes());
+        // The link (and the task driving it) lives until the frame is out.
+        let link = Rc::clone(self);
+        crate::engine::io::spawn(async move {
+            // The crate's own frames (a SETTINGS ack) leave first; given up if they never do.
+            for _ in 0..100 {
+                if !link.io_busy.get() {
+                    let _ = link.conn.write_all(frame).await;
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        });
     }
 
     pub fn attach(&self) {

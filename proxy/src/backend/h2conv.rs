@@ -198,131 +198,24 @@ pub fn last_chunk(out: &mut Vec<u8>, trailers: Option<&http::HeaderMap>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Extracts the payload and trailers of a chunked body the transaction already validated.
-#[derive(Default)]
-pub struct Dechunk {
-    state: DState,
-    left: u64,
-    /// The trailer section's bytes so far.
-    trailer: Vec<u8>,
-}
-
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
-enum DState {
-    /// In the chunk-size line (size digits, then extensions up to LF).
-    #[default]
-    Size,
-    SizeExt,
-    Data,
-    /// CRLF after a chunk's data.
-    DataEnd,
-    /// Trailer section after the last chunk, up to an empty line.
-    Trailer {
-        line_empty: bool,
-    },
-    Done,
-}
-
-/// What one feed found.
-#[derive(Default, Debug, PartialEq, Eq)]
-pub struct Pieces {
-    /// (offset, length) of payload bytes in the input.
-    pub data: Vec<(usize, usize)>,
-    /// The body ended.
-    pub done: bool,
-}
-
-impl Dechunk {
-    pub fn feed(&mut self, input: &[u8]) -> Result<Pieces, ()> {
-        let mut p = Pieces::default();
-        let mut i = 0;
-        while i < input.len() && self.state != DState::Done {
-            let b = input[i];
-            match self.state {
-                DState::Size => {
-                    match (b as char).to_digit(16) {
-                        Some(d) => {
-                            self.left = self
-                                .left
-                                .checked_mul(16)
-                                .and_then(|v| v.checked_add(u64::from(d)))
-                                .ok_or(())?;
-                        }
-                        None if b == b'\n' => self.end_size_line(),
-                        None => self.state = DState::SizeExt,
-                    }
-                    i += 1;
-                }
-                DState::SizeExt => {
-                    if b == b'\n' {
-                        self.end_size_line();
-                    }
-                    i += 1;
-                }
-                DState::Data => {
-                    let room = input.len() - i;
-                    let n = usize::try_from(self.left).map_or(room, |l| l.min(room));
-                    p.data.push((i, n));
-                    self.left -= n as u64;
-                    i += n;
-                    if self.left == 0 {
-                        self.state = DState::DataEnd;
-                    }
-                }
-                DState::DataEnd => {
-                    if b == b'\n' {
-                        self.state = DState::Size;
-                    }
-                    i += 1;
-                }
-                DState::Trailer { line_empty } => {
-                    self.state = match b {
-                        b'\n' if line_empty => DState::Done,
-                        b'\n' => DState::Trailer { line_empty: true },
-                        b'\r' => DState::Trailer { line_empty },
-                        _ => DState::Trailer { line_empty: false },
-                    };
-                    if self.trailer.len() < 64 * 1024 {
-                        self.trailer.push(b);
-                    }
-                    i += 1;
-                }
-                DState::Done => {}
-            }
+/// A chunked request body's trailer fields as h2 trailers (connection-specific ones dropped):
+/// the payload and trailers come from the transaction's own body decoder
+/// ([`BodyDecoder::advance_payload`](crate::http::h1::BodyDecoder::advance_payload)).
+pub fn trailer_map(fields: Option<crate::http::head::Headers>) -> http::HeaderMap {
+    let mut map = http::HeaderMap::new();
+    for f in fields.map(|h| h.0).unwrap_or_default() {
+        let name = f.name.to_ascii_lowercase();
+        if connection_specific(&name) {
+            continue;
         }
-        p.done = self.state == DState::Done;
-        Ok(p)
-    }
-
-    fn end_size_line(&mut self) {
-        self.state = if self.left == 0 {
-            DState::Trailer { line_empty: true }
-        } else {
-            DState::Data
-        };
-    }
-
-    /// The trailer fields once the body ended (none: an empty map).
-    pub fn trailers(&self) -> http::HeaderMap {
-        let mut map = http::HeaderMap::new();
-        for line in self.trailer.split(|b| *b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let Some(colon) = line.iter().position(|b| *b == b':') else {
-                continue;
-            };
-            let name = line[..colon].to_ascii_lowercase();
-            if connection_specific(&String::from_utf8_lossy(&name)) {
-                continue;
-            }
-            if let (Ok(n), Ok(v)) = (
-                HeaderName::from_bytes(&name),
-                HeaderValue::from_bytes(line[colon + 1..].trim_ascii()),
-            ) {
-                map.append(n, v);
-            }
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(&f.value),
+        ) {
+            map.append(n, v);
         }
-        map
     }
+    map
 }
 
 #[cfg(test)]
@@ -404,26 +297,30 @@ mod tests {
     }
 
     #[test]
-    fn dechunk_keeps_payload_and_trailers_at_any_split() {
-        let body = b"5;ext=1\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\ngrpc-status: 3\r\ngrpc-message: no\r\n\r\n";
+    fn chunked_payload_and_trailers_at_any_split() {
+        use crate::http::h1::{BodyDecoder, BodyFraming, Payload};
+        let body = b"5;ext=1\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\ngrpc-status: 3\r\ngrpc-message: no\r\nconnection: x\r\n\r\n";
         for step in 1..body.len() {
-            let mut d = Dechunk::default();
-            let (mut out, mut done) = (Vec::new(), false);
+            let mut d = BodyDecoder::new(BodyFraming::Chunked);
+            d.keep_trailers();
+            let (mut out, mut done, mut payload) = (Vec::new(), false, Payload::new());
             for piece in body.chunks(step) {
-                let p = d.feed(piece).unwrap();
-                for (o, n) in p.data {
-                    out.extend_from_slice(&piece[o..o + n]);
+                let p = d.advance_payload(piece, &mut payload).unwrap();
+                for r in payload.iter().cloned() {
+                    out.extend_from_slice(&piece[r]);
                 }
                 done = p.done;
             }
             assert_eq!(out, b"helloabcdefghijklmnopqrstuvwxyz", "step {step}");
             assert!(done, "step {step}");
-            let t = d.trailers();
+            let t = trailer_map(d.take_trailers());
             assert_eq!(t["grpc-status"], "3");
             assert_eq!(t["grpc-message"], "no");
+            assert!(t.get("connection").is_none());
         }
-        let mut d = Dechunk::default();
-        assert!(d.feed(b"0\r\n\r\n").unwrap().done);
-        assert!(d.trailers().is_empty());
+        let mut d = BodyDecoder::new(BodyFraming::Chunked);
+        d.keep_trailers();
+        assert!(d.advance(b"0\r\n\r\n").unwrap().done);
+        assert!(trailer_map(d.take_trailers()).is_empty());
     }
 }

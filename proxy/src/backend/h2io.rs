@@ -71,6 +71,8 @@ pub struct H2Io {
     writing: Option<WriteFut>,
     shut: Option<ShutFut>,
     preface: Rc<Preface>,
+    /// Bytes are buffered or being written: no frame may be slipped in from outside.
+    pub busy: Rc<Cell<bool>>,
 }
 
 impl H2Io {
@@ -85,7 +87,13 @@ impl H2Io {
             writing: None,
             shut: None,
             preface,
+            busy: Rc::new(Cell::new(false)),
         }
+    }
+
+    fn note_busy(&self) {
+        self.busy
+            .set(self.writing.is_some() || !self.wbuf.is_empty());
     }
 
     /// Drives the write in flight; Ready once none is.
@@ -168,17 +176,21 @@ impl AsyncWrite for H2Io {
         if this.writing.is_none() && this.wbuf.len() >= WBUF_MAX {
             this.start_write();
         }
+        this.note_busy();
         Poll::Ready(Ok(data.len()))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
-            std::task::ready!(this.poll_writing(cx))?;
+            let r = this.poll_writing(cx);
+            this.note_busy();
+            std::task::ready!(r)?;
             if this.wbuf.is_empty() {
                 return Poll::Ready(Ok(()));
             }
             this.start_write();
+            this.note_busy();
         }
     }
 

@@ -13,9 +13,10 @@ use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
 
 use super::h2::Link;
-use super::h2conv::{self, Asked, Dechunk, Relay};
+use super::h2conv::{self, Asked, Relay};
 use crate::engine::conn::Duplex;
 use crate::http::h1::{self, BodyFraming, Limits};
+use crate::http::h1::{BodyDecoder, Payload};
 
 /// The request side: where the bytes written so far have got to.
 #[derive(Default)]
@@ -24,7 +25,8 @@ enum Tx {
     Head(Vec<u8>),
     /// This many body bytes left (Content-Length).
     Len(u64),
-    Chunked(Dechunk),
+    /// The transaction validated the framing; this decoder finds the payload and trailers.
+    Chunked(Box<BodyDecoder>),
     /// An upgraded stream: bytes go as DATA.
     Tunnel,
     /// Everything sent (or the stream is gone).
@@ -97,7 +99,7 @@ impl H2Stream {
         if tunnel {
             self.link.settings().await;
             if !self.link.extended_connect() {
-                self.link.unused();
+                self.link.refuse_next();
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     "server without extended CONNECT",
@@ -125,7 +127,11 @@ impl H2Stream {
         let tx = match out.framing {
             _ if tunnel => Tx::Tunnel,
             BodyFraming::Length(l) if l > 0 => Tx::Len(l),
-            BodyFraming::Chunked => Tx::Chunked(Dechunk::default()),
+            BodyFraming::Chunked => {
+                let mut d = BodyDecoder::new(BodyFraming::Chunked);
+                d.keep_trailers();
+                Tx::Chunked(Box::new(d))
+            }
             _ => Tx::Done,
         };
         Ok(Some((n, tx)))
@@ -180,14 +186,15 @@ impl H2Stream {
                 Ok(if rest == 0 { Tx::Done } else { Tx::Len(rest) })
             }
             Tx::Chunked(mut d) => {
-                let p = d.feed(buf).map_err(|()| other("bad chunk"))?;
-                for (o, n) in p.data {
-                    self.push(&buf[o..o + n], false).await?;
+                let mut payload = Payload::new();
+                let p = d.advance_payload(buf, &mut payload).map_err(other)?;
+                for r in payload {
+                    self.push(&buf[r], false).await?;
                 }
                 if !p.done {
                     return Ok(Tx::Chunked(d));
                 }
-                let t = d.trailers();
+                let t = h2conv::trailer_map(d.take_trailers());
                 if t.is_empty() {
                     self.push(&[], true).await?;
                 } else if let Some(s) = self.send.borrow_mut().as_mut() {

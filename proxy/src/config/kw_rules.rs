@@ -56,8 +56,14 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "del-header",
     "deny",
     "disable-l7-retry",
+    "early-hint",
     "normalize-uri",
+    "set-dst",
+    "set-dst-port",
     "set-log-level",
+    "set-src",
+    "set-src-port",
+    "silent-drop",
     "tarpit",
     "redirect",
     "reject",
@@ -255,7 +261,7 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
     );
     let mut i = 2;
     let act = match action {
-        "set-header" | "add-header" => {
+        "set-header" | "add-header" | "early-hint" => {
             let (Some(n), Some(v)) = (args.get(2), args.get(3)) else {
                 p.alert(format!("{head} expects exactly 2 arguments."));
                 return None;
@@ -266,10 +272,10 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
             }
             i = 4;
             let (name, value) = (n.clone(), v.clone());
-            if action == "set-header" {
-                HttpRequestAction::SetHeader { name, value }
-            } else {
-                HttpRequestAction::AddHeader { name, value }
+            match action {
+                "set-header" => HttpRequestAction::SetHeader { name, value },
+                "early-hint" => HttpRequestAction::EarlyHint { name, value },
+                _ => HttpRequestAction::AddHeader { name, value },
             }
         }
         "del-header" => {
@@ -629,18 +635,29 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
         },
         "reject" => HttpRequestAction::Reject,
         "disable-l7-retry" => HttpRequestAction::DisableL7Retry,
-        "set-log-level" => {
-            let level = match arg(args, 2) {
-                "silent" => Some(None),
-                l => super::kw_proxy::LEVELS
-                    .iter()
-                    .position(|n| *n == l)
-                    .map(|i| Some(i as u8)),
+        "silent-drop" => HttpRequestAction::SilentDrop,
+        "set-src" | "set-dst" | "set-src-port" | "set-dst-port" => {
+            let expr = match arg(args, 2) {
+                "" | "if" | "unless" => {
+                    p.alert(format!("{head} missing fetch method."));
+                    return None;
+                }
+                e => e.to_string(),
             };
-            let Some(level) = level else {
-                p.alert(format!(
-                    "{head} expects exactly 1 argument (log level name or 'silent')."
-                ));
+            if let Err(e) = crate::ana::sample::parse_sample(&expr) {
+                p.alert(format!("{head} {e}."));
+                return None;
+            }
+            i = 3;
+            HttpRequestAction::SetAddr {
+                dst: action.starts_with("set-dst"),
+                port: action.ends_with("-port"),
+                expr,
+            }
+        }
+        "set-log-level" => {
+            let Some(level) = parse_log_level(arg(args, 2)) else {
+                p.alert(format!("{head} {LOG_LEVEL_EXPECTS}."));
                 return None;
             };
             i = 3;
@@ -879,6 +896,16 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                 }
                 "accept" => TcpRequestAction::Accept,
                 "reject" => TcpRequestAction::Reject,
+                "set-log-level" if !connection => match parse_log_level(arg(args, 3)) {
+                    Some(l) => {
+                        at = 4;
+                        TcpRequestAction::SetLogLevel(l)
+                    }
+                    None => {
+                        p.alert(LOG_LEVEL_EXPECTS);
+                        return;
+                    }
+                },
                 "expect-proxy" if !connection => {
                     let d = p.desc();
                     p.alert(format!(
@@ -1024,6 +1051,20 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
     }
 }
 
+/// What `set-log-level` says without a level.
+const LOG_LEVEL_EXPECTS: &str = "expects exactly 1 argument (log level name or 'silent')";
+
+/// `set-log-level`'s argument: a syslog level (its number), `silent` (None), else None.
+fn parse_log_level(s: &str) -> Option<Option<u8>> {
+    match s {
+        "silent" => Some(None),
+        l => super::kw_proxy::LEVELS
+            .iter()
+            .position(|n| *n == l)
+            .map(|i| Some(i as u8)),
+    }
+}
+
 /// HAProxy 2.6's list of `tcp-response content` actions, as its parse error names them.
 const TCP_RESPONSE_EXPECTS: &str = "'accept', 'close', 'reject', 'ot-group', 'set-log-level', \
     'set-nice', 'sc-inc-gpc(*)', 'sc-inc-gpc0(*)', 'sc-inc-gpc1(*)', 'sc-set-gpt(*)', \
@@ -1064,6 +1105,16 @@ pub(crate) fn kw_tcp_response(p: &mut P, args: &[String]) {
         "accept" => TcpRequestAction::Accept,
         "reject" => TcpRequestAction::Reject,
         "close" => TcpRequestAction::Close,
+        "set-log-level" => match parse_log_level(arg(args, 3)) {
+            Some(l) => {
+                at = 4;
+                TcpRequestAction::SetLogLevel(l)
+            }
+            None => {
+                p.alert(LOG_LEVEL_EXPECTS);
+                return;
+            }
+        },
         v if ["set-var(", "set-var-fmt(", "unset-var("]
             .iter()
             .any(|k| v.starts_with(k)) =>

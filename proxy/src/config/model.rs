@@ -762,6 +762,20 @@ pub enum HttpRequestAction {
     /// `set-log-level <level>|silent`: the syslog severity of the stream's log line (None:
     /// no line).
     SetLogLevel(Option<u8>),
+    /// `silent-drop`: the connection is dropped without telling the client.
+    SilentDrop,
+    /// `early-hint <name> <fmt>`: a 103 Early Hints interim response with this header.
+    EarlyHint {
+        name: String,
+        value: String,
+    },
+    /// `set-src|set-dst|set-src-port|set-dst-port <expr>`: the stream's address (or port)
+    /// becomes the sample's, for the rest of the transaction.
+    SetAddr {
+        dst: bool,
+        port: bool,
+        expr: String,
+    },
     /// `tarpit [deny_status <code>]`: the request is held `timeout tarpit`, then answered with
     /// this status's error page.
     Tarpit {
@@ -936,6 +950,8 @@ pub enum TcpRequestAction {
     Reject,
     /// `tcp-response content close`: the server connection closes, what it sent is forwarded.
     Close,
+    /// `set-log-level <level>|silent` (not final; None: silent).
+    SetLogLevel(Option<u8>),
     /// Not final: the next rule is evaluated.
     TrackSc(TrackSc),
     /// `sc-inc-gpc0|1(<sc>)`, `sc-set-gpt0(<sc>) <int>` (not final).

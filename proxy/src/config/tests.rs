@@ -2053,3 +2053,86 @@ fn set_log_level_and_tarpit_parse() {
         ]
     );
 }
+
+/// `set-src|set-dst[-port] <expr>`: HAProxy's words for a missing or unknown fetch.
+#[test]
+fn set_src_dst_parse() {
+    let c = ok("frontend f\n bind :80\n http-request set-dst-port int(8080) if TRUE\n");
+    assert_eq!(
+        c.proxies[0].http_request[0].action,
+        HttpRequestAction::SetAddr {
+            dst: true,
+            port: true,
+            expr: "int(8080)".into()
+        }
+    );
+    let head =
+        |a: &str| format!("error detected in frontend 'f' while parsing 'http-request {a}' rule :");
+    assert_eq!(
+        alerts("frontend f\n bind :80\n http-request set-src\n http-request set-src foo(\n"),
+        [
+            format!("3: {} missing fetch method.", head("set-src")),
+            format!("4: {} unknown fetch method 'foo'.", head("set-src")),
+        ]
+    );
+}
+
+/// `early-hint <name> <fmt>`: two arguments, as `set-header`.
+#[test]
+fn early_hint_parse() {
+    let c = ok("frontend f\n bind :80\n http-request early-hint link \"</a.css>\" if TRUE\n");
+    assert_eq!(
+        c.proxies[0].http_request[0].action,
+        HttpRequestAction::EarlyHint {
+            name: "link".into(),
+            value: "</a.css>".into()
+        }
+    );
+    assert_eq!(
+        alerts("frontend f\n bind :80\n http-request early-hint link\n"),
+        [
+            "3: error detected in frontend 'f' while parsing 'http-request early-hint' rule : expects exactly 2 arguments."
+        ]
+    );
+}
+
+/// `tcp-request content` / `tcp-response content set-log-level`: HAProxy prints the bare
+/// message for a missing level.
+#[test]
+fn tcp_set_log_level_parse() {
+    let c = ok(&format!(
+        "{T}frontend f\n bind :80\n tcp-request content set-log-level silent if TRUE\n default_backend b\n\
+         backend b\n tcp-response content set-log-level err\n server s 127.0.0.1:1\n"
+    ));
+    assert_eq!(
+        c.proxies[0].tcp_request[0].action,
+        TcpRequestAction::SetLogLevel(None)
+    );
+    assert_eq!(
+        c.proxies[1].tcp_response[0].action,
+        TcpRequestAction::SetLogLevel(Some(3))
+    );
+    assert_eq!(
+        alerts(
+            "frontend f\n bind :80\n tcp-request content set-log-level\n default_backend b\n\
+             backend b\n tcp-response content set-log-level foo\n server s 127.0.0.1:1\n"
+        ),
+        [
+            "3: expects exactly 1 argument (log level name or 'silent')",
+            "6: expects exactly 1 argument (log level name or 'silent')",
+        ]
+    );
+}
+
+/// A named `defaults` section's `tcp-response` rules and delay reach the backends that use it.
+#[test]
+fn tcp_response_from_named_defaults() {
+    let c = ok(
+        "defaults d\n mode tcp\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n \
+         tcp-response inspect-delay 1s\n tcp-response content reject if { res.len gt 9 }\n\
+         backend b from d\n server s 127.0.0.1:1\n",
+    );
+    let b = c.proxies.iter().find(|p| p.name == "b").unwrap();
+    assert_eq!(b.tcp_response.len(), 1);
+    assert_eq!(b.tcp_res_inspect_delay, Some(Duration::from_secs(1)));
+}

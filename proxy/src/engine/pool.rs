@@ -139,16 +139,21 @@ pub fn put(addr: impl Into<Key>, s: Rc<SrvConn>) {
 }
 
 /// An HTTP/2 connection to `addr` with room for a stream: a shared one (kept in the pool), or
-/// an idle one with no stream (taken out). Connections closed or refusing streams are dropped.
-pub fn take_link(addr: impl Into<Key>, max_reuse: Option<u64>) -> Option<Rc<Link>> {
+/// an idle one with no stream (taken out); `busy_only`: only one carrying streams now (HAProxy's
+/// available list, unlike its idle ones). Connections closed or refusing streams are dropped.
+pub fn take_link(
+    addr: impl Into<Key>,
+    max_reuse: Option<u64>,
+    busy_only: bool,
+) -> Option<Rc<Link>> {
     let key = addr.into();
     LINKS.with(|p| {
         let mut p = p.borrow_mut();
         let v = p.get_mut(&key)?;
         v.retain(|l| l.usable());
-        let i = v
-            .iter()
-            .rposition(|l| (l.shared.get() || l.idle()) && l.has_room(max_reuse))?;
+        let i = v.iter().rposition(|l| {
+            (l.shared.get() || l.idle()) && l.has_room(max_reuse) && !(busy_only && l.idle())
+        })?;
         if v[i].shared.get() {
             Some(Rc::clone(&v[i]))
         } else {

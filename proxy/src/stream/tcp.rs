@@ -191,11 +191,13 @@ pub async fn run_tracked(
 }
 
 /// What the content inspection found before the server connection: when the session
-/// started, how long inspection took, and whether the client closed without sending anything.
-struct Inspected {
+/// started, how long inspection took, whether the client closed without sending anything; and
+/// the session's stick counters (for the response's rules).
+struct Inspected<'a> {
     start: Instant,
     took: std::time::Duration,
     gone: bool,
+    sess: &'a StkCtrs,
 }
 
 /// The session's phases up to its end-of-stream record.
@@ -237,6 +239,7 @@ async fn stream(
         start,
         took,
         gone: fe_gone || be_gone,
+        sess,
     };
     connect_phase(shared, fe, be, client, (peer, local), insp, log).await
 }
@@ -286,7 +289,7 @@ async fn connect_phase(
     be: Arc<Proxy>,
     client: Side,
     (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
-    insp: Inspected,
+    insp: Inspected<'_>,
     mut log: SessionLog,
 ) -> End {
     let src = peer.map(|p| p.ip());
@@ -335,7 +338,7 @@ async fn connect_phase(
             log.connect = Some(c.info.connect_time);
             // HAProxy's Tw counts from the end of the handshake: inspection time included.
             log.queue = Some(insp.took + c.info.queue);
-            connected(shared, fe, &be, client, c, insp.start, log).await
+            connected(shared, fe, &be, client, c, &insp, log).await
         }
     }
 }
@@ -530,9 +533,10 @@ async fn connected(
     be: &Arc<Proxy>,
     client: Side,
     c: backend::Connected,
-    start: Instant,
+    insp: &Inspected<'_>,
     mut log: SessionLog,
 ) -> End {
+    let start = insp.start;
     let srv = c.server;
     let epoch = srv.kill_epoch();
     let server = match server_side(be, &srv, c.stream).await {
@@ -551,8 +555,8 @@ async fn connected(
         crate::log::asap_counts(&mut log, start, be, &srv);
         shared.log.asap(fe, &mut log);
     }
-    let Ok(early) = response_phase(shared, fe, (be, &srv), (&client, &server), &mut log).await
-    else {
+    let sides = (&client, &server);
+    let Ok(early) = response_phase(shared, fe, (be, &srv, insp.sess), sides, &mut log).await else {
         log.total = start.elapsed();
         return End {
             srv: Some(srv),
@@ -618,7 +622,7 @@ async fn server_side(be: &Proxy, srv: &crate::model::Server, stream: Stream) -> 
 async fn response_phase(
     shared: &Shared,
     fe: &Proxy,
-    (be, srv): (&Proxy, &crate::model::Server),
+    (be, srv, sess): (&Proxy, &crate::model::Server, &StkCtrs),
     (client, server): (&Side, &Side),
     log: &mut SessionLog,
 ) -> Result<u64, ()> {
@@ -633,7 +637,7 @@ async fn response_phase(
     base.last_rule = Some(&log.last_rule);
     base.stick = shared
         .model
-        .stick_view(be, None, None, shared.model.now_ms());
+        .stick_view(be, Some(sess), None, shared.model.now_ms());
     let peekable = |s: &Side| match s {
         Side::Plain(s) => Some(Rc::clone(s)),
         Side::Tls(_) => None,

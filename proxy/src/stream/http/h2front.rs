@@ -456,8 +456,12 @@ fn h1_fields(
         match name.as_str() {
             "host" if authority.is_some() => continue,
             // Connection-specific fields are illegal in h2 (the crate refuses them already).
-            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
-            | "te" => continue,
+            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" => {
+                continue;
+            }
+            // `te: trailers` is the one TE h2 allows (RFC 9113 §8.2.2); HAProxy passes it on,
+            // and gRPC servers require it.
+            "te" if value.as_bytes() != b"trailers" => continue,
             // RFC 9113 §8.2.3: split cookie fields are joined again for HTTP/1.1.
             "cookie" => {
                 cookies.push(value.as_bytes());

@@ -52,6 +52,19 @@ impl<F: Front, U: Upstream> Session<F, U> {
         first: bool,
         start: Instant,
     ) -> bool {
+        let addrs = (self.facts.peer, self.facts.local);
+        let keep = self.process_txn(head, first, start).await;
+        (self.facts.peer, self.facts.local) = addrs;
+        keep
+    }
+
+    /// [`Self::process`], whose rules may change the stream's addresses.
+    async fn process_txn(
+        &mut self,
+        head: (RequestHead, usize),
+        first: bool,
+        start: Instant,
+    ) -> bool {
         let mut tx = match self.begin(head, first, start) {
             Ok(tx) => tx,
             Err(refused) => {
@@ -89,7 +102,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // The stream's stick counters (`http-request track-sc`): held until the transaction
         // ends (`conn_cur`).
         let strm = StkCtrs::default();
-        match self.analyse(&mut tx, &strm) {
+        let analysed = self.analyse(&mut tx, &strm);
+        self.adopt_addrs(&mut tx);
+        // `early-hint`: the 103 interim responses go before whatever answers the request.
+        self.early_hints(&tx).await;
+        match analysed {
             Ok(be) => self.forward(tx, be, &strm).await,
             Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
             Err(Answer::NoRoute) => {
@@ -277,6 +294,40 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Ok(be)
     }
 
+    /// `early-hint`: a `103 Early Hints` per rule, before whatever answers the request (over h2,
+    /// a HEADERS frame each). A client gone meanwhile is noticed, and logged, with the answer.
+    async fn early_hints(&self, tx: &Txn) {
+        for (name, value) in tx.log.last_rule.take_hints() {
+            let mut head = crate::http::head::ResponseHead {
+                version: Version::Http11,
+                status: 103,
+                reason: "Early Hints".into(),
+                headers: Default::default(),
+            };
+            head.headers.append(name, value);
+            let mut wire = Vec::with_capacity(64);
+            h1::write_response_head(&head, &mut wire);
+            if self.client.send_interim(&head, wire).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// `set-src`/`set-dst`: the transaction has the addresses the rules gave it, for its log
+    /// line, `option forwardfor` and balancing (HAProxy 2.6 changes the stream's, not the
+    /// connection's: [`Self::process`] restores them for the next request).
+    fn adopt_addrs(&mut self, tx: &mut Txn) {
+        let (src, dst) = tx.log.last_rule.addrs();
+        if let Some(a) = src {
+            self.facts.peer = Some(a);
+            tx.log.client = Some(a);
+        }
+        if let Some(a) = dst {
+            self.facts.local = Some(a);
+            tx.log.frontend_addr = Some(a);
+        }
+    }
+
     /// The sample context of `be`'s request rules.
     fn rule_ctx<'a>(&'a self, refs: &'a Refs, be: &'a Proxy, strm: &'a StkCtrs) -> SampleCtx<'a> {
         let mut base = self.sample_base();
@@ -288,6 +339,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.counts = Some((&*self.shared.model, &be.name));
         base.unique_id = refs.uid.as_deref();
         base.last_rule = Some(&refs.last);
+        // What the frontend's `set-src`/`set-dst` gave the connection so far.
+        let (src, dst) = refs.last.addrs();
+        base.src = src.unwrap_or(base.src);
+        base.dst = dst.unwrap_or(base.dst);
         let now = self.shared.model.now_ms();
         base.stick = self
             .shared
@@ -360,6 +415,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
             Verdict::Invalid => Some(self.invalid(tx)),
+            Verdict::SilentDrop => Some(self.silent_drop()),
             // Held in `answer`, then logged `PT`.
             Verdict::Tarpit(st) => Some(Reply {
                 term: *b"PT",
@@ -469,6 +525,47 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Reply {
             status: 400,
             page,
+            term: *b"PR",
+            keep: false,
+        }
+    }
+
+    /// `silent-drop`: the client socket is made quiet (TCP_REPAIR, else a TTL of 1, as HAProxy)
+    /// before the close that follows, which then tells the client nothing; logged `-1 PR--`,
+    /// counted in `dreq`. Behind TLS or h2 the socket is out of reach: the close resets it.
+    fn silent_drop(&self) -> Reply {
+        use std::os::fd::AsRawFd;
+        Counters::add(&self.fe.fe_counters.denied_req, 1);
+        let fd = match self.client.splice_fd() {
+            Some(crate::engine::io::SpliceFd::Tokio(s)) => Some(s.as_raw_fd()),
+            Some(crate::engine::io::SpliceFd::Uring(fd)) => Some(fd),
+            None => None,
+        };
+        if let Some(fd) = fd {
+            let set = |level, opt, v: libc::c_int| {
+                // SAFETY: a setsockopt on a socket the session owns, with an int it points to.
+                unsafe {
+                    libc::setsockopt(
+                        fd,
+                        level,
+                        opt,
+                        (&v as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                }
+            };
+            if set(libc::IPPROTO_TCP, libc::TCP_REPAIR, 1) == 0 {
+                // The close's shutdown queues its FIN in the send queue, which repair mode
+                // does not transmit (`TCP_SEND_QUEUE`).
+                set(libc::IPPROTO_TCP, libc::TCP_REPAIR_QUEUE, 2);
+            } else {
+                set(libc::IPPROTO_IP, libc::IP_TTL, 1);
+                set(libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, 1);
+            }
+        }
+        Reply {
+            status: 0,
+            page: None,
             term: *b"PR",
             keep: false,
         }

@@ -4,7 +4,8 @@
 //! HAProxy evaluates them on its HTX buffer and, when a rule still needs data, waits for the
 //! whole message (or `tcp-response inspect-delay`); portcullis streams bodies, so it evaluates
 //! them once, as final, on the head and the body bytes that came with it (`res.len` counts
-//! those; `res.payload` reads nothing in HTTP mode, as in HAProxy).
+//! those; `res.payload` reads nothing in HTTP mode, as in HAProxy). `close` lets the response
+//! through and ends the server connection after it.
 
 use super::exchange::Leg;
 use super::{Front, Session, Txn, Upstream};
@@ -18,7 +19,8 @@ use crate::model::{Counters, Proxy};
 
 impl<F: Front, U: Upstream> Session<F, U> {
     /// Runs the backend's `tcp-response content` rules on a response head and the body bytes
-    /// read with it; false when one rejected the response. The server connection is then
+    /// read with it: Some(whether the server connection may stay: `close` ends it after this
+    /// response), or None when one rejected the response. The server connection is then
     /// dropped and the client's closed without an answer, logged `PD` with no status nor
     /// response time, and counted as a denied response (HAProxy's `tcp_inspect_response`).
     pub(super) fn tcp_response_rules(
@@ -27,10 +29,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         head: &ResponseHead,
         (body, framing): (&[u8], BodyFraming),
         tx: &mut Txn,
-    ) -> bool {
+    ) -> Option<bool> {
         let be: &Proxy = leg.be;
         if be.rules.tcp_response.is_empty() {
-            return true;
+            return Some(true);
         }
         let body = match BodyDecoder::new(framing).advance(body) {
             Ok(p) => body.get(..p.consumed).unwrap_or_default(),
@@ -57,8 +59,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
             ctx.res_len = Some(len);
             rules::apply_tcp_rules(&be.rules.tcp_response, &ctx)
         };
-        if verdict != Some(TcpRequestAction::Reject) {
-            return true;
+        match verdict {
+            Some(TcpRequestAction::Reject) => {}
+            Some(TcpRequestAction::Close) => return Some(false),
+            _ => return Some(true),
         }
         leg.server.abort(true);
         let log = &mut tx.log;
@@ -70,6 +74,6 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Counters::add(&self.fe.fe_counters.denied_resp, 1);
         Counters::add(&be.counters.denied_resp, 1);
         Counters::add(&leg.srv.counters.denied_resp, 1);
-        false
+        None
     }
 }

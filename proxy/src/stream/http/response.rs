@@ -68,7 +68,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // once the rules (or an error) decided it, as HAProxy's process_stream does.
         leg.srv.counters.count_status(head.status);
         let tunnel = tx.upgrade && head.status == 101;
-        let Some(plan) = self.plan_response(leg.be, &mut head, tunnel, tx) else {
+        let Some(mut plan) = self.plan_response(leg.be, &mut head, tunnel, tx) else {
             Counters::add(&leg.srv.counters.errors_resp, 1);
             Counters::add(&leg.be.counters.errors_resp, 1);
             let abort = Abort::Server(b'H');
@@ -76,9 +76,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 .await;
             return Forwarded::Done(false);
         };
-        // `tcp-response content` rules (res_inspect.rs): a reject closes without an answer.
-        if !self.tcp_response_rules(leg, &head, (&sbuf, plan.framing), tx) {
-            return Forwarded::Done(false);
+        // `tcp-response content` rules (res_inspect.rs): a reject closes without an answer, a
+        // close ends the server connection after this response.
+        match self.tcp_response_rules(leg, &head, (&sbuf, plan.framing), tx) {
+            Some(keep) => plan.keep_server &= keep,
+            None => return Forwarded::Done(false),
         }
         if let Some(v) = self.response_rules(leg, &mut head, &tx.log) {
             // HAProxy has counted the body bytes that came with the head.

@@ -57,7 +57,17 @@ pub struct Side<'a> {
     pub facts: &'a Facts,
     /// The server the client's persistence cookie names: tried before the balancer.
     pub persist: Option<&'a Arc<Server>>,
+    /// The request can be sent again on a new connection if a reused one turns out closed
+    /// (bodiless, first attempt): the stream's own connection, fresh from its last response,
+    /// is then reused without the close check's system call.
+    pub replayable: bool,
 }
+
+/// How long after its last response the stream's own HTTP/1 connection is reused for a
+/// replayable request without checking it for a close: a close the server sent meanwhile is
+/// caught by the replay, and stray bytes from a server come with its idle timeout, not within
+/// this.
+const FRESH_MS: u64 = 1000;
 
 /// Where a transaction gets its server connections.
 #[allow(async_fn_in_trait)]
@@ -88,8 +98,9 @@ pub trait Upstream {
 /// The real servers: the backend's balancer, the worker's idle pool, `backend::connect`.
 #[derive(Default)]
 pub struct Servers {
-    /// The server connection the stream used last (kept for its next request).
-    own: Option<(Arc<Server>, Rc<SrvConn>)>,
+    /// The server connection the stream used last (kept for its next request), and when
+    /// (`clock::coarse_ms`).
+    own: Option<(Arc<Server>, Rc<SrvConn>, u64)>,
 }
 
 impl Upstream for Servers {
@@ -120,7 +131,7 @@ impl Upstream for Servers {
             .map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let reuse = be.cfg.http_reuse;
-        let mut idle = idle_conn(&mut self.own, reuse, &srv, first);
+        let mut idle = idle_conn(&mut self.own, reuse, &srv, (first, side.replayable));
         // A shared h2 connection to the server is being opened: its streams are for this
         // request too (HAProxy makes a new connection available at once).
         let shared_h2 = shares_h2(&srv, reuse);
@@ -130,7 +141,7 @@ impl Upstream for Servers {
         {
             let wait = be.cfg.timeouts.connect.unwrap_or(CONNECTING_WAIT);
             let _ = tokio::time::timeout(wait.min(CONNECTING_WAIT), n.notified()).await;
-            idle = idle_conn(&mut self.own, reuse, &srv, first);
+            idle = idle_conn(&mut self.own, reuse, &srv, (first, side.replayable));
         }
         if let Some(conn) = idle {
             if sticky {
@@ -146,11 +157,11 @@ impl Upstream for Servers {
     }
 
     fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>) {
-        self.own = Some((srv, conn));
+        self.own = Some((srv, conn, crate::clock::coarse_ms()));
     }
 
     fn end(&mut self, reuse: HttpReuse, stopping: bool) {
-        if let Some((srv, conn)) = self.own.take()
+        if let Some((srv, conn, _)) = self.own.take()
             // Stopping: nothing will take it again (the worker has emptied its pools).
             && reuse != HttpReuse::Never
             && !stopping
@@ -174,11 +185,11 @@ fn give_back(srv: &Server, conn: Rc<SrvConn>) {
 /// How long a request waits for the shared h2 connection being opened before opening its own.
 const CONNECTING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// New h2 connections to `srv` are shared at once (`http-reuse always|aggressive`).
+/// h2 connections to `srv` are shared by concurrent streams: HAProxy 2.6 puts a multiplexed
+/// server connection in its server's list of available ones under any `http-reuse` but
+/// `never` (a `safe` first request only takes one that other streams are using).
 fn shares_h2(srv: &Server, reuse: HttpReuse) -> bool {
-    matches!(reuse, HttpReuse::Always | HttpReuse::Aggressive)
-        && !srv.cfg.opts.send_proxy.enabled()
-        && speaks_h2(srv)
+    reuse != HttpReuse::Never && !srv.cfg.opts.send_proxy.enabled() && speaks_h2(srv)
 }
 
 /// The server's traffic may be HTTP/2: `proto h2`, or `h2` offered by ALPN.
@@ -186,17 +197,6 @@ fn speaks_h2(srv: &Server) -> bool {
     let o = &srv.cfg.opts;
     o.proto.as_deref() == Some("h2")
         || (o.ssl && o.alpn.as_ref().is_some_and(|a| a.iter().any(|p| p == "h2")))
-}
-
-/// A connection from the worker's pool: an h2 one with room for a stream first, if the server
-/// may speak h2.
-fn take_pooled(srv: &Server) -> Option<Rc<SrvConn>> {
-    if speaks_h2(srv)
-        && let Some(l) = pool::take_link(srv, srv.cfg.opts.max_reuse)
-    {
-        return Some(SrvConn::h2(l));
-    }
-    pool::take(srv)
 }
 
 /// A new connection (`backend::connect`: queue, retries, redispatch from `picked`), then TLS if
@@ -270,12 +270,8 @@ async fn server_conn(be: &Proxy, srv: &Server, conn: Conn) -> Option<Rc<SrvConn>
             return None;
         }
     };
-    let poolable = be.cfg.http_reuse != HttpReuse::Never && !srv.cfg.opts.send_proxy.enabled();
-    if poolable {
+    if shares_h2(srv, be.cfg.http_reuse) {
         *link.home.borrow_mut() = Some(pool::Key::from(srv));
-    }
-    let shared = matches!(be.cfg.http_reuse, HttpReuse::Always | HttpReuse::Aggressive);
-    if shared && poolable {
         link.shared.set(true);
         pool::put_link(srv, Rc::clone(&link));
     }
@@ -313,14 +309,23 @@ async fn server_handshake(
 /// still usable, else one from the worker's pool when `reuse` allows sharing. The stream's own
 /// connection to another server goes back to the pool.
 fn idle_conn(
-    own: &mut Option<(Arc<Server>, Rc<SrvConn>)>,
+    own: &mut Option<(Arc<Server>, Rc<SrvConn>, u64)>,
     reuse: HttpReuse,
     srv: &Arc<Server>,
-    first: bool,
+    (first, replayable): (bool, bool),
 ) -> Option<Rc<SrvConn>> {
     // A connection the server closed after its last response is not reused (HAProxy notices
-    // the close on the idle connection): the request goes on a new one.
-    if let Some((own_srv, conn)) = own.take().filter(|(_, c)| c.idle_usable()) {
+    // the close on the idle connection): the request goes on a new one. A fresh HTTP/1 one
+    // is not checked for a replayable request (see `FRESH_MS`).
+    let fresh = |c: &SrvConn, at: u64| {
+        replayable
+            && matches!(c, SrvConn::H1(_))
+            && crate::clock::coarse_ms().saturating_sub(at) < FRESH_MS
+    };
+    let own = own
+        .take()
+        .filter(|(_, c, at)| fresh(c, *at) || c.idle_usable());
+    if let Some((own_srv, conn, _)) = own {
         if Arc::ptr_eq(&own_srv, srv) {
             match conn.link() {
                 None => return Some(conn),
@@ -335,6 +340,14 @@ fn idle_conn(
             give_back(&own_srv, conn);
         }
     }
+    // `safe`: a session's first request may join an h2 connection other streams are using,
+    // never one gone idle (HAProxy's available list, not its idle ones).
+    let busy_only = first && reuse == HttpReuse::Safe;
+    if shares_h2(srv, reuse)
+        && let Some(l) = pool::take_link(&**srv, srv.cfg.opts.max_reuse, busy_only)
+    {
+        return Some(SrvConn::h2(l));
+    }
     let may_share = match reuse {
         _ if srv.cfg.opts.send_proxy.enabled() => false,
         HttpReuse::Never => false,
@@ -342,5 +355,5 @@ fn idle_conn(
         HttpReuse::Always | HttpReuse::Aggressive => true,
     };
     // Not taken at all unless it may be used: a take-then-drop would close it.
-    may_share.then(|| take_pooled(srv)).flatten()
+    may_share.then(|| pool::take(&**srv)).flatten()
 }
