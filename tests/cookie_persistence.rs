@@ -74,9 +74,12 @@ fn config((port, hport): (u16, u16), s: [SocketAddr; 3]) -> String {
          \x20   server s1 {} cookie c1\n    server s3 {} cookie c3 disabled\n    server dead 127.0.0.1:{} cookie c9 disabled\n\n\
          backend dyn\n    dynamic-cookie-key s3cr3t\n    cookie SRV insert indirect dynamic\n    balance first\n\
          \x20   server s1 {}\n    server s2 {} cookie c2\n\n\
+         backend fp\n    cookie SRV insert indirect\n    balance first\n\
+         \x20   force-persist if {{ query -m sub force=1 }}\n    ignore-persist if {{ query -m sub ign=1 }}\n\
+         \x20   server s1 {} cookie c1\n    server s3 {} cookie c3 disabled\n\n\
          backend nock\n    cookie SRV insert indirect secure\n    server s1 {}\n\n\
          backend none\n    cookie SRV insert\n    server s3 {} cookie c3 disabled\n",
-        s[0], s[0], s[2], free_port(), s[0], s[1], s[0], s[2]
+        s[0], s[0], s[2], free_port(), s[0], s[1], s[0], s[2], s[0], s[2]
     ));
     cfg
 }
@@ -126,6 +129,10 @@ const ASKS: &[(&str, &str, &str)] = &[
     ("GET", "/idle/d", "SRV=c2|{recent}|{recent}"),
     ("GET", "/idle/e", "SRV=c2|{future}"),
     ("GET", "/dyn/b", "SRV=c2"),
+    ("GET", "/fp/a?force=1", "SRV=c3"),
+    ("GET", "/fp/b", "SRV=c3"),
+    ("GET", "/fp/c?ign=1", "SRV=c1; k=1"),
+    ("GET", "/fp/d?ign=1", ""),
     ("GET", "/plain/a", "SRV=c2"),
     ("GET", "/plain/b?sc=1", ""),
 ];
@@ -366,6 +373,9 @@ fn cookie_keyword_errors_as_haproxy() {
         "cookie SRV attr",
         "cookie SRV attr a;b",
         "dynamic-cookie-key",
+        "force-persist",
+        "ignore-persist when { always_true }",
+        "force-persist if { nosuchfetch }",
         "cookie SRV insert indirect nocache postonly preserve httponly secure domain .a.com domain .b.com attr x=1 attr y maxidle 1h maxlife 2d dynamic",
     ];
     let haproxy = std::path::Path::new("/usr/sbin/haproxy").exists();

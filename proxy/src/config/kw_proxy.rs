@@ -112,6 +112,18 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_cookie,
     },
     ProxyKw {
+        kw: "force-persist",
+        caps: BE,
+        strict: false,
+        parse: kw_persist_rule,
+    },
+    ProxyKw {
+        kw: "ignore-persist",
+        caps: BE,
+        strict: false,
+        parse: kw_persist_rule,
+    },
+    ProxyKw {
         kw: "dynamic-cookie-key",
         caps: DEF | BE,
         strict: false,
@@ -650,6 +662,21 @@ fn kw_cookie(p: &mut P, args: &[String]) {
         }
         Err(e) => p.alert_cookie(e),
     }
+}
+
+/// `force-persist|ignore-persist if|unless <condition>`.
+fn kw_persist_rule(p: &mut P, args: &[String]) {
+    if !matches!(arg(args, 1), "if" | "unless") {
+        p.alert(format!(
+            "'{}' requires either 'if' or 'unless' followed by a condition.",
+            args[0]
+        ));
+        return;
+    }
+    let c = kw_rules::cond(p, args, 1);
+    p.px.extra
+        .persist_rules
+        .push((args[0] == "force-persist", c));
 }
 
 /// `dynamic-cookie-key <key>`.

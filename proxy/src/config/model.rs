@@ -1479,6 +1479,8 @@ pub struct ProxyExtra {
     pub cookie: Option<CookieCfg>,
     /// `dynamic-cookie-key <key>`: the secret of `cookie … dynamic`.
     pub dynamic_cookie_key: Option<String>,
+    /// `force-persist` (true) and `ignore-persist` (false) rules, in order.
+    pub persist_rules: Vec<(bool, Cond)>,
     /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the
     /// proxy's own first such line starts them afresh, as HAProxy frees inherited rules.
     pub checks_inherited: bool,

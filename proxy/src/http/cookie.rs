@@ -38,7 +38,10 @@ impl Default for Flags {
 pub struct ReqCtx<'a> {
     pub ck: &'a CookieCfg,
     pub servers: &'a [Candidate<'a>],
+    /// `option persist` or a `force-persist` rule: a stopped server is used all the same.
     pub persist: bool,
+    /// An `ignore-persist` rule matched: the cookie chooses no server (`U`).
+    pub ignore: bool,
     pub now: u32,
 }
 
@@ -46,6 +49,8 @@ pub struct ReqCtx<'a> {
 /// request was a POST, the response is cacheable ([`cacheable`]), the time.
 pub struct ResCtx {
     pub direct: bool,
+    /// An `ignore-persist` rule matched: the response's cookies are left alone.
+    pub ignore: bool,
     pub post: bool,
     pub cacheable: bool,
     pub now: u32,
@@ -338,7 +343,7 @@ fn s30tob64(v: u32, out: &mut String) {
 fn match_server(val: &[u8], cx: &ReqCtx<'_>, chosen: &mut Option<usize>, flags: &mut Flags) {
     let persist = cx.persist;
     let mut found = None;
-    if !val.is_empty() && chosen.is_none() {
+    if !val.is_empty() && chosen.is_none() && !cx.ignore {
         for (idx, s) in cx.servers.iter().enumerate() {
             if s.cookie.is_none_or(|c| c.as_bytes() != val) {
                 continue;
@@ -354,7 +359,11 @@ fn match_server(val: &[u8], cx: &ReqCtx<'_>, chosen: &mut Option<usize>, flags: 
     match found {
         Some(idx) => *chosen = Some(idx),
         None if !matches!(flags.client, b'D' | b'E' | b'O') => {
-            flags.client = if chosen.is_some() { b'U' } else { b'I' };
+            flags.client = if chosen.is_some() || cx.ignore {
+                b'U'
+            } else {
+                b'I'
+            };
         }
         None => {}
     }
@@ -372,6 +381,9 @@ pub fn server_side(
     flags: &mut Flags,
 ) {
     let direct = rx.direct;
+    if rx.ignore {
+        return;
+    }
     let mode = ck.mode;
     let mut i = 0;
     while i < headers.0.len() {
@@ -677,6 +689,7 @@ mod tests {
             ck,
             servers: &servers,
             persist: false,
+            ignore: false,
             now: NOW,
         };
         let s = client_side(&cx, &mut h, &mut f);
@@ -733,6 +746,7 @@ mod tests {
         h.append("Cache-Control", "public");
         let mut f = Flags::default();
         let rx = ResCtx {
+            ignore: false,
             direct: false,
             post: false,
             cacheable: true,
@@ -748,6 +762,7 @@ mod tests {
         h.append("Set-Cookie", "SRV=app; path=/");
         let mut f = Flags::default();
         let rx = ResCtx {
+            ignore: false,
             direct: true,
             post: false,
             cacheable: false,

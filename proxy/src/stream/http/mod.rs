@@ -108,6 +108,8 @@ struct Txn {
     vars: Rc<Vars>,
     /// The server the client's persistence cookie names (`persist.rs`).
     persist: Option<Arc<crate::model::Server>>,
+    /// `force-persist` (true) or `ignore-persist` (false) matched.
+    persist_rule: Option<bool>,
 }
 
 impl Txn {

@@ -29,7 +29,8 @@ pub(super) fn request(tx: &mut Txn, be: &Proxy) {
     let cx = cookie::ReqCtx {
         ck,
         servers: &candidates,
-        persist: be.cfg.options.persist,
+        persist: be.cfg.options.persist || tx.persist_rule == Some(true),
+        ignore: tx.persist_rule == Some(false),
         now: unix_secs(),
     };
     let idx = cookie::client_side(&cx, &mut tx.req.headers, &mut flags);
@@ -56,6 +57,7 @@ pub(super) fn response(tx: &mut Txn, be: &Proxy, srv: &Arc<Server>, head: &mut R
     }
     let rx = cookie::ResCtx {
         direct,
+        ignore: tx.persist_rule == Some(false),
         post: tx.req.method == "POST",
         cacheable: ck.nocache && cookie::cacheable(&tx.req, head.status, &head.headers),
         now: unix_secs(),

@@ -181,6 +181,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             keep: false,
             vars,
             persist: None,
+            persist_rule: None,
         })
     }
 
@@ -290,6 +291,16 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 break;
             }
             be = next;
+        }
+        // `force-persist` / `ignore-persist`: read once the rules are done (HAProxy's
+        // http_process_request, before the cookie).
+        if !be.rules.persist.is_empty() {
+            let base = self.rule_ctx(refs, &be, strm);
+            let ctx = SampleCtx {
+                req: Some(&tx.req),
+                ..base
+            };
+            tx.persist_rule = rules::persist_rule(&be.rules.persist, &ctx);
         }
         Ok(be)
     }

@@ -126,7 +126,7 @@ impl Upstream for Servers {
                 .then(|| backend::stuck_server(&model.stick, be, src, now))
                 .flatten(),
         };
-        let (srv, queued) = backend::take_server(be, key, stuck)
+        let (srv, queued) = backend::take_server_forced(be, key, stuck, side.persist.is_some())
             .await
             .map_err(|e| (e, None))?;
         log.queue = Some(queued);
