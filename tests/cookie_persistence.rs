@@ -41,7 +41,7 @@ fn config((port, hport): (u16, u16), s: [SocketAddr; 3]) -> String {
          frontend fe\n    bind 127.0.0.1:{port}\n\
          \x20   log-format \"%ST %tsc %b/%s %rc %{{+Q}}r\"\n\
          \x20   use_backend %[path,field(2,/)]\n\n\
-         frontend fh\n    bind 127.0.0.1:{hport}\n    option httplog\n\
+         frontend fh\n    bind 127.0.0.1:{hport}\n    option httplog\n    capture cookie SR len 6\n\
          \x20   use_backend %[path,field(2,/)]\n\n"
     );
     let backends = [
@@ -143,6 +143,8 @@ const HTTPLOG_ASKS: &[(&str, &str, &str)] = &[
     ("GET", "/ins/y", "SRV=c2"),
     ("GET", "/rd/z", "SRV=c9"),
     ("GET", "/deny/z", "SRV=c1"),
+    ("GET", "/rw/z?sc=1", "a=1; SRV=c2"),
+    ("GET", "/pfx/z?sc=1", "SRV=c2~app"),
 ];
 
 /// An httplog line without what varies between runs and engines (the client port, the date,
@@ -314,7 +316,8 @@ fn cookie_persistence_as_haproxy() {
     );
     assert!(
         got.iter()
-            .any(|l| l.contains(" fh ins/s2 * 200 ") && l.contains(" - - --VN * 0/0 \"GET /ins/y")),
+            .any(|l| l.contains(" fh ins/s2 * 200 ")
+                && l.contains(" SRV=c2 - --VN * 0/0 \"GET /ins/y")),
         "httplog: {got:#?}"
     );
     if let Some(reference) = run(Proc::haproxy) {

@@ -1479,6 +1479,9 @@ pub struct ProxyExtra {
     pub cookie: Option<CookieCfg>,
     /// `dynamic-cookie-key <key>`: the secret of `cookie … dynamic`.
     pub dynamic_cookie_key: Option<String>,
+    /// `capture cookie <name> len <n>`: the first cookie whose name starts with `name`, for
+    /// `%CC` / `%CS`.
+    pub capture_cookie: Option<(String, usize)>,
     /// `force-persist` (true) and `ignore-persist` (false) rules, in order.
     pub persist_rules: Vec<(bool, Cond)>,
     /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the

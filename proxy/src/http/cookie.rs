@@ -557,6 +557,25 @@ fn starts_with_ci(v: &[u8], p: &[u8]) -> bool {
     v.len() >= p.len() && v[..p.len()].eq_ignore_ascii_case(p)
 }
 
+/// `capture cookie <name> len <len>`: the first cookie (of the `Cookie` headers, or the first
+/// of each `Set-Cookie` with `set`) whose name starts with `name`, as `name=value` cut to
+/// `len` bytes.
+pub fn capture(headers: &Headers, set: bool, name: &str, len: usize) -> Option<String> {
+    let hname = if set { "set-cookie" } else { "cookie" };
+    for v in headers.get_all(hname) {
+        let list = items(v);
+        let n = if set { list.len().min(1) } else { list.len() };
+        for it in &list[..n] {
+            let Some((_, ve)) = it.val else { continue };
+            let c = &v[it.att.0..ve];
+            if c.len() >= name.len() && c.starts_with(name.as_bytes()) {
+                return Some(String::from_utf8_lossy(&c[..c.len().min(len)]).into_owned());
+            }
+        }
+    }
+    None
+}
+
 /// `cookie … dynamic` with a `dynamic-cookie-key`: a server without a `cookie` gets HAProxy's
 /// `srv_set_dyncookie` value, the XXH64 of the key, the address's bytes and the port (32-bit,
 /// network order), in 16 hex digits.

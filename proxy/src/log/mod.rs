@@ -337,6 +337,8 @@ impl Logger {
                 client: char::from(c.client),
                 server: char::from(c.server),
             }),
+            cli_cookie: rec.cli_cookie.as_deref(),
+            srv_cookie: rec.srv_cookie.as_deref(),
             actconn: rec.actconn,
             feconn: rec.feconn,
             beconn: rec.beconn,

@@ -39,6 +39,9 @@ pub struct SessionLog {
     pub term: [u8; 2],
     /// The persistence cookie's flags (`%tsc` characters 3 and 4), when the backend has one.
     pub cookie: Option<crate::http::cookie::Flags>,
+    /// `capture cookie`: the client's (`%CC`) and the server's (`%CS`) cookie.
+    pub cli_cookie: Option<String>,
+    pub srv_cookie: Option<String>,
     pub actconn: u32,
     pub feconn: u32,
     pub beconn: u32,
@@ -93,6 +96,8 @@ impl SessionLog {
             bytes_out: 0,
             term: *b"--",
             cookie: None,
+            cli_cookie: None,
+            srv_cookie: None,
             actconn: 0,
             feconn: 0,
             beconn: 0,

@@ -10,6 +10,24 @@ use crate::http::cookie::{self, Candidate, Flags};
 use crate::http::head::ResponseHead;
 use crate::model::{Proxy, Server};
 
+/// `capture cookie` of the frontend `fe`, on the request as the rules left it (`%CC`).
+pub(super) fn capture_request(tx: &mut Txn, fe: &Proxy) {
+    if let Some((name, len)) = &fe.cfg.extra.capture_cookie
+        && tx.log.cli_cookie.is_none()
+    {
+        tx.log.cli_cookie = cookie::capture(&tx.req.headers, false, name, *len);
+    }
+}
+
+/// `capture cookie` on the server's response, before the persistence cookie's edits (`%CS`).
+pub(super) fn capture_response(tx: &mut Txn, fe: &Proxy, head: &ResponseHead) {
+    if let Some((name, len)) = &fe.cfg.extra.capture_cookie
+        && head.status >= 200
+    {
+        tx.log.srv_cookie = cookie::capture(&head.headers, true, name, *len);
+    }
+}
+
 /// Request side, once the rules chose `be`: the server the client's cookie names (kept in
 /// `tx.persist`) and the `Cookie` headers edited as the mode says.
 pub(super) fn request(tx: &mut Txn, be: &Proxy) {

@@ -419,6 +419,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let verdict = self.request_verdict(tx, be, base);
         // HAProxy runs the persistence cookie on a deny or tarpit too, for the log's flags.
         if matches!(verdict, Verdict::Deny(_) | Verdict::Tarpit(_)) {
+            super::persist::capture_request(tx, &self.fe);
             super::persist::request(tx, be);
         }
         match verdict {
@@ -636,6 +637,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         {
             return self.local_reply(tx.log, r, tx.start).await;
         }
+        super::persist::capture_request(&mut tx, &self.fe);
         super::persist::request(&mut tx, &be);
         self.prepare_request(&mut tx.req, &be);
         let mut head_bytes = Vec::with_capacity(1024);
