@@ -57,6 +57,8 @@ pub struct Side<'a> {
     pub facts: &'a Facts,
     /// The server the client's persistence cookie names: tried before the balancer.
     pub persist: Option<&'a Arc<Server>>,
+    /// A `force-persist` rule matched: a stopped `stick match` server is used all the same.
+    pub force_persist: bool,
     /// The request can be sent again on a new connection if a reused one turns out closed
     /// (bodiless, first attempt): the stream's own connection, fresh from its last response,
     /// is then reused without the close check's system call.
@@ -126,9 +128,14 @@ impl Upstream for Servers {
                 .then(|| backend::stuck_server(&model.stick, be, src, now))
                 .flatten(),
         };
-        let (srv, queued) = backend::take_server_forced(be, key, stuck, side.persist.is_some())
-            .await
-            .map_err(|e| (e, None))?;
+        let (srv, queued) = backend::take_server_forced(
+            be,
+            key,
+            stuck,
+            side.persist.is_some() || side.force_persist,
+        )
+        .await
+        .map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let reuse = be.cfg.http_reuse;
         let mut idle = idle_conn(&mut self.own, reuse, &srv, (first, side.replayable));
