@@ -826,4 +826,47 @@ mod tests {
         let (s, f, _) = req(&ck, &format!("SRV=c1|{stamp}|AAAAB"));
         assert_eq!((s, f.client), (None, b'O'));
     }
+
+    /// Any `Cookie` / `Set-Cookie` bytes (quotes, escapes, stray delimiters, dates): no panic.
+    #[test]
+    fn arbitrary_headers_do_not_panic() {
+        const ALPHABET: &[u8] = b"SRV=c1~|;, $\"\\\tAab";
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for mode in [
+            Some(CookieMode::Insert),
+            Some(CookieMode::Prefix),
+            Some(CookieMode::Rewrite),
+            None,
+        ] {
+            let mut ck = cfg(mode, mode == Some(CookieMode::Insert));
+            ck.maxidle = 10;
+            ck.maxlife = 10;
+            for _ in 0..3000 {
+                let len = (next() % 24) as usize;
+                let v: Vec<u8> = (0..len)
+                    .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+                    .collect();
+                let text = String::from_utf8_lossy(&v).into_owned();
+                let _ = req(&ck, &text);
+                let mut h = Headers::default();
+                h.append("Set-Cookie", v.clone());
+                let rx = ResCtx {
+                    direct: next() % 2 == 0,
+                    ignore: false,
+                    post: true,
+                    cacheable: true,
+                    now: NOW,
+                };
+                server_side(&ck, &mut h, Some("c1"), &rx, &mut Flags::default());
+                let _ = capture(&h, true, "S", 3);
+                let _ = capture(&h, false, "", 0);
+            }
+        }
+    }
 }
