@@ -47,7 +47,15 @@ fn masked(csv: &str) -> Vec<String> {
         .map(|l| {
             l.split(',')
                 .enumerate()
-                .map(|(i, f)| if MOVING.contains(&i) { "*" } else { f })
+                // A check running at either moment reads `* <status>` there (HAProxy's
+                // in-progress mark): the status compared is the last one.
+                .map(|(i, f)| {
+                    if MOVING.contains(&i) {
+                        "*"
+                    } else {
+                        f.trim_start_matches("* ")
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(",")
         })

@@ -2,15 +2,15 @@
 //! read (the first model built), readable anywhere without a model at hand. A leaf: it imports
 //! nothing of the crate.
 
-static CLOCK: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+static CLOCK: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
 
 /// Milliseconds since the first model was built: the clock every counter runs on (rates,
-/// `lastsess`), readable where no model is at hand.
+/// `lastsess`, stick-table expiry), readable where no model is at hand. Read on the coarse
+/// clock (a kernel tick, 1–4 ms): several times per request, where a precise read costs more
+/// and HAProxy's own `now_ms` only moves once per polling loop.
 pub fn clock_ms() -> u64 {
-    CLOCK
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_millis() as u64
+    let base = *CLOCK.get_or_init(coarse_ms);
+    coarse_ms().saturating_sub(base)
 }
 
 /// Milliseconds on the kernel's coarse monotonic clock (updated every tick, a few ms): for

@@ -39,6 +39,14 @@ impl Origin {
         }
     }
 
+    /// The listener id HAProxy logs for a unix-socket client (`%cp`): listeners are numbered
+    /// from 1 in bind order. None for TCP clients (they have an address).
+    pub fn unix_listener(&self) -> Option<u32> {
+        self.peer
+            .is_none()
+            .then(|| u32::try_from(self.bind + 1).unwrap_or(u32::MAX))
+    }
+
     /// The addresses of a received header replace the socket's (unless it carries none:
     /// `LOCAL`, `UNKNOWN`, unix or unspecified families).
     pub fn proxied(mut self, h: crate::proxy_proto::Header) -> Origin {

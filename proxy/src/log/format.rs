@@ -246,6 +246,8 @@ impl Timers {
 pub struct LogRecord<'a> {
     /// `%ci:%cp` (None: e.g. an internal applet).
     pub client: Option<SocketAddr>,
+    /// A unix-socket client: `%ci`/`%fi` read `unix`, `%cp`/`%fp` this listener id (HAProxy).
+    pub unix_listener: Option<u32>,
     /// `%fi:%fp`: address the client connected to.
     pub frontend_addr: Option<SocketAddr>,
     /// `%bi:%bp`: our source address towards the server.
@@ -833,6 +835,15 @@ fn render_var(v: Var, o: &Opts, rec: &LogRecord<'_>, out: &mut String) -> bool {
     let req_date_us = rec.accept_date_us + t.idle_hs() * 1000;
     match v {
         Var::Global => return false,
+        Var::ClientIp | Var::FrontendIp if rec.client.is_none() && rec.unix_listener.is_some() => {
+            lf_text(out, Some("unix"), o)
+        }
+        Var::ClientPort | Var::FrontendPort
+            if rec.client.is_none()
+                && let Some(id) = rec.unix_listener =>
+        {
+            ltoa(out, id)
+        }
         Var::ClientIp => lf_ip(out, rec.client, o),
         Var::ClientPort => lf_port(out, rec.client, o),
         Var::FrontendIp => lf_ip(out, rec.frontend_addr, o),

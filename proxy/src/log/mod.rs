@@ -320,6 +320,7 @@ impl Logger {
         let res_caps = rec.captures.as_ref().map(|c| c.res.borrow());
         let record = LogRecord {
             client: rec.client,
+            unix_listener: rec.unix_listener,
             frontend_addr: rec.frontend_addr,
             frontend: &rec.frontend,
             frontend_ssl: rec.ssl,

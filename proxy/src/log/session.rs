@@ -11,6 +11,9 @@ use crate::model::Proxy;
 pub struct SessionLog {
     pub client: Option<SocketAddr>,
     pub frontend_addr: Option<SocketAddr>,
+    /// The client came over a unix socket: the listener's id, which HAProxy logs as the port
+    /// (`%cp`, `%fp`), the addresses reading `unix`.
+    pub unix_listener: Option<u32>,
     pub frontend: String,
     pub ssl: bool,
     /// The frontend TLS connection's facts (`%[ssl_fc_*]` in log formats).
@@ -79,6 +82,7 @@ impl SessionLog {
         SessionLog {
             client,
             frontend_addr,
+            unix_listener: None,
             frontend: fe.name.clone(),
             ssl: false,
             tls: None,

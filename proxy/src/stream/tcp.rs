@@ -175,6 +175,7 @@ pub async fn run_tracked(
     let tls = conn.tls().cloned();
     let client = Side::of(conn);
     let mut log = SessionLog::new(&fe, peer, local, accept_at);
+    log.unix_listener = origin.unix_listener();
     log.req_counter = shared.model.streams.fetch_add(1, Ordering::Relaxed);
     log.ssl = tls.is_some();
     log.tls = tls;

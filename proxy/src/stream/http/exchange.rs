@@ -423,7 +423,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 self.cbuf.clear();
             }
             if end {
-                out.extend_from_slice(b"0\r\n\r\n");
+                out.extend_from_slice(b"0\r\n");
+                for f in self.client.take_trailers().map(|t| t.0).unwrap_or_default() {
+                    out.extend_from_slice(f.name.as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(&f.value);
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"\r\n");
             }
             log.bytes_in += htx_body.feed(&out);
             match self

@@ -61,6 +61,12 @@ pub trait Front: Duplex {
         false
     }
 
+    /// The request's trailer fields, once a payload body has been read to its end (HTTP/2: the
+    /// trailing HEADERS frame; sent on in the last chunk).
+    fn take_trailers(&self) -> Option<Headers> {
+        None
+    }
+
     /// A response the proxy made, whole.
     async fn send_page(&self, page: &Page) -> io::Result<()>;
 

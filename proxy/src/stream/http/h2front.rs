@@ -33,6 +33,8 @@ pub struct H2Front {
     /// The request head for the transaction (taken once), or the status refusing it.
     head: RefCell<Option<Result<RequestHead, u16>>>,
     body: RefCell<Option<RecvStream>>,
+    /// The request's trailers, once its body was read to the end.
+    trailers: RefCell<Option<Headers>>,
     resp: RefCell<Resp>,
     tls: Option<Arc<TlsInfo>>,
     /// Built on demand from `method` and `uri` (only a log line reads it).
@@ -61,6 +63,7 @@ impl H2Front {
         H2Front {
             head: RefCell::new(Some(head)),
             body: RefCell::new((!end).then_some(body)),
+            trailers: RefCell::new(None),
             resp: RefCell::new(Resp::Head(respond)),
             tls,
             log_line: std::cell::OnceCell::new(),
@@ -157,7 +160,18 @@ impl crate::engine::conn::Duplex for H2Front {
                     return (Ok(data.len()), buf);
                 }
                 Some(Err(e)) => return (Err(io::Error::other(e)), buf),
-                None => return (Ok(0), buf),
+                None => {
+                    // The body ended: a trailing HEADERS frame, if any, is kept for the
+                    // transaction (the last chunk towards the server).
+                    if let Ok(Some(t)) = rs.trailers().await {
+                        let fields = t
+                            .iter()
+                            .map(|(n, v)| Header::new(n.as_str(), v.as_bytes()))
+                            .collect();
+                        *self.trailers.borrow_mut() = Some(Headers(fields));
+                    }
+                    return (Ok(0), buf);
+                }
             }
         }
     }
@@ -212,6 +226,10 @@ impl Front for H2Front {
             self.log_line
                 .get_or_init(|| log_line(&self.method, &self.uri)),
         )
+    }
+
+    fn take_trailers(&self) -> Option<Headers> {
+        self.trailers.borrow_mut().take()
     }
 
     fn payload(&self) -> bool {

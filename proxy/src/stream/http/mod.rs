@@ -153,6 +153,7 @@ async fn run_with<F: Front, U: Upstream>(
         peer: origin.peer,
         local: origin.local,
         tls: client.tls().cloned(),
+        unix_listener: origin.unix_listener(),
         proxied: origin.proxied,
     };
     // An h2 stream after the connection's first is not a connection's first request: it may use
@@ -191,12 +192,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     fn new_log(&self) -> SessionLog {
-        let mut log = SessionLog::new(
-            &self.fe,
-            self.facts.peer,
-            self.facts.local,
-            std::time::SystemTime::now(),
-        );
+        self.new_log_at(std::time::SystemTime::now())
+    }
+
+    /// [`Session::new_log`] with the date already read.
+    fn new_log_at(&self, now: std::time::SystemTime) -> SessionLog {
+        let mut log = SessionLog::new(&self.fe, self.facts.peer, self.facts.local, now);
+        log.unix_listener = self.facts.unix_listener;
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
         log.req_counter = self.shared.model.streams.fetch_add(1, Ordering::Relaxed);

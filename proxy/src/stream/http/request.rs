@@ -187,9 +187,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
 
     /// The transaction's log record as the head arrived, and its variables.
     fn open_log(&self, req: &RequestHead, start: Instant) -> (SessionLog, Rc<Vars>) {
-        let mut log = self.new_log();
-        log.accept_date = std::time::SystemTime::now() - start.elapsed();
-        log.request = Some(start.elapsed());
+        // One wall-clock and one monotonic read: the head's wait, and the date it began at.
+        let now = std::time::SystemTime::now();
+        let waited = start.elapsed();
+        let mut log = self.new_log_at(now);
+        log.accept_date = now - waited;
+        log.request = Some(waited);
         // `capture request header` sees the request as received, before any rule.
         log.captures = Captured::start(&self.fe.cfg.captures);
         if let Some(c) = &log.captures {

@@ -34,6 +34,8 @@ pub struct Facts {
     pub tls: Option<Arc<TlsInfo>>,
     /// The PROXY protocol header of an `accept-proxy` bind (`fc_pp_*`, sent on by `send-proxy`).
     pub proxied: Option<Arc<crate::proxy_proto::Header>>,
+    /// A unix-socket client: its listener's id (logged as HAProxy logs such clients).
+    pub unix_listener: Option<u32>,
 }
 
 impl Facts {
