@@ -399,3 +399,67 @@ fn cookie_keyword_errors_as_haproxy() {
         }
     }
 }
+
+/// The CLI's `enable|disable dynamic-cookie backend` and `set dynamic-cookie-key backend`:
+/// their replies, and the cookie a server without one gets after each (the values follow the
+/// server's address, which differs between the runs: compared as which of them differ).
+fn dyn_cli_run(
+    start: impl FnOnce(&str, SocketAddr) -> Option<Proc>,
+    tag: &str,
+) -> Option<Vec<String>> {
+    let node = HttpNode::start(lo(0), HttpOpts::named("s1")).expect("node");
+    let dir = proxy::TempDir::new(&format!("cookie-cli-{tag}"));
+    let sock = dir.0.join("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket \"{}\" mode 600 level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend dc\n\
+         backend dc\n    cookie SRV insert\n    dynamic-cookie-key k1\n    server s1 {}\n",
+        sock.display(),
+        node.addr()
+    );
+    let _p = start(&cfg, lo(port))?;
+    let mut seen = Vec::new();
+    let mut values: Vec<String> = Vec::new();
+    let mut step = |seen: &mut Vec<String>, cmd: &str| {
+        if !cmd.is_empty() {
+            seen.push(format!("{cmd:?} -> {:?}", proxy::admin_cli(&sock, cmd)));
+        }
+        let got = ask(port, "GET", "/", "");
+        let v = got
+            .split("set-cookie: SRV=")
+            .nth(1)
+            .and_then(|r| r.split(';').next())
+            .unwrap_or("none")
+            .to_string();
+        let n = values.iter().position(|x| *x == v).unwrap_or_else(|| {
+            values.push(v.clone());
+            values.len() - 1
+        });
+        seen.push(format!("cookie #{n} ({} chars)", v.len()));
+    };
+    step(&mut seen, "");
+    step(&mut seen, "enable dynamic-cookie backend dc");
+    step(&mut seen, "set dynamic-cookie-key backend dc k2");
+    step(&mut seen, "set dynamic-cookie-key backend dc k1");
+    step(&mut seen, "disable dynamic-cookie backend dc");
+    for cmd in [
+        "enable dynamic-cookie backend",
+        "enable dynamic-cookie backend nosuch",
+        "set dynamic-cookie-key backend dc",
+        "disable dynamic-cookie backend fe",
+    ] {
+        seen.push(format!("{cmd:?} -> {:?}", proxy::admin_cli(&sock, cmd)));
+    }
+    Some(seen)
+}
+
+#[test]
+fn dynamic_cookie_cli_as_haproxy() {
+    let got = dyn_cli_run(|cfg, port| Some(Proc::portcullis(cfg, port)), "p").expect("portcullis");
+    assert!(got.iter().any(|l| l == "cookie #1 (16 chars)"), "{got:#?}");
+    if let Some(reference) = dyn_cli_run(Proc::haproxy, "h") {
+        assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
+    }
+}

@@ -35,11 +35,13 @@ pub(super) fn request(tx: &mut Txn, be: &Proxy) {
         return;
     };
     let pool = be.pool();
+    let cookies: Vec<_> = pool.servers.iter().map(|s| s.cookie.load_full()).collect();
     let candidates: Vec<Candidate<'_>> = pool
         .servers
         .iter()
-        .map(|s| Candidate {
-            cookie: s.cfg.opts.cookie.as_deref(),
+        .zip(&cookies)
+        .map(|(s, c)| Candidate {
+            cookie: c.as_deref().map(String::as_str),
             running: s.usable.load(Ordering::Acquire),
         })
         .collect();
@@ -80,7 +82,8 @@ pub(super) fn response(tx: &mut Txn, be: &Proxy, srv: &Arc<Server>, head: &mut R
         cacheable: ck.nocache && cookie::cacheable(&tx.req, head.status, &head.headers),
         now: unix_secs(),
     };
-    let sc = srv.cfg.opts.cookie.as_deref();
+    let sc = srv.cookie.load_full();
+    let sc = sc.as_deref().map(String::as_str);
     cookie::server_side(ck, &mut head.headers, sc, &rx, &mut flags);
     if ck.any() {
         tx.log.cookie = Some(flags);
