@@ -408,6 +408,8 @@ fn dyn_cli_run(
     tag: &str,
 ) -> Option<Vec<String>> {
     let node = HttpNode::start(lo(0), HttpOpts::named("s1")).expect("node");
+    let other = HttpNode::start(lo(0), HttpOpts::named("s1b")).expect("node");
+    assert_ne!(node.addr().port(), other.addr().port());
     let dir = proxy::TempDir::new(&format!("cookie-cli-{tag}"));
     let sock = dir.0.join("admin.sock");
     let port = free_port();
@@ -422,9 +424,16 @@ fn dyn_cli_run(
     let _p = start(&cfg, lo(port))?;
     let mut seen = Vec::new();
     let mut values: Vec<String> = Vec::new();
+    // The servers' ports differ between the runs.
+    let ports = [node.addr().port(), other.addr().port()].map(|p| p.to_string());
+    let masked = |t: &str| {
+        t.replace(&ports[0], "<port1>")
+            .replace(&ports[1], "<port2>")
+    };
     let mut step = |seen: &mut Vec<String>, cmd: &str| {
         if !cmd.is_empty() {
-            seen.push(format!("{cmd:?} -> {:?}", proxy::admin_cli(&sock, cmd)));
+            let reply = proxy::admin_cli(&sock, cmd);
+            seen.push(masked(&format!("{cmd:?} -> {reply:?}")));
         }
         let got = ask(port, "GET", "/", "");
         let v = got
@@ -443,6 +452,17 @@ fn dyn_cli_run(
     step(&mut seen, "enable dynamic-cookie backend dc");
     step(&mut seen, "set dynamic-cookie-key backend dc k2");
     step(&mut seen, "set dynamic-cookie-key backend dc k1");
+    // A new address, a new dynamic cookie; the old address, the old one.
+    let moved = format!(
+        "set server dc/s1 addr 127.0.0.1 port {}",
+        other.addr().port()
+    );
+    step(&mut seen, &moved);
+    let back = format!(
+        "set server dc/s1 addr 127.0.0.1 port {}",
+        node.addr().port()
+    );
+    step(&mut seen, &back);
     step(&mut seen, "disable dynamic-cookie backend dc");
     for cmd in [
         "enable dynamic-cookie backend",
@@ -459,6 +479,10 @@ fn dyn_cli_run(
 fn dynamic_cookie_cli_as_haproxy() {
     let got = dyn_cli_run(|cfg, port| Some(Proc::portcullis(cfg, port)), "p").expect("portcullis");
     assert!(got.iter().any(|l| l == "cookie #1 (16 chars)"), "{got:#?}");
+    assert!(
+        got.iter().any(|l| l == "cookie #3 (16 chars)"),
+        "a new address: {got:#?}"
+    );
     if let Some(reference) = dyn_cli_run(Proc::haproxy, "h") {
         assert_eq!(got, reference, "portcullis vs HAProxy 2.6");
     }

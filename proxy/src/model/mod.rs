@@ -352,6 +352,9 @@ pub struct Server {
     /// The persistence cookie value: `cookie <value>`, or the dynamic one (`cookie … dynamic`,
     /// changed by the CLI's `dynamic-cookie` commands).
     pub cookie: arc_swap::ArcSwapOption<String>,
+    /// The address the dynamic cookie was computed from (None: no dynamic cookie): a new
+    /// address (`set server addr`, a resolver) gets it computed again.
+    pub cookie_addr: arc_swap::ArcSwapOption<SocketAddr>,
     /// `ssl` / `check-ssl`: the TLS client settings.
     pub tls: Option<crate::tls::client::ServerTls>,
     pub counters: Counters,
@@ -417,6 +420,10 @@ impl Server {
             id: s.id,
             cookie: arc_swap::ArcSwapOption::from(
                 crate::http::cookie::server_cookie(s, p).map(Arc::new),
+            ),
+            cookie_addr: arc_swap::ArcSwapOption::from(
+                (s.opts.cookie.is_none() && crate::http::cookie::server_cookie(s, p).is_some())
+                    .then(|| Arc::new(s.addr)),
             ),
             cfg: s.clone(),
             addr: ArcSwap::from_pointee(s.addr),
@@ -665,10 +672,15 @@ impl Proxy {
             .filter(|s| s.cfg.opts.cookie.is_none())
         {
             match (st.0, &st.1) {
-                (false, _) => s.cookie.store(None),
+                (false, _) => {
+                    s.cookie.store(None);
+                    s.cookie_addr.store(None);
+                }
                 (true, Some(k)) => {
-                    let c = crate::http::cookie::dynamic_cookie(k, **s.addr.load());
+                    let addr = **s.addr.load();
+                    let c = crate::http::cookie::dynamic_cookie(k, addr);
                     s.cookie.store(Some(Arc::new(c)));
+                    s.cookie_addr.store(Some(Arc::new(addr)));
                 }
                 (true, None) => {}
             }

@@ -35,6 +35,16 @@ pub(super) fn request(tx: &mut Txn, be: &Proxy) {
         return;
     };
     let pool = be.pool();
+    // A server's address changed since its dynamic cookie was made: made again.
+    let moved = |s: &Arc<Server>| {
+        s.cookie_addr
+            .load()
+            .as_deref()
+            .is_some_and(|a| *a != **s.addr.load())
+    };
+    if pool.servers.iter().any(moved) {
+        be.set_dynamic_cookie(None, None);
+    }
     let cookies: Vec<_> = pool.servers.iter().map(|s| s.cookie.load_full()).collect();
     let candidates: Vec<Candidate<'_>> = pool
         .servers
