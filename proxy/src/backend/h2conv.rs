@@ -30,18 +30,10 @@ pub struct Outgoing {
     pub asked: Asked,
 }
 
-/// Headers HTTP/2 forbids (RFC 9113 §8.2.2), left out as HAProxy's H2 mux does.
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2), and `host` (`:authority` or a kept header, as
+/// the callers decide), left out as HAProxy's H2 mux does.
 fn connection_specific(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
+    crate::http::head::h2_forbidden(name) || name.eq_ignore_ascii_case("host")
 }
 
 /// The h2 request for `head`.

@@ -3,6 +3,7 @@
 //! on a plain connection), and its response comes back as the status, headers and body that the
 //! `expect` rules judge — the same shape the HTTP/1 path parses.
 
+use crate::http::head::h2_forbidden as connection_specific;
 use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
 
@@ -43,19 +44,6 @@ where
         driver,
         pending: None,
     })
-}
-
-/// Headers HTTP/2 forbids (RFC 9113 §8.2.2): HAProxy's H2 mux drops them from what it sends.
-fn connection_specific(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 impl Link {

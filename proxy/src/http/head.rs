@@ -114,6 +114,21 @@ pub struct ResponseHead {
     pub headers: Headers,
 }
 
+/// The connection-specific fields of an HTTP/1 message, which HTTP/2 forbids (RFC 9113
+/// §8.2.2): HAProxy's H2 mux leaves them out of what it sends (`te` other than `trailers`,
+/// and `host` beside `:authority`, are each caller's own rule).
+pub fn h2_forbidden(name: &str) -> bool {
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -310,18 +310,9 @@ impl Front for H2Front {
     }
 }
 
-/// Fields of an HTTP/1 message that have no place in h2 (RFC 9113 §8.2.2).
+/// Fields of an HTTP/1 response that have no place in h2 (RFC 9113 §8.2.2), `te` included.
 fn connection_specific(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-        "te",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
+    crate::http::head::h2_forbidden(name) || name.eq_ignore_ascii_case("te")
 }
 
 /// The h2 form of a response head: lowercase names, no connection-specific field. A 101 (an
