@@ -86,9 +86,23 @@ pub async fn take_server(
     key: Option<u32>,
     stuck: Option<Arc<Server>>,
 ) -> Result<(Arc<Server>, Duration), ConnectError> {
+    take_server_forced(be, key, stuck, false).await
+}
+
+/// [`take_server`]; `force`: the stuck server is taken even stopped (a persistence cookie
+/// already checked against `option persist` and `force-persist`).
+pub async fn take_server_forced(
+    be: &Proxy,
+    key: Option<u32>,
+    stuck: Option<Arc<Server>>,
+    force: bool,
+) -> Result<(Arc<Server>, Duration), ConnectError> {
     let start = Instant::now();
-    // A `stick match` server in service goes first, if it has a slot.
-    if let Some(s) = stuck.filter(|s| s.is_usable())
+    // A `stick match` (or persistence cookie) server goes first if running, even drained (as
+    // HAProxy, which only passes over a stopped one), and if it has a slot.
+    // `option persist` sends to a stopped one all the same.
+    let persist = force || be.cfg.options.persist;
+    if let Some(s) = stuck.filter(|s| persist || s.usable.load(Ordering::Acquire))
         && acquire(&s)
     {
         crate::model::sessions::note_server(be, &s);

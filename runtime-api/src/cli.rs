@@ -210,6 +210,9 @@ pub trait Runtime {
     fn set_frontend_paused(&mut self, _proxy: usize, _paused: bool) {}
     /// `set rate-limit … global <n>`, already checked (0: no limit).
     fn set_rate_limit(&mut self, _which: crate::limits::RateLimit, _value: u32) {}
+    /// `enable|disable dynamic-cookie backend` (`enable`), `set dynamic-cookie-key backend`
+    /// (`key`), the backend found.
+    fn set_dynamic_cookie(&mut self, _proxy: usize, _enable: Option<bool>, _key: Option<&str>) {}
     /// `shutdown frontend`: its listeners close for good (running sessions go on).
     fn shutdown_frontend(&mut self, _proxy: usize) {}
     /// `set maxconn global`, already checked against `Hard_maxconn` (0 means that limit).
@@ -299,6 +302,8 @@ enum H {
     EnableFrontend,
     DisableFrontend,
     ShutdownFrontend,
+    /// `enable|disable dynamic-cookie backend`, `set dynamic-cookie-key backend`.
+    DynCookie,
     ShowSslCert,
     ShowTable,
     ClearTable,
@@ -933,7 +938,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::DynCookie,
     ),
     kw(
         &["enable", "dynamic-cookie", "backend"],
@@ -942,7 +947,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::DynCookie,
     ),
     kw(
         &["disable", "dynamic-cookie", "backend"],
@@ -951,7 +956,7 @@ pub static CLI_KWS: &[CliKw] = &[
         ),
         Vis::Normal,
         Level::User,
-        H::Unsupported,
+        H::DynCookie,
     ),
     kw(
         &["show", "errors"],
@@ -1743,6 +1748,7 @@ fn run_one(
         | H::EnableFrontend
         | H::DisableFrontend
         | H::ShutdownFrontend
+        | H::DynCookie
             if s.level < Level::Admin =>
         {
             out.err(PERMISSION_DENIED)
@@ -1777,6 +1783,7 @@ fn run_one(
                 _ => rt.shutdown_frontend(pi),
             }
         }
+        H::DynCookie => dyn_cookie(args, rt, out),
         H::AddServer => crate::dynamic::add_server(args, rt, out),
         H::Map => rt.map_command(
             arg_at(args, 0),
@@ -2376,5 +2383,30 @@ pub fn dump_cli_keywords(out: &mut String) {
     for l in lines {
         out.push_str(&l);
         out.push('\n');
+    }
+}
+
+/// `enable|disable dynamic-cookie backend <bk>`, `set dynamic-cookie-key backend <bk> <key>`:
+/// HAProxy's `cli_find_backend` words, then silence on success.
+fn dyn_cookie(args: &[String], rt: &mut dyn Runtime, out: &mut Reply) {
+    let name = arg_at(args, 3);
+    if name.is_empty() {
+        out.err("A backend name is expected.\n");
+        return;
+    }
+    let Some(pi) = rt.snapshot().find_backend(name) else {
+        out.err("No such backend.\n");
+        return;
+    };
+    match arg_at(args, 0) {
+        "set" => {
+            let key = arg_at(args, 4);
+            if key.is_empty() {
+                out.err("String value expected.\n");
+                return;
+            }
+            rt.set_dynamic_cookie(pi, None, Some(key));
+        }
+        verb => rt.set_dynamic_cookie(pi, Some(verb == "enable"), None),
     }
 }

@@ -1346,7 +1346,7 @@ fn keyword_inventory_matches_haproxy_worker_keywords() {
         .filter(|k| k.implemented())
         .map(|k| k.words.join(" "))
         .collect();
-    assert_eq!(implemented.len(), 69, "{implemented:?}");
+    assert_eq!(implemented.len(), 72, "{implemented:?}");
 }
 
 /// `level user` sessions do not see `addr`, `cookie` and `algo` (checked on HAProxy 2.6).

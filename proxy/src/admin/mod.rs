@@ -366,6 +366,12 @@ impl Runtime for AdminRuntime {
         crate::map::cli::run(crate::map::registry(), verb, what, args, payload, out);
     }
 
+    fn set_dynamic_cookie(&mut self, proxy: usize, enable: Option<bool>, key: Option<&str>) {
+        if let Some(be) = self.shared.model.proxies.get(proxy) {
+            be.set_dynamic_cookie(enable, key);
+        }
+    }
+
     fn set_maxconn_frontend(&mut self, proxy: usize, maxconn: u32) {
         let model = &self.shared.model;
         if let Some(fe) = model.proxies.get(proxy) {

@@ -230,10 +230,17 @@ pub struct ProxyRules {
     pub tcp_connection: Vec<TcpRule>,
     /// `stats admin if|unless <cond>`: the stats page may change servers.
     pub stats_admin: Option<Condition>,
+    /// `force-persist` (true) / `ignore-persist` (false) rules.
+    pub persist: Vec<(bool, Condition)>,
     /// `stats http-request` rules, run before the stats page is served.
     pub stats_http_request: Vec<Rule>,
     /// Every `userlist` (shared by all proxies), for `http_auth*()`.
     pub userlists: std::sync::Arc<crate::ana::auth::Userlists>,
+}
+
+/// What the first matching `force-persist` (true) or `ignore-persist` (false) rule says.
+pub fn persist_rule(rules: &[(bool, Condition)], ctx: &SampleCtx<'_>) -> Option<bool> {
+    rules.iter().find(|(_, c)| c.eval(ctx)).map(|(f, _)| *f)
 }
 
 /// What the `http-request` rules decided.
@@ -423,6 +430,22 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
     }
     let admin = p.stats.as_ref().and_then(|s| s.admin.clone());
     r.stats_admin = cond(&admin, "stats admin", errs);
+    for (force, c) in &p.extra.persist_rules {
+        let kw = if *force {
+            "force-persist"
+        } else {
+            "ignore-persist"
+        };
+        // HAProxy words this one "a '<kw>' rule".
+        match acl::compile_cond(c, &acls) {
+            Ok(x) => r.persist.push((*force, x)),
+            Err(e) => errs.push(Diag::alert(
+                &e.loc.file,
+                e.loc.line,
+                format!("error detected while parsing a '{kw}' rule : {}.", e.msg),
+            )),
+        }
+    }
     let fmt = |s: &str, loc: &crate::config::model::Loc, rule: &str, errs: &mut Vec<Diag>| {
         match crate::map::with_origin(&loc.file, loc.line, || LogFormat::parse_rule(s)) {
             Ok(f) => f,

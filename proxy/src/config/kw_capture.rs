@@ -35,7 +35,14 @@ pub(crate) fn kw_capture(p: &mut P, args: &[String]) {
                 p.px.captures.res.push(slot);
             }
         }
-        ("cookie", _) => p.pending("capture cookie"),
+        ("cookie", _) => {
+            // HAProxy checks only that a length is there (`atol`, `len` itself not read).
+            if arg(args, 4).is_empty() {
+                p.alert("'capture' expects 'cookie' <cookie_name> 'len' <len>.");
+                return;
+            }
+            p.px.extra.capture_cookie = Some((arg(args, 2).to_string(), atol(arg(args, 4))));
+        }
         _ => p.alert("'capture' expects 'cookie' or 'request header' or 'response header'."),
     }
 }

@@ -9,7 +9,7 @@ use super::model::{
 };
 use super::parser::{Ctx, unknown_kw};
 use super::values::{parse_time, parse_u32, time_error_msg};
-use super::{addr, kw_capture, kw_pages, kw_rules, kw_server, kw_small, suggest};
+use super::{addr, kw_capture, kw_cookie, kw_pages, kw_rules, kw_server, kw_small, suggest};
 
 /// Allowed in `defaults` sections (named or anonymous).
 pub(crate) const DEF: u8 = 1;
@@ -104,6 +104,30 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         caps: DEF | FE,
         strict: false,
         parse: kw_unique_id_header,
+    },
+    ProxyKw {
+        kw: "cookie",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_cookie::kw_cookie,
+    },
+    ProxyKw {
+        kw: "force-persist",
+        caps: BE,
+        strict: false,
+        parse: kw_cookie::kw_persist_rule,
+    },
+    ProxyKw {
+        kw: "ignore-persist",
+        caps: BE,
+        strict: false,
+        parse: kw_cookie::kw_persist_rule,
+    },
+    ProxyKw {
+        kw: "dynamic-cookie-key",
+        caps: DEF | BE,
+        strict: false,
+        parse: kw_cookie::kw_dynamic_cookie_key,
     },
     ProxyKw {
         kw: "hash-balance-factor",
@@ -1041,6 +1065,7 @@ pub(crate) const OPTIONS: &[(&str, u8, bool)] = &[
     ("tcp-smart-connect", BE, false),
     ("tcpka", FE | BE, false),
     ("allbackups", BE, false),
+    ("persist", BE, false),
     ("dontlognull", FE, false),
     ("forwardfor", FE | BE, false),
     ("http-keep-alive", FE | BE, false),
@@ -1095,6 +1120,7 @@ fn kw_option(p: &mut P, args: &[String]) {
     match name {
         "abortonclose"
         | "allbackups"
+        | "persist"
         | "dontlognull"
         | "log-health-checks"
         | "socket-stats"
@@ -1143,6 +1169,7 @@ fn kw_option(p: &mut P, args: &[String]) {
                 "log-separate-errors" => o.log_separate_errors = on,
                 "abortonclose" => o.abortonclose = on,
                 "allbackups" => o.allbackups = on,
+                "persist" => o.persist = on,
                 "dontlognull" => o.dontlognull = on,
                 "log-health-checks" => o.log_health_checks = on,
                 "socket-stats" => o.socket_stats = on,

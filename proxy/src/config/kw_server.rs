@@ -196,6 +196,12 @@ pub(crate) static SRV_KWS: &[SrvKw] = &[
         parse: |s, v| set_str(&mut s.opts.ca_file, v),
     },
     SrvKw {
+        kw: "cookie",
+        args: 1,
+        default_ok: true,
+        parse: |s, v| set_str(&mut s.opts.cookie, v),
+    },
+    SrvKw {
         kw: "check",
         args: 0,
         default_ok: true,

@@ -1210,6 +1210,9 @@ pub struct ServerOpts {
     pub resolve: ResolveOpts,
     /// The PROXY protocol header sent first on every connection to the server.
     pub send_proxy: SendProxy,
+    /// `cookie <value>`: the persistence cookie value naming this server (`cookie` keyword of
+    /// its backend).
+    pub cookie: Option<String>,
     /// `check-send-proxy`: health checks send it too, even with `port`/`addr`.
     pub check_send_proxy: bool,
     /// `check-proto h1|h2`: the protocol of HTTP checks.
@@ -1275,6 +1278,7 @@ impl Default for ServerOpts {
             slowstart: None,
             resolve: ResolveOpts::default(),
             send_proxy: SendProxy::default(),
+            cookie: None,
             check_send_proxy: false,
             check_proto: None,
             check_alpn: None,
@@ -1314,6 +1318,8 @@ pub struct Options {
     pub forwardfor: Option<ForwardFor>,
     pub redispatch: Option<Redispatch>,
     pub allbackups: bool,
+    /// `option persist`: a persistence cookie naming a stopped server still sends to it.
+    pub persist: bool,
     pub socket_stats: bool,
     pub httpclose: bool,
     pub http_server_close: bool,
@@ -1429,9 +1435,55 @@ pub enum RelayEngine {
     Userspace,
 }
 
+/// `cookie` modes: at most one of them (HAProxy's `PR_CK_RW|PR_CK_INS|PR_CK_PFX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CookieMode {
+    Rewrite,
+    Insert,
+    Prefix,
+}
+
+/// `cookie <name> [rewrite|insert|prefix] [indirect] [nocache] [postonly] [preserve]
+/// [httponly] [secure] [domain <d>]* [maxidle <t>] [maxlife <t>] [dynamic] [attr <v>]*`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CookieCfg {
+    pub name: String,
+    pub mode: Option<CookieMode>,
+    pub indirect: bool,
+    pub nocache: bool,
+    pub postonly: bool,
+    pub preserve: bool,
+    pub httponly: bool,
+    pub secure: bool,
+    /// `domain` values joined as HAProxy emits them (`a; domain=b`).
+    pub domain: Option<String>,
+    /// Seconds; 0: none.
+    pub maxidle: u32,
+    pub maxlife: u32,
+    pub dynamic: bool,
+    /// `attr` values joined with `; `.
+    pub attrs: Option<String>,
+}
+
+impl CookieCfg {
+    /// HAProxy's `PR_CK_ANY`: a mode or `indirect` is set (the log then shows the cookie flags).
+    pub fn any(&self) -> bool {
+        self.mode.is_some() || self.indirect
+    }
+}
+
 /// Proxy settings of the real-world keywords (error pages, monitor, description…).
 #[derive(Clone, Debug, Default)]
 pub struct ProxyExtra {
+    /// `cookie <name> …`: cookie-based persistence (`http/cookie.rs`).
+    pub cookie: Option<CookieCfg>,
+    /// `dynamic-cookie-key <key>`: the secret of `cookie … dynamic`.
+    pub dynamic_cookie_key: Option<String>,
+    /// `capture cookie <name> len <n>`: the first cookie whose name starts with `name`, for
+    /// `%CC` / `%CS`.
+    pub capture_cookie: Option<(String, usize)>,
+    /// `force-persist` (true) and `ignore-persist` (false) rules, in order.
+    pub persist_rules: Vec<(bool, Cond)>,
     /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the
     /// proxy's own first such line starts them afresh, as HAProxy frees inherited rules.
     pub checks_inherited: bool,

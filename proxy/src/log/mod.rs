@@ -334,6 +334,12 @@ impl Logger {
             bytes_out: rec.bytes_out,
             bytes_in: rec.bytes_in,
             term: termination(rec.term),
+            cookie: rec.cookie.map(|c| crate::log::format::CookieState {
+                client: char::from(c.client),
+                server: char::from(c.server),
+            }),
+            cli_cookie: rec.cli_cookie.as_deref(),
+            srv_cookie: rec.srv_cookie.as_deref(),
             actconn: rec.actconn,
             feconn: rec.feconn,
             beconn: rec.beconn,

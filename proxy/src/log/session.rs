@@ -40,6 +40,11 @@ pub struct SessionLog {
     pub bytes_out: u64,
     /// Termination cause and state (`%ts`); httplog adds the two cookie characters `--`.
     pub term: [u8; 2],
+    /// The persistence cookie's flags (`%tsc` characters 3 and 4), when the backend has one.
+    pub cookie: Option<crate::http::cookie::Flags>,
+    /// `capture cookie`: the client's (`%CC`) and the server's (`%CS`) cookie.
+    pub cli_cookie: Option<String>,
+    pub srv_cookie: Option<String>,
     pub actconn: u32,
     pub feconn: u32,
     pub beconn: u32,
@@ -94,6 +99,9 @@ impl SessionLog {
             bytes_in: 0,
             bytes_out: 0,
             term: *b"--",
+            cookie: None,
+            cli_cookie: None,
+            srv_cookie: None,
             actconn: 0,
             feconn: 0,
             beconn: 0,

@@ -349,6 +349,12 @@ pub struct Server {
     pub check_target: std::sync::Mutex<(Option<std::net::IpAddr>, Option<u16>)>,
     /// `maxconn` (0 = unlimited), changed by `set maxconn server`.
     pub maxconn: AtomicU32,
+    /// The persistence cookie value: `cookie <value>`, or the dynamic one (`cookie … dynamic`,
+    /// changed by the CLI's `dynamic-cookie` commands).
+    pub cookie: arc_swap::ArcSwapOption<String>,
+    /// The address the dynamic cookie was computed from (None: no dynamic cookie): a new
+    /// address (`set server addr`, a resolver) gets it computed again.
+    pub cookie_addr: arc_swap::ArcSwapOption<SocketAddr>,
     /// `ssl` / `check-ssl`: the TLS client settings.
     pub tls: Option<crate::tls::client::ServerTls>,
     pub counters: Counters,
@@ -412,6 +418,13 @@ impl Server {
             check_spec,
             name: s.name.clone(),
             id: s.id,
+            cookie: arc_swap::ArcSwapOption::from(
+                crate::http::cookie::server_cookie(s, p).map(Arc::new),
+            ),
+            cookie_addr: arc_swap::ArcSwapOption::from(
+                (s.opts.cookie.is_none() && crate::http::cookie::server_cookie(s, p).is_some())
+                    .then(|| Arc::new(s.addr)),
+            ),
             cfg: s.clone(),
             addr: ArcSwap::from_pointee(s.addr),
             has_addr: AtomicBool::new(!s.unresolved),
@@ -579,6 +592,8 @@ pub struct Proxy {
     pub be_state: BackendState,
     /// The proxy's `stick-table` (also in `Model::stick`).
     pub table: Option<Arc<crate::stick::Table>>,
+    /// `cookie … dynamic` on (the CLI turns it on and off) and `dynamic-cookie-key`.
+    pub dyn_cookie: std::sync::Mutex<(bool, Option<String>)>,
 }
 
 /// Whether a backend has a server to send traffic to, and its history: times it lost the last
@@ -639,6 +654,39 @@ impl Pool {
 }
 
 impl Proxy {
+    /// `enable|disable dynamic-cookie backend` and `set dynamic-cookie-key backend`: the
+    /// servers without a `cookie` of their own get their dynamic one again, or none once off
+    /// (HAProxy's `srv_set_dyncookie`; without a key they keep what they have).
+    pub fn set_dynamic_cookie(&self, enable: Option<bool>, key: Option<&str>) {
+        let mut st = self.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = enable {
+            st.0 = e;
+        }
+        if let Some(k) = key {
+            st.1 = Some(k.to_string());
+        }
+        for s in self
+            .pool()
+            .servers
+            .iter()
+            .filter(|s| s.cfg.opts.cookie.is_none())
+        {
+            match (st.0, &st.1) {
+                (false, _) => {
+                    s.cookie.store(None);
+                    s.cookie_addr.store(None);
+                }
+                (true, Some(k)) => {
+                    let addr = **s.addr.load();
+                    let c = crate::http::cookie::dynamic_cookie(k, addr);
+                    s.cookie.store(Some(Arc::new(c)));
+                    s.cookie_addr.store(Some(Arc::new(addr)));
+                }
+                (true, None) => {}
+            }
+        }
+    }
+
     /// The current servers and LB table (one consistent pair).
     pub fn pool(&self) -> arc_swap::Guard<Arc<Pool>> {
         self.pool.load()
@@ -831,6 +879,10 @@ impl Model {
                         .stick_table
                         .as_ref()
                         .and_then(|_| stick.find(&p.name).cloned()),
+                    dyn_cookie: std::sync::Mutex::new((
+                        p.extra.cookie.as_ref().is_some_and(|c| c.dynamic),
+                        p.extra.dynamic_cookie_key.clone(),
+                    )),
                 })
             })
             .collect();

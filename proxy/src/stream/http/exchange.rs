@@ -226,6 +226,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 shared: &self.shared,
                 fe: &self.fe,
                 facts: &self.facts,
+                persist: tx.persist.as_ref(),
+                force_persist: tx.persist_rule == Some(true),
                 replayable: tx.framing.bodyless() && attempts == 1,
             };
             let first = tx.first || attempts > 1;

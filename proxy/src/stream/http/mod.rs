@@ -15,6 +15,7 @@ mod exchange;
 pub mod front;
 pub mod h2;
 mod h2front;
+mod persist;
 mod request;
 mod res_inspect;
 mod response;
@@ -105,6 +106,10 @@ struct Txn {
     /// A local reply keeps the connection (keep-alive asked, body wholly received).
     keep: bool,
     vars: Rc<Vars>,
+    /// The server the client's persistence cookie names (`persist.rs`).
+    persist: Option<Arc<crate::model::Server>>,
+    /// `force-persist` (true) or `ignore-persist` (false) matched.
+    persist_rule: Option<bool>,
 }
 
 impl Txn {

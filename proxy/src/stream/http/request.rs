@@ -180,6 +180,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
             body_here: None,
             keep: false,
             vars,
+            persist: None,
+            persist_rule: None,
         })
     }
 
@@ -292,6 +294,16 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 break;
             }
             be = next;
+        }
+        // `force-persist` / `ignore-persist`: read once the rules are done (HAProxy's
+        // http_process_request, before the cookie).
+        if !be.rules.persist.is_empty() {
+            let base = self.rule_ctx(refs, &be, strm);
+            let ctx = SampleCtx {
+                req: Some(&tx.req),
+                ..base
+            };
+            tx.persist_rule = rules::persist_rule(&be.rules.persist, &ctx);
         }
         Ok(be)
     }
@@ -407,7 +419,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 keep,
             }
         };
-        match self.request_verdict(tx, be, base) {
+        let verdict = self.request_verdict(tx, be, base);
+        // HAProxy runs the persistence cookie on a deny or tarpit too, for the log's flags.
+        if matches!(verdict, Verdict::Deny(_) | Verdict::Tarpit(_)) {
+            super::persist::capture_request(tx, &self.fe);
+            super::persist::request(tx, be);
+        }
+        match verdict {
             Verdict::Continue => self.stats_applet(tx, be, base),
             Verdict::Prometheus => Some(self.prometheus_applet(tx)),
             Verdict::Deny(st) => Some(self.deny(tx, be, stage, st)),
@@ -622,6 +640,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
         {
             return self.local_reply(tx.log, r, tx.start).await;
         }
+        super::persist::capture_request(&mut tx, &self.fe);
+        super::persist::request(&mut tx, &be);
         self.prepare_request(&mut tx.req, &be);
         let mut head_bytes = Vec::with_capacity(1024);
         h1::write_request_head(&tx.req, &mut head_bytes);

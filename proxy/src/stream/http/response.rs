@@ -90,6 +90,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
             }
             return Forwarded::Done(self.replace_response(leg, v, tx).await);
         }
+        super::persist::capture_response(tx, &self.fe, &head);
+        super::persist::response(tx, leg.be, leg.srv, &mut head);
         self.after_rules(Some(leg.be), &mut head, &tx.log);
         self.response_head(leg.be, &mut head, &plan, tx);
         // `option logasap`: the line goes out once the head is ready to forward.

@@ -57,6 +57,10 @@ pub struct Side<'a> {
     pub shared: &'a Shared,
     pub fe: &'a Proxy,
     pub facts: &'a Facts,
+    /// The server the client's persistence cookie names: tried before the balancer.
+    pub persist: Option<&'a Arc<Server>>,
+    /// A `force-persist` rule matched: a stopped `stick match` server is used all the same.
+    pub force_persist: bool,
     /// The request can be sent again on a new connection if a reused one turns out closed
     /// (bodiless, first attempt): the stream's own connection, fresh from its last response,
     /// is then reused without the close check's system call.
@@ -119,12 +123,21 @@ impl Upstream for Servers {
         // Without stick rules, neither the clock nor the tables are read.
         let sticky = !be.cfg.stick_rules.is_empty();
         let now = if sticky { model.now_ms() } else { 0 };
-        let stuck = sticky
-            .then(|| backend::stuck_server(&model.stick, be, src, now))
-            .flatten();
-        let (srv, queued) = backend::take_server(be, key, stuck)
-            .await
-            .map_err(|e| (e, None))?;
+        // A persistence cookie wins over the stick rules (HAProxy assigns its server first).
+        let stuck = match side.persist {
+            Some(s) => Some(Arc::clone(s)),
+            None => sticky
+                .then(|| backend::stuck_server(&model.stick, be, src, now))
+                .flatten(),
+        };
+        let (srv, queued) = backend::take_server_forced(
+            be,
+            key,
+            stuck,
+            side.persist.is_some() || side.force_persist,
+        )
+        .await
+        .map_err(|e| (e, None))?;
         log.queue = Some(queued);
         let reuse = be.cfg.http_reuse;
         let mut idle = idle_conn(&mut self.own, reuse, &srv, (first, side.replayable));
