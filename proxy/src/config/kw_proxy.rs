@@ -1188,6 +1188,7 @@ fn kw_option(p: &mut P, args: &[String]) {
                     if on {
                         o.httplog = false;
                         o.httplog_clf = false;
+                        p.px.log_format = None;
                     }
                 }
                 // The three connection modes exclude each other; the last one wins.
@@ -1218,6 +1219,9 @@ fn kw_option(p: &mut P, args: &[String]) {
             o.httplog_clf = on && clf;
             if on {
                 o.tcplog = false;
+                // The format it names replaces a `log-format` set before, inherited from
+                // `defaults` included (HAProxy: one format string, the last setting wins).
+                p.px.log_format = None;
             }
         }
         "forwardfor" => {

@@ -2136,3 +2136,20 @@ fn tcp_response_from_named_defaults() {
     assert_eq!(b.tcp_response.len(), 1);
     assert_eq!(b.tcp_res_inspect_delay, Some(Duration::from_secs(1)));
 }
+
+/// One format string per proxy, the last setting wins (HAProxy): `option httplog|tcplog`
+/// replaces a `log-format` inherited from `defaults` or set before it, and a `log-format`
+/// after them is the one used.
+#[test]
+fn option_httplog_replaces_an_inherited_log_format() {
+    let c = ok("defaults\n    mode http\n    log-format \"%ci %b\"\n\
+         frontend a\n    bind :8001\n    option httplog\n\
+         frontend b\n    bind :8002\n\
+         frontend c\n    bind :8003\n    option httplog\n    log-format \"%ST\"\n\
+         listen d\n    mode tcp\n    bind :8004\n    option tcplog\n");
+    let by = |n: &str| c.proxies.iter().find(|p| p.name == n).expect(n);
+    assert!(by("a").log_format.is_none() && by("a").options.httplog);
+    assert_eq!(by("b").log_format.as_ref().unwrap().0, "%ci %b");
+    assert_eq!(by("c").log_format.as_ref().unwrap().0, "%ST");
+    assert!(by("d").log_format.is_none() && by("d").options.tcplog);
+}
