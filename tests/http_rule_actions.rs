@@ -51,9 +51,9 @@ fn config(ports: &[u16]) -> String {
     let mut cfg = "global\n    expose-experimental-directives\n\
          defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n"
         .to_string();
-    for (n, port) in NORMALIZERS.iter().zip(ports) {
+    for (i, (n, port)) in NORMALIZERS.iter().zip(ports).enumerate() {
         cfg += &format!(
-            "\nfrontend fe{port}\n    bind 127.0.0.1:{port}\n    http-request disable-l7-retry\n\
+            "\nfrontend fe{i}\n    bind 127.0.0.1:{port}\n    http-request disable-l7-retry\n\
              \x20   http-request normalize-uri {n}\n\
              \x20   http-request return status 200 content-type text/plain lf-string \"%[url]\"\n"
         );
@@ -77,7 +77,14 @@ fn ask(addr: SocketAddr, n: usize, uri: &str) -> String {
 }
 
 fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<String>> {
-    let ports: Vec<u16> = NORMALIZERS.iter().map(|_| free_port()).collect();
+    // Distinct ports: the kernel may hand a just-released port out again.
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < NORMALIZERS.len() {
+        let p = free_port();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
     let last = *ports.last()?;
     let _p = start(&config(&ports), lo(last))?;
     let mut seen = Vec::new();
