@@ -594,3 +594,39 @@ fn process_keyword_errors_match_haproxy() {
     assert_eq!(ours.status.code(), theirs.status.code());
     assert_eq!(diag_lines(&ours), diag_lines(&theirs));
 }
+
+/// Frontend keywords in a backend: HAProxy 2.6 warns and still parses the line (its errors are
+/// reported), `server` in a frontend is refused; and the stick-table key types' words. Line
+/// for line as HAProxy 2.6 prints them.
+#[test]
+fn frontend_keywords_in_a_backend_match_haproxy() {
+    let haproxy = Path::new("/usr/sbin/haproxy");
+    if !haproxy.exists() {
+        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("portcullis-fekw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\nfrontend f\n bind 127.0.0.1:1\n default_backend b\n";
+    let cases = [
+        "backend b\n monitor-uri /m\n capture request header Host len 10\n monitor fail if TRUE\n server s 127.0.0.1:2\n",
+        "backend b\n tcp-request connection reject\n server s 127.0.0.1:2\n",
+        "backend b\n bind 127.0.0.1:3\n default_backend x\n use_backend x if TRUE\n maxconn 10\n option dontlognull\n option httplog\n timeout client 5s\n declare capture request len 10\n unique-id-format %ci\n log-format %ci\n option http-ignore-probes\n monitor-uri\n capture request header Host\n capture cookie x len 3\n server s 127.0.0.1:2\n",
+        "backend b\n bind\n bind 127.0.0.1:99999\n default_backend\n use_backend\n server s 127.0.0.1:2\nfrontend g\n bind 127.0.0.1:4\n server s 127.0.0.1:1\n server-template s 2 127.0.0.1:1\n",
+        "backend b\n stick-table type string len x size 1k\nbackend c\n stick-table type ip len 4 size 1k\nbackend d\n stick-table type binary len 0 size 1k\nbackend e\n stick-table type integer size 1k\n stick-table type string len 10 size 1k store gpc0\n",
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let f = dir.join(format!("c{i}.cfg"));
+        std::fs::write(&f, format!("{base}{c}")).unwrap();
+        let ours = check(&[&f], &[]);
+        let theirs = Command::new(haproxy)
+            .arg("-c")
+            .arg("-f")
+            .arg(&f)
+            .output()
+            .expect("run haproxy");
+        assert_eq!(ours.status.code(), theirs.status.code(), "case {i}: {c}");
+        assert_eq!(diag_lines(&ours), diag_lines(&theirs), "case {i}: {c}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

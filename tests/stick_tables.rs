@@ -409,3 +409,78 @@ fn http_sc_actions_on_a_session_counter_match_haproxy() {
     assert!(want.contains(" gpt0=3 gpc0=2 "), "{want}");
     assert_eq!(run("portcullis").unwrap(), want);
 }
+
+/// Tables keyed by `string [len]`, `integer` and `binary [len]`, tracked with request headers
+/// (`http-request track-sc0 req.hdr(x-str)` …): the keys HAProxy 2.6 makes of them (cut,
+/// padded, cast), `sc_*` reading them, and the CLI (`show|set|clear table … key`) on each
+/// type, with the same replies as HAProxy 2.6.
+#[test]
+fn string_integer_and_binary_keys_match_haproxy() {
+    let dir = TempDir::new("stick-keys");
+    let run = |bin: &str| -> Option<Vec<String>> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type string len 8 size 1k expire 1m store http_req_cnt,gpc0\n    http-request track-sc0 req.hdr(x-str)\n    http-request track-sc1 req.hdr(x-int) table fi if {{ req.hdr(x-int) -m found }}\n    http-request track-sc2 req.hdr(x-bin) table fb if {{ req.hdr(x-bin) -m found }}\n    http-request sc-inc-gpc0(0) if {{ path /inc }}\n    http-request return status 200 hdr x-n \"%[sc0_http_req_cnt]/%[sc_http_req_cnt(1)]/%[sc2_http_req_cnt]/%[sc_get_gpc0(0)]/%[req.hdr(x-str),table_http_req_cnt(f)]\"\n\nbackend fi\n    stick-table type integer size 1k expire 1m store http_req_cnt\n\nbackend fb\n    stick-table type binary len 6 size 1k expire 1m store http_req_cnt\n",
+            sock.display()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        let mut out = Vec::new();
+        for (path, host, int, bin) in [
+            ("/", "hello.example.com", "12", "ab"),
+            ("/inc", "hello.example.org", "-3", "abcdefghij"),
+            ("/", "a\"b\\c", "4294967297", "ab"),
+            ("/inc", "\u{e9}t\u{e9}", "foo", "x"),
+            ("/", "hello.example.com", "12abc", "abc"),
+        ] {
+            let r = proxy::request(
+                lo(port),
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: x\r\nX-Str: {host}\r\nX-Int: {int}\r\nX-Bin: {bin}\r\nConnection: close\r\n\r\n"
+                ),
+            );
+            out.push(format!("{} {:?}", r.status, r.header("x-n")));
+        }
+        wait_until(Duration::from_secs(3), || {
+            !cli(&sock, "show table f").contains("use=1")
+        });
+        for c in [
+            "show table",
+            "show table f",
+            "show table fi",
+            "show table fb",
+            "show table f key hello.example.net",
+            "show table f key nope",
+            "show table fi key 12",
+            "show table fi key abc",
+            "show table fi key -1",
+            "show table fb key 616200000000",
+            "set table f key a\\ b=c data.http_req_cnt 5",
+            "set table fi key 4294967295 data.http_req_cnt 7",
+            "set table fi key 4294967296 data.http_req_cnt 7",
+            "set table fb key 61 data.http_req_cnt 3",
+            "clear table fi key 12",
+            "clear table fb key 00",
+            "clear table f key hello.exam",
+            "show table f",
+            "show table fi",
+        ] {
+            out.push(format!("{c}\n{}", mask(&cli(&sock, c))));
+        }
+        Some(out)
+    };
+    let Some(want) = run("haproxy") else { return };
+    let got = run("portcullis").unwrap();
+    assert!(
+        want.iter().any(|r| r.contains("key=a\"b\\\\c ")),
+        "{want:#?}"
+    );
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w);
+    }
+}

@@ -171,7 +171,10 @@ pub fn stuck_server(
     let src = src?;
     for r in be.cfg.stick_rules.iter().filter(|r| r.kind.matches()) {
         let name = r.table.as_deref().unwrap_or(&be.name);
-        let Some((id, _)) = tables.find(name).and_then(|t| t.stuck_server(src, now)) else {
+        let stuck = tables
+            .find(name)
+            .and_then(|t| t.stuck_server(&t.key_of(src)?, now));
+        let Some((id, _)) = stuck else {
             continue;
         };
         return be.pool().servers.iter().find(|s| s.id == id).cloned();
@@ -190,8 +193,10 @@ pub fn stick_store(
     let Some(src) = src else { return };
     for r in be.cfg.stick_rules.iter().filter(|r| r.kind.stores()) {
         let name = r.table.as_deref().unwrap_or(&be.name);
-        if let Some(t) = tables.find(name) {
-            t.stick(src, srv.id, &srv.name, now);
+        if let Some(t) = tables.find(name)
+            && let Some(k) = t.key_of(src)
+        {
+            t.stick(k, srv.id, &srv.name, now);
         }
     }
 }

@@ -779,11 +779,12 @@ impl Conv {
             Conv::InTable(t) | Conv::Table(_, t) => {
                 let view = env.stick?;
                 let table = view.tables.find(t)?;
-                let key = table.key_of(v.to_ip()?)?;
-                let present = table.contains(key, view.now_ms);
+                let key = super::stkey::from_sample(table.key, &v)?;
+                let present = table.contains(&key, view.now_ms);
                 match self {
                     Conv::Table(d, _) if present => {
-                        Int(i64::try_from(table.peek(key, *d, view.now_ms)?).unwrap_or(i64::MAX))
+                        Int(i64::try_from(table.peek(Some(&key), *d, view.now_ms)?)
+                            .unwrap_or(i64::MAX))
                     }
                     Conv::Table(..) => Int(0),
                     _ => Bool(present),

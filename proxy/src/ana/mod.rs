@@ -13,5 +13,6 @@ pub mod rewrite;
 pub mod rules;
 pub mod sample;
 pub mod script;
+pub mod stkey;
 pub mod tcp;
 pub mod vars;

@@ -125,10 +125,14 @@ impl Track {
         let Some(table) = view.tables.find(&self.table) else {
             return false;
         };
-        let Some(ip) = self.key.eval(ctx).and_then(|v| v.to_ip()) else {
+        let Some(key) = self
+            .key
+            .eval(ctx)
+            .and_then(|v| super::stkey::from_sample(table.key, &v))
+        else {
             return false;
         };
-        into.track(self.sc, table, ip, view.now_ms)
+        into.track(self.sc, table, key, view.now_ms)
     }
 }
 
@@ -1640,7 +1644,7 @@ mod tests {
         let t = tables.find("f").unwrap();
         assert_eq!(
             t.peek(
-                "10.0.0.1".parse().unwrap(),
+                Some(&crate::stick::Key::Ip("10.0.0.1".parse().unwrap())),
                 crate::stick::StickData::ConnCur,
                 3000
             ),
@@ -1683,7 +1687,7 @@ mod tests {
         let t = tables.find("f").unwrap();
         assert_eq!(
             t.peek(
-                "10.0.0.1".parse().unwrap(),
+                Some(&crate::stick::Key::Ip("10.0.0.1".parse().unwrap())),
                 crate::stick::StickData::HttpReqRate,
                 5
             ),

@@ -380,15 +380,49 @@ pub(crate) fn dispatch(
                     "backend"
                 };
                 let what = format!("{} '{}'", px.kind(), px.name);
-                if row.strict {
-                    c.alert(format!(
-                        "'{kw}' not allowed because {what} has no {missing} capability."
-                    ));
-                } else {
+                if row.strict && missing == "backend" {
+                    // HAProxy 2.6 prints this one with its location twice.
+                    let (f, l) = (&c.loc.file, c.loc.line);
+                    let msg = format!(
+                        "[{f}:{l}] : parsing [{f}:{l}] : '{kw}' not allowed because {what} has no {missing} capability."
+                    );
+                    c.diags.push(super::diag::Diag::located(f, l, msg));
+                    return;
+                }
+                if missing == "backend" {
                     c.warn(format!(
                         "'{kw}' ignored because {what} has no {missing} capability."
                     ));
+                    return;
                 }
+                match kw.as_str() {
+                    "declare" => {
+                        c.alert("'declare' only available in frontend or listen section");
+                        return;
+                    }
+                    "log-format" => c.warn(format!(
+                        "{what} : 'log-format' directive is ignored in backends."
+                    )),
+                    // HAProxy 2.6 takes it in a backend without a word.
+                    "unique-id-format" => {}
+                    "maxconn" => c.warn(format!(
+                        "'maxconn' ignored because {what} has no frontend capability. Maybe you want 'fullconn' instead ?"
+                    )),
+                    _ => c.warn(format!(
+                        "'{kw}' ignored because {what} has no frontend capability."
+                    )),
+                }
+                // HAProxy's `warnifnotcap` lets the parser run on: its errors are reported,
+                // what it sets is dropped (a scratch copy of the proxy takes it).
+                let mut scratch = px.clone();
+                let mut p = P {
+                    px: &mut scratch,
+                    defaults: false,
+                    global,
+                    c,
+                    no,
+                };
+                (row.parse)(&mut p, args);
                 return;
             }
         }
@@ -1107,9 +1141,15 @@ fn kw_option(p: &mut P, args: &[String]) {
             "backend"
         };
         let desc = p.desc();
-        p.warn(format!(
-            "'{name}' ignored because {desc} has no {missing} capability."
-        ));
+        if matches!(name, "httplog" | "tcplog" | "httpslog") && missing == "frontend" {
+            p.warn(format!(
+                "{desc} : 'option {name}' directive is ignored in backends."
+            ));
+        } else {
+            p.warn(format!(
+                "'{name}' ignored because {desc} has no {missing} capability."
+            ));
+        }
         return;
     }
     let on = !p.no;

@@ -867,9 +867,9 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                 return;
             }
             if connection && !p.defaults && !p.px.cap.frontend {
-                let d = p.desc();
+                let (kind, name) = (p.px.kind(), p.px.name.clone());
                 p.alert(format!(
-                    "'tcp-request connection' not allowed because {d} has no frontend capability."
+                    "tcp-request connection is not allowed because {kind} {name} is not a frontend"
                 ));
                 return;
             }
@@ -1933,21 +1933,35 @@ pub(crate) fn parse_stick_table(
         let v = arg(args, i + 1);
         match w.as_str() {
             "type" => {
+                let custom = matches!(v, "string" | "binary");
                 key = match v {
                     "ip" | "ipv4" => Some(StickKey::Ip),
                     "ipv6" => Some(StickKey::Ipv6),
-                    "integer" | "string" | "binary" => {
-                        pending.push(format!("stick-table type {v}"));
-                        Some(StickKey::Ip)
-                    }
+                    "integer" => Some(StickKey::Integer),
+                    "string" => Some(StickKey::String(31)),
+                    "binary" => Some(StickKey::Binary(32)),
                     _ => {
                         c.alert(format!("{kw}: unknown type '{v}'."));
                         return None;
                     }
                 };
                 i += 2;
-                // `len <n>` belongs to string and binary keys.
-                if arg(args, i) == "len" {
+                // `len <n>` belongs to string and binary keys (a string's counts its bytes).
+                if custom && arg(args, i) == "len" {
+                    let n = arg(args, i + 1);
+                    let len = match n.parse::<u32>() {
+                        Ok(len) if len > 0 && n.bytes().all(|b| b.is_ascii_digit()) => len,
+                        // HAProxy 2.6 names the bad length as the type.
+                        _ => {
+                            c.alert(format!("{kw}: unknown type '{n}'."));
+                            return None;
+                        }
+                    };
+                    key = Some(if v == "string" {
+                        StickKey::String(len)
+                    } else {
+                        StickKey::Binary(len)
+                    });
                     i += 2;
                 }
             }

@@ -909,6 +909,25 @@ pub struct Peer {
 pub enum StickKey {
     Ip,
     Ipv6,
+    /// `integer`: 32 bits.
+    Integer,
+    /// `string [len <n>]`: at most this many bytes (`len`, 31 by default).
+    String(u32),
+    /// `binary [len <n>]`: exactly this many bytes (`len`, 32 by default).
+    Binary(u32),
+}
+
+impl StickKey {
+    /// The word `type` takes (`show table`'s header).
+    pub fn name(self) -> &'static str {
+        match self {
+            StickKey::Ip => "ip",
+            StickKey::Ipv6 => "ipv6",
+            StickKey::Integer => "integer",
+            StickKey::String(_) => "string",
+            StickKey::Binary(_) => "binary",
+        }
+    }
 }
 
 /// A stored data type; the rates carry their period.

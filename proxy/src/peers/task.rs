@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,7 +20,7 @@ use super::wire::{self, EntryData, Value};
 use crate::config::model::{PeersSection, StickKey};
 use crate::engine::Shared;
 use crate::engine::service::SessionFuture;
-use crate::stick::{Entry, FreqCtr, SERVER_ID, StickData, Table, Val};
+use crate::stick::{Entry, FreqCtr, Key, SERVER_ID, StickData, Table, Val};
 
 /// HAProxy's PEER_HEARTBEAT_TIMEOUT and PEER_RECONNECT_TIMEOUT.
 const HEARTBEAT: Duration = Duration::from_secs(3);
@@ -124,9 +124,13 @@ fn local_table(name: &str, t: &Table) -> LocalTable {
         .types()
         .filter_map(|d| Some((d.id(), st.period(d)?)))
         .collect();
+    // HAProxy's sample type and `key_size` (a string's counts its final NUL).
     let (key_type, key_len) = match t.key {
         StickKey::Ip => (wire::KEY_IPV4, 4),
         StickKey::Ipv6 => (wire::KEY_IPV6, 16),
+        StickKey::Integer => (wire::KEY_SINT, 4),
+        StickKey::String(n) => (wire::KEY_STR, u64::from(n) + 1),
+        StickKey::Binary(n) => (wire::KEY_BIN, u64::from(n)),
     };
     LocalTable {
         name: name.to_string(),
@@ -139,11 +143,8 @@ fn local_table(name: &str, t: &Table) -> LocalTable {
 }
 
 /// An entry as an update carries it: every type the table stores, in number order.
-pub(super) fn entry_data(t: &Table, key: &IpAddr, e: &Entry, now: u64) -> EntryData {
-    let key = match key {
-        IpAddr::V4(v4) => v4.octets().to_vec(),
-        IpAddr::V6(v6) => v6.octets().to_vec(),
-    };
+pub(super) fn entry_data(t: &Table, key: &Key, e: &Entry, now: u64) -> EntryData {
+    let key = key.wire();
     let st = &t.store;
     let mut values = Vec::new();
     if st.has_server_id() {
@@ -168,16 +169,8 @@ pub(super) fn entry_data(t: &Table, key: &IpAddr, e: &Entry, now: u64) -> EntryD
     EntryData { key, values }
 }
 
-fn entry_key(d: &EntryData) -> Option<IpAddr> {
-    match d.key.len() {
-        4 => Some(IpAddr::from([d.key[0], d.key[1], d.key[2], d.key[3]])),
-        16 => {
-            let mut b = [0u8; 16];
-            b.copy_from_slice(&d.key);
-            Some(IpAddr::from(b))
-        }
-        _ => None,
-    }
+fn entry_key(t: &Table, d: &EntryData) -> Option<Key> {
+    crate::stick::key::from_wire(t.key, &d.key)
 }
 
 /// A received value as stored (a rate's period start is rebuilt from its age).
@@ -209,17 +202,17 @@ fn seed_xdp(t: &Table, d: &EntryData, now: u64) {
     if !t.store.has(StickData::ConnRate) {
         return;
     }
-    if let Some(key) = entry_key(d)
-        && let Some(Val::Freq(f)) = t.raw(key, StickData::ConnRate, now)
+    if let Some(key @ Key::Ip(ip)) = entry_key(t, d)
+        && let Some(Val::Freq(f)) = t.raw(&key, StickData::ConnRate, now)
     {
-        crate::kernel::xdp::seed_conn_rate(&t.name, key, &f, now);
+        crate::kernel::xdp::seed_conn_rate(&t.name, ip, &f, now);
     }
 }
 
 /// Applies what a peer sent about one entry: the types both sides store, except `conn_cur`
 /// (this process' connections only, HAProxy's `is_local`).
 pub(super) fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64) {
-    let Some(key) = entry_key(d) else {
+    let Some(key) = entry_key(table, d) else {
         return;
     };
     let st = table.store;
@@ -248,7 +241,7 @@ pub(super) fn apply_handover(
     now: u64,
     last: &mut HashMap<Vec<u8>, EntryData>,
 ) {
-    let Some(key) = entry_key(d) else {
+    let Some(key) = entry_key(table, d) else {
         return;
     };
     let prev = last.insert(d.key.clone(), d.clone());

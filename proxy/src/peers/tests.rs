@@ -261,7 +261,6 @@ fn handover_updates_add_to_what_the_new_process_counted() {
     use crate::config::model::{Loc, StickKey, StickStore, StickTable};
     use crate::stick::{StickData, Table};
     use std::collections::HashMap;
-    use std::net::IpAddr;
     use std::time::Duration;
     let cfg = StickTable {
         key: StickKey::Ip,
@@ -285,16 +284,16 @@ fn handover_updates_add_to_what_the_new_process_counted() {
         Table::with_clock("f", &cfg, clock),
         std::sync::Arc::new(Table::with_clock("f", &cfg, clock)),
     );
-    let ip: IpAddr = "10.0.0.1".parse().unwrap();
+    let ip = crate::stick::Key::Ip("10.0.0.1".parse().unwrap());
     let now = 1000;
     // The old process counted 3 requests; the new one 2 meanwhile.
     let t_old = std::sync::Arc::new(old);
     for _ in 0..3 {
-        let t = t_old.track(ip, now).unwrap();
+        let t = t_old.track(ip.clone(), now).unwrap();
         t.count_http_req(now);
     }
     for _ in 0..2 {
-        let t = new.track(ip, now).unwrap();
+        let t = new.track(ip.clone(), now).unwrap();
         t.count_http_req(now);
     }
     let send = |t: &Table| {
@@ -303,12 +302,12 @@ fn handover_updates_add_to_what_the_new_process_counted() {
     };
     let mut last = HashMap::new();
     super::task::apply_handover(&new, &send(&t_old), None, now, &mut last);
-    let read = |d| new.peek(ip, d, now).unwrap();
+    let read = |d| new.peek(Some(&ip), d, now).unwrap();
     assert_eq!(read(StickData::ConnCnt), 5);
     assert_eq!(read(StickData::HttpReqRate), 5);
     // One more on the old process (a draining session), then its update again.
-    t_old.track(ip, now).unwrap().count_http_req(now);
-    t_old.update(ip, now, |e, st| e.set(st, StickData::Gpt0, 7));
+    t_old.track(ip.clone(), now).unwrap().count_http_req(now);
+    t_old.update(ip.clone(), now, |e, st| e.set(st, StickData::Gpt0, 7));
     super::task::apply_handover(&new, &send(&t_old), None, now, &mut last);
     assert_eq!(read(StickData::ConnCnt), 6);
     assert_eq!(read(StickData::HttpReqRate), 6);

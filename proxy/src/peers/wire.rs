@@ -160,6 +160,8 @@ pub struct TableDef {
 pub const KEY_SINT: u64 = 2;
 pub const KEY_IPV4: u64 = 4;
 pub const KEY_IPV6: u64 = 5;
+pub const KEY_STR: u64 = 6;
+pub const KEY_BIN: u64 = 7;
 
 /// One decoded message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -523,7 +525,8 @@ pub struct EntryData {
     pub values: Vec<(u32, Value)>,
 }
 
-/// Encodes an update body: the key (`key_len` bytes, or a 4-byte integer), then each value
+/// Encodes an update body: the key (`key_len` bytes, a 4-byte integer, or a string's length
+/// and bytes), then each value
 /// in data-type order. `values` must list exactly the types of the definition.
 pub fn encode_entry(key_type: u64, e: &EntryData, out: &mut Vec<u8>) {
     if key_type == KEY_SINT {
@@ -532,6 +535,10 @@ pub fn encode_entry(key_type: u64, e: &EntryData, out: &mut Vec<u8>) {
             *d = *s;
         }
         out.extend_from_slice(&k);
+    } else if key_type == KEY_STR {
+        // A string travels with its length, without its final NUL.
+        encode_varint(e.key.len() as u64, out);
+        out.extend_from_slice(&e.key);
     } else {
         out.extend_from_slice(&e.key);
     }
@@ -551,7 +558,7 @@ pub fn encode_entry(key_type: u64, e: &EntryData, out: &mut Vec<u8>) {
 pub fn decode_entry(def: &TableDef, body: &[u8]) -> Result<EntryData, WireError> {
     let mut r = Reader(body);
     let key = match def.key_type {
-        6 => {
+        KEY_STR => {
             let n = r.varint()?;
             r.bytes(usize::try_from(n).map_err(|_| WireError::Malformed)?)?
                 .to_vec()

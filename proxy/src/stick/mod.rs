@@ -8,15 +8,18 @@
 //! table's clock.
 
 pub mod freq;
+pub mod key;
 pub mod show;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::config::model::{Config, StickKey, StickStore, StickTable};
 pub use freq::FreqCtr;
+pub use key::Key;
 
 /// Stick counters a session may track (`sc0`..`sc2`, HAProxy's `MAX_SESS_STKCTR`).
 pub const MAX_SC: usize = 3;
@@ -333,7 +336,7 @@ fn clamp(d: StickData, v: u64) -> u64 {
     }
 }
 
-type Shard = HashMap<IpAddr, Entry>;
+type Shard = HashMap<Key, Entry>;
 
 /// One stick table (named after its proxy).
 pub struct Table {
@@ -383,23 +386,23 @@ impl Table {
         }
     }
 
-    /// HAProxy's key for `ip`: a `type ip` table takes IPv4 (and IPv4-mapped IPv6) only; a
-    /// `type ipv6` table maps IPv4 into `::ffff:a.b.c.d`.
-    pub fn key_of(&self, ip: IpAddr) -> Option<IpAddr> {
-        match (self.key, ip) {
-            (StickKey::Ip, IpAddr::V4(_)) => Some(ip),
-            (StickKey::Ip, IpAddr::V6(v6)) => v6.to_ipv4_mapped().map(IpAddr::V4),
-            (StickKey::Ipv6, IpAddr::V4(v4)) => Some(IpAddr::V6(v4.to_ipv6_mapped())),
-            (StickKey::Ipv6, IpAddr::V6(_)) => Some(ip),
-        }
+    /// HAProxy's key for `ip` (`src_*`): see [`key::from_ip`].
+    pub fn key_of(&self, ip: IpAddr) -> Option<Key> {
+        key::from_ip(self.key, ip)
     }
 
-    fn shard(&self, key: &IpAddr) -> &Mutex<Shard> {
+    fn shard(&self, key: &Key) -> &Mutex<Shard> {
         let h = match key {
-            IpAddr::V4(v4) => u64::from(u32::from(*v4)),
-            IpAddr::V6(v6) => {
+            Key::Ip(IpAddr::V4(v4)) => u64::from(u32::from(*v4)),
+            Key::Ip(IpAddr::V6(v6)) => {
                 let n = u128::from(*v6);
                 (n as u64) ^ ((n >> 64) as u64)
+            }
+            Key::Int(i) => u64::from(*i),
+            Key::Bytes(b) => {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                b.hash(&mut h);
+                h.finish()
             }
         };
         let i = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % SHARDS;
@@ -434,7 +437,7 @@ impl Table {
             .iter()
             .filter(|(_, e)| e.refs == 0)
             .min_by_key(|(_, e)| e.expire_at)
-            .map(|(k, _)| *k);
+            .map(|(k, _)| k.clone());
         if let Some(k) = oldest {
             held.remove(&k);
             self.used.fetch_sub(1, Ordering::Relaxed);
@@ -449,7 +452,7 @@ impl Table {
                 .iter()
                 .filter(|(_, e)| e.refs == 0)
                 .min_by_key(|(_, e)| e.expire_at)
-                .map(|(k, _)| *k);
+                .map(|(k, _)| k.clone());
             if let Some(k) = oldest {
                 other.remove(&k);
                 self.used.fetch_sub(1, Ordering::Relaxed);
@@ -461,7 +464,7 @@ impl Table {
 
     /// Runs `f` on `key`'s entry, created if missing (None when the table is full of held
     /// entries, as HAProxy gives up tracking then).
-    fn with_entry<R>(&self, key: IpAddr, now: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+    fn with_entry<R>(&self, key: Key, now: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
         let mut shard = lock(self.shard(&key));
         if let Some(e) = shard.get_mut(&key) {
             if self.expired(e, now) {
@@ -506,7 +509,7 @@ impl Table {
     }
 
     /// The live entries changed locally after change number `since`, oldest change first.
-    pub fn changed_since(&self, since: u64, now: u64) -> Vec<(IpAddr, Entry)> {
+    pub fn changed_since(&self, since: u64, now: u64) -> Vec<(Key, Entry)> {
         let mut out = Vec::new();
         for s in self.shards.iter() {
             let shard = lock(s);
@@ -514,7 +517,7 @@ impl Table {
                 shard
                     .iter()
                     .filter(|(_, e)| e.upd > since && !self.expired(e, now))
-                    .map(|(k, e)| (*k, e.clone())),
+                    .map(|(k, e)| (k.clone(), e.clone())),
             );
         }
         out.sort_by_key(|(_, e)| e.upd);
@@ -525,14 +528,11 @@ impl Table {
     /// lifetime or the table's. Not a local change: it is not pushed back to peers.
     pub fn apply_remote(
         &self,
-        key: IpAddr,
+        key: Key,
         expire_ms: Option<u64>,
         now: u64,
         f: impl FnOnce(&mut Entry),
     ) {
-        let Some(key) = self.key_of(key) else {
-            return;
-        };
         let life = expire_ms.or(self.expire_ms);
         self.with_entry(key, now, |e| {
             f(e);
@@ -543,15 +543,14 @@ impl Table {
         });
     }
 
-    /// Runs `f` on `ip`'s entry, created if missing, as a local change that renews its expiry
-    /// (`src_inc_gpc0`, `set table`). None when `ip` is no key of this table or it is full.
+    /// Runs `f` on `key`'s entry, created if missing, as a local change that renews its expiry
+    /// (`src_inc_gpc0`, `set table`). None when the table is full.
     pub fn update<R>(
         &self,
-        ip: IpAddr,
+        key: Key,
         now: u64,
         f: impl FnOnce(&mut Entry, &Store) -> R,
     ) -> Option<R> {
-        let key = self.key_of(ip)?;
         self.with_entry(key, now, |e| {
             let r = f(e, &self.store);
             self.touch(e, now);
@@ -563,12 +562,12 @@ impl Table {
     /// renews its expiry; None without such an entry.
     pub fn modify_existing<R>(
         &self,
-        key: IpAddr,
+        key: &Key,
         now: u64,
         f: impl FnOnce(&mut Entry, &Store) -> R,
     ) -> Option<R> {
-        let mut shard = lock(self.shard(&key));
-        let e = shard.get_mut(&key).filter(|e| !self.expired(e, now))?;
+        let mut shard = lock(self.shard(key));
+        let e = shard.get_mut(key).filter(|e| !self.expired(e, now))?;
         let r = f(e, &self.store);
         self.touch(e, now);
         Some(r)
@@ -579,14 +578,11 @@ impl Table {
     /// locally; the result is a local change (pushed to remote peers).
     pub fn apply_merge(
         &self,
-        key: IpAddr,
+        key: Key,
         expire_ms: Option<u64>,
         now: u64,
         f: impl FnOnce(&mut Entry, &Store, bool),
     ) {
-        let Some(key) = self.key_of(key) else {
-            return;
-        };
         let life = expire_ms.or(self.expire_ms);
         self.with_entry(key, now, |e| {
             f(e, &self.store, e.upd > 0);
@@ -597,13 +593,11 @@ impl Table {
         });
     }
 
-    /// `track-scN`: holds `ip`'s entry and counts a connection on it (`conn_cnt`, `conn_cur`,
-    /// `conn_rate`), as HAProxy's `stream_track_stkctr`. None when `ip` is no key of this table
-    /// or the table is full.
-    pub fn track(self: &Arc<Self>, ip: IpAddr, now: u64) -> Option<Tracked> {
-        let key = self.key_of(ip)?;
+    /// `track-scN`: holds `key`'s entry and counts a connection on it (`conn_cnt`, `conn_cur`,
+    /// `conn_rate`), as HAProxy's `stream_track_stkctr`. None when the table is full.
+    pub fn track(self: &Arc<Self>, key: Key, now: u64) -> Option<Tracked> {
         let st = &self.store;
-        self.with_entry(key, now, |e| {
+        self.with_entry(key.clone(), now, |e| {
             e.refs += 1;
             e.add(st, StickData::ConnCur, 1);
             e.add(st, StickData::ConnCnt, 1);
@@ -616,48 +610,43 @@ impl Table {
         })
     }
 
-    /// The value of `d` for `ip` without creating an entry (`src_conn_rate`): 0 for an unknown
-    /// source, None if the table does not store `d`.
-    pub fn peek(&self, ip: IpAddr, d: StickData, now: u64) -> Option<u64> {
+    /// The value of `d` for `key` without creating an entry (`src_conn_rate`): 0 for an
+    /// unknown key (or none), None if the table does not store `d`.
+    pub fn peek(&self, key: Option<&Key>, d: StickData, now: u64) -> Option<u64> {
         if !self.store.has(d) {
             return None;
         }
-        let Some(key) = self.key_of(ip) else {
+        let Some(key) = key else {
             return Some(0);
         };
-        let shard = lock(self.shard(&key));
-        Some(match shard.get(&key) {
+        let shard = lock(self.shard(key));
+        Some(match shard.get(key) {
             Some(e) if !self.expired(e, now) => e.value(&self.store, d, now),
             _ => 0,
         })
     }
 
-    /// The stored value of `d` for `ip`'s live entry, raw, without creating one.
-    pub fn raw(&self, ip: IpAddr, d: StickData, now: u64) -> Option<Val> {
-        let key = self.key_of(ip)?;
-        let shard = lock(self.shard(&key));
+    /// The stored value of `d` for `key`'s live entry, raw, without creating one.
+    pub fn raw(&self, key: &Key, d: StickData, now: u64) -> Option<Val> {
+        let shard = lock(self.shard(key));
         shard
-            .get(&key)
+            .get(key)
             .filter(|e| !self.expired(e, now))
             .and_then(|e| e.raw(&self.store, d))
     }
 
-    /// The server `ip` sticks to (`stick match`), without creating an entry.
-    pub fn stuck_server(&self, ip: IpAddr, now: u64) -> Option<(u32, Arc<str>)> {
-        let key = self.key_of(ip)?;
-        let shard = lock(self.shard(&key));
-        match shard.get(&key) {
+    /// The server `key` sticks to (`stick match`), without creating an entry.
+    pub fn stuck_server(&self, key: &Key, now: u64) -> Option<(u32, Arc<str>)> {
+        let shard = lock(self.shard(key));
+        match shard.get(key) {
             Some(e) if !self.expired(e, now) => e.server.clone(),
             _ => None,
         }
     }
 
-    /// `stick store-*`: `ip` sticks to server `id` (`name`) from now on; the entry's expiry is
-    /// renewed. False when the table is full.
-    pub fn stick(&self, ip: IpAddr, id: u32, name: &str, now: u64) -> bool {
-        let Some(key) = self.key_of(ip) else {
-            return false;
-        };
+    /// `stick store-*`: `key` sticks to server `id` (`name`) from now on; the entry's expiry
+    /// is renewed. False when the table is full.
+    pub fn stick(&self, key: Key, id: u32, name: &str, now: u64) -> bool {
         self.with_entry(key, now, |e| {
             if e.server
                 .as_ref()
@@ -671,13 +660,13 @@ impl Table {
     }
 
     /// Whether `key` (already a key of this table) has a live entry (`in_table`).
-    pub fn contains(&self, key: IpAddr, now: u64) -> bool {
-        let shard = lock(self.shard(&key));
-        shard.get(&key).is_some_and(|e| !self.expired(e, now))
+    pub fn contains(&self, key: &Key, now: u64) -> bool {
+        let shard = lock(self.shard(key));
+        shard.get(key).is_some_and(|e| !self.expired(e, now))
     }
 
     /// A copy of every live entry, sorted by key (expired ones are dropped on the way).
-    pub fn entries(&self, now: u64) -> Vec<(IpAddr, Entry)> {
+    pub fn entries(&self, now: u64) -> Vec<(Key, Entry)> {
         let mut out = Vec::new();
         for s in self.shards.iter() {
             let mut shard = lock(s);
@@ -685,14 +674,14 @@ impl Table {
             shard.retain(|_, e| !self.expired(e, now));
             self.used
                 .fetch_sub((before - shard.len()) as u32, Ordering::Relaxed);
-            out.extend(shard.iter().map(|(k, e)| (*k, e.clone())));
+            out.extend(shard.iter().map(|(k, e)| (k.clone(), e.clone())));
         }
-        out.sort_by_key(|(k, _)| *k);
+        out.sort_by(|(a, _), (b, _)| a.cmp(b));
         out
     }
 
     /// Removes the entries `keep` rejects, except those in use (`clear table`).
-    pub fn remove_where(&self, now: u64, mut remove: impl FnMut(&IpAddr, &Entry) -> bool) {
+    pub fn remove_where(&self, now: u64, mut remove: impl FnMut(&Key, &Entry) -> bool) {
         for s in self.shards.iter() {
             let mut shard = lock(s);
             let before = shard.len();
@@ -707,12 +696,12 @@ impl Table {
 /// expiry restarts, as when HAProxy stores a stream's counters).
 pub struct Tracked {
     table: Arc<Table>,
-    key: IpAddr,
+    key: Key,
 }
 
 impl std::fmt::Debug for Tracked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tracked({}:{})", self.table.name, self.key)
+        write!(f, "Tracked({}:{:?})", self.table.name, self.key)
     }
 }
 
@@ -720,8 +709,8 @@ impl Tracked {
     pub fn table(&self) -> &Arc<Table> {
         &self.table
     }
-    pub fn key(&self) -> IpAddr {
-        self.key
+    pub fn key(&self) -> &Key {
+        &self.key
     }
     fn with<R>(&self, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
         let mut shard = lock(self.table.shard(&self.key));
@@ -883,15 +872,15 @@ impl StkCtrs {
     pub fn is_set(&self, sc: usize) -> bool {
         self.get(sc).is_some()
     }
-    /// Tracks `ip` in `table` as counter `sc` unless already tracked; true if this call did.
-    pub fn track(&self, sc: usize, table: &Arc<Table>, ip: IpAddr, now: u64) -> bool {
+    /// Tracks `key` in `table` as counter `sc` unless already tracked; true if this call did.
+    pub fn track(&self, sc: usize, table: &Arc<Table>, key: Key, now: u64) -> bool {
         let Some(slot) = self.0.get(sc) else {
             return false;
         };
         if slot.get().is_some() {
             return false;
         }
-        match table.track(ip, now) {
+        match table.track(key, now) {
             Some(t) => slot.set(t).is_ok(),
             None => false,
         }
@@ -997,13 +986,16 @@ impl<'a> StickView<'a> {
     pub fn sc_value(&self, sc: usize, table: Option<&str>, d: StickData) -> Option<u64> {
         let t = self.tracked(sc)?;
         match table {
-            Some(n) if n != t.table().name => self.tables.find(n)?.peek(t.key(), d, self.now_ms),
+            Some(n) if n != t.table().name => {
+                self.tables.find(n)?.peek(Some(t.key()), d, self.now_ms)
+            }
             _ => t.read(d, self.now_ms),
         }
     }
     /// `src_<data>([table])`.
     pub fn src_value(&self, src: IpAddr, table: Option<&str>, d: StickData) -> Option<u64> {
-        self.table(table)?.peek(src, d, self.now_ms)
+        let t = self.table(table)?;
+        t.peek(t.key_of(src).as_ref(), d, self.now_ms)
     }
     /// `sc_<op>_<data>(sc[,table])`: reads, or increments/clears a general purpose counter of
     /// the tracked entry (in another table: its entry for the same key, if any).
@@ -1045,12 +1037,14 @@ impl<'a> StickView<'a> {
         match op {
             StickOp::Read => self.src_value(src, table, d),
             StickOp::Kbytes => self.src_value(src, table, d).map(|v| v >> 10),
-            StickOp::Inc => self
-                .table(table)?
-                .update(src, now, |e, st| inc_gpc(e, st, which, now)),
-            StickOp::Clr => self
-                .table(table)?
-                .update(src, now, |e, st| clr_gpc(e, st, which))?,
+            StickOp::Inc => {
+                let t = self.table(table)?;
+                t.update(t.key_of(src)?, now, |e, st| inc_gpc(e, st, which, now))
+            }
+            StickOp::Clr => {
+                let t = self.table(table)?;
+                t.update(t.key_of(src)?, now, |e, st| clr_gpc(e, st, which))?
+            }
         }
     }
 }
@@ -1062,18 +1056,6 @@ pub fn is_haproxy_type(name: &str) -> bool {
         name,
         "server_id" | "server_key" | "server_name" | "gpt" | "gpc" | "gpc_rate"
     )
-}
-
-/// An address as `show table` prints a key.
-pub fn key_text(ip: &IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => fmt_v6(v6),
-    }
-}
-
-fn fmt_v6(v6: &Ipv6Addr) -> String {
-    v6.to_string()
 }
 
 #[cfg(test)]

@@ -3,10 +3,8 @@
 //! The replies here have no final empty line: the CLI adds it.
 
 use std::fmt::Write as _;
-use std::net::IpAddr;
 
-use super::{Entry, FreqCtr, StickData, Table, Tables, Val, key_text};
-use crate::config::model::StickKey;
+use super::{Entry, FreqCtr, Key, StickData, Table, Tables, Val, key};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
@@ -48,7 +46,7 @@ impl Op {
 #[derive(Debug, Default)]
 struct Filter {
     /// `key <k>`: `Err(())` for a key this table cannot hold (nothing matches).
-    key: Option<Result<IpAddr, ()>>,
+    key: Option<Option<Key>>,
     data: Vec<(StickData, Op, i64)>,
 }
 
@@ -66,7 +64,12 @@ fn parse_filter(t: &Table, words: &[&str], clear: bool) -> Result<Filter, String
                 return Err("Key value expected\n".into());
             };
             if f.key.is_none() {
-                f.key = Some(parse_key(t, k)?);
+                let what = if clear {
+                    "Removing keys from"
+                } else {
+                    "Showing keys from"
+                };
+                f.key = Some(key::parse_cli(t.key, k, what)?);
             }
             i += 2;
         } else if let Some(name) = w.strip_prefix("data.") {
@@ -98,43 +101,26 @@ fn parse_filter(t: &Table, words: &[&str], clear: bool) -> Result<Filter, String
     Ok(f)
 }
 
-/// An IPv4 table ignores a key it cannot parse; an IPv6 table calls it invalid.
-fn parse_key(t: &Table, k: &str) -> Result<Result<IpAddr, ()>, String> {
-    match t.key {
-        StickKey::Ip => Ok(k
-            .parse::<std::net::Ipv4Addr>()
-            .map(IpAddr::V4)
-            .map_err(|_| ())),
-        StickKey::Ipv6 => match k.parse::<std::net::Ipv6Addr>() {
-            Ok(v6) => Ok(Ok(IpAddr::V6(v6))),
-            Err(_) => Err("Invalid key\n".into()),
-        },
-    }
-}
-
-fn matches(t: &Table, f: &Filter, key: &IpAddr, e: &Entry, now: u64) -> bool {
+fn matches(t: &Table, f: &Filter, key: &Key, e: &Entry, now: u64) -> bool {
     f.data
         .iter()
         .all(|(d, op, v)| op.holds(e.value(&t.store, *d, now), *v))
-        && f.key.is_none_or(|k| k == Ok(*key))
+        && f.key.as_ref().is_none_or(|k| k.as_ref() == Some(key))
 }
 
 fn header(t: &Table, out: &mut String) {
-    let kind = match t.key {
-        StickKey::Ip => "ip",
-        StickKey::Ipv6 => "ipv6",
-    };
     let _ = writeln!(
         out,
-        "# table: {}, type: {kind}, size:{}, used:{}",
+        "# table: {}, type: {}, size:{}, used:{}",
         t.name,
+        t.key.name(),
         t.size,
         t.used()
     );
 }
 
 /// One entry line, as HAProxy 2.6 dumps it.
-pub fn entry_line(t: &Table, key: &IpAddr, e: &Entry, now: u64, out: &mut String) {
+pub fn entry_line(t: &Table, k: &Key, e: &Entry, now: u64, out: &mut String) {
     let exp = match t.expire_ms {
         Some(_) => e.expire_at.saturating_sub(now),
         None => 0,
@@ -143,7 +129,7 @@ pub fn entry_line(t: &Table, key: &IpAddr, e: &Entry, now: u64, out: &mut String
         out,
         "{:#x}: key={} use={} exp={exp}",
         e.id,
-        key_text(key),
+        key::text(t.key, k),
         e.refs
     );
     // HAProxy's data order: server_id first, server_key last.
@@ -195,7 +181,7 @@ pub fn show_table(tables: &Tables, words: &[&str], dump: bool, now: u64) -> Stri
     }
     if let Some(k) = &f.key {
         // A key lookup prints the entry with its header, or nothing at all.
-        if let Some((key, e)) = entries.iter().find(|(key, _)| Ok(*key) == *k)
+        if let Some((key, e)) = entries.iter().find(|(key, _)| k.as_ref() == Some(key))
             && matches(t, &f, key, e, now)
         {
             header(t, &mut out);
@@ -257,9 +243,9 @@ pub fn set_table(tables: &Tables, words: &[&str], allowed: bool, now: u64) -> St
         return "Key value expected\n".into();
     };
     // HAProxy stores an IPv4 key it cannot parse as 0.0.0.0.
-    let key = match parse_key(t, k) {
-        Ok(Ok(ip)) => ip,
-        Ok(Err(())) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+    let key = match key::parse_cli(t.key, k, "Inserting keys into") {
+        Ok(Some(k)) => k,
+        Ok(None) => Key::Ip(std::net::Ipv4Addr::UNSPECIFIED.into()),
         Err(e) => return e,
     };
     if !allowed {

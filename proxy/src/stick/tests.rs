@@ -44,7 +44,11 @@ fn table(name: &str, key: StickKey, size: u32) -> Arc<Table> {
     ))
 }
 
-fn ip(s: &str) -> IpAddr {
+fn ip(s: &str) -> Key {
+    Key::Ip(s.parse().unwrap())
+}
+
+fn addr(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
@@ -61,11 +65,23 @@ fn tracking_counts_connections_and_releases() {
     NOW.store(2000, Ordering::Relaxed);
     drop(a);
     drop(b);
-    assert_eq!(t.peek(ip("10.0.0.1"), StickData::ConnCur, 2000), Some(0));
-    assert_eq!(t.peek(ip("10.0.0.1"), StickData::ConnCnt, 2000), Some(2));
-    assert_eq!(t.peek(ip("10.9.9.9"), StickData::ConnCnt, 2000), Some(0));
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.1")), StickData::ConnCur, 2000),
+        Some(0)
+    );
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.1")), StickData::ConnCnt, 2000),
+        Some(2)
+    );
+    assert_eq!(
+        t.peek(Some(&ip("10.9.9.9")), StickData::ConnCnt, 2000),
+        Some(0)
+    );
     // Expired 60 s after its release.
-    assert_eq!(t.peek(ip("10.0.0.1"), StickData::ConnCnt, 62_000), Some(0));
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.1")), StickData::ConnCnt, 62_000),
+        Some(0)
+    );
     assert_eq!(t.entries(62_000).len(), 0);
     assert_eq!(t.used(), 0);
 }
@@ -74,10 +90,9 @@ fn tracking_counts_connections_and_releases() {
 fn keys_follow_the_table_type() {
     let v4 = table("a", StickKey::Ip, 10);
     let v6 = table("b", StickKey::Ipv6, 10);
-    assert_eq!(v4.key_of(ip("::ffff:1.2.3.4")), Some(ip("1.2.3.4")));
-    assert_eq!(v4.key_of(ip("2001:db8::1")), None);
-    assert_eq!(v6.key_of(ip("1.2.3.4")), Some(ip("::ffff:1.2.3.4")));
-    assert!(v4.track(ip("2001:db8::1"), 0).is_none());
+    assert_eq!(v4.key_of(addr("::ffff:1.2.3.4")), Some(ip("1.2.3.4")));
+    assert_eq!(v4.key_of(addr("2001:db8::1")), None);
+    assert_eq!(v6.key_of(addr("1.2.3.4")), Some(ip("::ffff:1.2.3.4")));
 }
 
 #[test]
@@ -126,7 +141,7 @@ fn show_table_format_and_filters() {
         let t = f.track(ip("127.0.0.1"), 0).unwrap();
         t.count_http_req(0);
     }
-    let held = g.track(ip("127.0.0.1"), 0).unwrap();
+    let held = g.track(ip("::ffff:127.0.0.1"), 0).unwrap();
     let id_f = f.entries(6).first().unwrap().1.id;
     let id_g = g.entries(6).first().unwrap().1.id;
     assert_eq!(
@@ -225,13 +240,13 @@ fn change_numbers_and_remote_updates() {
     let b = t.track(ip("10.0.0.2"), 1000).unwrap();
     let mark = t.seq();
     a.count_http_req(1100);
-    let changed: Vec<IpAddr> = t
+    let changed: Vec<Key> = t
         .changed_since(mark, 1100)
         .into_iter()
         .map(|(k, _)| k)
         .collect();
     assert_eq!(changed, [ip("10.0.0.1")]);
-    let all: Vec<IpAddr> = t
+    let all: Vec<Key> = t
         .changed_since(0, 1100)
         .into_iter()
         .map(|(k, _)| k)
@@ -249,10 +264,19 @@ fn change_numbers_and_remote_updates() {
         );
     });
     assert!(t.changed_since(mark, 2000).is_empty());
-    assert_eq!(t.peek(ip("10.0.0.9"), StickData::HttpReqCnt, 2000), Some(7));
-    assert_eq!(t.peek(ip("10.0.0.9"), StickData::ConnRate, 2000), Some(3));
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.9")), StickData::HttpReqCnt, 2000),
+        Some(7)
+    );
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.9")), StickData::ConnRate, 2000),
+        Some(3)
+    );
     // The remote lifetime, not the table's 60 s.
-    assert_eq!(t.peek(ip("10.0.0.9"), StickData::HttpReqCnt, 7001), Some(0));
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.9")), StickData::HttpReqCnt, 7001),
+        Some(0)
+    );
 }
 
 fn gp_table() -> Arc<Table> {
@@ -331,10 +355,13 @@ fn set_table_stores_values() {
     );
     assert_eq!(r, "");
     assert_eq!(
-        t.peek(ip("10.0.0.2"), StickData::Gpt0, 1000),
+        t.peek(Some(&ip("10.0.0.2")), StickData::Gpt0, 1000),
         Some(4294967295)
     );
-    assert_eq!(t.peek(ip("10.0.0.2"), StickData::Gpc0Rate, 1500), Some(5));
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.2")), StickData::Gpc0Rate, 1500),
+        Some(5)
+    );
     assert_eq!(
         show::set_table(
             &tables,
@@ -351,6 +378,54 @@ fn set_table_stores_values() {
         false,
         1000,
     );
-    assert_eq!(t.peek(ip("10.0.0.3"), StickData::Gpc0, 1000), Some(0));
+    assert_eq!(
+        t.peek(Some(&ip("10.0.0.3")), StickData::Gpc0, 1000),
+        Some(0)
+    );
     assert_eq!(t.used(), 1);
+}
+
+/// Keys of the other types, cast and printed as HAProxy 2.6 does (checked against it:
+/// `tests/stick_tables.rs`).
+#[test]
+fn string_integer_and_binary_keys() {
+    use crate::ana::sample::SampleValue as S;
+    use crate::ana::stkey::from_sample;
+    use std::borrow::Cow;
+    let s = |v: &str| S::Str(Cow::Owned(v.to_string()));
+    let str8 = StickKey::String(8);
+    let k = from_sample(str8, &s("hello.example.com")).unwrap();
+    assert_eq!(key::text(str8, &k), "hello.ex");
+    let k = from_sample(str8, &s("a b=c\\\u{e9}")).unwrap();
+    assert_eq!(key::text(str8, &k), "a\\ b\\=c\\\\\\xC3\\xA9");
+    let int = StickKey::Integer;
+    assert_eq!(from_sample(int, &s("-3")), Some(Key::Int(4_294_967_293)));
+    assert_eq!(from_sample(int, &s("foo")), Some(Key::Int(0)));
+    assert_eq!(from_sample(int, &s("4294967297")), Some(Key::Int(1)));
+    assert_eq!(from_sample(int, &s("")), None);
+    assert_eq!(
+        from_sample(int, &S::Ip(addr("1.0.0.2"))),
+        Some(Key::Int(0x0100_0002))
+    );
+    let bin = StickKey::Binary(6);
+    let k = from_sample(bin, &s("ab")).unwrap();
+    assert_eq!(key::text(bin, &k), "616200000000");
+    let k = from_sample(bin, &s("abcdefghij")).unwrap();
+    assert_eq!(key::text(bin, &k), "616263646566");
+    assert_eq!(
+        key::parse_cli(int, "12abc", "Showing keys from"),
+        Ok(Some(Key::Int(12)))
+    );
+    assert_eq!(
+        key::parse_cli(int, "-1", "Showing keys from"),
+        Err("Invalid key\n".into())
+    );
+    assert_eq!(
+        key::parse_cli(int, "4294967296", "Showing keys from"),
+        Err("Invalid key\n".into())
+    );
+    assert!(key::parse_cli(bin, "00", "Removing keys from").is_err());
+    // Peers carry an integer in network order.
+    assert_eq!(key::from_wire(int, &[0, 0, 1, 2]), Some(Key::Int(258)));
+    assert_eq!(Key::Int(258).wire(), [0, 0, 1, 2]);
 }
