@@ -7,7 +7,7 @@ mod h2io;
 pub mod h2stream;
 pub mod srvconn;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -160,45 +160,22 @@ pub struct Failed {
     pub info: ConnectInfo,
 }
 
-/// `stick match` / `stick on`: the server the client's address sticks to in the first table
-/// that knows it, when it still exists (HAProxy matches by `server_id`).
+/// `stick match` / `stick on`: the first server a matched entry names that is running (any,
+/// stopped included, with `option persist` or `force`), as HAProxy's `process_sticking_rules`
+/// assigns it (by `server_id`).
 pub fn stuck_server(
-    tables: &crate::stick::Tables,
     be: &Proxy,
-    src: Option<IpAddr>,
-    now: u64,
+    plan: &crate::ana::sticking::StickPlan,
+    force: bool,
 ) -> Option<Arc<Server>> {
-    let src = src?;
-    for r in be.cfg.stick_rules.iter().filter(|r| r.kind.matches()) {
-        let name = r.table.as_deref().unwrap_or(&be.name);
-        let stuck = tables
-            .find(name)
-            .and_then(|t| t.stuck_server(&t.key_of(src)?, now));
-        let Some((id, _)) = stuck else {
-            continue;
-        };
-        return be.pool().servers.iter().find(|s| s.id == id).cloned();
-    }
-    None
-}
-
-/// `stick store-*` / `stick on`: the client's address sticks to `srv` from now on.
-pub fn stick_store(
-    tables: &crate::stick::Tables,
-    be: &Proxy,
-    src: Option<IpAddr>,
-    srv: &Server,
-    now: u64,
-) {
-    let Some(src) = src else { return };
-    for r in be.cfg.stick_rules.iter().filter(|r| r.kind.stores()) {
-        let name = r.table.as_deref().unwrap_or(&be.name);
-        if let Some(t) = tables.find(name)
-            && let Some(k) = t.key_of(src)
-        {
-            t.stick(k, srv.id, &srv.name, now);
-        }
-    }
+    let pool = be.pool();
+    let persist = force || be.cfg.options.persist;
+    plan.servers.iter().find_map(|id| {
+        pool.servers
+            .iter()
+            .find(|s| s.id == *id && (persist || s.usable.load(Ordering::Acquire)))
+            .cloned()
+    })
 }
 
 /// Picks a usable server with the backend's algorithm; `key` is the stream's balancing key

@@ -13,6 +13,7 @@ pub mod rewrite;
 pub mod rules;
 pub mod sample;
 pub mod script;
+pub mod sticking;
 pub mod stkey;
 pub mod tcp;
 pub mod vars;

@@ -238,6 +238,8 @@ pub struct ProxyRules {
     pub persist: Vec<(bool, Condition)>,
     /// `stats http-request` rules, run before the stats page is served.
     pub stats_http_request: Vec<Rule>,
+    /// `stick` rules (a backend's).
+    pub stick: Vec<super::sticking::StickRun>,
     /// Every `userlist` (shared by all proxies), for `http_auth*()`.
     pub userlists: std::sync::Arc<crate::ana::auth::Userlists>,
 }
@@ -449,6 +451,35 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
                 format!("error detected while parsing a '{kw}' rule : {}.", e.msg),
             )),
         }
+    }
+    for st in &p.stick_rules {
+        let c = match &st.cond {
+            None => None,
+            Some(c) => match acl::compile_cond(c, &acls) {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    errs.push(Diag::alert(
+                        &e.loc.file,
+                        e.loc.line,
+                        format!(
+                            "'stick': error detected while parsing sticking condition : {}.",
+                            e.msg
+                        ),
+                    ));
+                    continue;
+                }
+            },
+        };
+        // The parser checked the pattern.
+        let Ok(expr) = parse_sample(&st.pattern) else {
+            continue;
+        };
+        r.stick.push(super::sticking::StickRun {
+            kind: st.kind,
+            expr,
+            table: st.table.clone().unwrap_or_else(|| p.name.clone()),
+            cond: c,
+        });
     }
     let fmt = |s: &str, loc: &crate::config::model::Loc, rule: &str, errs: &mut Vec<Diag>| {
         match crate::map::with_origin(&loc.file, loc.line, || LogFormat::parse_rule(s)) {

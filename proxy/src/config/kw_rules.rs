@@ -2224,8 +2224,7 @@ pub(crate) fn parse_track_sc(
 }
 
 /// `stick on|match|store-request|store-response <pattern> [table <t>] [{if|unless} <cond>]`,
-/// with HAProxy 2.6's words; portcullis keys stickiness on the client address (`src`) only,
-/// without conditions, and says so for anything else.
+/// with HAProxy 2.6's words (the pattern must be a fetch the rule's direction has).
 pub(crate) fn kw_stick(p: &mut P, args: &[String]) {
     use super::model::{StickKind, StickRule};
     let kind = match arg(args, 1) {
@@ -2243,7 +2242,37 @@ pub(crate) fn kw_stick(p: &mut P, args: &[String]) {
         p.alert("'stick' expects a fetch method.");
         return;
     }
+    let expr = match crate::ana::sample::parse_sample(pattern) {
+        Ok(e) => e,
+        Err(e) => {
+            let name = pattern.split(['(', ',']).next().unwrap_or(pattern);
+            if crate::ana::sample::find_fetch(name).is_none() {
+                p.alert(format!("'stick': unknown fetch method '{name}'"));
+            } else {
+                p.alert(format!("'stick': {e}"));
+            }
+            return;
+        }
+    };
+    // What the fetch reads must exist in the rule's direction.
+    if let Some(needs) = expr.def().log_needs {
+        let response = kind == StickKind::StoreResponse;
+        let here = needs.split(',').any(|n| n.contains("response") == response);
+        if !here {
+            let when = if response {
+                "for 'store-response'"
+            } else {
+                "during request"
+            };
+            let name = pattern.split(['(', ',']).next().unwrap_or(pattern);
+            p.alert(format!(
+                "'stick': fetch method '{name}' extracts information from '{needs}', none of which is available {when}."
+            ));
+            return;
+        }
+    }
     let mut table = None;
+    let mut cond_at = None;
     let mut i = 3;
     while i < args.len() {
         match arg(args, i) {
@@ -2252,12 +2281,8 @@ pub(crate) fn kw_stick(p: &mut P, args: &[String]) {
                 i += 2;
             }
             "if" | "unless" => {
-                p.alert(format!(
-                    "'stick {} {pattern} {}' : conditions on stick rules are not supported by portcullis yet.",
-                    arg(args, 1),
-                    arg(args, i)
-                ));
-                return;
+                cond_at = Some(i);
+                break;
             }
             other => {
                 p.alert(format!("'stick': unknown keyword '{other}'."));
@@ -2265,13 +2290,13 @@ pub(crate) fn kw_stick(p: &mut P, args: &[String]) {
             }
         }
     }
-    if pattern != "src" {
-        p.alert(format!(
-            "'stick {} {pattern}' : portcullis keys stick rules on 'src' only for now.",
-            arg(args, 1)
-        ));
-        return;
-    }
+    let cond = cond_at.map(|at| cond(p, args, at));
     let loc = p.c.loc.clone();
-    p.px.stick_rules.push(StickRule { kind, table, loc });
+    p.px.stick_rules.push(StickRule {
+        kind,
+        pattern: pattern.to_string(),
+        table,
+        cond,
+        loc,
+    });
 }

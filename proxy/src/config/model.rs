@@ -1629,11 +1629,14 @@ impl StickKind {
     }
 }
 
-/// One `stick` line (only the `src` pattern so far).
+/// One `stick` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StickRule {
     pub kind: StickKind,
+    /// The key's sample expression, as written (compiled by `ana::sticking`).
+    pub pattern: String,
     /// `table <name>`, else the proxy's own table.
     pub table: Option<String>,
+    pub cond: Option<Cond>,
     pub loc: Loc,
 }

@@ -1901,7 +1901,7 @@ fn peers_sections() {
     );
 }
 
-/// `stick` lines: HAProxy 2.6's words (captured from `haproxy -c`), and portcullis' own limits.
+/// `stick` lines: HAProxy 2.6's words (captured from `haproxy -c`).
 #[test]
 fn stick_rules_as_haproxy() {
     use super::model::StickKind;
@@ -1938,9 +1938,18 @@ fn stick_rules_as_haproxy() {
         alerts("defaults\n stick on src\n"),
         ["2: 'stick' not allowed in 'defaults' section."]
     );
+    let c = ok(&format!(
+        "{T}backend b\n stick-table type ip size 1k\n stick on hdr(x) if {{ hdr(x) -m found }}\n"
+    ));
+    let r = &c.proxies[0].stick_rules[0];
+    assert_eq!((r.pattern.as_str(), r.cond.is_some()), ("hdr(x)", true));
     assert_eq!(
-        a(" stick on hdr(x)\n"),
-        ["7: 'stick on hdr(x)' : portcullis keys stick rules on 'src' only for now."]
+        a(" stick on nope\n stick match res.cook(x)\n stick store-response req.cook(x)\n"),
+        [
+            "7: 'stick': unknown fetch method 'nope'",
+            "8: 'stick': fetch method 'res.cook' extracts information from 'HTTP response headers', none of which is available during request.",
+            "9: 'stick': fetch method 'req.cook' extracts information from 'HTTP request headers', none of which is available for 'store-response'.",
+        ]
     );
 }
 

@@ -293,7 +293,6 @@ async fn connect_phase(
     insp: Inspected<'_>,
     mut log: SessionLog,
 ) -> End {
-    let src = peer.map(|p| p.ip());
     let tls = log.tls.clone();
     let proxied = log.proxied.clone();
     // `unique-id-format` (for the PROXY v2 `unique-id` TLV and `%ID`): made at connect time.
@@ -307,8 +306,18 @@ async fn connect_phase(
     };
     let key = lb_key(fe, &be, (peer, local), proxied.as_deref());
     // Without stick rules, neither the clock nor the tables are read.
-    let now = (!be.cfg.stick_rules.is_empty()).then(|| shared.model.now_ms());
-    let chosen = match now.and_then(|now| backend::stuck_server(&shared.model.stick, &be, src, now))
+    let plan = (!be.rules.stick.is_empty()).then(|| {
+        let ctx = crate::ana::sample::SampleCtx {
+            proxied: proxied.as_deref(),
+            backend: Some(&be.name),
+            ..crate::ana::tcp::base_ctx(fe, peer, local)
+        };
+        let now = shared.model.now_ms();
+        crate::ana::sticking::on_request(&be.rules.stick, &shared.model.stick, &ctx, now)
+    });
+    let chosen = match plan
+        .as_ref()
+        .and_then(|p| backend::stuck_server(&be, p, false))
     {
         Some(s) => backend::take_server(&be, key, Some(s))
             .await
@@ -330,8 +339,8 @@ async fn connect_phase(
             End::on(log, &be)
         }
         Ok(c) => {
-            if let Some(now) = now {
-                backend::stick_store(&shared.model.stick, &be, src, &c.server, now);
+            if let Some(plan) = &plan {
+                stick_store(shared, fe, &be, (peer, local), plan, &c.server);
             }
             log.server = Some(c.server.name.clone());
             log.retries = c.info.retries;
@@ -412,6 +421,28 @@ async fn inspect_and_route(
         payload,
     )?;
     Some((be, inspected, gone))
+}
+
+/// The keys the request's store rules kept, then those of `stick store-response` (evaluated
+/// once connected, without response bytes), stick to the server the session got.
+fn stick_store(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Proxy,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    plan: &crate::ana::sticking::StickPlan,
+    srv: &crate::model::Server,
+) {
+    use crate::ana::sticking;
+    let now = shared.model.now_ms();
+    sticking::store(&plan.stores, srv.id, &srv.name, now);
+    let ctx = crate::ana::sample::SampleCtx {
+        backend: Some(&be.name),
+        server: Some(&srv.name),
+        ..crate::ana::tcp::base_ctx(fe, peer, local)
+    };
+    let keys = sticking::on_response(&be.rules.stick, &shared.model.stick, &ctx);
+    sticking::store(&keys, srv.id, &srv.name, now);
 }
 
 /// The session's balancing key for `be`: `balance hash` on what a TCP session has, its addresses

@@ -228,6 +228,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 facts: &self.facts,
                 persist: tx.persist.as_ref(),
                 force_persist: tx.persist_rule == Some(true),
+                stick: tx.stick.as_ref(),
                 replayable: tx.framing.bodyless() && attempts == 1,
             };
             let first = tx.first || attempts > 1;

@@ -110,6 +110,8 @@ struct Txn {
     persist: Option<Arc<crate::model::Server>>,
     /// `force-persist` (true) or `ignore-persist` (false) matched.
     persist_rule: Option<bool>,
+    /// What the backend's `stick` rules found on the request.
+    stick: Option<crate::ana::sticking::StickPlan>,
 }
 
 impl Txn {

@@ -182,6 +182,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             vars,
             persist: None,
             persist_rule: None,
+            stick: None,
         })
     }
 
@@ -304,6 +305,21 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 ..base
             };
             tx.persist_rule = rules::persist_rule(&be.rules.persist, &ctx);
+        }
+        // `stick on|match|store-request`: after the backend's rules, before the server.
+        if !be.rules.stick.is_empty() {
+            let base = self.rule_ctx(refs, &be, strm);
+            let ctx = SampleCtx {
+                req: Some(&tx.req),
+                ..base
+            };
+            let now = self.shared.model.now_ms();
+            tx.stick = Some(crate::ana::sticking::on_request(
+                &be.rules.stick,
+                &self.shared.model.stick,
+                &ctx,
+                now,
+            ));
         }
         Ok(be)
     }

@@ -9,6 +9,7 @@ use super::exchange::{Abort, Leg};
 use super::front::Part;
 use super::{BODY_BUF, Front, Session, Txn, Upstream};
 use crate::ana::rules;
+use crate::config::model::StickKind;
 use crate::engine::conn::Duplex;
 use crate::engine::pool::give_buf;
 use crate::http::errors::{self, ConnHeader};
@@ -82,6 +83,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Some(keep) => plan.keep_server &= keep,
             None => return Forwarded::Done(false),
         }
+        self.store_rules(leg, &head, tx);
         if let Some(v) = self.response_rules(leg, &mut head, &tx.log) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(plan.framing).advance(&sbuf) {
@@ -391,6 +393,31 @@ impl<F: Front, U: Upstream> Session<F, U> {
 
     /// `http-response` rules: the backend's, then the frontend's (HAProxy's order); `Some` is
     /// a final verdict (`deny`, `redirect`).
+    /// `stick store-response` on the server's response head (before the `http-response`
+    /// rules, as HAProxy's `AN_RES_STORE_RULES`), then every key the request's and the
+    /// response's store rules kept sticks to the server.
+    fn store_rules(&self, leg: &Leg<'_, U::Conn>, head: &ResponseHead, tx: &Txn) {
+        let be: &Proxy = leg.be;
+        if !be
+            .rules
+            .stick
+            .iter()
+            .any(|r| r.kind == StickKind::StoreResponse)
+        {
+            return;
+        }
+        let mut ctx = self.sample_base();
+        ctx.backend = Some(&be.name);
+        ctx.server = Some(&leg.srv.name);
+        ctx.vars = tx.log.vars.as_deref();
+        ctx.req = Some(&tx.req);
+        ctx.res = Some(head);
+        let tables = &self.shared.model.stick;
+        let keys = crate::ana::sticking::on_response(&be.rules.stick, tables, &ctx);
+        let now = self.shared.model.now_ms();
+        crate::ana::sticking::store(&keys, leg.srv.id, &leg.srv.name, now);
+    }
+
     fn response_rules(
         &self,
         leg: &Leg<'_, U::Conn>,

@@ -3,7 +3,7 @@
 //! new one (queue, retries, redispatch, `send-proxy`, TLS to the server). [`Servers`] is the real
 //! one; the transaction's unit tests script their own.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -61,6 +61,8 @@ pub struct Side<'a> {
     pub persist: Option<&'a Arc<Server>>,
     /// A `force-persist` rule matched: a stopped `stick match` server is used all the same.
     pub force_persist: bool,
+    /// What the backend's `stick` rules found on the request.
+    pub stick: Option<&'a crate::ana::sticking::StickPlan>,
     /// The request can be sent again on a new connection if a reused one turns out closed
     /// (bodiless, first attempt): the stream's own connection, fresh from its last response,
     /// is then reused without the close check's system call.
@@ -119,16 +121,11 @@ impl Upstream for Servers {
         log: &mut SessionLog,
     ) -> ServerConn<SrvConn> {
         let model = &side.shared.model;
-        let src = side.facts.peer.map(|p| p.ip());
-        // Without stick rules, neither the clock nor the tables are read.
-        let sticky = !be.cfg.stick_rules.is_empty();
-        let now = if sticky { model.now_ms() } else { 0 };
         // A persistence cookie wins over the stick rules (HAProxy assigns its server first).
-        let stuck = match side.persist {
-            Some(s) => Some(Arc::clone(s)),
-            None => sticky
-                .then(|| backend::stuck_server(&model.stick, be, src, now))
-                .flatten(),
+        let stuck = match (side.persist, side.stick) {
+            (Some(s), _) => Some(Arc::clone(s)),
+            (None, Some(plan)) => backend::stuck_server(be, plan, side.force_persist),
+            (None, None) => None,
         };
         let (srv, queued) = backend::take_server_forced(
             be,
@@ -153,8 +150,8 @@ impl Upstream for Servers {
             idle = idle_conn(&mut self.own, reuse, &srv, (first, side.replayable));
         }
         if let Some(conn) = idle {
-            if sticky {
-                backend::stick_store(&model.stick, be, src, &srv, now);
+            if let Some(plan) = side.stick {
+                crate::ana::sticking::store(&plan.stores, srv.id, &srv.name, model.now_ms());
             }
             Counters::add(&srv.counters.lbtot, 1);
             Counters::add(&be.counters.lbtot, 1);
@@ -162,7 +159,7 @@ impl Upstream for Servers {
             return Ok((srv, conn, true));
         }
         let _opening = shared_h2.then(|| pool::Connecting::start(&*srv));
-        connect_new(side, be, key, srv, log, (src, sticky.then_some(now))).await
+        connect_new(side, be, key, srv, log).await
     }
 
     fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>) {
@@ -209,14 +206,13 @@ fn speaks_h2(srv: &Server) -> bool {
 }
 
 /// A new connection (`backend::connect`: queue, retries, redispatch from `picked`), then TLS if
-/// the server asks for it. `stick.1`: when the stick rules' clock reading, if they apply.
+/// the server asks for it; the request's `stick store-request` keys go to the server it got.
 async fn connect_new(
     side: Side<'_>,
     be: &Proxy,
     key: Option<u32>,
     picked: Arc<Server>,
     log: &mut SessionLog,
-    stick: (Option<IpAddr>, Option<u64>),
 ) -> ServerConn<SrvConn> {
     let uid = log.unique_id.clone();
     let facts = side.facts;
@@ -228,8 +224,9 @@ async fn connect_new(
     };
     match backend::connect(side.shared.io, be, key, Some(picked), &client).await {
         Ok(c) => {
-            if let (src, Some(now)) = stick {
-                backend::stick_store(&side.shared.model.stick, be, src, &c.server, now);
+            if let Some(plan) = side.stick {
+                let now = side.shared.model.now_ms();
+                crate::ana::sticking::store(&plan.stores, c.server.id, &c.server.name, now);
             }
             log.retries = c.info.retries;
             log.redispatched = c.info.redispatched;
