@@ -484,3 +484,59 @@ fn string_integer_and_binary_keys_match_haproxy() {
         assert_eq!(g, w);
     }
 }
+
+/// The arrays `gpt(<n>)`, `gpc(<n>)`, `gpc_rate(<n>,<p>)`: `sc-inc-gpc(<idx>,<sc>)` and
+/// `sc-set-gpt(<idx>,<sc>)` in `http-request` and `tcp-request content`, the fetches
+/// `sc_get_gpt|get_gpc|gpc_rate|inc_gpc|clr_gpc(<idx>,<sc>)` and their `src_` forms, then
+/// `show table` (elements numbered), `set table … data.gpc` and a `data.gpc` filter, as
+/// HAProxy 2.6.
+#[test]
+fn gpt_gpc_arrays_match_haproxy() {
+    let dir = TempDir::new("stick-arrays");
+    let run = |bin: &str| -> Option<Vec<String>> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type ip size 1k expire 1m store gpt(2),gpc(3),gpc_rate(2,10s),http_req_cnt\n    tcp-request content track-sc1 src table s\n    tcp-request content sc-inc-gpc(0,1)\n    http-request track-sc0 src\n    http-request sc-inc-gpc(1,0)\n    http-request sc-inc-gpc(2,0) if {{ path /two }}\n    http-request sc-set-gpt(1,0) 77\n    http-request sc-set-gpt(0,0) req.hdr_cnt(x-a) if {{ path /two }}\n    http-request sc-inc-gpc(7,0)\n    http-request return status 200 hdr x-n \"%[sc_get_gpc(1,0)]/%[sc_gpc_rate(1,0)]/%[sc_get_gpt(1,0)]/%[sc_get_gpt(0,0)]/%[src_get_gpc(0,s)]/%[sc_get_gpc0(0)]/%[sc_inc_gpc(2,0)]/%[src_get_gpc(2,f)]\" if {{ path /two }}\n    http-request return status 200 hdr x-n \"%[sc_clr_gpc(1,0)]/%[src_inc_gpc(0,s)]/%[sc_get_gpc(1,0)]/%[sc_get_gpc(9,0)]/%[sc_gpc_rate(0,1)]\" if {{ path /clr }}\n    http-request return status 200 hdr x-n \"%[sc_get_gpc(1,0)]\"\n\nbackend s\n    stick-table type ip size 1k expire 1m store gpc(1),gpt(1)\n",
+            sock.display()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        let mut out = Vec::new();
+        for path in ["/", "/", "/two", "/clr", "/two"] {
+            let r = proxy::request(
+                lo(port),
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nX-A: 2\r\nConnection: close\r\n\r\n"
+                ),
+            );
+            out.push(format!("{path} {} {:?}", r.status, r.header("x-n")));
+        }
+        wait_until(Duration::from_secs(3), || {
+            !cli(&sock, "show table f").contains("use=1")
+        });
+        for c in [
+            "show table f",
+            "show table s",
+            "set table f key 127.0.0.9 data.gpc 5 data.gpc_rate 4 data.gpt 3",
+            "set table f key 127.0.0.9 data.gpc0 1",
+            "set table f key 127.0.0.9 data.gpc1 1",
+            "show table f data.gpc gt 4",
+            "show table f data.gpc0 gt 4",
+            "show table f key 127.0.0.9",
+        ] {
+            out.push(format!("{c}\n{}", mask(&cli(&sock, c))));
+        }
+        Some(out)
+    };
+    let Some(want) = run("haproxy") else { return };
+    let got = run("portcullis").unwrap();
+    assert!(want.iter().any(|l| l.contains(" gpt1=77 ")), "{want:#?}");
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w);
+    }
+}

@@ -15,7 +15,7 @@ use crate::config::model::{
 };
 use crate::http::head::{RequestHead, ResponseHead};
 use crate::log::format::{LogFormat, LogRecord};
-use crate::stick::StkCtrs;
+use crate::stick::{StickData, StkCtrs};
 
 /// The payload of `http-request return`.
 pub enum ReturnBody {
@@ -136,31 +136,54 @@ impl Track {
     }
 }
 
-/// A compiled `sc-inc-gpc0|1` / `sc-set-gpt0`: acts on counter `sc`'s entry (the stream's,
-/// else the session's), nothing when it is not tracked.
+/// A compiled `sc-inc-gpc0|1`, `sc-inc-gpc(<idx>,<sc>)`, `sc-set-gpt0`, `sc-set-gpt(<idx>,<sc>)`:
+/// acts on counter `sc`'s entry (the stream's, else the session's), nothing when it is not
+/// tracked.
 pub struct ScRun {
     pub sc: usize,
-    /// The general purpose counter `sc-inc-gpcN` increments (0 or 1).
-    gpc: u8,
-    /// `sc-set-gpt0`'s value (an integer or an expression) instead.
+    /// The counter or tag acted on: `Gpc0`, `Gpc1`, `Gpc`, `Gpt0` or `Gpt` (element `idx`).
+    data: StickData,
+    idx: u32,
+    /// The value a `sc-set-gpt*` sets (an integer or an expression).
     gpt: Option<Result<i64, SampleExpr>>,
 }
 
 impl ScRun {
     pub fn compile(a: &ScAction) -> Result<ScRun, String> {
+        let value = |v: &Result<i64, String>| -> Result<_, String> {
+            Ok(match v {
+                Ok(n) => Ok(*n),
+                Err(e) => Err(parse_sample(e)?),
+            })
+        };
         Ok(match a {
             ScAction::IncGpc { which, sc } => ScRun {
                 sc: usize::from(*sc),
-                gpc: *which,
+                data: if *which == 0 {
+                    StickData::Gpc0
+                } else {
+                    StickData::Gpc1
+                },
+                idx: 0,
                 gpt: None,
             },
-            ScAction::SetGpt0 { sc, value } => ScRun {
+            ScAction::IncGpcAt { idx, sc } => ScRun {
                 sc: usize::from(*sc),
-                gpc: 0,
-                gpt: Some(match value {
-                    Ok(n) => Ok(*n),
-                    Err(e) => Err(parse_sample(e)?),
-                }),
+                data: StickData::Gpc,
+                idx: *idx,
+                gpt: None,
+            },
+            ScAction::SetGpt0 { sc, value: v } => ScRun {
+                sc: usize::from(*sc),
+                data: StickData::Gpt0,
+                idx: 0,
+                gpt: Some(value(v)?),
+            },
+            ScAction::SetGptAt { idx, sc, value: v } => ScRun {
+                sc: usize::from(*sc),
+                data: StickData::Gpt,
+                idx: *idx,
+                gpt: Some(value(v)?),
             },
         })
     }
@@ -172,7 +195,7 @@ impl ScRun {
         };
         match &self.gpt {
             None => {
-                t.inc_gpc(self.gpc, view.now_ms);
+                t.inc_gpc(self.data, self.idx, view.now_ms);
             }
             Some(v) => {
                 let v = match v {
@@ -183,7 +206,7 @@ impl ScRun {
                     },
                 };
                 // HAProxy stores it as an unsigned int (a C cast).
-                t.set_gpt0(u64::from(v as u32));
+                t.set_gpt(self.data, self.idx, u64::from(v as u32));
             }
         }
     }
@@ -350,6 +373,8 @@ fn rule_name(a: &HttpRequestAction) -> std::borrow::Cow<'static, str> {
         HttpRequestAction::Sc(ScAction::IncGpc { which: 0, .. }) => "sc-inc-gpc0",
         HttpRequestAction::Sc(ScAction::IncGpc { .. }) => "sc-inc-gpc1",
         HttpRequestAction::Sc(ScAction::SetGpt0 { .. }) => "sc-set-gpt0",
+        HttpRequestAction::Sc(ScAction::IncGpcAt { .. }) => "sc-inc-gpc",
+        HttpRequestAction::Sc(ScAction::SetGptAt { .. }) => "sc-set-gpt",
     })
 }
 

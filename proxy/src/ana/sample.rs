@@ -419,6 +419,8 @@ pub enum Fetch {
         src: bool,
         sc: u8,
         data: crate::stick::StickData,
+        /// The array element (`sc_get_gpc(<idx>,<sc>)`), 0 otherwise.
+        idx: u32,
         table: Option<String>,
         op: crate::stick::StickOp,
     },
@@ -444,6 +446,10 @@ enum ArgSpec {
     Str,
     /// `integer[,table]` (the counter number is mandatory)
     ScCtr,
+    /// `integer,integer[,table]`: an array element and a counter (both mandatory).
+    IdxScCtr,
+    /// `integer,table`: an array element and a table (both mandatory, as HAProxy 2.6).
+    IdxTable,
     /// `[table]`
     Table,
     /// `integer` (mandatory): a capture slot.
@@ -564,6 +570,7 @@ macro_rules! stick_def {
                 src: $src,
                 sc: $sc,
                 data: crate::stick::StickData::$data,
+                idx: 0,
                 table: None,
                 op: crate::stick::StickOp::Read,
             },
@@ -595,6 +602,7 @@ macro_rules! stick_row {
                 src: $src,
                 sc: $sc,
                 data: crate::stick::StickData::$data,
+                idx: 0,
                 table: None,
                 op: crate::stick::StickOp::$op,
             },
@@ -622,6 +630,25 @@ static STICK_FETCHES: &[FetchDef] = stick_rows![
     "bytes_out_rate" => BytesOutRate Read,
     "kbytes_in" => BytesInCnt Kbytes,
     "kbytes_out" => BytesOutCnt Kbytes,
+];
+
+/// `sc_<name>(<idx>,<ctr>[,<table>])` and `src_<name>(<idx>,<table>)` on an array element.
+macro_rules! stick_array_rows {
+    ($($name:literal => $data:ident $op:ident),* $(,)?) => {
+        &[$(
+            stick_row!(concat!("sc_", $name), IdxScCtr, false, 0, $data, $op),
+            stick_row!(concat!("src_", $name), IdxTable, true, 0, $data, $op),
+        )*]
+    };
+}
+
+/// The fetches of the arrays (`gpt(<n>)`, `gpc(<n>)`, `gpc_rate(<n>,<p>)`).
+static STICK_ARRAY_FETCHES: &[FetchDef] = stick_array_rows![
+    "get_gpt" => Gpt Read,
+    "get_gpc" => Gpc Read,
+    "gpc_rate" => GpcRate Read,
+    "inc_gpc" => Gpc Inc,
+    "clr_gpc" => Gpc Clr,
 ];
 
 /// The supported sample fetches (a subset of HAProxy 2.6's).
@@ -888,6 +915,7 @@ pub fn find_fetch(name: &str) -> Option<&'static FetchDef> {
     FETCHES
         .iter()
         .chain(STICK_FETCHES.iter())
+        .chain(STICK_ARRAY_FETCHES.iter())
         .find(|f| f.name == name)
 }
 
@@ -991,7 +1019,12 @@ pub(crate) fn parse_prefix_with(
         })?;
     } else if matches!(
         def.args,
-        ArgSpec::ScCtr | ArgSpec::Slot | ArgSpec::Var | ArgSpec::Int2
+        ArgSpec::ScCtr
+            | ArgSpec::Slot
+            | ArgSpec::Var
+            | ArgSpec::Int2
+            | ArgSpec::IdxScCtr
+            | ArgSpec::IdxTable
     ) {
         return Err(known(format!(
             "fetch method '{fkw}' : expected type 'integer' at position 1, but got nothing"
@@ -1107,7 +1140,8 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
     let max = match spec {
         ArgSpec::None => 0,
         ArgSpec::HdrName | ArgSpec::Str | ArgSpec::Table | ArgSpec::Slot => 1,
-        ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var | ArgSpec::Int2 => 2,
+        ArgSpec::HdrOcc | ArgSpec::ScCtr | ArgSpec::Var | ArgSpec::Int2 | ArgSpec::IdxTable => 2,
+        ArgSpec::IdxScCtr => 3,
         ArgSpec::Opt2 => match fetch {
             Fetch::Rand(_)
             | Fetch::Uuid
@@ -1142,11 +1176,44 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
         }
         return Ok(());
     }
-    if let Fetch::Stick { sc, table, .. } = fetch
+    if let Fetch::Stick { sc, table, idx, .. } = fetch
         && args.len() <= max
     {
         let mut rest = args;
-        if spec == ArgSpec::ScCtr {
+        if matches!(spec, ArgSpec::IdxScCtr | ArgSpec::IdxTable) {
+            let a = args.first().copied().unwrap_or("");
+            *idx = match a.trim().parse::<u32>() {
+                Ok(n) => n,
+                Err(_) if a.is_empty() => {
+                    return Err("expected type 'integer' at position 1, but got nothing".into());
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "failed to parse '{a}' as type 'integer' at position 1"
+                    ));
+                }
+            };
+            rest = args.get(1..).unwrap_or(&[]);
+            // `src_*_gpc(<idx>,<table>)`: HAProxy 2.6 wants the table there.
+            if spec == ArgSpec::IdxTable && rest.first().is_none_or(|t| t.is_empty()) {
+                return Err("missing arguments (got 1/2), type 'table' expected".into());
+            }
+            if spec == ArgSpec::IdxScCtr {
+                let a = rest.first().copied().unwrap_or("");
+                *sc = match a.trim().parse::<u8>() {
+                    Ok(n) => n,
+                    Err(_) if a.is_empty() => {
+                        return Err("missing arguments (got 1/2), type 'integer' expected".into());
+                    }
+                    Err(_) => {
+                        return Err(format!(
+                            "failed to parse '{a}' as type 'integer' at position 2"
+                        ));
+                    }
+                };
+                rest = rest.get(1..).unwrap_or(&[]);
+            }
+        } else if spec == ArgSpec::ScCtr {
             let a = args.first().copied().unwrap_or("");
             *sc = match a.trim().parse::<u8>() {
                 Ok(n) => n,
@@ -1919,14 +1986,15 @@ impl SampleExpr {
                 src,
                 sc,
                 data,
+                idx,
                 table,
                 op,
             } => {
                 let view = ctx.stick?;
                 let v = if *src {
-                    view.src_op(ctx.src.ip(), table.as_deref(), *op, *data)?
+                    view.src_op(ctx.src.ip(), table.as_deref(), *op, (*data, *idx))?
                 } else {
-                    view.sc_op(usize::from(*sc), table.as_deref(), *op, *data)?
+                    view.sc_op(usize::from(*sc), table.as_deref(), *op, (*data, *idx))?
                 };
                 Some(Int(i64::try_from(v).unwrap_or(i64::MAX)))
             }

@@ -73,8 +73,10 @@ pub(crate) const HTTP_ACTIONS: &[&str] = &[
     "replace-uri",
     "replace-value",
     "return",
+    "sc-inc-gpc(*)",
     "sc-inc-gpc0(*)",
     "sc-inc-gpc1(*)",
+    "sc-set-gpt(*)",
     "sc-set-gpt0(*)",
     "set-header",
     "set-method",
@@ -239,7 +241,11 @@ fn http_rule(p: &mut P, args: &[String], kw: &str, actions: &[&str]) -> Option<H
     // means counter 0).
     let listed = match action.split_once('(') {
         Some((a, _)) => format!("{a}(*)"),
-        None if matches!(action, "sc-inc-gpc0" | "sc-inc-gpc1" | "sc-set-gpt0") => {
+        None if matches!(
+            action,
+            "sc-inc-gpc0" | "sc-inc-gpc1" | "sc-set-gpt0" | "sc-inc-gpc" | "sc-set-gpt"
+        ) =>
+        {
             format!("{action}(*)")
         }
         None => action.to_string(),
@@ -956,7 +962,7 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                         len: len as usize,
                     }
                 }
-                t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0"]
+                t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0", "sc-inc-gpc", "sc-set-gpt"]
                     .iter()
                     .any(|v| t.strip_prefix(v).is_some_and(|r| r.is_empty() || r.starts_with('('))) =>
                 {
@@ -1136,12 +1142,18 @@ pub(crate) fn kw_tcp_response(p: &mut P, args: &[String]) {
                 }
             }
         }
-        t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0"]
-            .iter()
-            .any(|v| {
-                t.strip_prefix(v)
-                    .is_some_and(|r| r.is_empty() || r.starts_with('('))
-            }) =>
+        t if [
+            "sc-inc-gpc0",
+            "sc-inc-gpc1",
+            "sc-set-gpt0",
+            "sc-inc-gpc",
+            "sc-set-gpt",
+        ]
+        .iter()
+        .any(|v| {
+            t.strip_prefix(v)
+                .is_some_and(|r| r.is_empty() || r.starts_with('('))
+        }) =>
         {
             match parse_sc_action(args, 2, false) {
                 Ok((a, next)) => {
@@ -1881,9 +1893,9 @@ const STORE_TYPES: &[(&str, bool, bool)] = &[
     ("server_name", false, false),
     ("http_fail_cnt", false, true),
     ("http_fail_rate", true, true),
-    ("gpt", false, false),
-    ("gpc", false, false),
-    ("gpc_rate", true, false),
+    ("gpt", false, true),
+    ("gpc", false, true),
+    ("gpc_rate", true, true),
 ];
 
 /// `stick-table type ip|ipv6 size <n> [expire <t>] [nopurge] [peers <section>] [store <type>[,<type>]*]*`.
@@ -1926,8 +1938,8 @@ pub(crate) fn parse_stick_table(
     let mut size = None;
     let mut expire = None;
     let mut peers = None;
-    // (index in STORE_TYPES, rate period)
-    let mut store: Vec<(usize, Option<std::time::Duration>)> = Vec::new();
+    // (index in STORE_TYPES, rate period, array size)
+    let mut store: Vec<(usize, Option<std::time::Duration>, u32)> = Vec::new();
     let mut i = from;
     while let Some(w) = args.get(i) {
         let v = arg(args, i + 1);
@@ -2015,7 +2027,7 @@ pub(crate) fn parse_stick_table(
                 i += 2;
             }
             "store" => {
-                for item in v.split(',') {
+                for item in split_store(v) {
                     let (name, targ) = match item.split_once('(') {
                         Some((n, rest)) => (n, Some(rest.strip_suffix(')').unwrap_or(rest))),
                         None => (item, None),
@@ -2025,6 +2037,40 @@ pub(crate) fn parse_stick_table(
                         return None;
                     };
                     let (_, rate, supported) = STORE_TYPES[idx];
+                    let array = matches!(name, "gpt" | "gpc" | "gpc_rate");
+                    let (size, targ) = match (array, targ) {
+                        (false, t) => (1, t),
+                        (true, None) => {
+                            c.alert(format!("{kw}: missing argument to store option '{name}'."));
+                            return None;
+                        }
+                        (true, Some(a)) => {
+                            let (n, rest) = match a.split_once(',') {
+                                Some((n, r)) => (n, Some(r)),
+                                None => (a, None),
+                            };
+                            if rate && rest.is_none() {
+                                c.alert(format!(
+                                    "{kw}: missing argument to store option '{name}'."
+                                ));
+                                return None;
+                            }
+                            let Some(n) = n.parse::<u32>().ok().filter(|n| (1..=100).contains(n))
+                            else {
+                                c.alert(format!(
+                                    "{kw}: array size is out of allowed range (1-100) for store option '{name}'."
+                                ));
+                                return None;
+                            };
+                            if !rate && rest.is_some() {
+                                c.alert(format!(
+                                    "{kw}: unexpected argument to store option '{name}'."
+                                ));
+                                return None;
+                            }
+                            (n, rest)
+                        }
+                    };
                     let period = match (rate, targ) {
                         (true, None) => {
                             c.alert(format!("{kw}: missing argument to store option '{name}'."));
@@ -2039,25 +2085,24 @@ pub(crate) fn parse_stick_table(
                                 return None;
                             }
                         },
-                        // gpc/gpt take an array size.
-                        (false, Some(_)) if !matches!(name, "gpc" | "gpt") => {
+                        (false, Some(_)) => {
                             c.alert(format!(
                                 "{kw}: unexpected argument to store option '{name}'."
                             ));
                             return None;
                         }
-                        (false, _) => None,
+                        (false, None) => None,
                     };
                     if !supported {
                         pending.push(format!("stick-table store {name}"));
                     }
-                    if store.iter().any(|(j, _)| *j == idx) {
+                    if store.iter().any(|(j, _, _)| *j == idx) {
                         c.warn(format!(
                             "{kw}: store option '{name}' already enabled, ignored."
                         ));
                         continue;
                     }
-                    store.push((idx, period));
+                    store.push((idx, period, size));
                 }
                 i += 2;
             }
@@ -2075,10 +2120,38 @@ pub(crate) fn parse_stick_table(
         c.alert(format!("{kw}: missing type."));
         return None;
     };
-    store.sort_by_key(|(j, _)| *j);
+    // An array overrides the legacy types it extends (HAProxy refuses both).
+    let has = |n: &str| {
+        store
+            .iter()
+            .any(|(j, _, _)| STORE_TYPES.get(*j).is_some_and(|t| t.0 == n))
+    };
+    for (arr, legacy, what) in [
+        (
+            "gpt",
+            &["gpt0"][..],
+            "'gpt' and 'gpt0' in a same table is not permitted as 'gpt' overrides 'gpt0'",
+        ),
+        (
+            "gpc",
+            &["gpc0", "gpc1"][..],
+            "'gpc' and 'gpc[0/1]' in a same table is not permitted as 'gpc' overrides 'gpc[0/1]'",
+        ),
+        (
+            "gpc_rate",
+            &["gpc0_rate", "gpc1_rate"][..],
+            "'gpc_rate' and 'gpc[0/1]_rate' in a same table is not permitted as 'gpc_rate' overrides 'gpc[0/1]_rate'",
+        ),
+    ] {
+        if has(arr) && legacy.iter().any(|l| has(l)) {
+            c.alert(format!("{kw}: simultaneous usage of {what}."));
+            return None;
+        }
+    }
+    store.sort_by_key(|(j, _, _)| *j);
     let store = store
         .into_iter()
-        .filter_map(|(j, period)| {
+        .filter_map(|(j, period, size)| {
             let d = period.unwrap_or_default();
             Some(match STORE_TYPES.get(j)?.0 {
                 "conn_cnt" => StickStore::ConnCnt,
@@ -2102,6 +2175,9 @@ pub(crate) fn parse_stick_table(
                 "gpc1_rate" => StickStore::Gpc1Rate(d),
                 "http_fail_cnt" => StickStore::HttpFailCnt,
                 "http_fail_rate" => StickStore::HttpFailRate(d),
+                "gpt" => StickStore::Gpt(size),
+                "gpc" => StickStore::Gpc(size),
+                "gpc_rate" => StickStore::GpcRate(size, d),
                 _ => return None,
             })
         })
@@ -2114,6 +2190,25 @@ pub(crate) fn parse_stick_table(
         peers,
         loc: c.loc.clone(),
     })
+}
+
+/// The items of `store a,b(x),c(y,z)`: commas inside parentheses belong to the item.
+fn split_store(v: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in v.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth <= 0 => {
+                out.push(&v[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&v[start..]);
+    out
 }
 
 /// `sc-inc-gpc0|1[(<sc>)]` or `sc-set-gpt0[(<sc>)] <int>|<expr>` at `args[at]`: the action
@@ -2130,6 +2225,9 @@ pub(crate) fn parse_sc_action(
         Some(i) => (&word[..i], &word[i..]),
         None => (word, ""),
     };
+    if matches!(verb, "sc-inc-gpc" | "sc-set-gpt") {
+        return parse_sc_array_action(args, at);
+    }
     let gpt = verb == "sc-set-gpt0";
     if !matches!(verb, "sc-inc-gpc0" | "sc-inc-gpc1" | "sc-set-gpt0") {
         return Err(format!(
@@ -2179,6 +2277,65 @@ pub(crate) fn parse_sc_action(
     };
     let next = if v.is_empty() { at + 1 } else { at + 2 };
     Ok((ScAction::SetGpt0 { sc, value }, next))
+}
+
+/// `sc-inc-gpc(<idx>,<sc>)` or `sc-set-gpt(<idx>,<sc>) <int>|<expr>` at `args[at]`, read as
+/// HAProxy 2.6 does (`strtoul` then `strtol`: an empty number is 0).
+fn parse_sc_array_action(
+    args: &[String],
+    at: usize,
+) -> Result<(super::model::ScAction, usize), String> {
+    use super::model::ScAction;
+    let word = arg(args, at);
+    let gpt = word.starts_with("sc-set-gpt");
+    let (what, verb) = if gpt {
+        ("gpt", "sc-set-gpt(<GPT ID>,<Track ID>)")
+    } else {
+        ("gpc", "sc-inc-gpc(<GPC ID>,<Track ID>)")
+    };
+    let Some(inner) = word
+        .get("sc-inc-gpc".len()..)
+        .and_then(|r| r.strip_prefix('('))
+    else {
+        return Err(format!("invalid {what} ID '{word}'. Expects {verb}"));
+    };
+    let digits = |s: &str| s.bytes().take_while(u8::is_ascii_digit).count();
+    let n = digits(inner);
+    let Some(after) = inner[n..].strip_prefix(',') else {
+        return Err(format!("Missing {what} ID '{word}'. Expects {verb}"));
+    };
+    let idx = inner[..n]
+        .parse::<u32>()
+        .unwrap_or(if n == 0 { 0 } else { u32::MAX });
+    let m = digits(after);
+    if !after[m..].starts_with(')') {
+        return Err(format!(
+            "invalid stick table track ID '{word}'. Expects {verb}"
+        ));
+    }
+    let sc = match after[..m].parse::<u32>() {
+        Ok(v) if v <= 2 => v as u8,
+        Err(_) if m == 0 => 0,
+        _ => {
+            return Err(format!(
+                "invalid stick table track ID '{word}'. The max allowed ID is 2"
+            ));
+        }
+    };
+    if !gpt {
+        return Ok((ScAction::IncGpcAt { idx, sc }, at + 1));
+    }
+    let v = arg(args, at + 1);
+    let value = match v.trim_start().parse::<i64>() {
+        _ if v.is_empty() => Ok(0),
+        Ok(n) => Ok(n),
+        Err(_) => {
+            crate::ana::sample::parse_sample(v)?;
+            Err(v.to_string())
+        }
+    };
+    let next = if v.is_empty() { at + 1 } else { at + 2 };
+    Ok((ScAction::SetGptAt { idx, sc, value }, next))
 }
 
 /// `track-sc<n> <key> [table <name>]` starting at `args[at]` (the `track-scN` word). Returns the

@@ -869,6 +869,14 @@ pub enum ScAction {
     IncGpc { which: u8, sc: u8 },
     /// `sc-set-gpt0(<sc>) <int>|<expr>`: `Err` holds a sample expression, as written.
     SetGpt0 { sc: u8, value: Result<i64, String> },
+    /// `sc-inc-gpc(<idx>,<sc>)`: element `idx` of the `gpc` array.
+    IncGpcAt { idx: u32, sc: u8 },
+    /// `sc-set-gpt(<idx>,<sc>) <int>|<expr>`: element `idx` of the `gpt` array.
+    SetGptAt {
+        idx: u32,
+        sc: u8,
+        value: Result<i64, String>,
+    },
 }
 
 /// A `peers <name>` section: the processes that keep stick tables in sync.
@@ -954,6 +962,10 @@ pub enum StickStore {
     Gpc1Rate(Duration),
     HttpFailCnt,
     HttpFailRate(Duration),
+    /// `gpt(<n>)`, `gpc(<n>)`, `gpc_rate(<n>,<period>)`: arrays of `n` (1 to 100).
+    Gpt(u32),
+    Gpc(u32),
+    GpcRate(u32, Duration),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

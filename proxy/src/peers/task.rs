@@ -120,10 +120,14 @@ fn synced_tables(shared: &Shared, s: &PeersSection) -> Vec<(Arc<Table>, LocalTab
 
 fn local_table(name: &str, t: &Table) -> LocalTable {
     let st = &t.store;
+    // The arrays (`gpt`, `gpc`, `gpc_rate`) stay local: not announced, not sent.
     let periods = st
         .types()
+        .filter(|d| !d.is_array())
         .filter_map(|d| Some((d.id(), st.period(d)?)))
         .collect();
+    let arrays =
+        (1u32 << StickData::Gpt.id()) | (1 << StickData::Gpc.id()) | (1 << StickData::GpcRate.id());
     // HAProxy's sample type and `key_size` (a string's counts its final NUL).
     let (key_type, key_len) = match t.key {
         StickKey::Ip => (wire::KEY_IPV4, 4),
@@ -136,7 +140,7 @@ fn local_table(name: &str, t: &Table) -> LocalTable {
         name: name.to_string(),
         key_type,
         key_len,
-        data: u64::from(st.mask()),
+        data: u64::from(st.mask() & !arrays),
         periods,
         expire_ms: t.expire_ms.unwrap_or(0),
     }
@@ -151,7 +155,7 @@ pub(super) fn entry_data(t: &Table, key: &Key, e: &Entry, now: u64) -> EntryData
         let id = e.server.as_ref().map_or(0, |(id, _)| *id);
         values.push((SERVER_ID, Value::Int(u64::from(id))));
     }
-    for d in st.types() {
+    for d in st.types().filter(|d| !d.is_array()) {
         let v = match e.raw(st, d) {
             Some(Val::Freq(f)) => {
                 let (tick, curr, prev) = f.parts();

@@ -64,6 +64,10 @@ pub enum StickData {
     Gpc1Rate = 18,
     HttpFailCnt = 20,
     HttpFailRate = 21,
+    /// The arrays (`gpt(<n>)`, `gpc(<n>)`, `gpc_rate(<n>,<p>)`): `n` elements each.
+    Gpt = 22,
+    Gpc = 23,
+    GpcRate = 24,
 }
 
 /// HAProxy's data type number of `server_id`.
@@ -71,7 +75,7 @@ pub const SERVER_ID: u32 = 0;
 
 impl StickData {
     /// In HAProxy's data type order (the order of `show table`'s columns).
-    pub const ALL: [StickData; 20] = [
+    pub const ALL: [StickData; 23] = [
         StickData::Gpt0,
         StickData::Gpc0,
         StickData::Gpc0Rate,
@@ -92,6 +96,9 @@ impl StickData {
         StickData::Gpc1Rate,
         StickData::HttpFailCnt,
         StickData::HttpFailRate,
+        StickData::Gpt,
+        StickData::Gpc,
+        StickData::GpcRate,
     ];
     /// HAProxy's name (`conn_rate`).
     pub fn name(self) -> &'static str {
@@ -116,6 +123,9 @@ impl StickData {
             StickData::Gpc1Rate => "gpc1_rate",
             StickData::HttpFailCnt => "http_fail_cnt",
             StickData::HttpFailRate => "http_fail_rate",
+            StickData::Gpt => "gpt",
+            StickData::Gpc => "gpc",
+            StickData::GpcRate => "gpc_rate",
         }
     }
     pub fn from_name(name: &str) -> Option<StickData> {
@@ -141,7 +151,12 @@ impl StickData {
                 | StickData::BytesOutRate
                 | StickData::Gpc1Rate
                 | StickData::HttpFailRate
+                | StickData::GpcRate
         )
+    }
+    /// An array type (`gpt`, `gpc`, `gpc_rate`).
+    pub fn is_array(self) -> bool {
+        matches!(self, StickData::Gpt | StickData::Gpc | StickData::GpcRate)
     }
     /// An unsigned long long (`bytes_*_cnt`); the other counters are 32-bit.
     pub fn is_u64(self) -> bool {
@@ -161,7 +176,9 @@ pub enum Val {
 pub struct Store {
     /// Bit n: data type n is stored (HAProxy's numbering; bit 0 is `server_id`).
     mask: u32,
-    periods: [u64; 22],
+    periods: [u64; 25],
+    /// How many values each stored type has (1, or an array's size).
+    counts: [u8; 25],
 }
 
 impl Store {
@@ -194,8 +211,20 @@ impl Store {
                 StickStore::Gpc1Rate(d) => (StickData::Gpc1Rate, Some(d)),
                 StickStore::HttpFailCnt => (StickData::HttpFailCnt, None),
                 StickStore::HttpFailRate(d) => (StickData::HttpFailRate, Some(d)),
+                StickStore::Gpt(n) | StickStore::Gpc(n) | StickStore::GpcRate(n, _) => {
+                    let (d, p) = match st {
+                        StickStore::Gpt(_) => (StickData::Gpt, None),
+                        StickStore::Gpc(_) => (StickData::Gpc, None),
+                        StickStore::GpcRate(_, p) => (StickData::GpcRate, Some(p)),
+                        _ => continue,
+                    };
+                    s.counts[d.id() as usize] = (*n).clamp(1, 100) as u8;
+                    (d, p)
+                }
             };
             s.mask |= 1 << d.id();
+            let c = &mut s.counts[d.id() as usize];
+            *c = (*c).max(1);
             if let Some(p) = p {
                 s.periods[d.id() as usize] = ms(p);
             }
@@ -221,21 +250,60 @@ impl Store {
     pub fn types(&self) -> impl Iterator<Item = StickData> + '_ {
         StickData::ALL.into_iter().filter(|d| self.has(*d))
     }
-    /// Where `d` sits in an entry's values (types are kept in their number order).
+    /// How many values `d` has (0: not stored; an array's size).
+    pub fn count(&self, d: StickData) -> u32 {
+        if self.has(d) {
+            u32::from(self.counts[d.id() as usize].max(1))
+        } else {
+            0
+        }
+    }
+    /// Where element `idx` of `d` sits in an entry's values (types are kept in their number
+    /// order, an array's elements in a row).
+    fn slot_at(&self, d: StickData, idx: u32) -> Option<usize> {
+        if idx >= self.count(d) {
+            return None;
+        }
+        let below: u32 = StickData::ALL
+            .iter()
+            .filter(|x| x.id() < d.id())
+            .map(|x| self.count(*x))
+            .sum();
+        Some((below + idx) as usize)
+    }
     fn slot(&self, d: StickData) -> Option<usize> {
-        self.has(d).then(|| {
-            let below = self.mask & ((1u32 << d.id()) - 1) & !(1 << SERVER_ID);
-            below.count_ones() as usize
-        })
+        self.slot_at(d, 0)
+    }
+    /// Where a fetch or an action on `d` (element `idx` of an array) lands, as HAProxy 2.6
+    /// falls back: `gpt0` on `gpt[0]`, `gpc0`/`gpc1` (and their rates) on the `gpc` array's
+    /// element 0/1 when the table stores the array instead.
+    pub fn locate(&self, d: StickData, idx: u32) -> Option<(StickData, u32)> {
+        use StickData as D;
+        let fallback = match d {
+            D::Gpt0 => Some((D::Gpt, 0)),
+            D::Gpc0 => Some((D::Gpc, 0)),
+            D::Gpc1 => Some((D::Gpc, 1)),
+            D::Gpc0Rate => Some((D::GpcRate, 0)),
+            D::Gpc1Rate => Some((D::GpcRate, 1)),
+            _ => None,
+        };
+        if d.is_array() {
+            return (idx < self.count(d)).then_some((d, idx));
+        }
+        if self.has(d) {
+            return Some((d, 0));
+        }
+        fallback.filter(|(a, i)| *i < self.count(*a))
     }
     fn blank(&self, now: u64) -> Vec<Val> {
         self.types()
-            .map(|d| {
-                if d.is_rate() {
+            .flat_map(|d| {
+                let v = if d.is_rate() {
                     Val::Freq(FreqCtr::new(now))
                 } else {
                     Val::Int(0)
-                }
+                };
+                std::iter::repeat_n(v, self.count(d) as usize)
             })
             .collect()
     }
@@ -272,9 +340,14 @@ impl Entry {
         }
     }
 
-    /// The value of `d` at `now` (0 when the table does not store it).
+    /// The value of `d` at `now` (0 when the table does not store it; an array's first).
     pub fn value(&self, store: &Store, d: StickData, now: u64) -> u64 {
-        match store.slot(d).and_then(|i| self.vals.get(i)) {
+        self.value_at(store, d, 0, now)
+    }
+
+    /// The value of element `idx` of `d` at `now` (0 when not stored).
+    pub fn value_at(&self, store: &Store, d: StickData, idx: u32, now: u64) -> u64 {
+        match store.slot_at(d, idx).and_then(|i| self.vals.get(i)) {
             Some(Val::Int(v)) => *v,
             Some(Val::Freq(f)) => u64::from(f.read(now, store.period(d).unwrap_or(1))),
             None => 0,
@@ -301,7 +374,12 @@ impl Entry {
     /// Adds `n` to counter `d` (32-bit counters saturate as HAProxy's unsigned int would not
     /// wrap in practice); false if not stored.
     pub fn add(&mut self, store: &Store, d: StickData, n: u64) -> bool {
-        match store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+        self.add_at(store, d, 0, n)
+    }
+
+    /// [`Entry::add`] on element `idx`.
+    pub fn add_at(&mut self, store: &Store, d: StickData, idx: u32, n: u64) -> bool {
+        match store.slot_at(d, idx).and_then(|i| self.vals.get_mut(i)) {
             Some(Val::Int(v)) => {
                 *v = clamp(d, v.saturating_add(n));
                 true
@@ -312,8 +390,20 @@ impl Entry {
 
     /// Counts `n` events on rate `d` at `now`; the events of its current period, if stored.
     pub fn hit(&mut self, store: &Store, d: StickData, now: u64, n: u64) -> Option<u32> {
+        self.hit_at(store, d, 0, now, n)
+    }
+
+    /// [`Entry::hit`] on element `idx`.
+    pub fn hit_at(
+        &mut self,
+        store: &Store,
+        d: StickData,
+        idx: u32,
+        now: u64,
+        n: u64,
+    ) -> Option<u32> {
         let p = store.period(d)?;
-        match store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+        match store.slot_at(d, idx).and_then(|i| self.vals.get_mut(i)) {
             Some(Val::Freq(f)) => Some(f.hit_n(now, p, u32::try_from(n).unwrap_or(u32::MAX))),
             _ => None,
         }
@@ -321,7 +411,12 @@ impl Entry {
 
     /// Sets counter `d` to `v`; the previous value, if stored.
     pub fn set(&mut self, store: &Store, d: StickData, v: u64) -> Option<u64> {
-        match store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+        self.set_at(store, d, 0, v)
+    }
+
+    /// [`Entry::set`] on element `idx`.
+    pub fn set_at(&mut self, store: &Store, d: StickData, idx: u32, v: u64) -> Option<u64> {
+        match store.slot_at(d, idx).and_then(|i| self.vals.get_mut(i)) {
             Some(Val::Int(x)) => Some(std::mem::replace(x, clamp(d, v))),
             _ => None,
         }
@@ -613,15 +708,18 @@ impl Table {
     /// The value of `d` for `key` without creating an entry (`src_conn_rate`): 0 for an
     /// unknown key (or none), None if the table does not store `d`.
     pub fn peek(&self, key: Option<&Key>, d: StickData, now: u64) -> Option<u64> {
-        if !self.store.has(d) {
-            return None;
-        }
+        self.peek_at(key, d, 0, now)
+    }
+
+    /// [`Table::peek`] of element `idx`, where [`Store::locate`] finds it.
+    pub fn peek_at(&self, key: Option<&Key>, d: StickData, idx: u32, now: u64) -> Option<u64> {
+        let (d, i) = self.store.locate(d, idx)?;
         let Some(key) = key else {
             return Some(0);
         };
         let shard = lock(self.shard(key));
         Some(match shard.get(key) {
-            Some(e) if !self.expired(e, now) => e.value(&self.store, d, now),
+            Some(e) if !self.expired(e, now) => e.value_at(&self.store, d, i, now),
             _ => 0,
         })
     }
@@ -718,10 +816,12 @@ impl Tracked {
     }
     /// The value of `d`, if the table stores it.
     pub fn read(&self, d: StickData, now: u64) -> Option<u64> {
-        if !self.table.store.has(d) {
-            return None;
-        }
-        self.with(|e| e.value(&self.table.store, d, now))
+        self.read_at(d, 0, now)
+    }
+    /// The value of `d` (element `idx` of an array), where [`Store::locate`] finds it.
+    pub fn read_at(&self, d: StickData, idx: u32, now: u64) -> Option<u64> {
+        let (d, i) = self.table.store.locate(d, idx)?;
+        self.with(|e| e.value_at(&self.table.store, d, i, now))
     }
     /// Runs `f` on the entry and records a local change (what peers are pushed); `renew`
     /// restarts the expiry too (HAProxy's `stktable_touch_local` after a gpc/gpt change).
@@ -793,57 +893,62 @@ impl Tracked {
             }
         });
     }
-    /// `sc-inc-gpcN` / `scN_inc_gpcN`: see [`inc_gpc`].
-    pub fn inc_gpc(&self, which: u8, now: u64) -> u64 {
-        let (cnt, rate) = gpc_types(which);
-        if !self.table.store.has(cnt) && !self.table.store.has(rate) {
+    /// `sc-inc-gpc0|1`, `sc-inc-gpc(<idx>)`, `sc_inc_gpc*`: see [`inc_gpc`]; `cnt` is
+    /// `Gpc0`, `Gpc1` or `Gpc` (element `idx`).
+    pub fn inc_gpc(&self, cnt: StickData, idx: u32, now: u64) -> u64 {
+        let st = &self.table.store;
+        if st.locate(cnt, idx).is_none() && st.locate(rate_of(cnt), idx).is_none() {
             return 0;
         }
-        self.change(true, |e, st| inc_gpc(e, st, which, now))
+        self.change(true, |e, st| inc_gpc(e, st, cnt, idx, now))
             .unwrap_or(0)
     }
-    /// `scN_clr_gpcN`: see [`clr_gpc`].
-    pub fn clr_gpc(&self, which: u8) -> Option<u64> {
-        self.change(true, |e, st| clr_gpc(e, st, which)).flatten()
+    /// `sc_clr_gpc*`: see [`clr_gpc`].
+    pub fn clr_gpc(&self, cnt: StickData, idx: u32) -> Option<u64> {
+        self.change(true, |e, st| clr_gpc(e, st, cnt, idx))
+            .flatten()
     }
-    /// `sc-set-gpt0`: false if the table does not store `gpt0`.
-    pub fn set_gpt0(&self, v: u64) -> bool {
-        if !self.table.store.has(StickData::Gpt0) {
+    /// `sc-set-gpt0` (`d`: `Gpt0`) / `sc-set-gpt(<idx>)` (`d`: `Gpt`): false if the table does
+    /// not store it.
+    pub fn set_gpt(&self, d: StickData, idx: u32, v: u64) -> bool {
+        let Some((d, i)) = self.table.store.locate(d, idx) else {
             return false;
-        }
-        self.change(true, |e, st| e.set(st, StickData::Gpt0, v))
-            .is_some()
+        };
+        self.change(true, |e, st| e.set_at(st, d, i, v)).is_some()
     }
 }
 
-/// The (counter, rate) of general purpose counter `which` (0 or 1).
-fn gpc_types(which: u8) -> (StickData, StickData) {
-    if which == 0 {
-        (StickData::Gpc0, StickData::Gpc0Rate)
-    } else {
-        (StickData::Gpc1, StickData::Gpc1Rate)
+/// The rate counted with general purpose counter type `cnt`.
+fn rate_of(cnt: StickData) -> StickData {
+    match cnt {
+        StickData::Gpc0 => StickData::Gpc0Rate,
+        StickData::Gpc1 => StickData::Gpc1Rate,
+        _ => StickData::GpcRate,
     }
 }
 
-/// Increments `gpcN` and counts one event on `gpcN_rate`, as HAProxy's
-/// `smp_fetch_sc_inc_gpc0`: the new counter, else the rate's current period, else 0.
-pub fn inc_gpc(e: &mut Entry, st: &Store, which: u8, now: u64) -> u64 {
-    let (cnt, rate) = gpc_types(which);
+/// Increments a general purpose counter and counts one event on its rate, as HAProxy's
+/// `smp_fetch_sc_inc_gpc*`: the new counter, else the rate's current period, else 0.
+pub fn inc_gpc(e: &mut Entry, st: &Store, cnt: StickData, idx: u32, now: u64) -> u64 {
     let mut out = 0;
-    if let Some(r) = e.hit(st, rate, now, 1) {
-        out = u64::from(r);
+    if let Some((r, i)) = st.locate(rate_of(cnt), idx)
+        && let Some(n) = e.hit_at(st, r, i, now, 1)
+    {
+        out = u64::from(n);
     }
-    if e.add(st, cnt, 1) {
-        out = e.value(st, cnt, now);
+    if let Some((c, i)) = st.locate(cnt, idx)
+        && e.add_at(st, c, i, 1)
+    {
+        out = e.value_at(st, c, i, now);
     }
     out
 }
 
-/// Resets `gpcN`, returning its previous value (None when not stored), as HAProxy's
-/// `smp_fetch_sc_clr_gpc0` (the rate is left alone).
-pub fn clr_gpc(e: &mut Entry, st: &Store, which: u8) -> Option<u64> {
-    let (cnt, _) = gpc_types(which);
-    e.set(st, cnt, 0)
+/// Resets a general purpose counter, returning its previous value (None when not stored), as
+/// HAProxy's `smp_fetch_sc_clr_gpc*` (the rate is left alone).
+pub fn clr_gpc(e: &mut Entry, st: &Store, cnt: StickData, idx: u32) -> Option<u64> {
+    let (c, i) = st.locate(cnt, idx)?;
+    e.set_at(st, c, i, 0)
 }
 
 impl Drop for Tracked {
@@ -984,12 +1089,17 @@ impl<'a> StickView<'a> {
     }
     /// `sc_<data>(sc[,table])`: None when the counter is not tracked or its table lacks `d`.
     pub fn sc_value(&self, sc: usize, table: Option<&str>, d: StickData) -> Option<u64> {
+        self.sc_value_at(sc, table, d, 0)
+    }
+    fn sc_value_at(&self, sc: usize, table: Option<&str>, d: StickData, idx: u32) -> Option<u64> {
         let t = self.tracked(sc)?;
         match table {
             Some(n) if n != t.table().name => {
-                self.tables.find(n)?.peek(Some(t.key()), d, self.now_ms)
+                self.tables
+                    .find(n)?
+                    .peek_at(Some(t.key()), d, idx, self.now_ms)
             }
-            _ => t.read(d, self.now_ms),
+            _ => t.read_at(d, idx, self.now_ms),
         }
     }
     /// `src_<data>([table])`.
@@ -997,13 +1107,19 @@ impl<'a> StickView<'a> {
         let t = self.table(table)?;
         t.peek(t.key_of(src).as_ref(), d, self.now_ms)
     }
-    /// `sc_<op>_<data>(sc[,table])`: reads, or increments/clears a general purpose counter of
-    /// the tracked entry (in another table: its entry for the same key, if any).
-    pub fn sc_op(&self, sc: usize, table: Option<&str>, op: StickOp, d: StickData) -> Option<u64> {
+    /// `sc_<op>_<data>(sc[,table])` (`sc_<op>_gpc(idx,sc[,table])` on element `idx` of an
+    /// array): reads, or increments/clears a general purpose counter of the tracked entry (in
+    /// another table: its entry for the same key, if any).
+    pub fn sc_op(
+        &self,
+        sc: usize,
+        table: Option<&str>,
+        op: StickOp,
+        (d, idx): (StickData, u32),
+    ) -> Option<u64> {
         let now = self.now_ms;
-        let which = u8::from(d == StickData::Gpc1);
         match op {
-            StickOp::Read => self.sc_value(sc, table, d),
+            StickOp::Read => self.sc_value_at(sc, table, d, idx),
             StickOp::Kbytes => self.sc_value(sc, table, d).map(|v| v >> 10),
             StickOp::Inc | StickOp::Clr => {
                 let t = self.tracked(sc)?;
@@ -1011,15 +1127,15 @@ impl<'a> StickView<'a> {
                     Some(n) if n != t.table().name => {
                         let other = self.tables.find(n)?;
                         match other.modify_existing(t.key(), now, |e, st| match op {
-                            StickOp::Inc => Some(inc_gpc(e, st, which, now)),
-                            _ => clr_gpc(e, st, which),
+                            StickOp::Inc => Some(inc_gpc(e, st, d, idx, now)),
+                            _ => clr_gpc(e, st, d, idx),
                         }) {
                             Some(r) => r,
                             None => Some(0),
                         }
                     }
-                    _ if op == StickOp::Inc => Some(t.inc_gpc(which, now)),
-                    _ => t.clr_gpc(which),
+                    _ if op == StickOp::Inc => Some(t.inc_gpc(d, idx, now)),
+                    _ => t.clr_gpc(d, idx),
                 }
             }
         }
@@ -1030,21 +1146,15 @@ impl<'a> StickView<'a> {
         src: IpAddr,
         table: Option<&str>,
         op: StickOp,
-        d: StickData,
+        (d, idx): (StickData, u32),
     ) -> Option<u64> {
         let now = self.now_ms;
-        let which = u8::from(d == StickData::Gpc1);
+        let t = self.table(table)?;
         match op {
-            StickOp::Read => self.src_value(src, table, d),
+            StickOp::Read => t.peek_at(t.key_of(src).as_ref(), d, idx, now),
             StickOp::Kbytes => self.src_value(src, table, d).map(|v| v >> 10),
-            StickOp::Inc => {
-                let t = self.table(table)?;
-                t.update(t.key_of(src)?, now, |e, st| inc_gpc(e, st, which, now))
-            }
-            StickOp::Clr => {
-                let t = self.table(table)?;
-                t.update(t.key_of(src)?, now, |e, st| clr_gpc(e, st, which))?
-            }
+            StickOp::Inc => t.update(t.key_of(src)?, now, |e, st| inc_gpc(e, st, d, idx, now)),
+            StickOp::Clr => t.update(t.key_of(src)?, now, |e, st| clr_gpc(e, st, d, idx))?,
         }
     }
 }
@@ -1052,10 +1162,7 @@ impl<'a> StickView<'a> {
 /// A data type HAProxy 2.6 knows that [`StickData`] does not list (`set table`'s "not
 /// stored" rather than "unknown").
 pub fn is_haproxy_type(name: &str) -> bool {
-    matches!(
-        name,
-        "server_id" | "server_key" | "server_name" | "gpt" | "gpc" | "gpc_rate"
-    )
+    matches!(name, "server_id" | "server_key" | "server_name")
 }
 
 #[cfg(test)]

@@ -138,13 +138,22 @@ pub fn entry_line(t: &Table, k: &Key, e: &Entry, now: u64, out: &mut String) {
         let _ = write!(out, " server_id={id}");
     }
     for d in t.store.types() {
-        let v = e.value(&t.store, d, now);
-        match t.store.period(d) {
-            Some(p) => {
-                let _ = write!(out, " {}({p})={v}", d.name());
-            }
-            None => {
-                let _ = write!(out, " {}={v}", d.name());
+        for i in 0..t.store.count(d) {
+            let v = e.value_at(&t.store, d, i, now);
+            // An array's elements are numbered: `gpt0=`, `gpc1=`, `gpc0_rate(<p>)=`.
+            let name = match d {
+                StickData::Gpt => format!("gpt{i}"),
+                StickData::Gpc => format!("gpc{i}"),
+                StickData::GpcRate => format!("gpc{i}_rate"),
+                _ => d.name().to_string(),
+            };
+            match t.store.period(d) {
+                Some(p) => {
+                    let _ = write!(out, " {name}({p})={v}");
+                }
+                None => {
+                    let _ = write!(out, " {name}={v}");
+                }
             }
         }
     }

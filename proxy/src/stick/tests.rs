@@ -305,15 +305,15 @@ fn gp_table() -> Arc<Table> {
 fn general_purpose_counters_errors_and_bytes() {
     let t = gp_table();
     let a = t.track(ip("10.0.0.1"), 1000).unwrap();
-    assert_eq!(a.inc_gpc(0, 1000), 1);
-    assert_eq!(a.inc_gpc(0, 1100), 2);
+    assert_eq!(a.inc_gpc(StickData::Gpc0, 0, 1000), 1);
+    assert_eq!(a.inc_gpc(StickData::Gpc0, 0, 1100), 2);
     // gpc1 is not stored: 0, nothing changes.
-    assert_eq!(a.inc_gpc(1, 1100), 0);
+    assert_eq!(a.inc_gpc(StickData::Gpc1, 0, 1100), 0);
     assert_eq!(a.read(StickData::Gpc0Rate, 1200), Some(2));
-    assert_eq!(a.clr_gpc(0), Some(2));
-    assert_eq!(a.clr_gpc(1), None);
+    assert_eq!(a.clr_gpc(StickData::Gpc0, 0), Some(2));
+    assert_eq!(a.clr_gpc(StickData::Gpc1, 0), None);
     assert_eq!(a.read(StickData::Gpc0, 1200), Some(0));
-    assert!(a.set_gpt0(7));
+    assert!(a.set_gpt(StickData::Gpt0, 0, 7));
     a.count_end(Some(404), 10, 2000, 1200);
     a.count_end(Some(501), 10, 1000, 1200);
     a.count_end(Some(503), 10, 1000, 1200);
@@ -428,4 +428,44 @@ fn string_integer_and_binary_keys() {
     // Peers carry an integer in network order.
     assert_eq!(key::from_wire(int, &[0, 0, 1, 2]), Some(Key::Int(258)));
     assert_eq!(Key::Int(258).wire(), [0, 0, 1, 2]);
+}
+
+/// An array's elements sit in a row between the other types; `gpc0`/`gpc1` and `gpt0` fall
+/// back on the arrays' elements 0 and 1 when the table stores those instead (as HAProxy).
+#[test]
+fn arrays_and_their_fallbacks() {
+    let t = Arc::new(Table::with_clock(
+        "a",
+        &cfg(
+            StickKey::Ip,
+            10,
+            vec![
+                StickStore::Gpt(2),
+                StickStore::Gpc(3),
+                StickStore::GpcRate(2, Duration::from_secs(10)),
+                StickStore::HttpReqCnt,
+            ],
+        ),
+        now,
+    ));
+    let a = t.track(ip("10.0.0.1"), 1000).unwrap();
+    assert_eq!(a.inc_gpc(StickData::Gpc, 2, 1000), 1);
+    assert_eq!(a.inc_gpc(StickData::Gpc1, 0, 1000), 1, "gpc[1]");
+    assert_eq!(a.inc_gpc(StickData::Gpc, 1, 1000), 2);
+    assert_eq!(a.inc_gpc(StickData::Gpc, 3, 1000), 0, "past the array");
+    assert!(a.set_gpt(StickData::Gpt0, 0, 5));
+    assert!(a.set_gpt(StickData::Gpt, 1, 6));
+    assert!(!a.set_gpt(StickData::Gpt, 2, 7));
+    assert_eq!(a.read_at(StickData::GpcRate, 1, 1000), Some(2));
+    assert_eq!(a.read_at(StickData::Gpc1Rate, 0, 1000), Some(2));
+    assert_eq!(a.clr_gpc(StickData::Gpc, 1), Some(2));
+    let mut out = String::new();
+    let (k, e) = &t.entries(1000)[0];
+    show::entry_line(&t, k, e, 1000, &mut out);
+    assert!(
+        out.ends_with(
+            " http_req_cnt=0 gpt0=5 gpt1=6 gpc0=0 gpc1=0 gpc2=1 gpc0_rate(10000)=0 gpc1_rate(10000)=2\n"
+        ),
+        "{out}"
+    );
 }
