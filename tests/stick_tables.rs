@@ -540,3 +540,58 @@ fn gpt_gpc_arrays_match_haproxy() {
         assert_eq!(g, w);
     }
 }
+
+/// `http-response sc-inc-gpc0`, `sc-inc-gpc(<idx>,<sc>)`, `sc-set-gpt0 <expr>` and
+/// `sc-set-gpt(<idx>,<sc>)` on the counters `http-request track-sc*` tracked, with conditions
+/// on the response, as HAProxy 2.6.
+#[test]
+fn http_response_sc_actions_match_haproxy() {
+    let dir = TempDir::new("stick-res-sc");
+    let node = HttpNode::start(lo(free_port()), HttpOpts::named("n1")).unwrap();
+    let run = |bin: &str| -> Option<Vec<String>> {
+        let sock = dir.0.join(format!("{bin}.sock"));
+        let port = free_port();
+        let cfg = format!(
+            "global\n    stats socket {} level admin\n\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\nfrontend f\n    bind 127.0.0.1:{port}\n    stick-table type ip size 1k expire 1m store gpc0,gpt0\n    http-request track-sc0 src\n    http-request track-sc1 src table t2\n    default_backend be\n\nbackend t2\n    stick-table type ip size 1k expire 1m store gpc(2),gpt(2)\n\nbackend be\n    http-response sc-inc-gpc0(0) if {{ status 404 }}\n    http-response sc-inc-gpc(1,1)\n    http-response sc-set-gpt0(0) status\n    http-response sc-set-gpt(1,1) 5 if {{ status 200 }}\n    server s1 {}\n",
+            sock.display(),
+            node.addr()
+        );
+        let _p = if bin == "haproxy" {
+            Proc::haproxy(&cfg, lo(port))?
+        } else {
+            Proc::portcullis(&cfg, lo(port))
+        };
+        let src: IpAddr = "127.0.0.5".parse().unwrap();
+        for path in [
+            "/status?code=404",
+            "/",
+            "/status?code=404",
+            "/status?code=503",
+        ] {
+            let sock2 =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock2.bind(&SocketAddr::new(src, 0).into()).unwrap();
+            sock2.connect(&lo(port).into()).unwrap();
+            let mut s: TcpStream = sock2.into();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            proxy::read_response(&mut s, false).expect("response");
+        }
+        wait_until(Duration::from_secs(3), || {
+            cli(&sock, "show table f").contains("key=127.0.0.5 use=0")
+        });
+        Some(
+            ["show table f key 127.0.0.5", "show table t2 key 127.0.0.5"]
+                .iter()
+                .map(|c| mask(&cli(&sock, c)))
+                .collect(),
+        )
+    };
+    let Some(want) = run("haproxy") else { return };
+    assert!(want[0].contains(" gpt0=503 gpc0=2"), "{want:#?}");
+    assert_eq!(run("portcullis").unwrap(), want);
+}

@@ -1225,6 +1225,7 @@ pub fn apply_http_response(
                 }
             }
             Action::SetLogLevel(l) => set_level(base, *l),
+            Action::Sc(a) => a.run(&ctx),
             Action::Deny(status) => return ResVerdict::Deny(*status),
             Action::Redirect { value, code, .. } => {
                 // Only `location` is accepted here (the parser refuses the other kinds).

@@ -112,6 +112,8 @@ struct Txn {
     persist_rule: Option<bool>,
     /// What the backend's `stick` rules found on the request.
     stick: Option<crate::ana::sticking::StickPlan>,
+    /// The stream's stick counters (`http-request track-sc`), for the response's rules.
+    strm: Option<Rc<StkCtrs>>,
 }
 
 impl Txn {

@@ -101,7 +101,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         // The stream's stick counters (`http-request track-sc`): held until the transaction
         // ends (`conn_cur`).
-        let strm = StkCtrs::default();
+        let strm = Rc::new(StkCtrs::default());
+        tx.strm = Some(Rc::clone(&strm));
         let analysed = self.analyse(&mut tx, &strm);
         self.adopt_addrs(&mut tx);
         // `early-hint`: the 103 interim responses go before whatever answers the request.
@@ -183,6 +184,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             persist: None,
             persist_rule: None,
             stick: None,
+            strm: None,
         })
     }
 

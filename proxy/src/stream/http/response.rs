@@ -84,7 +84,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             None => return Forwarded::Done(false),
         }
         self.store_rules(leg, &head, tx);
-        if let Some(v) = self.response_rules(leg, &mut head, &tx.log) {
+        if let Some(v) = self.response_rules(leg, &mut head, &tx.log, tx.strm.as_deref()) {
             // HAProxy has counted the body bytes that came with the head.
             if let Ok(p) = BodyDecoder::new(plan.framing).advance(&sbuf) {
                 tx.log.bytes_out +=
@@ -423,9 +423,17 @@ impl<F: Front, U: Upstream> Session<F, U> {
         leg: &Leg<'_, U::Conn>,
         head: &mut ResponseHead,
         log: &SessionLog,
+        strm: Option<&crate::stick::StkCtrs>,
     ) -> Option<rules::ResVerdict> {
         let be: &Proxy = leg.be;
         let mut base = self.sample_base();
+        // `http-response sc-*` and the `sc_*` fetches: the stream's counters, else the
+        // session's.
+        let now = self.shared.model.now_ms();
+        base.stick = self
+            .shared
+            .model
+            .stick_view(be, Some(&self.sess), strm, now);
         base.backend = Some(&be.name);
         base.server = Some(&leg.srv.name);
         base.captures = log.captures.as_deref();
