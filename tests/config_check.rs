@@ -148,10 +148,10 @@ const BAD: &[(&str, u32, &str, bool)] = &[
         true,
     ),
     (
-        "04-bind-in-backend.cfg",
+        "04-bad-bind-in-backend.cfg",
         14,
-        "'bind' not allowed because backend 'be' has no frontend capability",
-        false,
+        "'bind' : invalid port '99999'",
+        true,
     ),
     (
         "05-server-in-frontend.cfg",
@@ -162,7 +162,7 @@ const BAD: &[(&str, u32, &str, bool)] = &[
     (
         "06-default-backend-in-backend.cfg",
         14,
-        "'default_backend' not allowed because backend 'be'",
+        "'default_backend' expects a backend name.",
         true,
     ),
     (
@@ -596,8 +596,8 @@ fn process_keyword_errors_match_haproxy() {
 }
 
 /// Frontend keywords in a backend: HAProxy 2.6 warns and still parses the line (its errors are
-/// reported), `server` in a frontend is refused; and the stick-table key types' words. Line
-/// for line as HAProxy 2.6 prints them.
+/// reported), `server` in a frontend is refused; `persist rdp-cookie` and the stick-table key
+/// types' words. Line for line as HAProxy 2.6 prints them.
 #[test]
 fn frontend_keywords_in_a_backend_match_haproxy() {
     let haproxy = Path::new("/usr/sbin/haproxy");
@@ -611,8 +611,9 @@ fn frontend_keywords_in_a_backend_match_haproxy() {
     let cases = [
         "backend b\n monitor-uri /m\n capture request header Host len 10\n monitor fail if TRUE\n server s 127.0.0.1:2\n",
         "backend b\n tcp-request connection reject\n server s 127.0.0.1:2\n",
-        "backend b\n bind 127.0.0.1:3\n default_backend x\n use_backend x if TRUE\n maxconn 10\n option dontlognull\n option httplog\n timeout client 5s\n declare capture request len 10\n unique-id-format %ci\n log-format %ci\n option http-ignore-probes\n monitor-uri\n capture request header Host\n capture cookie x len 3\n server s 127.0.0.1:2\n",
+        "backend b\n bind 127.0.0.1:3\n default_backend b2\n use_backend x if TRUE\n maxconn 10\n option dontlognull\n option httplog\n timeout client 5s\n declare capture request len 10\n unique-id-format %ci\n log-format %ci\n option http-ignore-probes\n monitor-uri\n capture request header Host\n capture cookie x len 3\n server s 127.0.0.1:2\nbackend b2\n server s 127.0.0.1:2\n",
         "backend b\n bind\n bind 127.0.0.1:99999\n default_backend\n use_backend\n server s 127.0.0.1:2\nfrontend g\n bind 127.0.0.1:4\n server s 127.0.0.1:1\n server-template s 2 127.0.0.1:1\n",
+        "backend b\n persist\n persist foo\n persist rdp-cookie(\n persist rdp-cookie()\n persist rdp-cookie(x) y\n persist rdp-cookiex\n persist rdp-cookie\n balance rdp-cookie(\n server s 127.0.0.1:2\nfrontend g\n bind 127.0.0.1:5\n mode tcp\n persist rdp-cookie\n tcp-request content accept if RDP_COOKIE\n default_backend b\n",
         "backend b\n stick-table type string len x size 1k\nbackend c\n stick-table type ip len 4 size 1k\nbackend d\n stick-table type binary len 0 size 1k\nbackend e\n stick-table type integer size 1k\n stick-table type string len 10 size 1k store gpc0\n",
     ];
     for (i, c) in cases.iter().enumerate() {

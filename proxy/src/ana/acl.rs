@@ -147,10 +147,11 @@ static DEFAULT_ACLS: &[(&str, &[&str])] = &[
     ("HTTP_URL_STAR", &["url", "*"]),
     ("HTTP_CONTENT", &["req.hdr_val(content-length)", "gt", "0"]),
     ("REQ_CONTENT", &["req.len", "gt", "0"]),
+    ("RDP_COOKIE", &["req.rdp_cookie_cnt", "gt", "0"]),
 ];
 
 /// Predefined in HAProxy but depending on fetches we do not have yet.
-static UNSUPPORTED_DEFAULT_ACLS: &[&str] = &["RDP_COOKIE"];
+static UNSUPPORTED_DEFAULT_ACLS: &[&str] = &[];
 
 #[derive(Clone, Debug)]
 enum Patterns {

@@ -9,6 +9,7 @@ pub mod capture;
 pub mod conv;
 pub mod last_rule;
 pub mod normalize;
+pub mod rdp;
 pub mod rewrite;
 pub mod rules;
 pub mod sample;

@@ -413,6 +413,12 @@ pub enum Fetch {
     },
     /// `http_auth_type`, `http_auth_user`, `http_auth_pass`.
     HttpAuthPart(AuthPart),
+    /// `req.rdp_cookie([<name>])` (`cnt`: `req.rdp_cookie_cnt([<name>])`): the RDP cookie of
+    /// the request buffer.
+    RdpCookie {
+        name: Option<String>,
+        cnt: bool,
+    },
     /// `sc_<data>(<ctr>[,<table>])`, `sc<N>_<data>([<table>])` (`src: false`) and
     /// `src_<data>([<table>])` (`src: true`).
     Stick {
@@ -797,6 +803,24 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("req.hdr_cnt", Int, HRQ, HdrName, req_hdr_cnt),
     fdef!("req.hdr_val", Int, HRQ, HdrOcc, req_hdr_val),
     fdef!("req.len", Int, L6, None, || Fetch::ReqLen),
+    fdef!("req.rdp_cookie", Str, L6, HdrName, || Fetch::RdpCookie {
+        name: None,
+        cnt: false
+    }),
+    fdef!("req.rdp_cookie_cnt", Int, L6, HdrName, || {
+        Fetch::RdpCookie {
+            name: None,
+            cnt: true,
+        }
+    }),
+    fdef!("rdp_cookie", Str, L6, HdrName, || Fetch::RdpCookie {
+        name: None,
+        cnt: false
+    }),
+    fdef!("rdp_cookie_cnt", Int, L6, HdrName, || Fetch::RdpCookie {
+        name: None,
+        cnt: true
+    }),
     fdef!("req.payload", Bin, L6, Int2, || Fetch::Payload {
         res: false,
         offset: 0,
@@ -1229,6 +1253,15 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
             rest = args.get(1..).unwrap_or(&[]);
         }
         *table = rest
+            .first()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.to_string());
+        return Ok(());
+    }
+    if let Fetch::RdpCookie { name, .. } = fetch
+        && args.len() <= max
+    {
+        *name = args
             .first()
             .filter(|t| !t.is_empty())
             .map(|t| t.to_string());
@@ -1736,6 +1769,11 @@ impl SampleExpr {
                 let buf = if *res { ctx.res_payload } else { ctx.payload };
                 return buf.is_some_and(|b| payload_may_change(b.len(), *offset, *len));
             }
+            Fetch::RdpCookie { name, .. } => {
+                return ctx.payload.is_some_and(|b| {
+                    super::rdp::cookie(b, name.as_deref()) == super::rdp::Rdp::TooShort
+                });
+            }
             _ => {}
         }
         let Some(p) = ctx.payload else { return false };
@@ -1815,6 +1853,14 @@ impl SampleExpr {
             Fetch::Payload { res, offset, len } => {
                 let buf = if *res { ctx.res_payload } else { ctx.payload };
                 payload(buf?, *offset, *len).map(|b| Bin(Cow::Borrowed(b)))
+            }
+            Fetch::RdpCookie { name, cnt } => {
+                match (super::rdp::cookie(ctx.payload?, name.as_deref()), cnt) {
+                    (super::rdp::Rdp::Cookie(v), false) => Some(Str(String::from_utf8_lossy(v))),
+                    (super::rdp::Rdp::Cookie(_), true) => Some(Int(1)),
+                    (_, true) => Some(Int(0)),
+                    (_, false) => None,
+                }
             }
             Fetch::WaitEnd => (!ctx.partial).then_some(Bool(true)),
             Fetch::LastRuleFile => ctx.last_rule?.get().map(|r| Str(Cow::Borrowed(r.file))),

@@ -50,6 +50,31 @@ pub(crate) fn kw_persist_rule(p: &mut P, args: &[String]) {
         .push((args[0] == "force-persist", c));
 }
 
+/// `persist rdp-cookie[(<name>)]`, with HAProxy 2.6's words.
+pub(crate) fn kw_persist(p: &mut P, args: &[String]) {
+    let m = arg(args, 1);
+    if m.is_empty() {
+        p.alert("missing persist method.");
+        return;
+    }
+    let Some(rest) = m.strip_prefix("rdp-cookie") else {
+        p.alert("unknown persist method.");
+        return;
+    };
+    let name = match rest.strip_prefix('(') {
+        Some(r) => r.find(')').filter(|e| *e > 0).map(|e| &r[..e]),
+        None if rest.is_empty() => Some("msts"),
+        None => None,
+    };
+    if (rest.is_empty() || name.is_some()) && p.c.too_many(args, 1, 1) {
+        return;
+    }
+    match name {
+        Some(n) => p.px.extra.rdp_persist = Some(n.to_string()),
+        None => p.alert("persist rdp-cookie(name)' requires an rdp cookie name."),
+    }
+}
+
 /// `dynamic-cookie-key <key>`.
 pub(crate) fn kw_dynamic_cookie_key(p: &mut P, args: &[String]) {
     match args.get(1) {

@@ -112,6 +112,13 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_cookie::kw_cookie,
     },
     ProxyKw {
+        kw: "persist",
+        // HAProxy 2.6 takes it in a frontend too, silently (and ignores it there).
+        caps: DEF | FE | BE,
+        strict: false,
+        parse: kw_cookie::kw_persist,
+    },
+    ProxyKw {
         kw: "force-persist",
         caps: BE,
         strict: false,
@@ -423,6 +430,10 @@ pub(crate) fn dispatch(
                     no,
                 };
                 (row.parse)(&mut p, args);
+                // HAProxy keeps this one, and checks it once parsed (a loop is an error).
+                if kw == "default_backend" {
+                    px.default_backend = scratch.default_backend;
+                }
                 return;
             }
         }
@@ -663,7 +674,13 @@ pub(crate) fn parse_balance(a: &[String]) -> Result<Option<Balance>, String> {
             if !ok {
                 return Err("rdp-cookie : missing cookie name.".into());
             }
-            return Ok(None);
+            // HAProxy hashes the cookie's value as `balance hash` does its sample (and goes
+            // round the map or the ring without one).
+            let name = rest
+                .strip_prefix('(')
+                .and_then(|r| r.split(')').next())
+                .unwrap_or("mstshash");
+            Balance::Hash(format!("req.rdp_cookie({name})"))
         }
         _ => {
             return Err("only supports 'roundrobin', 'static-rr', 'leastconn', 'source', 'uri', 'url_param', 'hdr(name)' and 'rdp-cookie(name)' options.".into());

@@ -1515,6 +1515,8 @@ pub struct ProxyExtra {
     pub capture_cookie: Option<(String, usize)>,
     /// `force-persist` (true) and `ignore-persist` (false) rules, in order.
     pub persist_rules: Vec<(bool, Cond)>,
+    /// `persist rdp-cookie[(<name>)]`: the RDP cookie naming the server (`msts` by default).
+    pub rdp_persist: Option<String>,
     /// The check rules (`option httpchk`, `http-check`) still those copied from `defaults`: the
     /// proxy's own first such line starts them afresh, as HAProxy frees inherited rules.
     pub checks_inherited: bool,

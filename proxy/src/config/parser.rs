@@ -949,6 +949,30 @@ fn check_references(proxies: &[Proxy], diags: &mut Vec<Diag>) {
             }
         }
     }
+    // A backend's `default_backend` (ignored, with a warning) is still checked, as HAProxy.
+    for px in proxies.iter().filter(|p| !p.cap.frontend) {
+        let Some((name, loc)) = &px.default_backend else {
+            continue;
+        };
+        if *name == px.name {
+            diags.push(Diag::global(
+                Severity::Alert,
+                format!(
+                    "Proxy '{}': loop detected for default_backend: '{name}'.",
+                    px.name
+                ),
+            ));
+        } else if !proxies.iter().any(|p| p.cap.backend && p.name == *name) {
+            diags.push(Diag::alert(
+                &loc.file,
+                loc.line,
+                format!(
+                    "Proxy '{}': unable to find required default_backend: '{name}'.",
+                    px.name
+                ),
+            ));
+        }
+    }
     for px in proxies.iter().filter(|p| p.cap.frontend) {
         let targets = px
             .default_backend

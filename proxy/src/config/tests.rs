@@ -467,6 +467,8 @@ fn keyword_errors() {
             "18: 'server b/s' : 'rise' has to be > 0.",
             "20: 'server b/t' : weight of server t is not within 0 and 256 (300).",
             "21: unknown keyword 'frobnicate' in 'backend' section",
+            // Kept (with a warning) and checked, as HAProxy does once the parse succeeds.
+            "17: Proxy 'b': unable to find required default_backend: 'x'.",
         ]
     );
 }

@@ -304,21 +304,33 @@ async fn connect_phase(
         received: proxied.as_deref(),
         unique_id: uid.as_deref(),
     };
-    let key = lb_key(fe, &be, (peer, local), proxied.as_deref());
+    // What the client sent so far, for `balance hash|rdp-cookie` and the stick patterns.
+    let rdp = be.cfg.extra.rdp_persist.as_deref();
+    let wanted = be.pool().lb.hash_expr().is_some() || !be.rules.stick.is_empty() || rdp.is_some();
+    let pending = if wanted {
+        pending_bytes(&client)
+    } else {
+        Vec::new()
+    };
+    let key = lb_key(fe, &be, (peer, local), proxied.as_deref(), &pending);
     // Without stick rules, neither the clock nor the tables are read.
     let plan = (!be.rules.stick.is_empty()).then(|| {
         let ctx = crate::ana::sample::SampleCtx {
             proxied: proxied.as_deref(),
             backend: Some(&be.name),
+            payload: Some(&pending),
+            req_len: pending.len(),
             ..crate::ana::tcp::base_ctx(fe, peer, local)
         };
         let now = shared.model.now_ms();
         crate::ana::sticking::on_request(&be.rules.stick, &shared.model.stick, &ctx, now)
     });
-    let chosen = match plan
-        .as_ref()
-        .and_then(|p| backend::stuck_server(&be, p, false))
-    {
+    // `persist rdp-cookie` assigns the server before the stick rules, as HAProxy.
+    let persisted = rdp.and_then(|name| rdp_server(&be, &pending, name));
+    let chosen = match persisted.or_else(|| {
+        plan.as_ref()
+            .and_then(|p| backend::stuck_server(&be, p, false))
+    }) {
         Some(s) => backend::take_server(&be, key, Some(s))
             .await
             .ok()
@@ -445,6 +457,39 @@ fn stick_store(
     sticking::store(&keys, srv.id, &srv.name, now);
 }
 
+/// `persist rdp-cookie(<name>)`: the server whose IPv4 address and port the client's RDP cookie
+/// names (`<addr>.<port>.`), if running (any with `option persist`), as HAProxy's
+/// `tcp_persist_rdp_cookie`.
+fn rdp_server(be: &Proxy, pending: &[u8], name: &str) -> Option<Arc<crate::model::Server>> {
+    let crate::ana::rdp::Rdp::Cookie(v) = crate::ana::rdp::cookie(pending, Some(name)) else {
+        return None;
+    };
+    let want = crate::ana::rdp::persist_addr(v)?;
+    let pool = be.pool();
+    pool.servers
+        .iter()
+        .find(|s| {
+            s.addr() == std::net::SocketAddr::V4(want)
+                && (be.cfg.options.persist || s.usable.load(std::sync::atomic::Ordering::Acquire))
+        })
+        .cloned()
+}
+
+/// The client's bytes waiting now (what `tcp-request content` inspected), peeked, never
+/// taken; none behind TLS.
+fn pending_bytes(client: &Side) -> Vec<u8> {
+    let Side::Plain(s) = client else {
+        return Vec::new();
+    };
+    let Ok(p) = Peeker::new(s) else {
+        return Vec::new();
+    };
+    let mut buf = vec![0; INSPECT_MAX];
+    let n = p.try_peek(&mut buf).unwrap_or(0);
+    buf.truncate(n);
+    buf
+}
+
 /// The session's balancing key for `be`: `balance hash` on what a TCP session has, its addresses
 /// and PROXY header.
 fn lb_key(
@@ -452,6 +497,7 @@ fn lb_key(
     be: &Proxy,
     (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
     proxied: Option<&crate::proxy_proto::Header>,
+    pending: &[u8],
 ) -> Option<u32> {
     let pool = be.pool();
     match pool.lb.hash_expr() {
@@ -459,6 +505,8 @@ fn lb_key(
             let ctx = crate::ana::sample::SampleCtx {
                 proxied,
                 backend: Some(&be.name),
+                payload: Some(pending),
+                req_len: pending.len(),
                 ..crate::ana::tcp::base_ctx(fe, peer, local)
             };
             expr.eval(&ctx).map(|v| pool.lb.key_of(&v.to_bytes()))
