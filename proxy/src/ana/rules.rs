@@ -908,7 +908,10 @@ fn stick_fetch_tables(cfg: &Config, p: &Proxy) -> Vec<Diag> {
         let Ok((expr, _)) = crate::ana::sample::parse_sample_prefix(w) else {
             continue;
         };
-        let crate::ana::sample::Fetch::Stick { src, table, .. } = &expr.fetch else {
+        let crate::ana::sample::Fetch::Stick {
+            src, table, data, ..
+        } = &expr.fetch
+        else {
             continue;
         };
         let name = table.clone().unwrap_or_else(|| p.name.clone());
@@ -917,7 +920,8 @@ fn stick_fetch_tables(cfg: &Config, p: &Proxy) -> Vec<Diag> {
             continue;
         }
         let kw = w.split(['(', ',']).next().unwrap_or(w);
-        let arg = if kw.starts_with("sc_") { 2 } else { 1 };
+        // The arrays' fetches take the element first.
+        let arg = usize::from(kw.starts_with("sc_")) + usize::from(data.is_array()) + 1;
         out.push(Diag::global(
             crate::config::diag::Severity::Alert,
             format!(

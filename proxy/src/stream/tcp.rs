@@ -313,18 +313,7 @@ async fn connect_phase(
         Vec::new()
     };
     let key = lb_key(fe, &be, (peer, local), proxied.as_deref(), &pending);
-    // Without stick rules, neither the clock nor the tables are read.
-    let plan = (!be.rules.stick.is_empty()).then(|| {
-        let ctx = crate::ana::sample::SampleCtx {
-            proxied: proxied.as_deref(),
-            backend: Some(&be.name),
-            payload: Some(&pending),
-            req_len: pending.len(),
-            ..crate::ana::tcp::base_ctx(fe, peer, local)
-        };
-        let now = shared.model.now_ms();
-        crate::ana::sticking::on_request(&be.rules.stick, &shared.model.stick, &ctx, now)
-    });
+    let plan = stick_plan(shared, fe, &be, (peer, local), proxied.as_deref(), &pending);
     // `persist rdp-cookie` assigns the server before the stick rules, as HAProxy.
     let persisted = rdp.and_then(|name| rdp_server(&be, &pending, name));
     let chosen = match persisted.or_else(|| {
@@ -455,6 +444,35 @@ fn stick_store(
     };
     let keys = sticking::on_response(&be.rules.stick, &shared.model.stick, &ctx);
     sticking::store(&keys, srv.id, &srv.name, now);
+}
+
+/// The backend's `stick on|match|store-request` rules on the session's addresses and the bytes
+/// its client sent so far; without stick rules, neither the clock nor the tables are read.
+fn stick_plan(
+    shared: &Shared,
+    fe: &Proxy,
+    be: &Proxy,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    proxied: Option<&crate::proxy_proto::Header>,
+    pending: &[u8],
+) -> Option<crate::ana::sticking::StickPlan> {
+    if be.rules.stick.is_empty() {
+        return None;
+    }
+    let ctx = crate::ana::sample::SampleCtx {
+        proxied,
+        backend: Some(&be.name),
+        payload: Some(pending),
+        req_len: pending.len(),
+        ..crate::ana::tcp::base_ctx(fe, peer, local)
+    };
+    let now = shared.model.now_ms();
+    Some(crate::ana::sticking::on_request(
+        &be.rules.stick,
+        &shared.model.stick,
+        &ctx,
+        now,
+    ))
 }
 
 /// `persist rdp-cookie(<name>)`: the server whose IPv4 address and port the client's RDP cookie
