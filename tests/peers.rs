@@ -917,3 +917,70 @@ fn stick_tables_sync_with_haproxy_over_tls() {
     drop(pc);
     drop(hap);
 }
+
+/// Tables keyed by `string` and `integer` (tracked from request headers) sync both ways with
+/// HAProxy 2.6: the key types travel as HAProxy sends them (a string with its length, an
+/// integer in network order).
+#[test]
+fn string_and_integer_keys_sync_with_haproxy() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers-keys");
+    let (hap_sock, pc_sock) = (dir.0.join("hap.sock"), dir.0.join("pc.sock"));
+    let (hap_peer, pc_peer, hap_fe, pc_fe) = (free_port(), free_port(), free_port(), free_port());
+    let cfg = |me: &str, sock: &Path, fe: u16| {
+        format!(
+            "global\n localpeer {me}\n stats socket {} level admin\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers mesh\n peer hap 127.0.0.1:{hap_peer}\n peer pc 127.0.0.1:{pc_peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 req.hdr(x-user) table ts\n\
+             http-request track-sc1 req.hdr(x-id) table ti\n http-request return status 200\n\
+             backend ts\n stick-table type string len 16 size 1k expire 60s store http_req_cnt peers mesh\n\
+             backend ti\n stick-table type integer size 1k expire 60s store http_req_cnt peers mesh\n",
+            sock.display()
+        )
+    };
+    let Some(_hap) = Proc::haproxy(&cfg("hap", &hap_sock, hap_fe), lo(hap_peer)) else {
+        return;
+    };
+    let _pc = Proc::portcullis(&cfg("pc", &pc_sock, pc_fe), lo(pc_peer));
+    let ask = |fe: u16, user: &str, id: &str| {
+        let r = proxy::request(
+            lo(fe),
+            &format!(
+                "GET / HTTP/1.1\r\nHost: x\r\nX-User: {user}\r\nX-Id: {id}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(r.status, 200);
+    };
+    let rows = |sock: &Path, t: &str| -> Vec<String> {
+        admin_cli(sock, &format!("show table {t}"))
+            .lines()
+            .filter(|l| l.contains(" key="))
+            .map(|l| {
+                l.split(' ')
+                    .filter(|w| w.starts_with("key=") || w.starts_with("http_req_cnt="))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    for _ in 0..2 {
+        ask(hap_fe, "alice", "42");
+    }
+    ask(pc_fe, "bob=1", "4294967295");
+    let want_s = ["key=alice http_req_cnt=2", "key=bob\\=1 http_req_cnt=1"];
+    let want_i = ["key=42 http_req_cnt=2", "key=4294967295 http_req_cnt=1"];
+    for sock in [&hap_sock, &pc_sock] {
+        assert!(
+            wait_until(Duration::from_secs(10), || rows(sock, "ts") == want_s
+                && rows(sock, "ti") == want_i),
+            "{}: {:?} {:?}",
+            sock.display(),
+            rows(sock, "ts"),
+            rows(sock, "ti")
+        );
+    }
+}
