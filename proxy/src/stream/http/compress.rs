@@ -1,0 +1,121 @@
+//! The compression filter's places in the transaction (`http::comp` decides and encodes): the
+//! request's choice as it leaves for the server (`compression offload` then removes its
+//! `Accept-Encoding`), the response's check before the `http-response` rules (HAProxy's
+//! post-analysis of the response head), and each piece of body compressed as it is forwarded,
+//! framed for the client: chunks for HTTP/1 (the same bytes' payload ranges for HTTP/2).
+
+use std::io::Write;
+use std::ops::Range;
+
+use super::{Front, Session, Txn, Upstream};
+use crate::config::model::CompAlgo;
+use crate::http::comp::{self, Encoder, Exchange};
+use crate::http::h1::{BodyFraming, Payload};
+use crate::http::head::{Headers, RequestHead, ResponseHead};
+use crate::model::Proxy;
+
+impl<F: Front, U: Upstream> Session<F, U> {
+    /// The algorithm the request accepts for `be` (None: no compression), its
+    /// `Accept-Encoding` removed under `compression offload`.
+    pub(super) fn comp_request(&self, be: &Proxy, req: &mut RequestHead) -> Option<CompAlgo> {
+        let fe = self.fe.cfg.extra.compression.as_ref();
+        let be = be.cfg.extra.compression.as_ref();
+        if fe.is_none() && be.is_none() {
+            return None;
+        }
+        let (algos, _) = comp::pick(be, fe);
+        let c = comp::select_request(algos, &req.headers)?;
+        if c.accepted && [be, fe].into_iter().flatten().any(|c| c.offload) {
+            req.headers.remove("accept-encoding");
+        }
+        Some(c.algo)
+    }
+
+    /// The request's algorithm if the response (as the server sent it) may be compressed.
+    pub(super) fn comp_response(
+        &self,
+        be: &Proxy,
+        tx: &Txn,
+        head: &ResponseHead,
+        framing: BodyFraming,
+    ) -> Option<CompAlgo> {
+        let algo = tx.comp?;
+        let fe = self.fe.cfg.extra.compression.as_ref();
+        let (_, types) = comp::pick(be.cfg.extra.compression.as_ref(), fe);
+        let ex = Exchange {
+            http10_request: tx.http10,
+            head_request: tx.head_request,
+            framing,
+        };
+        comp::response_allows(head, ex, types).then_some(algo)
+    }
+}
+
+/// A response body being compressed: the encoder, and the buffers of the pieces it makes.
+pub(super) struct Compressor {
+    enc: Encoder,
+    /// The compressed bytes of the piece being made.
+    z: Vec<u8>,
+    /// A piece's buffer back from the front, reused for the next.
+    spare: Vec<u8>,
+    /// Where the compressed data lies in the last piece (inside its chunk framing).
+    pub payload: Payload,
+}
+
+impl Compressor {
+    pub fn new(algo: CompAlgo) -> Self {
+        Compressor {
+            enc: Encoder::new(algo),
+            z: Vec::new(),
+            spare: Vec::new(),
+            payload: Payload::new(),
+        }
+    }
+
+    /// The client's piece for the server's `wire` bytes whose payload is at `ranges`: the
+    /// compressed data as one chunk, then with `end` the last chunk and the `trailers`. Empty
+    /// when there is nothing to send yet (no payload in `wire`).
+    pub fn piece(
+        &mut self,
+        wire: &[u8],
+        ranges: &[Range<usize>],
+        end: bool,
+        trailers: Option<&Headers>,
+    ) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.spare);
+        out.clear();
+        self.payload.clear();
+        self.z.clear();
+        for r in ranges {
+            self.enc
+                .write(wire.get(r.clone()).unwrap_or_default(), &mut self.z);
+        }
+        if ranges.iter().all(|r| r.is_empty()) && !end {
+            return out;
+        }
+        self.enc.flush(end, &mut self.z);
+        if !self.z.is_empty() {
+            let _ = write!(out, "{:x}\r\n", self.z.len());
+            let start = out.len();
+            out.extend_from_slice(&self.z);
+            self.payload.push(start..out.len());
+            out.extend_from_slice(b"\r\n");
+        }
+        if end {
+            out.extend_from_slice(b"0\r\n");
+            for t in trailers.map(|t| t.0.as_slice()).unwrap_or_default() {
+                out.extend_from_slice(t.name.as_bytes());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(&t.value);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    /// A piece's buffer back from the front.
+    pub fn give_back(&mut self, buf: Vec<u8>) {
+        self.spare = buf;
+    }
+}
