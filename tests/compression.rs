@@ -117,6 +117,16 @@ fn answer(path: &str, ae: &str, release: &AtomicBool, s: &mut TcpStream) -> std:
             false,
         ),
         "/held" => return held(ae, release, s),
+        "/trailers" => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-ae: {ae}\r\ntransfer-encoding: chunked\r\ntrailer: x-sum\r\n\r\n"
+            );
+            let body = text(3000);
+            s.write_all(head.as_bytes())?;
+            s.write_all(format!("{:x}\r\n", body.len()).as_bytes())?;
+            s.write_all(&body)?;
+            return s.write_all(b"\r\n0\r\nx-sum: 42\r\n\r\n");
+        }
         _ => ("200 OK", "content-type: text/html\r\n", text(100), false),
     };
     let mut head = format!("HTTP/1.1 {status}\r\n{fields}x-ae: {ae}\r\n");
@@ -214,11 +224,13 @@ impl Origin {
     }
 }
 
-fn config(ports: [u16; 4], origin: SocketAddr) -> String {
+fn config(ports: [u16; 4], origin: SocketAddr, sock: &std::path::Path) -> String {
     let [p1, p2, p3, p4] = ports;
     format!(
-        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+        "global\n    stats socket \"{}\" mode 600 level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
          frontend fe\n    bind 127.0.0.1:{p1}\n    compression algo gzip deflate\n\
+         \x20   http-response set-header x-comp \"%[res.comp] %[res.comp_algo]\"\n\
          \x20   compression type text/html text/plain\n    use_backend braw if {{ path_beg /raw/ }}\n\
          \x20   default_backend b\n\
          frontend fo\n    bind 127.0.0.1:{p2}\n    compression algo identity gzip\n    compression offload\n\
@@ -227,8 +239,53 @@ fn config(ports: [u16; 4], origin: SocketAddr) -> String {
          frontend fbe\n    bind 127.0.0.1:{p4}\n    default_backend braw\n\
          backend b\n    server s {origin}\n\
          backend braw\n    compression algo raw-deflate\n    http-request set-path %[path,regsub(^/raw,)]\n\
-         \x20   server s {origin}\n"
+         \x20   server s {origin}\n",
+        sock.display()
     )
+}
+
+/// The compression counters of the proxies' rows in `show stat` once they settled (the last
+/// response may be counted just after its last byte left): `comp_in`, whether `comp_out` is
+/// non-zero (the codecs differ), `comp_byp`, `comp_rsp`.
+fn comp_stats(sock: &std::path::Path) -> Vec<String> {
+    let read = || {
+        let csv = proxy::admin_cli(sock, "show stat");
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("# ")
+            .split(',')
+            .collect();
+        let col = |n: &str| head.iter().position(|h| *h == n).unwrap_or(usize::MAX);
+        let cols = ["comp_in", "comp_out", "comp_byp", "comp_rsp"].map(col);
+        lines
+            .filter(|l| l.contains(",FRONTEND,") || l.contains(",BACKEND,"))
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                let v = |i: usize| f.get(i).copied().unwrap_or("?");
+                let out = v(cols[1]).parse::<u64>().is_ok_and(|n| n > 0);
+                format!(
+                    "{} {} in={} out>0={out} byp={} rsp={}",
+                    f[0],
+                    f[1],
+                    v(cols[0]),
+                    v(cols[2]),
+                    v(cols[3])
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut last = read();
+    for _ in 0..20 {
+        thread::sleep(Duration::from_millis(100));
+        let now = read();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
 }
 
 /// Decodes `body` as its `Content-Encoding` says; `raw` deflate when zlib's header is absent
@@ -254,13 +311,14 @@ fn decode(enc: Option<&str>, body: &[u8]) -> Result<Vec<u8>, String> {
     r.map(|_| out).map_err(|e| e.to_string())
 }
 
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 7] = [
     "content-encoding",
     "vary",
     "etag",
     "content-length",
     "transfer-encoding",
     "x-ae",
+    "x-comp",
 ];
 
 /// One exchange as compared: status, the fields above, the decoded body's length and a hash.
@@ -353,6 +411,38 @@ fn ask_h1(port: u16, path: &str, extra: &str, version: &str, method: &str) -> St
     }
 }
 
+/// A compressed chunked response keeps its trailers (HTTP/1.1 client).
+fn trailers(port: u16) -> String {
+    let mut s = proxy::connect(lo(port));
+    let req =
+        "GET /trailers HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n";
+    s.write_all(req.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    let tail = text.rsplit("\r\n0\r\n").next().unwrap_or("").to_string();
+    let body = decoded_so_far(&raw).map(|b| (b.len(), backend::fnv1a64(&b)));
+    format!("after the last chunk {tail:?}, body {body:?}")
+}
+
+/// Two compressed responses on one client connection.
+fn keep_alive(port: u16) -> String {
+    let mut s = proxy::connect(lo(port));
+    let mut out = Vec::new();
+    for path in ["/html", "/plain"] {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n");
+        if s.write_all(req.as_bytes()).is_err() {
+            out.push("send failed".to_string());
+            break;
+        }
+        match proxy::read_response(&mut s, false) {
+            Some(r) => out.push(summary(r.status, |n| r.header(n), &r.body)),
+            None => out.push("no response".to_string()),
+        }
+    }
+    out.join(" / ")
+}
+
 /// An HTTP/2 exchange with curl (h2c prior knowledge): the same summary.
 fn ask_h2(port: u16, path: &str, ae: &str, dir: &std::path::Path, head: bool) -> String {
     let (hp, bp) = (dir.join("h"), dir.join("b"));
@@ -396,7 +486,9 @@ fn ask_h2(port: u16, path: &str, ae: &str, dir: &std::path::Path, head: bool) ->
 fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>, tag: &str) -> Option<Vec<String>> {
     let origin = Origin::start();
     let ports = [free_port(), free_port(), free_port(), free_port()];
-    let cfg = config(ports, origin.addr);
+    let dir = proxy::TempDir::new(&format!("comp-{tag}"));
+    let sock = dir.0.join("admin.sock");
+    let cfg = config(ports, origin.addr, &sock);
     let _p = start(&cfg, lo(ports[3]))?;
     let mut got = Vec::new();
     for (i, path, extra, v) in ASKS {
@@ -411,7 +503,8 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>, tag: &str) -> Optio
         "HEAD",
     );
     got.push(format!("HEAD /html: {r}"));
-    let dir = proxy::TempDir::new(&format!("comp-{tag}"));
+    got.push(format!("trailers: {}", trailers(ports[0])));
+    got.push(format!("keep-alive: {}", keep_alive(ports[0])));
     for (path, ae, head) in [
         ("/html", "gzip", false),
         ("/big", "gzip", false),
@@ -420,11 +513,13 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>, tag: &str) -> Optio
         ("/html", "", false),
         ("/notmodified", "gzip", false),
         ("/html?head=1", "gzip", true),
+        ("/trailers", "gzip", false),
     ] {
         let r = ask_h2(ports[2], path, ae, &dir.0, head);
         got.push(format!("h2 {path} {ae} head={head}: {r}"));
     }
     got.push(format!("held: {}", held_streams(ports[0], &origin)));
+    got.extend(comp_stats(&sock));
     Some(got)
 }
 
@@ -516,6 +611,17 @@ fn compression_as_haproxy() {
         "{got:#?}"
     );
     assert!(find("0 /etag").contains("etag=W/\"v1\""), "{got:#?}");
+    assert!(html_gz.contains("x-comp=1 gzip"), "{html_gz}");
+    assert!(find("0 /json").contains("x-comp=0 "), "{got:#?}");
+    assert!(
+        find("trailers:").contains("\"x-sum: 42\\r\\n\\r\\n\", body Some((3000,"),
+        "{got:#?}"
+    );
+    assert_eq!(
+        find("keep-alive:").matches("content-encoding=gzip").count(),
+        2,
+        "{got:#?}"
+    );
     assert!(
         find("1 /html \"Accept-Encoding: gzip").contains("x-ae=-"),
         "{got:#?}"

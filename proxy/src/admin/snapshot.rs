@@ -60,6 +60,10 @@ fn counters(c: &model::Counters, now_ms: u64, http: bool) -> api::Counters {
         connect: g(&c.connect),
         reuse: g(&c.reuse),
         intercepted: g(&c.intercepted),
+        comp_in: g(&c.comp_in),
+        comp_out: g(&c.comp_out),
+        comp_byp: g(&c.comp_byp),
+        comp_rsp: g(&c.comp_rsp),
         ..Default::default()
     }
 }

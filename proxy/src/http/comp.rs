@@ -233,6 +233,11 @@ impl Encoder {
         }
     }
 
+    /// `identity`: the bytes pass as they are.
+    pub fn identity(&self) -> bool {
+        self.z.is_none()
+    }
+
     /// Compresses `data`, appending to `out` what the compressor gives (it may keep some
     /// until [`Encoder::flush`]).
     pub fn write(&mut self, data: &[u8], out: &mut Vec<u8>) {

@@ -174,6 +174,12 @@ pub struct Counters {
     pub reuse: AtomicU64,
     /// Requests answered by an applet (stats page, exporter).
     pub intercepted: AtomicU64,
+    /// Body bytes into the compressor, out of it, passed through `identity` (HAProxy's
+    /// "bypass"), and the compressed responses (frontends and backends).
+    pub comp_in: AtomicU64,
+    pub comp_out: AtomicU64,
+    pub comp_byp: AtomicU64,
+    pub comp_rsp: AtomicU64,
     /// Highest `scur` / `qcur` seen.
     pub smax: stats::Max,
     pub qmax: stats::Max,

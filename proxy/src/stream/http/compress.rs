@@ -12,7 +12,7 @@ use crate::config::model::CompAlgo;
 use crate::http::comp::{self, Encoder, Exchange};
 use crate::http::h1::{BodyFraming, Payload};
 use crate::http::head::{Headers, RequestHead, ResponseHead};
-use crate::model::Proxy;
+use crate::model::{Counters, Proxy};
 
 impl<F: Front, U: Upstream> Session<F, U> {
     /// The algorithm the request accepts for `be` (None: no compression), its
@@ -60,20 +60,26 @@ pub(super) struct Compressor {
     spare: Vec<u8>,
     /// Where the compressed data lies in the last piece (inside its chunk framing).
     pub payload: Payload,
+    /// The last piece's payload bytes in and compressed bytes out.
+    last: (u64, u64),
+    /// The server's body is chunked: its end (and trailers) count as HAProxy's HTX blocks.
+    chunked: bool,
 }
 
 impl Compressor {
-    pub fn new(algo: CompAlgo) -> Self {
+    pub fn new(algo: CompAlgo, chunked: bool) -> Self {
         Compressor {
             enc: Encoder::new(algo),
             z: Vec::new(),
             spare: Vec::new(),
             payload: Payload::new(),
+            last: (0, 0),
+            chunked,
         }
     }
 
     /// The client's piece for the server's `wire` bytes whose payload is at `ranges`: the
-    /// compressed data as one chunk, then with `end` the last chunk and the `trailers`. Empty
+    /// compressed data as one chunk, then with `end` the last chunk and the `trailers`. None
     /// when there is nothing to send yet (no payload in `wire`).
     pub fn piece(
         &mut self,
@@ -81,19 +87,31 @@ impl Compressor {
         ranges: &[Range<usize>],
         end: bool,
         trailers: Option<&Headers>,
-    ) -> Vec<u8> {
-        let mut out = std::mem::take(&mut self.spare);
-        out.clear();
+    ) -> Option<Vec<u8>> {
         self.payload.clear();
         self.z.clear();
+        self.last = (0, 0);
         for r in ranges {
             self.enc
                 .write(wire.get(r.clone()).unwrap_or_default(), &mut self.z);
         }
         if ranges.iter().all(|r| r.is_empty()) && !end {
-            return out;
+            return None;
         }
+        let mut out = std::mem::take(&mut self.spare);
+        out.clear();
         self.enc.flush(end, &mut self.z);
+        let mut took: usize = ranges.iter().map(|r| r.len()).sum();
+        if end && self.chunked {
+            // HAProxy counts the trailer fields' blocks (name and value) and the end-of-trailers
+            // block (one byte) as they pass the filter.
+            let fields = trailers.map(|t| t.0.as_slice()).unwrap_or_default();
+            took += 1 + fields
+                .iter()
+                .map(|f| f.name.len() + f.value.len())
+                .sum::<usize>();
+        }
+        self.last = (took as u64, self.z.len() as u64);
         if !self.z.is_empty() {
             let _ = write!(out, "{:x}\r\n", self.z.len());
             let start = out.len();
@@ -111,7 +129,21 @@ impl Compressor {
             }
             out.extend_from_slice(b"\r\n");
         }
-        out
+        Some(out)
+    }
+
+    /// The last piece in the counters of the frontend and the backend (HAProxy's `comp_in`
+    /// and `comp_out`, or `comp_byp` for identity, which does not compress).
+    pub fn count(&self, counters: [&Counters; 2]) {
+        let (took, made) = self.last;
+        for c in counters {
+            if self.enc.identity() {
+                Counters::add(&c.comp_byp, took);
+            } else {
+                Counters::add(&c.comp_in, took);
+                Counters::add(&c.comp_out, made);
+            }
+        }
     }
 
     /// A piece's buffer back from the front.

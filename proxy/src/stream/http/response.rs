@@ -84,6 +84,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // Whether to compress is decided on the server's head, before the rules (`res.comp`).
         tx.comp = self.comp_response(leg.be, tx, &head, plan.framing);
         plan.comp = tx.comp;
+        tx.log.comp = tx.comp.map(CompAlgo::cfg_name);
         // `tcp-response content` rules (res_inspect.rs): a reject closes without an answer, a
         // close ends the server connection after this response.
         match self.tcp_response_rules(leg, &head, (&sbuf, plan.framing), tx) {
@@ -203,7 +204,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
             htx: BodySize::new(plan.framing == BodyFraming::Chunked),
             closed: false,
             skip: plan.skip_body,
-            comp: plan.comp.map(Compressor::new),
+            comp: plan
+                .comp
+                .map(|a| Compressor::new(a, plan.framing == BodyFraming::Chunked)),
         };
         // A compressed body is framed anew, its trailers included.
         if self.client.payload() || body.comp.is_some() {
@@ -239,6 +242,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         if !self.flush_head(&mut body.head, true, leg, log).await {
             return false;
+        }
+        if plan.comp.is_some() {
+            Counters::add(&self.fe.fe_counters.comp_rsp, 1);
+            Counters::add(&leg.be.counters.comp_rsp, 1);
         }
         let reusable =
             plan.keep_server && sbuf.is_empty() && plan.framing != BodyFraming::UntilClose;
@@ -283,17 +290,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
         };
         let (chunk, tail) = match &mut body.comp {
             Some(c) => {
-                let piece = c.piece(
-                    &sbuf[..p.consumed],
-                    &body.payload,
-                    p.done,
-                    trailers.as_ref(),
-                );
+                let wire = &sbuf[..p.consumed];
+                let piece = c.piece(wire, &body.payload, p.done, trailers.as_ref());
                 sbuf.drain(..p.consumed);
-                if piece.is_empty() {
-                    c.give_back(piece);
+                c.count([&self.fe.fe_counters, &leg.be.counters]);
+                // Nothing to send yet (framing only): the body goes on.
+                let Some(piece) = piece else {
                     return Some(false);
-                }
+                };
                 (piece, None)
             }
             // The common case hands the whole buffer to the write and gets it back.
@@ -446,6 +450,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.unique_id = log.unique_id.as_deref();
         base.counts = Some((&*self.shared.model, &be.name));
         base.last_rule = Some(&log.last_rule);
+        base.res_comp = log.comp;
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]
