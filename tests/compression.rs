@@ -485,7 +485,16 @@ fn ask_h2(port: u16, path: &str, ae: &str, dir: &std::path::Path, head: bool) ->
 /// Every exchange of the run, as compared.
 fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>, tag: &str) -> Option<Vec<String>> {
     let origin = Origin::start();
-    let ports = [free_port(), free_port(), free_port(), free_port()];
+    // `free_port` may hand the same port out twice: four distinct ones.
+    let mut ports = [0u16; 4];
+    for i in 0..4 {
+        ports[i] = loop {
+            let p = free_port();
+            if !ports[..i].contains(&p) {
+                break p;
+            }
+        };
+    }
     let dir = proxy::TempDir::new(&format!("comp-{tag}"));
     let sock = dir.0.join("admin.sock");
     let cfg = config(ports, origin.addr, &sock);

@@ -151,3 +151,46 @@ impl Compressor {
         self.spare = buf;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::head::Header;
+    use std::io::Read;
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one payload range per piece here
+    fn pieces_are_chunks_with_payload_ranges() {
+        let mut c = Compressor::new(CompAlgo::Gzip, true);
+        // Framing only (a chunk-size line): nothing to send yet.
+        assert!(c.piece(b"5\r\n", &[], false, None).is_none());
+        let wire = b"5\r\nhello\r\n";
+        let first = c.piece(wire, &[3..8], false, None).expect("a piece");
+        assert!(first.ends_with(b"\r\n"));
+        let mut gz = c.payload.iter().fold(Vec::new(), |mut v, r| {
+            v.extend_from_slice(&first[r.clone()]);
+            v
+        });
+        let eol = first.windows(2).position(|w| w == b"\r\n").unwrap_or(0);
+        let size = std::str::from_utf8(&first[..eol])
+            .ok()
+            .and_then(|h| usize::from_str_radix(h, 16).ok());
+        assert_eq!(size, Some(gz.len()));
+        c.give_back(first);
+        let t = Headers(vec![Header::new("x-sum", "42")]);
+        let last = c
+            .piece(b"1\r\n!\r\n0\r\n", &[3..4], true, Some(&t))
+            .expect("the end");
+        assert!(last.ends_with(b"\r\n0\r\nx-sum: 42\r\n\r\n"), "{last:?}");
+        for r in &c.payload {
+            gz.extend_from_slice(&last[r.clone()]);
+        }
+        let mut plain = String::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_string(&mut plain)
+            .expect("gzip");
+        assert_eq!(plain, "hello!");
+        // The end and the trailer field count as HAProxy's HTX blocks: 1 + 1 + 5 + 2.
+        assert_eq!(c.last.0, 9);
+    }
+}
