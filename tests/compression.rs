@@ -529,6 +529,31 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>, tag: &str) -> Optio
     }
     got.push(format!("held: {}", held_streams(ports[0], &origin)));
     got.extend(comp_stats(&sock));
+    // `set rate-limit http-compression global 1` (1 kB/s) right after 1 MiB went through the
+    // compressor: the next response is not compressed (the second's rate is far over, with a
+    // wide margin in time); 0 lifts the limit.
+    let gz = "Accept-Encoding: gzip\r\n";
+    got.push(format!(
+        "/big: {}",
+        ask_h1(ports[0], "/big", gz, "1.1", "GET")
+    ));
+    let info = proxy::admin_cli(&sock, "show info");
+    let rate = |k: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(k)?.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    got.push(format!(
+        "show info: CompressBpsIn>0={} CompressBpsOut>0={}",
+        rate("CompressBpsIn:") > 0,
+        rate("CompressBpsOut:") > 0
+    ));
+    for cmd in ["1", "0"] {
+        let set = format!("set rate-limit http-compression global {cmd}");
+        got.push(format!("{set} -> {:?}", proxy::admin_cli(&sock, &set)));
+        let next = ask_h1(ports[0], "/html", gz, "1.1", "GET");
+        got.push(format!("limit {cmd}: /html {next}"));
+    }
     Some(got)
 }
 
@@ -633,6 +658,15 @@ fn compression_as_haproxy() {
     );
     assert!(
         find("1 /html \"Accept-Encoding: gzip").contains("x-ae=-"),
+        "{got:#?}"
+    );
+    assert_eq!(
+        find("show info:"),
+        "show info: CompressBpsIn>0=true CompressBpsOut>0=true"
+    );
+    assert!(find("limit 1:").contains("content-encoding=- "), "{got:#?}");
+    assert!(
+        find("limit 0:").contains("content-encoding=gzip"),
         "{got:#?}"
     );
     assert_eq!(

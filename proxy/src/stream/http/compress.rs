@@ -12,7 +12,7 @@ use crate::config::model::CompAlgo;
 use crate::http::comp::{self, Encoder, Exchange};
 use crate::http::h1::{BodyFraming, Payload};
 use crate::http::head::{Headers, RequestHead, ResponseHead};
-use crate::model::{Counters, Proxy};
+use crate::model::{Counters, Model, Proxy};
 
 impl<F: Front, U: Upstream> Session<F, U> {
     /// The algorithm the request accepts for `be` (None: no compression), its
@@ -31,7 +31,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Some(c.algo)
     }
 
-    /// The request's algorithm if the response (as the server sent it) may be compressed.
+    /// The request's algorithm if the response (as the server sent it) may be compressed, and
+    /// the compression rate is within `set rate-limit http-compression`.
     pub(super) fn comp_response(
         &self,
         be: &Proxy,
@@ -40,6 +41,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         framing: BodyFraming,
     ) -> Option<CompAlgo> {
         let algo = tx.comp?;
+        let model = &self.shared.model;
+        if model.rate_limits.comp_over(model.now_ms()) {
+            return None;
+        }
         let fe = self.fe.cfg.extra.compression.as_ref();
         let (_, types) = comp::pick(be.cfg.extra.compression.as_ref(), fe);
         let ex = Exchange {
@@ -134,8 +139,17 @@ impl Compressor {
 
     /// The last piece in the counters of the frontend and the backend (HAProxy's `comp_in`
     /// and `comp_out`, or `comp_byp` for identity, which does not compress).
-    pub fn count(&self, counters: [&Counters; 2]) {
+    pub fn count(&self, counters: [&Counters; 2], model: &Model) {
         let (took, made) = self.last;
+        if !self.enc.identity() {
+            let (now, rates) = (model.now_ms(), &model.rate_limits);
+            rates
+                .comp_in
+                .add(u32::try_from(took).unwrap_or(u32::MAX), now);
+            rates
+                .comp_out
+                .add(u32::try_from(made).unwrap_or(u32::MAX), now);
+        }
         for c in counters {
             if self.enc.identity() {
                 Counters::add(&c.comp_byp, took);

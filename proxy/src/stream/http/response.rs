@@ -293,7 +293,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 let wire = &sbuf[..p.consumed];
                 let piece = c.piece(wire, &body.payload, p.done, trailers.as_ref());
                 sbuf.drain(..p.consumed);
-                c.count([&self.fe.fe_counters, &leg.be.counters]);
+                c.count([&self.fe.fe_counters, &leg.be.counters], &self.shared.model);
                 // Nothing to send yet (framing only): the body goes on.
                 let Some(piece) = piece else {
                     return Some(false);
