@@ -117,6 +117,19 @@ fn answer(path: &str, ae: &str, release: &AtomicBool, s: &mut TcpStream) -> std:
             false,
         ),
         "/held" => return held(ae, release, s),
+        // No length: the body ends with the connection.
+        "/untilclose" => {
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nx-ae: {ae}\r\n\r\n");
+            s.write_all(head.as_bytes())?;
+            return s.write_all(&text(3000));
+        }
+        "/old" => {
+            let head = format!(
+                "HTTP/1.0 200 OK\r\ncontent-type: text/html\r\nx-ae: {ae}\r\ncontent-length: 3000\r\n\r\n"
+            );
+            s.write_all(head.as_bytes())?;
+            return s.write_all(&text(3000));
+        }
         "/trailers" => {
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-ae: {ae}\r\ntransfer-encoding: chunked\r\ntrailer: x-sum\r\n\r\n"
@@ -392,6 +405,8 @@ const ASKS: &[(usize, &str, &str, &str)] = &[
     (0, "/nocontent", "Accept-Encoding: gzip\r\n", "1.1"),
     (0, "/notmodified", "Accept-Encoding: gzip\r\n", "1.1"),
     (0, "/raw/html", "Accept-Encoding: deflate\r\n", "1.1"),
+    (0, "/untilclose", "Accept-Encoding: gzip\r\n", "1.1"),
+    (0, "/old", "Accept-Encoding: gzip\r\n", "1.1"),
     (1, "/html", "Accept-Encoding: gzip\r\n", "1.1"),
     (1, "/html", "Accept-Encoding: br\r\n", "1.1"),
     (1, "/html", "", "1.1"),
