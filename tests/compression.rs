@@ -721,24 +721,34 @@ fn compression_keyword_errors_as_haproxy() {
             "defaults",
             "compression algo gzip identity raw-deflate deflate",
         ),
+        ("global", "tune.comp.maxlevel"),
+        ("global", "tune.comp.maxlevel 0"),
+        ("global", "tune.comp.maxlevel 10"),
+        ("global", "tune.comp.maxlevel abc"),
+        ("global", "tune.comp.maxlevel 3 4"),
+        ("global", "tune.comp.maxlevel 9"),
+        ("global", "maxcomprate"),
+        ("global", "maxcomprate 10 20"),
+        ("global", "maxcomprate 10"),
     ];
     let haproxy = std::path::Path::new("/usr/sbin/haproxy").exists();
     for (section, l) in lines {
-        let (d, p) = if section == "defaults" {
-            (l, "")
-        } else {
-            ("", l)
-        };
+        let at = |s: &str| if section == s { l } else { "" };
         let cfg = format!(
-            "defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n  {d}\n\
+            "global\n  {}\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n  {}\n\
              frontend f\n  bind 127.0.0.1:{}\n  default_backend b\n  {}\n\
              backend b\n  {}\n  server s1 127.0.0.1:1\n",
+            at("global"),
+            at("defaults"),
             free_port(),
-            if section == "frontend" { p } else { "" },
-            if section == "backend" { p } else { "" },
+            at("frontend"),
+            at("backend"),
         );
         let got = check_lines(env!("CARGO_BIN_EXE_portcullis"), &cfg);
-        let clean = l.contains("extra") || l.contains("identity");
+        let clean = l.contains("extra")
+            || l.contains("identity")
+            || l.ends_with("maxlevel 9")
+            || l.ends_with("maxcomprate 10");
         assert_eq!(got.is_empty(), clean, "{l}: {got:?}");
         if haproxy {
             assert_eq!(got, check_lines("/usr/sbin/haproxy", &cfg), "{l}");

@@ -134,6 +134,8 @@ impl Config {
 #[derive(Clone, Debug, Default)]
 pub struct Global {
     pub maxconn: Option<u32>,
+    /// `maxcomprate <kB/s>`, in bytes per second: the initial `set rate-limit http-compression`.
+    pub maxcomprate: Option<u32>,
     pub nbthread: Option<u32>,
     pub daemon: bool,
     pub pidfile: Option<String>,
@@ -234,6 +236,8 @@ pub struct Tune {
     pub dhe_warned: bool,
     /// `tune.lua.*`.
     pub lua: crate::ana::script::Tune,
+    /// `tune.comp.maxlevel` (1..9; HAProxy's default is 1).
+    pub comp_maxlevel: Option<u32>,
 }
 
 /// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.

@@ -2215,3 +2215,17 @@ fn compression_errors_have_haproxy_words() {
     let f = l.config.proxy("f").unwrap();
     assert!(!f.extra.compression.as_ref().unwrap().offload);
 }
+
+#[test]
+fn compression_globals() {
+    let c = ok("global\n maxcomprate 10\n tune.comp.maxlevel 6\n");
+    assert_eq!(c.global.maxcomprate, Some(10 * 1024));
+    assert_eq!(c.global.tune.comp_maxlevel, Some(6));
+    assert_eq!(
+        alerts("global\n tune.comp.maxlevel 10\n maxcomprate\n"),
+        [
+            "2: 'tune.comp.maxlevel' expects a numeric value between 1 and 9",
+            "3: 'maxcomprate' expects an integer argument in kb/s."
+        ]
+    );
+}

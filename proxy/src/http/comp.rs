@@ -12,7 +12,7 @@ use super::head::{Headers, ResponseHead, Version};
 use crate::config::model::{CompAlgo, CompCfg};
 
 /// HAProxy's `tune.comp.maxlevel` default: the fastest level.
-const LEVEL: u32 = 1;
+pub const DEFAULT_LEVEL: u32 = 1;
 
 /// The settings that apply to a stream: the backend's algorithms (types) when it has some,
 /// else the frontend's, as HAProxy looks them up.
@@ -218,8 +218,9 @@ pub struct Encoder {
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
 impl Encoder {
-    pub fn new(algo: CompAlgo) -> Self {
-        let level = Compression::new(LEVEL);
+    /// `level`: 1 (fastest) to 9 (smallest), `tune.comp.maxlevel`.
+    pub fn new(algo: CompAlgo, level: u32) -> Self {
+        let level = Compression::new(level.clamp(1, 9));
         let z = match algo {
             CompAlgo::Identity => None,
             CompAlgo::Deflate => Some(Compress::new(level, true)),
@@ -484,7 +485,7 @@ mod tests {
         let text: Vec<u8> = (0..200_000u32)
             .map(|i| b"abcdefgh, "[(i % 10) as usize] ^ (i / 977) as u8)
             .collect();
-        let mut enc = Encoder::new(algo);
+        let mut enc = Encoder::new(algo, DEFAULT_LEVEL);
         let mut out = Vec::new();
         let mut fed = 0;
         for piece in text.chunks(16_384) {
@@ -523,7 +524,7 @@ mod tests {
         round_trip(Identity, |b| b.to_vec());
         // An empty body still makes a complete stream.
         let mut out = Vec::new();
-        Encoder::new(Gzip).flush(true, &mut out);
+        Encoder::new(Gzip, DEFAULT_LEVEL).flush(true, &mut out);
         assert_eq!(read(flate2::read::GzDecoder::new(&out[..])), b"");
     }
 }

@@ -904,7 +904,7 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
-            rate_limits: rate_limits::RateLimits::default(),
+            rate_limits: rate_limits::RateLimits::new(cfg.global.maxcomprate.unwrap_or(0)),
             streams: AtomicU64::new(0),
             totals: Counters::default(),
             stick,

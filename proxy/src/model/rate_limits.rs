@@ -20,6 +20,14 @@ pub struct RateLimits {
 }
 
 impl RateLimits {
+    /// No connection or session limit; `comp_bps`: `maxcomprate`.
+    pub fn new(comp_bps: u32) -> Self {
+        RateLimits {
+            comp_bps: AtomicU32::new(comp_bps),
+            ..Default::default()
+        }
+    }
+
     /// The compression rate is over its limit: responses go uncompressed (HAProxy's check).
     pub fn comp_over(&self, now_ms: u64) -> bool {
         let lim = self.comp_bps.load(Ordering::Relaxed);

@@ -31,6 +31,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Some(c.algo)
     }
 
+    /// The encoder of a body the server frames with `framing`, at `tune.comp.maxlevel`.
+    pub(super) fn compressor(&self, algo: CompAlgo, framing: BodyFraming) -> Compressor {
+        let tune = &self.shared.model.cfg.global.tune;
+        let level = tune.comp_maxlevel.unwrap_or(comp::DEFAULT_LEVEL);
+        Compressor::new(algo, level, framing == BodyFraming::Chunked)
+    }
+
     /// The request's algorithm if the response (as the server sent it) may be compressed, and
     /// the compression rate is within `set rate-limit http-compression`.
     pub(super) fn comp_response(
@@ -72,9 +79,10 @@ pub(super) struct Compressor {
 }
 
 impl Compressor {
-    pub fn new(algo: CompAlgo, chunked: bool) -> Self {
+    /// `level`: `tune.comp.maxlevel`.
+    pub fn new(algo: CompAlgo, level: u32, chunked: bool) -> Self {
         Compressor {
-            enc: Encoder::new(algo),
+            enc: Encoder::new(algo, level),
             z: Vec::new(),
             spare: Vec::new(),
             payload: Payload::new(),
@@ -175,7 +183,7 @@ mod tests {
     #[test]
     #[allow(clippy::single_range_in_vec_init)] // one payload range per piece here
     fn pieces_are_chunks_with_payload_ranges() {
-        let mut c = Compressor::new(CompAlgo::Gzip, true);
+        let mut c = Compressor::new(CompAlgo::Gzip, 1, true);
         // Framing only (a chunk-size line): nothing to send yet.
         assert!(c.piece(b"5\r\n", &[], false, None).is_none());
         let wire = b"5\r\nhello\r\n";

@@ -204,9 +204,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             htx: BodySize::new(plan.framing == BodyFraming::Chunked),
             closed: false,
             skip: plan.skip_body,
-            comp: plan
-                .comp
-                .map(|a| Compressor::new(a, plan.framing == BodyFraming::Chunked)),
+            comp: plan.comp.map(|a| self.compressor(a, plan.framing)),
         };
         // A compressed body is framed anew, its trailers included.
         if self.client.payload() || body.comp.is_some() {
