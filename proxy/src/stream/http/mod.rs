@@ -11,6 +11,7 @@
 mod after;
 mod applet;
 mod buffer;
+mod compress;
 mod exchange;
 pub mod front;
 pub mod h2;
@@ -110,6 +111,9 @@ struct Txn {
     persist: Option<Arc<crate::model::Server>>,
     /// `force-persist` (true) or `ignore-persist` (false) matched.
     persist_rule: Option<bool>,
+    /// The compression algorithm the request accepts (`compress.rs`), kept once the response
+    /// head allows it (`res.comp`).
+    comp: Option<crate::config::model::CompAlgo>,
 }
 
 impl Txn {
