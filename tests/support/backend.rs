@@ -123,13 +123,25 @@ pub fn free_port() -> u16 {
     free_port_on(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
-/// A port on `ip` (a loopback address) that nothing listens on right now. Another process may
-/// take it before the caller binds it; on a test machine that race is rare enough.
+/// A port on `ip` (a loopback address) that nothing listens on right now and that this test
+/// process has not handed out before (the kernel may offer a just-released port again, and two
+/// callers would then bind one port). Another process may still take it before the caller binds
+/// it; on a test machine that race is rare enough.
 pub fn free_port_on(ip: IpAddr) -> u16 {
-    match TcpListener::bind(SocketAddr::new(ip, 0)).and_then(|l| l.local_addr()) {
-        Ok(a) => a.port(),
-        Err(e) => panic!("free_port_on({ip}): {e}"),
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut port = 0;
+    for _ in 0..64 {
+        port = match TcpListener::bind(SocketAddr::new(ip, 0)).and_then(|l| l.local_addr()) {
+            Ok(a) => a.port(),
+            Err(e) => panic!("free_port_on({ip}): {e}"),
+        };
+        if !given.contains(&port) {
+            break;
+        }
     }
+    given.push(port);
+    port
 }
 
 /// An address on 127.0.0.1 that refuses connections (RST on SYN): a port that was free a

@@ -1,4 +1,5 @@
-//! `cargo xtask test`: what CI runs, in order, stopping at the first failure.
+//! `cargo xtask test`: what CI runs, in order, stopping at the first failed step (the test
+//! suite runs whole on both engines first).
 //!
 //! setup → `cargo fmt --check` → clippy `-D warnings` → `cargo test --workspace` with
 //! `PORTCULLIS_IO=uring`, then again with `PORTCULLIS_IO=epoll` (the integration tests pass it to
@@ -54,15 +55,19 @@ pub fn run(args: &[String]) -> Result {
         exec(&mut cargo(&args))
     })?;
     let mut total = Tally::default();
+    // Both engines run to the end even when one fails (and every test binary of each, with
+    // --no-fail-fast): one flaky test must not hide what else is broken.
+    let mut failures = Vec::new();
     for io in IO_ENGINES {
         println!("==> cargo test --workspace (PORTCULLIS_IO={io})");
-        let outcome = cargo_test(io, &mut total);
-        if let Err(e) = outcome {
-            println!("{} passed, {} failed", total.passed, total.failed);
-            return Err(format!("cargo test with PORTCULLIS_IO={io}: {e}"));
+        if let Err(e) = cargo_test(io, &mut total) {
+            failures.push(format!("cargo test with PORTCULLIS_IO={io}: {e}"));
         }
     }
     println!("{} passed, {} failed", total.passed, total.failed);
+    if !failures.is_empty() {
+        return Err(failures.join("; "));
+    }
     if total.failed > 0 {
         return Err(format!("{} test(s) failed", total.failed));
     }
@@ -122,7 +127,7 @@ fn cargo(args: &[&str]) -> Command {
 
 /// Runs the test suite once, echoing its output and adding its result lines to `total`.
 fn cargo_test(io: &str, total: &mut Tally) -> Result {
-    let mut cmd = cargo(&["test", "--workspace"]);
+    let mut cmd = cargo(&["test", "--workspace", "--no-fail-fast"]);
     cmd.env("PORTCULLIS_IO", io).stdout(Stdio::piped());
     println!("$ PORTCULLIS_IO={io} {}", show(&cmd));
     let mut child = cmd.spawn().map_err(|e| format!("cannot run cargo: {e}"))?;

@@ -60,6 +60,10 @@ fn counters(c: &model::Counters, now_ms: u64, http: bool) -> api::Counters {
         connect: g(&c.connect),
         reuse: g(&c.reuse),
         intercepted: g(&c.intercepted),
+        comp_in: g(&c.comp_in),
+        comp_out: g(&c.comp_out),
+        comp_byp: g(&c.comp_byp),
+        comp_rsp: g(&c.comp_rsp),
         ..Default::default()
     }
 }
@@ -416,6 +420,8 @@ pub fn take(model: &Model, threads: usize, stopping: bool) -> api::Snapshot {
             conn_rate_limit: model.rate_limits.conn.load(Ordering::Relaxed),
             sess_rate_limit: model.rate_limits.sess.load(Ordering::Relaxed),
             compress_bps_rate_lim: model.rate_limits.comp_bps.load(Ordering::Relaxed),
+            compress_bps_in: model.rate_limits.comp_in.read(now_ms),
+            compress_bps_out: model.rate_limits.comp_out.read(now_ms),
             ulimit_n: ulimit,
             maxsock,
             stopping,

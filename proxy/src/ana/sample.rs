@@ -76,6 +76,8 @@ pub struct SampleCtx<'a> {
     /// `res.len` where there is no payload to read (HTTP mode: the response as HAProxy's HTX
     /// buffer holds it).
     pub res_len: Option<usize>,
+    /// The algorithm compressing the response (`res.comp`, `res.comp_algo`), as configured.
+    pub res_comp: Option<&'static str>,
     /// The stream's last final rule (`last_rule_file`, `last_rule_line`), which rules record.
     pub last_rule: Option<&'a super::last_rule::LastRule>,
 }
@@ -144,6 +146,7 @@ impl<'a> SampleCtx<'a> {
             unique_id: None,
             res_payload: None,
             res_len: None,
+            res_comp: None,
             last_rule: None,
         }
     }
@@ -360,6 +363,10 @@ pub enum Fetch {
     },
     /// `res.ver`: the response's HTTP version.
     ResVer,
+    /// `res.comp`: the response is being compressed.
+    ResComp,
+    /// `res.comp_algo`: the compression algorithm's name, when it is.
+    ResCompAlgo,
     /// `rand([<range>])`: a random 32-bit integer, scaled into `[0, range)`.
     Rand(Option<i64>),
     /// `uuid([4])`: a random (version 4) UUID.
@@ -857,6 +864,8 @@ pub static FETCHES: &[FetchDef] = &[
     fdef!("res.hdr_cnt", Int, HRS, HdrName, res_hdr_cnt),
     fdef!("res.hdr_val", Int, HRS, HdrOcc, res_hdr_val),
     fdef!("res.ver", Str, HRS, None, || Fetch::ResVer),
+    fdef!("res.comp", Bool, HRS, None, || Fetch::ResComp),
+    fdef!("res.comp_algo", Str, HRS, None, || Fetch::ResCompAlgo),
     fdef!("src", Ip, None, None, || Fetch::Src),
     fdef!("str", Str, None, Str, || Fetch::Str(String::new())),
     fdef!("int", Int, None, Slot, || Fetch::Int(0)),
@@ -2023,6 +2032,8 @@ impl SampleExpr {
                 .captures
                 .and_then(|c| c.get(*res, *slot))
                 .map(|v| Str(Cow::Owned(v))),
+            Fetch::ResComp => Some(Bool(ctx.res_comp.is_some())),
+            Fetch::ResCompAlgo => ctx.res_comp.map(|a| Str(Cow::Borrowed(a))),
             Fetch::ResVer => ctx.res.map(|r| match r.version {
                 Version::Http10 => Str(Cow::Borrowed("1.0")),
                 Version::Http11 => Str(Cow::Borrowed("1.1")),

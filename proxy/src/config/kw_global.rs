@@ -44,6 +44,11 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "maxcomprate",
+        parse: kw_maxcomprate,
+        pending: false,
+    },
+    GlobalKw {
         kw: "nbthread",
         parse: kw_nbthread,
         pending: false,
@@ -253,6 +258,20 @@ fn kw_maxconn(g: &mut Global, c: &mut Ctx, args: &[String]) {
             arg(args, 1)
         )),
     }
+}
+
+/// `maxcomprate <kB/s>`: read with `atoi` as HAProxy does (a negative value wraps into no
+/// practical limit, a word is 0: none).
+fn kw_maxcomprate(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if c.too_many(args, 1, 1) {
+        return;
+    }
+    if arg(args, 1).is_empty() {
+        c.alert("'maxcomprate' expects an integer argument in kb/s.");
+        return;
+    }
+    let kb = super::values::atol(arg(args, 1));
+    g.maxcomprate = Some(kb.wrapping_mul(1024) as u32);
 }
 
 fn kw_nbthread(g: &mut Global, c: &mut Ctx, args: &[String]) {

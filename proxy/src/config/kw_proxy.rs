@@ -9,7 +9,9 @@ use super::model::{
 };
 use super::parser::{Ctx, unknown_kw};
 use super::values::{parse_time, parse_u32, time_error_msg};
-use super::{addr, kw_capture, kw_cookie, kw_pages, kw_rules, kw_server, kw_small, suggest};
+use super::{
+    addr, kw_capture, kw_comp, kw_cookie, kw_pages, kw_rules, kw_server, kw_small, suggest,
+};
 
 /// Allowed in `defaults` sections (named or anonymous).
 pub(crate) const DEF: u8 = 1;
@@ -104,6 +106,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         caps: DEF | FE,
         strict: false,
         parse: kw_unique_id_header,
+    },
+    ProxyKw {
+        kw: "compression",
+        caps: DEF | FE | BE,
+        strict: false,
+        parse: kw_comp::kw_compression,
     },
     ProxyKw {
         kw: "cookie",

@@ -12,6 +12,11 @@ pub(crate) static TUNE_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "tune.comp.maxlevel",
+        parse: kw_comp_maxlevel,
+        pending: false,
+    },
+    GlobalKw {
         kw: "tune.idle-pool.shared",
         parse: kw_idle_pool_shared,
         pending: false,
@@ -105,6 +110,20 @@ fn kw_idle_pool_shared(g: &mut Global, c: &mut Ctx, args: &[String]) {
         "off" => g.tune.idle_pool_shared = false,
         other => c.alert(format!(
             "'{}' expects either 'on' or 'off' but got '{other}'.",
+            arg(args, 0)
+        )),
+    }
+}
+
+/// `tune.comp.maxlevel <1..9>`: the compression level of `compression algo` (`atoi`).
+fn kw_comp_maxlevel(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if c.too_many(args, 1, 1) {
+        return;
+    }
+    match u32::try_from(atol(arg(args, 1))) {
+        Ok(n @ 1..=9) => g.tune.comp_maxlevel = Some(n),
+        _ => c.alert(format!(
+            "'{}' expects a numeric value between 1 and 9",
             arg(args, 0)
         )),
     }

@@ -9,6 +9,7 @@ pub mod cond;
 pub mod diag;
 pub mod keywords;
 mod kw_capture;
+mod kw_comp;
 mod kw_cookie;
 mod kw_global;
 mod kw_pages;

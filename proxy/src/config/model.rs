@@ -134,6 +134,8 @@ impl Config {
 #[derive(Clone, Debug, Default)]
 pub struct Global {
     pub maxconn: Option<u32>,
+    /// `maxcomprate <kB/s>`, in bytes per second: the initial `set rate-limit http-compression`.
+    pub maxcomprate: Option<u32>,
     pub nbthread: Option<u32>,
     pub daemon: bool,
     pub pidfile: Option<String>,
@@ -234,6 +236,8 @@ pub struct Tune {
     pub dhe_warned: bool,
     /// `tune.lua.*`.
     pub lua: crate::ana::script::Tune,
+    /// `tune.comp.maxlevel` (1..9; HAProxy's default is 1).
+    pub comp_maxlevel: Option<u32>,
 }
 
 /// `portcullis-xdp <iface>... [mode native|generic|auto] [max-sources <n>] [packet-rate <n>]`.
@@ -1534,6 +1538,64 @@ pub struct ProxyExtra {
     /// `server-state-file-name [use-backend-name|<file>]`: the file of `local` (unset: the
     /// backend's name).
     pub server_state_file_name: Option<String>,
+    /// `compression algo|type|offload` (`http/comp.rs`); None: no `compression` line.
+    pub compression: Option<CompCfg>,
+}
+
+/// A `compression algo` name (HAProxy 2.6's `comp_algos`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompAlgo {
+    Identity,
+    /// zlib-wrapped deflate (RFC 1950).
+    Deflate,
+    /// Raw deflate (RFC 1951), announced as `deflate` (for clients that expect it unwrapped).
+    RawDeflate,
+    Gzip,
+}
+
+impl CompAlgo {
+    /// The name `compression algo` takes (case-sensitive, as HAProxy's `strcmp`).
+    pub fn from_cfg(name: &str) -> Option<CompAlgo> {
+        Some(match name {
+            "identity" => CompAlgo::Identity,
+            "deflate" => CompAlgo::Deflate,
+            "raw-deflate" => CompAlgo::RawDeflate,
+            "gzip" => CompAlgo::Gzip,
+            _ => return None,
+        })
+    }
+
+    /// The configuration's name (what `res.comp_algo` returns).
+    pub fn cfg_name(self) -> &'static str {
+        match self {
+            CompAlgo::Identity => "identity",
+            CompAlgo::Deflate => "deflate",
+            CompAlgo::RawDeflate => "raw-deflate",
+            CompAlgo::Gzip => "gzip",
+        }
+    }
+
+    /// The content-coding name: matched in `Accept-Encoding`, sent in `Content-Encoding`.
+    pub fn coding(self) -> &'static str {
+        match self {
+            CompAlgo::Identity => "identity",
+            CompAlgo::Deflate | CompAlgo::RawDeflate => "deflate",
+            CompAlgo::Gzip => "gzip",
+        }
+    }
+}
+
+/// One proxy's `compression` settings. Both lists are in HAProxy's order: each word is put
+/// in front (`comp_append_algo` prepends), after what `defaults` gave, so `Accept-Encoding: *`
+/// picks the last algorithm configured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompCfg {
+    pub algos: Vec<CompAlgo>,
+    /// `compression type` prefixes (matched case-insensitively against `Content-Type`).
+    pub types: Vec<String>,
+    /// `compression offload`: the request's `Accept-Encoding` is removed once an algorithm
+    /// is chosen (never inherited from `defaults`, where HAProxy ignores it).
+    pub offload: bool,
 }
 
 /// `load-server-state-from-file`: where a backend's servers take their saved state at start.

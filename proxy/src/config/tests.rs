@@ -2162,3 +2162,79 @@ fn option_httplog_replaces_an_inherited_log_format() {
     assert_eq!(by("c").log_format.as_ref().unwrap().0, "%ST");
     assert!(by("d").log_format.is_none() && by("d").options.tcplog);
 }
+
+#[test]
+fn compression_settings_and_inheritance() {
+    let c = ok(&format!(
+        "{T} mode http\n compression algo gzip\n compression type text/html\n\
+         frontend f\n bind :80\n compression algo deflate raw-deflate\n compression offload\n default_backend b\n\
+         backend b\n compression type text/plain application/json\n server s 127.0.0.1:1\n\
+         backend plain\n server s 127.0.0.1:1\n"
+    ));
+    let comp = |n: &str| c.proxy(n).unwrap().extra.compression.clone().unwrap();
+    use CompAlgo::*;
+    // Each word goes in front of what was there (defaults' included), as HAProxy's list.
+    assert_eq!(comp("f").algos, [RawDeflate, Deflate, Gzip]);
+    assert!(comp("f").offload);
+    assert_eq!(comp("f").types, ["text/html"]);
+    assert_eq!(
+        comp("b").types,
+        ["application/json", "text/plain", "text/html"]
+    );
+    assert_eq!(comp("plain").algos, [Gzip]);
+    assert!(!comp("plain").offload);
+}
+
+#[test]
+fn compression_errors_have_haproxy_words() {
+    let fe = |line: &str| format!("{T}frontend f\n bind :80\n {line}\n");
+    assert_eq!(
+        alerts(&fe("compression")),
+        ["7: 'compression' expects 'algo', 'type' or 'offload'"]
+    );
+    assert_eq!(
+        alerts(&fe("compression gzip")),
+        ["7: 'compression' expects 'algo', 'type' or 'offload'"]
+    );
+    assert_eq!(
+        alerts(&fe("compression algo")),
+        ["7: parsing [t.cfg:7] : 'compression' expects <algorithm>."]
+    );
+    assert_eq!(
+        alerts(&fe("compression algo gzip GZIP")),
+        ["7: 'compression' : 'GZIP' is not a supported algorithm."]
+    );
+    assert_eq!(
+        alerts(&fe("compression type")),
+        ["7: 'compression' expects <type>."]
+    );
+    // `offload` in defaults: a warning, and nothing inherited.
+    let l = parse_env(
+        &format!("{T} compression offload\nfrontend f\n bind :80\n compression algo gzip\n"),
+        &no_env,
+    )
+    .unwrap();
+    assert!(
+        l.warnings
+            .iter()
+            .any(|d| d.msg == "'compression' : 'offload' ignored in 'defaults' section."),
+        "{:?}",
+        l.warnings
+    );
+    let f = l.config.proxy("f").unwrap();
+    assert!(!f.extra.compression.as_ref().unwrap().offload);
+}
+
+#[test]
+fn compression_globals() {
+    let c = ok("global\n maxcomprate 10\n tune.comp.maxlevel 6\n");
+    assert_eq!(c.global.maxcomprate, Some(10 * 1024));
+    assert_eq!(c.global.tune.comp_maxlevel, Some(6));
+    assert_eq!(
+        alerts("global\n tune.comp.maxlevel 10\n maxcomprate\n"),
+        [
+            "2: 'tune.comp.maxlevel' expects a numeric value between 1 and 9",
+            "3: 'maxcomprate' expects an integer argument in kb/s."
+        ]
+    );
+}

@@ -5,6 +5,7 @@
 
 pub use crate::ana::{acl, rules, sample};
 
+pub mod comp;
 pub mod cookie;
 pub mod errors;
 pub mod h1;

@@ -362,6 +362,7 @@ impl Logger {
         ctx.vars = rec.vars.as_deref();
         ctx.unique_id = rec.unique_id.as_deref();
         ctx.last_rule = Some(&rec.last_rule);
+        ctx.res_comp = rec.comp;
         f(&record, &ctx);
     }
 }

@@ -70,6 +70,8 @@ pub struct SessionLog {
     pub logged: bool,
     /// The stream's last final rule (`last_rule_file`, `last_rule_line`).
     pub last_rule: crate::ana::last_rule::LastRule,
+    /// The response is compressed with this algorithm (`res.comp`, `res.comp_algo`).
+    pub comp: Option<&'static str>,
 }
 
 impl SessionLog {
@@ -116,6 +118,7 @@ impl SessionLog {
             req_counter: 0,
             asap: false,
             logged: false,
+            comp: None,
             last_rule: Default::default(),
         }
     }

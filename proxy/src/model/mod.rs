@@ -174,6 +174,12 @@ pub struct Counters {
     pub reuse: AtomicU64,
     /// Requests answered by an applet (stats page, exporter).
     pub intercepted: AtomicU64,
+    /// Body bytes into the compressor, out of it, passed through `identity` (HAProxy's
+    /// "bypass"), and the compressed responses (frontends and backends).
+    pub comp_in: AtomicU64,
+    pub comp_out: AtomicU64,
+    pub comp_byp: AtomicU64,
+    pub comp_rsp: AtomicU64,
     /// Highest `scur` / `qcur` seen.
     pub smax: stats::Max,
     pub qmax: stats::Max,
@@ -898,7 +904,7 @@ impl Model {
             started_at: std::time::SystemTime::now(),
             proxies,
             actconn: Gate::new(global_max),
-            rate_limits: rate_limits::RateLimits::default(),
+            rate_limits: rate_limits::RateLimits::new(cfg.global.maxcomprate.unwrap_or(0)),
             streams: AtomicU64::new(0),
             totals: Counters::default(),
             stick,

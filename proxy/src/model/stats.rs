@@ -22,14 +22,19 @@ impl Freq {
     /// Counts one event at `now_ms`; returns the events of the current period so far (what
     /// HAProxy compares to the max).
     pub fn hit(&self, now_ms: u64) -> u32 {
+        self.add(1, now_ms)
+    }
+
+    /// Counts `n` events at `now_ms` (bytes, for a byte rate); returns the current period's.
+    pub fn add(&self, add: u32, now_ms: u64) -> u32 {
         let period = now_ms / PERIOD_MS;
         let mut old = self.cur.load(Ordering::Relaxed);
         loop {
             let (p, n) = (old >> 32, old as u32);
             let next = if p == period {
-                (period << 32) | u64::from(n.saturating_add(1))
+                (period << 32) | u64::from(n.saturating_add(add))
             } else {
-                (period << 32) | 1
+                (period << 32) | u64::from(add)
             };
             match self
                 .cur

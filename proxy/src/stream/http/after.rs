@@ -33,6 +33,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.vars = log.vars.as_deref();
         base.unique_id = log.unique_id.as_deref();
         base.last_rule = Some(&log.last_rule);
+        base.res_comp = log.comp;
         let fe: &Proxy = &self.fe;
         let sections = match be {
             Some(b) if !std::ptr::eq(b, fe) => [Some(b), Some(fe)],

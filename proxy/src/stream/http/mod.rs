@@ -11,6 +11,7 @@
 mod after;
 mod applet;
 mod buffer;
+mod compress;
 mod exchange;
 pub mod front;
 pub mod h2;
@@ -114,6 +115,9 @@ struct Txn {
     stick: Option<crate::ana::sticking::StickPlan>,
     /// The stream's stick counters (`http-request track-sc`), for the response's rules.
     strm: Option<Rc<StkCtrs>>,
+    /// The compression algorithm the request accepts (`compress.rs`), kept once the response
+    /// head allows it (`res.comp`).
+    comp: Option<crate::config::model::CompAlgo>,
 }
 
 impl Txn {

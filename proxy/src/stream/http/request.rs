@@ -185,6 +185,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             persist_rule: None,
             stick: None,
             strm: None,
+            comp: None,
         })
     }
 
@@ -661,6 +662,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         super::persist::capture_request(&mut tx, &self.fe);
         super::persist::request(&mut tx, &be);
         self.prepare_request(&mut tx.req, &be);
+        tx.comp = self.comp_request(&be, &mut tx.req);
         let mut head_bytes = Vec::with_capacity(1024);
         h1::write_request_head(&tx.req, &mut head_bytes);
         let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;

@@ -5,11 +5,12 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::compress::Compressor;
 use super::exchange::{Abort, Leg};
 use super::front::Part;
 use super::{BODY_BUF, Front, Session, Txn, Upstream};
 use crate::ana::rules;
-use crate::config::model::StickKind;
+use crate::config::model::{CompAlgo, StickKind};
 use crate::engine::conn::Duplex;
 use crate::engine::pool::give_buf;
 use crate::http::errors::{self, ConnHeader};
@@ -40,6 +41,8 @@ struct Plan {
     /// The client asked with HEAD, the server (asked with another method by a rule) sends a
     /// body: it is read and dropped.
     skip_body: bool,
+    /// The body is compressed with this algorithm (`compress.rs`).
+    comp: Option<CompAlgo>,
 }
 
 /// A response body on its way: the head held back for the first body bytes, the decoder that
@@ -53,6 +56,7 @@ struct Body {
     closed: bool,
     /// Read and dropped, not forwarded (see `Plan::skip_body`).
     skip: bool,
+    comp: Option<Compressor>,
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
@@ -77,6 +81,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 .await;
             return Forwarded::Done(false);
         };
+        // Whether to compress is decided on the server's head, before the rules (`res.comp`).
+        tx.comp = self.comp_response(leg.be, tx, &head, plan.framing);
+        plan.comp = tx.comp;
+        tx.log.comp = tx.comp.map(CompAlgo::cfg_name);
         // `tcp-response content` rules (res_inspect.rs): a reject closes without an answer, a
         // close ends the server connection after this response.
         match self.tcp_response_rules(leg, &head, (&sbuf, plan.framing), tx) {
@@ -95,6 +103,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
         super::persist::capture_response(tx, &self.fe, &head);
         super::persist::response(tx, leg.be, leg.srv, &mut head);
         self.after_rules(Some(leg.be), &mut head, &tx.log);
+        if let Some(algo) = plan.comp {
+            crate::http::comp::set_response_head(algo, &mut head);
+        }
         self.response_head(leg.be, &mut head, &plan, tx);
         // `option logasap`: the line goes out once the head is ready to forward.
         if self.fe.cfg.options.logasap {
@@ -156,6 +167,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             tunnel,
             keep_server: server_keep && !server_close,
             skip_body: tx.head_request && !framing.bodyless() && framing != BodyFraming::Tunnel,
+            comp: None,
         })
     }
 
@@ -193,9 +205,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
             htx: BodySize::new(plan.framing == BodyFraming::Chunked),
             closed: false,
             skip: plan.skip_body,
+            comp: plan.comp.map(|a| self.compressor(a, plan.framing)),
         };
-        if self.client.payload() {
+        // A compressed body is framed anew, its trailers included.
+        if self.client.payload() || body.comp.is_some() {
             body.dec.keep_trailers();
+        }
+        if body.comp.is_some() {
+            body.htx = BodySize::new(true);
         }
         // A HEAD answered with a body: the head alone goes to the client, once the body is
         // drained (the server connection is then free for the client's next request).
@@ -224,6 +241,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         if !self.flush_head(&mut body.head, true, leg, log).await {
             return false;
+        }
+        if plan.comp.is_some() {
+            Counters::add(&self.fe.fe_counters.comp_rsp, 1);
+            Counters::add(&leg.be.counters.comp_rsp, 1);
         }
         let reusable =
             plan.keep_server && sbuf.is_empty() && plan.framing != BodyFraming::UntilClose;
@@ -261,21 +282,37 @@ impl<F: Front, U: Upstream> Session<F, U> {
             sbuf.drain(..p.consumed);
             return Some(p.done);
         }
-        log.bytes_out += body.htx.feed(&sbuf[..p.consumed]);
-        // The common case hands the whole buffer to the write and gets it back.
-        let tail = (p.consumed < sbuf.len()).then(|| sbuf.split_off(p.consumed));
-        let chunk = std::mem::take(sbuf);
+        let trailers = if p.done {
+            body.dec.take_trailers()
+        } else {
+            None
+        };
+        let (chunk, tail) = match &mut body.comp {
+            Some(c) => {
+                let wire = &sbuf[..p.consumed];
+                let piece = c.piece(wire, &body.payload, p.done, trailers.as_ref());
+                sbuf.drain(..p.consumed);
+                c.count([&self.fe.fe_counters, &leg.be.counters], &self.shared.model);
+                // Nothing to send yet (framing only): the body goes on.
+                let Some(piece) = piece else {
+                    return Some(false);
+                };
+                (piece, None)
+            }
+            // The common case hands the whole buffer to the write and gets it back.
+            None => {
+                let tail = (p.consumed < sbuf.len()).then(|| sbuf.split_off(p.consumed));
+                (std::mem::take(sbuf), tail)
+            }
+        };
+        log.bytes_out += body.htx.feed(&chunk);
         // The response's last bytes on a closing connection carry the close.
         let last = p.done && close;
         let part = Part {
             head: body.head.as_ref(),
             wire: chunk,
-            payload: &body.payload,
-            trailers: if p.done {
-                body.dec.take_trailers()
-            } else {
-                None
-            },
+            payload: body.comp.as_ref().map_or(&body.payload, |c| &c.payload),
+            trailers,
             end: p.done,
             close: last,
         };
@@ -283,7 +320,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
         body.head = None;
         body.closed = last;
         back.clear();
-        *sbuf = tail.unwrap_or(back);
+        match &mut body.comp {
+            // `sbuf` kept the bytes after the piece.
+            Some(c) => c.give_back(back),
+            None => *sbuf = tail.unwrap_or(back),
+        }
         if r.is_err() {
             let abort = Abort::Client(b'D');
             self.fail(leg, abort, log, (ConnHeader::Close, false)).await;
@@ -441,6 +482,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.unique_id = log.unique_id.as_deref();
         base.counts = Some((&*self.shared.model, &be.name));
         base.last_rule = Some(&log.last_rule);
+        base.res_comp = log.comp;
         let fe: &Proxy = &self.fe;
         let sections: &[&Proxy] = if std::ptr::eq(be, fe) {
             &[be]
