@@ -400,7 +400,7 @@ fn http_sc_actions_on_a_session_counter_match_haproxy() {
             );
         }
         drop(s);
-        wait_until(Duration::from_secs(3), || {
+        wait_until(Duration::from_secs(10), || {
             cli(&sock, "show table f").contains("use=0")
         });
         Some(mask(&cli(&sock, "show table f")))
