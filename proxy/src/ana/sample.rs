@@ -1169,6 +1169,52 @@ fn split_args(s: &str, start: usize) -> Result<(Vec<String>, usize), String> {
     Err("expected ')'".into())
 }
 
+/// An integer argument at `pos` (1-based) with HAProxy 2.6's words: `missing` when it is
+/// absent, "failed to parse" when it is not a number of the type.
+fn int_arg<T: std::str::FromStr>(a: Option<&str>, pos: usize, missing: &str) -> Result<T, String> {
+    let a = a.unwrap_or("");
+    match a.trim().parse::<T>() {
+        Ok(n) => Ok(n),
+        Err(_) if a.is_empty() => Err(missing.into()),
+        Err(_) => Err(format!(
+            "failed to parse '{a}' as type 'integer' at position {pos}"
+        )),
+    }
+}
+
+/// The arguments of a stick-counter fetch: `[<idx>,]` for the arrays, then `<sc>` or a table.
+fn stick_args(
+    spec: ArgSpec,
+    args: &[&str],
+    sc: &mut u8,
+    table: &mut Option<String>,
+    idx: &mut u32,
+) -> Result<(), String> {
+    const NOTHING: &str = "expected type 'integer' at position 1, but got nothing";
+    let mut rest = args;
+    if matches!(spec, ArgSpec::IdxScCtr | ArgSpec::IdxTable) {
+        *idx = int_arg(args.first().copied(), 1, NOTHING)?;
+        rest = args.get(1..).unwrap_or(&[]);
+        // `src_*_gpc(<idx>,<table>)`: HAProxy 2.6 wants the table there.
+        if spec == ArgSpec::IdxTable && rest.first().is_none_or(|t| t.is_empty()) {
+            return Err("missing arguments (got 1/2), type 'table' expected".into());
+        }
+        if spec == ArgSpec::IdxScCtr {
+            let missing = "missing arguments (got 1/2), type 'integer' expected";
+            *sc = int_arg(rest.first().copied(), 2, missing)?;
+            rest = rest.get(1..).unwrap_or(&[]);
+        }
+    } else if spec == ArgSpec::ScCtr {
+        *sc = int_arg(args.first().copied(), 1, NOTHING)?;
+        rest = args.get(1..).unwrap_or(&[]);
+    }
+    *table = rest
+        .first()
+        .filter(|t| !t.is_empty())
+        .map(|t| t.to_string());
+    Ok(())
+}
+
 fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), String> {
     let max = match spec {
         ArgSpec::None => 0,
@@ -1212,60 +1258,7 @@ fn apply_args(fetch: &mut Fetch, spec: ArgSpec, args: &[&str]) -> Result<(), Str
     if let Fetch::Stick { sc, table, idx, .. } = fetch
         && args.len() <= max
     {
-        let mut rest = args;
-        if matches!(spec, ArgSpec::IdxScCtr | ArgSpec::IdxTable) {
-            let a = args.first().copied().unwrap_or("");
-            *idx = match a.trim().parse::<u32>() {
-                Ok(n) => n,
-                Err(_) if a.is_empty() => {
-                    return Err("expected type 'integer' at position 1, but got nothing".into());
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "failed to parse '{a}' as type 'integer' at position 1"
-                    ));
-                }
-            };
-            rest = args.get(1..).unwrap_or(&[]);
-            // `src_*_gpc(<idx>,<table>)`: HAProxy 2.6 wants the table there.
-            if spec == ArgSpec::IdxTable && rest.first().is_none_or(|t| t.is_empty()) {
-                return Err("missing arguments (got 1/2), type 'table' expected".into());
-            }
-            if spec == ArgSpec::IdxScCtr {
-                let a = rest.first().copied().unwrap_or("");
-                *sc = match a.trim().parse::<u8>() {
-                    Ok(n) => n,
-                    Err(_) if a.is_empty() => {
-                        return Err("missing arguments (got 1/2), type 'integer' expected".into());
-                    }
-                    Err(_) => {
-                        return Err(format!(
-                            "failed to parse '{a}' as type 'integer' at position 2"
-                        ));
-                    }
-                };
-                rest = rest.get(1..).unwrap_or(&[]);
-            }
-        } else if spec == ArgSpec::ScCtr {
-            let a = args.first().copied().unwrap_or("");
-            *sc = match a.trim().parse::<u8>() {
-                Ok(n) => n,
-                Err(_) if a.is_empty() => {
-                    return Err("expected type 'integer' at position 1, but got nothing".into());
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "failed to parse '{a}' as type 'integer' at position 1"
-                    ));
-                }
-            };
-            rest = args.get(1..).unwrap_or(&[]);
-        }
-        *table = rest
-            .first()
-            .filter(|t| !t.is_empty())
-            .map(|t| t.to_string());
-        return Ok(());
+        return stick_args(spec, args, sc, table, idx);
     }
     if let Fetch::RdpCookie { name, .. } = fetch
         && args.len() <= max
@@ -2323,6 +2316,38 @@ mod tests {
         assert_eq!(ev("req.ssl_sni", &c).as_deref(), Some("sni.test"));
         assert_eq!(ev("req_ssl_sni", &c).as_deref(), Some("sni.test"));
         assert_eq!(ev("req.ssl_hello_type", &c).as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn stick_counter_argument_errors() {
+        let err = |s: &str| parse_sample(s).map(|_| ()).unwrap_err();
+        for (expr, want) in [
+            (
+                "sc_get_gpc(x,0)",
+                "failed to parse 'x' as type 'integer' at position 1",
+            ),
+            (
+                "sc_get_gpc(0,y)",
+                "failed to parse 'y' as type 'integer' at position 2",
+            ),
+            (
+                "sc_get_gpc(0)",
+                "missing arguments (got 1/2), type 'integer' expected",
+            ),
+            (
+                "src_get_gpc(0)",
+                "missing arguments (got 1/2), type 'table' expected",
+            ),
+            (
+                "sc_get_gpc0(z)",
+                "failed to parse 'z' as type 'integer' at position 1",
+            ),
+        ] {
+            assert!(err(expr).contains(want), "{expr}: {}", err(expr));
+        }
+        assert!(parse_sample("sc_get_gpc(1,2)").is_ok());
+        assert!(parse_sample("src_get_gpc(1,t)").is_ok());
+        assert!(parse_sample("sc_get_gpc0(2,t)").is_ok());
     }
 
     #[test]
