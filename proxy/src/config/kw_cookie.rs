@@ -220,28 +220,12 @@ fn parse_cookie(args: &[String], warns: &mut Vec<String>) -> Result<CookieCfg, (
 fn cookie_secs(v: &str, kw: &str) -> Result<u32, (bool, String)> {
     let digits = v.bytes().take_while(u8::is_ascii_digit).count();
     let (num, unit) = v.split_at(digits);
-    let per_us: u128 = match unit {
-        "" | "s" => 1_000_000,
-        "us" => 1,
-        "ms" => 1_000,
-        "m" => 60_000_000,
-        "h" => 3_600_000_000,
-        "d" => 86_400_000_000,
-        _ => {
-            let known = ["ms", "us", "s", "m", "h", "d"]
-                .iter()
-                .find(|u| unit.starts_with(**u))
-                .map_or(0, |u| u.len());
-            let c = unit
-                .get(known..)
-                .and_then(|r| r.chars().next())
-                .unwrap_or(' ');
-            return Err((
-                true,
-                format!("unexpected character '{c}' in argument to <{kw}>."),
-            ));
-        }
-    };
+    let per_us = u128::from(super::values::time_unit_us(unit, 1_000_000).map_err(|c| {
+        (
+            true,
+            format!("unexpected character '{c}' in argument to <{kw}>."),
+        )
+    })?);
     let n: u128 = num.parse().unwrap_or(u128::MAX / per_us.max(1));
     let secs = n.saturating_mul(per_us) / 1_000_000;
     if secs > i32::MAX as u128 {

@@ -15,6 +15,30 @@ pub enum TimeError {
 /// Largest timer HAProxy accepts (ms).
 pub const TIME_MAX_MS: u64 = i32::MAX as u64;
 
+/// Microseconds per unit of a time suffix (`us|ms|s|m|h|d`; `bare_us` for none), or the
+/// character HAProxy names: the first one after the longest known unit prefix.
+pub fn time_unit_us(unit: &str, bare_us: u64) -> Result<u64, char> {
+    Ok(match unit {
+        "" => bare_us,
+        "ms" => 1_000,
+        "us" => 1,
+        "s" => 1_000_000,
+        "m" => 60_000_000,
+        "h" => 3_600_000_000,
+        "d" => 86_400_000_000,
+        _ => {
+            let known = ["ms", "us", "s", "m", "h", "d"]
+                .iter()
+                .find(|u| unit.starts_with(**u))
+                .map_or(0, |u| u.len());
+            return Err(unit
+                .get(known..)
+                .and_then(|r| r.chars().next())
+                .unwrap_or(' '));
+        }
+    })
+}
+
 /// Parses `<n>[us|ms|s|m|h|d]` where a bare number is in milliseconds.
 pub fn parse_time(s: &str) -> Result<Duration, TimeError> {
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();
@@ -26,26 +50,7 @@ pub fn parse_time(s: &str) -> Result<Duration, TimeError> {
         return Err(TimeError::BadChar(unit.chars().next().unwrap_or(' ')));
     }
     let n: u64 = num.parse().map_err(|_| TimeError::Overflow)?;
-    let us_per: u64 = match unit {
-        "" | "ms" => 1_000,
-        "us" => 1,
-        "s" => 1_000_000,
-        "m" => 60_000_000,
-        "h" => 3_600_000_000,
-        "d" => 86_400_000_000,
-        _ => {
-            // Report the first character after the longest known unit prefix, like HAProxy.
-            let known = ["ms", "us", "s", "m", "h", "d"]
-                .iter()
-                .find(|u| unit.starts_with(**u))
-                .map_or(0, |u| u.len());
-            let bad = unit
-                .get(known..)
-                .and_then(|r| r.chars().next())
-                .unwrap_or(' ');
-            return Err(TimeError::BadChar(bad));
-        }
-    };
+    let us_per = time_unit_us(unit, 1_000).map_err(TimeError::BadChar)?;
     let us = n.checked_mul(us_per).ok_or(TimeError::Overflow)?;
     if us / 1_000 > TIME_MAX_MS {
         return Err(TimeError::Overflow);
