@@ -631,3 +631,44 @@ fn frontend_keywords_in_a_backend_match_haproxy() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tcp-request session`: HAProxy 2.6's words for misplaced rules (anonymous `defaults`, a
+/// backend), for actions it does not take there (with its "did you mean"), for malformed ones,
+/// and its warnings for rules written after those that run later. Line for line.
+#[test]
+fn tcp_request_session_errors_match_haproxy() {
+    let haproxy = Path::new("/usr/sbin/haproxy");
+    if !haproxy.exists() {
+        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("portcullis-tcpsess-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base =
+        "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n";
+    let cases = [
+        // Valid: every action 2.6 takes there, in a frontend and a listen section.
+        "frontend f\n bind 127.0.0.1:1\n tcp-request session accept if { src 10.0.0.1 }\n tcp-request session track-sc0 src\n tcp-request session sc-inc-gpc0(0)\n tcp-request session sc-set-gpt0(0) 3\n tcp-request session sc-set-gpt0(0) src_port\n tcp-request session sc-inc-gpc(1,0)\n tcp-request session sc-set-gpt(1,0) 5\n tcp-request session set-var(sess.a) src\n tcp-request session set-var(txn.a) src\n tcp-request session set-var-fmt(sess.b) %[src]\n tcp-request session set-var(sess.c,ifnotset) int(1)\n tcp-request session unset-var(sess.a) if TRUE\n tcp-request session silent-drop if { src 10.0.0.2 }\n tcp-request session reject unless TRUE\n default_backend b\nbackend b\n stick-table type ip size 1k store gpc0,gpt0,gpc(2),gpt(2)\n server s 127.0.0.1:2\nlisten l\n bind 127.0.0.1:3\n tcp-request session reject\n server s 127.0.0.1:2\n",
+        // Misplaced: anonymous defaults (all three rule sets), a backend.
+        "defaults\n tcp-request content accept\n tcp-request connection accept\n tcp-request session accept\nfrontend f\n bind 127.0.0.1:1\n default_backend b\nbackend b\n tcp-request session accept\n server s 127.0.0.1:2\n",
+        // Actions not taken there, malformed ones.
+        "frontend f\n bind 127.0.0.1:1\n tcp-request session foo\n tcp-request session rejec\n tcp-request session\n tcp-request session capture src len 10\n tcp-request session expect-proxy layer4\n tcp-request session expect-proxy layer7\n tcp-request session set-log-level silent\n tcp-request session lua.foo\n tcp-request session track-sc0 req.hdr(host)\n tcp-request session track-sc\n tcp-request session track-sc5 src\n tcp-request session sc-inc-gpc0(4)\n tcp-request session set-var(foo) src\n tcp-request session set-var(sess.a)\n tcp-request session set-src\n tcp-request session reject foo\n default_backend b\nbackend b\n server s 127.0.0.1:2\n",
+        // Written after rules that run later: warnings.
+        "frontend f\n bind 127.0.0.1:1\n http-request deny if { path /x }\n tcp-request session accept\n tcp-request content accept\n tcp-request session reject if { src 10.0.0.1 }\n tcp-request connection accept\n default_backend b\nbackend b\n server s 127.0.0.1:2\n",
+        "frontend f\n bind 127.0.0.1:1\n use_backend b if { src 10.0.0.3 }\n tcp-request session accept\n default_backend b\nbackend b\n server s 127.0.0.1:2\n",
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let f = dir.join(format!("c{i}.cfg"));
+        std::fs::write(&f, format!("{base}{c}")).unwrap();
+        let ours = check(&[&f], &[]);
+        let theirs = Command::new(haproxy)
+            .arg("-c")
+            .arg("-f")
+            .arg(&f)
+            .output()
+            .expect("run haproxy");
+        assert_eq!(ours.status.code(), theirs.status.code(), "case {i}: {c}");
+        assert_eq!(diag_lines(&ours), diag_lines(&theirs), "case {i}: {c}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

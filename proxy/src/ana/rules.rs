@@ -10,7 +10,7 @@ use crate::ana::script::{self, Outcome};
 use crate::ana::vars::{SetCond, VarName};
 use crate::config::diag::Diag;
 use crate::config::model::{
-    Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, ScAction,
+    Config, HttpRequestAction, HttpRequestRule, LinePart, Proxy, RedirectKind, ScAction, TcpAt,
     TcpRequestAction, TrackSc,
 };
 use crate::http::head::{RequestHead, ResponseHead};
@@ -255,6 +255,9 @@ pub struct ProxyRules {
     pub tcp_response: Vec<TcpRule>,
     /// `tcp-request connection` rules, evaluated at accept on addresses only.
     pub tcp_connection: Vec<TcpRule>,
+    /// `tcp-request session` rules, evaluated once the connection is established (after the
+    /// PROXY header and the TLS handshake), before any content.
+    pub tcp_session: Vec<TcpRule>,
     /// `stats admin if|unless <cond>`: the stats page may change servers.
     pub stats_admin: Option<Condition>,
     /// `force-persist` (true) / `ignore-persist` (false) rules.
@@ -701,10 +704,11 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             },
             _ => None,
         };
-        let name = match (response, t.connection) {
+        let name = match (response, t.at) {
             (true, _) => "tcp-response content",
-            (false, true) => "tcp-request connection",
-            (false, false) => "tcp-request content",
+            (false, TcpAt::Connection) => "tcp-request connection",
+            (false, TcpAt::Session) => "tcp-request session",
+            (false, TcpAt::Content) => "tcp-request content",
         };
         let capture = match &t.action {
             TcpRequestAction::Capture { sample, slot, len } => match parse_sample(sample) {
@@ -753,12 +757,11 @@ fn compile_proxy(cfg: &Config, p: &Proxy, errs: &mut Vec<Diag>) -> ProxyRules {
             capture,
             var,
         };
-        if response {
-            r.tcp_response.push(rule);
-        } else if t.connection {
-            r.tcp_connection.push(rule);
-        } else {
-            r.tcp_content.push(rule);
+        match (response, t.at) {
+            (true, _) => r.tcp_response.push(rule),
+            (false, TcpAt::Connection) => r.tcp_connection.push(rule),
+            (false, TcpAt::Session) => r.tcp_session.push(rule),
+            (false, TcpAt::Content) => r.tcp_content.push(rule),
         }
     }
     errs.extend(stick_fetch_tables(cfg, p));
@@ -1341,6 +1344,10 @@ fn tcp_rules(
         }
         if let TcpRequestAction::SetLogLevel(l) = rule.action {
             set_level(ctx, l);
+            continue;
+        }
+        // Refused at start (see `engine::pending_features`): never reached in a running process.
+        if let TcpRequestAction::SetAddr { .. } = rule.action {
             continue;
         }
         if let TcpRequestAction::Lua { name, args } = &rule.action {

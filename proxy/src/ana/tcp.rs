@@ -67,6 +67,37 @@ pub fn connection_verdict(
     }
 }
 
+/// What the `tcp-request session` rules decide for an established connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionVerdict {
+    /// The session goes on (an `accept`, or no rule ended the evaluation).
+    Accept,
+    /// `reject`: counted in `dses`.
+    Reject,
+    /// `silent-drop`: counted in `dreq`, the client told nothing.
+    SilentDrop,
+}
+
+/// The `tcp-request session` verdict on `ctx` (the connection's addresses after any PROXY
+/// header, its TLS facts and the session's variables); `track-sc` rules track into `sess`.
+pub fn session_verdict<'a>(
+    model: &'a Model,
+    fe: &'a Proxy,
+    mut ctx: SampleCtx<'a>,
+    sess: &'a StkCtrs,
+    now: u64,
+) -> SessionVerdict {
+    if fe.rules.tcp_session.is_empty() {
+        return SessionVerdict::Accept;
+    }
+    ctx.stick = model.stick_view(fe, Some(sess), None, now);
+    match apply_connection_rules(&fe.rules.tcp_session, &ctx).0 {
+        Some(TcpRequestAction::Reject) => SessionVerdict::Reject,
+        Some(TcpRequestAction::SilentDrop) => SessionVerdict::SilentDrop,
+        _ => SessionVerdict::Accept,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

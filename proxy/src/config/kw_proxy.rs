@@ -1732,7 +1732,10 @@ pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag
     }
     // Content inspection peeks at the socket: with TLS terminated first there is nothing to peek.
     if px.mode == Mode::Tcp
-        && px.tcp_request.iter().any(|r| !r.connection)
+        && px
+            .tcp_request
+            .iter()
+            .any(|r| r.at == super::model::TcpAt::Content)
         && let Some(b) = px.binds.iter().find(|b| b.ssl.is_some())
     {
         px.pending.push((

@@ -6,7 +6,7 @@ use super::kw_proxy::P;
 use super::model::{
     AclDef, CheckConnect, Cond, ExpectMatch, HdrPattern, HttpCheck, HttpCheckExpect, HttpCheckRule,
     HttpRequestAction, HttpRequestRule, HttpSendRule, LinePart, RedirectKind, StatsPage, StrMatch,
-    TcpCheckRule, TcpRequestAction, TcpRequestRule,
+    TcpAt, TcpCheckRule, TcpRequestAction, TcpRequestRule,
 };
 use super::values::{TimeError, invalid_name_char, parse_time, parse_u32};
 
@@ -854,7 +854,7 @@ fn parse_redirect(args: &[String], i: &mut usize) -> Result<HttpRequestAction, S
 pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
     let sub = arg(args, 1);
     let desc = format!("proxy '{}'", p.px.name);
-    match sub {
+    let at = match sub {
         "inspect-delay" => {
             if p.c.too_many(args, 2, 1) {
                 return;
@@ -868,198 +868,343 @@ pub(crate) fn kw_tcp_request(p: &mut P, args: &[String]) {
                     "'tcp-request inspect-delay' expects a positive delay in milliseconds, in {desc}"
                 )),
             }
+            return;
         }
-        "content" | "connection" => {
-            let connection = sub == "connection";
-            if p.defaults && p.px.name.is_empty() {
-                p.alert(format!(
-                    "'tcp-request {sub}' not allowed in anonymous 'defaults' section."
-                ));
-                return;
-            }
-            if connection && !p.defaults && !p.px.cap.frontend {
-                let (kind, name) = (p.px.kind(), p.px.name.clone());
-                p.alert(format!(
-                    "tcp-request connection is not allowed because {kind} {name} is not a frontend"
-                ));
-                return;
-            }
-            let mut at = 3;
-            let action = match arg(args, 2) {
-                v if !connection
-                    && ["set-var(", "set-var-fmt(", "unset-var("]
-                        .iter()
-                        .any(|k| v.starts_with(k)) =>
-                {
-                    match parse_var_action(&args[1..], v) {
-                        Ok((a, next)) => {
-                            at = next + 1;
-                            TcpRequestAction::Var(Box::new(a))
-                        }
-                        Err(e) => {
-                            let d = p.desc();
-                            p.alert(format!(
-                                "error detected in {d} while parsing 'tcp-request content {v}' rule : {e}"
-                            ));
-                            return;
-                        }
-                    }
+        "content" => TcpAt::Content,
+        "connection" => TcpAt::Connection,
+        "session" => TcpAt::Session,
+        other => {
+            p.alert(format!(
+                "'tcp-request' expects 'inspect-delay', 'connection', or 'content' in {desc} (got '{other}')"
+            ));
+            return;
+        }
+    };
+    if p.defaults && p.px.name.is_empty() {
+        p.alert(format!(
+            "tcp-request {sub} is not allowed in anonymous 'defaults' sections"
+        ));
+        return;
+    }
+    if at != TcpAt::Content && !p.defaults && !p.px.cap.frontend {
+        let (kind, name) = (p.px.kind(), p.px.name.clone());
+        p.alert(format!(
+            "tcp-request {sub} is not allowed because {kind} {name} is not a frontend"
+        ));
+        return;
+    }
+    let Some((action, next)) = tcp_request_action(p, args, at) else {
+        return;
+    };
+    let cond = match args.get(next).map(String::as_str) {
+        None => None,
+        Some("if" | "unless") => Some(cond(p, args, next)),
+        Some(other) => {
+            let desc = if next > 3 || at == TcpAt::Session {
+                p.desc()
+            } else {
+                desc
+            };
+            p.alert(format!(
+                "'tcp-request {sub} {}' only accepts 'if' or 'unless', in {desc} (got '{other}')",
+                arg(args, 2)
+            ));
+            return;
+        }
+    };
+    misplaced_tcp_rule(p, at);
+    p.pending(&format!("tcp-request {sub}"));
+    if let TcpRequestAction::SetAddr { .. } = action {
+        // Parsed with HAProxy's words; the address change itself is not built at this step.
+        p.pending(&format!("tcp-request {sub} {}", arg(args, 2)));
+    }
+    let loc = p.c.loc.clone();
+    p.px.tcp_request.push(TcpRequestRule {
+        at,
+        action,
+        cond,
+        loc,
+    });
+}
+
+/// HAProxy's warning for a `tcp-request` rule written after rules that run later
+/// (`warnif_misplaced_tcp_conn|sess|cont`: session rules, content rules, then `monitor fail`,
+/// `http-request`, `use_backend`).
+fn misplaced_tcp_rule(p: &mut P, at: TcpAt) {
+    let px = &p.px;
+    let has = |a: TcpAt| px.tcp_request.iter().any(|r| r.at == a);
+    let after = if at == TcpAt::Connection && has(TcpAt::Session) {
+        Some("a 'tcp-request session'")
+    } else if at != TcpAt::Content && has(TcpAt::Content) {
+        Some("a 'tcp-request content'")
+    } else if px.pending.iter().any(|(k, _)| k == "monitor fail") {
+        Some("a 'monitor fail'")
+    } else if !px.http_request.is_empty() {
+        Some("an 'http-request'")
+    } else if !px.use_backends.is_empty() {
+        Some("a 'use_backend'")
+    } else {
+        None
+    };
+    if let Some(after) = after {
+        p.warn(format!(
+            "a 'tcp-request' rule placed after {after} rule will still be processed before."
+        ));
+    }
+}
+
+/// HAProxy 2.6's list of the actions a `tcp-request session` rule takes, as its parse error
+/// names them (the keywords its modules register for layer 5, in their order).
+const TCP_SESSION_ACTIONS: [&str; 15] = [
+    "sc-inc-gpc(*)",
+    "sc-inc-gpc0(*)",
+    "sc-inc-gpc1(*)",
+    "sc-set-gpt(*)",
+    "sc-set-gpt0(*)",
+    "set-var-fmt(*)",
+    "set-var(*)",
+    "unset-var(*)",
+    "set-dst",
+    "set-dst-port",
+    "set-mark",
+    "set-src",
+    "set-src-port",
+    "set-tos",
+    "silent-drop",
+];
+
+/// A `tcp-request connection|session|content` rule's action and where its condition starts;
+/// None (alert given) when it does not parse or is not allowed at `at`.
+fn tcp_request_action(p: &mut P, args: &[String], at: TcpAt) -> Option<(TcpRequestAction, usize)> {
+    let sub = at.word();
+    let connection = at == TcpAt::Connection;
+    let content = at == TcpAt::Content;
+    let desc = format!("proxy '{}'", p.px.name);
+    let mut next = 3;
+    let word = arg(args, 2);
+    let action = match word {
+        v if !connection
+            && ["set-var(", "set-var-fmt(", "unset-var("]
+                .iter()
+                .any(|k| v.starts_with(k)) =>
+        {
+            match parse_var_action(&args[1..], v) {
+                Ok((a, n)) => {
+                    next = n + 1;
+                    TcpRequestAction::Var(Box::new(a))
                 }
-                "accept" => TcpRequestAction::Accept,
-                "reject" => TcpRequestAction::Reject,
-                "set-log-level" if !connection => match parse_log_level(arg(args, 3)) {
-                    Some(l) => {
-                        at = 4;
-                        TcpRequestAction::SetLogLevel(l)
-                    }
-                    None => {
-                        p.alert(LOG_LEVEL_EXPECTS);
-                        return;
-                    }
-                },
-                "expect-proxy" if !connection => {
+                Err(e) if at == TcpAt::Session => {
+                    p.alert(e.trim_end_matches('.'));
+                    return None;
+                }
+                Err(e) => {
                     let d = p.desc();
                     p.alert(format!(
-                        "'expect-proxy layer4' is not allowed in 'tcp-request content' rules in {d}"
+                        "error detected in {d} while parsing 'tcp-request content {v}' rule : {e}"
                     ));
-                    return;
+                    return None;
                 }
-                "expect-proxy" => {
-                    if arg(args, 3) != "layer4" {
-                        let d = p.desc();
-                        p.alert(format!(
-                            "'tcp-request connection expect-proxy' only supports 'layer4' in {d} (got '{}')",
-                            arg(args, 3)
-                        ));
-                        return;
-                    }
-                    at = 4;
-                    TcpRequestAction::ExpectProxy
-                }
-                "capture" if !connection => {
-                    let sample = arg(args, 3).to_string();
-                    let len = parse_u32(arg(args, 5)).filter(|n| *n > 0);
-                    let Some(len) = len.filter(|_| arg(args, 4) == "len") else {
-                        p.alert(
-                            "'tcp-request content capture' : a positive 'len' argument is mandatory",
-                        );
-                        return;
-                    };
-                    if let Err(e) = crate::ana::sample::parse_sample(&sample) {
-                        p.alert(format!("'tcp-request content capture' : {e}"));
-                        return;
-                    }
-                    if !p.px.cap.frontend {
-                        let d = p.desc();
-                        p.alert(format!(
-                            "'tcp-request content capture' : {d} has no frontend capability"
-                        ));
-                        return;
-                    }
-                    p.px.captures.req.push(super::model::CaptureSlot {
-                        header: None,
-                        len: len as usize,
-                    });
-                    at = 6;
-                    TcpRequestAction::Capture {
-                        sample,
-                        slot: p.px.captures.req.len() - 1,
-                        len: len as usize,
-                    }
-                }
-                t if ["sc-inc-gpc0", "sc-inc-gpc1", "sc-set-gpt0", "sc-inc-gpc", "sc-set-gpt"]
-                    .iter()
-                    .any(|v| t.strip_prefix(v).is_some_and(|r| r.is_empty() || r.starts_with('('))) =>
-                {
-                    // An expression is HTTP-only here (HAProxy 2.6 fails on it otherwise).
-                    match parse_sc_action(args, 2, false) {
-                        Ok((a, next)) => {
-                            at = next;
-                            TcpRequestAction::Sc(a)
-                        }
-                        // HAProxy prints the action's message alone here.
-                        Err(e) => {
-                            p.alert(e);
-                            return;
-                        }
-                    }
-                }
-                t if t.starts_with("track-sc") => match parse_track_sc(args, 2) {
-                    Ok((t, next)) => {
-                        if connection
-                            && let Ok(e) = crate::http::sample::parse_sample(&t.key)
-                            && let Some(needs) = e.def().log_needs
-                        {
-                            p.alert(format!(
-                                "'tcp-request {sub} {}' : fetch method '{}' extracts information from '{needs}', none of which is available here",
-                                arg(args, 2),
-                                t.key
-                            ));
-                            return;
-                        }
-                        at = next;
-                        TcpRequestAction::TrackSc(t)
-                    }
-                    Err(e) => {
-                        p.alert(format!("'tcp-request {sub} {}' : {e}", arg(args, 2)));
-                        return;
-                    }
-                },
-                lua if !connection
-                    && let Some(nargs) = lua
-                        .strip_prefix("lua.")
-                        .and_then(|n| crate::ana::script::action(crate::ana::script::Kind::TcpReq, n)) =>
-                {
-                    let mut script_args = Vec::with_capacity(nargs);
-                    for i in 3..3 + nargs {
-                        match args.get(i).filter(|a| !a.is_empty()) {
-                            Some(a) => script_args.push(a.clone()),
-                            None => {
-                                p.alert(format!(
-                                    "'tcp-request {sub} {lua}' : expect {nargs} arguments in {desc}"
-                                ));
-                                return;
-                            }
-                        }
-                    }
-                    at = 3 + nargs;
-                    TcpRequestAction::Lua {
-                        name: lua.trim_start_matches("lua.").to_string(),
-                        args: script_args,
-                    }
-                }
-                other => {
-                    p.alert(format!(
-                        "'tcp-request {sub}' expects 'accept' or 'reject' in {desc} (got '{other}')."
-                    ));
-                    return;
-                }
-            };
-            let cond = match args.get(at).map(String::as_str) {
-                None => None,
-                Some("if" | "unless") => Some(cond(p, args, at)),
-                Some(other) => {
-                    let desc = if at > 3 { p.desc() } else { desc };
-                    p.alert(format!(
-                        "'tcp-request {sub} {}' only accepts 'if' or 'unless', in {desc} (got '{other}')",
-                        arg(args, 2)
-                    ));
-                    return;
-                }
-            };
-            p.pending(&format!("tcp-request {sub}"));
-            let loc = p.c.loc.clone();
-            p.px.tcp_request.push(TcpRequestRule {
-                connection,
-                action,
-                cond,
-                loc,
-            });
+            }
         }
-        other => p.alert(format!(
-            "'tcp-request' expects 'inspect-delay', 'connection', or 'content' in {desc} (got '{other}')"
-        )),
-    }
+        "accept" => TcpRequestAction::Accept,
+        "reject" => TcpRequestAction::Reject,
+        "set-log-level" if content => match parse_log_level(arg(args, 3)) {
+            Some(l) => {
+                next = 4;
+                TcpRequestAction::SetLogLevel(l)
+            }
+            None => {
+                p.alert(LOG_LEVEL_EXPECTS);
+                return None;
+            }
+        },
+        "expect-proxy" => {
+            let d = p.desc();
+            if arg(args, 3) != "layer4" && !content {
+                p.alert(format!(
+                    "'tcp-request {sub} expect-proxy' only supports 'layer4' in {d} (got '{}')",
+                    arg(args, 3)
+                ));
+                return None;
+            }
+            if !connection {
+                p.alert(format!(
+                    "'expect-proxy layer4' is not allowed in 'tcp-request {sub}' rules in {d}"
+                ));
+                return None;
+            }
+            next = 4;
+            TcpRequestAction::ExpectProxy
+        }
+        "capture" if at == TcpAt::Session => {
+            let d = p.desc();
+            p.alert(format!(
+                "'capture {}' is not allowed in 'tcp-request session' rules in {d}",
+                arg(args, 3)
+            ));
+            return None;
+        }
+        "capture" if content => {
+            let sample = arg(args, 3).to_string();
+            let len = parse_u32(arg(args, 5)).filter(|n| *n > 0);
+            let Some(len) = len.filter(|_| arg(args, 4) == "len") else {
+                p.alert("'tcp-request content capture' : a positive 'len' argument is mandatory");
+                return None;
+            };
+            if let Err(e) = crate::ana::sample::parse_sample(&sample) {
+                p.alert(format!("'tcp-request content capture' : {e}"));
+                return None;
+            }
+            if !p.px.cap.frontend {
+                let d = p.desc();
+                p.alert(format!(
+                    "'tcp-request content capture' : {d} has no frontend capability"
+                ));
+                return None;
+            }
+            p.px.captures.req.push(super::model::CaptureSlot {
+                header: None,
+                len: len as usize,
+            });
+            next = 6;
+            TcpRequestAction::Capture {
+                sample,
+                slot: p.px.captures.req.len() - 1,
+                len: len as usize,
+            }
+        }
+        "silent-drop" if at == TcpAt::Session => TcpRequestAction::SilentDrop,
+        "set-src" | "set-dst" | "set-src-port" | "set-dst-port" if at == TcpAt::Session => {
+            let expr = match arg(args, 3) {
+                "" | "if" | "unless" => {
+                    p.alert("missing fetch method");
+                    return None;
+                }
+                e => e.to_string(),
+            };
+            if let Err(e) = crate::ana::sample::parse_sample(&expr) {
+                p.alert(e);
+                return None;
+            }
+            next = 4;
+            TcpRequestAction::SetAddr {
+                dst: word.starts_with("set-dst"),
+                port: word.ends_with("-port"),
+                expr,
+            }
+        }
+        t if [
+            "sc-inc-gpc0",
+            "sc-inc-gpc1",
+            "sc-set-gpt0",
+            "sc-inc-gpc",
+            "sc-set-gpt",
+        ]
+        .iter()
+        .any(|v| {
+            t.strip_prefix(v)
+                .is_some_and(|r| r.is_empty() || r.starts_with('('))
+        }) =>
+        {
+            // An expression is HTTP-only in content rules (HAProxy 2.6 fails on it there).
+            match parse_sc_action(args, 2, at == TcpAt::Session) {
+                Ok((a, n)) => {
+                    next = n;
+                    TcpRequestAction::Sc(a)
+                }
+                // HAProxy prints the action's message alone here.
+                Err(e) => {
+                    p.alert(e);
+                    return None;
+                }
+            }
+        }
+        t if t.starts_with("track-sc") => match parse_track_sc(args, 2) {
+            Ok((t, n)) => {
+                if !content
+                    && let Ok(e) = crate::http::sample::parse_sample(&t.key)
+                    && let Some(needs) = e.def().log_needs
+                {
+                    p.alert(format!(
+                        "'tcp-request {sub} {word}' : fetch method '{}' extracts information from '{needs}', none of which is available here",
+                        t.key
+                    ));
+                    return None;
+                }
+                next = n;
+                TcpRequestAction::TrackSc(t)
+            }
+            Err(e) => {
+                let e = e.trim_end_matches('.');
+                p.alert(format!("'tcp-request {sub} {word}' : {e}"));
+                return None;
+            }
+        },
+        lua if content
+            && let Some(nargs) = lua
+                .strip_prefix("lua.")
+                .and_then(|n| crate::ana::script::action(crate::ana::script::Kind::TcpReq, n)) =>
+        {
+            let mut script_args = Vec::with_capacity(nargs);
+            for i in 3..3 + nargs {
+                match args.get(i).filter(|a| !a.is_empty()) {
+                    Some(a) => script_args.push(a.clone()),
+                    None => {
+                        p.alert(format!(
+                            "'tcp-request {sub} {lua}' : expect {nargs} arguments in {desc}"
+                        ));
+                        return None;
+                    }
+                }
+            }
+            next = 3 + nargs;
+            TcpRequestAction::Lua {
+                name: lua.trim_start_matches("lua.").to_string(),
+                args: script_args,
+            }
+        }
+        other if at == TcpAt::Session => {
+            let d = p.desc();
+            let list = TCP_SESSION_ACTIONS
+                .iter()
+                .map(|k| format!("'{k}'"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let suggestion = session_action_suggestion(other)
+                .map(|b| format!(" Did you mean '{b}' maybe ?"))
+                .unwrap_or_default();
+            p.alert(format!(
+                "'tcp-request session' expects 'accept', 'reject', 'capture', 'expect-proxy', 'expect-netscaler-cip', 'track-sc0' ... 'track-sc2', {list} in {d} (got '{other}').{suggestion}\n"
+            ));
+            return None;
+        }
+        other => {
+            p.alert(format!(
+                "'tcp-request {sub}' expects 'accept' or 'reject' in {desc} (got '{other}')."
+            ));
+            return None;
+        }
+    };
+    Some((action, next))
+}
+
+/// HAProxy's `action_suggest` over the `tcp-request session` keywords, then the words every
+/// rule set takes: the closest one if it is a plausible typo (prefix keywords, those ending in
+/// `(*)`, are given more room).
+fn session_action_suggestion(word: &str) -> Option<&'static str> {
+    let kws = TCP_SESSION_ACTIONS.iter();
+    let extra = [
+        "accept",
+        "reject",
+        "capture",
+        "track-sc",
+        "expect-proxy",
+        "expect-netscaler-cip",
+    ];
+    let cands = kws
+        .map(|k| (k.trim_end_matches("(*)"), k.ends_with("(*)")))
+        .chain(extra.iter().map(|k| (*k, false)));
+    super::suggest::best_action(word, cands)
 }
 
 /// What `set-log-level` says without a level.
@@ -1193,7 +1338,7 @@ pub(crate) fn kw_tcp_response(p: &mut P, args: &[String]) {
     };
     let loc = p.c.loc.clone();
     p.px.tcp_response.push(TcpRequestRule {
-        connection: false,
+        at: TcpAt::Content,
         action,
         cond,
         loc,
@@ -2351,8 +2496,10 @@ pub(crate) fn parse_track_sc(
 ) -> Result<(super::model::TrackSc, usize), String> {
     let word = arg(args, at);
     let n = word.strip_prefix("track-sc").unwrap_or("");
+    // `track-sc` alone is counter 0 to HAProxy (`cfg_parse_track_sc_num` reads no digit).
     let sc = match n.parse::<u32>() {
-        Ok(v) if v <= 2 && !n.is_empty() => v as u8,
+        _ if n.is_empty() => 0,
+        Ok(v) if v <= 2 => v as u8,
         Ok(v) => {
             return Err(format!(
                 "{v} track-sc number exceeding 2 (MAX_SESS_STKCTR-1) value."

@@ -1003,6 +1003,14 @@ pub enum TcpRequestAction {
     /// `set-var(<name>)`, `set-var-fmt(<name>)`, `unset-var(<name>)` (not final): the
     /// `HttpRequestAction::SetVar` / `UnsetVar` the same words make in `http-request`.
     Var(Box<HttpRequestAction>),
+    /// `tcp-request session silent-drop`: the connection ends without telling the client.
+    SilentDrop,
+    /// `tcp-request session set-src|set-dst[-port] <expr>` (parsed; refused at start).
+    SetAddr {
+        dst: bool,
+        port: bool,
+        expr: String,
+    },
     /// `tcp-request content lua.<name> [args…]` (not final unless the script ends the session).
     Lua {
         name: String,
@@ -1010,10 +1018,31 @@ pub enum TcpRequestAction {
     },
 }
 
-/// `tcp-request content accept|reject [if|unless cond]` (`tcp-request connection` likewise).
+/// Where a `tcp-request` rule runs: at accept (`connection`), once the connection is
+/// established (`session`: after the PROXY header and the TLS handshake), or on the request's
+/// content (`content`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpAt {
+    Connection,
+    Session,
+    Content,
+}
+
+impl TcpAt {
+    /// The rule set's word after `tcp-request`.
+    pub fn word(self) -> &'static str {
+        match self {
+            TcpAt::Connection => "connection",
+            TcpAt::Session => "session",
+            TcpAt::Content => "content",
+        }
+    }
+}
+
+/// `tcp-request content accept|reject [if|unless cond]` (`connection` and `session` likewise).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcpRequestRule {
-    pub connection: bool,
+    pub at: TcpAt,
     pub action: TcpRequestAction,
     pub cond: Option<Cond>,
     pub loc: Loc,

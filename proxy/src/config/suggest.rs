@@ -96,6 +96,29 @@ pub fn best_match<'a>(
     (d <= 2 * word.len() && d <= 2 * c.len()).then_some(c)
 }
 
+/// HAProxy's `action_suggest`: the first closest of `candidates` (a word, and whether it is a
+/// prefix keyword such as `set-var(*)`), if within twice the length of both words (three times
+/// for a prefix keyword).
+pub fn best_action<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = (&'a str, bool)>,
+) -> Option<&'a str> {
+    if word.is_empty() {
+        return None;
+    }
+    let fp = fingerprint(word);
+    let mut best: Option<(&str, bool, usize)> = None;
+    for (c, prefix) in candidates {
+        let d = distance(&fp, &fingerprint(c));
+        if best.is_none_or(|(_, _, bd)| d < bd) {
+            best = Some((c, prefix, d));
+        }
+    }
+    let (c, prefix, d) = best?;
+    let k = if prefix { 3 } else { 2 };
+    (d <= k * word.len() && d <= k * c.len()).then_some(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

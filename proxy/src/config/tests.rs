@@ -377,7 +377,7 @@ fn options_and_rules() {
     assert_eq!(f.http_request.len(), 6);
     assert_eq!(f.tcp_inspect_delay, Some(Duration::from_secs(5)));
     assert_eq!(f.tcp_request.len(), 2);
-    assert!(f.tcp_request[1].connection);
+    assert_eq!(f.tcp_request[1].at, super::model::TcpAt::Connection);
     assert_eq!(
         f.logs[0],
         LogTarget::Udp {

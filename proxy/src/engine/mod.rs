@@ -60,13 +60,17 @@ pub fn pending_features(cfg: &Config) -> Vec<String> {
         ));
     }
     for p in &cfg.proxies {
-        // `tcp-request connection` runs at accept in every mode; inspection (`inspect-delay`,
+        // `tcp-request connection` runs at accept in every mode, `session` once the connection is
+        // established; inspection (`inspect-delay`,
         // `content`) in frontends and backends of both modes (`mode http`: on the parsed
         // request, before the `http-request` rules).
         let done = |kw: &str| {
             matches!(
                 kw,
-                "tcp-request connection" | "tcp-request inspect-delay" | "tcp-request content"
+                "tcp-request connection"
+                    | "tcp-request session"
+                    | "tcp-request inspect-delay"
+                    | "tcp-request content"
             )
         };
         for (kw, loc) in p.pending.iter().filter(|(kw, _)| !done(kw)) {

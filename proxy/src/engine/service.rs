@@ -85,6 +85,20 @@ pub trait Service: Send + Sync + 'static {
         false
     }
 
+    /// Called once an admitted connection is established (its PROXY header read, its TLS
+    /// handshake done), before it counts as a session: false ends it without a word to the
+    /// client (`tcp-request session reject|silent-drop`, which the service counts itself).
+    fn establish(
+        &self,
+        _shared: &Shared,
+        _fe: &Proxy,
+        _conn: &Conn,
+        _origin: &Origin,
+        _admitted: &mut Self::Admitted,
+    ) -> bool {
+        true
+    }
+
     /// Runs the session of an admitted connection (PROXY header read for `accept-proxy`, TLS
     /// terminated for `bind … ssl`), until it ends. The worker holds the session's `maxconn`
     /// slots meanwhile.

@@ -438,14 +438,11 @@ async fn accept_loop<S: Service>(
                 if fe.cfg.options.clitcpka {
                     acc.stream.set_keepalive();
                 }
-                let Some(admitted) = service.admit(&shared, &fe, &acc, now) else {
+                let Some(mut admitted) = service.admit(&shared, &fe, &acc, now) else {
                     fe.fe_counters.denied_conn.fetch_add(1, Ordering::Relaxed);
                     acc.stream.reset_on_close();
                     continue;
                 };
-                for c in [&fe.fe_counters, &shared.model.totals] {
-                    c.session(now);
-                }
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
                 let tls = tls.clone();
@@ -466,11 +463,13 @@ async fn accept_loop<S: Service>(
                         proxied: None,
                         bind: bidx,
                     };
+                    let accept_date = std::time::SystemTime::now();
+                    let proxied = fe2.cfg.binds.get(bidx).is_some_and(|b| b.accept_proxy)
+                        || svc.expects_proxy(&admitted);
+                    let handshake_first = proxied || tls.is_some();
                     // Each stage is boxed: a task holds its future inline, sized for the largest
                     // of them, and an idle keep-alive connection would carry them all.
-                    if fe2.cfg.binds.get(bidx).is_some_and(|b| b.accept_proxy)
-                        || svc.expects_proxy(&admitted)
-                    {
+                    if proxied {
                         match Box::pin(proxy_header(&sh, &fe2, &acc, bidx)).await {
                             Some(h) => origin = origin.proxied(h),
                             None => return,
@@ -483,6 +482,28 @@ async fn accept_loop<S: Service>(
                             None => return,
                         },
                     };
+                    if !svc.establish(&sh, &fe2, &conn, &origin, &mut admitted) {
+                        // An embryonic session (one that waited for a handshake) is logged as
+                        // HAProxy's `session_kill_embryonic` does, with no error (`Success`):
+                        // a null connection for `option dontlognull`.
+                        if handshake_first {
+                            let name = listener_name(&fe2, bidx);
+                            sh.log.embryonic(
+                                &fe2,
+                                origin.peer,
+                                accept_date,
+                                &name,
+                                "Success",
+                                true,
+                            );
+                        }
+                        return;
+                    }
+                    // A session counts once established, as HAProxy's `session_count_new`.
+                    let now = sh.model.now_ms();
+                    for c in [&fe2.fe_counters, &sh.model.totals] {
+                        c.session(now);
+                    }
                     svc.serve(sh, fe2, conn, origin, admitted).await
                 });
             }

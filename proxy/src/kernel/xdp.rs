@@ -152,7 +152,11 @@ pub fn plan(cfg: &Config) -> Plan {
         let mut tracked: Option<(u32, u64, bool, u32)> = None;
         let mut tracked_name = String::new();
         let mut lines = Vec::new();
-        for t in p.tcp_request.iter().filter(|t| t.connection) {
+        for t in p
+            .tcp_request
+            .iter()
+            .filter(|t| t.at == crate::config::model::TcpAt::Connection)
+        {
             match (&t.action, &t.cond) {
                 // A final accept may let through what a later reject would refuse.
                 (TcpRequestAction::Accept, _) => break,

@@ -11,6 +11,7 @@ pub mod tcp_response;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::ana::vars::{SessVars, Vars};
 use crate::config::model::Mode;
 use crate::engine::Shared;
 use crate::engine::conn::Conn;
@@ -18,30 +19,114 @@ use crate::engine::io::Accepted;
 use crate::engine::service::{Origin, Service, SessionFuture};
 use crate::model::Proxy;
 use crate::stick::StkCtrs;
+use std::sync::atomic::Ordering;
+
+/// `silent-drop`: the client socket is drained (unread bytes would make the close a reset),
+/// what it received acknowledged, then made quiet (TCP_REPAIR, else a TTL of 1, as HAProxy) before the close that follows,
+/// which then tells the client nothing.
+pub(crate) fn silence(fd: std::os::fd::RawFd) {
+    loop {
+        // SAFETY: MSG_TRUNC discards what is queued without a buffer (as HAProxy's
+        // `conn_sock_drain`); non-blocking on a socket the session owns.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                std::ptr::null_mut(),
+                1 << 30,
+                libc::MSG_TRUNC | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+    }
+    let set = |level, opt, v: libc::c_int| {
+        // SAFETY: a setsockopt on a socket the session owns, with an int it points to.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
+    };
+    // What was received is acknowledged now: a delayed ACK would come after the socket is
+    // gone, and the client's retransmission would draw a reset.
+    set(libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+    if set(libc::IPPROTO_TCP, libc::TCP_REPAIR, 1) != 0 {
+        set(libc::IPPROTO_IP, libc::IP_TTL, 1);
+        set(libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, 1);
+    }
+}
 
 /// The sessions of `mode tcp` and `mode http` frontends.
 pub struct Streams;
 
-impl Service for Streams {
-    /// The stick counters `tcp-request connection track-sc` rules tracked at accept, and
-    /// whether an `expect-proxy layer4` rule applied.
-    type Admitted = (Rc<StkCtrs>, bool);
+/// What a connection's admission leaves its session: the stick counters its `tcp-request
+/// connection|session` rules track, whether an `expect-proxy layer4` rule applied, and the
+/// `sess` variables its `tcp-request session` rules set.
+pub struct Admission {
+    sess: Rc<StkCtrs>,
+    expect_proxy: bool,
+    vars: SessVars,
+}
 
-    fn admit(
+impl Service for Streams {
+    type Admitted = Admission;
+
+    fn admit(&self, shared: &Shared, fe: &Proxy, acc: &Accepted, now: u64) -> Option<Admission> {
+        let sess = StkCtrs::default();
+        let addrs = (acc.peer, acc.local);
+        crate::ana::tcp::connection_verdict(&shared.model, fe, addrs, &sess, now).map(|expect| {
+            Admission {
+                sess: Rc::new(sess),
+                expect_proxy: expect,
+                vars: SessVars::default(),
+            }
+        })
+    }
+
+    fn expects_proxy(&self, admitted: &Admission) -> bool {
+        admitted.expect_proxy
+    }
+
+    /// The `tcp-request session` rules, on the addresses the PROXY header gave and the TLS
+    /// facts; an accepted session counts on the counters it tracks (`sess_cnt`, `sess_rate`).
+    fn establish(
         &self,
         shared: &Shared,
         fe: &Proxy,
-        acc: &Accepted,
-        now: u64,
-    ) -> Option<(Rc<StkCtrs>, bool)> {
-        let sess = StkCtrs::default();
-        let addrs = (acc.peer, acc.local);
-        crate::ana::tcp::connection_verdict(&shared.model, fe, addrs, &sess, now)
-            .map(|expect| (Rc::new(sess), expect))
-    }
-
-    fn expects_proxy(&self, admitted: &(Rc<StkCtrs>, bool)) -> bool {
-        admitted.1
+        conn: &Conn,
+        origin: &Origin,
+        adm: &mut Admission,
+    ) -> bool {
+        use crate::ana::tcp::{SessionVerdict, base_ctx, session_verdict};
+        let now = shared.model.now_ms();
+        if !fe.rules.tcp_session.is_empty() {
+            let vars = Vars::new(Rc::clone(&adm.vars));
+            let mut ctx =
+                base_ctx(fe, origin.peer, origin.local).with_tls(conn.tls().map(|t| &**t));
+            ctx.proxied = origin.proxied.as_deref();
+            ctx.vars = Some(&vars);
+            match session_verdict(&shared.model, fe, ctx, &adm.sess, now) {
+                SessionVerdict::Accept => {}
+                SessionVerdict::Reject => {
+                    fe.fe_counters.denied_sess.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+                SessionVerdict::SilentDrop => {
+                    fe.fe_counters.denied_req.fetch_add(1, Ordering::Relaxed);
+                    silence(conn.raw_fd());
+                    return false;
+                }
+            }
+        }
+        for t in adm.sess.iter() {
+            t.count_session(now);
+        }
+        true
     }
 
     fn background(&self, shared: &Arc<Shared>) -> Vec<SessionFuture> {
@@ -56,8 +141,9 @@ impl Service for Streams {
         fe: Arc<Proxy>,
         conn: Conn,
         origin: Origin,
-        (sess, _): (Rc<StkCtrs>, bool),
+        adm: Admission,
     ) -> SessionFuture {
+        let Admission { sess, vars, .. } = adm;
         // `bind … proto h1|h2` forces the protocol (h2 on a plain bind: prior knowledge);
         // otherwise ALPN decides.
         let h2 = match fe
@@ -79,7 +165,7 @@ impl Service for Streams {
                 &live_fe,
                 &live_origin,
                 fd,
-                tcp::run_tracked(shared, fe, conn, origin, sess),
+                tcp::run_tracked(shared, fe, conn, origin, sess, vars),
             )),
             Mode::Http if h2 => Box::pin(track(
                 &live_fe,
@@ -91,7 +177,7 @@ impl Service for Streams {
                 &live_fe,
                 &live_origin,
                 fd,
-                http::run_tracked(shared, fe, conn, origin, sess),
+                http::run_tracked_in(shared, fe, conn, origin, sess, vars),
             )),
         }
     }

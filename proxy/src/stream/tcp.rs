@@ -156,7 +156,15 @@ pub async fn run(
     peer: Option<std::net::SocketAddr>,
 ) {
     let origin = Origin::of(&conn, peer);
-    run_tracked(shared, fe, conn, origin, Rc::new(StkCtrs::default())).await
+    run_tracked(
+        shared,
+        fe,
+        conn,
+        origin,
+        Rc::new(StkCtrs::default()),
+        SessVars::default(),
+    )
+    .await
 }
 
 /// [`run`] for a session whose `tcp-request connection` rules tracked counters in `sess`. Its
@@ -168,6 +176,7 @@ pub async fn run_tracked(
     conn: Conn,
     origin: Origin,
     sess: Rc<StkCtrs>,
+    vars: SessVars,
 ) {
     let accept_at = std::time::SystemTime::now();
     let start = Instant::now();
@@ -182,6 +191,10 @@ pub async fn run_tracked(
     log.proxied = origin.proxied.clone();
     log.actconn = shared.model.actconn.current();
     log.feconn = fe.feconn.current();
+    // What `tcp-request session` rules set lives on (rules and the log line read it).
+    if !fe.rules.tcp_session.is_empty() {
+        log.vars = Some(Vars::new(vars));
+    }
     shared.log.connect(&fe, &log);
     let end = stream(&shared, &fe, client, (peer, local), &sess, start, log).await;
     let (bin, bout) = (end.log.bytes_in, end.log.bytes_out);
@@ -383,7 +396,7 @@ async fn inspect_and_route(
 ) -> Option<(Arc<Proxy>, std::time::Duration, bool)> {
     log.captures = crate::ana::capture::Captured::start(&fe.cfg.captures);
     // Variables only where rules may set them (no allocation for a plain relay).
-    if !fe.rules.tcp_content.is_empty() {
+    if log.vars.is_none() && !fe.rules.tcp_content.is_empty() {
         log.vars = Some(Vars::new(SessVars::default()));
     }
     let (caps, vars) = (log.captures.clone(), log.vars.clone());

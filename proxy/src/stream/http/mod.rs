@@ -145,7 +145,27 @@ pub async fn run_tracked<F: Front>(
     origin: Origin,
     sess: Rc<StkCtrs>,
 ) {
-    run_with(shared, fe, client, Servers::default(), origin, sess).await
+    run_with(
+        shared,
+        fe,
+        client,
+        Servers::default(),
+        origin,
+        (sess, SessVars::default()),
+    )
+    .await
+}
+
+/// [`run_tracked`] with the `sess` variables the connection's `tcp-request session` rules set.
+pub async fn run_tracked_in<F: Front>(
+    shared: Arc<Shared>,
+    fe: Arc<Proxy>,
+    client: F,
+    origin: Origin,
+    sess: Rc<StkCtrs>,
+    vars: SessVars,
+) {
+    run_with(shared, fe, client, Servers::default(), origin, (sess, vars)).await
 }
 
 /// [`run_tracked`] with the server connections from `up`.
@@ -155,7 +175,7 @@ async fn run_with<F: Front, U: Upstream>(
     client: F,
     up: U,
     origin: Origin,
-    sess: Rc<StkCtrs>,
+    (sess, sess_vars): (Rc<StkCtrs>, SessVars),
 ) {
     let facts = Facts {
         peer: origin.peer,
@@ -179,7 +199,7 @@ async fn run_with<F: Front, U: Upstream>(
         stimer: Timer::default(),
         requests,
         sess,
-        sess_vars: SessVars::default(),
+        sess_vars,
     };
     // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
     // request is answered with `Connection: close` (see `wait.rs`).

@@ -369,7 +369,14 @@ fn run_front(
     };
     let sess = Rc::new(StkCtrs::default());
     tap::take();
-    let stream = run_with(Arc::clone(sh), Arc::clone(&fe), front, up, origin, sess);
+    let stream = run_with(
+        Arc::clone(sh),
+        Arc::clone(&fe),
+        front,
+        up,
+        origin,
+        (sess, Default::default()),
+    );
     let both = async { tokio::join!(stream, beside) };
     rt.block_on(async { tokio::time::timeout(Duration::from_secs(600), both).await })
         .expect("the stream ends");
