@@ -730,6 +730,26 @@ fn compression_keyword_errors_as_haproxy() {
         ("global", "maxcomprate"),
         ("global", "maxcomprate 10 20"),
         ("global", "maxcomprate 10"),
+        ("global", "maxzlibmem"),
+        ("global", "maxzlibmem 1 2"),
+        ("global", "maxzlibmem 10"),
+        ("global", "maxcompcpuusage"),
+        ("global", "maxcompcpuusage 101"),
+        ("global", "maxcompcpuusage -1"),
+        ("global", "maxcompcpuusage 50 5"),
+        ("global", "maxcompcpuusage 80"),
+        ("frontend", "filter"),
+        ("frontend", "filter foo"),
+        ("frontend", "filter compression"),
+        ("frontend", "filter trace"),
+        ("frontend", "filter compression\n  filter compression"),
+        ("backend", "filter compression x"),
+        ("defaults", "filter compression"),
+        ("backend", "filter trace\n  compression algo gzip"),
+        (
+            "backend",
+            "filter trace\n  filter compression\n  compression algo gzip",
+        ),
     ];
     let haproxy = std::path::Path::new("/usr/sbin/haproxy").exists();
     for (section, l) in lines {
@@ -748,7 +768,10 @@ fn compression_keyword_errors_as_haproxy() {
         let clean = l.contains("extra")
             || l.contains("identity")
             || l.ends_with("maxlevel 9")
-            || l.ends_with("maxcomprate 10");
+            || l.ends_with("maxcomprate 10")
+            || ["maxzlibmem 10", "maxcompcpuusage 80"].contains(&l)
+            || (["filter compression", "filter trace"].contains(&l) && section != "defaults")
+            || l.ends_with("filter compression\n  compression algo gzip");
         assert_eq!(got.is_empty(), clean, "{l}: {got:?}");
         if haproxy {
             assert_eq!(got, check_lines("/usr/sbin/haproxy", &cfg), "{l}");
@@ -779,4 +802,68 @@ fn check_lines(cmd: &str, cfg: &str) -> Vec<String> {
             format!("{} {}", sev.trim(), rest.replace(&p, "c.cfg"))
         })
         .collect()
+}
+
+/// `maxzlibmem`: while the deflate states of the responses being compressed fill the bound
+/// (1 MB: three of them, about 262 KiB each as zlib allocates them), a new response goes
+/// uncompressed, as HAProxy's when zlib's allocation fails; compressed again once they end.
+/// (Portcullis alone: Debian's HAProxy compresses with libslz, which the bound does not see.)
+#[test]
+fn maxzlibmem_bounds_the_deflate_states() {
+    let origin = Origin::start();
+    origin.release.store(false, Ordering::Release);
+    let port = free_port();
+    let cfg = format!(
+        "global\n    maxzlibmem 1\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    filter compression\n    compression algo gzip\n\
+         \x20   default_backend b\n\
+         backend b\n    server s {}\n",
+        origin.addr
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    // The head of `path`'s response (its connection, for the held ones, kept open).
+    let head = |path: &str| {
+        let mut s = proxy::connect(lo(port));
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).expect("send");
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+            }
+        }
+        let text = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+        (text.contains("content-encoding: gzip"), s)
+    };
+    let held: Vec<_> = (0..3).map(|_| head("/held")).collect();
+    assert!(
+        held.iter().all(|(gz, _)| *gz),
+        "the first three are compressed"
+    );
+    let (gz, _) = head("/html");
+    assert!(!gz, "a fourth deflate state would pass maxzlibmem");
+    origin.release.store(true, Ordering::Release);
+    for (_, mut s) in held {
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+    // The held streams' states are freed as their transactions end (just after their last
+    // byte): allow for that on a busy machine.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (gz, _) = head("/html");
+        if gz {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "compressed again once the others ended"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -49,6 +49,16 @@ pub(crate) static GLOBAL_KWS: &[GlobalKw] = &[
         pending: false,
     },
     GlobalKw {
+        kw: "maxcompcpuusage",
+        parse: kw_maxcompcpuusage,
+        pending: false,
+    },
+    GlobalKw {
+        kw: "maxzlibmem",
+        parse: kw_maxzlibmem,
+        pending: false,
+    },
+    GlobalKw {
         kw: "nbthread",
         parse: kw_nbthread,
         pending: false,
@@ -272,6 +282,32 @@ fn kw_maxcomprate(g: &mut Global, c: &mut Ctx, args: &[String]) {
     }
     let kb = super::values::atol(arg(args, 1));
     g.maxcomprate = Some(kb.wrapping_mul(1024) as u32);
+}
+
+/// `maxzlibmem <MB>`: read with `atol` as HAProxy does (a word is 0: no bound).
+fn kw_maxzlibmem(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if c.too_many(args, 1, 1) {
+        return;
+    }
+    if arg(args, 1).is_empty() {
+        c.alert("'maxzlibmem' expects an integer argument.");
+        return;
+    }
+    let mb = super::values::atol(arg(args, 1));
+    g.maxzlibmem = Some(mb.wrapping_mul(1024 * 1024) as u64);
+}
+
+/// `maxcompcpuusage <0..100>`: read with `atoi` as HAProxy does (a word is 0).
+fn kw_maxcompcpuusage(g: &mut Global, c: &mut Ctx, args: &[String]) {
+    if c.too_many(args, 1, 1) {
+        return;
+    }
+    let v = super::values::atol(arg(args, 1)) as i32;
+    if arg(args, 1).is_empty() || !(0..=100).contains(&v) {
+        c.alert("'maxcompcpuusage' expects an integer argument between 0 and 100.");
+        return;
+    }
+    g.maxcompcpuusage = Some(v as u8);
 }
 
 fn kw_nbthread(g: &mut Global, c: &mut Ctx, args: &[String]) {

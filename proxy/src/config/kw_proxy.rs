@@ -114,6 +114,12 @@ pub(crate) static PROXY_KWS: &[ProxyKw] = &[
         parse: kw_comp::kw_compression,
     },
     ProxyKw {
+        kw: "filter",
+        caps: DEF | FE | BE,
+        strict: false,
+        parse: kw_comp::kw_filter,
+    },
+    ProxyKw {
         kw: "cookie",
         caps: DEF | BE,
         strict: false,
@@ -1679,6 +1685,9 @@ pub(crate) fn based(base: Option<&str>, path: &str) -> String {
 
 /// Derived settings once a proxy section is complete.
 pub(crate) fn finish_proxy(px: &mut Proxy, global: &Global, diags: &mut Vec<Diag>) {
+    if let Some(msg) = super::kw_comp::implicit_filter_error(px) {
+        diags.push(Diag::global(Severity::Alert, msg));
+    }
     // A bind's `proto` must suit the mode: h1/h2 for HTTP, none for TCP (HAProxy's
     // post-parse check, with its words).
     for b in &px.binds {

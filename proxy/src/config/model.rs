@@ -136,6 +136,10 @@ pub struct Global {
     pub maxconn: Option<u32>,
     /// `maxcomprate <kB/s>`, in bytes per second: the initial `set rate-limit http-compression`.
     pub maxcomprate: Option<u32>,
+    /// `maxzlibmem <MB>`, in bytes: the bound on the deflate states' memory (0: none).
+    pub maxzlibmem: Option<u64>,
+    /// `maxcompcpuusage <pct>`: parsed; portcullis has no CPU-idle measure to apply it with.
+    pub maxcompcpuusage: Option<u8>,
     pub nbthread: Option<u32>,
     pub daemon: bool,
     pub pidfile: Option<String>,
@@ -1569,6 +1573,8 @@ pub struct ProxyExtra {
     pub server_state_file_name: Option<String>,
     /// `compression algo|type|offload` (`http/comp.rs`); None: no `compression` line.
     pub compression: Option<CompCfg>,
+    /// The `filter` lines' names in order (`compression`, `trace`, `cache`, …).
+    pub filters: Vec<String>,
 }
 
 /// A `compression algo` name (HAProxy 2.6's `comp_algos`).

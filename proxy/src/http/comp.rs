@@ -5,6 +5,8 @@
 //! of body as it passes, flushed so the client can decode it at once. Pure: the stream layer's
 //! hook (`stream/http/compress.rs`) feeds it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 
 use super::h1::{BodyFraming, is_tchar, list_elements};
@@ -204,6 +206,25 @@ pub fn set_response_head(algo: CompAlgo, head: &mut ResponseHead) {
     h.append("vary", "Accept-Encoding");
 }
 
+/// The memory one deflate state holds, as zlib allocates it for HAProxy's defaults (window
+/// bits 15, memory level 8): the window and its chains (2 × 32 KiB each), the hash heads
+/// (64 KiB), the pending buffer (64 KiB) and the state itself. What `maxzlibmem` bounds.
+pub const DEFLATE_STATE_BYTES: u64 = 4 * 65536 + 5824;
+
+/// The deflate states alive in the process, in bytes (HAProxy's `zlib_used_memory`).
+static ZLIB_USED: AtomicU64 = AtomicU64::new(0);
+
+/// The memory the live deflate states hold.
+pub fn zlib_used() -> u64 {
+    ZLIB_USED.load(Ordering::Relaxed)
+}
+
+/// Whether one more deflate state fits under `maxzlibmem` (`max` bytes, 0: no bound). A
+/// response that would pass it goes uncompressed, as HAProxy's when zlib's allocation fails.
+pub fn zlib_room(max: u64) -> bool {
+    max == 0 || zlib_used() + DEFLATE_STATE_BYTES <= max
+}
+
 /// A streaming compressor for one response body.
 pub struct Encoder {
     algo: CompAlgo,
@@ -226,6 +247,9 @@ impl Encoder {
             CompAlgo::Deflate => Some(Compress::new(level, true)),
             CompAlgo::RawDeflate | CompAlgo::Gzip => Some(Compress::new(level, false)),
         };
+        if z.is_some() {
+            ZLIB_USED.fetch_add(DEFLATE_STATE_BYTES, Ordering::Relaxed);
+        }
         Encoder {
             algo,
             z,
@@ -275,6 +299,14 @@ impl Encoder {
             out.extend_from_slice(&GZIP_HEADER);
         }
         self.started = true;
+    }
+}
+
+impl Drop for Encoder {
+    fn drop(&mut self) {
+        if self.z.is_some() {
+            ZLIB_USED.fetch_sub(DEFLATE_STATE_BYTES, Ordering::Relaxed);
+        }
     }
 }
 

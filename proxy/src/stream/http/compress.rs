@@ -38,8 +38,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Compressor::new(algo, level, framing == BodyFraming::Chunked)
     }
 
-    /// The request's algorithm if the response (as the server sent it) may be compressed, and
-    /// the compression rate is within `set rate-limit http-compression`.
+    /// The request's algorithm if the response (as the server sent it) may be compressed, the
+    /// compression rate is within `set rate-limit http-compression` and one more deflate state
+    /// fits under `maxzlibmem`.
     pub(super) fn comp_response(
         &self,
         be: &Proxy,
@@ -50,6 +51,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let algo = tx.comp?;
         let model = &self.shared.model;
         if model.rate_limits.comp_over(model.now_ms()) {
+            return None;
+        }
+        // `maxzlibmem`: no room for one more deflate state (identity needs none).
+        let max = model.cfg.global.maxzlibmem.unwrap_or(0);
+        if algo != CompAlgo::Identity && !comp::zlib_room(max) {
             return None;
         }
         let fe = self.fe.cfg.extra.compression.as_ref();
