@@ -255,3 +255,119 @@ fn hash_balancing_picks_the_server_haproxy_picks() {
         );
     }
 }
+
+/// POSTs for `balance url_param … check_post` and `balance hash var(…)`: the parameter in the
+/// query string (it wins), in a form body (`Content-Length` or chunked in two pieces), after a
+/// blank (an empty value to HAProxy), behind a byte that is no token (no key: round the map),
+/// and an `x-key` header the backend's rules copy into a variable.
+fn post_requests() -> Vec<String> {
+    let mut w = Words(0x2545_f491_4f6c_dd1d);
+    (0..KEYS)
+        .map(|i| {
+            let (query, body) = match i % 5 {
+                0 => (String::new(), format!("a=1&k={}{i}&z=2", w.word())),
+                1 => (format!("?k={}", w.word()), "k=other".to_string()),
+                2 => (String::new(), format!("k={}{i}", w.word())),
+                3 if i % 25 == 3 => (String::new(), format!("k=({})", w.word())),
+                3 => (String::new(), format!("k=\t{}", w.word())),
+                _ => (String::new(), format!("x={}&k={}{i}", w.word(), w.word())),
+            };
+            let key = format!("{}{i}", w.word());
+            if i % 5 == 2 {
+                let (a, b) = body.split_at(body.len() / 2);
+                format!(
+                    "POST /p{query} HTTP/1.1\r\nHost: h\r\nx-key: {key}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                    a.len(),
+                    b.len()
+                )
+            } else {
+                format!(
+                    "POST /p{query} HTTP/1.1\r\nHost: h\r\nx-key: {key}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            }
+        })
+        .collect()
+}
+
+const POST_CASES: &[(&str, &str)] = &[
+    ("balance url_param k check_post", "hash-type map-based djb2"),
+    ("balance url_param k check_post", "hash-type consistent"),
+    ("balance url_param k", "hash-type map-based sdbm avalanche"),
+    (
+        "balance hash var(txn.k)\n    http-request set-var(txn.k) req.hdr(x-key)",
+        "hash-type consistent wt6",
+    ),
+    (
+        "balance hash var(req.k),lower\n    http-request set-var(req.k) req.hdr(x-key),upper",
+        "",
+    ),
+];
+
+fn observe_posts(haproxy: bool, nodes: &[HttpNode], reqs: &[String]) -> Vec<Vec<String>> {
+    let ports: Vec<u16> = POST_CASES.iter().map(|_| free_port()).collect();
+    let mut cfg = String::from(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 20s\n    timeout server 20s\n    timeout http-request 5s\n\n",
+    );
+    for (i, (balance, hash)) in POST_CASES.iter().enumerate() {
+        cfg.push_str(&format!(
+            "listen l{i}\n    bind 127.0.0.1:{}\n    {balance}\n    {hash}\n",
+            ports[i]
+        ));
+        for (n, node) in nodes.iter().enumerate() {
+            cfg.push_str(&format!(
+                "    server s{} {} weight {}\n",
+                n + 1,
+                node.addr(),
+                n + 1
+            ));
+        }
+        cfg.push('\n');
+    }
+    let proc = if haproxy {
+        Proc::haproxy(&cfg, lo(ports[0])).expect("haproxy")
+    } else {
+        Proc::portcullis(&cfg, lo(ports[0]))
+    };
+    for p in &ports[1..] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(lo(*p)).is_err() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let out = ports.iter().map(|p| run_keys(lo(*p), reqs)).collect();
+    drop(proc);
+    out
+}
+
+#[test]
+fn post_parameters_and_variables_pick_the_server_haproxy_picks() {
+    if !have_haproxy() {
+        return;
+    }
+    let nodes: Vec<HttpNode> = (1..=4)
+        .map(|i| HttpNode::start(lo(0), HttpOpts::named(&format!("n{i}"))).expect("node"))
+        .collect();
+    let reqs = post_requests();
+    let h = observe_posts(true, &nodes, &reqs);
+    let p = observe_posts(false, &nodes, &reqs);
+    for (i, (hs, ps)) in h.iter().zip(&p).enumerate() {
+        let (balance, hash) = POST_CASES[i];
+        let used: std::collections::BTreeSet<&String> = hs.iter().collect();
+        assert!(
+            used.len() == 4 && !used.contains(&"-".to_string()),
+            "{balance} {hash}: HAProxy used {used:?}"
+        );
+        let diff: Vec<usize> = (0..hs.len()).filter(|&k| hs[k] != ps[k]).collect();
+        assert!(
+            diff.is_empty(),
+            "{balance} / {hash}: {} of {} keys differ, first at {}: haproxy {} portcullis {} ({:?})",
+            diff.len(),
+            hs.len(),
+            diff[0],
+            hs[diff[0]],
+            ps[diff[0]],
+            reqs.get(diff[0])
+        );
+    }
+}

@@ -166,6 +166,12 @@ impl Vars {
     pub fn unset(&self, n: &VarName) {
         self.with(n.scope, |m| m.remove(&n.name));
     }
+
+    /// The request's analysis is over (HAProxy prunes the `req` scope as the connection to a
+    /// server is requested, and swaps to the response's): `req` variables are gone.
+    pub fn end_request(&self) {
+        self.req.borrow_mut().clear();
+    }
 }
 
 #[cfg(test)]

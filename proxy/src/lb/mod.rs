@@ -333,6 +333,18 @@ impl Lb {
         Some(if ht.avalanche { full_hash(h) } else { h })
     }
 
+    /// `balance url_param <name>`: the key of a POST whose query string lacks the parameter,
+    /// from the body's first bytes (HAProxy's `get_server_ph_post`, on the body it waited
+    /// for); None: not such a backend, or no such parameter (then roundrobin).
+    pub fn post_key(&self, body: &[u8]) -> Option<u32> {
+        let Balance::UrlParam { name, .. } = &self.shape.algo else {
+            return None;
+        };
+        let ht = &self.shape.hash;
+        let h = gen_hash(ht.func, post_param(body, name.as_bytes())?);
+        Some(if ht.avalanche { full_hash(h) } else { h })
+    }
+
     /// Some server (active or backup) is eligible: when `pick` returns `None` while this holds,
     /// every candidate is at its maxconn (HAProxy would queue) rather than down.
     pub fn has_usable(&self, view: &impl ServerView) -> bool {
@@ -699,6 +711,30 @@ fn url_param<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
             let v = &params[plen + 1..];
             let end = v.iter().position(|&c| c == b'&').unwrap_or(v.len());
             return Some(&v[..end]);
+        }
+        let amp = params.iter().position(|&c| c == b'&')?;
+        params = &params[amp + 1..];
+    }
+    None
+}
+
+/// `get_server_ph_post`'s value of `name` in a form-encoded body: as the query string's,
+/// except that a value whose first byte is not a token character is refused (None: the body
+/// holds no parameters), or empty when that byte is a blank or a line end.
+fn post_param<'a>(body: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let mut params = body;
+    let plen = name.len();
+    while params.len() > plen {
+        if params[plen] == b'=' && &params[..plen] == name {
+            let v = &params[plen + 1..];
+            let end = v.iter().position(|&c| c == b'&').unwrap_or(v.len());
+            // HAProxy looks at the value's first byte on each step, never the next ones.
+            return match v.first() {
+                Some(&c) if end > 0 && !crate::http::h1::is_tchar(c) => {
+                    matches!(c, b' ' | b'\t' | b'\r' | b'\n').then_some(&v[..0])
+                }
+                _ => Some(&v[..end]),
+            };
         }
         let amp = params.iter().position(|&c| c == b'&')?;
         params = &params[amp + 1..];

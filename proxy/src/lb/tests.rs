@@ -688,3 +688,27 @@ fn balance_factor_bounds_loads_on_the_ring() {
             .all(|&k| bounded.pick(&cursor, &view, Some(k)) == free.pick(&cursor, &view, Some(k)))
     );
 }
+
+/// `get_server_ph_post`'s reading of a form body: the named parameter wherever it is, an empty
+/// value after a blank, none behind a first byte that is no token (nor when absent).
+#[test]
+fn post_parameter_as_haproxy_reads_it() {
+    assert_eq!(post_param(b"a=1&k=abc&z=2", b"k"), Some(&b"abc"[..]));
+    assert_eq!(post_param(b"k=a%20b", b"k"), Some(&b"a%20b"[..]));
+    assert_eq!(post_param(b"kk=1&k=", b"k"), Some(&b""[..]));
+    assert_eq!(post_param(b"k=\tabc", b"k"), Some(&b""[..]));
+    assert_eq!(post_param(b"k=%41", b"k"), Some(&b"%41"[..]));
+    assert_eq!(post_param(b"k=(x)", b"k"), None);
+    assert_eq!(post_param(b"x=1&y=2", b"k"), None);
+    assert_eq!(post_param(b"k", b"k"), None);
+    let lb = Lb::new(
+        &Balance::UrlParam {
+            name: "k".into(),
+            check_post: true,
+        },
+        &servers(&[1, 1]),
+        false,
+    );
+    assert_eq!(lb.post_key(b"k=abc"), Some(gen_hash(HashFn::Sdbm, b"abc")));
+    assert_eq!(lb.post_key(b"x=abc"), None);
+}

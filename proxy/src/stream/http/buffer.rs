@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use super::{BODY_BUF, Front, Reply, Session, Txn, Upstream};
+use crate::config::model::Balance;
 use crate::http::errors::{self, ConnHeader};
-use crate::http::h1::{BodyDecoder, BodyFraming};
+use crate::http::h1::{BodyDecoder, BodyFraming, Payload};
 use crate::model::{Counters, Proxy};
 
 /// The most body bytes awaited: HAProxy's buffer (`tune.bufsize`) less its rewrite reserve
@@ -15,9 +16,14 @@ use crate::model::{Counters, Proxy};
 const BUFFERED_MAX: usize = 16384 - 1024;
 
 impl<F: Front, U: Upstream> Session<F, U> {
-    /// Awaits the body when `px` asks for it; Err: the reply when the wait timed out.
+    /// Awaits the body when `px` asks for it (`option http-buffer-request`, or a POST to a
+    /// `balance url_param` backend, which may hash a parameter of the body, as HAProxy's
+    /// `http_process_request` asks); Err: the reply when the wait timed out.
     pub(super) async fn buffer_request(&mut self, px: &Arc<Proxy>, tx: &Txn) -> Result<(), Reply> {
-        if !px.cfg.options.http_buffer_request || tx.framing.bodyless() {
+        let post_param = tx.req.method == "POST"
+            && matches!(px.cfg.balance, Balance::UrlParam { .. })
+            && px.cfg.cap.backend;
+        if !(px.cfg.options.http_buffer_request || post_param) || tx.framing.bodyless() {
             return Ok(());
         }
         let t = self.fe.cfg.timeouts;
@@ -33,6 +39,26 @@ impl<F: Front, U: Upstream> Session<F, U> {
             }
         }
         Ok(())
+    }
+
+    /// The payload of the body's bytes already read (those [`Session::buffer_request`]
+    /// awaited), at most a buffer's worth: what `balance url_param` reads in a POST.
+    pub(super) fn buffered_payload(&self, framing: BodyFraming) -> Vec<u8> {
+        let cbuf = &self.cbuf[..self.cbuf.len().min(BUFFERED_MAX)];
+        match framing {
+            _ if self.client.payload() => cbuf.to_vec(),
+            BodyFraming::Length(n) => cbuf[..cbuf.len().min(n as usize)].to_vec(),
+            BodyFraming::Chunked => {
+                let mut ranges = Payload::new();
+                let _ = BodyDecoder::new(framing).advance_payload(cbuf, &mut ranges);
+                ranges
+                    .iter()
+                    .flat_map(|r| cbuf.get(r.clone()).unwrap_or_default())
+                    .copied()
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The body is all here, or a buffer's worth of it.

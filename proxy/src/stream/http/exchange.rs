@@ -218,7 +218,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
     ) -> Result<(Arc<Server>, Rc<U::Conn>, Answer), bool> {
         let tc_start = Instant::now();
         // The balancing key of the request as it leaves the rules (HAProxy hashes at connect).
-        let key = self.lb_key(be, &tx.req);
+        // HAProxy prunes the request's variables as the connection is requested, before it
+        // assigns a server.
+        tx.vars.end_request();
+        let key = self.lb_key(be, tx);
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -305,15 +308,23 @@ impl<F: Front, U: Upstream> Session<F, U> {
         sent && keep && !close
     }
 
-    /// The request's balancing key for `be` (`balance hash` evaluates its expression here).
-    fn lb_key(&self, be: &Proxy, req: &crate::http::head::RequestHead) -> Option<u32> {
+    /// The request's balancing key for `be`: `balance hash` evaluates its expression here,
+    /// on the request and the variables its rules set (never response data: there is none
+    /// yet); `url_param` looks into a POST's body when the query string lacks the parameter.
+    fn lb_key(&self, be: &Proxy, tx: &Txn) -> Option<u32> {
         let pool = be.pool();
+        let req = &tx.req;
         let Some(expr) = pool.lb.hash_expr() else {
-            return pool.lb.key(self.facts.peer.map(|p| p.ip()), Some(req));
+            let key = pool.lb.key(self.facts.peer.map(|p| p.ip()), Some(req));
+            if key.is_none() && req.method == "POST" {
+                return pool.lb.post_key(&self.buffered_payload(tx.framing));
+            }
+            return key;
         };
         let mut ctx = self.sample_base();
         ctx.req = Some(req);
         ctx.backend = Some(&be.name);
+        ctx.vars = Some(&*tx.vars);
         let v = expr.eval(&ctx)?;
         Some(pool.lb.key_of(&v.to_bytes()))
     }
