@@ -984,3 +984,84 @@ fn string_and_integer_keys_sync_with_haproxy() {
         );
     }
 }
+
+/// The arrays (`gpt(<n>)`, `gpc(<n>)`, `gpc_rate(<n>,<p>)`) travel both ways with HAProxy 2.6:
+/// announced with their sizes (and the rates' period), each element in a row in updates.
+#[test]
+fn gpt_gpc_arrays_sync_with_haproxy() {
+    if !Path::new(HAPROXY).exists() {
+        eprintln!("notice: {HAPROXY} not found, interop test skipped");
+        return;
+    }
+    let dir = TempDir::new("peers-arrays");
+    let (hap_sock, pc_sock) = (dir.0.join("hap.sock"), dir.0.join("pc.sock"));
+    let (hap_peer, pc_peer, hap_fe, pc_fe) = (free_port(), free_port(), free_port(), free_port());
+    let cfg = |me: &str, sock: &Path, fe: u16| {
+        format!(
+            "global\n localpeer {me}\n stats socket {} level admin\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers mesh\n peer hap 127.0.0.1:{hap_peer}\n peer pc 127.0.0.1:{pc_peer}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 req.hdr(x-user) table ts\n\
+             http-request sc-inc-gpc(1,0) if {{ path /inc }}\n\
+             http-request sc-set-gpt(2,0) 9 if {{ path /gpt }}\n\
+             http-request sc-set-gpt(0,0) 4 if {{ path /gpt }}\n\
+             http-request return status 200\n\
+             backend ts\n stick-table type string len 16 size 1k expire 60s store gpt(3),gpc(2),gpc_rate(2,10s),http_req_cnt peers mesh\n",
+            sock.display()
+        )
+    };
+    let Some(_hap) = Proc::haproxy(&cfg("hap", &hap_sock, hap_fe), lo(hap_peer)) else {
+        return;
+    };
+    let _pc = Proc::portcullis(&cfg("pc", &pc_sock, pc_fe), lo(pc_peer));
+    let ask = |fe: u16, user: &str, path: &str| {
+        let r = proxy::request(
+            lo(fe),
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nX-User: {user}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(r.status, 200);
+    };
+    // The counters as they read, a rate as whether it counted anything (rates fade).
+    let rows = |sock: &Path| -> Vec<String> {
+        admin_cli(sock, "show table ts")
+            .lines()
+            .filter(|l| l.contains(" key="))
+            .map(|l| {
+                l.split(' ')
+                    .filter(|w| {
+                        ["key=", "gpt", "gpc", "http_req_cnt="]
+                            .iter()
+                            .any(|p| w.starts_with(p))
+                    })
+                    .map(|w| match w.split_once(")=") {
+                        Some((r, v)) => format!("{r})={}", if v == "0" { "0" } else { "n" }),
+                        None => w.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    // Learnt from HAProxy.
+    for p in ["/inc", "/inc", "/gpt"] {
+        ask(hap_fe, "alice", p);
+    }
+    // Taught to HAProxy.
+    for p in ["/inc", "/gpt", "/"] {
+        ask(pc_fe, "bob", p);
+    }
+    let want = [
+        "key=alice http_req_cnt=3 gpt0=4 gpt1=0 gpt2=9 gpc0=0 gpc1=2 gpc0_rate(10000)=0 gpc1_rate(10000)=n",
+        "key=bob http_req_cnt=3 gpt0=4 gpt1=0 gpt2=9 gpc0=0 gpc1=1 gpc0_rate(10000)=0 gpc1_rate(10000)=n",
+    ];
+    for sock in [&hap_sock, &pc_sock] {
+        assert!(
+            wait_until(Duration::from_secs(10), || rows(sock) == want),
+            "{}: {:?}",
+            sock.display(),
+            rows(sock)
+        );
+    }
+}

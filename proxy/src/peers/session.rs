@@ -19,6 +19,8 @@ pub struct LocalTable {
     pub data: u64,
     /// The period of each stored rate (ms).
     pub periods: Vec<(u32, u64)>,
+    /// Each stored array's parameters: its size, and for `gpc_rate` its period (ms).
+    pub arrays: Vec<(u32, Vec<u64>)>,
     pub expire_ms: u64,
 }
 
@@ -31,7 +33,13 @@ impl LocalTable {
             key_len: self.key_len,
             data: self.data,
             expire: Some(self.expire_ms),
-            params: self.periods.iter().map(|(dt, p)| (*dt, vec![*p])).collect(),
+            params: {
+                let mut ps: Vec<(u32, Vec<u64>)> =
+                    self.periods.iter().map(|(dt, p)| (*dt, vec![*p])).collect();
+                ps.extend(self.arrays.iter().cloned());
+                ps.sort_by_key(|(dt, _)| *dt);
+                ps
+            },
         }
     }
 }
@@ -428,6 +436,7 @@ mod tests {
             key_len: 4,
             data: (1 << 4) | (1 << 10),
             periods: vec![(10, 10000)],
+            arrays: Vec::new(),
             expire_ms: 60000,
         }
     }

@@ -120,14 +120,22 @@ fn synced_tables(shared: &Shared, s: &PeersSection) -> Vec<(Arc<Table>, LocalTab
 
 fn local_table(name: &str, t: &Table) -> LocalTable {
     let st = &t.store;
-    // The arrays (`gpt`, `gpc`, `gpc_rate`) stay local: not announced, not sent.
     let periods = st
         .types()
         .filter(|d| !d.is_array())
         .filter_map(|d| Some((d.id(), st.period(d)?)))
         .collect();
-    let arrays =
-        (1u32 << StickData::Gpt.id()) | (1 << StickData::Gpc.id()) | (1 << StickData::GpcRate.id());
+    // An array announces its size, and a rate array its period too (HAProxy 2.6's
+    // `peer_prepare_switchmsg`).
+    let arrays = st
+        .types()
+        .filter(|d| d.is_array())
+        .map(|d| {
+            let mut ps = vec![u64::from(st.count(d))];
+            ps.extend(st.period(d));
+            (d.id(), ps)
+        })
+        .collect();
     // HAProxy's sample type and `key_size` (a string's counts its final NUL).
     let (key_type, key_len) = match t.key {
         StickKey::Ip => (wire::KEY_IPV4, 4),
@@ -140,13 +148,15 @@ fn local_table(name: &str, t: &Table) -> LocalTable {
         name: name.to_string(),
         key_type,
         key_len,
-        data: u64::from(st.mask() & !arrays),
+        data: u64::from(st.mask()),
         periods,
+        arrays,
         expire_ms: t.expire_ms.unwrap_or(0),
     }
 }
 
-/// An entry as an update carries it: every type the table stores, in number order.
+/// An entry as an update carries it: every type the table stores, in number order (an
+/// array's elements in a row).
 pub(super) fn entry_data(t: &Table, key: &Key, e: &Entry, now: u64) -> EntryData {
     let key = key.wire();
     let st = &t.store;
@@ -155,20 +165,22 @@ pub(super) fn entry_data(t: &Table, key: &Key, e: &Entry, now: u64) -> EntryData
         let id = e.server.as_ref().map_or(0, |(id, _)| *id);
         values.push((SERVER_ID, Value::Int(u64::from(id))));
     }
-    for d in st.types().filter(|d| !d.is_array()) {
-        let v = match e.raw(st, d) {
-            Some(Val::Freq(f)) => {
-                let (tick, curr, prev) = f.parts();
-                Value::Freq {
-                    age_ms: u32::try_from(now.saturating_sub(tick)).unwrap_or(u32::MAX),
-                    curr,
-                    prev,
+    for d in st.types() {
+        for idx in 0..st.count(d) {
+            let v = match e.raw_at(st, d, idx) {
+                Some(Val::Freq(f)) => {
+                    let (tick, curr, prev) = f.parts();
+                    Value::Freq {
+                        age_ms: u32::try_from(now.saturating_sub(tick)).unwrap_or(u32::MAX),
+                        curr,
+                        prev,
+                    }
                 }
-            }
-            Some(Val::Int(i)) => Value::Int(i),
-            None => Value::Int(0),
-        };
-        values.push((d.id(), v));
+                Some(Val::Int(i)) => Value::Int(i),
+                None => Value::Int(0),
+            };
+            values.push((d.id(), v));
+        }
     }
     EntryData { key, values }
 }
@@ -221,15 +233,16 @@ pub(super) fn apply(table: &Table, d: &EntryData, expire: Option<u32>, now: u64)
     };
     let st = table.store;
     table.apply_remote(key, expire.map(u64::from), now, |e| {
-        for (dt, v) in &d.values {
-            if *dt == SERVER_ID {
+        for (dt, idx, v) in wire::indexed(&d.values) {
+            if dt == SERVER_ID {
                 apply_server_id(e, v);
                 continue;
             }
-            let Some(data) = StickData::from_id(*dt).filter(|x| *x != StickData::ConnCur) else {
+            let Some(data) = StickData::from_id(dt).filter(|x| *x != StickData::ConnCur) else {
                 continue;
             };
-            e.set_raw(&st, data, to_val(v, now));
+            // An array's elements up to this table's size, as HAProxy.
+            e.set_raw_at(&st, data, idx, to_val(v, now));
         }
     });
 }
@@ -250,28 +263,28 @@ pub(super) fn apply_handover(
     };
     let prev = last.insert(d.key.clone(), d.clone());
     table.apply_merge(key, expire.map(u64::from), now, |e, st, local| {
-        for (dt, v) in &d.values {
-            if *dt == SERVER_ID {
+        for (dt, idx, v) in wire::indexed(&d.values) {
+            if dt == SERVER_ID {
                 apply_server_id(e, v);
                 continue;
             }
-            let Some(data) = StickData::from_id(*dt).filter(|x| *x != StickData::ConnCur) else {
+            let Some(data) = StickData::from_id(dt).filter(|x| *x != StickData::ConnCur) else {
                 continue;
             };
             let before = prev
                 .as_ref()
-                .and_then(|p| p.values.iter().find(|(t, _)| t == dt))
-                .map(|(_, v)| to_val(v, now));
+                .and_then(|p| wire::indexed(&p.values).find(|(t, i, _)| *t == dt && *i == idx))
+                .map(|(_, _, v)| to_val(v, now));
             if prev.is_none() && !local {
-                e.set_raw(st, data, to_val(v, now));
+                e.set_raw_at(st, data, idx, to_val(v, now));
                 continue;
             }
             let p = st.period(data).unwrap_or(1);
             match (to_val(v, now), before) {
                 // A tag: the previous process' new value, if it changed it.
-                (Val::Int(x), b) if data == StickData::Gpt0 => {
+                (Val::Int(x), b) if matches!(data, StickData::Gpt0 | StickData::Gpt) => {
                     if b != Some(Val::Int(x)) {
-                        e.set_raw(st, data, Val::Int(x));
+                        e.set_raw_at(st, data, idx, Val::Int(x));
                     }
                 }
                 (Val::Int(x), b) => {
@@ -279,7 +292,7 @@ pub(super) fn apply_handover(
                         Some(Val::Int(y)) => y,
                         _ => 0,
                     };
-                    e.add(st, data, x.saturating_sub(base));
+                    e.add_at(st, data, idx, x.saturating_sub(base));
                 }
                 (Val::Freq(f), b) => {
                     let base = match b {
@@ -288,7 +301,7 @@ pub(super) fn apply_handover(
                     };
                     let n = f.read(now, p).saturating_sub(base);
                     if n > 0 {
-                        e.hit(st, data, now, u64::from(n));
+                        e.hit_at(st, data, idx, now, u64::from(n));
                     }
                 }
             }

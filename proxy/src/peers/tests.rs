@@ -231,9 +231,10 @@ fn updates_acks_and_switches() {
     assert_eq!(Msg::decode(&big), Err(WireError::TooLarge));
 }
 
-/// Types portcullis does not store are read past: gpc arrays, the server_key dictionary.
+/// Arrays travel element by element under their type; the `server_key` dictionary portcullis
+/// does not store is read past.
 #[test]
-fn unknown_types_are_skipped() {
+fn arrays_are_decoded_and_the_dictionary_skipped() {
     let def = TableDef {
         id: 1,
         name: "t".into(),
@@ -248,7 +249,12 @@ fn unknown_types_are_skipped() {
     let body = [10, 0, 0, 1, 5, 3, 1, 1, b's', 8, 9];
     let e = decode_entry(&def, &body).unwrap();
     assert_eq!(e.key, [10, 0, 0, 1]);
-    assert_eq!(e.values, [(2, Value::Int(5))]);
+    assert_eq!(
+        e.values,
+        [(2, Value::Int(5)), (23, Value::Int(8)), (23, Value::Int(9))]
+    );
+    let idx: Vec<_> = indexed(&e.values).map(|(d, i, _)| (d, i)).collect();
+    assert_eq!(idx, [(2, 0), (23, 0), (23, 1)]);
     assert_eq!(data_type_id("http_req_rate"), Some(10));
     assert_eq!(data_type_id("gpc_rate"), Some(24));
 }

@@ -517,8 +517,9 @@ pub enum Value {
     Freq { age_ms: u32, curr: u32, prev: u32 },
 }
 
-/// An entry's key and values (the data types the definition announced, in order; arrays and
-/// dictionary entries are read and left out).
+/// An entry's key and values (the data types the definition announced, in order; an array's
+/// elements one after the other under its type, as they travel; dictionary entries are read
+/// and left out).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryData {
     pub key: Vec<u8>,
@@ -526,8 +527,8 @@ pub struct EntryData {
 }
 
 /// Encodes an update body: the key (`key_len` bytes, a 4-byte integer, or a string's length
-/// and bytes), then each value
-/// in data-type order. `values` must list exactly the types of the definition.
+/// and bytes), then each value in data-type order (an array's elements in a row). `values`
+/// must list exactly the types of the definition, with as many elements as it announced.
 pub fn encode_entry(key_type: u64, e: &EntryData, out: &mut Vec<u8>) {
     if key_type == KEY_SINT {
         let mut k = [0u8; 4];
@@ -588,25 +589,32 @@ pub fn decode_entry(def: &TableDef, body: &[u8]) -> Result<EntryData, WireError>
                 Std::Frqp => {
                     let curr = r.varint()?;
                     let prev = r.varint()?;
-                    if !info.array {
-                        values.push((
-                            i as u32,
-                            Value::Freq {
-                                age_ms: v as u32,
-                                curr: curr as u32,
-                                prev: prev as u32,
-                            },
-                        ));
-                    }
+                    values.push((
+                        i as u32,
+                        Value::Freq {
+                            age_ms: v as u32,
+                            curr: curr as u32,
+                            prev: prev as u32,
+                        },
+                    ));
                 }
                 Std::Dict => {
                     // v is the length of what follows (0: no entry).
                     r.bytes(usize::try_from(v).map_err(|_| WireError::Malformed)?)?;
                 }
-                _ if !info.array => values.push((i as u32, Value::Int(v))),
-                _ => {}
+                _ => values.push((i as u32, Value::Int(v))),
             }
         }
     }
     Ok(EntryData { key, values })
+}
+
+/// `values` with each one's element number within its type (0 but for an array's elements).
+pub fn indexed(values: &[(u32, Value)]) -> impl Iterator<Item = (u32, u32, &Value)> {
+    let mut last = (u32::MAX, 0u32);
+    values.iter().map(move |(dt, v)| {
+        let idx = if last.0 == *dt { last.1 + 1 } else { 0 };
+        last = (*dt, idx);
+        (*dt, idx, v)
+    })
 }

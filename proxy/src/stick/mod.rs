@@ -271,9 +271,6 @@ impl Store {
             .sum();
         Some((below + idx) as usize)
     }
-    fn slot(&self, d: StickData) -> Option<usize> {
-        self.slot_at(d, 0)
-    }
     /// Where a fetch or an action on `d` (element `idx` of an array) lands, as HAProxy 2.6
     /// falls back: `gpt0` on `gpt[0]`, `gpc0`/`gpc1` (and their rates) on the `gpc` array's
     /// element 0/1 when the table stores the array instead.
@@ -356,13 +353,26 @@ impl Entry {
 
     /// The stored value of `d`, raw (what the peers protocol carries).
     pub fn raw(&self, store: &Store, d: StickData) -> Option<Val> {
-        store.slot(d).and_then(|i| self.vals.get(i)).copied()
+        self.raw_at(store, d, 0)
+    }
+
+    /// [`Entry::raw`] of element `idx` (an array's).
+    pub fn raw_at(&self, store: &Store, d: StickData, idx: u32) -> Option<Val> {
+        store
+            .slot_at(d, idx)
+            .and_then(|i| self.vals.get(i))
+            .copied()
     }
 
     /// Replaces the stored value of `d` (a peer's, or `set table`): ignored when the table does
     /// not store `d` or the kind differs.
     pub fn set_raw(&mut self, store: &Store, d: StickData, v: Val) {
-        if let Some(slot) = store.slot(d).and_then(|i| self.vals.get_mut(i)) {
+        self.set_raw_at(store, d, 0, v);
+    }
+
+    /// [`Entry::set_raw`] of element `idx` (ignored past the table's array size).
+    pub fn set_raw_at(&mut self, store: &Store, d: StickData, idx: u32, v: Val) {
+        if let Some(slot) = store.slot_at(d, idx).and_then(|i| self.vals.get_mut(i)) {
             match (slot, v) {
                 (Val::Int(a), Val::Int(b)) => *a = clamp(d, b),
                 (Val::Freq(a), Val::Freq(b)) => *a = b,
