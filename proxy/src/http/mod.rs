@@ -9,5 +9,6 @@ pub mod comp;
 pub mod cookie;
 pub mod errors;
 pub mod h1;
+pub mod h2;
 pub mod head;
 pub mod stats;

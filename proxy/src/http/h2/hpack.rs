@@ -1,0 +1,180 @@
+//! HPACK (RFC 7541) for the frames a server sends. Decoding, with its Huffman code and dynamic
+//! table, is `loona-hpack`'s; encoding is done here the way HAProxy's encoder does it: names
+//! from the static table where they are in it, everything else literal and never indexed, so
+//! the client's dynamic table is left alone (no table-size bookkeeping with its SETTINGS).
+
+/// The static table's names (RFC 7541 Appendix A), index 1 first.
+const STATIC_NAMES: [&str; 61] = [
+    ":authority",
+    ":method",
+    ":method",
+    ":path",
+    ":path",
+    ":scheme",
+    ":scheme",
+    ":status",
+    ":status",
+    ":status",
+    ":status",
+    ":status",
+    ":status",
+    ":status",
+    "accept-charset",
+    "accept-encoding",
+    "accept-language",
+    "accept-ranges",
+    "accept",
+    "access-control-allow-origin",
+    "age",
+    "allow",
+    "authorization",
+    "cache-control",
+    "content-disposition",
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-location",
+    "content-range",
+    "content-type",
+    "cookie",
+    "date",
+    "etag",
+    "expect",
+    "expires",
+    "from",
+    "host",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-range",
+    "if-unmodified-since",
+    "last-modified",
+    "link",
+    "location",
+    "max-forwards",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "range",
+    "referer",
+    "refresh",
+    "retry-after",
+    "server",
+    "set-cookie",
+    "strict-transport-security",
+    "transfer-encoding",
+    "user-agent",
+    "vary",
+    "via",
+    "www-authenticate",
+];
+
+/// `:status` values with an entry of their own (indices 8 to 14).
+const STATIC_STATUS: [u16; 7] = [200, 204, 206, 304, 400, 404, 500];
+
+/// An integer with an `n`-bit prefix whose high bits are `first` (RFC 7541 §5.1).
+fn put_int(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
+    let max = (1usize << n) - 1;
+    if v < max {
+        out.push(first | v as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    v -= max;
+    while v >= 128 {
+        out.push((v % 128) as u8 | 0x80);
+        v /= 128;
+    }
+    out.push(v as u8);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    put_int(out, 0, 7, s.len());
+    out.extend_from_slice(s);
+}
+
+/// The static index of `name` (lowercase), if it has one.
+fn static_name(name: &str) -> Option<usize> {
+    STATIC_NAMES.iter().position(|n| *n == name).map(|i| i + 1)
+}
+
+/// Appends a `:status` field.
+pub fn put_status(out: &mut Vec<u8>, status: u16) {
+    match STATIC_STATUS.iter().position(|s| *s == status) {
+        Some(i) => put_int(out, 0x80, 7, 8 + i),
+        None => {
+            put_int(out, 0x00, 4, 8);
+            put_str(out, status.to_string().as_bytes());
+        }
+    }
+}
+
+/// Appends a field as a literal never added to the table; `name` must be lowercase.
+pub fn put_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    match static_name(name) {
+        Some(i) => put_int(out, 0x00, 4, i),
+        None => {
+            out.push(0x00);
+            put_str(out, name.as_bytes());
+        }
+    }
+    put_str(out, value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(block: &[u8]) -> Vec<(String, String)> {
+        let mut d = loona_hpack::Decoder::new();
+        let mut v = Vec::new();
+        d.decode_with_cb(block, |n, val| {
+            v.push((
+                String::from_utf8_lossy(&n).into_owned(),
+                String::from_utf8_lossy(&val).into_owned(),
+            ))
+        })
+        .expect("a valid block");
+        v
+    }
+
+    #[test]
+    fn what_is_encoded_decodes_back() {
+        let mut b = Vec::new();
+        put_status(&mut b, 200);
+        put_status(&mut b, 302);
+        put_status(&mut b, 404);
+        put_field(&mut b, "content-type", b"text/plain");
+        put_field(&mut b, "x-custom", b"v");
+        put_field(&mut b, "www-authenticate", &[b'a'; 300]);
+        let long_name = "x-".to_owned() + &"n".repeat(200);
+        put_field(&mut b, &long_name, b"");
+        let got = decode(&b);
+        let want: Vec<(String, String)> = [
+            (":status", "200".to_owned()),
+            (":status", "302".to_owned()),
+            (":status", "404".to_owned()),
+            ("content-type", "text/plain".to_owned()),
+            ("x-custom", "v".to_owned()),
+            ("www-authenticate", "a".repeat(300)),
+            (long_name.as_str(), String::new()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_owned(), v))
+        .collect();
+        assert_eq!(got, want);
+        // A status in the table is one byte.
+        let mut one = Vec::new();
+        put_status(&mut one, 200);
+        assert_eq!(one, [0x88]);
+    }
+
+    #[test]
+    fn integers_use_their_prefix() {
+        let mut b = Vec::new();
+        put_int(&mut b, 0, 5, 1337);
+        assert_eq!(b, [31, 154, 10]); // RFC 7541 C.1.2
+        b.clear();
+        put_int(&mut b, 0x80, 7, 10);
+        assert_eq!(b, [0x8a]);
+    }
+}
