@@ -72,3 +72,71 @@ fn h2_prior_knowledge_on_a_plain_bind() {
         .expect("the h2 request");
     assert!(rec.head.starts_with("GET /x HTTP/1.1\r\n"), "{}", rec.head);
 }
+
+/// Sends GET requests for `paths` one after another on one HTTP/2 connection (h2c); the bodies.
+fn sequential_gets(port: u16, paths: &[&str]) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let run = async move {
+        let tcp = tokio::net::TcpStream::connect(lo(port))
+            .await
+            .expect("connect");
+        let (client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut bodies = Vec::new();
+        for p in paths {
+            let mut client = client.clone().ready().await.expect("ready");
+            let req = http::Request::get(format!("http://127.0.0.1{p}"))
+                .body(())
+                .expect("request");
+            let (resp, _) = client.send_request(req, true).expect("send");
+            let mut body = resp.await.expect("response").into_body();
+            let mut data = Vec::new();
+            while let Some(d) = body.data().await {
+                let d = d.expect("data");
+                let _ = body.flow_control().release_capacity(d.len());
+                data.extend_from_slice(&d);
+            }
+            bodies.push(String::from_utf8_lossy(&data).into_owned());
+        }
+        bodies
+    };
+    rt.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(15), run).await })
+        .expect("the exchanges end in time")
+}
+
+/// `sess.*` variables belong to the connection: a later stream of the same HTTP/2 connection
+/// reads what an earlier one set, as in HAProxy 2.6 (streams share their session).
+#[test]
+fn sess_variables_are_shared_by_a_connections_streams_as_haproxy() {
+    let run = |port: u16, start: &dyn Fn(&str) -> Option<Proc>| {
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+             frontend fe\n    bind 127.0.0.1:{port} proto h2\n\
+             \x20   http-request set-var(sess.first) path if !{{ var(sess.first) -m found }}\n\
+             \x20   http-request set-var(sess.n) int(0) if !{{ var(sess.n) -m found }}\n\
+             \x20   http-request set-var(sess.n) var(sess.n),add(1)\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"first=%[var(sess.first)] n=%[var(sess.n)] path=%[path]\"\n"
+        );
+        let _p = start(&cfg)?;
+        Some(sequential_gets(port, &["/a", "/b", "/c"]))
+    };
+    let p = free_port();
+    let ours = run(p, &|c| Some(Proc::portcullis(c, lo(p)))).expect("portcullis");
+    assert_eq!(
+        ours,
+        [
+            "first=/a n=1 path=/a",
+            "first=/a n=2 path=/b",
+            "first=/a n=3 path=/c"
+        ]
+    );
+    let h = free_port();
+    if let Some(theirs) = run(h, &|c| Proc::haproxy(c, lo(h))) {
+        assert_eq!(ours, theirs, "HAProxy 2.6 differs");
+    }
+}

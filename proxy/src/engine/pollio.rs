@@ -1,6 +1,5 @@
 //! Poll-based I/O (`AsyncRead` + `AsyncWrite`) over a connection's owned-buffer interface, for
-//! the `h2` crate on both sides: an HTTP/2 client connection (the h2 frontend) and an HTTP/2
-//! connection to a server. Writes are gathered into one buffer and sent at a flush or once
+//! the `h2` crate's client, on HTTP/2 connections to servers. Writes are gathered into one buffer and sent at a flush or once
 //! `WBUF_MAX` is reached; reads go through one buffer handed to the connection and back.
 
 use std::cell::Cell;

@@ -171,7 +171,7 @@ impl Service for Streams {
                 &live_fe,
                 &live_origin,
                 fd,
-                http::h2::serve_tracked(shared, fe, conn, origin, sess),
+                http::h2::serve_tracked(shared, fe, conn, origin, (sess, vars)),
             )),
             Mode::Http => Box::pin(track(
                 &live_fe,
@@ -198,7 +198,7 @@ mod tests {
     fn an_idle_connection_holds_no_more_than_before_the_split() {
         use crate::engine::conn::Conn;
         let h1: fn(_, _, Conn, _, _) -> _ = super::http::run_tracked;
-        let h2: fn(_, _, Conn, _, _) -> _ = super::http::h2::serve_tracked;
+        let h2: fn(_, _, Conn, _, (_, _)) -> _ = super::http::h2::serve_tracked;
         let (h1, h2) = (future_size(h1), future_size(h2));
         assert!(h1 <= 2000, "an HTTP/1 connection's future: {h1} bytes");
         assert!(h2 <= 3704, "an HTTP/2 connection's future: {h2} bytes");

@@ -17,6 +17,7 @@ use bytes::BytesMut;
 use tokio::sync::Notify;
 
 use super::h2front::H2Front;
+use crate::ana::vars::SessVars;
 use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::io::spawn;
@@ -85,14 +86,14 @@ fn write(conn: &Rc<Conn>, buf: Vec<u8>) -> WriteFut {
 
 /// Serves an HTTP/2 connection until it closes, the client goes idle, or the process stops
 /// (GOAWAY, then the streams in flight finish): one L7 transaction per stream. `sess` holds
-/// the counters the connection's `tcp-request connection` rules tracked (every stream sees
-/// them).
+/// the counters the connection's `tcp-request connection` rules tracked and `vars` its `sess.*`
+/// variables: every stream shares them, as HAProxy's streams share their session.
 pub async fn serve_tracked(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     conn: Conn,
     origin: Origin,
-    sess: Rc<StkCtrs>,
+    (sess, vars): (Rc<StkCtrs>, SessVars),
 ) {
     let conn = Rc::new(conn);
     let (client, idle) = {
@@ -116,6 +117,7 @@ pub async fn serve_tracked(
         fe,
         origin,
         sess,
+        vars,
         io: Rc::clone(&io),
         active: Rc::new(Cell::new(0)),
         ended: Rc::new(Notify::new()),
@@ -227,6 +229,7 @@ struct H2Conn {
     origin: Origin,
     tls: Option<Arc<TlsInfo>>,
     sess: Rc<StkCtrs>,
+    vars: SessVars,
     io: Rc<H2Io>,
     active: Rc<Cell<usize>>,
     /// Signalled when the last running stream ends (the idle timer then starts).
@@ -265,12 +268,13 @@ impl H2Conn {
         );
         // Boxed: the task then holds a pointer, not the whole session's future, which the
         // runtime would otherwise copy around (about 8 KiB) per stream.
-        let fut = Box::pin(super::run_tracked(
+        let fut = Box::pin(super::run_tracked_in(
             Arc::clone(&self.shared),
             Arc::clone(&self.fe),
             front,
             self.origin.clone(),
             Rc::clone(&self.sess),
+            Rc::clone(&self.vars),
         ));
         spawn(async move {
             fut.await;
