@@ -10,6 +10,7 @@
 //! responses completed meanwhile: rapid reset).
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use bytes::{Bytes, BytesMut};
 
@@ -24,6 +25,30 @@ const MAX_CONTINUATIONS: u32 = 256;
 /// Our SETTINGS_INITIAL_WINDOW_SIZE and connection window (RFC 9113's default, as HAProxy's
 /// `tune.h2.initial-window-size`).
 const WINDOW: i64 = 65_535;
+
+/// Hashes a stream id by one multiplication (Fibonacci hashing): ids are few and odd, SipHash
+/// cost more than the rest of a stream's bookkeeping; the multiplication still spreads ids a
+/// client picks with the same low bits.
+#[derive(Default)]
+pub struct IdHash(u64);
+
+impl Hasher for IdHash {
+    fn finish(&self) -> u64 {
+        // The product's high bits depend on every bit of the id; the table indexes by low ones.
+        self.0 ^ (self.0 >> 32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by stream id.
+pub type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHash>>;
 
 /// What this server announces and enforces.
 #[derive(Clone, Copy, Debug)]
@@ -105,7 +130,7 @@ pub struct Server {
     peer_frame_size: usize,
     send_window: i64,
     recv_window: i64,
-    streams: HashMap<u32, Stream>,
+    streams: IdMap<Stream>,
     last_id: u32,
     pending: Option<Pending>,
     premature: u32,
@@ -141,7 +166,7 @@ impl Server {
             peer_frame_size: frame::DEFAULT_FRAME_SIZE as usize,
             send_window: WINDOW,
             recv_window: WINDOW,
-            streams: HashMap::new(),
+            streams: IdMap::default(),
             last_id: 0,
             pending: None,
             premature: 0,

@@ -5,7 +5,6 @@
 //! through the core, so rules, routing, server pools, shutdown-sessions and logs are shared.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -22,7 +21,7 @@ use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::io::spawn;
 use crate::engine::service::Origin;
-use crate::http::h2::server::{Limits, Server};
+use crate::http::h2::server::{IdMap, Limits, Server};
 use crate::model::Proxy;
 use crate::stick::StkCtrs;
 use crate::tls::stream::TlsInfo;
@@ -47,7 +46,7 @@ pub(super) struct H2Io {
     /// Woken when queued output went to the socket.
     pub(super) drained: Notify,
     /// Each stream's signal: its state changed (data, end, reset, window).
-    wakers: RefCell<HashMap<u32, Rc<Notify>>>,
+    wakers: RefCell<IdMap<Rc<Notify>>>,
 }
 
 impl H2Io {
@@ -109,7 +108,7 @@ pub async fn serve_tracked(
         })),
         flush: Notify::new(),
         drained: Notify::new(),
-        wakers: RefCell::new(HashMap::new()),
+        wakers: RefCell::new(IdMap::default()),
     });
     let streams = H2Conn {
         tls: conn.tls().cloned(),

@@ -44,8 +44,11 @@ pub struct H2Front {
     trailers: RefCell<Option<Headers>>,
     resp: Cell<Resp>,
     tls: Option<Arc<TlsInfo>>,
-    /// HAProxy's request line for the log (`GET https://host/path HTTP/2.0`).
-    log_line: String,
+    /// The request's pseudo-header fields, for the log line.
+    pseudo: RequestFields,
+    /// HAProxy's request line for the log (`GET https://host/path HTTP/2.0`), built when a log
+    /// line asks for it.
+    log_line: std::cell::OnceCell<String>,
     first: bool,
 }
 
@@ -65,13 +68,17 @@ impl H2Front {
         io: Rc<H2Io>,
         id: u32,
         notify: Rc<Notify>,
-        req: RequestFields,
+        mut req: RequestFields,
         tls: Option<Arc<TlsInfo>>,
         first: bool,
     ) -> H2Front {
+        let head = build_head(&req);
+        // Only the pseudo-header fields stay (moved, not copied).
+        req.fields = Vec::new();
         H2Front {
-            head: RefCell::new(Some(build_head(&req))),
-            log_line: log_line(&req),
+            head: RefCell::new(Some(head)),
+            pseudo: req,
+            log_line: std::cell::OnceCell::new(),
             io,
             id,
             notify,
@@ -276,7 +283,7 @@ impl Front for H2Front {
     }
 
     fn log_line(&self) -> Option<&str> {
-        Some(&self.log_line)
+        Some(self.log_line.get_or_init(|| log_line(&self.pseudo)))
     }
 
     fn take_trailers(&self) -> Option<Headers> {
