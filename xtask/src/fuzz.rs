@@ -20,6 +20,7 @@ const TARGETS: &[(&str, usize)] = &[
     ("handover", 4096),
     ("crt_list", 4096),
     ("h2_front", 4096),
+    ("h2_core", 4096),
 ];
 
 const DEFAULT_SECS: u64 = 10;
@@ -340,6 +341,14 @@ fn seed(fuzz: &Path, t: &str) -> Result {
         "h2_front" => {
             for (i, f) in h2_frames().iter().enumerate() {
                 write_seed(&dir, &format!("seed-{i:03}"), f)?;
+            }
+        }
+        // The same frames behind the byte that chooses piece sizes and stream actions.
+        "h2_core" => {
+            for (i, f) in h2_frames().iter().enumerate() {
+                for ops in [0u8, 37, 255] {
+                    write_seed(&dir, &format!("seed-{i:03}-{ops}"), &[&[ops], &f[..]].concat())?;
+                }
             }
         }
         _ => {}

@@ -475,6 +475,9 @@ impl Server {
     /// A whole header block: a new stream's request or a stream's trailers.
     fn block(&mut self, p: Pending) -> Result<(), ConnError> {
         let id = p.stream;
+        if id.is_multiple_of(2) {
+            return Err(self.conn_error(code::PROTOCOL_ERROR, "even stream id"));
+        }
         let known = self.streams.contains_key(&id);
         let trailers = known || id <= self.last_id;
         let mut c = Collect::default();
@@ -487,9 +490,6 @@ impl Server {
         let too_large = c.size > self.limits.max_header_list as usize;
         if trailers {
             return self.trailers(id, p.end_stream, c, too_large);
-        }
-        if id.is_multiple_of(2) {
-            return Err(self.conn_error(code::PROTOCOL_ERROR, "even stream id"));
         }
         self.last_id = id;
         if self.goaway_sent || self.peer_goaway {
@@ -566,8 +566,10 @@ impl Server {
         if head.stream == 0 {
             return Err(self.conn_error(code::PROTOCOL_ERROR, "PRIORITY on stream 0"));
         }
+        // A stream error by RFC 9113 §6.3, but the stream may be idle (or even-numbered), where a
+        // RST_STREAM is itself an error: the connection's, as HAProxy's.
         if head.len != 5 {
-            self.stream_error(head.stream, code::FRAME_SIZE_ERROR);
+            return Err(self.conn_error(code::FRAME_SIZE_ERROR, "PRIORITY size"));
         }
         Ok(())
     }

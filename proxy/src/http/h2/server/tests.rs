@@ -485,6 +485,21 @@ fn protocol_errors_end_the_connection() {
             frame(frame::HEADERS, frame::END_HEADERS, 2, &get("/")),
             code::PROTOCOL_ERROR,
         ),
+        // Found by the h2_core fuzz target: a bad PRIORITY on an even, idle stream once made a
+        // RST_STREAM there.
+        (
+            frame(frame::PRIORITY, 0, 0x3a70_6174, &[0; 44]),
+            code::FRAME_SIZE_ERROR,
+        ),
+        // Trailers on an even stream below the last one.
+        (
+            [
+                frame(frame::HEADERS, frame::END_HEADERS, 5, &get("/")),
+                frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 2, &[]),
+            ]
+            .concat(),
+            code::PROTOCOL_ERROR,
+        ),
         (frame(frame::PING, 0, 0, b"123"), code::FRAME_SIZE_ERROR),
         (
             frame(frame::SETTINGS, 0, 0, &[0; 5]),
