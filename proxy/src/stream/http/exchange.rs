@@ -190,8 +190,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 match done {
                     super::response::Forwarded::Done(keep) => keep,
                     // An upgrade: the stream becomes a tunnel, under the same watch.
+                    // Boxed, as the connect: the relay's state would weigh on every
+                    // transaction's future for the rare upgrade.
                     super::response::Forwarded::Upgrade(sbuf) => {
-                        self.tunnel(&leg, sbuf, &mut tx.log).await
+                        Box::pin(self.tunnel(&leg, sbuf, &mut tx.log)).await
                     }
                 }
             }
