@@ -179,6 +179,26 @@ fn target_parts(t: &LogTarget) -> (LogFormatKind, Facility, Option<Level>) {
     }
 }
 
+/// Whether `target` sends a line of severity `lvl` now: its level, then its `sample` (which
+/// counts the line).
+fn takes(target: &LogTarget, lvl: Level) -> bool {
+    if !accepts(target, lvl) {
+        return false;
+    }
+    match target {
+        LogTarget::Stdout {
+            sample: Some(smp), ..
+        }
+        | LogTarget::Udp {
+            sample: Some(smp), ..
+        }
+        | LogTarget::Unix {
+            sample: Some(smp), ..
+        } => smp.take(),
+        _ => true,
+    }
+}
+
 /// Whether `target` takes a message of severity `lvl` (its level is the least severe it sends).
 pub fn accepts(target: &LogTarget, lvl: Level) -> bool {
     target_parts(target).2.is_none_or(|max| lvl <= max)
@@ -247,23 +267,9 @@ impl LogSink {
     /// Queue `line` for `target` at severity `lvl` (facility: the target's unless given).
     /// Never blocks: a full channel drops the line and counts it.
     pub fn log(&self, target: &LogTarget, facility: Option<Facility>, lvl: Level, line: &str) {
-        if !accepts(target, lvl) {
-            return;
+        if takes(target, lvl) {
+            self.send(target, facility, lvl, line.to_string());
         }
-        if let LogTarget::Stdout {
-            sample: Some(smp), ..
-        }
-        | LogTarget::Udp {
-            sample: Some(smp), ..
-        }
-        | LogTarget::Unix {
-            sample: Some(smp), ..
-        } = target
-            && !smp.take()
-        {
-            return;
-        }
-        self.send(target, facility, lvl, line.to_string());
     }
 
     /// [`LogSink::log`] of a line the caller hands over (no copy: a session's line is made for
@@ -275,23 +281,9 @@ impl LogSink {
         lvl: Level,
         line: String,
     ) {
-        if !accepts(target, lvl) {
-            return;
+        if takes(target, lvl) {
+            self.send(target, facility, lvl, line);
         }
-        if let LogTarget::Stdout {
-            sample: Some(smp), ..
-        }
-        | LogTarget::Udp {
-            sample: Some(smp), ..
-        }
-        | LogTarget::Unix {
-            sample: Some(smp), ..
-        } = target
-            && !smp.take()
-        {
-            return;
-        }
-        self.send(target, facility, lvl, line);
     }
 
     fn send(&self, target: &LogTarget, facility: Option<Facility>, lvl: Level, line: String) {
@@ -444,6 +436,28 @@ mod tests {
         };
         format_message(kind, Facility(16), level::INFO, NOW, 0, &meta, LINE, &mut s);
         s
+    }
+
+    /// The level filters first (a line it drops is not counted by the sample), then the
+    /// sample's ranges: `sample 1:2` sends every other line.
+    #[test]
+    fn takes_filters_by_level_then_sample() {
+        let t = LogTarget::Udp {
+            addr: "127.0.0.1:514".parse().expect("addr"),
+            format: LogFormatKind::Local,
+            facility: Facility(16),
+            level: Some(Level(3)),
+            sample: Some(crate::config::model::LogSample {
+                ranges: vec![(1, 1)],
+                size: 2,
+                counter: Arc::new(AtomicU64::new(0)),
+            }),
+        };
+        let sent: Vec<bool> = [level::INFO, Level(3), Level(3), level::INFO, Level(3)]
+            .into_iter()
+            .map(|l| takes(&t, l))
+            .collect();
+        assert_eq!(sent, [false, true, false, false, true]);
     }
 
     /// A one-digit day is space-padded (`{:2}`), the time zero-padded.
