@@ -130,9 +130,12 @@ pub struct Vars {
 
 impl Vars {
     pub fn new(sess: SessVars) -> Rc<Vars> {
+        // Field by field: `..Default::default()` would allocate a `sess` map only to drop it.
         Rc::new(Vars {
             sess,
-            ..Default::default()
+            txn: RefCell::default(),
+            req: RefCell::default(),
+            res: RefCell::default(),
         })
     }
 

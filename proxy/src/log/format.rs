@@ -745,6 +745,15 @@ fn lf_ip(out: &mut String, a: Option<SocketAddr>, o: &Opts) {
                 }
             }
         },
+        // IPv4 without the formatting machinery nor an allocation: every log line has one.
+        Some(SocketAddr::V4(a)) => quoted(out, o, |out| {
+            for (i, b) in a.ip().octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                push_uint(out, u64::from(b));
+            }
+        }),
         Some(a) => lf_text(out, Some(&a.ip().to_string()), o),
         None => lf_text(out, None, o),
     }
@@ -755,26 +764,33 @@ fn lf_port(out: &mut String, a: Option<SocketAddr>, o: &Opts) {
         Some(a) if o.hexa => {
             let _ = write!(out, "{:04X}", a.port());
         }
-        Some(a) => {
-            let _ = write!(out, "{}", a.port());
-        }
+        Some(a) => push_uint(out, u64::from(a.port())),
         None => lf_text(out, None, o),
     }
 }
 
 /// `#XX`-escape bytes < 0x20, >= 0x7f, `"` and `#` (plus `{|}` for captured headers).
 fn encode(out: &mut String, s: &str, hdr: bool) {
-    for &b in s.as_bytes() {
-        let esc = !(0x20..0x7f).contains(&b)
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let esc = |b: u8| {
+        !(0x20..0x7f).contains(&b)
             || b == b'"'
             || b == b'#'
-            || (hdr && matches!(b, b'{' | b'|' | b'}'));
-        if esc {
-            let _ = write!(out, "#{b:02X}");
-        } else {
-            out.push(b as char);
+            || (hdr && matches!(b, b'{' | b'|' | b'}'))
+    };
+    // Runs of plain bytes in one copy. A run starts at 0 or after an escaped byte followed by
+    // an ASCII one, so on a character boundary: `get` always finds it.
+    let mut start = 0;
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        if esc(b) {
+            out.push_str(s.get(start..i).unwrap_or_default());
+            out.push('#');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+            start = i + 1;
         }
     }
+    out.push_str(s.get(start..).unwrap_or_default());
 }
 
 fn quoted(out: &mut String, o: &Opts, f: impl FnOnce(&mut String)) {
@@ -818,8 +834,64 @@ fn split_reqline(line: &str) -> (&str, &str, &str, bool) {
     )
 }
 
-fn ltoa(out: &mut String, v: impl std::fmt::Display) {
-    let _ = write!(out, "{v}");
+/// A value `ltoa` prints: integers without the formatting machinery (a log line holds a score
+/// of them), anything else through `Display`.
+trait LogNum {
+    fn put(self, out: &mut String);
+}
+
+macro_rules! lognum_unsigned {
+    ($($t:ty),*) => {$(impl LogNum for $t {
+        fn put(self, out: &mut String) {
+            push_uint(out, u64::from(self));
+        }
+    })*};
+}
+lognum_unsigned!(u32, u64);
+
+macro_rules! lognum_signed {
+    ($($t:ty),*) => {$(impl LogNum for $t {
+        fn put(self, out: &mut String) {
+            let v = i64::from(self);
+            if v < 0 {
+                out.push('-');
+            }
+            push_uint(out, v.unsigned_abs());
+        }
+    })*};
+}
+lognum_signed!(i32, i64);
+
+impl LogNum for Termination {
+    fn put(self, out: &mut String) {
+        out.push(self.cause.as_char());
+        out.push(self.state.as_char());
+    }
+}
+
+impl LogNum for std::fmt::Arguments<'_> {
+    fn put(self, out: &mut String) {
+        let _ = out.write_fmt(self);
+    }
+}
+
+fn ltoa(out: &mut String, v: impl LogNum) {
+    v.put(out);
+}
+
+/// `v` in decimal.
+pub(crate) fn push_uint(out: &mut String, v: u64) {
+    out.push_str(itoa::Buffer::new().format(v));
+}
+
+/// `v` in decimal on at least `width` digits (zero-padded), as `{:0width$}`.
+pub(crate) fn push_padded(out: &mut String, v: u64, width: usize) {
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(v);
+    for _ in digits.len()..width {
+        out.push('0');
+    }
+    out.push_str(digits);
 }
 
 fn plus(out: &mut String, rec: &LogRecord<'_>) {
@@ -1124,17 +1196,23 @@ pub fn civil(epoch_us: i64, utc_offset_secs: i32) -> Civil {
 /// `dd/Mmm/yyyy:HH:MM:SS.mmm` in local time (`%t`, `%tr`).
 pub fn date_log(out: &mut String, epoch_us: i64, utc_offset_secs: i32) {
     let c = civil(epoch_us, utc_offset_secs);
-    let _ = write!(
-        out,
-        "{:02}/{}/{:04}:{:02}:{:02}:{:02}.{:03}",
-        c.day,
-        c.month_name(),
-        c.year,
-        c.hour,
-        c.min,
-        c.sec,
-        c.usec / 1000
-    );
+    push_padded(out, c.day.into(), 2);
+    out.push('/');
+    out.push_str(c.month_name());
+    out.push('/');
+    // `{:04}`: the sign counts in the width.
+    if c.year < 0 {
+        out.push('-');
+        push_padded(out, c.year.unsigned_abs(), 3);
+    } else {
+        push_padded(out, c.year.unsigned_abs(), 4);
+    }
+    for (sep, v) in [(':', c.hour), (':', c.min), (':', c.sec)] {
+        out.push(sep);
+        push_padded(out, v.into(), 2);
+    }
+    out.push('.');
+    push_padded(out, (c.usec / 1000).into(), 3);
 }
 
 /// `dd/Mmm/yyyy:HH:MM:SS +hhmm` (`%T`/`%trg` with offset 0, `%Tl`/`%trl` local).
@@ -1570,6 +1648,59 @@ mod tests {
         rec.status = 503;
         assert!(rec.is_error());
         assert!(rec.should_log(false, true));
+    }
+
+    #[test]
+    fn encode_escapes_each_byte_and_copies_runs() {
+        let mut s = String::new();
+        encode(&mut s, "a\"é#{x}\u{7f}", true);
+        assert_eq!(s, "a#22#C3#A9#23#7Bx#7D#7F");
+        s.clear();
+        encode(&mut s, "é", false);
+        encode(&mut s, "plain {x}", false);
+        assert_eq!(s, "#C3#A9plain {x}");
+    }
+
+    #[test]
+    fn digits_as_the_formatter_writes_them() {
+        for v in [0u64, 7, 42, 999, 1000, 65_535, u64::MAX] {
+            let (mut a, mut b) = (String::new(), String::new());
+            push_uint(&mut a, v);
+            push_padded(&mut b, v, 3);
+            assert_eq!((a, b), (format!("{v}"), format!("{v:03}")));
+        }
+        let mut s = String::new();
+        for v in [-1i64, 0, i64::MIN] {
+            ltoa(&mut s, v);
+            s.push(' ');
+        }
+        ltoa(&mut s, u32::MAX);
+        assert_eq!(s, format!("-1 0 {} {}", i64::MIN, u32::MAX));
+        // As the `{:02}/{}/{:04}:…` format wrote it, years before 1000 and before 0 included.
+        for us in [
+            NOV30 * 1_000_000 + 7_000,
+            0,
+            -30_000_000_000_000_000,
+            -70_000_000_000_000_000,
+        ] {
+            let c = civil(us, 3600);
+            let want = format!(
+                "{:02}/{}/{:04}:{:02}:{:02}:{:02}.{:03}",
+                c.day,
+                c.month_name(),
+                c.year,
+                c.hour,
+                c.min,
+                c.sec,
+                c.usec / 1000
+            );
+            let mut s = String::new();
+            date_log(&mut s, us, 3600);
+            assert_eq!(s, want);
+        }
+        let mut s = String::new();
+        date_log(&mut s, NOV30 * 1_000_000 + 7_000, 0);
+        assert_eq!(s, "30/Nov/2026:05:15:23.007");
     }
 
     #[test]

@@ -231,10 +231,13 @@ impl Logger {
             None => INFO,
         };
         let line = Self::render(self, fmt, fe, rec);
-        if let Some(sink) = &self.sink {
-            for t in &fe.cfg.logs {
+        if let Some(sink) = &self.sink
+            && let Some((last, others)) = fe.cfg.logs.split_last()
+        {
+            for t in others {
                 sink.log(t, None, level, &line);
             }
+            sink.log_owned(last, None, level, line);
         }
     }
 

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::model::{Facility, Level, LogFormatKind, LogTarget};
-use crate::log::format::civil;
+use crate::log::format::{civil, push_padded, push_uint};
 
 /// Tag printed in `tag[pid]:` when `log-tag` is not set.
 pub const DEFAULT_LOG_TAG: &str = "haproxy";
@@ -67,30 +67,37 @@ pub fn format_header(
         | LogFormatKind::Rfc3164
         | LogFormatKind::Rfc5424
         | LogFormatKind::Priority => {
-            let _ = write!(out, "<{pri}>");
+            out.push('<');
+            push_uint(out, pri.into());
+            out.push('>');
         }
         LogFormatKind::Short | LogFormatKind::Timed => {
-            let _ = write!(out, "<{}>", lvl.0);
+            out.push('<');
+            push_uint(out, lvl.0.into());
+            out.push('>');
         }
         LogFormatKind::Iso | LogFormatKind::Raw => {}
     }
     match kind {
+        // The common headers without the formatting machinery: one per log line.
         LogFormatKind::Local | LogFormatKind::Rfc3164 => {
             let c = civil(now_us, utc_offset_secs);
-            let _ = write!(
-                out,
-                "{} {:2} {:02}:{:02}:{:02} ",
-                c.month_name(),
-                c.day,
-                c.hour,
-                c.min,
-                c.sec
-            );
+            out.push_str(c.month_name());
+            out.push_str(if c.day < 10 { "  " } else { " " });
+            push_uint(out, c.day.into());
+            for (sep, v) in [(' ', c.hour), (':', c.min), (':', c.sec)] {
+                out.push(sep);
+                push_padded(out, v.into(), 2);
+            }
+            out.push(' ');
             if kind == LogFormatKind::Rfc3164 {
                 out.push_str(meta.hostname.unwrap_or("localhost"));
                 out.push(' ');
             }
-            let _ = write!(out, "{}[{}]: ", meta.tag, meta.pid);
+            out.push_str(meta.tag);
+            out.push('[');
+            push_uint(out, meta.pid.into());
+            out.push_str("]: ");
         }
         LogFormatKind::Rfc5424 => {
             out.push_str("1 ");
@@ -172,6 +179,26 @@ fn target_parts(t: &LogTarget) -> (LogFormatKind, Facility, Option<Level>) {
     }
 }
 
+/// Whether `target` sends a line of severity `lvl` now: its level, then its `sample` (which
+/// counts the line).
+fn takes(target: &LogTarget, lvl: Level) -> bool {
+    if !accepts(target, lvl) {
+        return false;
+    }
+    match target {
+        LogTarget::Stdout {
+            sample: Some(smp), ..
+        }
+        | LogTarget::Udp {
+            sample: Some(smp), ..
+        }
+        | LogTarget::Unix {
+            sample: Some(smp), ..
+        } => smp.take(),
+        _ => true,
+    }
+}
+
 /// Whether `target` takes a message of severity `lvl` (its level is the least severe it sends).
 pub fn accepts(target: &LogTarget, lvl: Level) -> bool {
     target_parts(target).2.is_none_or(|max| lvl <= max)
@@ -240,22 +267,26 @@ impl LogSink {
     /// Queue `line` for `target` at severity `lvl` (facility: the target's unless given).
     /// Never blocks: a full channel drops the line and counts it.
     pub fn log(&self, target: &LogTarget, facility: Option<Facility>, lvl: Level, line: &str) {
-        if !accepts(target, lvl) {
-            return;
+        if takes(target, lvl) {
+            self.send(target, facility, lvl, line.to_string());
         }
-        if let LogTarget::Stdout {
-            sample: Some(smp), ..
+    }
+
+    /// [`LogSink::log`] of a line the caller hands over (no copy: a session's line is made for
+    /// its one target).
+    pub fn log_owned(
+        &self,
+        target: &LogTarget,
+        facility: Option<Facility>,
+        lvl: Level,
+        line: String,
+    ) {
+        if takes(target, lvl) {
+            self.send(target, facility, lvl, line);
         }
-        | LogTarget::Udp {
-            sample: Some(smp), ..
-        }
-        | LogTarget::Unix {
-            sample: Some(smp), ..
-        } = target
-            && !smp.take()
-        {
-            return;
-        }
+    }
+
+    fn send(&self, target: &LogTarget, facility: Option<Facility>, lvl: Level, line: String) {
         let Some(tx) = &self.tx else { return };
         let time_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -265,7 +296,7 @@ impl LogSink {
             facility: facility.unwrap_or(target_parts(target).1),
             level: lvl,
             time_us,
-            line: line.to_string(),
+            line,
         };
         match tx.try_send(msg) {
             Ok(()) => {}
@@ -314,10 +345,20 @@ fn writer_loop(rx: Receiver<Msg>, opts: &SinkOptions, counters: &Counters) {
         pid: opts.pid,
         hostname: opts.hostname.as_deref(),
     };
+    // The local offset of the last second seen: a time zone lookup per second, not per line.
+    let mut offset: Option<(i64, i32)> = None;
     for m in rx {
         buf.clear();
         let (kind, _, _) = target_parts(&m.target);
-        let off = local_utc_offset(m.time_us.div_euclid(1_000_000));
+        let sec = m.time_us.div_euclid(1_000_000);
+        let off = match offset {
+            Some((s, off)) if s == sec => off,
+            _ => {
+                let off = local_utc_offset(sec);
+                offset = Some((sec, off));
+                off
+            }
+        };
         format_message(
             kind, m.facility, m.level, m.time_us, off, &meta, &m.line, &mut buf,
         );
@@ -395,6 +436,50 @@ mod tests {
         };
         format_message(kind, Facility(16), level::INFO, NOW, 0, &meta, LINE, &mut s);
         s
+    }
+
+    /// The level filters first (a line it drops is not counted by the sample), then the
+    /// sample's ranges: `sample 1:2` sends every other line.
+    #[test]
+    fn takes_filters_by_level_then_sample() {
+        let t = LogTarget::Udp {
+            addr: "127.0.0.1:514".parse().expect("addr"),
+            format: LogFormatKind::Local,
+            facility: Facility(16),
+            level: Some(Level(3)),
+            sample: Some(crate::config::model::LogSample {
+                ranges: vec![(1, 1)],
+                size: 2,
+                counter: Arc::new(AtomicU64::new(0)),
+            }),
+        };
+        let sent: Vec<bool> = [level::INFO, Level(3), Level(3), level::INFO, Level(3)]
+            .into_iter()
+            .map(|l| takes(&t, l))
+            .collect();
+        assert_eq!(sent, [false, true, false, false, true]);
+    }
+
+    /// A one-digit day is space-padded (`{:2}`), the time zero-padded.
+    #[test]
+    fn local_header_pads_the_day() {
+        let meta = HeaderMeta {
+            tag: "haproxy",
+            pid: 7,
+            hostname: Some("lb1"),
+        };
+        let mut s = String::new();
+        let nov5 = NOW - 25 * 86_400 * 1_000_000 - 6 * 3_600 * 1_000_000;
+        format_header(
+            LogFormatKind::Rfc3164,
+            Facility(16),
+            level::INFO,
+            nov5,
+            0,
+            &meta,
+            &mut s,
+        );
+        assert_eq!(s, "<134>Nov  5 00:31:32 lb1 haproxy[7]: ");
     }
 
     /// Byte-exact against HAProxy 2.6 sending the same line to a UDP listener.

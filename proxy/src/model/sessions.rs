@@ -151,7 +151,15 @@ impl<F: Future<Output = ()>> Future for Tracked<F> {
 /// The running stream took a slot on `srv` of `be`.
 pub fn note_server(be: &crate::model::Proxy, srv: &crate::model::Server) {
     let _ = CURRENT.try_with(|l| {
-        *l.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((
+        let mut cur = l.server.lock().unwrap_or_else(|p| p.into_inner());
+        // A keep-alive stream mostly takes the same server again: no new copies of the names.
+        if let Some((b, bid, s, sid)) = &*cur
+            && (*bid, *sid) == (i64::from(be.cfg.id), i64::from(srv.cfg.id))
+            && (b.as_str(), s.as_str()) == (be.name.as_str(), srv.name.as_str())
+        {
+            return;
+        }
+        *cur = Some((
             be.name.clone(),
             i64::from(be.cfg.id),
             srv.name.clone(),

@@ -112,12 +112,23 @@ const PROTECTED: [&str; 3] = ["content-length", "transfer-encoding", "host"];
 /// `upgrade` token, as spelled. Call [`wants_close`] / [`is_upgrade`] first: this erases what
 /// they read. HAProxy 2.6 itself only strips `close`/`keep-alive` ([`strip_close_keepalive`]).
 pub fn remove_hop_by_hop(headers: &mut Headers) {
+    // Most messages carry none of these fields (nothing else can be named without
+    // `Connection`): one pass over the names then.
+    let hop = |n: &str| {
+        ["connection", "keep-alive", "proxy-connection", "upgrade"]
+            .iter()
+            .any(|h| n.eq_ignore_ascii_case(h))
+    };
+    if !headers.0.iter().any(|h| hop(&h.name)) {
+        return;
+    }
     let upgrading =
         connection_has_token(headers, "upgrade") && upgrade_protocols(headers).next().is_some();
+    // `keep-alive` (the usual token) names a field removed anyway: no allocation for it.
     let named: Vec<String> = headers
         .get_all("connection")
         .flat_map(list_elements)
-        .filter(|t| is_token(t))
+        .filter(|t| is_token(t) && !t.eq_ignore_ascii_case(b"keep-alive"))
         .map(|t| String::from_utf8_lossy(t).to_ascii_lowercase())
         .filter(|t| !PROTECTED.contains(&t.as_str()) && t != "upgrade" && t != "connection")
         .collect();

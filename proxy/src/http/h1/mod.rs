@@ -212,10 +212,37 @@ impl std::error::Error for H1Error {}
 
 /// RFC 9110 tchar.
 pub(crate) fn is_tchar(b: u8) -> bool {
+    TCHAR[usize::from(b)]
+}
+
+const fn tchar(b: u8) -> bool {
     matches!(b,
         b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`'
         | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
 }
+
+const fn field_byte(b: u8) -> bool {
+    matches!(b, b'\t' | b' '..=b'~' | 0x80..=0xff)
+}
+
+/// A byte class as a table (0: tchar, 1: field byte): one load per byte on the parser's hot
+/// loops.
+const fn class(which: u8) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = if which == 0 {
+            tchar(i as u8)
+        } else {
+            field_byte(i as u8)
+        };
+        i += 1;
+    }
+    t
+}
+
+static TCHAR: [bool; 256] = class(0);
+static FIELD_BYTE: [bool; 256] = class(1);
 
 pub(crate) fn is_token(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| is_tchar(b))
@@ -223,7 +250,7 @@ pub(crate) fn is_token(s: &[u8]) -> bool {
 
 /// field-vchar, SP or HTAB: what a field value may hold (obs-text included).
 pub(crate) fn is_field_byte(b: u8) -> bool {
-    matches!(b, b'\t' | b' '..=b'~' | 0x80..=0xff)
+    FIELD_BYTE[usize::from(b)]
 }
 
 pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {

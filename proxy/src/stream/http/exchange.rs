@@ -190,8 +190,10 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 match done {
                     super::response::Forwarded::Done(keep) => keep,
                     // An upgrade: the stream becomes a tunnel, under the same watch.
+                    // Boxed, as the connect: the relay's state would weigh on every
+                    // transaction's future for the rare upgrade.
                     super::response::Forwarded::Upgrade(sbuf) => {
-                        self.tunnel(&leg, sbuf, &mut tx.log).await
+                        Box::pin(self.tunnel(&leg, sbuf, &mut tx.log)).await
                     }
                 }
             }
@@ -213,7 +215,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         &mut self,
         be: &Arc<Proxy>,
         tx: &mut Txn,
-        head_bytes: Vec<u8>,
+        mut head_bytes: Vec<u8>,
         watch: &KillWatch<U::Conn>,
     ) -> Result<(Arc<Server>, Rc<U::Conn>, Answer), bool> {
         let tc_start = Instant::now();
@@ -247,7 +249,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             }
             self.engage(be, &srv, &server, &mut tx.log, watch);
             let r = self
-                .send_request(be, &server, head_bytes.clone(), tx.framing, &mut tx.log)
+                .send_request(be, &server, &mut head_bytes, tx.framing, &mut tx.log)
                 .await;
             let r = match r {
                 Ok(()) => self.read_response(be, &srv, &server, &mut tx.log).await,
@@ -353,18 +355,22 @@ impl<F: Front, U: Upstream> Session<F, U> {
         &mut self,
         be: &Proxy,
         server: &U::Conn,
-        head: Vec<u8>,
+        head: &mut Vec<u8>,
         framing: BodyFraming,
         log: &mut SessionLog,
     ) -> Result<(), Abort> {
         let st = be.cfg.timeouts.server;
-        match self
+        // The head is lent to the write and comes back whole, for a replay.
+        let sent = self
             .stimer
-            .idle(server.write_all(head), st, &self.activity)
-            .await
-        {
-            Some((Ok(()), _)) => {}
-            Some((Err(_), _)) => return Err(Abort::Server(b'H')),
+            .idle(server.write_all(std::mem::take(head)), st, &self.activity)
+            .await;
+        match sent {
+            Some((Ok(()), b)) => *head = b,
+            Some((Err(_), b)) => {
+                *head = b;
+                return Err(Abort::Server(b'H'));
+            }
             None => return Err(Abort::ServerTimeout(b'H')),
         }
         if framing.bodyless() {

@@ -159,7 +159,10 @@ impl Upstream for Servers {
             return Ok((srv, conn, true));
         }
         let _opening = shared_h2.then(|| pool::Connecting::start(&*srv));
-        connect_new(side, be, key, srv, log).await
+        // Boxed: the connect's state (retries, TLS, PROXY header) is most of this future's
+        // size, and every transaction's future carries it (moved into its box per request),
+        // while a keep-alive stream mostly reuses its connection.
+        Box::pin(connect_new(side, be, key, srv, log)).await
     }
 
     fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>) {

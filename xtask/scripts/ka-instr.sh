@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# User-space work per keep-alive request (issue 21, item 4): the bench's "keep-alive tiny" setup
+# (`cargo xtask bench`'s config text for the `http` frontend, the same nginx backend answering
+# `/` with `ok`), driven by h2load with a fixed number of requests, measured two ways:
+#
+#   MODE=callgrind  instructions per request, user space only, exact and repeatable: the proxy
+#                   runs under `valgrind --tool=callgrind` with instrumentation off, is warmed
+#                   up, then counts only the measured requests (every thread of the process).
+#                   This machine's virtual CPU has no PMU, so `perf stat -e instructions:u,k`
+#                   reports "not supported"; callgrind is the instruction counter that works.
+#   MODE=cpu        user and kernel CPU µs per request from /proc/PID/stat, natively (noisy on a
+#                   shared machine: repeat it; only the ratios between targets mean much).
+#   MODE=perf       `perf record -g` (cpu-clock sampling: no PMU) of the measured requests, then
+#                   `perf report --no-children` into $OUT/perf.txt.
+#
+#   TARGET=portcullis|haproxy  BIN=path (default: target/release/portcullis or haproxy)
+#   IO=epoll|uring (portcullis only; callgrind needs epoll)  N=requests  C=connections
+#   LOG=1 adds `option httplog` and a UDP `log` target (a socat sink): the log line's cost.
+#
+# Example: TARGET=portcullis MODE=callgrind N=20000 xtask/scripts/ka-instr.sh
+set -euo pipefail
+
+TARGET=${TARGET:-portcullis}
+MODE=${MODE:-callgrind}
+IO=${IO:-epoll}
+LOG=${LOG:-0}
+C=${C:-10}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "$MODE" = callgrind ]; then N=${N:-20000}; else N=${N:-200000}; fi
+WARM=${WARM:-$((N / 10))}
+case $TARGET in
+portcullis) BIN=${BIN:-$ROOT/target/release/portcullis} ;;
+haproxy) BIN=${BIN:-$(command -v haproxy)} ;;
+*) echo "TARGET is portcullis or haproxy" >&2; exit 2 ;;
+esac
+OUT=${OUT:-$(mktemp -d /tmp/ka-instr.XXXXXX)}
+mkdir -p "$OUT"
+
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 20000))
+        ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
+    done
+}
+BPORT=$(free_port)
+PPORT=$(free_port)
+LPORT=$(free_port)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_port() {
+    for _ in $(seq 1 300); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on $1" >&2
+    exit 1
+}
+
+# The backend, as the bench's (conf::nginx_backend, plain HTTP part), on the load core.
+cat >"$OUT/backend.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $OUT/backend.pid;
+error_log $OUT/backend-error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $OUT/tmp-body;
+    proxy_temp_path $OUT/tmp-proxy;
+    fastcgi_temp_path $OUT/tmp-fastcgi;
+    uwsgi_temp_path $OUT/tmp-uwsgi;
+    scgi_temp_path $OUT/tmp-scgi;
+    server {
+        listen 127.0.0.1:$BPORT;
+        location = / { return 200 "ok"; }
+    }
+}
+EOF
+taskset -c 0 nginx -p "$OUT" -e "$OUT/backend-error.log" -c "$OUT/backend.conf" &
+pids+=($!)
+
+# The proxy's config: the bench's (conf::haproxy), its `http` frontend and `app` backend.
+log_lines=""
+if [ "$LOG" = 1 ]; then
+    log_lines="    log 127.0.0.1:$LPORT local0
+    option httplog
+"
+    socat -u "UDP-RECV:$LPORT,bind=127.0.0.1" /dev/null &
+    pids+=($!)
+fi
+cat >"$OUT/proxy.cfg" <<EOF
+global
+    nbthread 1
+    maxconn 1000
+
+defaults
+    mode http
+    maxconn 1000
+${log_lines}    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+
+frontend http
+    bind 127.0.0.1:$PPORT
+    default_backend app
+
+backend app
+    http-reuse always
+    server app1 127.0.0.1:$BPORT
+EOF
+
+args=(-f "$OUT/proxy.cfg" -db)
+[ "$TARGET" = portcullis ] && args+=(--io "$IO")
+if [ "$MODE" = callgrind ]; then
+    taskset -c 1 valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$OUT/cg.out" "$BIN" "${args[@]}" 2>"$OUT/valgrind.log" &
+else
+    taskset -c 1 "$BIN" "${args[@]}" >"$OUT/proxy.log" 2>&1 &
+fi
+PID=$!
+pids+=("$PID")
+wait_port "$BPORT"
+wait_port "$PPORT"
+
+load() {
+    taskset -c 0 h2load --h1 -n "$1" -c "$C" -m 1 "http://127.0.0.1:$PPORT/" >"$OUT/h2load-$2.txt"
+    grep -q "$1 succeeded, 0 failed, 0 errored" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
+    grep -q "status codes: $1 2xx" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
+}
+ticks() { awk '{print $14, $15}' "/proc/$PID/stat"; }
+
+load "$WARM" warm
+label="$TARGET${IO:+ ($IO)}"
+[ "$TARGET" = haproxy ] && label=haproxy
+[ "$LOG" = 1 ] && label="$label, httplog"
+case $MODE in
+callgrind)
+    callgrind_control -i on "$PID" >/dev/null 2>&1
+    load "$N" run
+    callgrind_control -d "$PID" >/dev/null 2>&1
+    callgrind_control -i off "$PID" >/dev/null 2>&1
+    dump=$(ls -t "$OUT"/cg.out* | head -1)
+    total=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
+    echo "$label: $((total / N)) instructions:u per request ($total over $N; $dump)"
+    ;;
+cpu)
+    read -r u0 s0 < <(ticks)
+    load "$N" run
+    read -r u1 s1 < <(ticks)
+    hz=$(getconf CLK_TCK)
+    awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v hz="$hz" -v n="$N" -v l="$label" \
+        'BEGIN { printf "%s: user %.2f µs, kernel %.2f µs per request\n", l, u * 1e6 / hz / n, s * 1e6 / hz / n }'
+    ;;
+perf)
+    perf record -g -o "$OUT/perf.data" -p "$PID" 2>"$OUT/perf-record.log" &
+    ppid=$!
+    sleep 1
+    load "$N" run
+    kill -INT "$ppid"
+    wait "$ppid" || true
+    perf report -i "$OUT/perf.data" --no-children --percent-limit 0.5 --stdio >"$OUT/perf.txt" 2>/dev/null
+    echo "$label: profile in $OUT/perf.txt"
+    ;;
+*) echo "MODE is callgrind, cpu or perf" >&2; exit 2 ;;
+esac
