@@ -420,7 +420,7 @@ fn sent_headers_match_haproxy() {
                 let (mut c, cport) = connect_from_client(lo(sport));
                 c.write_all(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n")
                     .expect("write");
-                let (mut srv, _) = capture.accept().expect("accept");
+                let mut srv = accept_within(&capture, Duration::from_secs(10));
                 srv.set_read_timeout(Some(Duration::from_secs(3))).ok();
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 1024];
@@ -822,7 +822,7 @@ fn tls_with_proxy_protocol_vs_haproxy() {
             let (c, _) = connect_from_client(lo(sport));
             let der2 = der.clone();
             let client = std::thread::spawn(move || tls_get(c, &der2));
-            let (mut srv, _) = capture.accept().expect("accept");
+            let mut srv = accept_within(&capture, Duration::from_secs(10));
             srv.set_read_timeout(Some(Duration::from_secs(3))).ok();
             let mut buf = Vec::new();
             let mut chunk = [0u8; 1024];
@@ -1038,4 +1038,27 @@ fn kernel_relay_between_headers() {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
     assert!(sessions >= 1, "not spliced in the kernel: {out}");
+}
+
+/// The next connection to `l`, within `limit` (a sender that never connects fails the test
+/// instead of hanging it; `l` is left blocking as it was).
+fn accept_within(l: &std::net::TcpListener, limit: Duration) -> std::net::TcpStream {
+    l.set_nonblocking(true).expect("nonblocking");
+    let deadline = std::time::Instant::now() + limit;
+    let got = loop {
+        match l.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no connection reached the capture within {limit:?}"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    l.set_nonblocking(false).expect("blocking");
+    got.set_nonblocking(false).expect("blocking stream");
+    got
 }

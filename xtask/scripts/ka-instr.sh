@@ -16,6 +16,8 @@
 #   TARGET=portcullis|haproxy  BIN=path (default: target/release/portcullis or haproxy)
 #   IO=epoll|uring (portcullis only; callgrind needs epoll)  N=requests  C=connections
 #   LOG=1 adds `option httplog` and a UDP `log` target (a socat sink): the log line's cost.
+#   H2=1 makes the frontend `bind … proto h2` and drives it with h2c (prior knowledge), ten
+#   streams in flight per connection: the HTTP/2 frontend's cost (issue 15's h2 row, plain).
 #
 # Example: TARGET=portcullis MODE=callgrind N=20000 xtask/scripts/ka-instr.sh
 set -euo pipefail
@@ -24,6 +26,7 @@ TARGET=${TARGET:-portcullis}
 MODE=${MODE:-callgrind}
 IO=${IO:-epoll}
 LOG=${LOG:-0}
+H2=${H2:-0}
 C=${C:-10}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "$MODE" = callgrind ]; then N=${N:-20000}; else N=${N:-200000}; fi
@@ -111,7 +114,7 @@ ${log_lines}    timeout connect 5s
     timeout http-keep-alive 60s
 
 frontend http
-    bind 127.0.0.1:$PPORT
+    bind 127.0.0.1:$PPORT$([ "$H2" = 1 ] && echo " proto h2")
     default_backend app
 
 backend app
@@ -133,7 +136,9 @@ wait_port "$BPORT"
 wait_port "$PPORT"
 
 load() {
-    taskset -c 0 h2load --h1 -n "$1" -c "$C" -m 1 "http://127.0.0.1:$PPORT/" >"$OUT/h2load-$2.txt"
+    local proto=(--h1 -m 1)
+    [ "$H2" = 1 ] && proto=(-m 10)
+    taskset -c 0 h2load "${proto[@]}" -n "$1" -c "$C" "http://127.0.0.1:$PPORT/" >"$OUT/h2load-$2.txt"
     grep -q "$1 succeeded, 0 failed, 0 errored" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
     grep -q "status codes: $1 2xx" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
 }
@@ -143,6 +148,7 @@ load "$WARM" warm
 label="$TARGET${IO:+ ($IO)}"
 [ "$TARGET" = haproxy ] && label=haproxy
 [ "$LOG" = 1 ] && label="$label, httplog"
+[ "$H2" = 1 ] && label="$label, h2c"
 case $MODE in
 callgrind)
     callgrind_control -i on "$PID" >/dev/null 2>&1
