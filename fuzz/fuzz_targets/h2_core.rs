@@ -23,8 +23,14 @@ fn check_output(out: &[u8], goaways: &mut u32) {
     let mut rest = out;
     while !rest.is_empty() {
         let h = Head::parse(rest).expect("a whole frame header in the output");
-        assert!(rest.len() >= frame::HEADER_LEN + h.len, "a whole frame in the output");
-        assert!(h.stream == 0 || h.stream % 2 == 1, "a frame on a server stream");
+        assert!(
+            rest.len() >= frame::HEADER_LEN + h.len,
+            "a whole frame in the output"
+        );
+        assert!(
+            h.stream == 0 || h.stream % 2 == 1,
+            "a frame on a server stream"
+        );
         if h.kind == frame::DATA {
             assert!(h.len <= frame::MAX_FRAME_SIZE_LIMIT as usize);
         }
@@ -92,7 +98,10 @@ fuzz_target!(|data: &[u8]| {
         let out = s.take_output(Vec::new());
         check_output(&out, &mut goaways);
         if failed_before.is_some() {
-            assert_eq!(goaways, before, "nothing after the GOAWAY of a failed connection");
+            assert_eq!(
+                goaways, before,
+                "nothing after the GOAWAY of a failed connection"
+            );
         }
     }
     for id in live {

@@ -76,7 +76,13 @@ fuzz_target!(|data: &[u8]| {
         let conn = Conn::Plain(Stream::Unix(ours));
         let origin = Origin::default();
         let sess = Rc::new(portcullis::stick::StkCtrs::default());
-        let serve = portcullis::stream::http::h2::serve_tracked(shared, fe, conn, origin, (sess, Default::default()));
+        let serve = portcullis::stream::http::h2::serve_tracked(
+            shared,
+            fe,
+            conn,
+            origin,
+            (sess, Default::default()),
+        );
         let client = async move {
             let (mut rd, mut wr) = theirs.into_split();
             let write = async move {

@@ -347,7 +347,11 @@ fn seed(fuzz: &Path, t: &str) -> Result {
         "h2_core" => {
             for (i, f) in h2_frames().iter().enumerate() {
                 for ops in [0u8, 37, 255] {
-                    write_seed(&dir, &format!("seed-{i:03}-{ops}"), &[&[ops], &f[..]].concat())?;
+                    write_seed(
+                        &dir,
+                        &format!("seed-{i:03}-{ops}"),
+                        &[&[ops], &f[..]].concat(),
+                    )?;
                 }
             }
         }

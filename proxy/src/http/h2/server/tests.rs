@@ -495,7 +495,12 @@ fn protocol_errors_end_the_connection() {
         (
             [
                 frame(frame::HEADERS, frame::END_HEADERS, 5, &get("/")),
-                frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 2, &[]),
+                frame(
+                    frame::HEADERS,
+                    frame::END_HEADERS | frame::END_STREAM,
+                    2,
+                    &[],
+                ),
             ]
             .concat(),
             code::PROTOCOL_ERROR,
