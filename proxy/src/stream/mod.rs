@@ -55,7 +55,11 @@ pub(crate) fn silence(fd: std::os::fd::RawFd) {
     // What was received is acknowledged now: a delayed ACK would come after the socket is
     // gone, and the client's retransmission would draw a reset.
     set(libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
-    if set(libc::IPPROTO_TCP, libc::TCP_REPAIR, 1) != 0 {
+    if set(libc::IPPROTO_TCP, libc::TCP_REPAIR, 1) == 0 {
+        // The close's shutdown queues its FIN in the send queue, which repair mode does not
+        // transmit (`TCP_SEND_QUEUE`).
+        set(libc::IPPROTO_TCP, libc::TCP_REPAIR_QUEUE, 2);
+    } else {
         set(libc::IPPROTO_IP, libc::IP_TTL, 1);
         set(libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, 1);
     }

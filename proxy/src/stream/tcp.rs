@@ -472,13 +472,7 @@ fn stick_plan(
     if be.rules.stick.is_empty() {
         return None;
     }
-    let ctx = crate::ana::sample::SampleCtx {
-        proxied,
-        backend: Some(&be.name),
-        payload: Some(pending),
-        req_len: pending.len(),
-        ..crate::ana::tcp::base_ctx(fe, peer, local)
-    };
+    let ctx = backend_ctx(fe, be, (peer, local), proxied, pending);
     let now = shared.model.now_ms();
     Some(crate::ana::sticking::on_request(
         &be.rules.stick,
@@ -486,6 +480,24 @@ fn stick_plan(
         &ctx,
         now,
     ))
+}
+
+/// What the backend's stick rules and `balance hash` see of a TCP session: its addresses, PROXY
+/// header and the bytes its client sent so far.
+fn backend_ctx<'a>(
+    fe: &'a Proxy,
+    be: &'a Proxy,
+    (peer, local): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    proxied: Option<&'a crate::proxy_proto::Header>,
+    pending: &'a [u8],
+) -> SampleCtx<'a> {
+    SampleCtx {
+        proxied,
+        backend: Some(&be.name),
+        payload: Some(pending),
+        req_len: pending.len(),
+        ..crate::ana::tcp::base_ctx(fe, peer, local)
+    }
 }
 
 /// `persist rdp-cookie(<name>)`: the server whose IPv4 address and port the client's RDP cookie
@@ -533,13 +545,7 @@ fn lb_key(
     let pool = be.pool();
     match pool.lb.hash_expr() {
         Some(expr) => {
-            let ctx = crate::ana::sample::SampleCtx {
-                proxied,
-                backend: Some(&be.name),
-                payload: Some(pending),
-                req_len: pending.len(),
-                ..crate::ana::tcp::base_ctx(fe, peer, local)
-            };
+            let ctx = backend_ctx(fe, be, (peer, local), proxied, pending);
             expr.eval(&ctx).map(|v| pool.lb.key_of(&v.to_bytes()))
         }
         None => pool.lb.key(peer.map(|p| p.ip()), None),

@@ -571,8 +571,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
-    /// `silent-drop`: the client socket is made quiet (TCP_REPAIR, else a TTL of 1, as HAProxy)
-    /// before the close that follows, which then tells the client nothing; logged `-1 PR--`,
+    /// `silent-drop`: the client socket is drained and made quiet (`stream::silence`) before the
+    /// close that follows, which then tells the client nothing; logged `-1 PR--`,
     /// counted in `dreq`. Behind TLS or h2 the socket is out of reach: the close resets it.
     fn silent_drop(&self) -> Reply {
         use std::os::fd::AsRawFd;
@@ -583,26 +583,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             None => None,
         };
         if let Some(fd) = fd {
-            let set = |level, opt, v: libc::c_int| {
-                // SAFETY: a setsockopt on a socket the session owns, with an int it points to.
-                unsafe {
-                    libc::setsockopt(
-                        fd,
-                        level,
-                        opt,
-                        (&v as *const libc::c_int).cast(),
-                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                    )
-                }
-            };
-            if set(libc::IPPROTO_TCP, libc::TCP_REPAIR, 1) == 0 {
-                // The close's shutdown queues its FIN in the send queue, which repair mode
-                // does not transmit (`TCP_SEND_QUEUE`).
-                set(libc::IPPROTO_TCP, libc::TCP_REPAIR_QUEUE, 2);
-            } else {
-                set(libc::IPPROTO_IP, libc::IP_TTL, 1);
-                set(libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, 1);
-            }
+            crate::stream::silence(fd);
         }
         Reply {
             status: 0,
