@@ -140,3 +140,64 @@ fn sess_variables_are_shared_by_a_connections_streams_as_haproxy() {
         assert_eq!(ours, theirs, "HAProxy 2.6 differs");
     }
 }
+
+/// A client that opens no flow-control window gets no response body and keeps nothing open:
+/// the stream waits at most `timeout client` for a window, then the idle connection is closed
+/// (found by the `h2_front` fuzz target: SETTINGS_INITIAL_WINDOW_SIZE 0 and no WINDOW_UPDATE
+/// once kept the connection forever).
+#[test]
+fn a_client_that_opens_no_window_is_cut_off_at_timeout_client() {
+    use std::io::{Read, Write};
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port} proto h2\n\
+         \x20   http-request return status 200 content-type text/plain string hello\n"
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let len = payload.len() as u32;
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    };
+    let mut c = std::net::TcpStream::connect(lo(port)).expect("connect");
+    c.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .expect("timeout");
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // SETTINGS_INITIAL_WINDOW_SIZE = 0.
+    hello.extend(frame(4, 0, 0, &[0, 4, 0, 0, 0, 0]));
+    // GET http://a/ (static-table method, scheme and path; literal authority).
+    hello.extend(frame(1, 0x5, 1, &[0x82, 0x86, 0x84, 0x41, 1, b'a']));
+    c.write_all(&hello).expect("write");
+    let start = std::time::Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match c.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break true,
+        }
+        if start.elapsed() > std::time::Duration::from_secs(15) {
+            break false;
+        }
+    };
+    assert!(closed, "the connection was kept open: {got:?}");
+    // The head went out; no DATA frame did (the window stayed shut).
+    let mut kinds = Vec::new();
+    let mut rest = &got[..];
+    while rest.len() >= 9 {
+        let len = (usize::from(rest[0]) << 16) | (usize::from(rest[1]) << 8) | usize::from(rest[2]);
+        kinds.push(rest[3]);
+        rest = &rest[(9 + len).min(rest.len())..];
+    }
+    assert!(kinds.contains(&1), "no HEADERS: {kinds:?}");
+    assert!(!kinds.contains(&0), "DATA despite a shut window: {kinds:?}");
+}

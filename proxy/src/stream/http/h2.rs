@@ -262,7 +262,7 @@ impl H2Conn {
             id,
             notify,
             req,
-            self.tls.clone(),
+            (self.tls.clone(), self.fe.cfg.timeouts.client),
             first,
         );
         // Boxed: the task then holds a pointer, not the whole session's future, which the

@@ -44,6 +44,9 @@ pub struct H2Front {
     trailers: RefCell<Option<Headers>>,
     resp: Cell<Resp>,
     tls: Option<Arc<TlsInfo>>,
+    /// `timeout client`: how long a response may wait for the client's window or for the
+    /// connection's output to drain (HAProxy's connection timeout while it cannot send).
+    send_timeout: Option<std::time::Duration>,
     /// The request's pseudo-header fields, for the log line.
     pseudo: RequestFields,
     /// HAProxy's request line for the log (`GET https://host/path HTTP/2.0`), built when a log
@@ -69,7 +72,7 @@ impl H2Front {
         id: u32,
         notify: Rc<Notify>,
         mut req: RequestFields,
-        tls: Option<Arc<TlsInfo>>,
+        (tls, send_timeout): (Option<Arc<TlsInfo>>, Option<std::time::Duration>),
         first: bool,
     ) -> H2Front {
         let head = build_head(&req);
@@ -85,6 +88,7 @@ impl H2Front {
             trailers: RefCell::new(None),
             resp: Cell::new(Resp::Head),
             tls,
+            send_timeout,
             first,
         }
     }
@@ -144,19 +148,27 @@ impl H2Front {
         r.map_err(gone)
     }
 
-    /// Sends `data` as flow control allows (`end`: the response ends with it).
+    /// Sends `data` as flow control allows (`end`: the response ends with it); a client that
+    /// opens no window (or reads nothing) for `timeout client` ends it.
     async fn send_data(&self, mut data: &[u8], end: bool) -> io::Result<()> {
         loop {
-            self.room().await;
-            let n = self
-                .wait(
+            let step = async {
+                self.room().await;
+                self.wait(
                     |s| match s.io.core.borrow_mut().send_data(s.id, data, end) {
                         Ok(0) if !data.is_empty() => None,
                         r => Some(r),
                     },
                 )
                 .await
-                .map_err(gone)?;
+            };
+            let sent = match self.send_timeout {
+                Some(d) => tokio::time::timeout(d, step)
+                    .await
+                    .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?,
+                None => step.await,
+            };
+            let n = sent.map_err(gone)?;
             self.io.flush.notify_one();
             data = &data[n..];
             if data.is_empty() {
