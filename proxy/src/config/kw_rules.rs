@@ -1093,19 +1093,7 @@ fn tcp_request_action(p: &mut P, args: &[String], at: TcpAt) -> Option<(TcpReque
                 expr,
             }
         }
-        t if [
-            "sc-inc-gpc0",
-            "sc-inc-gpc1",
-            "sc-set-gpt0",
-            "sc-inc-gpc",
-            "sc-set-gpt",
-        ]
-        .iter()
-        .any(|v| {
-            t.strip_prefix(v)
-                .is_some_and(|r| r.is_empty() || r.starts_with('('))
-        }) =>
-        {
+        t if is_sc_action(t) => {
             // An expression is HTTP-only in content rules (HAProxy 2.6 fails on it there).
             match parse_sc_action(args, 2, at == TcpAt::Session) {
                 Ok((a, n)) => {
@@ -1292,30 +1280,16 @@ pub(crate) fn kw_tcp_response(p: &mut P, args: &[String]) {
                 }
             }
         }
-        t if [
-            "sc-inc-gpc0",
-            "sc-inc-gpc1",
-            "sc-set-gpt0",
-            "sc-inc-gpc",
-            "sc-set-gpt",
-        ]
-        .iter()
-        .any(|v| {
-            t.strip_prefix(v)
-                .is_some_and(|r| r.is_empty() || r.starts_with('('))
-        }) =>
-        {
-            match parse_sc_action(args, 2, false) {
-                Ok((a, next)) => {
-                    at = next;
-                    TcpRequestAction::Sc(a)
-                }
-                Err(e) => {
-                    p.alert(e);
-                    return;
-                }
+        t if is_sc_action(t) => match parse_sc_action(args, 2, false) {
+            Ok((a, next)) => {
+                at = next;
+                TcpRequestAction::Sc(a)
             }
-        }
+            Err(e) => {
+                p.alert(e);
+                return;
+            }
+        },
         other => {
             let d = p.desc();
             p.alert(format!(
@@ -2608,4 +2582,20 @@ pub(crate) fn kw_stick(p: &mut P, args: &[String]) {
         cond,
         loc,
     });
+}
+
+/// `sc-inc-gpc0|1`, `sc-set-gpt0`, `sc-inc-gpc`, `sc-set-gpt`, with or without their `(<args>)`.
+fn is_sc_action(t: &str) -> bool {
+    [
+        "sc-inc-gpc0",
+        "sc-inc-gpc1",
+        "sc-set-gpt0",
+        "sc-inc-gpc",
+        "sc-set-gpt",
+    ]
+    .iter()
+    .any(|v| {
+        t.strip_prefix(v)
+            .is_some_and(|r| r.is_empty() || r.starts_with('('))
+    })
 }
