@@ -78,9 +78,9 @@ fn run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<Strin
             seen.push(format!("{} {} dreq={}", f[0], f[1], f[10]));
         }
     }
-    wait_until(Duration::from_secs(5), || {
-        p.log_lines().len() >= paths.len()
-    });
+    // One line per path, and one more: the `<BADREQ>` of the connection a content rule closed.
+    // Waiting for fewer let the last line be missed on a loaded machine (seen in CI).
+    wait_until(Duration::from_secs(5), || p.log_lines().len() > paths.len());
     let mut logs = p.log_lines();
     logs.sort();
     seen.extend(logs);
