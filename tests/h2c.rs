@@ -201,3 +201,64 @@ fn a_client_that_opens_no_window_is_cut_off_at_timeout_client() {
     assert!(kinds.contains(&1), "no HEADERS: {kinds:?}");
     assert!(!kinds.contains(&0), "DATA despite a shut window: {kinds:?}");
 }
+
+/// With `option http-buffer-request`, a stream reset while its body is awaited (a DATA frame
+/// longer than its `content-length`, arriving after the HEADERS) reaches no server, as in HAProxy
+/// (the `h2_to_h1.vtc` case, which depended on both frames arriving in one read).
+#[test]
+fn a_stream_reset_while_its_body_is_buffered_reaches_no_server() {
+    use std::io::{Read, Write};
+    let node = HttpNode::start(lo(0), HttpOpts::named("n1")).expect("node");
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    option http-buffer-request\n    timeout connect 1s\n\
+         \x20   timeout client 2s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port} proto h2\n    default_backend b\n\
+         backend b\n    server s1 {}\n",
+        node.addr()
+    );
+    let _p = Proc::portcullis(&cfg, lo(port));
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let len = payload.len() as u32;
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    };
+    let mut c = std::net::TcpStream::connect(lo(port)).expect("connect");
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("timeout");
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(frame(4, 0, 0, &[]));
+    // POST http://a/ with content-length: 2 (static-table name 28), the body still to come.
+    let block = [0x83, 0x86, 0x84, 0x41, 1, b'a', 0x0f, 0x0d, 1, b'2'];
+    hello.extend(frame(1, 0x4, 1, &block));
+    c.write_all(&hello).expect("write");
+    // The DATA comes in a later read.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    c.write_all(&frame(0, 0x1, 1, b"this is sent and ignored"))
+        .expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let rst = loop {
+        let mut rest = &got[..];
+        let mut found = false;
+        while rest.len() >= 9 {
+            let len =
+                (usize::from(rest[0]) << 16) | (usize::from(rest[1]) << 8) | usize::from(rest[2]);
+            found |= rest[3] == 3 && rest[5..9] == 1u32.to_be_bytes();
+            rest = &rest[(9 + len).min(rest.len())..];
+        }
+        if found || std::time::Instant::now() > deadline {
+            break found;
+        }
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => {}
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    };
+    assert!(rst, "no RST_STREAM on stream 1: {got:?}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(node.connections(), 0, "the request reached the server");
+}

@@ -33,8 +33,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 self.cbuf.reserve(BODY_BUF - self.cbuf.len());
             }
             match self.read_client(deadline, t.client).await {
-                Ok(0) | Err(Some(_)) => break,
+                Ok(0) => break,
                 Ok(_) => {}
+                // The client aborted (an h2 stream reset, e.g. for a body longer than its
+                // content-length): nothing goes to a server, as HAProxy's `return_cli_abort`.
+                Err(Some(_)) => return Err(self.client_aborted(px)),
                 Err(None) => return Err(self.body_timed_out(px)),
             }
         }
@@ -73,6 +76,20 @@ impl<F: Front, U: Upstream> Session<F, U> {
         BodyDecoder::new(framing)
             .advance(&self.cbuf)
             .map_or(true, |p| p.done)
+    }
+
+    /// The client went away while its body was awaited: 400 (if it can still be told), `CR`,
+    /// counted as a client abort (HAProxy 2.6's `http_wait_for_request_body`).
+    fn client_aborted(&self, px: &Proxy) -> Reply {
+        Counters::add(&self.fe.fe_counters.cli_aborts, 1);
+        let pages = [&px.cfg.extra, &self.fe.cfg.extra];
+        let (page, _) = errors::reply_page_for(&pages, 400, ConnHeader::Close);
+        Reply {
+            status: 400,
+            page,
+            term: *b"CR",
+            keep: false,
+        }
     }
 
     /// No whole body in time: 408, `cR`, counted as a bad request.
