@@ -37,8 +37,9 @@ pub struct PollIo {
     writing: Option<WriteFut>,
     shut: Option<ShutFut>,
     tap: Option<Rc<dyn ReadTap>>,
-    /// Bytes are buffered or being written: nothing may be slipped onto the socket from
-    /// outside (an h2 frame the crate cannot send, written between its own).
+    /// A write is in flight: nothing may be slipped onto the socket from outside (an h2 frame
+    /// the crate cannot send, written between its own) until it ends. Bytes only buffered do
+    /// not count: they leave whole, at the next flush, which a failed connection may never do.
     busy: Rc<Cell<bool>>,
 }
 
@@ -58,15 +59,13 @@ impl PollIo {
         }
     }
 
-    /// Whether written bytes are still buffered or in flight (shared: read after the crate
-    /// took this I/O).
+    /// Whether a write is in flight (shared: read after the crate took this I/O).
     pub fn busy(&self) -> Rc<Cell<bool>> {
         Rc::clone(&self.busy)
     }
 
     fn note_busy(&self) {
-        self.busy
-            .set(self.writing.is_some() || !self.wbuf.is_empty());
+        self.busy.set(self.writing.is_some());
     }
 
     /// Drives the write in flight; Ready once none is.
