@@ -155,13 +155,6 @@ fn a_client_that_opens_no_window_is_cut_off_at_timeout_client() {
          \x20   http-request return status 200 content-type text/plain string hello\n"
     );
     let _p = Proc::portcullis(&cfg, lo(port));
-    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
-        let len = payload.len() as u32;
-        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend_from_slice(payload);
-        f
-    };
     let mut c = std::net::TcpStream::connect(lo(port)).expect("connect");
     c.set_read_timeout(Some(std::time::Duration::from_secs(1)))
         .expect("timeout");
@@ -191,13 +184,7 @@ fn a_client_that_opens_no_window_is_cut_off_at_timeout_client() {
     };
     assert!(closed, "the connection was kept open: {got:?}");
     // The head went out; no DATA frame did (the window stayed shut).
-    let mut kinds = Vec::new();
-    let mut rest = &got[..];
-    while rest.len() >= 9 {
-        let len = (usize::from(rest[0]) << 16) | (usize::from(rest[1]) << 8) | usize::from(rest[2]);
-        kinds.push(rest[3]);
-        rest = &rest[(9 + len).min(rest.len())..];
-    }
+    let kinds: Vec<u8> = frames_in(&got).into_iter().map(|(k, _)| k).collect();
     assert!(kinds.contains(&1), "no HEADERS: {kinds:?}");
     assert!(!kinds.contains(&0), "DATA despite a shut window: {kinds:?}");
 }
@@ -218,13 +205,6 @@ fn a_stream_reset_while_its_body_is_buffered_reaches_no_server() {
         node.addr()
     );
     let _p = Proc::portcullis(&cfg, lo(port));
-    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
-        let len = payload.len() as u32;
-        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend_from_slice(payload);
-        f
-    };
     let mut c = std::net::TcpStream::connect(lo(port)).expect("connect");
     c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .expect("timeout");
@@ -242,14 +222,7 @@ fn a_stream_reset_while_its_body_is_buffered_reaches_no_server() {
     let mut buf = [0u8; 4096];
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let rst = loop {
-        let mut rest = &got[..];
-        let mut found = false;
-        while rest.len() >= 9 {
-            let len =
-                (usize::from(rest[0]) << 16) | (usize::from(rest[1]) << 8) | usize::from(rest[2]);
-            found |= rest[3] == 3 && rest[5..9] == 1u32.to_be_bytes();
-            rest = &rest[(9 + len).min(rest.len())..];
-        }
+        let found = frames_in(&got).contains(&(3, 1));
         if found || std::time::Instant::now() > deadline {
             break found;
         }
@@ -261,4 +234,27 @@ fn a_stream_reset_while_its_body_is_buffered_reaches_no_server() {
     assert!(rst, "no RST_STREAM on stream 1: {got:?}");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(node.connections(), 0, "the request reached the server");
+}
+
+/// A raw HTTP/2 frame, for clients that send what a library would not.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The (type, stream) of each whole frame at the start of `b`.
+fn frames_in(mut b: &[u8]) -> Vec<(u8, u32)> {
+    let mut v = Vec::new();
+    while b.len() >= 9 {
+        let len = (usize::from(b[0]) << 16) | (usize::from(b[1]) << 8) | usize::from(b[2]);
+        v.push((
+            b[3],
+            u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & 0x7fff_ffff,
+        ));
+        b = &b[(9 + len).min(b.len())..];
+    }
+    v
 }

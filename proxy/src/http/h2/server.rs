@@ -96,8 +96,6 @@ struct Stream {
     queued: usize,
     trailers: Option<Vec<(String, Vec<u8>)>>,
     recv_closed: bool,
-    /// A final (non-1xx) head was sent.
-    head_sent: bool,
     send_closed: bool,
     reset: Option<u32>,
     length: Option<u64>,
@@ -519,7 +517,6 @@ impl Server {
                 body: VecDeque::new(),
                 queued: 0,
                 trailers: None,
-                head_sent: false,
                 send_closed: false,
                 reset: None,
                 received: 0,
@@ -809,11 +806,6 @@ impl Server {
             hpack::put_field(&mut block, n, v);
         }
         frame::put_header_block(&mut self.out, id, &block, end_stream, self.peer_frame_size);
-        if status >= 200
-            && let Some(s) = self.streams.get_mut(&id)
-        {
-            s.head_sent = true;
-        }
         if end_stream {
             self.sent_end(id);
         }
