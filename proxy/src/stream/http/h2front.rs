@@ -402,20 +402,18 @@ fn valid_scheme(s: &[u8]) -> bool {
 /// it spells the name `Sec-Websocket-Key`, which only differs in case).
 fn build_head(req: &RequestFields) -> Result<RequestHead, u16> {
     let limits = Limits::default();
-    let protocol = req.protocol.as_deref().map(String::from_utf8_lossy);
+    let protocol = lossy(&req.protocol);
     let raw_method = String::from_utf8_lossy(&req.method);
     let (method, end) = match protocol {
         Some(_) => (Cow::Borrowed("GET"), true),
         None => (raw_method, req.end_stream),
     };
-    let authority = req.authority.as_deref().map(String::from_utf8_lossy);
+    let authority = lossy(&req.authority);
     let connect = req.method == b"CONNECT" && protocol.is_none();
     let target = if connect {
         authority.clone().unwrap_or_default()
     } else {
-        req.path
-            .as_deref()
-            .map_or(Cow::Borrowed("/"), String::from_utf8_lossy)
+        lossy(&req.path).unwrap_or(Cow::Borrowed("/"))
     };
     let bad_target = target.is_empty()
         || !target
