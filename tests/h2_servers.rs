@@ -664,3 +664,77 @@ fn websocket_upgrade_to_an_h2_server_as_haproxy() {
         assert_eq!(pc, hap);
     }
 }
+
+/// An HTTP/1 upgrade to an h2 server whose SETTINGS say ENABLE_CONNECT_PROTOCOL 0: the stream
+/// it would have taken is reset (RST_STREAM on stream 1) and the client answered 502, the
+/// reset first (HAProxy's mux writes it before the stream answers; protocol_upgrade.vtc ends
+/// at the 502). The server reads only its handshake; once the client has the 502, what the
+/// proxy wrote to the server is read without waiting: the reset must already be there.
+fn refused_upgrade_run(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<u8>> {
+    let l = std::net::TcpListener::bind(lo(0)).expect("bind");
+    let srv = l.local_addr().expect("addr");
+    let server = std::thread::spawn(move || -> std::io::Result<TcpStream> {
+        let (mut s, _) = l.accept()?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut preface = [0u8; 24];
+        s.read_exact(&mut preface)?;
+        let mut head = [0u8; 9];
+        s.read_exact(&mut head)?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload)?;
+        // SETTINGS with ENABLE_CONNECT_PROTOCOL (0x8) 0, then the ack of the proxy's.
+        s.write_all(&[0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0])?;
+        s.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0])?;
+        Ok(s)
+    });
+    let h1 = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         listen li\n    bind 127.0.0.1:{h1}\n    server s {srv} proto h2\n"
+    );
+    let _p = start(&cfg, lo(h1))?;
+    let s = TcpStream::connect(lo(h1)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut rd = BufReader::new(s);
+    w.write_all(
+        b"GET / HTTP/1.1\r\nhost: o.test\r\nconnection: upgrade\r\nupgrade: custom\r\n\r\n",
+    )
+    .expect("write");
+    let r = read_raw(&mut rd, false);
+    assert!(r.status_line.contains(" 502"), "{r:?}");
+    let mut srv = server.join().expect("server thread").expect("handshake");
+    srv.set_nonblocking(true).expect("nonblocking");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = srv.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    // The frames' types and stream ids, in order.
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at + 9 <= got.len() {
+        let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+        frames.push(got[at + 3]);
+        frames.push(got[at + 8]);
+        at += 9 + len;
+    }
+    Some(frames)
+}
+
+#[test]
+fn a_refused_upgrade_resets_its_stream_before_the_502() {
+    let Some(pc) = refused_upgrade_run(|c, w| Some(Proc::portcullis(c, w))) else {
+        return;
+    };
+    // [type, low byte of the stream id] per frame: RST_STREAM (3) on stream 1 is among them.
+    let rst = pc.chunks(2).any(|f| f == [3, 1]);
+    assert!(rst, "frames the server had when the client got 502: {pc:?}");
+    if let Some(hap) = refused_upgrade_run(Proc::haproxy) {
+        assert!(hap.chunks(2).any(|f| f == [3, 1]), "HAProxy: {hap:?}");
+    }
+}

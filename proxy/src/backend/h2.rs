@@ -151,28 +151,25 @@ impl Link {
     /// A request the server cannot take (an upgrade without RFC 8441): as HAProxy's H2 mux,
     /// the stream it would have opened is reset (RST_STREAM, INTERNAL_ERROR) without HEADERS.
     /// The crate has no such frame, so it is written here, between the crate's writes; the
-    /// connection then opens no more streams (the server saw that stream id used).
-    pub fn refuse_next(self: &Rc<Self>) {
+    /// connection then opens no more streams (the server saw that stream id used). Returns once
+    /// the frame is written: the 502 the client gets must not overtake it (HAProxy's mux sends
+    /// the reset before the stream answers; protocol_upgrade.vtc ends right at the 502).
+    pub async fn refuse_next(&self) {
         self.fail();
         let id = u32::try_from(self.used.get() * 2 + 1).unwrap_or(u32::MAX >> 1);
         let mut frame = vec![0, 0, 4, 3, 0];
         frame.extend_from_slice(&id.to_be_bytes());
         frame.extend_from_slice(&2u32.to_be_bytes());
-        // The link (and the task driving it) lives until the frame is out.
-        let link = Rc::clone(self);
-        crate::engine::io::spawn(async move {
-            // A write of the crate's in flight ends first (within 100 ms, else the reset goes
-            // anyway: it is what the server waits for). What the crate only buffered does not
-            // hold it back: the failed link's driver may never flush it (protocol_upgrade.vtc
-            // then failed about one run in two).
-            for _ in 0..100 {
-                if !link.io_busy.get() {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        // A write of the crate's in flight ends first (within 100 ms, else the reset goes anyway:
+        // it is what the server waits for). What the crate only buffered does not hold it back:
+        // the failed link's driver may never flush it.
+        for _ in 0..100 {
+            if !self.io_busy.get() {
+                break;
             }
-            let _ = link.conn.write_all(frame).await;
-        });
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let _ = self.conn.write_all(frame).await;
     }
 
     pub fn attach(&self) {

@@ -99,7 +99,7 @@ impl H2Stream {
         if tunnel {
             self.link.settings().await;
             if !self.link.extended_connect() {
-                self.link.refuse_next();
+                self.link.refuse_next().await;
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     "server without extended CONNECT",
