@@ -421,7 +421,8 @@ fn sent_headers_match_haproxy() {
                 c.write_all(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n")
                     .expect("write");
                 let (header, used) = loop {
-                    let mut srv = accept_within(&capture, Duration::from_secs(10));
+                    let what = format!("{mode} {send} port {sport}");
+                    let mut srv = accept_within(&capture, Duration::from_secs(10), &what);
                     srv.set_read_timeout(Some(Duration::from_secs(3))).ok();
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 1024];
@@ -444,7 +445,11 @@ fn sent_headers_match_haproxy() {
                         {
                             break (h, n);
                         }
-                        _ => continue,
+                        other => {
+                            // Printed so that a client connection skipped here is seen.
+                            eprintln!("{what}: skipped {:?}", other.map(|(h, _)| h.addrs));
+                            continue;
+                        }
                     }
                 };
                 let (src, dst) = header.addrs.inet().expect("addresses");
@@ -835,7 +840,7 @@ fn tls_with_proxy_protocol_vs_haproxy() {
             let (c, _) = connect_from_client(lo(sport));
             let der2 = der.clone();
             let client = std::thread::spawn(move || tls_get(c, &der2));
-            let mut srv = accept_within(&capture, Duration::from_secs(10));
+            let mut srv = accept_within(&capture, Duration::from_secs(10), "send-proxy-v2-ssl");
             srv.set_read_timeout(Some(Duration::from_secs(3))).ok();
             let mut buf = Vec::new();
             let mut chunk = [0u8; 1024];
@@ -1055,7 +1060,7 @@ fn kernel_relay_between_headers() {
 
 /// The next connection to `l`, within `limit` (a sender that never connects fails the test
 /// instead of hanging it; `l` is left blocking as it was).
-fn accept_within(l: &std::net::TcpListener, limit: Duration) -> std::net::TcpStream {
+fn accept_within(l: &std::net::TcpListener, limit: Duration, what: &str) -> std::net::TcpStream {
     l.set_nonblocking(true).expect("nonblocking");
     let deadline = std::time::Instant::now() + limit;
     let got = loop {
@@ -1064,7 +1069,7 @@ fn accept_within(l: &std::net::TcpListener, limit: Duration) -> std::net::TcpStr
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 assert!(
                     std::time::Instant::now() < deadline,
-                    "no connection reached the capture within {limit:?}"
+                    "{what}: no connection reached the capture within {limit:?}"
                 );
                 std::thread::sleep(Duration::from_millis(10));
             }
