@@ -95,7 +95,7 @@ pub(crate) fn retain_list_elements(
             return false;
         }
         let new = kept.join(&b", "[..]);
-        h.value = new;
+        h.value = new.into();
         true
     });
     changed
@@ -178,10 +178,11 @@ pub fn set_connection_mode(version: Version, headers: &mut Headers, keep_alive: 
         .rfind(|h| h.name.eq_ignore_ascii_case("connection"))
     {
         Some(h) if !super::trim_ows(&h.value).is_empty() => {
-            h.value.extend_from_slice(b", ");
-            h.value.extend_from_slice(token);
+            let v = h.value.make_vec();
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(token);
         }
-        Some(h) => h.value = token.to_vec(),
+        Some(h) => h.value = token.into(),
         None => headers.append("Connection", token),
     }
 }
@@ -204,7 +205,7 @@ pub fn restrict_te(headers: &mut Headers) {
         if v.get(i + 8).is_some_and(|&c| c != b',') {
             return false;
         }
-        h.value = b"trailers".to_vec();
+        h.value = b"trailers".into();
         true
     });
 }
