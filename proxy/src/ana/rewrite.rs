@@ -82,7 +82,7 @@ pub fn replace_header(headers: &mut [Header], name: &str, re: &Regex, replace: &
     {
         if !values {
             if let Some(caps) = re.captures(&h.value) {
-                h.value = exp_replace(&caps, replace);
+                h.value = exp_replace(&caps, replace).into();
             }
             continue;
         }
@@ -102,7 +102,7 @@ pub fn replace_header(headers: &mut [Header], name: &str, re: &Regex, replace: &
             }
         }
         if changed {
-            h.value = out;
+            h.value = out.into();
         }
     }
 }

@@ -201,7 +201,7 @@ pub fn set_response_head(algo: CompAlgo, head: &mut ResponseHead) {
     if let Some(e) = h.0.iter_mut().find(|f| f.name.eq_ignore_ascii_case("etag"))
         && e.value.first() == Some(&b'"')
     {
-        e.value.splice(0..0, *b"W/");
+        e.value.make_vec().splice(0..0, *b"W/");
     }
     h.append("vary", "Accept-Encoding");
 }

@@ -157,7 +157,7 @@ pub fn client_side(cx: &ReqCtx<'_>, headers: &mut Headers, flags: &mut Flags) ->
                 headers.0.remove(i);
                 continue;
             }
-            Some(v) => headers.0[i].value = v,
+            Some(v) => headers.0[i].value = v.into(),
             None => headers.0[i].value = value,
         }
         i += 1;
@@ -417,14 +417,14 @@ pub fn server_side(
             let mut v = b[..vb].to_vec();
             v.extend_from_slice(sc.as_bytes());
             v.extend_from_slice(&b[ve..]);
-            headers.0[i].value = v;
+            headers.0[i].value = v.into();
             flags.server = b'R';
         } else if let (Some(sc), Some(CookieMode::Prefix)) = (srv_cookie, mode) {
             let mut v = b[..vb].to_vec();
             v.extend_from_slice(sc.as_bytes());
             v.push(PREFIX_DELIM);
             v.extend_from_slice(&b[vb..]);
-            headers.0[i].value = v;
+            headers.0[i].value = v.into();
             flags.server = b'R';
         }
         i += 1;

@@ -19,16 +19,19 @@ impl Version {
     }
 }
 
+pub use super::field::{FieldName, FieldValue};
+
 /// One header field. Names are kept as received (validated tokens); values may hold obs-text
-/// bytes, so they are raw bytes without leading/trailing whitespace.
+/// bytes, so they are raw bytes without leading/trailing whitespace. Both are stored inline
+/// when short (up to 30 bytes each): no allocation per field for most heads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
-    pub name: String,
-    pub value: Vec<u8>,
+    pub name: FieldName,
+    pub value: FieldValue,
 }
 
 impl Header {
-    pub fn new(name: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+    pub fn new(name: impl Into<FieldName>, value: impl Into<FieldValue>) -> Self {
         Header {
             name: name.into(),
             value: value.into(),
@@ -65,13 +68,13 @@ impl Headers {
     pub fn remove(&mut self, name: &str) {
         self.0.retain(|h| !h.name.eq_ignore_ascii_case(name));
     }
-    pub fn append(&mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) {
+    pub fn append(&mut self, name: impl Into<FieldName>, value: impl Into<FieldValue>) {
         self.0.push(Header::new(name, value));
     }
     /// `set-header`: remove every occurrence then append one.
-    pub fn set(&mut self, name: &str, value: impl Into<Vec<u8>>) {
+    pub fn set(&mut self, name: &str, value: impl Into<FieldValue>) {
         self.remove(name);
-        self.append(name.to_string(), value);
+        self.append(name, value);
     }
 }
 

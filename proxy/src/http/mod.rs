@@ -8,6 +8,7 @@ pub use crate::ana::{acl, rules, sample};
 pub mod comp;
 pub mod cookie;
 pub mod errors;
+pub mod field;
 pub mod h1;
 pub mod h2;
 pub mod head;

@@ -5,10 +5,10 @@ use crate::http::head::{Headers, RequestHead, Version};
 
 /// True if a `Connection` field lists `token` (ASCII case-insensitive).
 pub fn connection_has_token(headers: &Headers, token: &str) -> bool {
+    // Nested `any` rather than `flat_map`: this runs on both heads of every request.
     headers
         .get_all("connection")
-        .flat_map(list_elements)
-        .any(|t| t.eq_ignore_ascii_case(token.as_bytes()))
+        .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(token.as_bytes())))
 }
 
 /// Whether the connection must close after this message (RFC 9112 §9.3): HTTP/1.0 without
@@ -95,7 +95,7 @@ pub(crate) fn retain_list_elements(
             return false;
         }
         let new = kept.join(&b", "[..]);
-        h.value = new;
+        h.value = new.into();
         true
     });
     changed
@@ -112,39 +112,65 @@ const PROTECTED: [&str; 3] = ["content-length", "transfer-encoding", "host"];
 /// `upgrade` token, as spelled. Call [`wants_close`] / [`is_upgrade`] first: this erases what
 /// they read. HAProxy 2.6 itself only strips `close`/`keep-alive` ([`strip_close_keepalive`]).
 pub fn remove_hop_by_hop(headers: &mut Headers) {
-    // Most messages carry none of these fields (nothing else can be named without
-    // `Connection`): one pass over the names then.
-    let hop = |n: &str| {
-        ["connection", "keep-alive", "proxy-connection", "upgrade"]
-            .iter()
-            .any(|h| n.eq_ignore_ascii_case(h))
-    };
-    if !headers.0.iter().any(|h| hop(&h.name)) {
+    // Most messages carry none of these fields, or only `Connection: keep-alive`: one pass over
+    // the names tells, by their length first.
+    let (mut any, mut upgrade_field) = (false, false);
+    for h in &headers.0 {
+        match hop_field(&h.name) {
+            Some(Hop::Upgrade) => (any, upgrade_field) = (true, true),
+            Some(_) => any = true,
+            None => {}
+        }
+    }
+    if !any {
         return;
     }
-    let upgrading =
-        connection_has_token(headers, "upgrade") && upgrade_protocols(headers).next().is_some();
-    // `keep-alive` (the usual token) names a field removed anyway: no allocation for it.
-    let named: Vec<String> = headers
-        .get_all("connection")
-        .flat_map(list_elements)
-        .filter(|t| is_token(t) && !t.eq_ignore_ascii_case(b"keep-alive"))
-        .map(|t| String::from_utf8_lossy(t).to_ascii_lowercase())
-        .filter(|t| !PROTECTED.contains(&t.as_str()) && t != "upgrade" && t != "connection")
-        .collect();
-    headers.0.retain(|h| {
-        let n = h.name.as_str();
-        !(n.eq_ignore_ascii_case("keep-alive")
-            || n.eq_ignore_ascii_case("proxy-connection")
-            || (!upgrading && n.eq_ignore_ascii_case("upgrade"))
-            || named.iter().any(|t| n.eq_ignore_ascii_case(t)))
+    let upgrading = upgrade_field
+        && connection_has_token(headers, "upgrade")
+        && upgrade_protocols(headers).next().is_some();
+    // The fields `Connection` names; `keep-alive` (the usual token) names one removed anyway:
+    // no allocation for it.
+    let mut named: Vec<String> = Vec::new();
+    for t in headers.get_all("connection").flat_map(list_elements) {
+        if t.eq_ignore_ascii_case(b"keep-alive") || !is_token(t) {
+            continue;
+        }
+        let t = String::from_utf8_lossy(t).to_ascii_lowercase();
+        if !PROTECTED.contains(&t.as_str()) && t != "upgrade" && t != "connection" {
+            named.push(t);
+        }
+    }
+    headers.0.retain(|h| match hop_field(&h.name) {
+        Some(Hop::KeepAlive | Hop::ProxyConnection) => false,
+        // Reduced to its `upgrade` token below.
+        Some(Hop::Upgrade | Hop::Connection) => upgrading,
+        None => !named.iter().any(|t| h.name.eq_ignore_ascii_case(t)),
     });
     if upgrading {
         retain_list_elements(headers, "connection", |t| {
             t.eq_ignore_ascii_case(b"upgrade")
         });
-    } else {
-        headers.remove("connection");
+    }
+}
+
+/// The hop-by-hop fields [`remove_hop_by_hop`] knows by name.
+#[derive(Clone, Copy)]
+enum Hop {
+    Connection,
+    KeepAlive,
+    ProxyConnection,
+    Upgrade,
+}
+
+/// Which hop-by-hop field `n` names, if any: by length first, as most names are none.
+fn hop_field(n: &str) -> Option<Hop> {
+    let is = |s: &str| n.eq_ignore_ascii_case(s);
+    match n.len() {
+        7 if is("upgrade") => Some(Hop::Upgrade),
+        10 if is("connection") => Some(Hop::Connection),
+        10 if is("keep-alive") => Some(Hop::KeepAlive),
+        16 if is("proxy-connection") => Some(Hop::ProxyConnection),
+        _ => None,
     }
 }
 
@@ -178,10 +204,11 @@ pub fn set_connection_mode(version: Version, headers: &mut Headers, keep_alive: 
         .rfind(|h| h.name.eq_ignore_ascii_case("connection"))
     {
         Some(h) if !super::trim_ows(&h.value).is_empty() => {
-            h.value.extend_from_slice(b", ");
-            h.value.extend_from_slice(token);
+            let v = h.value.make_vec();
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(token);
         }
-        Some(h) => h.value = token.to_vec(),
+        Some(h) => h.value = token.into(),
         None => headers.append("Connection", token),
     }
 }
@@ -204,7 +231,7 @@ pub fn restrict_te(headers: &mut Headers) {
         if v.get(i + 8).is_some_and(|&c| c != b',') {
             return false;
         }
-        h.value = b"trailers".to_vec();
+        h.value = b"trailers".into();
         true
     });
 }

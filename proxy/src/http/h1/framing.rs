@@ -155,7 +155,7 @@ fn replace_with_one(headers: &mut Headers, name: &str, value: &[u8]) {
         }
         seen = true;
         if h.value != value {
-            h.value = value.to_vec();
+            h.value = value.into();
         }
         true
     });

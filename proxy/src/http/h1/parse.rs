@@ -2,7 +2,7 @@
 
 use super::conn::is_websocket_upgrade;
 use super::{H1Error, Limits, is_field_byte, is_tchar, is_token, trim_ows};
-use crate::http::head::{Header, Headers, RequestHead, ResponseHead, Version};
+use crate::http::head::{FieldName, Header, Headers, RequestHead, ResponseHead, Version};
 
 /// Offsets of one validated field line: name, then the value without its OWS.
 struct FieldSpan {
@@ -90,10 +90,11 @@ fn ascii_string(b: &[u8]) -> Option<String> {
 fn build_headers(buf: &[u8], fields: &[FieldSpan]) -> Result<Headers, H1Error> {
     let mut out = Vec::with_capacity(fields.len());
     for f in fields {
-        let name = ascii_string(slice(buf, f.name)).ok_or(H1Error::BadHeaderName)?;
+        // Tokens (checked by the scan): ASCII, no UTF-8 validation needed.
+        let name = FieldName::from_ascii(slice(buf, f.name)).ok_or(H1Error::BadHeaderName)?;
         out.push(Header {
             name,
-            value: slice(buf, f.value).to_vec(),
+            value: slice(buf, f.value).into(),
         });
     }
     Ok(Headers(out))
@@ -457,7 +458,7 @@ pub(crate) fn check_request(head: &mut RequestHead) -> Result<(), H1Error> {
         {
             Some(h) => {
                 if h.value != auth.as_bytes() {
-                    h.value = auth.into_bytes();
+                    h.value = auth.into();
                 }
             }
             None => head.headers.append("Host", auth),

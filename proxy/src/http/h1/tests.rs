@@ -19,7 +19,7 @@ fn names_values(h: &Headers) -> Vec<(String, String)> {
     h.0.iter()
         .map(|h| {
             (
-                h.name.clone(),
+                h.name.to_string(),
                 String::from_utf8_lossy(&h.value).into_owned(),
             )
         })

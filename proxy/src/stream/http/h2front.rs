@@ -375,7 +375,7 @@ fn h2_fields(headers: &Headers) -> Vec<(Cow<'_, str>, &[u8])> {
         .filter(|h| !connection_specific(&h.name))
         .map(|h| {
             let name = if h.name.bytes().any(|b| b.is_ascii_uppercase()) {
-                Cow::Owned(h.name.to_ascii_lowercase())
+                Cow::Owned(h.name.as_str().to_ascii_lowercase())
             } else {
                 Cow::Borrowed(h.name.as_str())
             };
@@ -435,8 +435,8 @@ fn build_head(req: &RequestFields) -> Result<RequestHead, u16> {
         bad |= !value.iter().all(|&b| h1::is_field_byte(b));
         size += name.len() + value.len() + 4;
         fields.push(Header {
-            name: name.to_owned(),
-            value: value.to_vec(),
+            name: name.into(),
+            value: value.into(),
         });
     });
     if let Some(p) = &protocol {

@@ -292,7 +292,25 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// Sends a locally generated response, logs it, and tells whether the connection stays open.
     /// `reply.keep` keeps the connection for another request (HAProxy does after deny, redirect
     /// and return, unless the client asked to close or a request body is left unread).
-    async fn local_reply(&mut self, mut log: SessionLog, reply: Reply, start: Instant) -> bool {
+    ///
+    /// Boxed: its state (≈ 1.9 KB) would otherwise be part of every transaction's future, which
+    /// is allocated and moved once per request, while most requests are forwarded.
+    fn local_reply(
+        &mut self,
+        log: SessionLog,
+        reply: Reply,
+        start: Instant,
+    ) -> std::pin::Pin<Box<impl Future<Output = bool> + '_>> {
+        Box::pin(self.send_local_reply(log, reply, start))
+    }
+
+    /// [`Self::local_reply`], unboxed.
+    async fn send_local_reply(
+        &mut self,
+        mut log: SessionLog,
+        reply: Reply,
+        start: Instant,
+    ) -> bool {
         let Reply {
             status,
             page,

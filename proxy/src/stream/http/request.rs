@@ -108,7 +108,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // `early-hint`: the 103 interim responses go before whatever answers the request.
         self.early_hints(&tx).await;
         match analysed {
-            Ok(be) => self.forward(tx, be, &strm).await,
+            // `tx` is lent to the exchange, not moved: moved, it would be stored twice more in
+            // this future, which every request allocates and copies.
+            Ok(be) => match self.forward(&mut tx, &be).await {
+                Ok(keep) => {
+                    self.forwarded(tx, &be, &strm);
+                    keep
+                }
+                Err(r) => self.local_reply(tx.log, r, tx.start).await,
+            },
             Err(Answer::Reply(r)) => self.answer(tx, r, &strm).await,
             Err(Answer::NoRoute) => {
                 let (page, _) =
@@ -634,30 +642,32 @@ impl<F: Front, U: Upstream> Session<F, U> {
         self.local_reply(tx.log, r, tx.start).await
     }
 
-    /// The request leaves for `be`: its last edits, the backend's counters, the exchange with a
-    /// server, then the end-of-stream record.
-    async fn forward(&mut self, mut tx: Txn, be: Arc<Proxy>, strm: &StkCtrs) -> bool {
+    /// The request leaves for `be`: its last edits, the backend's counters and the exchange with
+    /// a server (Ok: whether the connection stays), unless its body, awaited for the backend's
+    /// `http-buffer-request`, gets a local answer (Err).
+    async fn forward(&mut self, tx: &mut Txn, be: &Arc<Proxy>) -> Result<bool, Reply> {
         tx.log.backend = Some(be.name.clone());
         if let (Some(h), Some(id)) = (&self.fe.cfg.unique_id_header, &tx.log.unique_id) {
             tx.req.headers.append(h.clone(), id.clone());
         }
-        if !Arc::ptr_eq(&be, &self.fe)
-            && !self.fe.cfg.options.http_buffer_request
-            && let Err(r) = self.buffer_request(&be, &tx).await
-        {
-            return self.local_reply(tx.log, r, tx.start).await;
+        if !Arc::ptr_eq(be, &self.fe) && !self.fe.cfg.options.http_buffer_request {
+            self.buffer_request(be, tx).await?;
         }
-        super::persist::capture_request(&mut tx, &self.fe);
-        super::persist::request(&mut tx, &be);
-        self.prepare_request(&mut tx.req, &be);
-        tx.comp = self.comp_request(&be, &mut tx.req);
+        super::persist::capture_request(tx, &self.fe);
+        super::persist::request(tx, be);
+        self.prepare_request(&mut tx.req, be);
+        tx.comp = self.comp_request(be, &mut tx.req);
         let mut head_bytes = Vec::with_capacity(1024);
         h1::write_request_head(&tx.req, &mut head_bytes);
         let n = be.beconn.fetch_add(1, Ordering::Relaxed) + 1;
         be.counters.smax.update(n);
         be.counters.session(self.shared.model.now_ms());
         Counters::add(&be.counters.req_tot, 1);
-        let result = self.exchange(&be, &mut tx, head_bytes).await;
+        Ok(self.exchange(be, tx, head_bytes).await)
+    }
+
+    /// The end of a forwarded transaction: its counters and its end-of-stream record.
+    fn forwarded(&self, mut tx: Txn, be: &Arc<Proxy>, strm: &StkCtrs) {
         tx.log.total = tx.start.elapsed();
         let l = &tx.log;
         crate::stick::count_end(
@@ -670,10 +680,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // The server's slot is released already (`exchange_on`): the backend's goes here.
         let end = End {
             count_bytes: true,
-            ..End::on(tx.log, &be)
+            ..End::on(tx.log, be)
         };
         finish(&self.shared, &self.fe, end);
-        result
     }
 
     /// Header edits every forwarded request gets: hop-by-hop removal, `option forwardfor`.

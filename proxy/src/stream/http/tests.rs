@@ -107,7 +107,7 @@ enum Sent {
 
 fn fields(h: &Headers) -> Vec<(String, String)> {
     h.0.iter()
-        .map(|f| (f.name.clone(), f.value_str().into_owned()))
+        .map(|f| (f.name.to_string(), f.value_str().into_owned()))
         .collect()
 }
 
