@@ -877,6 +877,33 @@ fn cpu_split(pid: u32) -> Option<(f64, f64)> {
     Some((tick(11)?, tick(12)?))
 }
 
+/// Seconds the threads of a process have spent runnable but waiting for a CPU so far (the
+/// second field of each /proc/<pid>/task/*/schedstat, in ns).
+fn run_queue_wait(pid: u32) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut ns = 0u64;
+    for t in tasks.flatten() {
+        let text = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        ns += text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|w| w.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(ns as f64 / 1e9)
+}
+
+/// Says so when the proxy spent a good part of a run waiting for a CPU: its figure then
+/// measures what else the machine ran (a whole run's worth gives h2load's "0 req/s"), not it.
+fn starved_warning(waited: f64, secs: u64) {
+    if waited > 0.2 * secs as f64 {
+        println!(
+            "     ! the proxy waited {waited:.1}s for a CPU during this {secs}s run \
+             (oversubscribed machine): its figure measures the machine, not the proxy"
+        );
+    }
+}
+
 /// The hard RLIMIT_NOFILE: what every process of the bench can raise its own limit to.
 fn hard_nofile() -> u64 {
     let mut r = libc::rlimit {
@@ -896,29 +923,68 @@ fn rss_kib(pid: u32) -> Option<f64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Runs a load generator to completion; its stdout, or why it failed.
-fn client(mut cmd: Command) -> Result<String> {
+/// How long a load generator may outlive the run it was asked for before it is stopped: h2load
+/// never exits when a connection's handshake completes after its `-D` duration ended (it stops
+/// only the clients connected by then; a late one sends requests for ever), which a proxy that
+/// gets no CPU for the whole run causes (seen with HAProxy as with portcullis).
+const CLIENT_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs a load generator to completion, stopping it `limit` after its start; its stdout, or why
+/// it failed.
+fn client(mut cmd: Command, limit: Duration) -> Result<String> {
     println!("   $ {}", show(&cmd));
-    let out = cmd
+    let mut child = cmd
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run '{}': {e}", show(&cmd)))?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let why = err
+    // Both pipes drained while it runs, so a chatty client cannot block on a full one.
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    let Some(status) = status else {
+        return Err(format!(
+            "{name} still running {}s after its start, stopped (a connection set up after the \
+             run ended?)",
+            limit.as_secs()
+        ));
+    };
+    if !status.success() {
+        let why = stderr
             .lines()
             .chain(stdout.lines())
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("");
-        return Err(format!(
-            "{} ({}): {why}",
-            cmd.get_program().to_string_lossy(),
-            out.status
-        ));
+        return Err(format!("{name} ({status}): {why}"));
     }
     Ok(stdout)
+}
+
+/// Reads a child's pipe to its end in a thread of its own.
+fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
 }
 
 /// One run of workload `kind` against target `t` for `secs` seconds.
@@ -930,6 +996,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
         c
     };
     let secs_s = secs.to_string();
+    let limit = Duration::from_secs(secs) + CLIENT_GRACE;
     match kind {
         Kind::Wrk { path, close, tls } => {
             let wrk = which("wrk").ok_or("no wrk")?;
@@ -944,7 +1011,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
                 ("http", t.ports.http)
             };
             c.arg(format!("{scheme}://127.0.0.1:{port}{path}"));
-            let out = client(c)?;
+            let out = client(c, limit)?;
             parse::wrk(&out).ok_or_else(|| format!("cannot read wrk output: {}", out.trim()))
         }
         Kind::H2 => {
@@ -952,7 +1019,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
             let mut c = pinned(LOAD_CORE, &h2load, env.pin);
             c.args(["-t1", "-c10", "-m10", "-D", &secs_s]);
             c.arg(format!("https://127.0.0.1:{}/", t.ports.https));
-            let out = client(c)?;
+            let out = client(c, limit)?;
             let run = parse::h2load(&out)
                 .ok_or_else(|| format!("cannot read h2load output: {}", out.trim()))?;
             if !out.contains("Application protocol: h2") {
@@ -965,7 +1032,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
             let mut c = pinned(LOAD_CORE, &h2load, env.pin);
             c.args(["-t1", "-c10", "-m10", "-D", &secs_s]);
             c.arg(format!("http://127.0.0.1:{}/", t.ports.h2c));
-            let out = client(c)?;
+            let out = client(c, limit)?;
             let run = parse::h2load(&out)
                 .ok_or_else(|| format!("cannot read h2load output: {}", out.trim()))?;
             if !out.contains("Application protocol: h2c") {
@@ -974,42 +1041,51 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
             Ok(run)
         }
         Kind::TlsHandshake => {
-            let out = client(load(&[
-                "tls",
-                "--addr",
-                &lo(t.ports.https).to_string(),
-                "--conns",
-                "32",
-                "--duration",
-                &secs_s,
-            ]))?;
+            let out = client(
+                load(&[
+                    "tls",
+                    "--addr",
+                    &lo(t.ports.https).to_string(),
+                    "--conns",
+                    "32",
+                    "--duration",
+                    &secs_s,
+                ]),
+                limit,
+            )?;
             parse::load_line(&out).ok_or_else(|| format!("no result from the TLS client: {out}"))
         }
         Kind::PingPong(n) => {
-            let out = client(load(&[
-                "pingpong",
-                "--addr",
-                &lo(t.ports.echo).to_string(),
-                "--conns",
-                &n.to_string(),
-                "--duration",
-                &secs_s,
-            ]))?;
+            let out = client(
+                load(&[
+                    "pingpong",
+                    "--addr",
+                    &lo(t.ports.echo).to_string(),
+                    "--conns",
+                    &n.to_string(),
+                    "--duration",
+                    &secs_s,
+                ]),
+                limit,
+            )?;
             parse::load_line(&out)
                 .ok_or_else(|| format!("no result from the ping-pong client: {out}"))
         }
         Kind::Latency => {
-            let out = client(load(&[
-                "rate",
-                "--addr",
-                &lo(t.ports.http).to_string(),
-                "--conns",
-                "128",
-                "--duration",
-                &secs_s,
-                "--rate",
-                &format!("{rate:.0}"),
-            ]))?;
+            let out = client(
+                load(&[
+                    "rate",
+                    "--addr",
+                    &lo(t.ports.http).to_string(),
+                    "--conns",
+                    "128",
+                    "--duration",
+                    &secs_s,
+                    "--rate",
+                    &format!("{rate:.0}"),
+                ]),
+                limit,
+            )?;
             parse::load_line(&out).ok_or_else(|| format!("no result from the rate client: {out}"))
         }
         Kind::Iperf(streams) => {
@@ -1017,7 +1093,7 @@ fn measure(env: &Env, t: &Target, kind: Kind, secs: u64, rate: f64) -> Result<Ru
             let mut c = pinned(LOAD_CORE, &bin, env.pin);
             c.args(["-c", "127.0.0.1", "-p", &t.ports.iperf.to_string()]);
             c.args(["-t", &secs_s, "-P", &streams.to_string(), "-f", "m"]);
-            let out = client(c)?;
+            let out = client(c, limit)?;
             parse::iperf3(&out).ok_or_else(|| format!("cannot read iperf3 output: {}", out.trim()))
         }
         Kind::Memory | Kind::SynFlood | Kind::Reload => Err("not a timed workload".into()),
@@ -1237,8 +1313,12 @@ fn workload(env: &Env, targets: &mut [Target], w: &Workload) -> Vec<Row> {
 fn timed(env: &Env, t: &Target, kind: Kind, rate: f64) -> Result<(Vec<Option<f64>>, u64)> {
     let pid = t.proc.as_ref().map(|p| p.0.id());
     let before = pid.and_then(cpu_split);
+    let waited_before = pid.and_then(run_queue_wait);
     let run = measure(env, t, kind, env.secs, rate)?;
     let after = pid.and_then(cpu_split);
+    if let (Some(a), Some(b)) = (waited_before, pid.and_then(run_queue_wait)) {
+        starved_warning(b - a, env.secs);
+    }
     if kind == Kind::Latency {
         return Ok((vec![run.p50_ms, run.p99_ms, run.p999_ms], run.errors));
     }
@@ -1359,6 +1439,36 @@ fn machine(cores: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_that_outlives_its_run_is_stopped() {
+        // As h2load with a connection set up after its run ended: it would never exit.
+        let t0 = Instant::now();
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo started; exec sleep 60"]);
+        let r = client(c, Duration::from_millis(300));
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+        let e = r.expect_err("a client past its limit is an error");
+        assert!(e.contains("still running"), "{e}");
+    }
+
+    #[test]
+    fn a_client_within_its_limit_gives_its_output() {
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo ok; echo noise >&2"]);
+        assert_eq!(client(c, Duration::from_secs(30)).as_deref(), Ok("ok\n"));
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo why >&2; exit 3"]);
+        let e = client(c, Duration::from_secs(30)).expect_err("exit 3");
+        assert!(e.ends_with(": why"), "{e}");
+    }
+
+    #[test]
+    fn run_queue_wait_reads_this_process() {
+        let w = run_queue_wait(std::process::id()).expect("own schedstat");
+        assert!(w >= 0.0);
+        assert_eq!(run_queue_wait(u32::MAX), None);
+    }
 
     fn a(v: &[&str]) -> Result<Opts> {
         parse_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
