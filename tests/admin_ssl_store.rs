@@ -9,18 +9,14 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/tls.rs"]
+mod tls;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
 use backend::{free_port, lo};
-use proxy::{Proc, TempDir};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+use proxy::{Proc, TempDir, admin_cli_payload as cli};
+use rustls::pki_types::CertificateDer;
 
 const HAPROXY: &str = "/usr/sbin/haproxy";
 
@@ -43,11 +39,8 @@ impl Files {
 }
 
 fn ca(cn: &str) -> (rcgen::Certificate, rcgen::KeyPair) {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    let (mut p, key) = tls::params(cn, &[]);
     p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    p.distinguished_name = rcgen::DistinguishedName::new();
-    p.distinguished_name.push(rcgen::DnType::CommonName, cn);
     (p.self_signed(&key).expect("ca"), key)
 }
 
@@ -55,17 +48,9 @@ fn files() -> Files {
     let dir = TempDir::new("sslstore");
     let (ca_cert, ca_key) = ca("Test CA");
     let (other, _) = ca("Other CA");
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-    let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).expect("params");
-    p.distinguished_name = rcgen::DistinguishedName::new();
-    p.distinguished_name
-        .push(rcgen::DnType::CommonName, "a.example");
+    let (p, key) = tls::params("a.example", &["a.example"]);
     let leaf = p.signed_by(&key, &ca_cert, &ca_key).expect("leaf");
-    let bkey = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-    let mut bp = rcgen::CertificateParams::new(vec!["b.example".to_string()]).expect("params");
-    bp.distinguished_name = rcgen::DistinguishedName::new();
-    bp.distinguished_name
-        .push(rcgen::DnType::CommonName, "b.example");
+    let (bp, bkey) = tls::params("b.example", &["b.example"]);
     let b = bp.self_signed(&bkey).expect("b");
     let f = Files {
         srv: String::new(),
@@ -79,8 +64,8 @@ fn files() -> Files {
         std::fs::write(f.dir.0.join(name), text).unwrap();
         f.p(name)
     };
-    let srv = w("srv.pem", format!("{}{}", leaf.pem(), key.serialize_pem()));
-    let bb = w("b.pem", format!("{}{}", b.pem(), bkey.serialize_pem()));
+    let srv = w("srv.pem", tls::bundle_pem(&leaf, &key));
+    let bb = w("b.pem", tls::bundle_pem(&b, &bkey));
     let cap = w("ca.pem", ca_cert.pem());
     w("list.txt", format!("{srv} a.example\n"));
     Files {
@@ -105,20 +90,6 @@ fn config(f: &Files, sock: &Path, port: u16, tls: u16, tls_b: u16) -> String {
         b = f.b,
         ca = f.ca,
     )
-}
-
-/// One command (and optional payload) on a fresh admin connection, as socat sends it.
-fn cli(sock: &Path, cmd: &str, payload: Option<&str>) -> String {
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let msg = match payload {
-        Some(p) => format!("{cmd} <<\n{p}\n"),
-        None => format!("{cmd}\n"),
-    };
-    s.write_all(msg.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 fn script(f: &Files) -> Vec<(String, Option<String>)> {
@@ -240,60 +211,9 @@ fn ssl_store_replies_match_haproxy() {
     );
 }
 
-#[derive(Debug)]
-struct AnyCert;
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        rustls::crypto::ring::default_provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
 /// The leaf certificate served on `port` for SNI `sni`.
 fn served(port: u16, sni: &str) -> Vec<u8> {
-    let cfg =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCert))
-            .with_no_client_auth();
-    let name = ServerName::try_from(sni.to_string()).unwrap();
-    let mut conn = ClientConnection::new(Arc::new(cfg), name).unwrap();
-    let mut tcp = TcpStream::connect(lo(port)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    while conn.is_handshaking() {
-        conn.complete_io(&mut tcp).expect("handshake");
-    }
-    conn.peer_certificates().unwrap()[0].to_vec()
+    tls::handshake(lo(port), sni).1
 }
 
 fn der_of(pem_path: &str) -> Vec<u8> {

@@ -7,18 +7,16 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/tls.rs"]
+mod tls;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use backend::{HttpNode, HttpOpts, free_port, lo};
-use proxy::{Proc, TempDir};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
+use proxy::{Proc, TempDir, admin_cli_payload as cli};
+use tls::Tls;
 
 struct Cert {
     pem: String,
@@ -27,77 +25,17 @@ struct Cert {
 
 /// A self-signed ECDSA P-256 bundle with `CN=<cn>` and DNS SANs.
 fn cert(cn: &str, sans: &[&str]) -> Cert {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-    let mut p =
-        rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .expect("params");
-    p.distinguished_name = rcgen::DistinguishedName::new();
-    p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    let (p, key) = tls::params(cn, sans);
     let c = p.self_signed(&key).expect("self-signed");
     Cert {
-        pem: format!("{}{}", c.pem(), key.serialize_pem()),
+        pem: tls::bundle_pem(&c, &key),
         der: c.der().to_vec(),
     }
 }
 
-#[derive(Debug)]
-struct AnyCert;
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        rustls::crypto::ring::default_provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
-type Tls = StreamOwned<ClientConnection, TcpStream>;
-
 /// A TLS connection to `port` with SNI `sni`; returns it and the leaf certificate served.
 fn tls_connect(port: u16, sni: &str) -> (Tls, Vec<u8>) {
-    let cfg =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCert))
-            .with_no_client_auth();
-    let name = ServerName::try_from(sni.to_string()).unwrap();
-    let conn = ClientConnection::new(Arc::new(cfg), name).unwrap();
-    let tcp = TcpStream::connect(lo(port)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut s = StreamOwned::new(conn, tcp);
-    while s.conn.is_handshaking() {
-        s.conn.complete_io(&mut s.sock).expect("handshake");
-    }
-    let der = s.conn.peer_certificates().unwrap()[0].to_vec();
-    (s, der)
+    tls::handshake(lo(port), sni)
 }
 
 /// One keep-alive GET on `s`: the status code.
@@ -119,20 +57,6 @@ fn get(s: &mut Tls, path: &str) -> u16 {
     let mut body = vec![0u8; len];
     s.read_exact(&mut body).unwrap();
     head.get(9..12).unwrap().parse().unwrap()
-}
-
-/// One command (and optional payload) on a fresh admin connection, as socat sends it.
-fn cli(sock: &Path, cmd: &str, payload: Option<&str>) -> String {
-    let mut s = proxy::admin_connect(sock);
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut msg = format!("{cmd}\n");
-    if let Some(p) = payload {
-        msg = format!("{cmd} <<\n{p}\n");
-    }
-    s.write_all(msg.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 struct Files {

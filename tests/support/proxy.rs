@@ -284,11 +284,20 @@ pub fn admin_connect(sock: &std::path::Path) -> std::os::unix::net::UnixStream {
 
 /// One admin-socket command and its whole reply (the socket closes after a command).
 pub fn admin_cli(sock: &std::path::Path, cmd: &str) -> String {
+    admin_cli_payload(sock, cmd, None)
+}
+
+/// [`admin_cli`] with an optional payload, sent as socat sends one: `<cmd> <<`, a newline, the
+/// payload, a newline.
+pub fn admin_cli_payload(sock: &std::path::Path, cmd: &str, payload: Option<&str>) -> String {
     let mut s = admin_connect(sock);
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("read timeout");
-    s.write_all(format!("{cmd}\n").as_bytes())
-        .expect("send a command");
+    let msg = match payload {
+        Some(p) => format!("{cmd} <<\n{p}\n"),
+        None => format!("{cmd}\n"),
+    };
+    s.write_all(msg.as_bytes()).expect("send a command");
     let mut out = String::new();
     s.read_to_string(&mut out).expect("read the reply");
     out
