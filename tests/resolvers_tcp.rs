@@ -12,12 +12,12 @@ mod dns;
 #[path = "support/proxy.rs"]
 mod proxy;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use backend::{HttpNode, HttpOpts, free_port, free_port_on, lo, wait_until};
+use backend::{HttpNode, free_port, lo, wait_until};
 use dns::{DnsServer, Rr};
-use proxy::{Proc, TempDir, admin_cli, get};
+use proxy::{Proc, TempDir, admin_cli};
 
 const N1: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 const N2: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
@@ -25,30 +25,12 @@ const WAIT: Duration = Duration::from_secs(15);
 
 /// Two HTTP nodes on the same port of two loopback addresses, so only the address moves.
 fn nodes() -> (HttpNode, HttpNode, u16) {
-    for _ in 0..20 {
-        let p = free_port_on(IpAddr::V4(N1));
-        let Ok(a) = HttpNode::start(SocketAddr::new(IpAddr::V4(N1), p), HttpOpts::named("n1"))
-        else {
-            continue;
-        };
-        if let Ok(b) = HttpNode::start(SocketAddr::new(IpAddr::V4(N2), p), HttpOpts::named("n2")) {
-            return (a, b, p);
-        }
-    }
-    panic!("no port free on both 127.0.0.2 and 127.0.0.3");
+    backend::node_pair(IpAddr::V4(N1), IpAddr::V4(N2))
 }
 
 /// Which node answered `/` through the proxy ("503" when none).
 fn who(port: u16) -> String {
-    let r = get(lo(port), "/");
-    if r.status != 200 {
-        return r.status.to_string();
-    }
-    r.text()
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("node="))
-        .unwrap_or("?")
-        .to_string()
+    proxy::answering_node(lo(port))
 }
 
 /// The run: (node before the change, node after, `show resolvers`' default section).

@@ -267,6 +267,20 @@ pub fn get(addr: SocketAddr, path: &str) -> Response {
     )
 }
 
+/// Which fake node answered `GET /` at `addr`: the name in its default-route body
+/// (`node=<name> …`, "?" without one), or the status when it is not 200.
+pub fn answering_node(addr: SocketAddr) -> String {
+    let r = get(addr, "/");
+    if r.status != 200 {
+        return r.status.to_string();
+    }
+    r.text()
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("node="))
+        .unwrap_or("?")
+        .to_string()
+}
+
 /// Connects to an admin socket, waiting for the proxy to bind it (it does so right after its
 /// listeners, which is what [`Proc`] waits for).
 pub fn admin_connect(sock: &std::path::Path) -> std::os::unix::net::UnixStream {
