@@ -9,6 +9,8 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/raw.rs"]
+mod raw;
 #[path = "support/tls.rs"]
 mod tls;
 
@@ -148,28 +150,12 @@ fn setup(delay: &str) -> Setup {
     }
 }
 
-fn show_stat(sock: &std::path::Path) -> Vec<Vec<String>> {
-    let mut s = proxy::admin_connect(sock);
-    s.write_all(b"show stat\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.lines()
-        .map(|l| l.split(',').map(String::from).collect())
-        .collect()
-}
-
 /// One FRONTEND row's column by name.
 fn fe_stat(sock: &std::path::Path, fe: &str, col: &str) -> String {
-    let rows = show_stat(sock);
-    let head = &rows[0];
-    let i = head
-        .iter()
-        .position(|h| h.trim_start_matches("# ") == col)
-        .unwrap_or_else(|| panic!("no column {col}"));
-    rows.iter()
-        .find(|r| r[0] == fe && r[1] == "FRONTEND")
-        .map(|r| r[i].clone())
+    proxy::stat_table(sock, |px, sv| px == fe && sv == "FRONTEND", &[col])
+        .pop()
         .expect("frontend row")
+        .remove(0)
 }
 
 #[test]
@@ -332,36 +318,13 @@ fn rejects_log_and_count_as_haproxy() {
 /// A plain TCP server standing for a backend in the differential run: reads until EOF or a
 /// short silence, then answers `<name> <bytes received>` and closes.
 fn name_server(name: &'static str) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let _ = s.set_read_timeout(Some(Duration::from_millis(700)));
-                let mut n = 0;
-                let mut buf = [0u8; 4096];
-                while let Ok(k) = s.read(&mut buf) {
-                    if k == 0 {
-                        break;
-                    }
-                    n += k;
-                }
-                let _ = s.write_all(format!("{name} {n}").as_bytes());
-            });
-        }
-    });
-    addr
+    raw::counting_server(name, Duration::from_millis(700))
 }
 
 /// What one input produced: the answer the client got (empty when refused).
 fn run_case(px: SocketAddr, src: [u8; 4], chunks: &[&[u8]], gap: Duration, fin: bool) -> String {
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.bind(&SocketAddr::from((src, 0)).into()).unwrap();
-    sock.connect(&px.into()).unwrap();
-    let mut s: TcpStream = sock.into();
+    let mut s = raw::connect_from(src, px, Duration::from_secs(6));
     s.set_nodelay(true).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(6))).unwrap();
     for (i, c) in chunks.iter().enumerate() {
         if i > 0 {
             std::thread::sleep(gap);
@@ -387,7 +350,7 @@ struct Observed {
     /// `frontend backend/server term` of every log line, sorted.
     logs: Vec<String>,
     /// (frontend, stot, dreq, dcon, dses, conn_tot)
-    stats: Vec<(String, String, String, String, String, String)>,
+    stats: Vec<Vec<String>>,
 }
 
 fn differential_config(
@@ -485,27 +448,11 @@ fn observe(haproxy: bool, be: [SocketAddr; 3]) -> Option<Observed> {
         })
         .collect();
     logs.sort();
-    let rows = show_stat(&sock);
-    let col = |name: &str| {
-        rows[0]
-            .iter()
-            .position(|h| h.trim_start_matches("# ") == name)
-            .unwrap()
-    };
-    let stats = rows
-        .iter()
-        .filter(|r| r.len() > 2 && r[1] == "FRONTEND")
-        .map(|r| {
-            (
-                r[0].clone(),
-                r[col("stot")].clone(),
-                r[col("dreq")].clone(),
-                r[col("dcon")].clone(),
-                r[col("dses")].clone(),
-                r[col("conn_tot")].clone(),
-            )
-        })
-        .collect();
+    let stats = proxy::stat_table(
+        &sock,
+        |_, sv| sv == "FRONTEND",
+        &["pxname", "stot", "dreq", "dcon", "dses", "conn_tot"],
+    );
     Some(Observed {
         answers,
         logs,

@@ -8,9 +8,11 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/raw.rs"]
+mod raw;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use backend::{free_port, lo};
@@ -37,11 +39,7 @@ fn config(port: u16, port2: u16, port3: u16, sock: &std::path::Path) -> String {
 
 /// One request from `src`: the status and the challenge, if any.
 fn ask(px: SocketAddr, src: [u8; 4], path: &str, auth: Option<&str>) -> String {
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.bind(&SocketAddr::from((src, 0)).into()).unwrap();
-    sock.connect(&px.into()).unwrap();
-    let mut s: TcpStream = sock.into();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut s = raw::connect_from(src, px, Duration::from_secs(5));
     let auth = auth
         .map(|a| format!("Authorization: Basic {a}\r\n"))
         .unwrap_or_default();
@@ -109,34 +107,21 @@ fn observe(haproxy: bool) -> Option<Observed> {
         std::thread::sleep(Duration::from_millis(50));
     }
     logs.sort();
-    let csv = proxy::admin_cli(&sock, "show stat");
-    let head: Vec<&str> = csv
-        .lines()
-        .next()?
-        .trim_start_matches("# ")
-        .split(',')
-        .collect();
-    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
-    let stats = csv
-        .lines()
-        .skip(1)
-        .filter(|l| !l.starts_with("probe,") && (l.contains("FRONTEND") || l.contains("BACKEND")))
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            [
-                "pxname",
-                "svname",
-                "dreq",
-                "intercepted",
-                "hrsp_4xx",
-                "hrsp_2xx",
-            ]
-            .iter()
-            .map(|c| f[col(c)])
-            .collect::<Vec<_>>()
-            .join(",")
-        })
-        .collect();
+    let stats = proxy::stat_table(
+        &sock,
+        |px, sv| px != "probe" && (sv == "FRONTEND" || sv == "BACKEND"),
+        &[
+            "pxname",
+            "svname",
+            "dreq",
+            "intercepted",
+            "hrsp_4xx",
+            "hrsp_2xx",
+        ],
+    )
+    .iter()
+    .map(|r| r.join(","))
+    .collect();
     Some(Observed {
         answers,
         logs,

@@ -6,45 +6,19 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/raw.rs"]
+mod raw;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use backend::{free_port, lo};
 use proxy::{Proc, TempDir};
 
-/// A server answering `<bytes received>` once the client is done (EOF or a short silence).
-fn counting_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-                let mut n = 0;
-                let mut buf = [0u8; 4096];
-                while let Ok(k) = s.read(&mut buf) {
-                    if k == 0 {
-                        break;
-                    }
-                    n += k;
-                }
-                let _ = s.write_all(format!("got {n}").as_bytes());
-            });
-        }
-    });
-    addr
-}
-
 /// One client from `src` sending `data` (after `gap`), then half-closing: what it got back.
 fn client(px: SocketAddr, src: [u8; 4], data: &[u8], gap: Duration) -> String {
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.bind(&SocketAddr::from((src, 0)).into()).unwrap();
-    sock.connect(&px.into()).unwrap();
-    let mut s: TcpStream = sock.into();
-    s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let mut s = raw::connect_from(src, px, Duration::from_secs(8));
     std::thread::sleep(gap);
     if s.write_all(data).is_err() {
         return "refused".into();
@@ -117,29 +91,11 @@ fn observe(haproxy: bool, srv: SocketAddr) -> Option<Observed> {
         std::thread::sleep(Duration::from_millis(50));
     }
     logs.sort();
-    let mut s = proxy::admin_connect(&sock);
-    s.write_all(b"show stat\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let head: Vec<&str> = out
-        .lines()
-        .next()?
-        .trim_start_matches("# ")
-        .split(',')
-        .collect();
-    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
-    let stats = out
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|r| r.len() > 40 && (r[0] == "fe" || r[0] == "guarded"))
-        .map(|r| {
-            ["pxname", "svname", "stot", "dreq", "bin"]
-                .iter()
-                .map(|c| r[col(c)].to_string())
-                .collect()
-        })
-        .collect();
+    let stats = proxy::stat_table(
+        &sock,
+        |px, _| px == "fe" || px == "guarded",
+        &["pxname", "svname", "stot", "dreq", "bin"],
+    );
     Some(Observed {
         answers,
         logs,
@@ -149,7 +105,7 @@ fn observe(haproxy: bool, srv: SocketAddr) -> Option<Observed> {
 
 #[test]
 fn backend_content_rules_as_haproxy() {
-    let srv = counting_server();
+    let srv = raw::counting_server("got", Duration::from_millis(500));
     let ours = observe(false, srv).expect("portcullis");
     assert_eq!(
         ours.answers,

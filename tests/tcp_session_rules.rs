@@ -7,48 +7,21 @@
 mod backend;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/raw.rs"]
+mod raw;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use backend::{free_port, lo};
 use proxy::{Proc, TempDir};
 
-/// A server answering `got <n>` with the number of bytes received once the client is done.
-fn counting_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-                let mut n = 0;
-                let mut buf = [0u8; 4096];
-                while let Ok(k) = s.read(&mut buf) {
-                    if k == 0 {
-                        break;
-                    }
-                    n += k;
-                }
-                let _ = s.write_all(format!("got {n}").as_bytes());
-            });
-        }
-    });
-    addr
-}
-
 /// A client from `src` sending `data` then half-closing (unless there is none): the body it got back (after the
 /// head, for HTTP), `closed` when the connection ended without a byte, `silent` when nothing
 /// came within 1.5 s (a silent drop).
 fn client(px: SocketAddr, src: [u8; 4], data: &[u8]) -> String {
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.bind(&SocketAddr::from((src, 0)).into()).unwrap();
-    sock.connect(&px.into()).unwrap();
-    let mut s: TcpStream = sock.into();
-    s.set_read_timeout(Some(Duration::from_millis(1500)))
-        .unwrap();
+    let mut s = raw::connect_from(src, px, Duration::from_millis(1500));
     // Without data the client only listens (a silent drop is then deterministic: a byte or a
     // FIN arriving after the drop's close would draw a reset from the kernel).
     if !data.is_empty() {
@@ -186,26 +159,11 @@ fn observe(haproxy: bool, srv: SocketAddr) -> Option<Observed> {
     // `--`, see tests/tcp_inspect_empty.rs).
     logs.retain(|l| !l.starts_with("127.0.0.1 ft "));
     logs.sort();
-    let out = proxy::admin_cli(&sock, "show stat");
-    let head: Vec<&str> = out
-        .lines()
-        .next()?
-        .trim_start_matches("# ")
-        .split(',')
-        .collect();
-    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
-    let stats = out
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|r| r.len() > 40 && r[1] == "FRONTEND")
-        .map(|r| {
-            ["pxname", "dses", "dreq", "stot"]
-                .iter()
-                .map(|c| r[col(c)].to_string())
-                .collect()
-        })
-        .collect();
+    let stats = proxy::stat_table(
+        &sock,
+        |_, sv| sv == "FRONTEND",
+        &["pxname", "dses", "dreq", "stot"],
+    );
     Some(Observed {
         answers,
         logs,
@@ -215,7 +173,7 @@ fn observe(haproxy: bool, srv: SocketAddr) -> Option<Observed> {
 
 #[test]
 fn session_rules_as_haproxy() {
-    let srv = counting_server();
+    let srv = raw::counting_server("got", Duration::from_millis(500));
     let ours = observe(false, srv).expect("portcullis");
     assert_eq!(
         ours.answers,

@@ -330,3 +330,36 @@ pub fn server_stat_columns(sock: &std::path::Path, cols: &[usize]) -> Vec<String
         })
         .collect()
 }
+
+/// `show stat` by column name: for each row whose (pxname, svname) `keep` accepts, the values
+/// of `cols` in that order. Panics on a column the header does not name, and when no row is kept.
+pub fn stat_table(
+    sock: &std::path::Path,
+    keep: impl Fn(&str, &str) -> bool,
+    cols: &[&str],
+) -> Vec<Vec<String>> {
+    let out = admin_cli(sock, "show stat");
+    let mut lines = out.lines();
+    let head: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("# ")
+        .split(',')
+        .collect();
+    let idx: Vec<usize> = cols
+        .iter()
+        .map(|c| {
+            head.iter()
+                .position(|h| h == c)
+                .unwrap_or_else(|| panic!("no column {c} in show stat: {out:?}"))
+        })
+        .collect();
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|r| r.len() > 1 && idx.iter().all(|&i| i < r.len()) && keep(r[0], r[1]))
+        .map(|r| idx.iter().map(|&i| r[i].to_string()).collect())
+        .collect();
+    // An empty table would make any comparison of two of them pass.
+    assert!(!rows.is_empty(), "no show stat row kept: {out:?}");
+    rows
+}
