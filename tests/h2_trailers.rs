@@ -3,6 +3,8 @@
 
 #[path = "support/backend.rs"]
 mod backend;
+#[path = "support/h2client.rs"]
+mod h2client;
 #[path = "support/proxy.rs"]
 mod proxy;
 
@@ -45,18 +47,7 @@ fn server() -> SocketAddr {
 type Got = (u16, Vec<(String, String)>, Vec<u8>, Vec<(String, String)>);
 
 fn get(port: u16) -> Got {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let run = async move {
-        let tcp = tokio::net::TcpStream::connect(lo(port))
-            .await
-            .expect("connect");
-        let (client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+    h2client::h2_exchange(lo(port), |client| async move {
         let mut client = client.ready().await.expect("ready");
         let req = http::Request::get("http://127.0.0.1/t")
             .body(())
@@ -70,17 +61,10 @@ fn get(port: u16) -> Got {
         };
         let (status, head) = (resp.status().as_u16(), fields(resp.headers()));
         let mut body = resp.into_body();
-        let mut data = Vec::new();
-        while let Some(d) = body.data().await {
-            let d = d.expect("data");
-            let _ = body.flow_control().release_capacity(d.len());
-            data.extend_from_slice(&d);
-        }
+        let data = h2client::read_body(&mut body).await;
         let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
         (status, head, data, fields(&trailers))
-    };
-    rt.block_on(async { tokio::time::timeout(Duration::from_secs(15), run).await })
-        .expect("the exchange ends in time")
+    })
 }
 
 fn run(start: impl Fn(&str, SocketAddr) -> Option<Proc>) -> Option<Got> {

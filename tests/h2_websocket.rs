@@ -5,6 +5,8 @@
 
 #[path = "support/backend.rs"]
 mod backend;
+#[path = "support/h2client.rs"]
+mod h2client;
 #[path = "support/proxy.rs"]
 mod proxy;
 
@@ -84,18 +86,7 @@ fn accept(key: &str) -> String {
 /// What one extended CONNECT got: whether the setting was advertised, the status, and the
 /// echo of "ping" (empty when no tunnel).
 fn ws_over_h2(port: u16) -> (bool, u16, Vec<u8>) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let run = async move {
-        let tcp = tokio::net::TcpStream::connect(lo(port))
-            .await
-            .expect("connect");
-        let (client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+    h2client::h2_exchange(lo(port), |client| async move {
         let mut client = client.clone().ready().await.expect("ready");
         // The server's SETTINGS arrive after the handshake returns.
         let mut enabled = false;
@@ -132,9 +123,7 @@ fn ws_over_h2(port: u16) -> (bool, u16, Vec<u8>) {
             let _ = send.send_data(Bytes::new(), true);
         }
         (enabled, status, echo)
-    };
-    rt.block_on(async { tokio::time::timeout(Duration::from_secs(15), run).await })
-        .expect("the exchange ends in time")
+    })
 }
 
 fn config(port: u16, good: SocketAddr, bad_port: u16, bad: SocketAddr) -> String {

@@ -3,6 +3,8 @@
 
 #[path = "support/backend.rs"]
 mod backend;
+#[path = "support/h2client.rs"]
+mod h2client;
 #[path = "support/proxy.rs"]
 mod proxy;
 
@@ -75,18 +77,7 @@ fn h2_prior_knowledge_on_a_plain_bind() {
 
 /// Sends GET requests for `paths` one after another on one HTTP/2 connection (h2c); the bodies.
 fn sequential_gets(port: u16, paths: &[&str]) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let run = async move {
-        let tcp = tokio::net::TcpStream::connect(lo(port))
-            .await
-            .expect("connect");
-        let (client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+    h2client::h2_exchange(lo(port), |client| async move {
         let mut bodies = Vec::new();
         for p in paths {
             let mut client = client.clone().ready().await.expect("ready");
@@ -95,18 +86,11 @@ fn sequential_gets(port: u16, paths: &[&str]) -> Vec<String> {
                 .expect("request");
             let (resp, _) = client.send_request(req, true).expect("send");
             let mut body = resp.await.expect("response").into_body();
-            let mut data = Vec::new();
-            while let Some(d) = body.data().await {
-                let d = d.expect("data");
-                let _ = body.flow_control().release_capacity(d.len());
-                data.extend_from_slice(&d);
-            }
+            let data = h2client::read_body(&mut body).await;
             bodies.push(String::from_utf8_lossy(&data).into_owned());
         }
         bodies
-    };
-    rt.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(15), run).await })
-        .expect("the exchanges end in time")
+    })
 }
 
 /// `sess.*` variables belong to the connection: a later stream of the same HTTP/2 connection
