@@ -10,8 +10,8 @@ mod proxy;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 use backend::{free_port, lo, wait_until};
@@ -362,6 +362,65 @@ fn table_rows(sock: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The configuration file (under `dir`) of a process alone in its `local` peers section
+/// (`peers`: its lines there) as `lb1`: frontend `f` on `fe` tracks sources (then `rules`) in
+/// its table storing `store`; the admin socket exposes the listeners for `-x`.
+fn lb1_cfg(dir: &Path, sock: &Path, peers: &str, fe: u16, rules: &[&str], store: &str) -> PathBuf {
+    let rules: String = rules.iter().map(|r| format!(" {r}\n")).collect();
+    let cfg = dir.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n stats socket {} level admin expose-fd listeners\n\
+             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
+             peers local\n {peers}\n\
+             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n{rules}\
+             stick-table type ip size 1k expire 5m store {store} peers local\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// portcullis as the local peer `lb1` on `cfg`, with `extra` arguments.
+fn start_lb1(cfg: &Path, extra: &[String]) -> Child {
+    proxy::portcullis_command(
+        &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
+        cfg,
+    )
+    .spawn()
+    .expect("start portcullis")
+}
+
+/// Waits until the admin socket and the frontend on `fe` accept connections.
+fn listening(sock: &Path, fe: u16) -> bool {
+    wait_until(Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
+    })
+}
+
+/// Reload `n`: a new `lb1` started with `-x <sock> -sf <old>`; asserts that the old process
+/// leaves (once its tables are handed over) and that the new one still runs. The new one.
+fn reload_lb1(cfg: &Path, sock: &Path, old: &mut Child, n: usize) -> Child {
+    let args = [
+        "-x".to_string(),
+        sock.display().to_string(),
+        "-sf".to_string(),
+        old.id().to_string(),
+    ];
+    let mut next = start_lb1(cfg, &args);
+    let gone = wait_until(Duration::from_secs(15), || {
+        old.try_wait().ok().flatten().is_some()
+    });
+    assert!(gone, "reload {n}: the old process did not stop");
+    assert!(
+        next.try_wait().ok().flatten().is_none(),
+        "reload {n}: new process died"
+    );
+    next
+}
+
 /// Reloads (`-x <sock> -sf <old>`): the old process teaches the new one its tables through
 /// the local peer, so `show table` reads the same after each of five reloads.
 #[test]
@@ -369,31 +428,16 @@ fn tables_survive_reloads() {
     let dir = TempDir::new("peers-reload");
     let sock = dir.0.join("admin.sock");
     let (peer, fe) = (free_port(), free_port());
-    let cfg = dir.0.join("p.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global\n stats socket {} level admin expose-fd listeners\n\
-             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
-             peers local\n peer lb1 127.0.0.1:{peer}\n\
-             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
-             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt,http_req_rate(5m) peers local\n",
-            sock.display()
-        ),
-    )
-    .unwrap();
-    let start = |extra: &[String]| -> std::process::Child {
-        proxy::portcullis_command(
-            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
-            &cfg,
-        )
-        .spawn()
-        .expect("start portcullis")
-    };
-    let mut cur = start(&[]);
-    assert!(wait_until(Duration::from_secs(10), || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
-    }));
+    let cfg = lb1_cfg(
+        &dir.0,
+        &sock,
+        &format!("peer lb1 127.0.0.1:{peer}"),
+        fe,
+        &["http-request return status 200"],
+        "conn_cnt,http_req_cnt,http_req_rate(5m)",
+    );
+    let mut cur = start_lb1(&cfg, &[]);
+    assert!(listening(&sock, fe));
     for (i, src) in ["127.0.0.31", "127.0.0.32", "127.0.0.33"]
         .iter()
         .enumerate()
@@ -409,28 +453,12 @@ fn tables_survive_reloads() {
     }));
     let want = table_rows(&sock);
     for n in 1..=5 {
-        let args = [
-            "-x".to_string(),
-            sock.display().to_string(),
-            "-sf".to_string(),
-            cur.id().to_string(),
-        ];
-        let mut next = start(&args);
-        // The old process leaves once its tables are handed over.
-        let gone = wait_until(Duration::from_secs(15), || {
-            cur.try_wait().ok().flatten().is_some()
-        });
-        assert!(gone, "reload {n}: the old process did not stop");
-        assert!(
-            next.try_wait().ok().flatten().is_none(),
-            "reload {n}: new process died"
-        );
+        cur = reload_lb1(&cfg, &sock, &mut cur, n);
         assert!(
             wait_until(Duration::from_secs(10), || table_rows(&sock) == want),
             "reload {n}: {:?} instead of {want:?}",
             table_rows(&sock)
         );
-        cur = next;
     }
     let _ = cur.kill();
     let _ = cur.wait();
@@ -462,32 +490,20 @@ fn tables_survive_reloads_under_load() {
     let dir = TempDir::new("peers-reload-load");
     let sock = dir.0.join("admin.sock");
     let (peer, fe) = (free_port(), free_port());
-    let cfg = dir.0.join("p.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global\n stats socket {} level admin expose-fd listeners\n\
-             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
-             peers local\n peer lb1 127.0.0.1:{peer}\n\
-             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request sc-inc-gpc0(0)\n\
-             http-request deny if {{ path /deny }}\n http-request return status 200\n\
-             stick-table type ip size 1k expire 5m store gpc0,conn_cnt,http_req_cnt,http_req_rate(5m),http_err_cnt,bytes_out_cnt peers local\n",
-            sock.display()
-        ),
-    )
-    .unwrap();
-    let start = |extra: &[String]| -> std::process::Child {
-        proxy::portcullis_command(
-            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
-            &cfg,
-        )
-        .spawn()
-        .expect("start portcullis")
-    };
-    let mut cur = start(&[]);
-    assert!(wait_until(Duration::from_secs(10), || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
-    }));
+    let cfg = lb1_cfg(
+        &dir.0,
+        &sock,
+        &format!("peer lb1 127.0.0.1:{peer}"),
+        fe,
+        &[
+            "http-request sc-inc-gpc0(0)",
+            "http-request deny if { path /deny }",
+            "http-request return status 200",
+        ],
+        "gpc0,conn_cnt,http_req_cnt,http_req_rate(5m),http_err_cnt,bytes_out_cnt",
+    );
+    let mut cur = start_lb1(&cfg, &[]);
+    assert!(listening(&sock, fe));
     // Idle sources: what they leave must not move.
     for (src, path) in [("127.0.0.36", "/"), ("127.0.0.37", "/deny")] {
         let st = request_path(src.parse().unwrap(), lo(fe), path);
@@ -557,22 +573,7 @@ fn tables_survive_reloads_under_load() {
         assert!(wait_until(Duration::from_secs(10), || ok
             .load(Ordering::SeqCst)
             >= before + 5));
-        let args = [
-            "-x".to_string(),
-            sock.display().to_string(),
-            "-sf".to_string(),
-            cur.id().to_string(),
-        ];
-        let mut next = start(&args);
-        let gone = wait_until(Duration::from_secs(15), || {
-            cur.try_wait().ok().flatten().is_some()
-        });
-        assert!(gone, "reload {n}: the old process did not stop");
-        assert!(
-            next.try_wait().ok().flatten().is_none(),
-            "reload {n}: new process died"
-        );
-        cur = next;
+        cur = reload_lb1(&cfg, &sock, &mut cur, n);
         let row = quiesce().unwrap_or_default();
         let (done, lost) = (ok.load(Ordering::SeqCst), failed.load(Ordering::SeqCst));
         // Every answered request is counted once; a request cut by the reload may or may not
@@ -669,26 +670,16 @@ fn reload_into_haproxy_keeps_the_tables() {
     let dir = TempDir::new("peers-migrate");
     let sock = dir.0.join("admin.sock");
     let (peer, fe) = (free_port(), free_port());
-    let cfg = dir.0.join("p.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global\n stats socket {} level admin expose-fd listeners\n\
-             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
-             peers local\n peer lb1 127.0.0.1:{peer}\n\
-             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
-             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt,http_req_rate(5m) peers local\n",
-            sock.display()
-        ),
-    )
-    .unwrap();
-    let lb1 = ["-L".to_string(), "lb1".to_string()];
-    let mut old = proxy::portcullis_command(&lb1, &cfg)
-        .spawn()
-        .expect("start portcullis");
-    assert!(wait_until(Duration::from_secs(10), || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
-    }));
+    let cfg = lb1_cfg(
+        &dir.0,
+        &sock,
+        &format!("peer lb1 127.0.0.1:{peer}"),
+        fe,
+        &["http-request return status 200"],
+        "conn_cnt,http_req_cnt,http_req_rate(5m)",
+    );
+    let mut old = start_lb1(&cfg, &[]);
+    assert!(listening(&sock, fe));
     for _ in 0..2 {
         assert!(request_from("127.0.0.51".parse().unwrap(), lo(fe)).contains("200"));
     }
@@ -798,50 +789,26 @@ fn tables_survive_reloads_over_tls() {
     };
     let sock = dir.0.join("admin.sock");
     let (peer, fe) = (free_port(), free_port());
-    let cfg = dir.0.join("p.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global\n stats socket {} level admin expose-fd listeners\n\
-             defaults\n mode http\n timeout client 5s\n timeout server 5s\n timeout connect 5s\n\
-             peers local\n bind 127.0.0.1:{peer} ssl crt {}\n server lb1\n\
-             frontend f\n bind 127.0.0.1:{fe}\n http-request track-sc0 src\n http-request return status 200\n\
-             stick-table type ip size 1k expire 5m store conn_cnt,http_req_cnt peers local\n",
-            sock.display(),
+    let cfg = lb1_cfg(
+        &dir.0,
+        &sock,
+        &format!(
+            "bind 127.0.0.1:{peer} ssl crt {}\n server lb1",
             pem.display()
         ),
-    )
-    .unwrap();
-    let start = |extra: &[String]| -> std::process::Child {
-        proxy::portcullis_command(
-            &[&["-L".to_string(), "lb1".to_string()], extra].concat(),
-            &cfg,
-        )
-        .spawn()
-        .expect("start portcullis")
-    };
-    let mut cur = start(&[]);
-    assert!(wait_until(Duration::from_secs(10), || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok() && TcpStream::connect(lo(fe)).is_ok()
-    }));
+        fe,
+        &["http-request return status 200"],
+        "conn_cnt,http_req_cnt",
+    );
+    let mut cur = start_lb1(&cfg, &[]);
+    assert!(listening(&sock, fe));
     for _ in 0..3 {
         assert!(request_from("127.0.0.71".parse().unwrap(), lo(fe)).contains("200"));
     }
     let want = vec!["127.0.0.71 use=0 conn_cnt=3 http_req_cnt=3".to_string()];
     assert!(wait_until(Duration::from_secs(10), || table_rows(&sock) == want));
     for n in 1..=2 {
-        let args = [
-            "-x".to_string(),
-            sock.display().to_string(),
-            "-sf".to_string(),
-            cur.id().to_string(),
-        ];
-        let next = start(&args);
-        let gone = wait_until(Duration::from_secs(15), || {
-            cur.try_wait().ok().flatten().is_some()
-        });
-        assert!(gone, "reload {n}: the old process did not stop");
-        cur = next;
+        cur = reload_lb1(&cfg, &sock, &mut cur, n);
         assert!(
             wait_until(Duration::from_secs(10), || table_rows(&sock) == want),
             "reload {n}: {:?}",
