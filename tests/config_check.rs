@@ -1,5 +1,7 @@
 //! `portcullis -c`: the real binary on real files.
 
+#[path = "support/proxy.rs"]
+mod proxy;
 #[path = "support/shared.rs"]
 mod shared;
 
@@ -408,11 +410,7 @@ fn malformed_configs_are_rejected_with_file_line_and_message() {
 
 #[test]
 fn haproxy_rejects_the_same_files() {
-    let haproxy = Path::new("/usr/sbin/haproxy");
-    if !haproxy.exists() {
-        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
-        return;
-    }
+    let Some(haproxy) = haproxy() else { return };
     let mut failures = Vec::new();
     for &(name, _, _, rejects) in BAD.iter().filter(|c| c.3) {
         let out = Command::new(haproxy)
@@ -502,17 +500,45 @@ fn diag_lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
+/// HAProxy 2.6's binary, or None (with a notice) when it is not installed.
+fn haproxy() -> Option<&'static Path> {
+    let haproxy = Path::new("/usr/sbin/haproxy");
+    if !haproxy.exists() {
+        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
+        return None;
+    }
+    Some(haproxy)
+}
+
+/// `haproxy -c -f <f>`.
+fn haproxy_check(haproxy: &Path, f: &Path) -> Output {
+    Command::new(haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(f)
+        .output()
+        .expect("run haproxy")
+}
+
+/// Each case, after `base`, as a file of its own: `-c` gives HAProxy 2.6's exit status and
+/// diagnostic lines (a failure names the case).
+fn cases_match_haproxy(haproxy: &Path, base: &str, cases: &[&str]) {
+    let dir = proxy::TempDir::new("cfg-cases");
+    for (i, c) in cases.iter().enumerate() {
+        let f = dir.0.join(format!("c{i}.cfg"));
+        std::fs::write(&f, format!("{base}{c}")).unwrap();
+        let ours = check(&[&f], &[]);
+        let theirs = haproxy_check(haproxy, &f);
+        assert_eq!(ours.status.code(), theirs.status.code(), "case {i}: {c}");
+        assert_eq!(diag_lines(&ours), diag_lines(&theirs), "case {i}: {c}");
+    }
+}
+
 /// `.if`/`.elif`/`.else`/`.endif`, the message directives and their errors print what HAProxy
 /// 2.6 prints, caret lines included, with the same exit status; `-cc` answers as HAProxy's.
 #[test]
 fn conditional_blocks_match_haproxy() {
-    let haproxy = Path::new("/usr/sbin/haproxy");
-    if !haproxy.exists() {
-        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("portcullis-cond-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let Some(haproxy) = haproxy() else { return };
     let base = "defaults\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n";
     let cases = [
         ".if defined(HOME) && version_atleast(2.5-dev0) && feature(OPENSSL)\n.notice \"ok\"\n.warning w\n.elif 1\n.alert \"no\"\n.else\n.alert no\n.endif\nfrontend f\n bind 127.0.0.1:1\n",
@@ -531,19 +557,7 @@ fn conditional_blocks_match_haproxy() {
         ".warning two words\nfrontend f\n bind 127.0.0.1:1\n",
         ".foo\nfrontend f\n bind 127.0.0.1:1\n",
     ];
-    for (i, c) in cases.iter().enumerate() {
-        let f = dir.join(format!("c{i}.cfg"));
-        std::fs::write(&f, format!("{base}{c}")).unwrap();
-        let ours = check(&[&f], &[]);
-        let theirs = Command::new(haproxy)
-            .arg("-c")
-            .arg("-f")
-            .arg(&f)
-            .output()
-            .expect("run haproxy");
-        assert_eq!(ours.status.code(), theirs.status.code(), "case {i}: {c}");
-        assert_eq!(diag_lines(&ours), diag_lines(&theirs), "case {i}: {c}");
-    }
+    cases_match_haproxy(haproxy, base, &cases);
     for cond in [
         "version_atleast(2.5-dev0)",
         "version_atleast(2.6-dev0)",
@@ -558,17 +572,12 @@ fn conditional_blocks_match_haproxy() {
         let theirs = Command::new(haproxy).args(["-cc", cond]).output().unwrap();
         assert_eq!(ours.status.code(), theirs.status.code(), "-cc {cond}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The process keywords' errors and warnings, line for line as HAProxy 2.6 prints them.
 #[test]
 fn process_keyword_errors_match_haproxy() {
-    let haproxy = Path::new("/usr/sbin/haproxy");
-    if !haproxy.exists() {
-        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
-        return;
-    }
+    let Some(haproxy) = haproxy() else { return };
     let dir = std::env::temp_dir().join(format!("portcullis-prockw-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("p.cfg");
@@ -584,12 +593,7 @@ fn process_keyword_errors_match_haproxy() {
     )
     .unwrap();
     let ours = check(&[&f], &[]);
-    let theirs = Command::new(haproxy)
-        .arg("-c")
-        .arg("-f")
-        .arg(&f)
-        .output()
-        .expect("run haproxy");
+    let theirs = haproxy_check(haproxy, &f);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(ours.status.code(), theirs.status.code());
     assert_eq!(diag_lines(&ours), diag_lines(&theirs));
@@ -600,13 +604,7 @@ fn process_keyword_errors_match_haproxy() {
 /// types' words. Line for line as HAProxy 2.6 prints them.
 #[test]
 fn frontend_keywords_in_a_backend_match_haproxy() {
-    let haproxy = Path::new("/usr/sbin/haproxy");
-    if !haproxy.exists() {
-        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("portcullis-fekw-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let Some(haproxy) = haproxy() else { return };
     let base = "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\nfrontend f\n bind 127.0.0.1:1\n default_backend b\n";
     let cases = [
         "backend b\n monitor-uri /m\n capture request header Host len 10\n monitor fail if TRUE\n server s 127.0.0.1:2\n",
@@ -616,20 +614,7 @@ fn frontend_keywords_in_a_backend_match_haproxy() {
         "backend b\n persist\n persist foo\n persist rdp-cookie(\n persist rdp-cookie()\n persist rdp-cookie(x) y\n persist rdp-cookiex\n persist rdp-cookie\n balance rdp-cookie(\n server s 127.0.0.1:2\nfrontend g\n bind 127.0.0.1:5\n mode tcp\n persist rdp-cookie\n tcp-request content accept if RDP_COOKIE\n default_backend b\n",
         "backend b\n stick-table type string len x size 1k\nbackend c\n stick-table type ip len 4 size 1k\nbackend d\n stick-table type binary len 0 size 1k\nbackend e\n stick-table type integer size 1k\n stick-table type string len 10 size 1k store gpc0\n",
     ];
-    for (i, c) in cases.iter().enumerate() {
-        let f = dir.join(format!("c{i}.cfg"));
-        std::fs::write(&f, format!("{base}{c}")).unwrap();
-        let ours = check(&[&f], &[]);
-        let theirs = Command::new(haproxy)
-            .arg("-c")
-            .arg("-f")
-            .arg(&f)
-            .output()
-            .expect("run haproxy");
-        assert_eq!(ours.status.code(), theirs.status.code(), "case {i}: {c}");
-        assert_eq!(diag_lines(&ours), diag_lines(&theirs), "case {i}: {c}");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    cases_match_haproxy(haproxy, base, &cases);
 }
 
 /// `tcp-request session`: HAProxy 2.6's words for misplaced rules (anonymous `defaults`, a
@@ -637,13 +622,7 @@ fn frontend_keywords_in_a_backend_match_haproxy() {
 /// and its warnings for rules written after those that run later. Line for line.
 #[test]
 fn tcp_request_session_errors_match_haproxy() {
-    let haproxy = Path::new("/usr/sbin/haproxy");
-    if !haproxy.exists() {
-        eprintln!("notice: /usr/sbin/haproxy not found, differential test skipped");
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("portcullis-tcpsess-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let Some(haproxy) = haproxy() else { return };
     let base =
         "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\n";
     let cases = [
@@ -657,18 +636,5 @@ fn tcp_request_session_errors_match_haproxy() {
         "frontend f\n bind 127.0.0.1:1\n http-request deny if { path /x }\n tcp-request session accept\n tcp-request content accept\n tcp-request session reject if { src 10.0.0.1 }\n tcp-request connection accept\n default_backend b\nbackend b\n server s 127.0.0.1:2\n",
         "frontend f\n bind 127.0.0.1:1\n use_backend b if { src 10.0.0.3 }\n tcp-request session accept\n default_backend b\nbackend b\n server s 127.0.0.1:2\n",
     ];
-    for (i, c) in cases.iter().enumerate() {
-        let f = dir.join(format!("c{i}.cfg"));
-        std::fs::write(&f, format!("{base}{c}")).unwrap();
-        let ours = check(&[&f], &[]);
-        let theirs = Command::new(haproxy)
-            .arg("-c")
-            .arg("-f")
-            .arg(&f)
-            .output()
-            .expect("run haproxy");
-        assert_eq!(ours.status.code(), theirs.status.code(), "case {i}: {c}");
-        assert_eq!(diag_lines(&ours), diag_lines(&theirs), "case {i}: {c}");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    cases_match_haproxy(haproxy, base, &cases);
 }
