@@ -1,7 +1,7 @@
 //! Raw TCP on both sides of a test: a server made of one closure per connection, the
 //! byte-counting server the `mode tcp` differential tests route to, and a client socket bound to
 //! a chosen loopback source (the source address is what `src` ACLs and stick tables see).
-//! Unlike [`backend`](../backend.rs)'s servers, these live as long as the test process.
+//! Unlike the servers of backend.rs, these live as long as the test process.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::io::{Read, Write};
