@@ -310,6 +310,9 @@ struct Target {
     relay: Option<&'static str>,
     /// The binary of a portcullis target that is not the current build (`--baseline`).
     bin: Option<PathBuf>,
+    /// The config sections (`frontend h2c`) that binary refused at start, and why: it runs
+    /// without them, and the workloads that need them are skipped cells saying so.
+    refused: Vec<(String, String)>,
     ports: Ports,
     proc: Option<Proc>,
     /// Why it is not running, when it is not.
@@ -743,6 +746,7 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
         kind,
         relay: None,
         bin: None,
+        refused: Vec::new(),
         ports,
         proc: None,
         down: None,
@@ -825,6 +829,8 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
     t.down = None;
     let tag = t.id;
     let cfg_path = env.dir.join(format!("{tag}.cfg"));
+    // The HAProxy-language text, to find what an older build refused.
+    let mut written = String::new();
     let cmd = match t.kind {
         TargetKind::Direct => return,
         TargetKind::Haproxy | TargetKind::Portcullis(_) => {
@@ -846,10 +852,15 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
             if let Some(sock) = admin {
                 text = conf::with_admin_socket(&text, sock);
             }
-            if let Err(e) = std::fs::write(&cfg_path, text) {
+            if !t.refused.is_empty() {
+                let headers: Vec<String> = t.refused.iter().map(|(h, _)| h.clone()).collect();
+                text = conf::without(&text, &headers);
+            }
+            if let Err(e) = std::fs::write(&cfg_path, &text) {
                 t.down = Some(e.to_string());
                 return;
             }
+            written = text;
             let mut c = pinned(PROXY_CORE, &bin, env.pin);
             c.arg("-f").arg(&cfg_path).arg("-db");
             if let TargetKind::Portcullis(io) = t.kind {
@@ -903,6 +914,10 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
             }
         }
         Ok(()) => t.proc = Some(proc),
+        Err(_) if t.bin.is_some() && refuse_more(t, &written, &log) => {
+            drop(proc);
+            start_with(env, t, admin)
+        }
         Err(e) => {
             let mut why = last_line(&log);
             if t.kind == TargetKind::Nginx {
@@ -910,6 +925,39 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
             }
             t.down = Some(format!("{e}: {why}"));
         }
+    }
+}
+
+/// After a `--baseline` build failed to start: adds the config sections its log says it refused
+/// to `t.refused`; true when there are new ones (it is worth starting again without them).
+fn refuse_more(t: &mut Target, cfg: &str, log: &Path) -> bool {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let Some(found) = conf::refused(cfg, &text) else {
+        return false;
+    };
+    let mut more = false;
+    for (header, why) in found {
+        if !t.refused.iter().any(|(h, _)| *h == header) {
+            println!(
+                "bench: {} refused '{header}' ({why}): runs without it",
+                t.label
+            );
+            t.refused.push((header, why));
+            more = true;
+        }
+    }
+    more
+}
+
+/// The frontend of the bench's config a workload runs through (SYN flood has its own config).
+fn frontend(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::Wrk { tls: false, .. } | Kind::Latency | Kind::Memory | Kind::Reload => Some("http"),
+        Kind::Wrk { tls: true, .. } | Kind::TlsHandshake | Kind::H2 => Some("https"),
+        Kind::H2ToH2 => Some("h2c"),
+        Kind::Iperf(_) => Some("iperf"),
+        Kind::PingPong(_) => Some("echo"),
+        Kind::SynFlood => None,
     }
 }
 
@@ -1210,6 +1258,15 @@ fn unavailable(env: &Env, t: &Target, kind: Kind) -> Option<Cell> {
     }
     if let Some(why) = &t.down {
         return Some(Cell::Skipped(why.clone()));
+    }
+    let refused = frontend(kind).and_then(|f| {
+        let header = format!("frontend {f}");
+        t.refused.iter().find(|(h, _)| *h == header)
+    });
+    if let Some((header, why)) = refused {
+        return Some(Cell::Skipped(format!(
+            "this build refused the bench config's {header}: {why}"
+        )));
     }
     match kind {
         Kind::Memory if t.kind == TargetKind::Direct => Some(Cell::NotApplicable),
@@ -1721,6 +1778,43 @@ mod tests {
                 "{}",
                 w.id
             );
+        }
+    }
+
+    #[test]
+    fn a_refused_frontend_skips_the_workloads_through_it() {
+        let e = env(Some(Baseline {
+            bin: PathBuf::from("/w/bench/portcullis-baseline"),
+            label: "old".into(),
+        }));
+        let mut ts = targets(&e, 9);
+        let b = ts
+            .iter_mut()
+            .find(|t| t.id == report::BASELINE)
+            .expect("a baseline target");
+        b.refused = vec![(
+            "frontend h2c".into(),
+            "'bind 127.0.0.1:9005' unknown keyword 'proto'.".into(),
+        )];
+        let kind = |id: &str| WORKLOADS.iter().find(|w| w.id == id).unwrap().kind;
+        assert_eq!(
+            unavailable(&e, b, kind("h2c-h2")),
+            Some(Cell::Skipped(
+                "this build refused the bench config's frontend h2c: 'bind 127.0.0.1:9005' \
+                 unknown keyword 'proto'."
+                    .into()
+            ))
+        );
+        for id in ["memory", "http-ka-tiny", "h2", "pingpong-1"] {
+            assert_eq!(unavailable(&e, b, kind(id)), None, "{id}");
+        }
+        // Every workload but the SYN flood (its own config) names a frontend of the config.
+        let cfg = conf::haproxy(b.ports, e.upstreams, &e.bundle, e.maxconn);
+        for w in WORKLOADS {
+            match frontend(w.kind) {
+                Some(f) => assert!(cfg.contains(&format!("\nfrontend {f}\n")), "{}", w.id),
+                None => assert_eq!(w.kind, Kind::SynFlood),
+            }
         }
     }
 
