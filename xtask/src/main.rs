@@ -42,8 +42,12 @@ commands:
   demo [--haproxy]      run the seed config on loopback against fake nodes (Ctrl-C to stop);
                         --haproxy runs HAProxy on the unstripped config instead
   bench [--quick] [--only W[,W…]] [--duration S] [--reps N] [--release|--debug]
+        [--baseline PATH[:LABEL]]
                         every workload through portcullis (uring, epoll), HAProxy, nginx and
-                        direct; writes target/bench/report.md, report.json, ratios.svg
+                        direct; writes target/bench/report.md, report.json, ratios.svg;
+                        --baseline adds another portcullis binary (an earlier build) run like
+                        portcullis uring, as the column 'portcullis LABEL uring' (LABEL:
+                        baseline), with its ratio to the current build (C)
   drill [--quick] [--net 127.B] [--balancer …] [--mode …] [--redispatch …]
                         seed 000's rolling-restart drill: current vs improved preStop,
                         portcullis and HAProxy side by side (drill --help for all options)

@@ -165,6 +165,110 @@ pub fn nginx_proxy(
     )
 }
 
+/// A section of [`haproxy`]'s text: its header (`frontend h2c`, `defaults`) and its lines,
+/// 1-based, from the header to the line before the next section.
+struct Section<'a> {
+    header: &'a str,
+    lines: std::ops::RangeInclusive<usize>,
+}
+
+fn sections(cfg: &str) -> Vec<Section<'_>> {
+    let mut out: Vec<Section> = Vec::new();
+    for (i, line) in cfg.lines().enumerate() {
+        let n = i + 1;
+        if !line.is_empty() && !line.starts_with([' ', '\t', '#']) {
+            out.push(Section {
+                header: line.trim(),
+                lines: n..=n,
+            });
+        } else if let Some(last) = out.last_mut() {
+            last.lines = *last.lines.start()..=n;
+        }
+    }
+    out
+}
+
+/// The `frontend`/`backend` sections an older portcullis build refused, each with the alert
+/// that says why, from the log of its failed start on `cfg`: an `[ALERT]` with `parsing
+/// [<file>:<line>]` names the line's section, one without names its proxy in quotes (`Proxy
+/// 'h2c': …`); a frontend whose `default_backend` is refused goes with it. `None` when an alert
+/// concerns `global`, `defaults` or no section: nothing of the config runs without it.
+pub fn refused(cfg: &str, log: &str) -> Option<Vec<(String, String)>> {
+    let secs = sections(cfg);
+    let mut out: Vec<(String, String)> = Vec::new();
+    fn add(out: &mut Vec<(String, String)>, header: &str, why: &str) {
+        if !out.iter().any(|(h, _)| h == header) {
+            out.push((header.to_string(), why.to_string()));
+        }
+    }
+    for line in log.lines().filter(|l| l.starts_with("[ALERT]")) {
+        let msg = line.split_once(" : config : ").map_or(line, |(_, m)| m);
+        if msg.starts_with("Error(s) found in configuration file")
+            || msg.starts_with("Fatal errors found")
+        {
+            continue;
+        }
+        let hit: Vec<&Section> = match msg.strip_prefix("parsing [") {
+            Some(rest) => {
+                let (at, _) = rest.split_once("] : ")?;
+                let n: usize = at.rsplit_once(':')?.1.parse().ok()?;
+                secs.iter().filter(|s| s.lines.contains(&n)).collect()
+            }
+            None => secs
+                .iter()
+                .filter(|s| {
+                    s.header
+                        .split_once(' ')
+                        .is_some_and(|(_, name)| msg.contains(&format!("'{name}'")))
+                })
+                .collect(),
+        };
+        let why = msg.split_once("] : ").map_or(msg, |(_, w)| w);
+        if hit.is_empty() {
+            return None;
+        }
+        for s in hit {
+            if !s.header.starts_with("frontend ") && !s.header.starts_with("backend ") {
+                return None;
+            }
+            add(&mut out, s.header, why);
+        }
+    }
+    let backends: Vec<(String, String)> = out
+        .iter()
+        .filter_map(|(h, why)| Some((h.strip_prefix("backend ")?.to_string(), why.clone())))
+        .collect();
+    for s in secs.iter().filter(|s| s.header.starts_with("frontend ")) {
+        let uses = |b: &str| {
+            cfg.lines()
+                .skip(s.lines.start() - 1)
+                .take(s.lines.clone().count())
+                .any(|l| l.split_whitespace().eq(["default_backend", b]))
+        };
+        if let Some((b, why)) = backends.iter().find(|(b, _)| uses(b)) {
+            add(&mut out, s.header, &format!("its backend {b}: {why}"));
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `cfg` without the sections whose headers are listed.
+pub fn without(cfg: &str, headers: &[String]) -> String {
+    let secs = sections(cfg);
+    let gone = |n: usize| {
+        secs.iter()
+            .any(|s| s.lines.contains(&n) && headers.iter().any(|h| h == s.header))
+    };
+    let mut out = String::new();
+    for (i, line) in cfg.lines().enumerate() {
+        if !gone(i + 1) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +308,75 @@ mod tests {
             "\ndefaults\n    portcullis-relay kernel max-unacked 4g bulk-rate 0\n    mode http\n"
         ));
         assert_eq!(k.matches("portcullis-relay").count(), 1);
+    }
+
+    #[test]
+    fn an_older_build_runs_without_the_sections_it_refused() {
+        let c = haproxy(P, up(), Path::new("/b/bundle.pem"), 9900);
+        let line = |needle: &str| c.lines().position(|l| l.contains(needle)).unwrap() + 1;
+        let (bind, server) = (line(":9005 proto h2"), line("server app2"));
+        let log = format!(
+            "[NOTICE]   (1) : haproxy version is 2.6\n\
+             [ALERT]    (7) : config : parsing [/w/b.cfg:{bind}] : 'bind 127.0.0.1:9005' unknown keyword 'proto'.\n\
+             [ALERT]    (7) : config : parsing [/w/b.cfg:{server}] : 'server app2' unknown keyword 'proto'.\n\
+             [ALERT]    (7) : config : Error(s) found in configuration file : /w/b.cfg\n\
+             [ALERT]    (7) : config : Fatal errors found in configuration.\n"
+        );
+        let r = refused(&c, &log).unwrap();
+        assert_eq!(
+            r,
+            [
+                (
+                    "frontend h2c".to_string(),
+                    "'bind 127.0.0.1:9005' unknown keyword 'proto'.".to_string()
+                ),
+                (
+                    "backend app_h2".to_string(),
+                    "'server app2' unknown keyword 'proto'.".to_string()
+                ),
+            ]
+        );
+        let t = without(&c, &r.iter().map(|(h, _)| h.clone()).collect::<Vec<_>>());
+        assert!(
+            !t.contains("h2c") && !t.contains("app_h2") && !t.contains("proto"),
+            "{t}"
+        );
+        assert!(t.contains("alpn h2,http/1.1"));
+        assert!(t.contains("frontend http\n    bind 127.0.0.1:9001\n    default_backend app\n\n"));
+        assert!(t.ends_with("backend iperf\n    mode tcp\n    server iperf1 127.0.0.1:8004\n"));
+        assert_eq!(without(&c, &[]), c);
+
+        // Only the backend refused: its frontend goes too, saying why.
+        let log = format!("[ALERT]    (7) : config : parsing [b.cfg:{server}] : bad 'proto'.\n");
+        let r = refused(&c, &log).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r[1],
+            (
+                "frontend h2c".to_string(),
+                "its backend app_h2: bad 'proto'.".to_string()
+            )
+        );
+        // A post-parse alert names its proxy.
+        let log = "[ALERT]    (7) : config : Proxy 'h2c': MUX protocol 'h2' is not usable.\n";
+        assert_eq!(refused(&c, log).unwrap()[0].0, "frontend h2c", "{log}");
+        // An alert in global, defaults or about no section: nothing to run without.
+        let global = format!(
+            "[ALERT]    (7) : config : parsing [b.cfg:{}] : no.\n",
+            line("nbthread")
+        );
+        assert_eq!(refused(&c, &global), None);
+        let defaults = format!(
+            "[ALERT]    (7) : config : parsing [b.cfg:{}] : no.\n",
+            line("timeout client")
+        );
+        assert_eq!(refused(&c, &defaults), None);
+        assert_eq!(
+            refused(&c, "[ALERT]    (7) : config : out of memory.\n"),
+            None
+        );
+        // No alert at all (it crashed, or timed out): nothing to drop.
+        assert_eq!(refused(&c, "Segmentation fault\n"), None);
     }
 
     #[test]

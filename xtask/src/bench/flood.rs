@@ -428,9 +428,7 @@ pub fn rep(env: &Env, t: &Target) -> Result<(Vec<Option<f64>>, u64)> {
         TargetKind::Direct => (None, BE_PORT),
         TargetKind::Haproxy | TargetKind::Portcullis(_) => {
             let (bin, xdp) = match t.kind {
-                TargetKind::Portcullis(_) => {
-                    (env.portcullis.clone()?, Some(&[IF_FLOOD, IF_CLIENT][..]))
-                }
+                TargetKind::Portcullis(_) => (t.portcullis(env)?, Some(&[IF_FLOOD, IF_CLIENT][..])),
                 _ => (
                     crate::util::which("haproxy").ok_or("no haproxy on PATH")?,
                     None,

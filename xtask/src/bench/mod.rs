@@ -44,7 +44,9 @@ const KERNEL_ONLY: &str = "kernel max-unacked 4g bulk-rate 0";
 const STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
 
 const USAGE: &str = "usage: cargo xtask bench [--quick] [--only WORKLOAD[,WORKLOAD…]] \
-[--duration SECONDS] [--reps N] [--release|--debug]";
+[--duration SECONDS] [--reps N] [--release|--debug] [--baseline PATH[:LABEL]]";
+/// The label of a `--baseline` given without one.
+const BASELINE_LABEL: &str = "baseline";
 
 /// What one workload measures, and how.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -174,6 +176,37 @@ struct Opts {
     duration: Option<u64>,
     reps: Option<usize>,
     release: Option<bool>,
+    baseline: Option<Baseline>,
+}
+
+/// Another portcullis binary (an earlier build) run beside the current one, so that a change's
+/// before and after are measured in the same run on the same machine state.
+#[derive(Debug, Clone, PartialEq)]
+struct Baseline {
+    bin: PathBuf,
+    label: String,
+}
+
+/// `PATH[:LABEL]`: the label is what follows the last `:` unless that holds a `/` (then the
+/// whole is a path).
+fn parse_baseline(v: &str) -> Result<Baseline> {
+    let (path, label) = match v.rsplit_once(':') {
+        Some((p, l)) if !l.contains('/') => (p, l),
+        _ => (v, BASELINE_LABEL),
+    };
+    if path.is_empty() {
+        return Err(format!("--baseline '{v}' has no path; {USAGE}"));
+    }
+    // Shown in a markdown table and a one-line progress log: printable, no column separator.
+    if label.is_empty() || !label.chars().all(|c| c.is_ascii_graphic() && c != '|') {
+        return Err(format!(
+            "bad baseline label '{label}' (printable ASCII without spaces or '|')"
+        ));
+    }
+    Ok(Baseline {
+        bin: PathBuf::from(path),
+        label: label.to_string(),
+    })
 }
 
 fn parse_args(args: &[String]) -> Result<Opts> {
@@ -183,6 +216,7 @@ fn parse_args(args: &[String]) -> Result<Opts> {
         duration: None,
         reps: None,
         release: None,
+        baseline: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -230,6 +264,13 @@ fn parse_args(args: &[String]) -> Result<Opts> {
                         .ok_or_else(|| format!("bad repetition count '{v}'"))?,
                 )
             }
+            "--baseline" => {
+                let b = parse_baseline(value()?)?;
+                if o.baseline.is_some() {
+                    return Err(format!("--baseline given twice; {USAGE}"));
+                }
+                o.baseline = Some(b);
+            }
             _ => return Err(format!("bad argument '{a}'; {USAGE}")),
         }
     }
@@ -267,10 +308,25 @@ struct Target {
     /// show the opt-in kernel splice (with its per-session rule, and kernel only) beside the
     /// default userspace relay.
     relay: Option<&'static str>,
+    /// The binary of a portcullis target that is not the current build (`--baseline`).
+    bin: Option<PathBuf>,
+    /// The config sections (`frontend h2c`) that binary refused at start, and why: it runs
+    /// without them, and the workloads that need them are skipped cells saying so.
+    refused: Vec<(String, String)>,
     ports: Ports,
     proc: Option<Proc>,
     /// Why it is not running, when it is not.
     down: Option<String>,
+}
+
+impl Target {
+    /// The binary a portcullis target runs: the baseline's own, else the current build.
+    fn portcullis(&self, env: &Env) -> Result<PathBuf> {
+        match &self.bin {
+            Some(b) => Ok(b.clone()),
+            None => env.portcullis.clone(),
+        }
+    }
 }
 
 struct Env {
@@ -281,6 +337,8 @@ struct Env {
     reps: usize,
     load_bin: PathBuf,
     portcullis: std::result::Result<PathBuf, String>,
+    /// `--baseline`, its binary already copied into `dir`.
+    baseline: Option<Baseline>,
     bundle: PathBuf,
     cert: PathBuf,
     key: PathBuf,
@@ -352,6 +410,20 @@ pub fn run(args: &[String]) -> Result {
     );
     // Built before anything is pinned: cargo would inherit a one-core mask.
     let (portcullis, load_bin) = build(release, &dir)?;
+    let baseline = match opts.baseline.clone() {
+        Some(b) => Some(Baseline {
+            bin: keep(&b.bin, &dir, "portcullis-baseline")
+                .map_err(|e| format!("--baseline: {e}"))?,
+            label: b.label,
+        }),
+        None => None,
+    };
+    if let Some(b) = baseline.as_ref().filter(|_| !release) {
+        println!(
+            "bench: the current build is a debug one; the baseline ({}) runs as given",
+            b.label
+        );
+    }
 
     let hard_nofile = hard_nofile();
     let maxconn = conf::maxconn(hard_nofile);
@@ -407,6 +479,7 @@ pub fn run(args: &[String]) -> Result {
         reps,
         load_bin,
         portcullis,
+        baseline,
         bundle,
         cert,
         key,
@@ -458,7 +531,7 @@ pub fn run(args: &[String]) -> Result {
         rows.extend(new_rows);
     }
 
-    let report = Report {
+    let mut report = Report {
         date: output(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]))
             .unwrap_or_default()
             .trim()
@@ -511,6 +584,15 @@ pub fn run(args: &[String]) -> Result {
             .collect(),
         rows,
     };
+    if let Some(b) = &opts.baseline {
+        report.method.push(format!(
+            "baseline: `{}` as \"portcullis {} uring\", copied at start and run exactly like \
+             portcullis uring (same config, `--io uring`, same placement); its cells add the \
+             ratio to the current build (C)",
+            b.bin.display(),
+            b.label
+        ));
+    }
     let md = report::markdown(&report);
     let files = [
         ("report.md", md.clone()),
@@ -564,7 +646,10 @@ fn broken_rows(report: &Report) -> Vec<String> {
                 .iter()
                 .zip(&r.cells)
                 .filter(|(t, c)| {
+                    // A baseline build that cannot run a workload (an old build refusing a
+                    // newer config line) is a skipped cell, not a broken bench.
                     t.id.starts_with("portcullis")
+                        && t.id != report::BASELINE
                         && !matches!(c, Cell::Value(_) | Cell::NotApplicable)
                 })
                 .map(move |(t, _)| format!("{} {} ({})", r.workload, t.label, r.metric))
@@ -592,14 +677,16 @@ fn build(release: bool, dir: &Path) -> Result<(std::result::Result<PathBuf, Stri
     } else {
         std::env::current_exe().map_err(|e| format!("cannot find the xtask binary: {e}"))?
     };
-    let keep = |from: &Path, name: &str| -> Result<PathBuf> {
-        let to = dir.join(name);
-        let _ = std::fs::remove_file(&to);
-        std::fs::copy(from, &to).map_err(|e| format!("copy {}: {e}", from.display()))?;
-        Ok(to)
-    };
-    let portcullis = portcullis.and_then(|p| keep(&p, "portcullis"));
-    Ok((portcullis, keep(&load_bin, "xtask-load")?))
+    let portcullis = portcullis.and_then(|p| keep(&p, dir, "portcullis"));
+    Ok((portcullis, keep(&load_bin, dir, "xtask-load")?))
+}
+
+/// Copies a binary into the bench directory as `name` (what the bench then runs).
+fn keep(from: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
+    let to = dir.join(name);
+    let _ = std::fs::remove_file(&to);
+    std::fs::copy(from, &to).map_err(|e| format!("copy {}: {e}", from.display()))?;
+    Ok(to)
 }
 
 /// A self-signed ECDSA P-256 certificate: the bundle HAProxy and portcullis read, and the
@@ -658,6 +745,8 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
         label,
         kind,
         relay: None,
+        bin: None,
+        refused: Vec::new(),
         ports,
         proc: None,
         down: None,
@@ -666,7 +755,7 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
         relay: Some(relay),
         ..t(id, label, TargetKind::Portcullis("uring"), proxy_ports())
     };
-    vec![
+    let mut list = vec![
         t(
             report::DIRECT,
             "direct".into(),
@@ -686,7 +775,7 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
             proxy_ports(),
         ),
         t(
-            "portcullis-uring",
+            report::CURRENT,
             "portcullis uring".into(),
             TargetKind::Portcullis("uring"),
             proxy_ports(),
@@ -708,7 +797,25 @@ fn targets(env: &Env, backend_https: u16) -> Vec<Target> {
             "portcullis uring, userspace relay only".into(),
             "userspace",
         ),
-    ]
+    ];
+    if let Some(b) = &env.baseline {
+        // Beside the current build's column, started exactly like it but for the binary.
+        let at = list
+            .iter()
+            .position(|t| t.id == report::CURRENT)
+            .map_or(list.len(), |i| i + 1);
+        let baseline = Target {
+            bin: Some(b.bin.clone()),
+            ..t(
+                report::BASELINE,
+                format!("portcullis {} uring", b.label),
+                TargetKind::Portcullis("uring"),
+                proxy_ports(),
+            )
+        };
+        list.insert(at, baseline);
+    }
+    list
 }
 
 /// (Re)starts a target's proxy; on failure `down` says why.
@@ -722,11 +829,13 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
     t.down = None;
     let tag = t.id;
     let cfg_path = env.dir.join(format!("{tag}.cfg"));
+    // The HAProxy-language text, to find what an older build refused.
+    let mut written = String::new();
     let cmd = match t.kind {
         TargetKind::Direct => return,
         TargetKind::Haproxy | TargetKind::Portcullis(_) => {
             let bin = match t.kind {
-                TargetKind::Portcullis(_) => env.portcullis.clone(),
+                TargetKind::Portcullis(_) => t.portcullis(env),
                 _ => which("haproxy").ok_or_else(|| "no haproxy on PATH".to_string()),
             };
             let bin = match bin {
@@ -743,10 +852,15 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
             if let Some(sock) = admin {
                 text = conf::with_admin_socket(&text, sock);
             }
-            if let Err(e) = std::fs::write(&cfg_path, text) {
+            if !t.refused.is_empty() {
+                let headers: Vec<String> = t.refused.iter().map(|(h, _)| h.clone()).collect();
+                text = conf::without(&text, &headers);
+            }
+            if let Err(e) = std::fs::write(&cfg_path, &text) {
                 t.down = Some(e.to_string());
                 return;
             }
+            written = text;
             let mut c = pinned(PROXY_CORE, &bin, env.pin);
             c.arg("-f").arg(&cfg_path).arg("-db");
             if let TargetKind::Portcullis(io) = t.kind {
@@ -800,6 +914,10 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
             }
         }
         Ok(()) => t.proc = Some(proc),
+        Err(_) if t.bin.is_some() && refuse_more(t, &written, &log) => {
+            drop(proc);
+            start_with(env, t, admin)
+        }
         Err(e) => {
             let mut why = last_line(&log);
             if t.kind == TargetKind::Nginx {
@@ -807,6 +925,39 @@ fn start_with(env: &Env, t: &mut Target, admin: Option<&Path>) {
             }
             t.down = Some(format!("{e}: {why}"));
         }
+    }
+}
+
+/// After a `--baseline` build failed to start: adds the config sections its log says it refused
+/// to `t.refused`; true when there are new ones (it is worth starting again without them).
+fn refuse_more(t: &mut Target, cfg: &str, log: &Path) -> bool {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let Some(found) = conf::refused(cfg, &text) else {
+        return false;
+    };
+    let mut more = false;
+    for (header, why) in found {
+        if !t.refused.iter().any(|(h, _)| *h == header) {
+            println!(
+                "bench: {} refused '{header}' ({why}): runs without it",
+                t.label
+            );
+            t.refused.push((header, why));
+            more = true;
+        }
+    }
+    more
+}
+
+/// The frontend of the bench's config a workload runs through (SYN flood has its own config).
+fn frontend(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::Wrk { tls: false, .. } | Kind::Latency | Kind::Memory | Kind::Reload => Some("http"),
+        Kind::Wrk { tls: true, .. } | Kind::TlsHandshake | Kind::H2 => Some("https"),
+        Kind::H2ToH2 => Some("h2c"),
+        Kind::Iperf(_) => Some("iperf"),
+        Kind::PingPong(_) => Some("echo"),
+        Kind::SynFlood => None,
     }
 }
 
@@ -1107,6 +1258,15 @@ fn unavailable(env: &Env, t: &Target, kind: Kind) -> Option<Cell> {
     }
     if let Some(why) = &t.down {
         return Some(Cell::Skipped(why.clone()));
+    }
+    let refused = frontend(kind).and_then(|f| {
+        let header = format!("frontend {f}");
+        t.refused.iter().find(|(h, _)| *h == header)
+    });
+    if let Some((header, why)) = refused {
+        return Some(Cell::Skipped(format!(
+            "this build refused the bench config's {header}: {why}"
+        )));
     }
     match kind {
         Kind::Memory if t.kind == TargetKind::Direct => Some(Cell::NotApplicable),
@@ -1497,6 +1657,168 @@ mod tests {
     }
 
     #[test]
+    fn baseline_args() {
+        let b = |path: &str, label: &str| Baseline {
+            bin: PathBuf::from(path),
+            label: label.into(),
+        };
+        assert_eq!(a(&[]).unwrap().baseline, None);
+        assert_eq!(
+            a(&["--baseline", "/w/before/portcullis"]).unwrap().baseline,
+            Some(b("/w/before/portcullis", "baseline"))
+        );
+        assert_eq!(
+            a(&["--baseline=/w/p:before-01d033d", "--quick"])
+                .unwrap()
+                .baseline,
+            Some(b("/w/p", "before-01d033d"))
+        );
+        // The last ':' separates the label; one followed by a '/' is part of the path.
+        assert_eq!(
+            a(&["--baseline", "/w/a:b/p:old"]).unwrap().baseline,
+            Some(b("/w/a:b/p", "old"))
+        );
+        assert_eq!(
+            a(&["--baseline", "/w/a:b/p"]).unwrap().baseline,
+            Some(b("/w/a:b/p", "baseline"))
+        );
+        assert!(
+            a(&["--baseline"])
+                .unwrap_err()
+                .starts_with("--baseline needs a value")
+        );
+        assert!(
+            a(&["--baseline", ":old"])
+                .unwrap_err()
+                .starts_with("--baseline ':old' has no path")
+        );
+        assert!(
+            a(&["--baseline", "/w/p:"])
+                .unwrap_err()
+                .starts_with("bad baseline label ''")
+        );
+        assert!(
+            a(&["--baseline", "/w/p:a|b"])
+                .unwrap_err()
+                .starts_with("bad baseline label 'a|b'")
+        );
+        assert!(
+            a(&["--baseline", "/w/p", "--baseline", "/w/q"])
+                .unwrap_err()
+                .starts_with("--baseline given twice")
+        );
+    }
+
+    fn env(baseline: Option<Baseline>) -> Env {
+        let lo = SocketAddr::from(([127, 0, 0, 1], 9));
+        Env {
+            dir: PathBuf::from("/w/bench"),
+            pin: false,
+            secs: 1,
+            warm: 0,
+            reps: 1,
+            load_bin: PathBuf::from("/w/bench/xtask-load"),
+            portcullis: Ok(PathBuf::from("/w/bench/portcullis")),
+            baseline,
+            bundle: PathBuf::new(),
+            cert: PathBuf::new(),
+            key: PathBuf::new(),
+            upstreams: Upstreams {
+                http: lo,
+                echo: lo,
+                iperf: lo,
+                h2c: lo,
+            },
+            stream_module: None,
+            maxconn: 20_000,
+            idle_conns: 10_000,
+        }
+    }
+
+    #[test]
+    fn a_baseline_adds_one_target_beside_the_current_build() {
+        let plain = env(None);
+        let ids = |ts: &[Target]| ts.iter().map(|t| t.id).collect::<Vec<_>>();
+        let before = targets(&plain, 9);
+        assert!(before.iter().all(|t| t.bin.is_none()));
+        let with = env(Some(Baseline {
+            bin: PathBuf::from("/w/bench/portcullis-baseline"),
+            label: "before-01d033d".into(),
+        }));
+        let after = targets(&with, 9);
+        assert_eq!(after.len(), before.len() + 1);
+        let at = after
+            .iter()
+            .position(|t| t.id == report::BASELINE)
+            .expect("a baseline target");
+        assert_eq!(after.get(at - 1).map(|t| t.id), Some(report::CURRENT));
+        let mut without = ids(&after);
+        without.remove(at);
+        assert_eq!(without, ids(&before));
+
+        let (b, cur) = (&after[at], &after[at - 1]);
+        assert_eq!(b.label, "portcullis before-01d033d uring");
+        assert_eq!(b.kind, cur.kind);
+        assert_eq!(b.relay, cur.relay);
+        assert_eq!(
+            b.portcullis(&with).unwrap(),
+            PathBuf::from("/w/bench/portcullis-baseline")
+        );
+        assert_eq!(
+            cur.portcullis(&with).unwrap(),
+            PathBuf::from("/w/bench/portcullis")
+        );
+        // Its own ports: both run at once.
+        assert_ne!(b.ports.http, cur.ports.http);
+        // It takes part in every workload the current build does.
+        for w in WORKLOADS {
+            assert_eq!(
+                unavailable(&with, b, w.kind),
+                unavailable(&with, cur, w.kind),
+                "{}",
+                w.id
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_frontend_skips_the_workloads_through_it() {
+        let e = env(Some(Baseline {
+            bin: PathBuf::from("/w/bench/portcullis-baseline"),
+            label: "old".into(),
+        }));
+        let mut ts = targets(&e, 9);
+        let b = ts
+            .iter_mut()
+            .find(|t| t.id == report::BASELINE)
+            .expect("a baseline target");
+        b.refused = vec![(
+            "frontend h2c".into(),
+            "'bind 127.0.0.1:9005' unknown keyword 'proto'.".into(),
+        )];
+        let kind = |id: &str| WORKLOADS.iter().find(|w| w.id == id).unwrap().kind;
+        assert_eq!(
+            unavailable(&e, b, kind("h2c-h2")),
+            Some(Cell::Skipped(
+                "this build refused the bench config's frontend h2c: 'bind 127.0.0.1:9005' \
+                 unknown keyword 'proto'."
+                    .into()
+            ))
+        );
+        for id in ["memory", "http-ka-tiny", "h2", "pingpong-1"] {
+            assert_eq!(unavailable(&e, b, kind(id)), None, "{id}");
+        }
+        // Every workload but the SYN flood (its own config) names a frontend of the config.
+        let cfg = conf::haproxy(b.ports, e.upstreams, &e.bundle, e.maxconn);
+        for w in WORKLOADS {
+            match frontend(w.kind) {
+                Some(f) => assert!(cfg.contains(&format!("\nfrontend {f}\n")), "{}", w.id),
+                None => assert_eq!(w.kind, Kind::SynFlood),
+            }
+        }
+    }
+
+    #[test]
     fn only_selects_groups() {
         assert!(selects("tcp-throughput", "tcp-throughput-4"));
         assert!(selects("http-ka", "http-ka-16k"));
@@ -1525,14 +1847,28 @@ mod tests {
             })
         };
         let r = Report {
-            targets: vec![t("haproxy"), t("portcullis-uring"), t("nginx")],
+            targets: vec![
+                t("haproxy"),
+                t("portcullis-uring"),
+                t(report::BASELINE),
+                t("nginx"),
+            ],
             rows: vec![
-                row("http-ka-tiny", vec![v(), v(), Cell::Skipped("x".into())]),
-                row("h2", vec![v(), Cell::Skipped("down".into()), v()]),
+                // An old build refusing a config line: skipped, not broken.
+                row(
+                    "http-ka-tiny",
+                    vec![
+                        v(),
+                        v(),
+                        Cell::Skipped("old".into()),
+                        Cell::Skipped("x".into()),
+                    ],
+                ),
+                row("h2", vec![v(), Cell::Skipped("down".into()), v(), v()]),
                 // Not a workload of this bench (e.g. a row of an older report): never broken.
-                row("retired", vec![Cell::Skipped("gone".into()); 3]),
+                row("retired", vec![Cell::Skipped("gone".into()); 4]),
                 // Not applicable is no gap.
-                row("http-close", vec![v(), Cell::NotApplicable, v()]),
+                row("http-close", vec![v(), Cell::NotApplicable, v(), v()]),
             ],
             ..Report::default()
         };

@@ -81,10 +81,19 @@ pub struct Report {
 pub const HAPROXY: &str = "haproxy";
 pub const NGINX: &str = "nginx";
 pub const DIRECT: &str = "direct";
+/// The current build (io_uring), which a `--baseline` column is compared with.
+pub const CURRENT: &str = "portcullis-uring";
+/// The `--baseline` build's column.
+pub const BASELINE: &str = "portcullis-baseline-uring";
 
 impl Report {
     fn index(&self, id: &str) -> Option<usize> {
         self.targets.iter().position(|t| t.id == id)
+    }
+
+    /// Whether the `n`th column is the `--baseline` build's.
+    fn is_baseline(&self, n: usize) -> bool {
+        self.targets.get(n).is_some_and(|t| t.id == BASELINE)
     }
 
     /// The cell's median relative to the `base` target's, oriented by the row (> 1 = better).
@@ -178,8 +187,18 @@ pub fn markdown(r: &Report) -> String {
         "\nEach cell: median of the repetitions ± spread ((max − min) / median), then the ratio to \
          HAProxy (H), to nginx (N) and to direct (D). Ratios are oriented so that > 1 is better \
          (for ↓ metrics the ratio is baseline / value). The last column names the better of \
-         HAProxy and nginx on the row.\n\n",
+         HAProxy and nginx on the row.",
     );
+    if let Some(b) = r.index(BASELINE).and_then(|i| r.targets.get(i)) {
+        let _ = write!(
+            out,
+            " The {} column is an earlier build started exactly like portcullis uring; its cells \
+             add its ratio to the current build, portcullis uring (C): < 1 means the current \
+             build is better.",
+            b.label
+        );
+    }
+    out.push_str("\n\n");
     out.push_str("| workload | metric |");
     for t in &r.targets {
         let _ = write!(out, " {} |", t.label);
@@ -198,7 +217,7 @@ pub fn markdown(r: &Report) -> String {
             Better::Lower => " ↓",
         };
         let _ = write!(out, "| {} | {}{arrow} |", row.title, row.metric);
-        for cell in &row.cells {
+        for (n, cell) in row.cells.iter().enumerate() {
             let text = match cell {
                 Cell::Value(s) => match s.median() {
                     Some(m) => {
@@ -213,6 +232,9 @@ pub fn markdown(r: &Report) -> String {
                             ratio_text(r.ratio(row, cell, NGINX)),
                             ratio_text(r.ratio(row, cell, DIRECT))
                         );
+                        if r.is_baseline(n) {
+                            let _ = write!(t, " · {} C", ratio_text(r.ratio(row, cell, CURRENT)));
+                        }
                         if s.errors > 0 {
                             let _ = write!(t, "<br>⚠ {} errors", s.errors);
                         }
@@ -307,13 +329,19 @@ pub fn json(r: &Report) -> String {
             .targets
             .iter()
             .zip(&row.cells)
-            .map(|(t, c)| {
+            .enumerate()
+            .map(|(n, (t, c))| {
                 let body = match c {
                     Cell::Value(s) => {
                         let samples: Vec<String> =
                             s.samples.iter().map(|v| json_num(Some(*v))).collect();
+                        let vs_current = if r.is_baseline(n) {
+                            format!(", \"vs_current\": {}", json_num(r.ratio(row, c, CURRENT)))
+                        } else {
+                            String::new()
+                        };
                         format!(
-                            "{{\"median\": {}, \"spread_pct\": {}, \"samples\": [{}], \"errors\": {}, \"vs_haproxy\": {}, \"vs_nginx\": {}, \"vs_direct\": {}}}",
+                            "{{\"median\": {}, \"spread_pct\": {}, \"samples\": [{}], \"errors\": {}, \"vs_haproxy\": {}, \"vs_nginx\": {}, \"vs_direct\": {}{vs_current}}}",
                             json_num(s.median()),
                             json_num(s.spread_pct()),
                             samples.join(", "),
@@ -348,7 +376,7 @@ fn xml(s: &str) -> String {
 }
 
 const COLORS: &[&str] = &[
-    "#7f7f7f", "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
+    "#7f7f7f", "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
 ];
 
 /// The axis ends here; a longer bar is cut (its label still gives the value).
@@ -379,10 +407,15 @@ pub fn svg(r: &Report) -> String {
         .fold(2.0f64, f64::max)
         .min(MAX_RATIO)
         .ceil();
-    let (label_w, plot_w, bar_h, gap, top) = (400.0, 520.0, 9.0, 10.0, 60.0);
+    let (label_w, plot_w, bar_h, gap) = (400.0, 520.0, 9.0, 10.0);
+    let width = label_w + plot_w + 80.0;
+    // The legend: 150 px an entry, wrapped to the width (a --baseline makes seven).
+    let (entry_w, legend_h) = (150.0, 14.0);
+    let per_line = (((width - 10.0) / entry_w) as usize).max(1);
+    let legend_lines = others.len().div_ceil(per_line).max(1);
+    let top = 46.0 + legend_h * legend_lines as f64;
     let group_h = bar_h * others.len() as f64 + gap;
     let height = top + group_h * rows.len() as f64 + 40.0;
-    let width = label_w + plot_w + 80.0;
     let x = |v: f64| label_w + v.min(max) / max * plot_w;
     let mut out = String::new();
     let _ = writeln!(
@@ -401,13 +434,15 @@ pub fn svg(r: &Report) -> String {
         }
     );
     for (k, i) in others.iter().enumerate() {
-        let lx = 10.0 + k as f64 * 150.0;
+        let lx = 10.0 + (k % per_line) as f64 * entry_w;
+        let ly = 30.0 + (k / per_line) as f64 * legend_h;
         let color = COLORS.get(*i % COLORS.len()).unwrap_or(&"#000");
         let label = r.targets.get(*i).map_or("", |t| t.label.as_str());
         let _ = writeln!(
             out,
-            "<rect x=\"{lx}\" y=\"30\" width=\"10\" height=\"10\" fill=\"{color}\"/><text x=\"{}\" y=\"39\">{}</text>",
+            "<rect x=\"{lx}\" y=\"{ly}\" width=\"10\" height=\"10\" fill=\"{color}\"/><text x=\"{}\" y=\"{}\">{}</text>",
             lx + 14.0,
+            ly + 9.0,
             xml(label)
         );
     }
@@ -621,6 +656,54 @@ mod tests {
         // Balanced braces: a cheap well-formedness check without a JSON parser.
         assert_eq!(j.matches('{').count(), j.matches('}').count());
         assert_eq!(j.matches('[').count(), j.matches(']').count());
+    }
+
+    /// [`report`] with a `--baseline` column beside portcullis uring.
+    fn with_baseline() -> Report {
+        let mut r = report();
+        r.targets.insert(
+            3,
+            Target {
+                id: BASELINE.into(),
+                label: "portcullis before uring".into(),
+            },
+        );
+        r.rows[0].cells.insert(3, stat(&[72_000.0]));
+        r.rows[1].cells.insert(3, stat(&[5.0]));
+        r
+    }
+
+    #[test]
+    fn a_baseline_column_has_its_ratio_to_the_current_build() {
+        let r = with_baseline();
+        let md = markdown(&r);
+        let lines: Vec<&str> = md.lines().collect();
+        assert!(lines.contains(&"| workload | metric | direct | haproxy 2.6.12 | portcullis uring | portcullis before uring | nginx 1.22.1 | best peer |"));
+        assert!(md.contains("The portcullis before uring column is an earlier build"));
+        // Only the baseline's cells have a C ratio: 72,000 against the current 80,000.
+        assert!(lines.contains(&"| HTTP/1.1 keep-alive | req/s ↑ | 100,000 ±20%<br>2.00× H · 1.60× N · 1.00× D | 50,000 ±0%<br>1.00× H · 0.80× N · 0.50× D | 80,000 ±10%<br>1.60× H · 1.28× N · 0.80× D<br>⚠ 2 errors | 72,000<br>1.44× H · 1.15× N · 0.72× D · 0.90× C | 62,500<br>1.25× H · 1.00× N · 0.62× D | nginx 1.22.1 |"));
+        // The current build skipped: no ratio.
+        assert!(lines.contains(&"| 10k idle connections | KiB/conn ↓ | n/a | 4.00<br>1.00× H · 2.00× N · – D | skipped [1] | 5.00<br>0.80× H · 1.60× N · – D · – C | 8.00<br>0.50× H · 1.00× N · – D | haproxy 2.6.12 |"));
+        assert!(!markdown(&report()).contains(" C |"));
+        assert!(!markdown(&report()).contains("earlier build"));
+
+        let j = json(&r);
+        assert!(j.contains("\"portcullis-baseline-uring\": {\"median\": 72000, \"spread_pct\": 0, \"samples\": [72000], \"errors\": 0, \"vs_haproxy\": 1.44, \"vs_nginx\": 1.152, \"vs_direct\": 0.72, \"vs_current\": 0.9}"));
+        assert!(j.contains("\"vs_current\": null}"));
+        assert_eq!(j.matches("vs_current").count(), 2);
+
+        // Seven targets beside HAProxy: the legend wraps onto a second line.
+        let mut seven = with_baseline();
+        for (id, label) in [("a", "a"), ("b", "b"), ("c", "c")] {
+            seven.targets.push(Target {
+                id: id.into(),
+                label: label.into(),
+            });
+        }
+        let s = svg(&seven);
+        assert!(s.contains(">portcullis before uring</text>"));
+        assert!(s.contains("<text x=\"24\" y=\"53\">"), "{s}");
+        assert!(!svg(&report()).contains(" y=\"53\">"));
     }
 
     #[test]
