@@ -259,9 +259,11 @@ fn bad_headers_log_as_haproxy() {
             port + 1
         )
     };
+    // Both ports of a pair handed out, so that no later call gets `p + 1` (ports below the
+    // ephemeral range come in order).
     let free_pair = || loop {
         let p = free_port();
-        if p < u16::MAX && std::net::TcpListener::bind(lo(p + 1)).is_ok() {
+        if free_port() == p.wrapping_add(1) {
             return p;
         }
     };

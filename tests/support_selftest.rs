@@ -428,3 +428,31 @@ fn drop_stops_quickly_and_frees_the_port() {
     drop(e);
     assert!(t.elapsed() < Duration::from_secs(1));
 }
+
+/// Ports handed out for proxies to bind lie below the kernel's ephemeral range (so no server
+/// binding port 0 and no outgoing connection can be given one of them) and are not repeated.
+#[test]
+fn free_ports_are_outside_the_ephemeral_range_and_distinct() {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+    let mut seen = ports.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), ports.len(), "a port was handed out twice");
+    if low >= 30_000 {
+        assert!(ports.iter().all(|&p| p < low), "{ports:?} vs {low}");
+    }
+    // Ephemeral binds never land on them.
+    let servers: Vec<_> = (0..200)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    for s in &servers {
+        assert!(!ports.contains(&s.local_addr().unwrap().port()));
+    }
+}

@@ -124,10 +124,38 @@ pub fn free_port() -> u16 {
 }
 
 /// A port on `ip` (a loopback address) that nothing listens on right now and that this test
-/// process has not handed out before (the kernel may offer a just-released port again, and two
-/// callers would then bind one port). Another process may still take it before the caller binds
-/// it; on a test machine that race is rare enough.
+/// process has not handed out before. The ports come from below the kernel's ephemeral range
+/// (`ip_local_port_range`, 32768 up by default): a port the kernel offered to `bind(…:0)` and
+/// that was then released could be offered again at once to a test server binding port 0, or
+/// be the source port of an outgoing connection, and the proxy started on it afterwards would
+/// fail to bind while its readiness probe reached the other socket (seen in CI: an echo server
+/// answered on the port a receiver should have had). Another process may still take a port
+/// before the caller binds it; on a test machine that race is rare enough.
 pub fn free_port_on(ip: IpAddr) -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    // 22000..30000: below the ephemeral range, above the fixed ports tests name (10000-19000),
+    // below the seed config's backend ports (30080, 30180, 31443).
+    const LOW: u16 = 22_000;
+    const SPAN: u16 = 8_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_low >= LOW + SPAN {
+        // Sequential test processes start at different places, so a port in TIME_WAIT from the
+        // previous one is rarely offered again.
+        let start = (std::process::id() % u32::from(SPAN)) as u16;
+        let _ = NEXT.compare_exchange(0, start + 1, Ordering::AcqRel, Ordering::Acquire);
+        for _ in 0..SPAN {
+            let n = NEXT.fetch_add(1, Ordering::AcqRel);
+            let port = LOW + n % SPAN;
+            if TcpListener::bind(SocketAddr::new(ip, port)).is_ok() {
+                return port;
+            }
+        }
+    }
+    // A machine whose ephemeral range covers ours: the kernel's choice, not handed out twice.
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     let mut port = 0;
@@ -142,21 +170,6 @@ pub fn free_port_on(ip: IpAddr) -> u16 {
     }
     given.push(port);
     port
-}
-
-/// Two [`HttpNode`]s named `n1` and `n2` on one port of the loopback addresses `a` and `b` (only
-/// the address tells them apart), and that port.
-pub fn node_pair(a: IpAddr, b: IpAddr) -> (HttpNode, HttpNode, u16) {
-    for _ in 0..20 {
-        let p = free_port_on(a);
-        let Ok(na) = HttpNode::start(SocketAddr::new(a, p), HttpOpts::named("n1")) else {
-            continue;
-        };
-        if let Ok(nb) = HttpNode::start(SocketAddr::new(b, p), HttpOpts::named("n2")) {
-            return (na, nb, p);
-        }
-    }
-    panic!("no port free on both {a} and {b}");
 }
 
 /// An address on 127.0.0.1 that refuses connections (RST on SYN): a port that was free a
