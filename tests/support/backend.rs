@@ -172,6 +172,21 @@ pub fn free_port_on(ip: IpAddr) -> u16 {
     port
 }
 
+/// Two [`HttpNode`]s named `n1` and `n2` on one port of the loopback addresses `a` and `b` (only
+/// the address tells them apart), and that port.
+pub fn node_pair(a: IpAddr, b: IpAddr) -> (HttpNode, HttpNode, u16) {
+    for _ in 0..20 {
+        let p = free_port_on(a);
+        let Ok(na) = HttpNode::start(SocketAddr::new(a, p), HttpOpts::named("n1")) else {
+            continue;
+        };
+        if let Ok(nb) = HttpNode::start(SocketAddr::new(b, p), HttpOpts::named("n2")) {
+            return (na, nb, p);
+        }
+    }
+    panic!("no port free on both {a} and {b}");
+}
+
 /// An address on 127.0.0.1 that refuses connections (RST on SYN): a port that was free a
 /// moment ago and that this helper checked is refused.
 #[derive(Debug)]
