@@ -3,7 +3,8 @@
 //! from the static table where they are in it, everything else literal and never indexed, so
 //! the client's dynamic table is left alone (no table-size bookkeeping with its SETTINGS).
 
-/// The static table's names (RFC 7541 Appendix A), index 1 first.
+/// The static table's names (RFC 7541 Appendix A), index 1 first: what `static_name` answers.
+#[cfg(test)]
 const STATIC_NAMES: [&str; 61] = [
     ":authority",
     ":method",
@@ -92,9 +93,119 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
-/// The static index of `name` (lowercase), if it has one.
+/// The static index of `name` (lowercase), if it has one: by length first, then by name, so
+/// a field costs a few comparisons rather than a walk of the whole table.
 fn static_name(name: &str) -> Option<usize> {
-    STATIC_NAMES.iter().position(|n| *n == name).map(|i| i + 1)
+    let i = match name.len() {
+        3 => match name {
+            "age" => 21,
+            "via" => 60,
+            _ => return None,
+        },
+        4 => match name {
+            "date" => 33,
+            "etag" => 34,
+            "from" => 37,
+            "host" => 38,
+            "link" => 45,
+            "vary" => 59,
+            _ => return None,
+        },
+        5 => match name {
+            ":path" => 4,
+            "allow" => 22,
+            "range" => 50,
+            _ => return None,
+        },
+        6 => match name {
+            "accept" => 19,
+            "cookie" => 32,
+            "expect" => 35,
+            "server" => 54,
+            _ => return None,
+        },
+        7 => match name {
+            ":method" => 2,
+            ":scheme" => 6,
+            ":status" => 8,
+            "expires" => 36,
+            "referer" => 51,
+            "refresh" => 52,
+            _ => return None,
+        },
+        8 => match name {
+            "if-match" => 39,
+            "if-range" => 42,
+            "location" => 46,
+            _ => return None,
+        },
+        10 => match name {
+            ":authority" => 1,
+            "set-cookie" => 55,
+            "user-agent" => 58,
+            _ => return None,
+        },
+        11 => match name {
+            "retry-after" => 53,
+            _ => return None,
+        },
+        12 => match name {
+            "content-type" => 31,
+            "max-forwards" => 47,
+            _ => return None,
+        },
+        13 => match name {
+            "accept-ranges" => 18,
+            "authorization" => 23,
+            "cache-control" => 24,
+            "content-range" => 30,
+            "if-none-match" => 41,
+            "last-modified" => 44,
+            _ => return None,
+        },
+        14 => match name {
+            "accept-charset" => 15,
+            "content-length" => 28,
+            _ => return None,
+        },
+        15 => match name {
+            "accept-encoding" => 16,
+            "accept-language" => 17,
+            _ => return None,
+        },
+        16 => match name {
+            "content-encoding" => 26,
+            "content-language" => 27,
+            "content-location" => 29,
+            "www-authenticate" => 61,
+            _ => return None,
+        },
+        17 => match name {
+            "if-modified-since" => 40,
+            "transfer-encoding" => 57,
+            _ => return None,
+        },
+        18 => match name {
+            "proxy-authenticate" => 48,
+            _ => return None,
+        },
+        19 => match name {
+            "content-disposition" => 25,
+            "if-unmodified-since" => 43,
+            "proxy-authorization" => 49,
+            _ => return None,
+        },
+        25 => match name {
+            "strict-transport-security" => 56,
+            _ => return None,
+        },
+        27 => match name {
+            "access-control-allow-origin" => 20,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(i)
 }
 
 /// Appends a `:status` field.
@@ -108,13 +219,26 @@ pub fn put_status(out: &mut Vec<u8>, status: u16) {
     }
 }
 
-/// Appends a field as a literal never added to the table; `name` must be lowercase.
+/// Appends a field as a literal never added to the table; `name` is written lowercase (HTTP/2
+/// wants it so; a name from an HTTP/1 head keeps its case until here, with no copy made of it).
 pub fn put_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    match static_name(name) {
+    // Names are short: lowercased on the stack for the table lookup (a longer one is never in
+    // the table, whose longest name has 27 bytes).
+    let mut low = [0u8; 32];
+    let index = match low.get_mut(..name.len()) {
+        Some(l) => {
+            l.copy_from_slice(name.as_bytes());
+            l.make_ascii_lowercase();
+            std::str::from_utf8(l).ok().and_then(static_name)
+        }
+        None => None,
+    };
+    match index {
         Some(i) => put_int(out, 0x00, 4, i),
         None => {
             out.push(0x00);
-            put_str(out, name.as_bytes());
+            put_int(out, 0, 7, name.len());
+            out.extend(name.bytes().map(|b| b.to_ascii_lowercase()));
         }
     }
     put_str(out, value);
@@ -148,6 +272,8 @@ mod tests {
         put_field(&mut b, "www-authenticate", &[b'a'; 300]);
         let long_name = "x-".to_owned() + &"n".repeat(200);
         put_field(&mut b, &long_name, b"");
+        put_field(&mut b, "Content-Length", b"2");
+        put_field(&mut b, "X-Mixed-Case", b"V");
         let got = decode(&b);
         let want: Vec<(String, String)> = [
             (":status", "200".to_owned()),
@@ -157,6 +283,8 @@ mod tests {
             ("x-custom", "v".to_owned()),
             ("www-authenticate", "a".repeat(300)),
             (long_name.as_str(), String::new()),
+            ("content-length", "2".to_owned()),
+            ("x-mixed-case", "V".to_owned()),
         ]
         .into_iter()
         .map(|(n, v)| (n.to_owned(), v))
@@ -166,6 +294,17 @@ mod tests {
         let mut one = Vec::new();
         put_status(&mut one, 200);
         assert_eq!(one, [0x88]);
+    }
+
+    #[test]
+    fn static_names_match_the_table() {
+        for (i, n) in STATIC_NAMES.iter().enumerate() {
+            let first = STATIC_NAMES.iter().position(|m| m == n).map(|p| p + 1);
+            assert_eq!(static_name(n), first, "{n} (entry {})", i + 1);
+        }
+        for n in ["", "x-custom", "dates", "serve", ":statu", "content-typf"] {
+            assert_eq!(static_name(n), None, "{n}");
+        }
     }
 
     #[test]

@@ -137,13 +137,11 @@ impl H2Front {
     fn send_head(&self, head: &ResponseHead, end: bool) -> io::Result<()> {
         // A 101 (an upgrade the server accepted) becomes the 200 that opens an h2 tunnel.
         let status = if head.status == 101 { 200 } else { head.status };
-        let fields = h2_fields(&head.headers);
-        let r = self.io.core.borrow_mut().send_head(
-            self.id,
-            status,
-            fields.iter().map(|(n, v)| (n.as_ref(), *v)),
-            end,
-        );
+        let r = self
+            .io
+            .core
+            .borrow_mut()
+            .send_head(self.id, status, h2_fields(&head.headers), end);
         self.io.flush.notify_one();
         r.map_err(gone)
     }
@@ -191,12 +189,11 @@ impl H2Front {
         }
         match trailers {
             Some(t) => {
-                let fields = h2_fields(t);
                 let r = self
                     .io
                     .core
                     .borrow_mut()
-                    .send_trailers(self.id, fields.iter().map(|(n, v)| (n.as_ref(), *v)));
+                    .send_trailers(self.id, h2_fields(t));
                 self.io.flush.notify_one();
                 r.map_err(gone)
             }
@@ -362,26 +359,28 @@ impl Front for H2Front {
     }
 }
 
-/// Fields of an HTTP/1 message that have no place in h2 (RFC 9113 §8.2.2), `te` included.
+/// Fields of an HTTP/1 message that have no place in h2 (RFC 9113 §8.2.2), `te` included;
+/// by length first (this runs for every field of every response).
 fn connection_specific(name: &str) -> bool {
-    crate::http::head::h2_forbidden(name) || name.eq_ignore_ascii_case("te")
+    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    match name.len() {
+        2 => is("te"),
+        7 => is("upgrade"),
+        10 => is("connection") || is("keep-alive"),
+        16 => is("proxy-connection"),
+        17 => is("transfer-encoding"),
+        _ => false,
+    }
 }
 
-/// The h2 form of a head's fields: lowercase names, no connection-specific field.
-fn h2_fields(headers: &Headers) -> Vec<(Cow<'_, str>, &[u8])> {
+/// The h2 form of a head's fields: no connection-specific field; names in their HTTP/1 case
+/// (the HPACK encoder writes them lowercase).
+fn h2_fields(headers: &Headers) -> impl Iterator<Item = (&str, &[u8])> {
     headers
         .0
         .iter()
         .filter(|h| !connection_specific(&h.name))
-        .map(|h| {
-            let name = if h.name.bytes().any(|b| b.is_ascii_uppercase()) {
-                Cow::Owned(h.name.as_str().to_ascii_lowercase())
-            } else {
-                Cow::Borrowed(h.name.as_str())
-            };
-            (name, h.value.as_slice())
-        })
-        .collect()
+        .map(|h| (h.name.as_str(), h.value.as_slice()))
 }
 
 /// A scheme as RFC 3986 §3.1 spells one.
