@@ -17,6 +17,7 @@ use bytes::{Bytes, BytesMut};
 use super::frame::{self, Head, code, setting};
 use super::hpack;
 use super::request::{self, Collect, RequestFields};
+use crate::http::head::Header;
 
 /// Streams the client may reset before their response ended, net of the responses completed.
 pub const MAX_PREMATURE_RESETS: u32 = 100;
@@ -94,7 +95,7 @@ struct Stream {
     body: VecDeque<Bytes>,
     /// Body bytes received, not yet taken.
     queued: usize,
-    trailers: Option<Vec<(String, Vec<u8>)>>,
+    trailers: Option<Vec<Header>>,
     recv_closed: bool,
     send_closed: bool,
     reset: Option<u32>,
@@ -779,7 +780,7 @@ impl Server {
     }
 
     /// The request's trailers, once its body ended with them.
-    pub fn take_trailers(&mut self, id: u32) -> Option<Vec<(String, Vec<u8>)>> {
+    pub fn take_trailers(&mut self, id: u32) -> Option<Vec<Header>> {
         self.streams.get_mut(&id)?.trailers.take()
     }
 
