@@ -73,6 +73,7 @@ const STATIC_NAMES: [&str; 61] = [
 const STATIC_STATUS: [u16; 7] = [200, 204, 206, 304, 400, 404, 500];
 
 /// An integer with an `n`-bit prefix whose high bits are `first` (RFC 7541 §5.1).
+#[inline]
 fn put_int(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
     let max = (1usize << n) - 1;
     if v < max {
@@ -95,112 +96,112 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 
 /// The static index of `name` (lowercase), if it has one: by length first, then by name, so
 /// a field costs a few comparisons rather than a walk of the whole table.
-fn static_name(name: &str) -> Option<usize> {
+fn static_name(name: &[u8]) -> Option<usize> {
     let i = match name.len() {
         3 => match name {
-            "age" => 21,
-            "via" => 60,
+            b"age" => 21,
+            b"via" => 60,
             _ => return None,
         },
         4 => match name {
-            "date" => 33,
-            "etag" => 34,
-            "from" => 37,
-            "host" => 38,
-            "link" => 45,
-            "vary" => 59,
+            b"date" => 33,
+            b"etag" => 34,
+            b"from" => 37,
+            b"host" => 38,
+            b"link" => 45,
+            b"vary" => 59,
             _ => return None,
         },
         5 => match name {
-            ":path" => 4,
-            "allow" => 22,
-            "range" => 50,
+            b":path" => 4,
+            b"allow" => 22,
+            b"range" => 50,
             _ => return None,
         },
         6 => match name {
-            "accept" => 19,
-            "cookie" => 32,
-            "expect" => 35,
-            "server" => 54,
+            b"accept" => 19,
+            b"cookie" => 32,
+            b"expect" => 35,
+            b"server" => 54,
             _ => return None,
         },
         7 => match name {
-            ":method" => 2,
-            ":scheme" => 6,
-            ":status" => 8,
-            "expires" => 36,
-            "referer" => 51,
-            "refresh" => 52,
+            b":method" => 2,
+            b":scheme" => 6,
+            b":status" => 8,
+            b"expires" => 36,
+            b"referer" => 51,
+            b"refresh" => 52,
             _ => return None,
         },
         8 => match name {
-            "if-match" => 39,
-            "if-range" => 42,
-            "location" => 46,
+            b"if-match" => 39,
+            b"if-range" => 42,
+            b"location" => 46,
             _ => return None,
         },
         10 => match name {
-            ":authority" => 1,
-            "set-cookie" => 55,
-            "user-agent" => 58,
+            b":authority" => 1,
+            b"set-cookie" => 55,
+            b"user-agent" => 58,
             _ => return None,
         },
         11 => match name {
-            "retry-after" => 53,
+            b"retry-after" => 53,
             _ => return None,
         },
         12 => match name {
-            "content-type" => 31,
-            "max-forwards" => 47,
+            b"content-type" => 31,
+            b"max-forwards" => 47,
             _ => return None,
         },
         13 => match name {
-            "accept-ranges" => 18,
-            "authorization" => 23,
-            "cache-control" => 24,
-            "content-range" => 30,
-            "if-none-match" => 41,
-            "last-modified" => 44,
+            b"accept-ranges" => 18,
+            b"authorization" => 23,
+            b"cache-control" => 24,
+            b"content-range" => 30,
+            b"if-none-match" => 41,
+            b"last-modified" => 44,
             _ => return None,
         },
         14 => match name {
-            "accept-charset" => 15,
-            "content-length" => 28,
+            b"accept-charset" => 15,
+            b"content-length" => 28,
             _ => return None,
         },
         15 => match name {
-            "accept-encoding" => 16,
-            "accept-language" => 17,
+            b"accept-encoding" => 16,
+            b"accept-language" => 17,
             _ => return None,
         },
         16 => match name {
-            "content-encoding" => 26,
-            "content-language" => 27,
-            "content-location" => 29,
-            "www-authenticate" => 61,
+            b"content-encoding" => 26,
+            b"content-language" => 27,
+            b"content-location" => 29,
+            b"www-authenticate" => 61,
             _ => return None,
         },
         17 => match name {
-            "if-modified-since" => 40,
-            "transfer-encoding" => 57,
+            b"if-modified-since" => 40,
+            b"transfer-encoding" => 57,
             _ => return None,
         },
         18 => match name {
-            "proxy-authenticate" => 48,
+            b"proxy-authenticate" => 48,
             _ => return None,
         },
         19 => match name {
-            "content-disposition" => 25,
-            "if-unmodified-since" => 43,
-            "proxy-authorization" => 49,
+            b"content-disposition" => 25,
+            b"if-unmodified-since" => 43,
+            b"proxy-authorization" => 49,
             _ => return None,
         },
         25 => match name {
-            "strict-transport-security" => 56,
+            b"strict-transport-security" => 56,
             _ => return None,
         },
         27 => match name {
-            "access-control-allow-origin" => 20,
+            b"access-control-allow-origin" => 20,
             _ => return None,
         },
         _ => return None,
@@ -224,12 +225,14 @@ pub fn put_status(out: &mut Vec<u8>, status: u16) {
 pub fn put_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     // Names are short: lowercased on the stack for the table lookup (a longer one is never in
     // the table, whose longest name has 27 bytes).
+    // One reservation for the whole field (its prefixes: a few bytes).
+    out.reserve(name.len() + value.len() + 12);
     let mut low = [0u8; 32];
     let index = match low.get_mut(..name.len()) {
         Some(l) => {
             l.copy_from_slice(name.as_bytes());
             l.make_ascii_lowercase();
-            std::str::from_utf8(l).ok().and_then(static_name)
+            static_name(l)
         }
         None => None,
     };
@@ -300,10 +303,10 @@ mod tests {
     fn static_names_match_the_table() {
         for (i, n) in STATIC_NAMES.iter().enumerate() {
             let first = STATIC_NAMES.iter().position(|m| m == n).map(|p| p + 1);
-            assert_eq!(static_name(n), first, "{n} (entry {})", i + 1);
+            assert_eq!(static_name(n.as_bytes()), first, "{n} (entry {})", i + 1);
         }
         for n in ["", "x-custom", "dates", "serve", ":statu", "content-typf"] {
-            assert_eq!(static_name(n), None, "{n}");
+            assert_eq!(static_name(n.as_bytes()), None, "{n}");
         }
     }
 
