@@ -18,6 +18,10 @@
 #   LOG=1 adds `option httplog` and a UDP `log` target (a socat sink): the log line's cost.
 #   H2=1 makes the frontend `bind … proto h2` and drives it with h2c (prior knowledge), ten
 #   streams in flight per connection: the HTTP/2 frontend's cost (issue 15's h2 row, plain).
+#   TLS=1 with H2=1 is the bench's h2 row itself: `bind … ssl crt <bundle> alpn h2,http/1.1` (a
+#   self-signed P-256 bundle made with openssl in $OUT) and h2load over TLS (ALPN h2). Each run
+#   of h2load opens its C connections anew: the measured requests include C full handshakes
+#   (TLS 1.3, P-256 ECDSA), which callgrind's inclusive cost of the handshake shows apart.
 #
 # Example: TARGET=portcullis MODE=callgrind N=20000 xtask/scripts/ka-instr.sh
 set -euo pipefail
@@ -27,6 +31,7 @@ MODE=${MODE:-callgrind}
 IO=${IO:-epoll}
 LOG=${LOG:-0}
 H2=${H2:-0}
+TLS=${TLS:-0}
 C=${C:-10}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "$MODE" = callgrind ]; then N=${N:-20000}; else N=${N:-200000}; fi
@@ -92,6 +97,16 @@ taskset -c 0 nginx -p "$OUT" -e "$OUT/backend-error.log" -c "$OUT/backend.conf" 
 pids+=($!)
 
 # The proxy's config: the bench's (conf::haproxy), its `http` frontend and `app` backend.
+bind_opts=""
+[ "$TLS" = 1 ] && [ "$H2" != 1 ] && { echo "TLS=1 needs H2=1" >&2; exit 2; }
+if [ "$TLS" = 1 ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+        -subj /CN=bench.local -keyout "$OUT/key.pem" -out "$OUT/cert.pem" 2>/dev/null
+    cat "$OUT/cert.pem" "$OUT/key.pem" >"$OUT/bundle.pem"
+    bind_opts=" ssl crt $OUT/bundle.pem alpn h2,http/1.1"
+elif [ "$H2" = 1 ]; then
+    bind_opts=" proto h2"
+fi
 log_lines=""
 if [ "$LOG" = 1 ]; then
     log_lines="    log 127.0.0.1:$LPORT local0
@@ -114,7 +129,7 @@ ${log_lines}    timeout connect 5s
     timeout http-keep-alive 60s
 
 frontend http
-    bind 127.0.0.1:$PPORT$([ "$H2" = 1 ] && echo " proto h2")
+    bind 127.0.0.1:$PPORT$bind_opts
     default_backend app
 
 backend app
@@ -138,7 +153,12 @@ wait_port "$PPORT"
 load() {
     local proto=(--h1 -m 1)
     [ "$H2" = 1 ] && proto=(-m 10)
-    taskset -c 0 h2load "${proto[@]}" -n "$1" -c "$C" "http://127.0.0.1:$PPORT/" >"$OUT/h2load-$2.txt"
+    local scheme=http
+    [ "$TLS" = 1 ] && scheme=https
+    taskset -c 0 h2load "${proto[@]}" -n "$1" -c "$C" "$scheme://127.0.0.1:$PPORT/" >"$OUT/h2load-$2.txt"
+    if [ "$TLS" = 1 ] && ! grep -q "Application protocol: h2" "$OUT/h2load-$2.txt"; then
+        cat "$OUT/h2load-$2.txt" >&2; exit 1
+    fi
     grep -q "$1 succeeded, 0 failed, 0 errored" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
     grep -q "status codes: $1 2xx" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
 }
@@ -148,7 +168,7 @@ load "$WARM" warm
 label="$TARGET${IO:+ ($IO)}"
 [ "$TARGET" = haproxy ] && label=haproxy
 [ "$LOG" = 1 ] && label="$label, httplog"
-[ "$H2" = 1 ] && label="$label, h2c"
+if [ "$TLS" = 1 ]; then label="$label, h2 over TLS"; elif [ "$H2" = 1 ]; then label="$label, h2c"; fi
 case $MODE in
 callgrind)
     callgrind_control -i on "$PID" >/dev/null 2>&1

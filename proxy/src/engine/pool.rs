@@ -3,10 +3,11 @@
 //! [`PURGE_DELAY`] and clears it when it stops.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
+
+use foldhash::HashMap;
 
 use crate::backend::h2::Link;
 use crate::backend::srvconn::SrvConn;
@@ -52,12 +53,13 @@ thread_local! {
     /// Released session buffers, reused by the next transaction on this worker.
     static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// This worker's idle server connections, by server address.
-    static CONNS: RefCell<HashMap<Key, Vec<Rc<SrvConn>>>> = RefCell::new(HashMap::new());
+    static CONNS: RefCell<HashMap<Key, Vec<Rc<SrvConn>>>> = RefCell::new(HashMap::default());
     /// This worker's HTTP/2 server connections, by server address: idle ones (owned by the
     /// stream that takes one) and shared ones (`http-reuse always`, taken without removal).
-    static LINKS: RefCell<HashMap<Key, Vec<Rc<Link>>>> = RefCell::new(HashMap::new());
+    static LINKS: RefCell<HashMap<Key, Vec<Rc<Link>>>> = RefCell::new(HashMap::default());
     /// Shared HTTP/2 connections being opened, by server address: who waits for one.
-    static CONNECTING: RefCell<HashMap<Key, Rc<tokio::sync::Notify>>> = RefCell::new(HashMap::new());
+    static CONNECTING: RefCell<HashMap<Key, Rc<tokio::sync::Notify>>> =
+        RefCell::new(HashMap::default());
 }
 
 /// The wake-up of the shared h2 connection to `addr` being opened, if one is.

@@ -343,6 +343,10 @@ fn parse_status_line(line: &[u8]) -> Result<(Version, u16, &[u8]), H1Error> {
 }
 
 fn is_unreserved_or_sub_delim(b: u8) -> bool {
+    HOST_BYTE[usize::from(b)]
+}
+
+const fn unreserved_or_sub_delim(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
             b,
@@ -362,6 +366,18 @@ fn is_unreserved_or_sub_delim(b: u8) -> bool {
                 | b'='
         )
 }
+
+/// The class as a table: one load per byte of every request's Host (it was a chain of
+/// comparisons, ≈ 20 instructions a byte).
+static HOST_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = unreserved_or_sub_delim(i as u8);
+        i += 1;
+    }
+    t
+};
 
 /// `uri-host [":" port]` (RFC 9110 §7.2); `require_port` for CONNECT's authority-form.
 pub(crate) fn is_valid_host(v: &[u8], require_port: bool) -> bool {

@@ -79,11 +79,26 @@ impl Head {
     }
 }
 
+/// A frame header's bytes.
+pub fn head_bytes(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; HEADER_LEN] {
+    let l = len as u32;
+    let s = (stream & 0x7fff_ffff).to_be_bytes();
+    [
+        (l >> 16) as u8,
+        (l >> 8) as u8,
+        l as u8,
+        kind,
+        flags,
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+    ]
+}
+
 /// Appends a frame header.
 pub fn put_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
-    let l = len as u32;
-    out.extend_from_slice(&[(l >> 16) as u8, (l >> 8) as u8, l as u8, kind, flags]);
-    out.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
+    out.extend_from_slice(&head_bytes(len, kind, flags, stream));
 }
 
 /// A SETTINGS frame with `(identifier, value)` pairs.

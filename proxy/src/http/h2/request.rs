@@ -3,17 +3,21 @@
 //! a bad HTTP request (a method that is not a token, a scheme with odd characters) is passed
 //! on, for the transaction to answer 400 as HAProxy's does.
 
+use crate::http::field::{FieldName, FieldValue};
+use crate::http::head::Header;
+
 /// A request as its HEADERS carried it: the pseudo-header fields apart, the regular fields in
-/// order (lowercase names, checked tokens).
+/// order (lowercase names, checked tokens), each value inline when short (no allocation per
+/// field: the request head is then built by moving them).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestFields {
-    pub method: Vec<u8>,
-    pub scheme: Option<Vec<u8>>,
-    pub authority: Option<Vec<u8>>,
-    pub path: Option<Vec<u8>>,
+    pub method: FieldValue,
+    pub scheme: Option<FieldValue>,
+    pub authority: Option<FieldValue>,
+    pub path: Option<FieldValue>,
     /// RFC 8441's `:protocol` (an extended CONNECT).
-    pub protocol: Option<Vec<u8>>,
-    pub fields: Vec<(String, Vec<u8>)>,
+    pub protocol: Option<FieldValue>,
+    pub fields: Vec<Header>,
     /// The stream ended with the HEADERS frame (no body).
     pub end_stream: bool,
     /// The `content-length` value, if one was given.
@@ -60,7 +64,7 @@ impl Collect {
             let slot = match pseudo {
                 b"method" if !self.method => {
                     self.method = true;
-                    self.req.method = value.to_vec();
+                    self.req.method = FieldValue::copy_from(value);
                     return;
                 }
                 b"scheme" => &mut self.req.scheme,
@@ -72,7 +76,7 @@ impl Collect {
             if slot.is_some() {
                 return self.fail("repeated pseudo-header");
             }
-            *slot = Some(value.to_vec());
+            *slot = Some(FieldValue::copy_from(value));
             return;
         }
         self.regular_seen = true;
@@ -97,8 +101,13 @@ impl Collect {
             _ => {}
         }
         // Names were checked to be ASCII tokens.
-        let name = String::from_utf8_lossy(name).into_owned();
-        self.req.fields.push((name, value.to_vec()));
+        let Some(name) = FieldName::from_ascii(name) else {
+            return self.fail("field name not a lowercase token");
+        };
+        self.req.fields.push(Header {
+            name,
+            value: FieldValue::copy_from(value),
+        });
     }
 
     /// The request, once the whole block was seen; `connect_protocol`: RFC 8441 is enabled.
@@ -141,7 +150,7 @@ impl Collect {
 }
 
 /// A trailer section's fields (no pseudo-header allowed).
-pub fn trailers(c: Collect) -> Result<Vec<(String, Vec<u8>)>, Malformed> {
+pub fn trailers(c: Collect) -> Result<Vec<Header>, Malformed> {
     match c.bad {
         Some(why) => Err(why),
         None => Ok(c.req.fields),

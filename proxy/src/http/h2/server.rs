@@ -17,6 +17,7 @@ use bytes::{Bytes, BytesMut};
 use super::frame::{self, Head, code, setting};
 use super::hpack;
 use super::request::{self, Collect, RequestFields};
+use crate::http::head::Header;
 
 /// Streams the client may reset before their response ended, net of the responses completed.
 pub const MAX_PREMATURE_RESETS: u32 = 100;
@@ -94,7 +95,7 @@ struct Stream {
     body: VecDeque<Bytes>,
     /// Body bytes received, not yet taken.
     queued: usize,
-    trailers: Option<Vec<(String, Vec<u8>)>>,
+    trailers: Option<Vec<Header>>,
     recv_closed: bool,
     send_closed: bool,
     reset: Option<u32>,
@@ -779,7 +780,7 @@ impl Server {
     }
 
     /// The request's trailers, once its body ended with them.
-    pub fn take_trailers(&mut self, id: u32) -> Option<Vec<(String, Vec<u8>)>> {
+    pub fn take_trailers(&mut self, id: u32) -> Option<Vec<Header>> {
         self.streams.get_mut(&id)?.trailers.take()
     }
 
@@ -791,7 +792,8 @@ impl Server {
         }
     }
 
-    /// A response head (`status` < 200: an interim one); `fields` with lowercase names.
+    /// A response head (`status` < 200: an interim one); `fields` in any case (written
+    /// lowercase).
     pub fn send_head<'a>(
         &mut self,
         id: u32,
@@ -800,12 +802,7 @@ impl Server {
         end_stream: bool,
     ) -> Result<(), Gone> {
         self.writable(id)?;
-        let mut block = Vec::with_capacity(256);
-        hpack::put_status(&mut block, status);
-        for (n, v) in fields {
-            hpack::put_field(&mut block, n, v);
-        }
-        frame::put_header_block(&mut self.out, id, &block, end_stream, self.peer_frame_size);
+        self.put_block(id, Some(status), fields, end_stream);
         if end_stream {
             self.sent_end(id);
         }
@@ -819,13 +816,44 @@ impl Server {
         fields: impl Iterator<Item = (&'a str, &'a [u8])>,
     ) -> Result<(), Gone> {
         self.writable(id)?;
-        let mut block = Vec::with_capacity(128);
-        for (n, v) in fields {
-            hpack::put_field(&mut block, n, v);
-        }
-        frame::put_header_block(&mut self.out, id, &block, true, self.peer_frame_size);
+        self.put_block(id, None, fields, true);
         self.sent_end(id);
         Ok(())
+    }
+
+    /// Encodes a header block straight into the output behind a HEADERS frame header filled in
+    /// afterwards; a block over the peer's frame size is moved out and split into CONTINUATION
+    /// frames (rare: only the copy is extra then).
+    fn put_block<'a>(
+        &mut self,
+        id: u32,
+        status: Option<u16>,
+        fields: impl Iterator<Item = (&'a str, &'a [u8])>,
+        end_stream: bool,
+    ) {
+        let start = self.out.len();
+        frame::put_head(&mut self.out, 0, frame::HEADERS, 0, id);
+        if let Some(status) = status {
+            hpack::put_status(&mut self.out, status);
+        }
+        for (n, v) in fields {
+            hpack::put_field(&mut self.out, n, v);
+        }
+        let body = start + frame::HEADER_LEN;
+        let len = self.out.len() - body;
+        if len <= self.peer_frame_size {
+            let flags = frame::END_HEADERS | if end_stream { frame::END_STREAM } else { 0 };
+            self.out[start..body].copy_from_slice(&frame::head_bytes(
+                len,
+                frame::HEADERS,
+                flags,
+                id,
+            ));
+        } else {
+            let block = self.out.split_off(body);
+            self.out.truncate(start);
+            frame::put_header_block(&mut self.out, id, &block, end_stream, self.peer_frame_size);
+        }
     }
 
     /// Sends as much of `data` as the windows allow; how much. With `end` and all of it sent,

@@ -267,7 +267,7 @@ impl H2Conn {
         );
         // Boxed: the task then holds a pointer, not the whole session's future, which the
         // runtime would otherwise copy around (about 8 KiB) per stream.
-        let fut = Box::pin(super::run_tracked_in(
+        let fut = Box::pin(super::run_stream(
             Arc::clone(&self.shared),
             Arc::clone(&self.fe),
             front,

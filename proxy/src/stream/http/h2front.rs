@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use super::front::{Front, Part};
 use super::h2::{H2Io, OUT_HIGH};
 use crate::http::errors::Page;
+use crate::http::field::FieldValue;
 use crate::http::h1::{self, BodyDecoder, BodyFraming, H1Error, Limits, Payload};
 use crate::http::h2::frame::code;
 use crate::http::h2::request::RequestFields;
@@ -75,9 +76,8 @@ impl H2Front {
         (tls, send_timeout): (Option<Arc<TlsInfo>>, Option<std::time::Duration>),
         first: bool,
     ) -> H2Front {
-        let head = build_head(&req);
-        // Only the pseudo-header fields stay (moved, not copied).
-        req.fields = Vec::new();
+        // Only the pseudo-header fields stay in `req` (the others are moved into the head).
+        let head = build_head(&mut req);
         H2Front {
             head: RefCell::new(Some(head)),
             pseudo: req,
@@ -137,13 +137,11 @@ impl H2Front {
     fn send_head(&self, head: &ResponseHead, end: bool) -> io::Result<()> {
         // A 101 (an upgrade the server accepted) becomes the 200 that opens an h2 tunnel.
         let status = if head.status == 101 { 200 } else { head.status };
-        let fields = h2_fields(&head.headers);
-        let r = self.io.core.borrow_mut().send_head(
-            self.id,
-            status,
-            fields.iter().map(|(n, v)| (n.as_ref(), *v)),
-            end,
-        );
+        let r = self
+            .io
+            .core
+            .borrow_mut()
+            .send_head(self.id, status, h2_fields(&head.headers), end);
         self.io.flush.notify_one();
         r.map_err(gone)
     }
@@ -191,12 +189,11 @@ impl H2Front {
         }
         match trailers {
             Some(t) => {
-                let fields = h2_fields(t);
                 let r = self
                     .io
                     .core
                     .borrow_mut()
-                    .send_trailers(self.id, fields.iter().map(|(n, v)| (n.as_ref(), *v)));
+                    .send_trailers(self.id, h2_fields(t));
                 self.io.flush.notify_one();
                 r.map_err(gone)
             }
@@ -240,8 +237,7 @@ impl crate::engine::conn::Duplex for H2Front {
                 // chunk towards the server).
                 let t = self.io.core.borrow_mut().take_trailers(self.id);
                 if let Some(t) = t {
-                    let fields = t.into_iter().map(|(n, v)| Header::new(n, v)).collect();
-                    *self.trailers.borrow_mut() = Some(Headers(fields));
+                    *self.trailers.borrow_mut() = Some(Headers(t));
                 }
                 (Ok(0), buf)
             }
@@ -362,26 +358,28 @@ impl Front for H2Front {
     }
 }
 
-/// Fields of an HTTP/1 message that have no place in h2 (RFC 9113 §8.2.2), `te` included.
+/// Fields of an HTTP/1 message that have no place in h2 (RFC 9113 §8.2.2), `te` included;
+/// by length first (this runs for every field of every response).
 fn connection_specific(name: &str) -> bool {
-    crate::http::head::h2_forbidden(name) || name.eq_ignore_ascii_case("te")
+    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    match name.len() {
+        2 => is("te"),
+        7 => is("upgrade"),
+        10 => is("connection") || is("keep-alive"),
+        16 => is("proxy-connection"),
+        17 => is("transfer-encoding"),
+        _ => false,
+    }
 }
 
-/// The h2 form of a head's fields: lowercase names, no connection-specific field.
-fn h2_fields(headers: &Headers) -> Vec<(Cow<'_, str>, &[u8])> {
+/// The h2 form of a head's fields: no connection-specific field; names in their HTTP/1 case
+/// (the HPACK encoder writes them lowercase).
+fn h2_fields(headers: &Headers) -> impl Iterator<Item = (&str, &[u8])> {
     headers
         .0
         .iter()
         .filter(|h| !connection_specific(&h.name))
-        .map(|h| {
-            let name = if h.name.bytes().any(|b| b.is_ascii_uppercase()) {
-                Cow::Owned(h.name.as_str().to_ascii_lowercase())
-            } else {
-                Cow::Borrowed(h.name.as_str())
-            };
-            (name, h.value.as_slice())
-        })
-        .collect()
+        .map(|h| (h.name.as_str(), h.value.as_slice()))
 }
 
 /// A scheme as RFC 3986 §3.1 spells one.
@@ -394,26 +392,26 @@ fn valid_scheme(s: &[u8]) -> bool {
 /// The request head as `h1::parse_request_head` would make it from the HTTP/1.1 form of the
 /// stream (origin-form, `host` from `:authority`, lowercase names, split cookies joined), checked
 /// by the same head-level rules and limits; Err: the status refusing it (400 for a method or
-/// scheme HTTP/1 could not carry, as HAProxy 2.6 answers them).
+/// scheme HTTP/1 could not carry, as HAProxy 2.6 answers them). The fields are moved out of
+/// `req` (no copy: each is already the head's field type); its pseudo-header fields stay.
 ///
 /// An extended CONNECT (RFC 8441, `:protocol`) becomes, as in HAProxy 2.6, a bodyless `GET` of
 /// its `:path` with `upgrade: <protocol>` and `connection: upgrade`; for a WebSocket, a
 /// generated `sec-websocket-key` last, which the server's 101 must answer (HAProxy's H1 mux;
 /// it spells the name `Sec-Websocket-Key`, which only differs in case).
-fn build_head(req: &RequestFields) -> Result<RequestHead, u16> {
+fn build_head(req: &mut RequestFields) -> Result<RequestHead, u16> {
     let limits = Limits::default();
-    let protocol = lossy(&req.protocol);
-    let raw_method = String::from_utf8_lossy(&req.method);
+    let protocol = req.protocol.as_deref().map(text);
     let (method, end) = match protocol {
         Some(_) => (Cow::Borrowed("GET"), true),
-        None => (raw_method, req.end_stream),
+        None => (text(&req.method), req.end_stream),
     };
-    let authority = lossy(&req.authority);
+    let authority = req.authority.as_deref().map(text);
     let connect = req.method == b"CONNECT" && protocol.is_none();
     let target = if connect {
         authority.clone().unwrap_or_default()
     } else {
-        lossy(&req.path).unwrap_or(Cow::Borrowed("/"))
+        req.path.as_deref().map_or(Cow::Borrowed("/"), text)
     };
     let bad_target = target.is_empty()
         || !target
@@ -428,29 +426,33 @@ fn build_head(req: &RequestFields) -> Result<RequestHead, u16> {
         return Err(H1Error::UriTooLong.status());
     }
     let mut fields = Vec::with_capacity(req.fields.len() + 2);
-    let (mut size, mut bad) = (line, false);
-    h1_fields(req, authority.as_deref(), end, |name, value| {
-        // The parser trims OWS and refuses control bytes.
-        let value = h1::trim_ows(value);
-        bad |= !value.iter().all(|&b| h1::is_field_byte(b));
-        size += name.len() + value.len() + 4;
-        fields.push(Header {
-            name: name.into(),
-            value: value.into(),
-        });
-    });
     if let Some(p) = &protocol {
         // HAProxy 2.6's order: these two right after the request line, the key last.
-        fields.splice(
-            0..0,
-            [
-                Header::new("upgrade", p.as_ref()),
-                Header::new("connection", "upgrade"),
-            ],
-        );
-        if p.eq_ignore_ascii_case("websocket") {
-            fields.push(Header::new("sec-websocket-key", websocket_key()?));
+        fields.push(Header::new("upgrade", p.as_ref()));
+        fields.push(Header::new("connection", "upgrade"));
+    }
+    let own = fields.len();
+    h1_fields(
+        std::mem::take(&mut req.fields),
+        authority.as_deref(),
+        end,
+        &mut fields,
+    );
+    // The checks and the size are the stream's own fields' (the upgrade ones are ours).
+    let (mut size, mut bad) = (line, false);
+    for h in &mut fields[own..] {
+        // The parser trims OWS and refuses control bytes.
+        let value = h1::trim_ows(&h.value);
+        bad |= !value.iter().all(|&b| h1::is_field_byte(b));
+        if value.len() != h.value.len() {
+            h.value = FieldValue::copy_from(value);
         }
+        size += h.name.len() + h.value.len() + 4;
+    }
+    if let Some(p) = &protocol
+        && p.eq_ignore_ascii_case("websocket")
+    {
+        fields.push(Header::new("sec-websocket-key", websocket_key()?));
     }
     if bad {
         return Err(H1Error::BadHeaderValue.status());
@@ -480,8 +482,13 @@ fn websocket_key() -> Result<String, u16> {
     Ok(base64::engine::general_purpose::STANDARD.encode(key))
 }
 
-fn lossy(b: &Option<Vec<u8>>) -> Option<Cow<'_, str>> {
-    b.as_deref().map(String::from_utf8_lossy)
+/// Bytes as text: borrowed when they are UTF-8 (the usual case, checked at `from_utf8`'s speed),
+/// lossily converted otherwise (as the HTTP/1 text form of them would read).
+fn text(b: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
 }
 
 /// The request line HAProxy logs for a stream (`GET https://host/path HTTP/2.0`); an extended
@@ -489,57 +496,57 @@ fn lossy(b: &Option<Vec<u8>>) -> Option<Cow<'_, str>> {
 fn log_line(req: &RequestFields) -> String {
     let method = match req.protocol {
         Some(_) => Cow::Borrowed("GET"),
-        None => String::from_utf8_lossy(&req.method),
+        None => text(&req.method),
     };
-    let path = lossy(&req.path).unwrap_or(Cow::Borrowed("/"));
-    let authority = lossy(&req.authority);
+    let path = req.path.as_deref().map_or(Cow::Borrowed("/"), text);
+    let authority = req.authority.as_deref().map(text);
     if method == "CONNECT" {
         return format!("CONNECT {} HTTP/2.0", authority.unwrap_or_default());
     }
-    match (lossy(&req.scheme), authority) {
+    match (req.scheme.as_deref().map(text), authority) {
         (Some(s), Some(a)) => format!("{method} {s}://{a}{path} HTTP/2.0"),
         _ => format!("{method} {path} HTTP/2.0"),
     }
 }
 
-/// Hands `field` a stream's header fields as HTTP/1.1 carries them, in order: `host` from
+/// Appends to `out` a stream's header fields as HTTP/1.1 carries them, in order: `host` from
 /// `:authority`, the request's own fields (the core refused connection-specific ones), split
 /// cookies joined again, and `transfer-encoding: chunked` for a body of unknown length
-/// (returns whether).
+/// (returns whether). The fields are moved, not copied.
 fn h1_fields(
-    req: &RequestFields,
+    fields: Vec<Header>,
     authority: Option<&str>,
     end: bool,
-    mut field: impl FnMut(&str, &[u8]),
+    out: &mut Vec<Header>,
 ) -> bool {
     match authority {
-        Some(a) => field("host", a.as_bytes()),
+        Some(a) => out.push(Header::new("host", a)),
         // No authority to convey (RFC 9113 §8.3.1 allows it, HAProxy accepts it): HTTP/1.1
         // then carries an empty Host (RFC 9112 §3.2).
-        None if !req.fields.iter().any(|(n, _)| n == "host") => field("host", b""),
+        None if !fields.iter().any(|h| h.name == "host") => out.push(Header::new("host", "")),
         None => {}
     }
-    let mut cookies: Vec<&[u8]> = Vec::new();
+    let mut cookies: Vec<FieldValue> = Vec::new();
     let mut has_length = false;
-    for (name, value) in &req.fields {
-        match name.as_str() {
+    for h in fields {
+        match h.name.as_str() {
             "host" if authority.is_some() => continue,
             // RFC 9113 §8.2.3: split cookie fields are joined again for HTTP/1.1.
             "cookie" => {
-                cookies.push(value);
+                cookies.push(h.value);
                 continue;
             }
             "content-length" => has_length = true,
             _ => {}
         }
-        field(name, value);
+        out.push(h);
     }
     if !cookies.is_empty() {
-        field("cookie", &cookies.join(&b"; "[..]));
+        out.push(Header::new("cookie", cookies.join(&b"; "[..])));
     }
     let chunked = !end && !has_length;
     if chunked {
-        field("transfer-encoding", b"chunked");
+        out.push(Header::new("transfer-encoding", "chunked"));
     }
     chunked
 }

@@ -53,6 +53,18 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
+    /// An h2 stream's one transaction, its head already built, run in place (see
+    /// `run_stream`); a front without a head has nothing to do.
+    pub(super) async fn stream_transaction(&mut self) {
+        let first = self.requests == 0;
+        let wait_start = Instant::now();
+        match self.client.take_head() {
+            Some(Ok(req)) => self.process((req, 0), first, wait_start).await,
+            Some(Err(status)) => self.refuse_head(status, wait_start).await,
+            None => false,
+        };
+    }
+
     /// Reads until a request head parses; Err when the transaction ended without one (whether
     /// the connection stays).
     async fn wait_head(
