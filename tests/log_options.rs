@@ -118,8 +118,13 @@ fn keepalive_timers(port: u16) -> (bool, bool) {
 #[test]
 fn tcpka_sets_so_keepalive_on_both_sides() {
     // The echo server on port+1 so that `ss` can tell the proxy's server socket.
+    // Both ports taken from the allocator, so that a test running beside this one is not handed
+    // `p + 1` between the two binds.
     let port = loop {
         let p = free_port();
+        if free_port() != p.wrapping_add(1) {
+            continue;
+        }
         if let Ok(e) = TcpEcho::start(lo(p + 1)) {
             break (p, e);
         }
