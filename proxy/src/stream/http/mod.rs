@@ -182,8 +182,7 @@ pub async fn run_stream<F: Front>(
 ) {
     let mut s = Session::new(shared, fe, client, Servers::default(), origin, (sess, vars));
     s.stream_transaction().await;
-    let stopping = s.shared.stopping.load(Ordering::Acquire);
-    s.up.end(s.fe.cfg.http_reuse, stopping);
+    s.end_servers();
 }
 
 /// [`run_tracked`] with the server connections from `up`.
@@ -199,11 +198,17 @@ async fn run_with<F: Front, U: Upstream>(
     // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
     // request is answered with `Connection: close` (see `wait.rs`).
     while s.transaction().await {}
-    let stopping = s.shared.stopping.load(Ordering::Acquire);
-    s.up.end(s.fe.cfg.http_reuse, stopping);
+    s.end_servers();
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
+    /// The session is over: its server connections go back to the pool or are closed, as
+    /// `http-reuse` and a soft stop decide.
+    fn end_servers(&mut self) {
+        let stopping = self.shared.stopping.load(Ordering::Acquire);
+        self.up.end(self.fe.cfg.http_reuse, stopping);
+    }
+
     fn new(
         shared: Arc<Shared>,
         fe: Arc<Proxy>,
