@@ -22,6 +22,16 @@ impl Conn {
         }
     }
 
+    /// [`Stream::read_idle`]: waits for bytes holding no buffer, then reads with `want` bytes
+    /// of room. TLS reads as usual (rustls may already hold plaintext, and keeps its own
+    /// buffers whatever this does), boxed: an idle plain connection's state is not sized for it.
+    pub async fn read_idle(&self, buf: Vec<u8>, want: usize) -> (io::Result<usize>, Vec<u8>) {
+        match self {
+            Conn::Plain(s) => s.read_idle(buf, want).await,
+            Conn::Tls(t) => Box::pin(t.read(super::io::reserve(buf, want))).await,
+        }
+    }
+
     pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         match self {
             Conn::Plain(s) => s.write_all(buf).await,

@@ -88,6 +88,13 @@ impl Timer {
         })
     }
 
+    /// Frees the timer while the session does not need it (an idle keep-alive connection's
+    /// server side); the next use arms a new one.
+    pub fn release(&mut self) {
+        self.sleep = None;
+        self.armed = None;
+    }
+
     /// Polls the timer towards `d`: Ready once it has fired (it then needs re-arming).
     fn poll_until(&mut self, d: Instant, cx: &mut Context<'_>) -> Poll<()> {
         let sleep = match self.sleep.as_mut() {

@@ -114,8 +114,10 @@ pub(crate) fn abns_addr(name: &str) -> io::Result<socket2::SockAddr> {
 }
 
 pub enum Stream {
-    UringTcp(tokio_uring::net::TcpStream),
-    UringUnix(tokio_uring::net::UnixStream),
+    /// The registration for idle waits comes first: fields drop in order, and it must leave
+    /// the epoll set before the socket is closed (tokio-uring closes it synchronously).
+    UringTcp(IdleFd, tokio_uring::net::TcpStream),
+    UringUnix(IdleFd, tokio_uring::net::UnixStream),
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
 }
@@ -125,7 +127,9 @@ impl Stream {
     pub fn from_std_tcp(backend: Backend, s: std::net::TcpStream) -> io::Result<Stream> {
         s.set_nonblocking(true)?;
         Ok(match backend {
-            Backend::Uring => Stream::UringTcp(tokio_uring::net::TcpStream::from_std(s)),
+            Backend::Uring => {
+                Stream::UringTcp(IdleFd::default(), tokio_uring::net::TcpStream::from_std(s))
+            }
             Backend::Epoll => Stream::Tcp(tokio::net::TcpStream::from_std(s)?),
         })
     }
@@ -136,7 +140,9 @@ impl Stream {
     ) -> io::Result<Stream> {
         s.set_nonblocking(true)?;
         Ok(match backend {
-            Backend::Uring => Stream::UringUnix(tokio_uring::net::UnixStream::from_std(s)),
+            Backend::Uring => {
+                Stream::UringUnix(IdleFd::default(), tokio_uring::net::UnixStream::from_std(s))
+            }
             Backend::Epoll => Stream::Unix(tokio::net::UnixStream::from_std(s)?),
         })
     }
@@ -145,7 +151,10 @@ impl Stream {
     /// the backend (an io_uring connect op, or epoll readiness).
     pub async fn connect(backend: Backend, addr: SocketAddr) -> io::Result<Stream> {
         let s = match backend {
-            Backend::Uring => Stream::UringTcp(tokio_uring::net::TcpStream::connect(addr).await?),
+            Backend::Uring => Stream::UringTcp(
+                IdleFd::default(),
+                tokio_uring::net::TcpStream::connect(addr).await?,
+            ),
             Backend::Epoll => Stream::Tcp(tokio::net::TcpStream::connect(addr).await?),
         };
         s.set_nodelay(true)?;
@@ -163,7 +172,10 @@ impl Stream {
 
     pub async fn connect_unix(backend: Backend, path: &Path) -> io::Result<Stream> {
         Ok(match backend {
-            Backend::Uring => Stream::UringUnix(tokio_uring::net::UnixStream::connect(path).await?),
+            Backend::Uring => Stream::UringUnix(
+                IdleFd::default(),
+                tokio_uring::net::UnixStream::connect(path).await?,
+            ),
             Backend::Epoll => Stream::Unix(tokio::net::UnixStream::connect(path).await?),
         })
     }
@@ -176,11 +188,11 @@ impl Stream {
         }
         let (len, cap) = (buf.len(), buf.capacity());
         match self {
-            Stream::UringTcp(s) => {
+            Stream::UringTcp(_, s) => {
                 let (r, slice) = s.read(buf.slice(len..cap)).await;
                 (r, slice.into_inner())
             }
-            Stream::UringUnix(s) => {
+            Stream::UringUnix(_, s) => {
                 let (r, slice) = s.read(buf.slice(len..cap)).await;
                 (r, slice.into_inner())
             }
@@ -189,11 +201,31 @@ impl Stream {
         }
     }
 
+    /// A read for a connection that may stay idle for long (a keep-alive connection between
+    /// requests): it waits for the socket's readiness holding no buffer, and only then reserves
+    /// `want` bytes (if `buf` has no room) and reads. An io_uring read would hold its buffer in
+    /// the kernel for as long as the client stays silent, and could not be abandoned without
+    /// losing what it reads; a readiness wait holds nothing and can be dropped at any time.
+    pub async fn read_idle(&self, buf: Vec<u8>, want: usize) -> (io::Result<usize>, Vec<u8>) {
+        match self {
+            Stream::UringTcp(idle, s) => match idle.get(s.as_raw_fd()) {
+                Ok(fd) => lazy_recv(fd, buf, want).await,
+                Err(_) => Box::pin(self.read(reserve(buf, want))).await,
+            },
+            Stream::UringUnix(idle, s) => match idle.get(s.as_raw_fd()) {
+                Ok(fd) => lazy_recv(fd, buf, want).await,
+                Err(_) => Box::pin(self.read(reserve(buf, want))).await,
+            },
+            Stream::Tcp(s) => lazy_read(s, buf, want).await,
+            Stream::Unix(s) => lazy_read(s, buf, want).await,
+        }
+    }
+
     /// Writes all of `buf`.
     pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         match self {
-            Stream::UringTcp(s) => s.write_all(buf).await,
-            Stream::UringUnix(s) => s.write_all(buf).await,
+            Stream::UringTcp(_, s) => s.write_all(buf).await,
+            Stream::UringUnix(_, s) => s.write_all(buf).await,
             Stream::Tcp(s) => epoll_write_all(s, buf).await,
             Stream::Unix(s) => epoll_write_all(s, buf).await,
         }
@@ -224,7 +256,7 @@ impl Stream {
 
     /// SO_KEEPALIVE (`option clitcpka|srvtcpka|tcpka`), with the kernel's timings.
     pub fn set_keepalive(&self) {
-        if matches!(self, Stream::UringTcp(_) | Stream::Tcp(_)) {
+        if matches!(self, Stream::UringTcp(..) | Stream::Tcp(_)) {
             let sock =
                 std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
             let _ = sock.set_keepalive(true);
@@ -233,7 +265,7 @@ impl Stream {
 
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         match self {
-            Stream::UringTcp(s) => s.set_nodelay(on),
+            Stream::UringTcp(_, s) => s.set_nodelay(on),
             Stream::Tcp(s) => s.set_nodelay(on),
             _ => Ok(()),
         }
@@ -241,8 +273,8 @@ impl Stream {
 
     pub fn raw_fd(&self) -> RawFd {
         match self {
-            Stream::UringTcp(s) => s.as_raw_fd(),
-            Stream::UringUnix(s) => s.as_raw_fd(),
+            Stream::UringTcp(_, s) => s.as_raw_fd(),
+            Stream::UringUnix(_, s) => s.as_raw_fd(),
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
         }
@@ -291,6 +323,132 @@ macro_rules! readiness {
 }
 
 readiness!(tokio::net::TcpStream, tokio::net::UnixStream);
+
+/// The epoll registration of an io_uring socket, made at its first [`Stream::read_idle`] (a
+/// connection that never waits idle never pays the `epoll_ctl`) and removed when the stream
+/// drops, before the socket closes.
+#[derive(Default)]
+pub struct IdleFd(std::cell::OnceCell<tokio::io::unix::AsyncFd<RawFdRef>>);
+
+/// A descriptor owned by the stream beside it, registered for readiness only.
+struct RawFdRef(RawFd);
+
+impl AsRawFd for RawFdRef {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+impl IdleFd {
+    fn get(&self, fd: RawFd) -> io::Result<&tokio::io::unix::AsyncFd<RawFdRef>> {
+        if let Some(a) = self.0.get() {
+            return Ok(a);
+        }
+        // SAFETY: `fd` is the socket of the stream this registration sits beside in its
+        // `Stream` variant; declared before it, the registration drops first, so the descriptor
+        // stays open and the same for the registration's whole life.
+        let a = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                RawFdRef(fd),
+                tokio::io::Interest::READABLE,
+            )
+        }
+        .map_err(io::Error::from)?;
+        Ok(self.0.get_or_init(|| a))
+    }
+}
+
+/// [`Stream::read_idle`] on an io_uring socket: tokio's readiness, then a non-blocking recv.
+/// Readiness is cleared through the guard, which ignores it if an event came since the guard
+/// was taken (nothing is lost between the recv and the clear).
+async fn lazy_recv(
+    fd: &tokio::io::unix::AsyncFd<RawFdRef>,
+    mut buf: Vec<u8>,
+    want: usize,
+) -> (io::Result<usize>, Vec<u8>) {
+    let had = buf.capacity();
+    loop {
+        let mut guard = match fd.readable().await {
+            Ok(g) => g,
+            Err(e) => return (Err(e), buf),
+        };
+        buf = reserve(buf, want);
+        let room = buf.capacity() - buf.len();
+        match recv_into(fd.get_ref().0, &mut buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                guard.clear_ready();
+                if had == 0 && buf.is_empty() {
+                    buf = Vec::new();
+                }
+            }
+            Ok(n) if n > 0 && n < room => {
+                // A short read drained the socket (see `epoll_read`).
+                guard.clear_ready();
+                return (Ok(n), buf);
+            }
+            r => return (r, buf),
+        }
+    }
+}
+
+/// One non-blocking recv into the spare capacity of `buf`.
+fn recv_into(fd: RawFd, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let room = buf.capacity() - buf.len();
+    // SAFETY: recv writes at most `room` bytes into the spare capacity of `buf`, and only the
+    // bytes it reports are then counted as initialised.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().add(buf.len()).cast(),
+            room,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    // SAFETY: the kernel initialised `n <= room` bytes after `len`.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
+/// `buf` with room for `want` more bytes.
+pub fn reserve(mut buf: Vec<u8>, want: usize) -> Vec<u8> {
+    if buf.capacity() - buf.len() < want {
+        buf.reserve(want);
+    }
+    buf
+}
+
+/// [`Stream::read_idle`] on a readiness source: `want` bytes are reserved only once the socket
+/// is readable, and given back if that readiness was stale.
+async fn lazy_read(
+    s: &impl Readiness,
+    mut buf: Vec<u8>,
+    want: usize,
+) -> (io::Result<usize>, Vec<u8>) {
+    let had = buf.capacity();
+    loop {
+        if let Err(e) = s.readable().await {
+            return (Err(e), buf);
+        }
+        buf = reserve(buf, want);
+        let room = buf.capacity() - buf.len();
+        match s.try_read_buf(&mut buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if had == 0 && buf.is_empty() {
+                    buf = Vec::new();
+                }
+            }
+            Ok(n) if n > 0 && n < room => {
+                s.clear_readable();
+                return (Ok(n), buf);
+            }
+            r => return (r, buf),
+        }
+    }
+}
 
 /// `Stream::read` on epoll: `room` is the spare capacity of `buf`.
 async fn epoll_read(
@@ -421,7 +579,10 @@ impl Listener {
                     let (s, peer) = r?;
                     let _ = s.set_nodelay(true);
                     return Ok(Accepted {
-                        stream: Stream::UringTcp(tokio_uring::net::TcpStream::from_std(s)),
+                        stream: Stream::UringTcp(
+                            IdleFd::default(),
+                            tokio_uring::net::TcpStream::from_std(s),
+                        ),
                         peer: Some(peer),
                         local: None,
                     });
@@ -431,7 +592,7 @@ impl Listener {
                 let (s, peer) = l.accept().await?;
                 let _ = s.set_nodelay(true);
                 Ok(Accepted {
-                    stream: Stream::UringTcp(s),
+                    stream: Stream::UringTcp(IdleFd::default(), s),
                     peer: Some(peer),
                     local: None,
                 })
@@ -451,7 +612,10 @@ impl Listener {
                     Backend::Epoll => Stream::Unix(s),
                     Backend::Uring => {
                         let std = s.into_std()?;
-                        Stream::UringUnix(tokio_uring::net::UnixStream::from_std(std))
+                        Stream::UringUnix(
+                            IdleFd::default(),
+                            tokio_uring::net::UnixStream::from_std(std),
+                        )
                     }
                 };
                 Ok(Accepted {
@@ -624,7 +788,7 @@ impl Stream {
     pub fn splice_fd(&self) -> Option<SpliceFd<'_>> {
         match self {
             Stream::Tcp(s) => Some(SpliceFd::Tokio(s)),
-            Stream::UringTcp(s) => Some(SpliceFd::Uring(s.as_raw_fd())),
+            Stream::UringTcp(_, s) => Some(SpliceFd::Uring(s.as_raw_fd())),
             _ => None,
         }
     }
@@ -701,5 +865,75 @@ impl<'a> SpliceSock<'a> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::time::Duration;
+
+    /// An idle read given up (a keep-alive timeout, a soft stop) must lose nothing: the bytes
+    /// that come later are read whole by the next one — unlike an io_uring read, which would
+    /// complete into its orphaned buffer.
+    fn abandoned_idle_read_loses_nothing(backend: Backend) {
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+        block_on(backend, async move {
+            let s = Stream::from_std_unix(backend, ours).expect("adopt");
+            let wait = s.read_idle(Vec::new(), 1024);
+            let gave_up = tokio::time::timeout(Duration::from_millis(20), wait).await;
+            assert!(gave_up.is_err(), "nothing was sent yet");
+            peer.write_all(b"GET / HTTP/1.1\r\n\r\n").expect("write");
+            let next = s.read_idle(Vec::new(), 1024);
+            let (n, buf) = tokio::time::timeout(Duration::from_secs(10), next)
+                .await
+                .expect("the bytes sent after the abandoned read are read");
+            assert_eq!(n.expect("read"), 18);
+            assert_eq!(&buf[..], b"GET / HTTP/1.1\r\n\r\n");
+            assert!(buf.capacity() >= 1024, "room for a head once bytes came");
+            drop(peer);
+            let (n, _) = s.read_idle(Vec::new(), 1024).await;
+            assert_eq!(n.expect("end of stream"), 0);
+        })
+        .expect("runtime");
+    }
+
+    #[test]
+    fn abandoned_idle_read_loses_nothing_on_io_uring() {
+        abandoned_idle_read_loses_nothing(Backend::Uring);
+    }
+
+    #[test]
+    fn abandoned_idle_read_loses_nothing_on_epoll() {
+        abandoned_idle_read_loses_nothing(Backend::Epoll);
+    }
+
+    /// On io_uring the idle read's readiness must not go stale: bytes read by io_uring reads
+    /// in between (a transaction's) leave readiness set, and the next idle read must still wait
+    /// for new bytes rather than spin or return nothing.
+    #[test]
+    fn idle_read_after_io_uring_reads_waits_for_new_bytes() {
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+        block_on(Backend::Uring, async move {
+            let s = Stream::from_std_unix(Backend::Uring, ours).expect("adopt");
+            peer.write_all(b"one").expect("write");
+            let (n, _) = s.read_idle(Vec::new(), 64).await;
+            assert_eq!(n.expect("read"), 3);
+            peer.write_all(b"two").expect("write");
+            let (n, buf) = s.read(Vec::with_capacity(64)).await;
+            assert_eq!((n.expect("read"), &buf[..]), (3, &b"two"[..]));
+            let wait = s.read_idle(Vec::new(), 64);
+            assert!(
+                tokio::time::timeout(Duration::from_millis(20), wait)
+                    .await
+                    .is_err(),
+                "no new bytes: the idle read waits"
+            );
+            peer.write_all(b"three").expect("write");
+            let (n, buf) = s.read_idle(Vec::new(), 64).await;
+            assert_eq!((n.expect("read"), &buf[..]), (5, &b"three"[..]));
+        })
+        .expect("runtime");
     }
 }

@@ -224,6 +224,7 @@ pub fn start_with<S: Service>(
     let log = crate::log::Logger::new(&model.cfg).map_err(|e| vec![e])?;
     // Everything privileged is open (listeners, logs, admin sockets, certificates, eBPF).
     crate::process::drop_privileges(&model.cfg.global).map_err(|e| vec![e])?;
+    crate::process::release_startup_memory();
     let shared = Arc::new(Shared {
         log,
         model,

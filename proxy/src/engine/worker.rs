@@ -447,7 +447,10 @@ async fn accept_loop<S: Service>(
                 let fe2 = Arc::clone(&fe);
                 let tls = tls.clone();
                 let svc = Arc::clone(&service);
-                spawn(async move {
+                // Everything before the session runs boxed and is freed once the session starts:
+                // the task itself then holds only the session's guard and future (a task's state
+                // is sized for its largest stage, and this one lives as long as the connection).
+                let setup = Box::pin(async move {
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
                     sh.model.actconn.enter().await;
@@ -472,14 +475,14 @@ async fn accept_loop<S: Service>(
                     if proxied {
                         match Box::pin(proxy_header(&sh, &fe2, &acc, bidx)).await {
                             Some(h) => origin = origin.proxied(h),
-                            None => return,
+                            None => return None,
                         }
                     }
                     let conn = match tls {
                         None => Conn::Plain(acc.stream),
                         Some(cfg) => match Box::pin(handshake(&sh, &fe2, acc, bidx, cfg)).await {
                             Some(c) => c,
-                            None => return,
+                            None => return None,
                         },
                     };
                     if !svc.establish(&sh, &fe2, &conn, &origin, &mut admitted) {
@@ -497,14 +500,20 @@ async fn accept_loop<S: Service>(
                                 true,
                             );
                         }
-                        return;
+                        return None;
                     }
                     // A session counts once established, as HAProxy's `session_count_new`.
                     let now = sh.model.now_ms();
                     for c in [&fe2.fe_counters, &sh.model.totals] {
                         c.session(now);
                     }
-                    svc.serve(sh, fe2, conn, origin, admitted).await
+                    let session = svc.serve(sh, fe2, conn, origin, admitted);
+                    Some((_guard, session))
+                });
+                spawn(async move {
+                    if let Some((_guard, session)) = setup.await {
+                        session.await
+                    }
                 });
             }
             Err(e) => {

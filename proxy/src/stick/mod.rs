@@ -976,13 +976,14 @@ impl Drop for Tracked {
 }
 
 /// The stick counters of a session or a stream: each set at most once (`track-scN` is ignored
-/// for a counter already tracked), released together when dropped.
+/// for a counter already tracked), released together when dropped. Boxed: every connection
+/// has these, few track anything, and an idle connection should not carry three empty entries.
 #[derive(Debug, Default)]
-pub struct StkCtrs([OnceLock<Tracked>; MAX_SC]);
+pub struct StkCtrs([OnceLock<Box<Tracked>>; MAX_SC]);
 
 impl StkCtrs {
     pub fn get(&self, sc: usize) -> Option<&Tracked> {
-        self.0.get(sc).and_then(OnceLock::get)
+        self.0.get(sc).and_then(OnceLock::get).map(|t| &**t)
     }
     pub fn is_set(&self, sc: usize) -> bool {
         self.get(sc).is_some()
@@ -996,12 +997,12 @@ impl StkCtrs {
             return false;
         }
         match table.track(key, now) {
-            Some(t) => slot.set(t).is_ok(),
+            Some(t) => slot.set(Box::new(t)).is_ok(),
             None => false,
         }
     }
     pub fn iter(&self) -> impl Iterator<Item = &Tracked> {
-        self.0.iter().filter_map(OnceLock::get)
+        self.0.iter().filter_map(OnceLock::get).map(|t| &**t)
     }
 }
 

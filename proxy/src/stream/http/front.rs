@@ -67,6 +67,12 @@ pub trait Front: Duplex {
         None
     }
 
+    /// A read between keep-alive requests: the front may wait for the client's bytes before it
+    /// gives them room (`want` bytes when `buf` has none).
+    async fn read_idle(&self, buf: Vec<u8>, want: usize) -> (io::Result<usize>, Vec<u8>) {
+        self.read(crate::engine::io::reserve(buf, want)).await
+    }
+
     /// A response the proxy made, whole.
     async fn send_page(&self, page: &Page) -> io::Result<()>;
 
@@ -81,6 +87,15 @@ pub trait Front: Duplex {
 impl Front for Conn {
     fn tls(&self) -> Option<&Arc<TlsInfo>> {
         Conn::tls(self)
+    }
+
+    // Conn's own future, not one wrapping it: it is an idle connection's state.
+    fn read_idle(
+        &self,
+        buf: Vec<u8>,
+        want: usize,
+    ) -> impl std::future::Future<Output = (io::Result<usize>, Vec<u8>)> {
+        Conn::read_idle(self, buf, want)
     }
 
     async fn send_page(&self, page: &Page) -> io::Result<()> {

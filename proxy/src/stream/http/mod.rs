@@ -61,6 +61,19 @@ const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
 /// hold this much instead of a full buffer (HAProxy holds none while idle).
 const IDLE_READ: usize = 1024;
 
+/// When a client read times out: `idle` after the last activity, or `deadline`, whichever
+/// comes first.
+fn read_due(
+    activity: &Activity,
+    deadline: Option<Instant>,
+    idle: Option<Duration>,
+) -> impl Fn() -> Option<Instant> + '_ {
+    move || match (idle.map(|t| activity.last() + t), deadline) {
+        (Some(i), Some(d)) => Some(i.min(d)),
+        (i, d) => i.or(d),
+    }
+}
+
 struct Session<F: Front, U: Upstream> {
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
@@ -138,13 +151,13 @@ struct Reply {
 
 /// Serves `client` until it closes: one transaction after another. `sess` holds the stick
 /// counters its `tcp-request connection` rules tracked.
-pub async fn run_tracked<F: Front>(
+pub fn run_tracked<F: Front>(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     client: F,
     origin: Origin,
     sess: Rc<StkCtrs>,
-) {
+) -> impl std::future::Future<Output = ()> {
     run_with(
         shared,
         fe,
@@ -153,19 +166,18 @@ pub async fn run_tracked<F: Front>(
         origin,
         (sess, SessVars::default()),
     )
-    .await
 }
 
 /// [`run_tracked`] with the `sess` variables the connection's `tcp-request session` rules set.
-pub async fn run_tracked_in<F: Front>(
+pub fn run_tracked_in<F: Front>(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     client: F,
     origin: Origin,
     sess: Rc<StkCtrs>,
     vars: SessVars,
-) {
-    run_with(shared, fe, client, Servers::default(), origin, (sess, vars)).await
+) -> impl std::future::Future<Output = ()> {
+    run_with(shared, fe, client, Servers::default(), origin, (sess, vars))
 }
 
 /// One HTTP/2 stream's session: its single transaction awaited in place. The stream's task
@@ -185,20 +197,23 @@ pub async fn run_stream<F: Front>(
     s.end_servers();
 }
 
-/// [`run_tracked`] with the server connections from `up`.
-async fn run_with<F: Front, U: Upstream>(
+/// [`run_tracked`] with the server connections from `up`. Not an `async fn`: its future would
+/// keep the arguments beside the session made of them for the connection's whole life.
+fn run_with<F: Front, U: Upstream>(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
     client: F,
     up: U,
     origin: Origin,
     sess: (Rc<StkCtrs>, SessVars),
-) {
+) -> impl std::future::Future<Output = ()> {
     let mut s = Session::new(shared, fe, client, up, origin, sess);
-    // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the next
-    // request is answered with `Connection: close` (see `wait.rs`).
-    while s.transaction().await {}
-    s.end_servers();
+    async move {
+        // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the
+        // next request is answered with `Connection: close` (see `wait.rs`).
+        while s.transaction().await {}
+        s.end_servers();
+    }
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
@@ -293,24 +308,37 @@ impl<F: Front, U: Upstream> Session<F, U> {
             full.extend_from_slice(&buf);
             buf = full;
         }
-        let activity = &self.activity;
-        let due = || match (idle.map(|t| activity.last() + t), deadline) {
-            (Some(i), Some(d)) => Some(i.min(d)),
-            (i, d) => i.or(d),
-        };
-        match self.ctimer.limit(self.client.read(buf), due).await {
-            Some((res, buf)) => {
-                self.cbuf = buf;
-                match res {
-                    Ok(n) => {
-                        self.activity.touch();
-                        Ok(n)
-                    }
-                    Err(e) => Err(Some(e)),
-                }
-            }
-            _ => Err(None),
-        }
+        let due = read_due(&self.activity, deadline, idle);
+        let read = self.ctimer.limit(self.client.read(buf), due).await;
+        self.took(read)
+    }
+
+    /// [`Self::read_client`] between keep-alive requests, `cbuf` empty: the front waits for
+    /// the client's bytes before it takes a buffer for them ([`Front::read_idle`]).
+    async fn read_client_idle(
+        &mut self,
+        deadline: Option<Instant>,
+        idle: Option<Duration>,
+    ) -> Result<usize, Option<std::io::Error>> {
+        let buf = std::mem::take(&mut self.cbuf);
+        let due = read_due(&self.activity, deadline, idle);
+        let read = self
+            .ctimer
+            .limit(self.client.read_idle(buf, IDLE_READ), due)
+            .await;
+        self.took(read)
+    }
+
+    /// What a client read gave: the buffer back into `cbuf`, the activity noted.
+    fn took(
+        &mut self,
+        read: Option<(std::io::Result<usize>, Vec<u8>)>,
+    ) -> Result<usize, Option<std::io::Error>> {
+        let (res, buf) = read.ok_or(None)?;
+        self.cbuf = buf;
+        let n = res.map_err(Some)?;
+        self.activity.touch();
+        Ok(n)
     }
 
     async fn send_page(&self, page: &Page) -> bool {

@@ -2,6 +2,8 @@
 //! analyser), with its timeouts (`http-keep-alive`, then `http-request`), the soft stop's idle
 //! reads, and the answers to a head that never comes whole (`<BADREQ>`: 400, 408, `CR`, `cR`).
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session, Upstream};
@@ -31,24 +33,58 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// One request/response exchange. Returns whether to read another request on this connection.
     pub(super) async fn transaction(&mut self) -> bool {
         let first = self.requests == 0;
-        // Waiting for a new request: hold a small buffer, not a full one.
-        if self.cbuf.is_empty() && self.cbuf.capacity() > IDLE_READ {
-            give_buf(std::mem::take(&mut self.cbuf));
+        // Waiting for a new request: hold no buffer (the idle read takes one once bytes come).
+        if self.cbuf.is_empty() && self.cbuf.capacity() > 0 {
+            let buf = std::mem::take(&mut self.cbuf);
+            if buf.capacity() > IDLE_READ {
+                give_buf(buf);
+            }
         }
         let wait_start = Instant::now();
         // An h2 stream's request, already checked as the HTTP/1 parser would: its one
         // transaction, then the stream ends.
-        if let Some(req) = self.client.take_head() {
-            match req {
-                Ok(req) => Box::pin(self.process((req, 0), first, wait_start)).await,
-                Err(status) => Box::pin(self.refuse_head(status, wait_start)).await,
-            };
+        if let Some(txn) = self.held_head(first, wait_start) {
+            txn.await;
             return false;
         }
-        match self.wait_head(first, wait_start).await {
-            // The rest of the transaction runs boxed: an idle keep-alive connection then holds
-            // only the small head-reading state, not the whole exchange's.
-            Ok((head, start)) => Box::pin(self.process(head, first, start)).await,
+        // Between requests the connection waits for the next one's first bytes holding no
+        // buffer and only this small future; the head's reading and the rest of the
+        // transaction run boxed once they came.
+        let mut first_byte = None;
+        if !first && self.cbuf.is_empty() {
+            // The server-side timer is not needed until then.
+            self.stimer.release();
+            // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
+            // read error, a soft stop) closes a connection idle between requests silently.
+            match self.idle_read(wait_start).await {
+                Some(Ok(n)) if n > 0 => first_byte = Some(Instant::now()),
+                _ => return false,
+            }
+        }
+        Box::pin(self.request(first, wait_start, first_byte)).await
+    }
+
+    /// The transaction of a head the front already holds (boxed, and made here rather than in
+    /// `transaction`, whose state would otherwise keep room for the head while idle).
+    #[allow(clippy::type_complexity)]
+    fn held_head(
+        &mut self,
+        first: bool,
+        since: Instant,
+    ) -> Option<std::pin::Pin<Box<impl std::future::Future<Output = bool> + '_>>> {
+        let req = self.client.take_head()?;
+        Some(Box::pin(async move {
+            match req {
+                Ok(req) => self.process((req, 0), first, since).await,
+                Err(status) => self.refuse_head(status, since).await,
+            }
+        }))
+    }
+
+    /// The request head, then the transaction on it; false when the connection ends.
+    async fn request(&mut self, first: bool, since: Instant, first_byte: Option<Instant>) -> bool {
+        match self.wait_head(first, since, first_byte).await {
+            Ok((head, start)) => self.process(head, first, start).await,
             Err(keep) => keep,
         }
     }
@@ -67,10 +103,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
 
     /// Reads until a request head parses; Err when the transaction ended without one (whether
     /// the connection stays).
+    /// `first_byte`: when the bytes already in `cbuf` began to arrive (`since` if unknown).
     async fn wait_head(
         &mut self,
         first: bool,
         since: Instant,
+        first_byte: Option<Instant>,
     ) -> Result<((RequestHead, usize), Instant), bool> {
         let http_request = self.fe.cfg.timeouts.http_request;
         let limits = Limits::default();
@@ -80,12 +118,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let mut w = Wait {
             first,
             since,
-            start: since,
+            start: first_byte.unwrap_or(since),
             got_first_byte,
             deadline: None,
         };
         if got_first_byte {
-            w.deadline = http_request.map(|d| since + d);
+            w.deadline = http_request.map(|d| w.start + d);
         }
         loop {
             match h1::parse_request_head(&self.cbuf, &limits) {
@@ -116,36 +154,64 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// One read towards the head, within its timeouts; None when a soft stop ended the wait.
     async fn read_head_bytes(&mut self, w: &Wait) -> Option<Read> {
         // Only what the read needs lives across it (an idle connection's state is this future).
-        let (dl, client, soft_stop, idle_limit) = {
-            let t = self.fe.cfg.timeouts;
-            let idle_wait = if w.got_first_byte {
-                None
-            } else if w.first {
-                t.http_request.or(t.client)
-            } else {
-                t.http_keep_alive.or(t.http_request).or(t.client)
-            };
-            let dl = if w.got_first_byte {
-                w.deadline
-            } else {
-                idle_wait.map(|d| w.since + d)
-            };
-            // Idle between requests at a soft stop: closing now would race a request on its way
-            // (and dropping the read could lose one already read), so the read goes on until
-            // the connection has been idle for `timeout http-keep-alive`. With that timeout
-            // set, the read's own deadline (`dl`) is already that instant: no watch needed,
-            // and none of its per-request cost (a subscription and a boxed future).
-            let soft_stop = (!w.got_first_byte && !w.first && t.http_keep_alive.is_none())
-                .then(|| self.shared.stop_tx.subscribe());
-            let idle_limit = w.since + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
-            (dl, t.client, soft_stop, idle_limit)
-        };
-        // One read future, however it is awaited: it is most of an idle connection's state.
+        let (dl, client, soft_stop, idle_limit) = self.head_limits(w);
         let read = std::pin::pin!(self.read_client(dl, client));
         match soft_stop {
             None => Some(read.await),
             Some(stop) => Box::pin(read_at_soft_stop(read, stop, idle_limit)).await,
         }
+    }
+
+    /// [`Self::read_head_bytes`] for the first bytes of a keep-alive connection's next request,
+    /// with no buffer held while the client is silent.
+    async fn idle_read(&mut self, since: Instant) -> Option<Read> {
+        let (dl, client, soft_stop, idle_limit) = self.head_limits(&Wait {
+            first: false,
+            since,
+            start: since,
+            got_first_byte: false,
+            deadline: None,
+        });
+        let read = std::pin::pin!(self.read_client_idle(dl, client));
+        match soft_stop {
+            None => Some(read.await),
+            Some(stop) => Box::pin(read_at_soft_stop(read, stop, idle_limit)).await,
+        }
+    }
+
+    /// The timeouts of a read towards the head: its deadline, `timeout client`, the soft stop
+    /// to watch (if any) and how long an idle connection may still wait once it came.
+    fn head_limits(
+        &self,
+        w: &Wait,
+    ) -> (
+        Option<Instant>,
+        Option<Duration>,
+        Option<tokio::sync::watch::Receiver<bool>>,
+        Instant,
+    ) {
+        let t = self.fe.cfg.timeouts;
+        let idle_wait = if w.got_first_byte {
+            None
+        } else if w.first {
+            t.http_request.or(t.client)
+        } else {
+            t.http_keep_alive.or(t.http_request).or(t.client)
+        };
+        let dl = if w.got_first_byte {
+            w.deadline
+        } else {
+            idle_wait.map(|d| w.since + d)
+        };
+        // Idle between requests at a soft stop: closing now would race a request on its way
+        // (and dropping the read could lose one already read), so the read goes on until
+        // the connection has been idle for `timeout http-keep-alive`. With that timeout
+        // set, the read's own deadline (`dl`) is already that instant: no watch needed,
+        // and none of its per-request cost (a subscription and a boxed future).
+        let soft_stop = (!w.got_first_byte && !w.first && t.http_keep_alive.is_none())
+            .then(|| self.shared.stop_tx.subscribe());
+        let idle_limit = w.since + t.http_keep_alive.unwrap_or(SOFT_STOP_IDLE);
+        (dl, t.client, soft_stop, idle_limit)
     }
 
     /// A head the codec refused: its status, `PR`, the connection closes.
