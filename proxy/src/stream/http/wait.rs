@@ -33,8 +33,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// One request/response exchange. Returns whether to read another request on this connection.
     pub(super) async fn transaction(&mut self) -> bool {
         let first = self.requests == 0;
-        // Waiting for a new request: hold no buffer (the idle read takes one once bytes come).
-        if self.cbuf.is_empty() && self.cbuf.capacity() > 0 {
+        let lean = !first && self.lean_idle();
+        // Waiting for a new request: hold no buffer when waiting lean (the idle read takes one
+        // once bytes come), else a small one, not a full one.
+        let keep = if lean { 0 } else { IDLE_READ };
+        if self.cbuf.is_empty() && self.cbuf.capacity() > keep {
             let buf = std::mem::take(&mut self.cbuf);
             if buf.capacity() > IDLE_READ {
                 give_buf(buf);
@@ -49,9 +52,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         // Between requests the connection waits for the next one's first bytes holding no
         // buffer and only this small future; the head's reading and the rest of the
-        // transaction run boxed once they came.
+        // transaction run boxed once they came. (Not lean: `wait_head` reads them itself.)
         let mut first_byte = None;
-        if !first && self.cbuf.is_empty() {
+        if lean && self.cbuf.is_empty() {
             // The server-side timer is not needed until then.
             self.stimer.release();
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
