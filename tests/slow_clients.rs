@@ -115,9 +115,9 @@ fn clients_that_never_read_cost_bounded_memory() {
 
 /// Keep-alive connections waiting for their next request (issue 21): with the lean wait
 /// forced (`PORTCULLIS_LEAN_IDLE_FROM=0`: every such wait, not only past 512 connections) each
-/// holds no read buffer and a small state — under 4 KiB of resident memory apiece (5 KiB before
-/// the lean wait; HAProxy 2.6 about 1.1) — and each still gets its next request answered,
-/// including two sent at once.
+/// holds no read buffer and a small state — under 5 KiB of resident memory apiece in the debug
+/// build the suite runs (≈ 2.6 KiB on io_uring, 3.5 on epoll; 8–10 KiB without the lean wait;
+/// release ≈ 2.5) — and each still gets its next request answered, including two sent at once.
 #[test]
 fn idle_keepalive_connections_wait_lean() {
     let node = HttpNode::start(lo(0), HttpOpts::named("n1")).expect("node");
@@ -147,7 +147,7 @@ fn idle_keepalive_connections_wait_lean() {
     std::thread::sleep(Duration::from_millis(300));
     let grown = rss_kib(p.pid()).saturating_sub(before);
     assert!(
-        grown < (N as u64) * 4,
+        grown < (N as u64) * 5,
         "RSS grew by {grown} KiB for {N} idle keep-alive connections"
     );
     // Every waiting connection is still served: one request each, and two at once on some.
