@@ -61,19 +61,14 @@ const SOFT_STOP_IDLE: Duration = Duration::from_secs(1);
 /// hold this much instead of a full buffer (HAProxy holds none while idle).
 const IDLE_READ: usize = 1024;
 
-/// HTTP/1 connections a worker serves from which those waiting between requests wait lean —
-/// for readiness, holding no buffer, the rest of the transaction's state boxed away — rather
-/// than in a read with a small buffer. The plain read is cheaper per request (on io_uring no
-/// epoll event and no extra recv: about 1 µs of kernel time per request in the keep-alive
-/// bench; on both engines no buffer and timer given back and taken again), the lean wait about
-/// 2.6 KiB lighter per idle connection: with few connections CPU matters more, with many
-/// memory. `PORTCULLIS_LEAN_IDLE_FROM` overrides it (tests run both ways).
+/// Connections the process holds (`actconn`) from which a keep-alive connection waiting for its
+/// next request waits lean — for readiness, holding no buffer, the rest of the transaction's
+/// state boxed away — rather than in a read with a small buffer. The plain read is cheaper per
+/// request (on io_uring no epoll event and no extra recv; on both engines no buffer and timer
+/// given back and taken again), the lean wait about 2.6 KiB lighter per idle connection: with
+/// few connections CPU matters more, with many memory. `PORTCULLIS_LEAN_IDLE_FROM` overrides it
+/// (tests run both ways).
 const LEAN_IDLE_FROM: usize = 512;
-
-thread_local! {
-    /// The HTTP/1 connections this worker serves.
-    static H1_CONNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
 
 fn lean_idle_from() -> usize {
     static FROM: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -83,22 +78,6 @@ fn lean_idle_from() -> usize {
             .and_then(|v| v.parse().ok())
             .unwrap_or(LEAN_IDLE_FROM)
     })
-}
-
-/// One HTTP/1 connection counted in [`H1_CONNS`] while it lives.
-struct H1Conn;
-
-impl H1Conn {
-    fn count() -> H1Conn {
-        H1_CONNS.with(|c| c.set(c.get() + 1));
-        H1Conn
-    }
-}
-
-impl Drop for H1Conn {
-    fn drop(&mut self) {
-        H1_CONNS.with(|c| c.set(c.get().saturating_sub(1)));
-    }
 }
 
 /// When a client read times out: `idle` after the last activity, or `deadline`, whichever
@@ -249,7 +228,6 @@ fn run_with<F: Front, U: Upstream>(
 ) -> impl std::future::Future<Output = ()> {
     let mut s = Session::new(shared, fe, client, up, origin, sess);
     async move {
-        let _counted = H1Conn::count();
         // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the
         // next request is answered with `Connection: close` (see `wait.rs`).
         while s.transaction().await {}
@@ -303,7 +281,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
 impl<F: Front, U: Upstream> Session<F, U> {
     /// Whether a connection waiting for its next request waits lean (see [`LEAN_IDLE_FROM`]).
     fn lean_idle(&self) -> bool {
-        H1_CONNS.with(std::cell::Cell::get) >= lean_idle_from()
+        self.shared.model.actconn.current() as usize >= lean_idle_from()
     }
 
     /// An HTTP request arrived (valid or not): frontend and process `req_tot`, `req_rate`.
