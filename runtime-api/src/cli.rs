@@ -1388,37 +1388,72 @@ fn find_kw(args: &[String]) -> Option<&'static CliKw> {
 
 /// Letter-pair signature of words (HAProxy's `update_word_fingerprint`): counts of transitions
 /// between character classes (a-z, digits, other, with word start/end as "other"), plus a
-/// presence mark per class.
-fn update_fingerprint(fp: &mut [u8; 1024], word: &str) {
-    let class = |c: u8| -> usize {
-        match c.to_ascii_lowercase() {
-            c @ b'a'..=b'z' => usize::from(c - b'a' + 1),
-            b'0'..=b'9' => 27,
-            _ => 28,
-        }
-    };
-    let mut from = 28;
-    for b in word.bytes() {
-        let to = class(b);
-        // Row 0 records which classes occur at all.
-        if let Some(slot) = fp.get_mut(to) {
-            *slot = 1;
-        }
-        if let Some(slot) = fp.get_mut(32 * from + to) {
-            *slot = slot.wrapping_add(1);
-        }
-        from = to;
-    }
-    if let Some(slot) = fp.get_mut(32 * from + 28) {
-        *slot = slot.wrapping_add(1);
-    }
+/// presence mark per class. Dense as HAProxy's, with the cells written so far listed: an unknown
+/// command compares the args with every keyword, and comparing or clearing a keyword's signature
+/// then costs its words' length instead of 1024 cells (it took 68% of the CLI fuzzer's time).
+struct Fingerprint {
+    cells: [u8; 1024],
+    /// Cells that went from 0 to non-zero (a cell that wraps to 0 and back is listed twice).
+    touched: Vec<usize>,
 }
 
-fn fingerprint_distance(a: &[u8; 1024], b: &[u8; 1024]) -> i64 {
-    a.iter()
-        .zip(b.iter())
-        .map(|(x, y)| (i64::from(*x) - i64::from(*y)).abs())
-        .sum()
+impl Fingerprint {
+    fn new() -> Self {
+        Fingerprint {
+            cells: [0; 1024],
+            touched: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, word: &str) {
+        let class = |c: u8| -> usize {
+            match c.to_ascii_lowercase() {
+                c @ b'a'..=b'z' => usize::from(c - b'a' + 1),
+                b'0'..=b'9' => 27,
+                _ => 28,
+            }
+        };
+        let mut from = 28;
+        for b in word.bytes() {
+            let to = class(b);
+            // Row 0 records which classes occur at all.
+            self.set(to, |_| 1);
+            self.set(32 * from + to, |v| v.wrapping_add(1));
+            from = to;
+        }
+        self.set(32 * from + 28, |v| v.wrapping_add(1));
+    }
+
+    fn set(&mut self, i: usize, f: impl Fn(u8) -> u8) {
+        if let Some(slot) = self.cells.get_mut(i) {
+            if *slot == 0 {
+                self.touched.push(i);
+            }
+            *slot = f(*slot);
+        }
+    }
+
+    fn total(&self) -> i64 {
+        self.cells.iter().map(|&v| i64::from(v)).sum()
+    }
+
+    /// HAProxy's `word_fingerprint_distance` between `args` (whose [`Self::total`] is
+    /// `args_total`) and this signature, which is left empty for the next keyword.
+    fn take_distance(&mut self, args: &Fingerprint, args_total: i64) -> i64 {
+        // Σ|a−b| = Σa + Σ over b's non-zero cells of (|a−b| − a).
+        let mut d = args_total;
+        for &i in &self.touched {
+            let (Some(slot), Some(&a)) = (self.cells.get_mut(i), args.cells.get(i)) else {
+                continue;
+            };
+            if *slot != 0 {
+                d += (i64::from(a) - i64::from(*slot)).abs() - i64::from(a);
+                *slot = 0;
+            }
+        }
+        self.touched.clear();
+        d
+    }
 }
 
 fn arg_at(args: &[String], i: usize) -> &str {
@@ -1461,25 +1496,28 @@ pub fn usage_message(args: &[String], ishelp: bool, out: &mut String) {
 
     let mut matches: [(Option<&'static CliKw>, i64); MAX_MATCHES] = [(None, i64::MAX); MAX_MATCHES];
     if !arg_at(args, length).is_empty() {
+        // The args' signature is the same for every keyword.
+        let mut word_sig = Fingerprint::new();
+        let mut args_len = 0i64;
+        for a in args.iter().take(PREFIX_KW_NB).skip(length) {
+            if a.is_empty() {
+                break;
+            }
+            word_sig.add(a);
+            args_len += a.len() as i64;
+        }
+        let word_total = word_sig.total();
+        let mut list_sig = Fingerprint::new();
         for k in CLI_KWS.iter().filter(|k| visible(k) && k.usage.is_some()) {
             if matching_prefix(k, args, length) != length || k.words.len() <= length {
                 continue;
             }
-            let mut word_sig = [0u8; 1024];
-            let mut list_sig = [0u8; 1024];
-            let mut totlen = 0i64;
-            for a in args.iter().take(PREFIX_KW_NB).skip(length) {
-                if a.is_empty() {
-                    break;
-                }
-                update_fingerprint(&mut word_sig, a);
-                totlen += a.len() as i64;
-            }
+            let mut totlen = args_len;
             for w in k.words.iter().take(PREFIX_KW_NB).skip(length) {
-                update_fingerprint(&mut list_sig, w);
+                list_sig.add(w);
                 totlen += w.len() as i64;
             }
-            let dist = fingerprint_distance(&word_sig, &list_sig);
+            let dist = list_sig.take_distance(&word_sig, word_total);
             let last = MAX_MATCHES - 1;
             if dist < 5 * totlen / 2 && dist < matches[last].1 {
                 matches[last] = (Some(k), dist);
@@ -2408,5 +2446,43 @@ fn dyn_cookie(args: &[String], rt: &mut dyn Runtime, out: &mut Reply) {
             rt.set_dynamic_cookie(pi, None, Some(key));
         }
         verb => rt.set_dynamic_cookie(pi, Some(verb == "enable"), None),
+    }
+}
+
+#[cfg(test)]
+mod fingerprint_tests {
+    use super::Fingerprint;
+
+    fn dense(a: &Fingerprint, b: &Fingerprint) -> i64 {
+        a.cells
+            .iter()
+            .zip(b.cells.iter())
+            .map(|(x, y)| (i64::from(*x) - i64::from(*y)).abs())
+            .sum()
+    }
+
+    #[test]
+    fn sparse_distance_is_the_dense_one_and_leaves_the_signature_empty() {
+        // A cell wraps past 255 in the long words (HAProxy's counters are bytes too).
+        let long = "ab".repeat(300);
+        let words = [
+            "", "show", "stat", "servers", "state", "x1-Y_z", "Show", "9000", &long, "zz",
+        ];
+        let mut kw = Fingerprint::new();
+        for args in words
+            .iter()
+            .flat_map(|a| words.iter().map(move |b| [*a, *b]))
+        {
+            let mut a = Fingerprint::new();
+            for w in args {
+                a.add(w);
+            }
+            for w in words.iter().rev().take(3).chain(args.iter()) {
+                kw.add(w);
+                let want = dense(&a, &kw);
+                assert_eq!(kw.take_distance(&a, a.total()), want, "{args:?} vs {w:?}");
+                assert!(kw.cells.iter().all(|&c| c == 0) && kw.touched.is_empty());
+            }
+        }
     }
 }
