@@ -13,63 +13,72 @@ fn class(c: char) -> usize {
     }
 }
 
-/// The non-zero cells of a word's `SLOTS × SLOTS` pair-count matrix, by cell index: a word
-/// has at most one cell per character plus its class marks, so the comparison with each
-/// candidate costs the words' lengths, not the matrix' 841 cells.
-fn fingerprint(word: &str) -> Vec<(usize, u8)> {
-    let mut cells: Vec<(usize, u8)> = Vec::with_capacity(2 * word.len() + 1);
-    let mut from = START;
-    for c in word.chars() {
-        let to = class(c);
-        // HAProxy also marks which classes occur at all (its row 0): a mark, not a count.
-        cells.push((to, 0));
-        cells.push((from * SLOTS + to, 1));
-        from = to;
-    }
-    cells.push((from * SLOTS + START, 1));
-    cells.sort_unstable_by_key(|&(i, _)| i);
-    let mut out: Vec<(usize, u8)> = Vec::with_capacity(cells.len());
-    for (i, n) in cells {
-        match out.last_mut() {
-            Some((j, m)) if *j == i => *m = m.saturating_add(n),
-            _ => out.push((i, n)),
-        }
-    }
-    // Row 0's marks read 1 however often the class occurs.
-    for (i, m) in &mut out {
-        if *i < SLOTS {
-            *m = 1;
-        }
-    }
-    out
+/// A word's `SLOTS × SLOTS` pair-count matrix (HAProxy's row 0 marks which classes occur), with
+/// the cells written so far listed: a candidate is compared with the word, and its matrix cleared
+/// for the next one, in the time of its length, not of the 841 cells, and without sorting.
+struct Signature {
+    cells: [u8; SLOTS * SLOTS],
+    /// Cells that went from 0 to non-zero (counts saturate, so each is listed once).
+    touched: Vec<usize>,
 }
 
-/// The sum of the cells' differences (cells absent from one side count as 0 there).
-fn distance(a: &[(usize, u8)], b: &[(usize, u8)]) -> usize {
-    let (mut i, mut j, mut d) = (0, 0, 0usize);
-    while i < a.len() || j < b.len() {
-        match (a.get(i), b.get(j)) {
-            (Some(&(x, n)), Some(&(y, m))) if x == y => {
-                d += usize::from(n.abs_diff(m));
-                i += 1;
-                j += 1;
-            }
-            (Some(&(x, n)), Some(&(y, _))) if x < y => {
-                d += usize::from(n);
-                i += 1;
-            }
-            (Some(&(_, n)), None) => {
-                d += usize::from(n);
-                i += 1;
-            }
-            (_, Some(&(_, m))) => {
-                d += usize::from(m);
-                j += 1;
-            }
-            (None, None) => break,
+impl Signature {
+    fn new() -> Self {
+        Signature {
+            cells: [0; SLOTS * SLOTS],
+            touched: Vec::new(),
         }
     }
-    d
+
+    fn of(word: &str) -> Self {
+        let mut s = Signature::new();
+        s.add(word);
+        s
+    }
+
+    fn add(&mut self, word: &str) {
+        let mut from = START;
+        for c in word.chars() {
+            let to = class(c);
+            // A mark, not a count, however often the class occurs.
+            self.set(to, |_| 1);
+            self.set(from * SLOTS + to, |v| v.saturating_add(1));
+            from = to;
+        }
+        self.set(from * SLOTS + START, |v| v.saturating_add(1));
+    }
+
+    fn set(&mut self, i: usize, f: impl Fn(u8) -> u8) {
+        if let Some(slot) = self.cells.get_mut(i) {
+            if *slot == 0 {
+                self.touched.push(i);
+            }
+            *slot = f(*slot);
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.touched
+            .iter()
+            .filter_map(|&i| self.cells.get(i))
+            .map(|&v| usize::from(v))
+            .sum()
+    }
+
+    /// The sum of the cells' differences between `word` (whose [`Self::total`] is `word_total`)
+    /// and this signature, which is left empty.
+    fn take_distance(&mut self, word: &Signature, word_total: usize) -> usize {
+        // Σ|a−b| = Σa + Σ over b's non-zero cells of (|a−b| − a).
+        let mut d = word_total;
+        for &i in &self.touched {
+            if let (Some(slot), Some(&a)) = (self.cells.get_mut(i), word.cells.get(i)) {
+                d = d + usize::from(a.abs_diff(*slot)) - usize::from(a);
+                *slot = 0;
+            }
+        }
+        self.touched.clear();
+        d
+    }
 }
 
 /// The closest candidate, if it is close enough to be a plausible typo.
@@ -77,7 +86,9 @@ pub fn best_match<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let fp = fingerprint(word);
+    let fp = Signature::of(word);
+    let total = fp.total();
+    let mut scratch = Signature::new();
     let len = word.chars().count();
     let mut best: Option<(&str, usize)> = None;
     for c in candidates {
@@ -86,7 +97,8 @@ pub fn best_match<'a>(
         if best.is_some_and(|(_, bd)| len.abs_diff(c.chars().count()) >= bd) {
             continue;
         }
-        let d = distance(&fp, &fingerprint(c));
+        scratch.add(c);
+        let d = scratch.take_distance(&fp, total);
         if best.is_none_or(|(_, bd)| d < bd) {
             best = Some((c, d));
         }
@@ -106,10 +118,13 @@ pub fn best_action<'a>(
     if word.is_empty() {
         return None;
     }
-    let fp = fingerprint(word);
+    let fp = Signature::of(word);
+    let total = fp.total();
+    let mut scratch = Signature::new();
     let mut best: Option<(&str, bool, usize)> = None;
     for (c, prefix) in candidates {
-        let d = distance(&fp, &fingerprint(c));
+        scratch.add(c);
+        let d = scratch.take_distance(&fp, total);
         if best.is_none_or(|(_, _, bd)| d < bd) {
             best = Some((c, prefix, d));
         }
@@ -181,7 +196,10 @@ mod tests {
                     .zip(dense(b))
                     .map(|(x, y)| usize::from(x.abs_diff(y)))
                     .sum();
-                assert_eq!(distance(&fingerprint(a), &fingerprint(b)), d, "{a:?} {b:?}");
+                let fa = Signature::of(a);
+                let mut fb = Signature::of(b);
+                assert_eq!(fb.take_distance(&fa, fa.total()), d, "{a:?} {b:?}");
+                assert!(fb.cells.iter().all(|&c| c == 0) && fb.touched.is_empty());
                 // The bound `best_match` prunes with.
                 let (la, lb) = (a.chars().count(), b.chars().count());
                 assert!(d >= la.abs_diff(lb), "{a:?} {b:?}");

@@ -9,6 +9,7 @@
 
 pub mod cli;
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -626,14 +627,14 @@ impl Registry {
 /// the maps (made when converters' arguments are resolved, after parsing).
 fn number(maps: &[Arc<Map>]) {
     let firsts: Vec<(String, u32, u64)> = maps.iter().map(|m| m.first_use()).collect();
-    let file_rank = |f: &str| {
-        firsts
-            .iter()
-            .filter(|u| u.0 == f)
-            .map(|u| u.2)
-            .min()
-            .unwrap_or(0)
-    };
+    // A file ranks by its earliest use; one pass, not one per reference (this runs at every
+    // reference made: with a scan per reference, a config of n inline ACLs cost n³ compares).
+    let mut ranks: HashMap<&str, u64> = HashMap::new();
+    for (file, _, seq) in &firsts {
+        let r = ranks.entry(file.as_str()).or_insert(*seq);
+        *r = (*r).min(*seq);
+    }
+    let file_rank = |f: &str| ranks.get(f).copied().unwrap_or(0);
     let mut order: Vec<(u8, u64, u32, u64, &Arc<Map>)> = maps
         .iter()
         .zip(&firsts)
