@@ -491,6 +491,16 @@ impl Registry {
         self.maps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Forgets every reference but the HTTP client's two, for a process that compiles
+    /// configurations one after another (the configuration fuzzer): each configuration's
+    /// references would otherwise stay, numbered before the next one's, and every reference
+    /// made renumbers them all.
+    pub fn forget_configurations(&self) {
+        let mut maps = self.lock();
+        maps.retain(|m| !m.late && m.origin.0 == "httpclient");
+        number(&maps);
+    }
+
     fn push(&self, m: Arc<Map>) {
         let mut maps = self.lock();
         maps.push(m);
@@ -663,6 +673,19 @@ pub fn load_file(path: &str, kind: MatchKind) -> Result<Arc<Map>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forgotten_configurations_leave_their_numbers() {
+        let r = Registry::default();
+        let pats = ["/a".to_string()];
+        let first = r.acl_inline("path", &pats, ("a.cfg", 3));
+        let _ = r.acl_inline("path", &pats, ("a.cfg", 1));
+        assert_eq!(first.uid(), 1);
+        r.forget_configurations();
+        assert!(r.all().is_empty());
+        let again = r.acl_inline("path", &pats, ("b.cfg", 1));
+        assert_eq!((again.uid(), r.all().len()), (0, 1));
+    }
 
     fn map(kind: MatchKind, text: &str) -> Map {
         let m = Map::new("t.map", false, kind, (String::new(), 0));
