@@ -200,6 +200,17 @@ impl Live {
         })
     }
 
+    /// [`Live::new`] over references whose patterns are `p`, already compiled from their keys.
+    fn compiled(refs: Vec<Arc<Map>>, method: MatchMethod, icase: bool, p: Patterns) -> Live {
+        let stamp = Live::stamp(&refs);
+        Live {
+            refs,
+            method,
+            icase,
+            cache: RwLock::new((stamp, Arc::new(p))),
+        }
+    }
+
     fn stamp(refs: &[Arc<Map>]) -> u64 {
         refs.iter().fold(0u64, |a, r| a.wrapping_add(r.stamp()))
     }
@@ -692,7 +703,7 @@ pub fn parse_acl_expr_at(tokens: &[String], at: Option<(&str, u32)>) -> Result<A
         rest = &dotted;
     }
     let inline = fold_operators(method, rest)?;
-    parse_patterns(method, icase, &inline)?;
+    let checked = parse_patterns(method, icase, &inline)?;
     let mut refs = Vec::new();
     for path in &from_files {
         let lines = read_pattern_file(path, method, icase)?;
@@ -715,7 +726,13 @@ pub fn parse_acl_expr_at(tokens: &[String], at: Option<(&str, u32)>) -> Result<A
             r.add_user(Arc::clone(&user));
         }
     }
-    let pats = Arc::new(Live::new(refs, method, icase)?);
+    // Without files the references hold just the inline patterns, compiled above (a regex
+    // takes most of the time an ACL's parsing does).
+    let pats = Arc::new(if from_files.is_empty() {
+        Live::compiled(refs, method, icase, checked)
+    } else {
+        Live::new(refs, method, icase)?
+    });
     Ok(AclExpr {
         expr,
         method,
