@@ -240,7 +240,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// `http-reuse` and a soft stop decide.
     fn end_servers(&mut self) {
         let stopping = self.shared.stopping.load(Ordering::Acquire);
-        self.up.end(self.fe.cfg.http_reuse, stopping);
+        self.up.end(stopping);
     }
 
     fn new(

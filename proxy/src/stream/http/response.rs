@@ -250,7 +250,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
             plan.keep_server && sbuf.is_empty() && plan.framing != BodyFraming::UntilClose;
         give_buf(sbuf);
         if reusable {
-            self.up.keep(Arc::clone(leg.srv), Rc::clone(leg.server));
+            let reuse = leg.be.cfg.http_reuse;
+            self.up
+                .keep(Arc::clone(leg.srv), Rc::clone(leg.server), reuse);
         }
         if plan.close && !body.closed {
             let _ = self.client.shutdown_write().await;

@@ -211,11 +211,13 @@ enum Next {
 struct MockUp {
     be: Arc<Proxy>,
     next: VecDeque<Next>,
-    kept: Option<(Arc<Server>, Rc<Script>)>,
+    kept: Option<(Arc<Server>, Rc<Script>, HttpReuse)>,
     /// The `first` flag of each request (`http-reuse safe`).
     firsts: Rc<RefCell<Vec<bool>>>,
     /// Whether the stream's kept connection went to the pool at its end.
     pooled: Rc<Cell<bool>>,
+    /// Kept connections the stream gave to the pool while waiting lean.
+    released: Rc<Cell<u32>>,
 }
 
 impl Upstream for MockUp {
@@ -239,7 +241,7 @@ impl Upstream for MockUp {
                 (Arc::clone(&self.be.pool().servers[i]), conn, false)
             }
             Some(Next::Kept) => {
-                let (srv, conn) = self.kept.take().expect("a kept connection");
+                let (srv, conn, _) = self.kept.take().expect("a kept connection");
                 (srv, conn, true)
             }
             Some(Next::Fail(e)) => return Err((e, None)),
@@ -250,13 +252,21 @@ impl Upstream for MockUp {
         Ok((srv, conn, reused))
     }
 
-    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Script>) {
-        self.kept = Some((srv, conn));
+    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Script>, reuse: HttpReuse) {
+        self.kept = Some((srv, conn, reuse));
     }
 
-    fn end(&mut self, reuse: HttpReuse, stopping: bool) {
+    fn end(&mut self, stopping: bool) {
+        let kept = self.kept.take();
         self.pooled
-            .set(self.kept.take().is_some() && reuse != HttpReuse::Never && !stopping);
+            .set(kept.is_some_and(|k| k.2 != HttpReuse::Never) && !stopping);
+    }
+
+    fn release_idle(&mut self) {
+        if self.kept.as_ref().is_some_and(|k| k.2 != HttpReuse::Never) {
+            self.kept = None;
+            self.released.set(self.released.get() + 1);
+        }
     }
 }
 
@@ -306,6 +316,7 @@ struct Run {
     lines: Vec<String>,
     firsts: Vec<bool>,
     pooled: bool,
+    released: u32,
 }
 
 /// Runs one client connection sending `reads` (then closing) against the servers `next`.
@@ -345,13 +356,14 @@ fn run_front(
         .expect("runtime");
     let fe = Arc::clone(sh.model.proxy("fe").expect("fe"));
     let be = Arc::clone(sh.model.proxy("be").expect("be"));
-    let (firsts, pooled) = (Rc::default(), Rc::default());
+    let (firsts, pooled, released) = (Rc::default(), Rc::default(), Rc::<Cell<u32>>::default());
     let up = MockUp {
         be,
         next: next.into(),
         kept: None,
         firsts: Rc::clone(&firsts),
         pooled: Rc::clone(&pooled),
+        released: Rc::clone(&released),
     };
     let front = MockFront {
         io: Rc::clone(&client),
@@ -391,6 +403,7 @@ fn run_front(
         lines,
         firsts: firsts.take(),
         pooled: pooled.get(),
+        released: released.get(),
     }
 }
 
@@ -524,8 +537,45 @@ fn keep_alive_reuses_the_streams_own_connection() {
     assert_eq!(r.firsts, [true, false]);
     let srv = &sh.model.proxy("be").unwrap().pool().servers[0];
     assert_eq!(srv.counters.reuse.load(Ordering::Relaxed), 1);
-    // The connection the stream kept goes to the pool when the client leaves.
+    // The connection the stream kept goes to the pool when the client leaves, not while it
+    // waits for the next request (few connections: the wait is not lean).
     assert!(r.pooled);
+    assert_eq!(r.released, 0);
+}
+
+#[test]
+fn a_stream_waiting_lean_gives_its_server_connection_to_the_pool() {
+    let sh = shared("safe");
+    // As many connections in the process as make the wait between requests lean.
+    sh.model.actconn.set_max(100_000);
+    for _ in 0..super::LEAN_IDLE_FROM {
+        assert!(sh.model.actconn.try_enter());
+    }
+    // The second request finds no connection kept (here a new one; the pool's in production).
+    let (s1, s2) = (server(&[OK]), server(&[OK]));
+    let next = vec![
+        Next::New(0, Rc::clone(&s1), 0, false),
+        Next::New(0, s2, 0, false),
+    ];
+    let r = run(&sh, &[GET, GET], next, false);
+    assert_eq!(r.client.written().matches("HTTP/1.1 200 OK").count(), 2);
+    // After each response, waiting for the next request (the client closes after the second).
+    assert_eq!(r.released, 2);
+    assert_eq!(r.firsts, [true, false]);
+    // Nothing left kept for the end.
+    assert!(!r.pooled);
+
+    // Under `http-reuse never` the stream keeps it.
+    let sh = shared("never");
+    sh.model.actconn.set_max(100_000);
+    for _ in 0..super::LEAN_IDLE_FROM {
+        assert!(sh.model.actconn.try_enter());
+    }
+    let s1 = server(&[OK, OK]);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false), Next::Kept];
+    let r = run(&sh, &[GET, GET], next, false);
+    assert_eq!(r.client.written().matches("HTTP/1.1 200 OK").count(), 2);
+    assert_eq!(r.released, 0);
 }
 
 #[test]

@@ -93,20 +93,41 @@ pub trait Upstream {
         log: &mut SessionLog,
     ) -> ServerConn<Self::Conn>;
 
-    /// Keeps `conn`, reusable, for the stream's next request.
-    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Self::Conn>);
+    /// Keeps `conn`, reusable, for the stream's next request; `reuse` is its backend's.
+    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Self::Conn>, reuse: HttpReuse);
 
-    /// The stream ends: the connection it kept goes to the worker's pool unless `reuse` is
-    /// `never` or the process is `stopping`.
-    fn end(&mut self, reuse: HttpReuse, stopping: bool);
+    /// The stream ends: the connection it kept goes to the worker's pool unless its backend's
+    /// `http-reuse` is `never` or the process is `stopping`.
+    fn end(&mut self, stopping: bool);
+
+    /// The stream waits lean for its next request: the connection it kept goes to the worker's
+    /// pool if other streams may use it (not under `never`, not after a PROXY header), where
+    /// its next request finds it unless another stream took it first.
+    fn release_idle(&mut self);
+}
+
+/// The server connection a stream used last, kept for its next request.
+struct Kept {
+    srv: Arc<Server>,
+    conn: Rc<SrvConn>,
+    /// When its last response ended (`clock::coarse_ms`).
+    at: u64,
+    /// Its backend's `http-reuse`.
+    reuse: HttpReuse,
+}
+
+impl Kept {
+    /// Others may use it: not under `never`, not after this client's PROXY header.
+    fn shareable(&self) -> bool {
+        self.reuse != HttpReuse::Never && !self.srv.cfg.opts.send_proxy.enabled()
+    }
 }
 
 /// The real servers: the backend's balancer, the worker's idle pool, `backend::connect`.
 #[derive(Default)]
 pub struct Servers {
-    /// The server connection the stream used last (kept for its next request), and when
-    /// (`clock::coarse_ms`).
-    own: Option<(Arc<Server>, Rc<SrvConn>, u64)>,
+    /// The server connection the stream used last.
+    own: Option<Kept>,
 }
 
 impl Upstream for Servers {
@@ -165,18 +186,34 @@ impl Upstream for Servers {
         Box::pin(connect_new(side, be, key, srv, log)).await
     }
 
-    fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>) {
-        self.own = Some((srv, conn, crate::clock::coarse_ms()));
+    fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>, reuse: HttpReuse) {
+        let at = crate::clock::coarse_ms();
+        self.own = Some(Kept {
+            srv,
+            conn,
+            at,
+            reuse,
+        });
     }
 
-    fn end(&mut self, reuse: HttpReuse, stopping: bool) {
-        if let Some((srv, conn, _)) = self.own.take()
-            // Stopping: nothing will take it again (the worker has emptied its pools).
-            && reuse != HttpReuse::Never
+    fn end(&mut self, stopping: bool) {
+        // Stopping: nothing will take it again (the worker has emptied its pools).
+        if let Some(k) = self.own.take()
+            && k.shareable()
             && !stopping
-            && !srv.cfg.opts.send_proxy.enabled()
         {
-            give_back(&srv, conn);
+            give_back(&k.srv, k.conn);
+        }
+    }
+
+    fn release_idle(&mut self) {
+        // HAProxy puts such a connection in its server's idle list as soon as the response is
+        // done; a stream that keeps it holds a server socket and its state per idle client (a
+        // new client then opens another one, none being idle in the pool).
+        if self.own.as_ref().is_some_and(Kept::shareable)
+            && let Some(k) = self.own.take()
+        {
+            give_back(&k.srv, k.conn);
         }
     }
 }
@@ -318,7 +355,7 @@ async fn server_handshake(
 /// still usable, else one from the worker's pool when `reuse` allows sharing. The stream's own
 /// connection to another server goes back to the pool.
 fn idle_conn(
-    own: &mut Option<(Arc<Server>, Rc<SrvConn>, u64)>,
+    own: &mut Option<Kept>,
     reuse: HttpReuse,
     srv: &Arc<Server>,
     (first, replayable): (bool, bool),
@@ -333,9 +370,10 @@ fn idle_conn(
     };
     let own = own
         .take()
-        .filter(|(_, c, at)| fresh(c, *at) || c.idle_usable());
-    if let Some((own_srv, conn, _)) = own {
-        if Arc::ptr_eq(&own_srv, srv) {
+        .filter(|k| fresh(&k.conn, k.at) || k.conn.idle_usable());
+    if let Some(k) = own {
+        if Arc::ptr_eq(&k.srv, srv) {
+            let conn = k.conn;
             match conn.link() {
                 None => return Some(conn),
                 // The next request is a new stream on the same h2 connection.
@@ -344,9 +382,9 @@ fn idle_conn(
                 }
                 Some(_) => {}
             }
-        } else if reuse != HttpReuse::Never && !own_srv.cfg.opts.send_proxy.enabled() {
+        } else if k.shareable() {
             // A connection that began with this client's PROXY header is never shared.
-            give_back(&own_srv, conn);
+            give_back(&k.srv, k.conn);
         }
     }
     // `safe`: a session's first request may join an h2 connection other streams are using,

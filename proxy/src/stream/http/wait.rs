@@ -55,8 +55,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // transaction run boxed once they came. (Not lean: `wait_head` reads them itself.)
         let mut first_byte = None;
         if lean && self.cbuf.is_empty() {
-            // The server-side timer is not needed until then.
+            // The server-side timer is not needed until then, nor the server connection.
             self.stimer.release();
+            self.up.release_idle();
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
             // read error, a soft stop) closes a connection idle between requests silently.
             match self.idle_read(wait_start).await {
