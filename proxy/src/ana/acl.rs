@@ -201,6 +201,8 @@ impl Live {
     }
 
     /// [`Live::new`] over references whose patterns are `p`, already compiled from their keys.
+    /// The stamp is read after they were compiled (`new` reads it first): right while nothing
+    /// else writes to them, as during the configuration's parsing, which is where this is used.
     fn compiled(refs: Vec<Arc<Map>>, method: MatchMethod, icase: bool, p: Patterns) -> Live {
         let stamp = Live::stamp(&refs);
         Live {

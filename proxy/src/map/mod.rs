@@ -497,7 +497,7 @@ impl Registry {
     /// made renumbers them all.
     pub fn forget_configurations(&self) {
         let mut maps = self.lock();
-        maps.retain(|m| !m.late && m.origin.0 == "httpclient");
+        maps.retain(|m| !m.late && m.path.is_empty() && m.origin == ("httpclient".into(), 0));
         number(&maps);
     }
 
@@ -677,14 +677,23 @@ mod tests {
     #[test]
     fn forgotten_configurations_leave_their_numbers() {
         let r = Registry::default();
+        // The HTTP client's own reference stays (numbered after the configuration's).
+        r.push(Arc::new(Map::new(
+            "",
+            false,
+            MatchKind::Ip,
+            ("httpclient".into(), 0),
+        )));
         let pats = ["/a".to_string()];
         let first = r.acl_inline("path", &pats, ("a.cfg", 3));
         let _ = r.acl_inline("path", &pats, ("a.cfg", 1));
+        // A configuration file that happens to be called so goes.
+        let _ = r.acl_inline("path", &pats, ("httpclient", 2));
         assert_eq!(first.uid(), 1);
         r.forget_configurations();
-        assert!(r.all().is_empty());
+        assert_eq!(r.all().len(), 1);
         let again = r.acl_inline("path", &pats, ("b.cfg", 1));
-        assert_eq!((again.uid(), r.all().len()), (0, 1));
+        assert_eq!((again.uid(), r.all().len()), (0, 2));
     }
 
     fn map(kind: MatchKind, text: &str) -> Map {

@@ -38,6 +38,8 @@ struct Plan {
     tunnel: bool,
     /// The server connection may carry another request (neither side nor an option closes it).
     keep_server: bool,
+    /// The server connection is bound to this client (connection-based authentication).
+    private: bool,
     /// The client asked with HEAD, the server (asked with another method by a rule) sends a
     /// body: it is read and dropped.
     skip_body: bool,
@@ -166,6 +168,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             close,
             tunnel,
             keep_server: server_keep && !server_close,
+            private: binds_connection(head),
             skip_body: tx.head_request && !framing.bodyless() && framing != BodyFraming::Tunnel,
             comp: None,
         })
@@ -251,8 +254,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
         give_buf(sbuf);
         if reusable {
             let reuse = leg.be.cfg.http_reuse;
-            self.up
-                .keep(Arc::clone(leg.srv), Rc::clone(leg.server), reuse);
+            let (srv, conn) = (Arc::clone(leg.srv), Rc::clone(leg.server));
+            self.up.keep(srv, conn, reuse, plan.private);
         }
         if plan.close && !body.closed {
             let _ = self.client.shutdown_write().await;
@@ -567,4 +570,23 @@ impl<F: Front, U: Upstream> Session<F, U> {
         tx.log.bytes_out += page.as_ref().map_or(0, crate::log::htx::page_size);
         self.send_opt(page.as_ref()).await && !tx.client_close && !close
     }
+}
+
+/// HAProxy 2.6 (`http_wait_for_response`): a 401 or 407 challenging with NTLM or Negotiate
+/// (an `…-Authenticate` value starting with `NTLM` or `Nego`) makes the server connection
+/// private: the authentication holds for that connection only, so no other client may use it.
+fn binds_connection(head: &ResponseHead) -> bool {
+    let name = match head.status {
+        401 => "www-authenticate",
+        407 => "proxy-authenticate",
+        _ => return false,
+    };
+    head.headers
+        .get_all(name)
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(|v| v.trim_ascii_start())
+        .any(|v| {
+            v.get(..4)
+                .is_some_and(|p| p.eq_ignore_ascii_case(b"NTLM") || p.eq_ignore_ascii_case(b"Nego"))
+        })
 }

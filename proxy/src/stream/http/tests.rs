@@ -252,7 +252,9 @@ impl Upstream for MockUp {
         Ok((srv, conn, reused))
     }
 
-    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Script>, reuse: HttpReuse) {
+    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Script>, reuse: HttpReuse, private: bool) {
+        // A private connection is kept as under `never`: never shared.
+        let reuse = if private { HttpReuse::Never } else { reuse };
         self.kept = Some((srv, conn, reuse));
     }
 
@@ -262,8 +264,8 @@ impl Upstream for MockUp {
             .set(kept.is_some_and(|k| k.2 != HttpReuse::Never) && !stopping);
     }
 
-    fn release_idle(&mut self) {
-        if self.kept.as_ref().is_some_and(|k| k.2 != HttpReuse::Never) {
+    fn release_idle(&mut self, stopping: bool) {
+        if !stopping && self.kept.as_ref().is_some_and(|k| k.2 != HttpReuse::Never) {
             self.kept = None;
             self.released.set(self.released.get() + 1);
         }
@@ -543,14 +545,45 @@ fn keep_alive_reuses_the_streams_own_connection() {
     assert_eq!(r.released, 0);
 }
 
-#[test]
-fn a_stream_waiting_lean_gives_its_server_connection_to_the_pool() {
-    let sh = shared("safe");
-    // As many connections in the process as make the wait between requests lean.
+/// Enough connections in the process for the wait between requests to be lean.
+fn lean(sh: &Shared) {
     sh.model.actconn.set_max(100_000);
     for _ in 0..super::LEAN_IDLE_FROM {
         assert!(sh.model.actconn.try_enter());
     }
+}
+
+const NTLM_401: &[u8] =
+    b"HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Negotiate, NTLM\r\ncontent-length: 0\r\n\r\n";
+
+#[test]
+fn an_ntlm_challenge_makes_the_server_connection_private() {
+    // Waiting lean after the challenge, the stream keeps its connection for the client's
+    // answer; the 200 after it leaves a shareable one, given to the pool at the next wait.
+    let sh = shared("always");
+    lean(&sh);
+    let s1 = server(&[NTLM_401, OK]);
+    let next = vec![Next::New(0, Rc::clone(&s1), 0, false), Next::Kept];
+    let r = run(&sh, &[GET, GET], next, false);
+    assert!(r.client.written().starts_with("HTTP/1.1 401 "));
+    assert_eq!(r.client.written().matches("HTTP/1.1 200 OK").count(), 1);
+    assert_eq!(r.released, 1);
+    // A client leaving after the challenge: its private connection is not pooled.
+    let sh = shared("always");
+    let r = run(
+        &sh,
+        &[GET],
+        vec![Next::New(0, server(&[NTLM_401]), 0, false)],
+        false,
+    );
+    assert!(r.client.written().starts_with("HTTP/1.1 401 "));
+    assert!(!r.pooled);
+}
+
+#[test]
+fn a_stream_waiting_lean_gives_its_server_connection_to_the_pool() {
+    let sh = shared("safe");
+    lean(&sh);
     // The second request finds no connection kept (here a new one; the pool's in production).
     let (s1, s2) = (server(&[OK]), server(&[OK]));
     let next = vec![
@@ -567,10 +600,7 @@ fn a_stream_waiting_lean_gives_its_server_connection_to_the_pool() {
 
     // Under `http-reuse never` the stream keeps it.
     let sh = shared("never");
-    sh.model.actconn.set_max(100_000);
-    for _ in 0..super::LEAN_IDLE_FROM {
-        assert!(sh.model.actconn.try_enter());
-    }
+    lean(&sh);
     let s1 = server(&[OK, OK]);
     let next = vec![Next::New(0, Rc::clone(&s1), 0, false), Next::Kept];
     let r = run(&sh, &[GET, GET], next, false);

@@ -93,17 +93,19 @@ pub trait Upstream {
         log: &mut SessionLog,
     ) -> ServerConn<Self::Conn>;
 
-    /// Keeps `conn`, reusable, for the stream's next request; `reuse` is its backend's.
-    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Self::Conn>, reuse: HttpReuse);
+    /// Keeps `conn`, reusable, for the stream's next request; `reuse` is its backend's;
+    /// `private`: bound to this client (connection-based authentication), never shared.
+    fn keep(&mut self, srv: Arc<Server>, conn: Rc<Self::Conn>, reuse: HttpReuse, private: bool);
 
     /// The stream ends: the connection it kept goes to the worker's pool unless its backend's
     /// `http-reuse` is `never` or the process is `stopping`.
     fn end(&mut self, stopping: bool);
 
     /// The stream waits lean for its next request: the connection it kept goes to the worker's
-    /// pool if other streams may use it (not under `never`, not after a PROXY header), where
-    /// its next request finds it unless another stream took it first.
-    fn release_idle(&mut self);
+    /// pool if other streams may use it (not under `never`, not after a PROXY header, not
+    /// private) and the process is not `stopping`, where its next request finds it unless
+    /// another stream took it first.
+    fn release_idle(&mut self, stopping: bool);
 }
 
 /// The server connection a stream used last, kept for its next request.
@@ -114,12 +116,14 @@ struct Kept {
     at: u64,
     /// Its backend's `http-reuse`.
     reuse: HttpReuse,
+    /// Bound to this client (see [`Upstream::keep`]).
+    private: bool,
 }
 
 impl Kept {
-    /// Others may use it: not under `never`, not after this client's PROXY header.
+    /// Others may use it: not under `never`, not after this client's PROXY header, not private.
     fn shareable(&self) -> bool {
-        self.reuse != HttpReuse::Never && !self.srv.cfg.opts.send_proxy.enabled()
+        self.reuse != HttpReuse::Never && !self.private && !self.srv.cfg.opts.send_proxy.enabled()
     }
 }
 
@@ -186,13 +190,14 @@ impl Upstream for Servers {
         Box::pin(connect_new(side, be, key, srv, log)).await
     }
 
-    fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>, reuse: HttpReuse) {
+    fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>, reuse: HttpReuse, private: bool) {
         let at = crate::clock::coarse_ms();
         self.own = Some(Kept {
             srv,
             conn,
             at,
             reuse,
+            private,
         });
     }
 
@@ -206,11 +211,13 @@ impl Upstream for Servers {
         }
     }
 
-    fn release_idle(&mut self) {
+    fn release_idle(&mut self, stopping: bool) {
         // HAProxy puts such a connection in its server's idle list as soon as the response is
         // done; a stream that keeps it holds a server socket and its state per idle client (a
-        // new client then opens another one, none being idle in the pool).
-        if self.own.as_ref().is_some_and(Kept::shareable)
+        // new client then opens another one, none being idle in the pool). Stopping: the
+        // worker has emptied its pools for good; the stream's end closes it.
+        if !stopping
+            && self.own.as_ref().is_some_and(Kept::shareable)
             && let Some(k) = self.own.take()
         {
             give_back(&k.srv, k.conn);

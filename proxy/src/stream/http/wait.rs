@@ -57,7 +57,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if lean && self.cbuf.is_empty() {
             // The server-side timer is not needed until then, nor the server connection.
             self.stimer.release();
-            self.up.release_idle();
+            let stopping = self
+                .shared
+                .stopping
+                .load(std::sync::atomic::Ordering::Acquire);
+            self.up.release_idle(stopping);
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
             // read error, a soft stop) closes a connection idle between requests silently.
             match self.idle_read(wait_start).await {
