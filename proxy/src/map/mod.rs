@@ -497,7 +497,9 @@ impl Registry {
     /// made renumbers them all.
     pub fn forget_configurations(&self) {
         let mut maps = self.lock();
-        maps.retain(|m| !m.late && m.path.is_empty() && m.origin == ("httpclient".into(), 0));
+        maps.retain(|m| {
+            !m.late && m.path.is_empty() && (m.origin.0.as_str(), m.origin.1) == ("httpclient", 0)
+        });
         number(&maps);
     }
 
