@@ -85,7 +85,10 @@ fn scenario(haproxy: bool) -> Option<(String, Vec<String>, String)> {
     let id = line.split(':').next().unwrap().to_string();
     let detail = admin_cli(&sock, &format!("show sess {id}"));
     assert!(
-        detail.starts_with(&format!("{id}: [")) && detail.contains("  frontend=f (id="),
+        detail.starts_with(&format!("{id}: ["))
+            && detail.contains("  frontend=f (id=")
+            && detail.contains("  backend=be (id=")
+            && detail.contains("  server=s1 (id="),
         "{detail}"
     );
     let errors: Vec<String> = [

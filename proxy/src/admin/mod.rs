@@ -337,7 +337,7 @@ impl Runtime for AdminRuntime {
         args: &[String],
         out: &mut portcullis_runtime_api::reply::Reply,
     ) {
-        crate::model::sessions::sessions().command(verb, args, out);
+        crate::model::sessions::sessions().command(verb, args, &self.shared.model.proxies, out);
     }
 
     fn ssl_store_command(

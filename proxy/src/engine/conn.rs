@@ -25,10 +25,12 @@ impl Conn {
     /// [`Stream::read_idle`]: waits for bytes holding no buffer, then reads with `want` bytes
     /// of room. TLS reads as usual (rustls may already hold plaintext, and keeps its own
     /// buffers whatever this does), boxed: an idle plain connection's state is not sized for it.
-    pub async fn read_idle(&self, buf: Vec<u8>, want: usize) -> (io::Result<usize>, Vec<u8>) {
+    pub fn read_idle(&self, buf: Vec<u8>, want: usize) -> super::io::ReadIdle<'_> {
         match self {
-            Conn::Plain(s) => s.read_idle(buf, want).await,
-            Conn::Tls(t) => Box::pin(t.read(super::io::reserve(buf, want))).await,
+            Conn::Plain(s) => s.read_idle(buf, want),
+            Conn::Tls(t) => {
+                super::io::ReadIdle::Boxed(Box::pin(t.read(super::io::reserve(buf, want))))
+            }
         }
     }
 

@@ -206,17 +206,22 @@ impl Stream {
     /// `want` bytes (if `buf` has no room) and reads. An io_uring read would hold its buffer in
     /// the kernel for as long as the client stays silent, and could not be abandoned without
     /// losing what it reads; a readiness wait holds nothing and can be dropped at any time.
-    pub async fn read_idle(&self, buf: Vec<u8>, want: usize) -> (io::Result<usize>, Vec<u8>) {
-        let registered = match self {
-            Stream::UringTcp(idle, s) => idle.get(s.as_raw_fd()),
-            Stream::UringUnix(idle, s) => idle.get(s.as_raw_fd()),
-            Stream::Tcp(s) => return lazy_read(s, buf, want).await,
-            Stream::Unix(s) => return lazy_read(s, buf, want).await,
+    pub fn read_idle(&self, buf: Vec<u8>, want: usize) -> ReadIdle<'_> {
+        let src = match self {
+            Stream::UringTcp(idle, s) => idle.get(s.as_raw_fd()).map(IdleSrc::Uring),
+            Stream::UringUnix(idle, s) => idle.get(s.as_raw_fd()).map(IdleSrc::Uring),
+            Stream::Tcp(s) => Ok(IdleSrc::Tcp(s)),
+            Stream::Unix(s) => Ok(IdleSrc::Unix(s)),
         };
-        match registered {
-            Ok(fd) => lazy_recv(fd, buf, want).await,
+        match src {
+            Ok(src) => ReadIdle::Wait(IdleRead {
+                src,
+                had: buf.capacity(),
+                buf,
+                want,
+            }),
             // No epoll registration to be had: an io_uring read, as between requests before.
-            Err(_) => Box::pin(self.read(reserve(buf, want))).await,
+            Err(_) => ReadIdle::Boxed(Box::pin(self.read(reserve(buf, want)))),
         }
     }
 
@@ -290,6 +295,7 @@ impl Stream {
 /// The readiness calls of tokio's TCP and unix streams, which share no trait for them.
 trait Readiness {
     async fn readable(&self) -> io::Result<()>;
+    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>>;
     async fn writable(&self) -> io::Result<()>;
     fn try_read_buf(&self, buf: &mut Vec<u8>) -> io::Result<usize>;
     fn try_write(&self, buf: &[u8]) -> io::Result<usize>;
@@ -302,6 +308,12 @@ macro_rules! readiness {
         impl Readiness for $t {
             async fn readable(&self) -> io::Result<()> {
                 <$t>::readable(self).await
+            }
+            fn poll_read_ready(
+                &self,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<io::Result<()>> {
+                <$t>::poll_read_ready(self, cx)
             }
             async fn writable(&self) -> io::Result<()> {
                 <$t>::writable(self).await
@@ -357,36 +369,126 @@ impl IdleFd {
     }
 }
 
-/// [`Stream::read_idle`] on an io_uring socket: tokio's readiness, then a non-blocking recv.
-/// Readiness is cleared through the guard, which ignores it if an event came since the guard
-/// was taken (nothing is lost between the recv and the clear).
-async fn lazy_recv(
-    fd: &tokio::io::unix::AsyncFd<RawFdRef>,
-    mut buf: Vec<u8>,
+/// A read's outcome and its buffer.
+pub type ReadOut = (io::Result<usize>, Vec<u8>);
+
+/// [`Stream::read_idle`]'s future, written by hand: it is what an idle connection holds while
+/// it waits, and an `async fn` over tokio's `readable()` carried a waiter node and every
+/// argument twice (200 bytes; this is 64).
+pub enum ReadIdle<'a> {
+    Wait(IdleRead<'a>),
+    /// A read that cannot wait for readiness (TLS, or no epoll registration): rare, boxed.
+    Boxed(std::pin::Pin<Box<dyn std::future::Future<Output = ReadOut> + 'a>>),
+}
+
+pub struct IdleRead<'a> {
+    src: IdleSrc<'a>,
+    buf: Vec<u8>,
     want: usize,
-) -> (io::Result<usize>, Vec<u8>) {
-    let had = buf.capacity();
-    loop {
-        let mut guard = match fd.readable().await {
-            Ok(g) => g,
-            Err(e) => return (Err(e), buf),
-        };
-        buf = reserve(buf, want);
-        let room = buf.capacity() - buf.len();
-        match recv_into(fd.get_ref().0, &mut buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                guard.clear_ready();
-                if had == 0 && buf.is_empty() {
-                    buf = Vec::new();
-                }
+    /// The buffer's capacity when the read began (0: it is given back on a stale readiness).
+    had: usize,
+}
+
+impl std::future::Future for ReadIdle<'_> {
+    type Output = ReadOut;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<ReadOut> {
+        match self.get_mut() {
+            ReadIdle::Boxed(f) => f.as_mut().poll(cx),
+            ReadIdle::Wait(r) => {
+                let (want, had) = (r.want, r.had);
+                r.src
+                    .poll_read(cx, &mut r.buf, want, had)
+                    .map(|res| (res, std::mem::take(&mut r.buf)))
             }
-            Ok(n) if n > 0 && n < room => {
-                // A short read drained the socket (see `epoll_read`).
-                guard.clear_ready();
-                return (Ok(n), buf);
-            }
-            r => return (r, buf),
         }
+    }
+}
+
+/// What an idle read waits on: the epoll registration beside an io_uring socket, or tokio's
+/// own stream.
+enum IdleSrc<'a> {
+    Uring(&'a tokio::io::unix::AsyncFd<RawFdRef>),
+    Tcp(&'a tokio::net::TcpStream),
+    Unix(&'a tokio::net::UnixStream),
+}
+
+impl IdleSrc<'_> {
+    /// [`Stream::read_idle`]'s steps: readiness (the task's waker kept in the registration's
+    /// reader slot), then a non-blocking recv with `want` bytes of room, until one gives an
+    /// outcome. On io_uring readiness is cleared through the guard, which ignores it if an
+    /// event came since the guard was taken (nothing is lost between the recv and the clear);
+    /// tokio's streams do the same inside.
+    fn poll_read(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut Vec<u8>,
+        want: usize,
+        had: usize,
+    ) -> std::task::Poll<io::Result<usize>> {
+        use std::task::{Poll, ready};
+        loop {
+            let out = match self {
+                IdleSrc::Uring(fd) => {
+                    let mut g = ready!(fd.poll_read_ready(cx))?;
+                    let (out, drained) =
+                        idle_step(buf, want, had, |b| recv_into(fd.get_ref().0, b));
+                    if drained {
+                        g.clear_ready();
+                    }
+                    out
+                }
+                IdleSrc::Tcp(s) => ready!(poll_tokio_step(*s, cx, buf, want, had))?,
+                IdleSrc::Unix(s) => ready!(poll_tokio_step(*s, cx, buf, want, had))?,
+            };
+            if let Some(r) = out {
+                return Poll::Ready(r);
+            }
+        }
+    }
+}
+
+/// [`IdleSrc::poll_read`]'s step on one of tokio's streams: Ready(Ok(None)) when the readiness
+/// was stale.
+fn poll_tokio_step(
+    s: &impl Readiness,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut Vec<u8>,
+    want: usize,
+    had: usize,
+) -> std::task::Poll<io::Result<Option<io::Result<usize>>>> {
+    std::task::ready!(s.poll_read_ready(cx))?;
+    let (out, drained) = idle_step(buf, want, had, |b| s.try_read_buf(b));
+    if drained {
+        s.clear_readable();
+    }
+    std::task::Poll::Ready(Ok(out))
+}
+
+/// One read once the socket was readable: its outcome (None: the readiness was stale, wait
+/// again, the buffer given back if the read began with none: `had == 0`) and whether it
+/// drained the socket (its readiness is then cleared).
+fn idle_step(
+    buf: &mut Vec<u8>,
+    want: usize,
+    had: usize,
+    read: impl FnOnce(&mut Vec<u8>) -> io::Result<usize>,
+) -> (Option<io::Result<usize>>, bool) {
+    *buf = reserve(std::mem::take(buf), want);
+    let room = buf.capacity() - buf.len();
+    match read(buf) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            if had == 0 && buf.is_empty() {
+                *buf = Vec::new();
+            }
+            (None, true)
+        }
+        // A short read drained the socket (see `epoll_read`).
+        Ok(n) if n > 0 && n < room => (Some(Ok(n)), true),
+        r => (Some(r), false),
     }
 }
 
@@ -418,35 +520,6 @@ pub fn reserve(mut buf: Vec<u8>, want: usize) -> Vec<u8> {
         buf.reserve(want);
     }
     buf
-}
-
-/// [`Stream::read_idle`] on a readiness source: `want` bytes are reserved only once the socket
-/// is readable, and given back if that readiness was stale.
-async fn lazy_read(
-    s: &impl Readiness,
-    mut buf: Vec<u8>,
-    want: usize,
-) -> (io::Result<usize>, Vec<u8>) {
-    let had = buf.capacity();
-    loop {
-        if let Err(e) = s.readable().await {
-            return (Err(e), buf);
-        }
-        buf = reserve(buf, want);
-        let room = buf.capacity() - buf.len();
-        match s.try_read_buf(&mut buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if had == 0 && buf.is_empty() {
-                    buf = Vec::new();
-                }
-            }
-            Ok(n) if n > 0 && n < room => {
-                s.clear_readable();
-                return (Ok(n), buf);
-            }
-            r => return (r, buf),
-        }
-    }
 }
 
 /// `Stream::read` on epoll: `room` is the spare capacity of `buf`.

@@ -30,26 +30,38 @@ use atomic_waker::AtomicWaker;
 
 use portcullis_runtime_api::reply::Reply;
 
-/// One live stream.
+/// One live stream. Every connection holds one for its whole life, idle keep-alive ones too:
+/// what `show sess` prints is read from the frontend, backend and server when it prints, not
+/// copied per stream (the identifier and mode follow from `uniq` and the frontend).
 pub struct Live {
-    /// `show sess`'s identifier (HAProxy prints the stream's address).
-    pub id: u64,
     /// HAProxy's `uniq_id`: the stream counter of the process.
     pub uniq: u64,
-    /// The frontend (its name and id are read when `show sess` prints, not copied per stream).
     pub fe: std::sync::Arc<crate::model::Proxy>,
-    pub mode: &'static str,
-    pub bind: usize,
+    pub bind: u32,
+    /// The client socket's descriptor: shut down only by the stream's own [`Tracked`] future.
+    raw_fd: RawFd,
     pub src: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
     start: Instant,
-    /// `(backend, backend id, server, server id)` once a server slot was taken.
-    server: Mutex<Option<(String, i64, String, i64)>>,
+    /// The backend (its index among the model's proxies) and server once a slot was taken.
+    server: Mutex<Option<(usize, Arc<crate::model::Server>)>>,
     killed: AtomicBool,
     /// The stream's task, woken by `shutdown session`.
     waker: AtomicWaker,
-    /// The client socket's descriptor: shut down only by the stream's own [`Tracked`] future.
-    raw_fd: RawFd,
+}
+
+impl Live {
+    /// `show sess`'s identifier (HAProxy prints the stream's address).
+    pub fn id(&self) -> u64 {
+        ID_BASE + self.uniq * 0x10
+    }
+
+    pub fn mode(&self) -> &'static str {
+        match self.fe.cfg.mode {
+            crate::config::model::Mode::Tcp => "tcp",
+            crate::config::model::Mode::Http => "http",
+        }
+    }
 }
 
 #[derive(Default)]
@@ -84,23 +96,18 @@ pub fn track<F: Future<Output = ()>>(
     let reg = sessions();
     let uniq = reg.uniq.fetch_add(1, Ordering::Relaxed);
     let live = Arc::new(Live {
-        id: ID_BASE + uniq * 0x10,
         uniq,
         fe: Arc::clone(fe),
-        mode: match fe.cfg.mode {
-            crate::config::model::Mode::Tcp => "tcp",
-            crate::config::model::Mode::Http => "http",
-        },
-        bind: origin.bind,
+        bind: u32::try_from(origin.bind).unwrap_or(u32::MAX),
+        raw_fd: fd,
         src: origin.peer,
         local: origin.local,
         start: Instant::now(),
         server: Mutex::new(None),
         killed: AtomicBool::new(false),
         waker: AtomicWaker::new(),
-        raw_fd: fd,
     });
-    reg.lock().insert(live.id, Arc::clone(&live));
+    reg.lock().insert(live.id(), Arc::clone(&live));
     Tracked {
         fut: CURRENT.scope(Arc::clone(&live), fut),
         entry: Entry(live),
@@ -113,7 +120,7 @@ struct Entry(Arc<Live>);
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        sessions().lock().remove(&self.0.id);
+        sessions().lock().remove(&self.0.id());
     }
 }
 
@@ -149,22 +156,17 @@ impl<F: Future<Output = ()>> Future for Tracked<F> {
 }
 
 /// The running stream took a slot on `srv` of `be`.
-pub fn note_server(be: &crate::model::Proxy, srv: &crate::model::Server) {
+pub fn note_server(be: &crate::model::Proxy, srv: &Arc<crate::model::Server>) {
     let _ = CURRENT.try_with(|l| {
         let mut cur = l.server.lock().unwrap_or_else(|p| p.into_inner());
-        // A keep-alive stream mostly takes the same server again: no new copies of the names.
-        if let Some((b, bid, s, sid)) = &*cur
-            && (*bid, *sid) == (i64::from(be.cfg.id), i64::from(srv.cfg.id))
-            && (b.as_str(), s.as_str()) == (be.name.as_str(), srv.name.as_str())
+        // A keep-alive stream mostly takes the same server again.
+        if let Some((b, s)) = &*cur
+            && *b == be.index
+            && Arc::ptr_eq(s, srv)
         {
             return;
         }
-        *cur = Some((
-            be.name.clone(),
-            i64::from(be.cfg.id),
-            srv.name.clone(),
-            i64::from(srv.cfg.id),
-        ));
+        *cur = Some((be.index, Arc::clone(srv)));
     });
 }
 
@@ -176,7 +178,7 @@ pub fn killed_term(term: [u8; 2]) -> [u8; 2] {
             if !l.killed.load(Ordering::Acquire) {
                 return term;
             }
-            let second = if l.mode == "tcp" { b'-' } else { term[1] };
+            let second = if l.mode() == "tcp" { b'-' } else { term[1] };
             [b'K', second]
         })
         .unwrap_or(term)
@@ -233,8 +235,15 @@ impl Sessions {
         self.lock().len()
     }
 
-    /// `show sess [<id>|all]` and `shutdown session <id>` (level checked by the caller).
-    pub fn command(&self, verb: &str, args: &[String], out: &mut Reply) {
+    /// `show sess [<id>|all]` and `shutdown session <id>` (level checked by the caller);
+    /// `proxies`: the model's, where the streams' backends are found.
+    pub fn command(
+        &self,
+        verb: &str,
+        args: &[String],
+        proxies: &[Arc<crate::model::Proxy>],
+        out: &mut Reply,
+    ) {
         let arg = args.first().map(String::as_str).filter(|a| !a.is_empty());
         if verb == "shutdown" {
             let Some(a) = arg else {
@@ -253,18 +262,18 @@ impl Sessions {
         match arg {
             None => {
                 for l in &all {
-                    list_line(l, out);
+                    list_line(l, proxies, out);
                 }
             }
             Some("all") => {
                 for l in &all {
-                    detail(l, out);
+                    detail(l, proxies, out);
                 }
             }
             Some(a) => {
                 let id = strtoul(a);
-                match all.iter().find(|l| l.id == id) {
-                    Some(l) => detail(l, out),
+                match all.iter().find(|l| l.id() == id) {
+                    Some(l) => detail(l, proxies, out),
                     None => out.push_str("Session not found.\n"),
                 }
             }
@@ -272,19 +281,31 @@ impl Sessions {
     }
 }
 
-fn server_of(l: &Live) -> Option<(String, i64, String, i64)> {
-    l.server.lock().unwrap_or_else(|p| p.into_inner()).clone()
+/// `(backend, backend id, server, server id)` of the stream's server, if it took one.
+fn server_of<'p>(
+    l: &Live,
+    proxies: &'p [Arc<crate::model::Proxy>],
+) -> Option<(&'p str, i64, String, i64)> {
+    let cur = l.server.lock().unwrap_or_else(|p| p.into_inner());
+    let (b, s) = cur.as_ref()?;
+    let be = proxies.get(*b)?;
+    Some((
+        be.name.as_str(),
+        i64::from(be.cfg.id),
+        s.name.clone(),
+        i64::from(s.cfg.id),
+    ))
 }
 
-fn list_line(l: &Live, out: &mut Reply) {
-    let (be, srv) = match server_of(l) {
+fn list_line(l: &Live, proxies: &[Arc<crate::model::Proxy>], out: &mut Reply) {
+    let (be, srv) = match server_of(l, proxies) {
         Some((b, _, s, _)) => (b, s),
-        None => ("<NONE>".to_string(), "<none>".to_string()),
+        None => ("<NONE>", "<none>".to_string()),
     };
     let _ = writeln!(
         out,
         "{:#x}: proto={} src={} fe={} be={be} srv={srv} ts=00 epoch=0 age={} calls=0 rate=0 cpu=0 lat=0 rq[f=0h,i=0,an=00h,rx=,wx=,ax=] rp[f=0h,i=0,an=00h,rx=,wx=,ax=] scf=[8,0h,fd={}] scb=[8,0h,fd=-1] exp= rc=0 c_exp=",
-        l.id,
+        l.id(),
         proto(l.src),
         addr(l.src),
         l.fe.name,
@@ -293,7 +314,7 @@ fn list_line(l: &Live, out: &mut Reply) {
     );
 }
 
-fn detail(l: &Live, out: &mut Reply) {
+fn detail(l: &Live, proxies: &[Arc<crate::model::Proxy>], out: &mut Reply) {
     // When it was accepted, from its age: no wall-clock read per accepted connection.
     let accepted = SystemTime::now() - l.start.elapsed();
     let us = accepted
@@ -308,7 +329,7 @@ fn detail(l: &Live, out: &mut Reply) {
     let _ = writeln!(
         out,
         "{:#x}: [{when}] id={} proto={} source={}",
-        l.id,
+        l.id(),
         l.uniq,
         proto(l.src),
         addr(l.src)
@@ -318,13 +339,13 @@ fn detail(l: &Live, out: &mut Reply) {
         "  frontend={} (id={} mode={}), listener=? (id={}) addr={}",
         l.fe.name,
         i64::from(l.fe.cfg.id),
-        l.mode,
-        l.bind + 1,
+        l.mode(),
+        u64::from(l.bind) + 1,
         addr(l.local)
     );
-    match server_of(l) {
+    match server_of(l, proxies) {
         Some((b, bid, s, sid)) => {
-            let _ = writeln!(out, "  backend={b} (id={bid} mode={})", l.mode);
+            let _ = writeln!(out, "  backend={b} (id={bid} mode={})", l.mode());
             let _ = writeln!(out, "  server={s} (id={sid})");
         }
         None => {
@@ -360,7 +381,7 @@ mod tests {
         let run = |verb: &str, args: &[&str]| {
             let mut r = Reply::default();
             let a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
-            s.command(verb, &a, &mut r);
+            s.command(verb, &a, &[], &mut r);
             r.text
         };
         assert_eq!(

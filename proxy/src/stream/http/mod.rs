@@ -344,22 +344,6 @@ impl<F: Front, U: Upstream> Session<F, U> {
         self.took(read)
     }
 
-    /// [`Self::read_client`] between keep-alive requests, `cbuf` empty: the front waits for
-    /// the client's bytes before it takes a buffer for them ([`Front::read_idle`]).
-    async fn read_client_idle(
-        &mut self,
-        deadline: Option<Instant>,
-        idle: Option<Duration>,
-    ) -> Result<usize, Option<std::io::Error>> {
-        let buf = std::mem::take(&mut self.cbuf);
-        let due = read_due(&self.activity, deadline, idle);
-        let read = self
-            .ctimer
-            .limit(self.client.read_idle(buf, IDLE_READ), due)
-            .await;
-        self.took(read)
-    }
-
     /// What a client read gave: the buffer back into `cbuf`, the activity noted.
     fn took(
         &mut self,

@@ -65,7 +65,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
             // read error, a soft stop) closes a connection idle between requests silently.
             match self.idle_read(wait_start).await {
-                Some(Ok(n)) if n > 0 => first_byte = Some(Instant::now()),
+                Ok(n) if n > 0 => first_byte = Some(Instant::now()),
                 _ => return false,
             }
         }
@@ -172,7 +172,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
 
     /// [`Self::read_head_bytes`] for the first bytes of a keep-alive connection's next request,
     /// with no buffer held while the client is silent.
-    async fn idle_read(&mut self, since: Instant) -> Option<Read> {
+    async fn idle_read(&mut self, since: Instant) -> Read {
         let (dl, client, soft_stop, idle_limit) = self.head_limits(&Wait {
             first: false,
             since,
@@ -180,11 +180,23 @@ impl<F: Front, U: Upstream> Session<F, U> {
             got_first_byte: false,
             deadline: None,
         });
-        let read = std::pin::pin!(self.read_client_idle(dl, client));
-        match soft_stop {
-            None => Some(read.await),
-            Some(stop) => Box::pin(read_at_soft_stop(read, stop, idle_limit)).await,
-        }
+        // The timer and the front's read inline, not in a `read_client`-like async fn of their
+        // own, which would keep its arguments beside them: this is an idle connection's state.
+        let buf = std::mem::take(&mut self.cbuf);
+        let due = super::read_due(&self.activity, dl, client);
+        let read = {
+            let read = std::pin::pin!(
+                self.ctimer
+                    .limit(self.client.read_idle(buf, IDLE_READ), due)
+            );
+            match soft_stop {
+                None => read.await,
+                Some(stop) => Box::pin(read_at_soft_stop(read, stop, idle_limit))
+                    .await
+                    .flatten(),
+            }
+        };
+        self.took(read)
     }
 
     /// The timeouts of a read towards the head: its deadline, `timeout client`, the soft stop
