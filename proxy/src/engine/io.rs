@@ -335,37 +335,22 @@ macro_rules! readiness {
 
 readiness!(tokio::net::TcpStream, tokio::net::UnixStream);
 
-/// The epoll registration of an io_uring socket, made at its first [`Stream::read_idle`] (a
-/// connection that never waits idle never pays the `epoll_ctl`) and removed when the stream
-/// drops, before the socket closes.
+/// The readiness registration of an io_uring socket ([`super::readiness`]), made at its first
+/// [`Stream::read_idle`] (a connection that never waits idle never pays the `epoll_ctl`) and
+/// removed when the stream drops, before the socket closes.
 #[derive(Default)]
-pub struct IdleFd(std::cell::OnceCell<tokio::io::unix::AsyncFd<RawFdRef>>);
-
-/// A descriptor owned by the stream beside it, registered for readiness only.
-struct RawFdRef(RawFd);
-
-impl AsRawFd for RawFdRef {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
-    }
-}
+pub struct IdleFd(std::cell::OnceCell<super::readiness::Registration>);
 
 impl IdleFd {
-    fn get(&self, fd: RawFd) -> io::Result<&tokio::io::unix::AsyncFd<RawFdRef>> {
-        if let Some(a) = self.0.get() {
-            return Ok(a);
+    fn get(&self, fd: RawFd) -> io::Result<&super::readiness::Registration> {
+        if let Some(r) = self.0.get() {
+            return Ok(r);
         }
-        // SAFETY: `fd` is the socket of the stream this registration sits beside in its
-        // `Stream` variant; declared before it, the registration drops first, so the descriptor
-        // stays open and the same for the registration's whole life.
-        let a = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(
-                RawFdRef(fd),
-                tokio::io::Interest::READABLE,
-            )
-        }
-        .map_err(io::Error::from)?;
-        Ok(self.0.get_or_init(|| a))
+        // `fd` is the socket of the stream this registration sits beside in its `Stream`
+        // variant; declared before it, the registration drops first, so the descriptor stays
+        // open and the same for the registration's whole life.
+        let r = super::readiness::Registration::new(fd)?;
+        Ok(self.0.get_or_init(|| r))
     }
 }
 
@@ -411,7 +396,7 @@ impl std::future::Future for ReadIdle<'_> {
 /// What an idle read waits on: the epoll registration beside an io_uring socket, or tokio's
 /// own stream.
 enum IdleSrc<'a> {
-    Uring(&'a tokio::io::unix::AsyncFd<RawFdRef>),
+    Uring(&'a super::readiness::Registration),
     Tcp(&'a tokio::net::TcpStream),
     Unix(&'a tokio::net::UnixStream),
 }
@@ -419,9 +404,9 @@ enum IdleSrc<'a> {
 impl IdleSrc<'_> {
     /// [`Stream::read_idle`]'s steps: readiness (the task's waker kept in the registration's
     /// reader slot), then a non-blocking recv with `want` bytes of room, until one gives an
-    /// outcome. On io_uring readiness is cleared through the guard, which ignores it if an
-    /// event came since the guard was taken (nothing is lost between the recv and the clear);
-    /// tokio's streams do the same inside.
+    /// outcome. Readiness is cleared once a read drained the socket: on io_uring nothing can come
+    /// between the two (see [`super::readiness`]); tokio's streams ignore a clear when an event
+    /// came since their readiness was read.
     fn poll_read(
         &self,
         cx: &mut std::task::Context<'_>,
@@ -432,12 +417,11 @@ impl IdleSrc<'_> {
         use std::task::{Poll, ready};
         loop {
             let out = match self {
-                IdleSrc::Uring(fd) => {
-                    let mut g = ready!(fd.poll_read_ready(cx))?;
-                    let (out, drained) =
-                        idle_step(buf, want, had, |b| recv_into(fd.get_ref().0, b));
+                IdleSrc::Uring(reg) => {
+                    ready!(reg.poll_read_ready(cx));
+                    let (out, drained) = idle_step(buf, want, had, |b| recv_into(reg.fd(), b));
                     if drained {
-                        g.clear_ready();
+                        reg.clear_ready();
                     }
                     out
                 }

@@ -12,6 +12,7 @@ pub mod io;
 pub mod listen;
 pub mod pollio;
 pub mod pool;
+pub mod readiness;
 pub mod service;
 pub mod shared;
 pub mod state;
