@@ -59,9 +59,36 @@ impl Origin {
     }
 }
 
-/// A session's future, boxed: a worker's task then holds a pointer, not the largest session's
-/// state inline (an idle keep-alive connection would carry it all).
+/// A background task's future (see [`Service::background`]).
 pub type SessionFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// The `maxconn` slots (frontend and process) an admitted session holds, released however it
+/// ends.
+pub struct SessionGuard {
+    pub(super) shared: Arc<Shared>,
+    pub(super) fe: Arc<Proxy>,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.fe.feconn.leave();
+        self.shared.model.actconn.leave();
+        self.shared
+            .sessions
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// Runs a session in a task of its own on this worker, holding `guard` until it ends. The
+/// session's future is the task's state, inline: one allocation for a connection's whole life
+/// (an idle keep-alive connection holds it), where a boxed future inside the accept task made
+/// two, the task's own sized for the largest accept stage.
+pub fn spawn_session<F: Future<Output = ()> + 'static>(guard: SessionGuard, session: F) {
+    super::io::spawn(async move {
+        let _guard = guard;
+        session.await;
+    });
+}
 
 /// What runs on the connections a worker accepts.
 pub trait Service: Send + Sync + 'static {
@@ -99,9 +126,9 @@ pub trait Service: Send + Sync + 'static {
         true
     }
 
-    /// Runs the session of an admitted connection (PROXY header read for `accept-proxy`, TLS
-    /// terminated for `bind … ssl`), until it ends. The worker holds the session's `maxconn`
-    /// slots meanwhile.
+    /// Starts the session of an admitted connection (PROXY header read for `accept-proxy`, TLS
+    /// terminated for `bind … ssl`) with [`spawn_session`], which holds `guard` (the session's
+    /// `maxconn` slots) until the session ends.
     fn serve(
         &self,
         shared: Arc<Shared>,
@@ -109,7 +136,8 @@ pub trait Service: Send + Sync + 'static {
         conn: Conn,
         origin: Origin,
         admitted: Self::Admitted,
-    ) -> SessionFuture;
+        guard: SessionGuard,
+    );
 
     /// Control-plane tasks the service keeps running beside the health checks (the DNS
     /// resolvers); started on the control thread, they end when the process stops.

@@ -11,7 +11,7 @@ use super::conn::Conn;
 use super::handover::{self, Meta, Received, Slot};
 use super::io::{Accepted, Listener, spawn};
 use super::listen;
-use super::service::{Origin, Service};
+use super::service::{Origin, Service, SessionGuard};
 use crate::config::model::BindAddr;
 use crate::model::{Model, Proxy};
 
@@ -353,19 +353,6 @@ fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: Work
 }
 
 /// Releases the maxconn slots of a session when it ends, however it ends.
-pub struct SessionGuard {
-    shared: Arc<Shared>,
-    fe: Arc<Proxy>,
-}
-
-impl Drop for SessionGuard {
-    fn drop(&mut self) {
-        self.fe.feconn.leave();
-        self.shared.model.actconn.leave();
-        self.shared.sessions.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// A listener's accept loop; `(tls, bidx)`: the settings of its `bind … ssl` line, if any, and
 /// the line's index in the frontend.
 async fn accept_loop<S: Service>(
@@ -447,16 +434,15 @@ async fn accept_loop<S: Service>(
                 let fe2 = Arc::clone(&fe);
                 let tls = tls.clone();
                 let svc = Arc::clone(&service);
-                // Everything before the session runs boxed and is freed once the session starts:
-                // the task itself then holds only the session's guard and future (a task's state
-                // is sized for its largest stage, and this one lives as long as the connection).
-                let setup = Box::pin(async move {
+                // The accept task ends once the session starts in a task of its own
+                // (`spawn_session`): an idle connection holds none of this task's state.
+                spawn(async move {
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
                     sh.model.actconn.enter().await;
                     fe2.fe_counters.smax.update(fe2.feconn.current());
                     sh.sessions.fetch_add(1, Ordering::AcqRel);
-                    let _guard = SessionGuard {
+                    let guard = SessionGuard {
                         shared: Arc::clone(&sh),
                         fe: Arc::clone(&fe2),
                     };
@@ -471,18 +457,18 @@ async fn accept_loop<S: Service>(
                         || svc.expects_proxy(&admitted);
                     let handshake_first = proxied || tls.is_some();
                     // Each stage is boxed: a task holds its future inline, sized for the largest
-                    // of them, and an idle keep-alive connection would carry them all.
+                    // of them, and a plain connection would carry the TLS handshake's room.
                     if proxied {
                         match Box::pin(proxy_header(&sh, &fe2, &acc, bidx)).await {
                             Some(h) => origin = origin.proxied(h),
-                            None => return None,
+                            None => return,
                         }
                     }
                     let conn = match tls {
                         None => Conn::Plain(acc.stream),
                         Some(cfg) => match Box::pin(handshake(&sh, &fe2, acc, bidx, cfg)).await {
                             Some(c) => c,
-                            None => return None,
+                            None => return,
                         },
                     };
                     if !svc.establish(&sh, &fe2, &conn, &origin, &mut admitted) {
@@ -500,20 +486,14 @@ async fn accept_loop<S: Service>(
                                 true,
                             );
                         }
-                        return None;
+                        return;
                     }
                     // A session counts once established, as HAProxy's `session_count_new`.
                     let now = sh.model.now_ms();
                     for c in [&fe2.fe_counters, &sh.model.totals] {
                         c.session(now);
                     }
-                    let session = svc.serve(sh, fe2, conn, origin, admitted);
-                    Some((_guard, session))
-                });
-                spawn(async move {
-                    if let Some((_guard, session)) = setup.await {
-                        session.await
-                    }
+                    svc.serve(sh, fe2, conn, origin, admitted, guard);
                 });
             }
             Err(e) => {

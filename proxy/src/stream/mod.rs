@@ -16,7 +16,7 @@ use crate::config::model::Mode;
 use crate::engine::Shared;
 use crate::engine::conn::Conn;
 use crate::engine::io::Accepted;
-use crate::engine::service::{Origin, Service, SessionFuture};
+use crate::engine::service::{Origin, Service, SessionFuture, SessionGuard, spawn_session};
 use crate::model::Proxy;
 use crate::stick::StkCtrs;
 use std::sync::atomic::Ordering;
@@ -146,7 +146,8 @@ impl Service for Streams {
         conn: Conn,
         origin: Origin,
         adm: Admission,
-    ) -> SessionFuture {
+        guard: SessionGuard,
+    ) {
         let Admission { sess, vars, .. } = adm;
         // `bind … proto h1|h2` forces the protocol (h2 on a plain bind: prior knowledge);
         // otherwise ALPN decides.
@@ -160,29 +161,38 @@ impl Service for Streams {
             Some("h1") => false,
             _ => conn.tls().and_then(|t| t.alpn.as_deref()) == Some("h2"),
         };
-        // `show sess` / `shutdown session`: the stream is registered while it runs (one box:
-        // the registry's wrapper holds the session's future inline).
+        // `show sess` / `shutdown session`: the stream is registered while it runs (the
+        // registry's wrapper holds the session's future inline, in the session's task).
         use crate::model::sessions::track;
         let (live_fe, live_origin, fd) = (Arc::clone(&fe), origin.clone(), conn.raw_fd());
         match fe.cfg.mode {
-            Mode::Tcp => Box::pin(track(
-                &live_fe,
-                &live_origin,
-                fd,
-                tcp::run_tracked(shared, fe, conn, origin, sess, vars),
-            )),
-            Mode::Http if h2 => Box::pin(track(
-                &live_fe,
-                &live_origin,
-                fd,
-                http::h2::serve_tracked(shared, fe, conn, origin, (sess, vars)),
-            )),
-            Mode::Http => Box::pin(track(
-                &live_fe,
-                &live_origin,
-                fd,
-                http::run_tracked_in(shared, fe, conn, origin, sess, vars),
-            )),
+            Mode::Tcp => spawn_session(
+                guard,
+                track(
+                    &live_fe,
+                    &live_origin,
+                    fd,
+                    tcp::run_tracked(shared, fe, conn, origin, sess, vars),
+                ),
+            ),
+            Mode::Http if h2 => spawn_session(
+                guard,
+                track(
+                    &live_fe,
+                    &live_origin,
+                    fd,
+                    http::h2::serve_tracked(shared, fe, conn, origin, (sess, vars)),
+                ),
+            ),
+            Mode::Http => spawn_session(
+                guard,
+                track(
+                    &live_fe,
+                    &live_origin,
+                    fd,
+                    http::run_tracked_in(shared, fe, conn, origin, sess, vars),
+                ),
+            ),
         }
     }
 }
