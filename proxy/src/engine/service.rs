@@ -84,10 +84,28 @@ impl Drop for SessionGuard {
 /// (an idle keep-alive connection holds it), where a boxed future inside the accept task made
 /// two, the task's own sized for the largest accept stage.
 pub fn spawn_session<F: Future<Output = ()> + 'static>(guard: SessionGuard, session: F) {
-    super::io::spawn(async move {
-        let _guard = guard;
-        session.await;
+    super::io::spawn(Guarded {
+        session,
+        _guard: guard,
     });
+}
+
+pin_project_lite::pin_project! {
+    /// A session with its guard, written by hand: an `async` block awaiting its captured
+    /// future would hold it twice (the capture and the awaited copy), doubling the task.
+    struct Guarded<F> {
+        #[pin]
+        session: F,
+        _guard: SessionGuard,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Guarded<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.project().session.poll(cx)
+    }
 }
 
 /// What runs on the connections a worker accepts.
