@@ -69,6 +69,21 @@ pub struct SessionGuard {
     pub(super) fe: Arc<Proxy>,
 }
 
+impl SessionGuard {
+    /// The guard of slots just taken: the session is counted as current (`smax`, the worker's
+    /// sessions) until the guard drops.
+    pub(super) fn taken(shared: &Arc<Shared>, fe: &Arc<Proxy>) -> SessionGuard {
+        fe.fe_counters.smax.update(fe.feconn.current());
+        shared
+            .sessions
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        SessionGuard {
+            shared: Arc::clone(shared),
+            fe: Arc::clone(fe),
+        }
+    }
+}
+
 impl Drop for SessionGuard {
     fn drop(&mut self) {
         self.fe.feconn.leave();

@@ -352,7 +352,50 @@ fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: Work
     }
 }
 
-/// Releases the maxconn slots of a session when it ends, however it ends.
+/// Takes the frontend's and the process' `maxconn` slots if both are free now (what
+/// [`crate::model::Gate::enter`] does when it need not wait).
+fn take_slots(shared: &Shared, fe: &Proxy) -> bool {
+    if fe.feconn.is_paused() || !fe.feconn.try_enter() {
+        return false;
+    }
+    let act = &shared.model.actconn;
+    if act.is_paused() || !act.try_enter() {
+        fe.feconn.leave();
+        return false;
+    }
+    true
+}
+
+/// An established connection (PROXY header read, TLS handshake done) becomes a session: the
+/// `tcp-request session` rules (`Service::establish`), the session counted, then served.
+/// `embryonic`: the accept date of a connection that waited for a header or a handshake; a
+/// refusal then logs it as HAProxy's `session_kill_embryonic` does, with no error (`Success`):
+/// a null connection for `option dontlognull`.
+fn begin<S: Service>(
+    svc: &S,
+    conn: Conn,
+    origin: Origin,
+    mut admitted: S::Admitted,
+    guard: SessionGuard,
+    embryonic: Option<std::time::SystemTime>,
+) {
+    let (sh, fe) = (Arc::clone(&guard.shared), Arc::clone(&guard.fe));
+    if !svc.establish(&sh, &fe, &conn, &origin, &mut admitted) {
+        if let Some(accept_date) = embryonic {
+            let name = listener_name(&fe, origin.bind);
+            sh.log
+                .embryonic(&fe, origin.peer, accept_date, &name, "Success", true);
+        }
+        return;
+    }
+    // A session counts once established, as HAProxy's `session_count_new`.
+    let now = sh.model.now_ms();
+    for c in [&fe.fe_counters, &sh.model.totals] {
+        c.session(now);
+    }
+    svc.serve(sh, fe, conn, origin, admitted, guard);
+}
+
 /// A listener's accept loop; `(tls, bidx)`: the settings of its `bind … ssl` line, if any, and
 /// the line's index in the frontend.
 async fn accept_loop<S: Service>(
@@ -425,11 +468,33 @@ async fn accept_loop<S: Service>(
                 if fe.cfg.options.clitcpka {
                     acc.stream.set_keepalive();
                 }
-                let Some(mut admitted) = service.admit(&shared, &fe, &acc, now) else {
+                let Some(admitted) = service.admit(&shared, &fe, &acc, now) else {
                     fe.fe_counters.denied_conn.fetch_add(1, Ordering::Relaxed);
                     acc.stream.reset_on_close();
                     continue;
                 };
+                let proxied = fe.cfg.binds.get(bidx).is_some_and(|b| b.accept_proxy)
+                    || service.expects_proxy(&admitted);
+                let origin = Origin {
+                    peer: acc.peer,
+                    local: acc.local,
+                    proxied: None,
+                    bind: bidx,
+                };
+                // A plain connection whose slots are free (the usual case) becomes a session
+                // here: its setup has nothing to wait for, and needs no task of its own.
+                if tls.is_none() && !proxied && take_slots(&shared, &fe) {
+                    let guard = SessionGuard::taken(&shared, &fe);
+                    begin(
+                        &*service,
+                        Conn::Plain(acc.stream),
+                        origin,
+                        admitted,
+                        guard,
+                        None,
+                    );
+                    continue;
+                }
                 let sh = Arc::clone(&shared);
                 let fe2 = Arc::clone(&fe);
                 let tls = tls.clone();
@@ -440,21 +505,9 @@ async fn accept_loop<S: Service>(
                     // Another worker may have taken the last slot since we checked.
                     fe2.feconn.enter().await;
                     sh.model.actconn.enter().await;
-                    fe2.fe_counters.smax.update(fe2.feconn.current());
-                    sh.sessions.fetch_add(1, Ordering::AcqRel);
-                    let guard = SessionGuard {
-                        shared: Arc::clone(&sh),
-                        fe: Arc::clone(&fe2),
-                    };
-                    let mut origin = Origin {
-                        peer: acc.peer,
-                        local: acc.local,
-                        proxied: None,
-                        bind: bidx,
-                    };
+                    let guard = SessionGuard::taken(&sh, &fe2);
+                    let mut origin = origin;
                     let accept_date = std::time::SystemTime::now();
-                    let proxied = fe2.cfg.binds.get(bidx).is_some_and(|b| b.accept_proxy)
-                        || svc.expects_proxy(&admitted);
                     let handshake_first = proxied || tls.is_some();
                     // Each stage is boxed: a task holds its future inline, sized for the largest
                     // of them, and a plain connection would carry the TLS handshake's room.
@@ -471,29 +524,8 @@ async fn accept_loop<S: Service>(
                             None => return,
                         },
                     };
-                    if !svc.establish(&sh, &fe2, &conn, &origin, &mut admitted) {
-                        // An embryonic session (one that waited for a handshake) is logged as
-                        // HAProxy's `session_kill_embryonic` does, with no error (`Success`):
-                        // a null connection for `option dontlognull`.
-                        if handshake_first {
-                            let name = listener_name(&fe2, bidx);
-                            sh.log.embryonic(
-                                &fe2,
-                                origin.peer,
-                                accept_date,
-                                &name,
-                                "Success",
-                                true,
-                            );
-                        }
-                        return;
-                    }
-                    // A session counts once established, as HAProxy's `session_count_new`.
-                    let now = sh.model.now_ms();
-                    for c in [&fe2.fe_counters, &sh.model.totals] {
-                        c.session(now);
-                    }
-                    svc.serve(sh, fe2, conn, origin, admitted, guard);
+                    let embryonic = handshake_first.then_some(accept_date);
+                    begin(&*svc, conn, origin, admitted, guard, embryonic);
                 });
             }
             Err(e) => {

@@ -32,6 +32,9 @@ pub struct Gate {
     /// `shutdown frontend`: the listeners are closed for good.
     stopped: AtomicBool,
     waiters: tokio::sync::Notify,
+    /// Tasks in `wait_until`'s slow path: a release wakes `waiters` only when some wait (every
+    /// `notify_waiters` takes the Notify's lock, and a release ends every connection).
+    waiting: AtomicU32,
     /// Woken only by `stop`, so that accept loops watching it are not woken by every release.
     stop_waiters: tokio::sync::Notify,
 }
@@ -45,6 +48,7 @@ impl Gate {
             paused: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             waiters: tokio::sync::Notify::new(),
+            waiting: AtomicU32::new(0),
             stop_waiters: tokio::sync::Notify::new(),
         }
     }
@@ -113,6 +117,16 @@ impl Gate {
     }
     /// Waits until `check` holds, re-checking whenever a slot is released.
     async fn wait_until(&self, check: impl Fn() -> bool) {
+        // The usual case, room: no waiter registered, no lock taken.
+        if check() {
+            return;
+        }
+        // Counted before the checks below (and `leave` reads the count after its release, both
+        // behind SeqCst fences): either the release sees this waiter, or the check sees the
+        // release.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _counted = Waiting(&self.waiting);
+        std::sync::atomic::fence(Ordering::SeqCst);
         loop {
             let notified = self.waiters.notified();
             let mut notified = std::pin::pin!(notified);
@@ -141,7 +155,19 @@ impl Gate {
     /// Gives a slot back.
     pub fn leave(&self) {
         self.cur.fetch_sub(1, Ordering::AcqRel);
-        self.waiters.notify_waiters();
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Relaxed) > 0 {
+            self.waiters.notify_waiters();
+        }
+    }
+}
+
+/// A task counted in [`Gate::wait_until`]'s slow path, uncounted however the wait ends.
+struct Waiting<'a>(&'a AtomicU32);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
