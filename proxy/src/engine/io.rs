@@ -383,12 +383,7 @@ impl std::future::Future for ReadIdle<'_> {
     ) -> std::task::Poll<ReadOut> {
         match self.get_mut() {
             ReadIdle::Boxed(f) => f.as_mut().poll(cx),
-            ReadIdle::Wait(r) => {
-                let (want, had) = (r.want, r.had);
-                r.src
-                    .poll_read(cx, &mut r.buf, want, had)
-                    .map(|res| (res, std::mem::take(&mut r.buf)))
-            }
+            ReadIdle::Wait(r) => r.poll_read(cx).map(|res| (res, std::mem::take(&mut r.buf))),
         }
     }
 }
@@ -401,22 +396,17 @@ enum IdleSrc<'a> {
     Unix(&'a tokio::net::UnixStream),
 }
 
-impl IdleSrc<'_> {
+impl IdleRead<'_> {
     /// [`Stream::read_idle`]'s steps: readiness (the task's waker kept in the registration's
     /// reader slot), then a non-blocking recv with `want` bytes of room, until one gives an
-    /// outcome. Readiness is cleared once a read drained the socket: on io_uring nothing can come
-    /// between the two (see [`super::readiness`]); tokio's streams ignore a clear when an event
-    /// came since their readiness was read.
-    fn poll_read(
-        &self,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut Vec<u8>,
-        want: usize,
-        had: usize,
-    ) -> std::task::Poll<io::Result<usize>> {
+    /// outcome. Readiness is cleared once a read drained the socket: nothing can come between
+    /// the two, as the worker thread that reads is also the one that learns of events (from its
+    /// epoll instance, [`super::readiness`], or tokio's reactor).
+    fn poll_read(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<usize>> {
         use std::task::{Poll, ready};
+        let (buf, want, had) = (&mut self.buf, self.want, self.had);
         loop {
-            let out = match self {
+            let out = match &self.src {
                 IdleSrc::Uring(reg) => {
                     ready!(reg.poll_read_ready(cx));
                     let (out, drained) = idle_step(buf, want, had, |b| recv_into(reg.fd(), b));
@@ -435,7 +425,7 @@ impl IdleSrc<'_> {
     }
 }
 
-/// [`IdleSrc::poll_read`]'s step on one of tokio's streams: Ready(Ok(None)) when the readiness
+/// [`IdleRead::poll_read`]'s step on one of tokio's streams: Ready(Ok(None)) when the readiness
 /// was stale.
 fn poll_tokio_step(
     s: &impl Readiness,

@@ -352,14 +352,12 @@ fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: Work
     }
 }
 
-/// Takes the frontend's and the process' `maxconn` slots if both are free now (what
-/// [`crate::model::Gate::enter`] does when it need not wait).
+/// Takes the frontend's and the process' `maxconn` slots if both are free now.
 fn take_slots(shared: &Shared, fe: &Proxy) -> bool {
-    if fe.feconn.is_paused() || !fe.feconn.try_enter() {
+    if !fe.feconn.try_take() {
         return false;
     }
-    let act = &shared.model.actconn;
-    if act.is_paused() || !act.try_enter() {
+    if !shared.model.actconn.try_take() {
         fe.feconn.leave();
         return false;
     }
@@ -510,7 +508,8 @@ async fn accept_loop<S: Service>(
                     let accept_date = std::time::SystemTime::now();
                     let handshake_first = proxied || tls.is_some();
                     // Each stage is boxed: a task holds its future inline, sized for the largest
-                    // of them, and a plain connection would carry the TLS handshake's room.
+                    // of them, and a connection that only waited for a slot would carry the TLS
+                    // handshake's room.
                     if proxied {
                         match Box::pin(proxy_header(&sh, &fe2, &acc, bidx)).await {
                             Some(h) => origin = origin.proxied(h),

@@ -146,11 +146,15 @@ impl Gate {
         })
         .await;
     }
+    /// Takes a slot if one is free and the gate is not paused: what [`Gate::enter`] does when
+    /// it need not wait.
+    pub fn try_take(&self) -> bool {
+        !self.is_paused() && self.try_enter()
+    }
     /// Waits for a free slot and takes it; while paused, a connection accepted anyway (an
     /// accept that was already waiting) is held here, unserved, as the kernel's backlog would.
     pub async fn enter(&self) {
-        self.wait_until(|| !self.is_paused() && self.try_enter())
-            .await;
+        self.wait_until(|| self.try_take()).await;
     }
     /// Gives a slot back.
     pub fn leave(&self) {
@@ -1054,6 +1058,37 @@ mod tests {
         assert_eq!(c.last_sess.ago(2_000), None);
         // The current rate is a window, not a counter: it stays.
         assert_eq!(c.sess_rate.read(1_500), 1);
+    }
+
+    /// A release wakes a session waiting for a slot (a release takes the Notify's lock only
+    /// when a waiter is counted: the count must never miss one).
+    #[test]
+    fn a_release_wakes_a_waiter() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let g = std::sync::Arc::new(Gate::new(1));
+            assert!(g.try_take());
+            let waiter = {
+                let g = std::sync::Arc::clone(&g);
+                tokio::spawn(async move { g.enter().await })
+            };
+            // Let the waiter register and find the gate full.
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert!(!waiter.is_finished());
+            assert_eq!(g.waiting.load(Ordering::SeqCst), 1);
+            g.leave();
+            tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+                .await
+                .expect("woken")
+                .expect("joined");
+            assert_eq!(g.current(), 1, "the waiter took the slot");
+            assert_eq!(g.waiting.load(Ordering::SeqCst), 0);
+        });
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The live streams (`show sess`, `shutdown session`): each accepted connection the stream layer
-//! serves is registered at its start and removed at its end ([`track`]); the backend and server
+//! serves is registered at its start and removed at its end ([`register`]); the backend and server
 //! are noted when a server slot is taken ([`note_server`]). `shutdown session <id>` marks the
 //! stream killed and wakes its task; the stream's own worker then shuts the client socket down
 //! (both ways) before it polls the stream again — on the thread that owns the descriptor, while
@@ -85,14 +85,13 @@ tokio::task_local! {
 /// Identifiers look like HAProxy's (heap addresses, 16-byte aligned, 12 hex digits).
 const ID_BASE: u64 = 0x5651_0000_0010;
 
-/// `fut` (the stream of connection `fd`, which keeps `fd` open until it completes) registered
-/// as a live stream while it runs.
-pub fn track<F: Future<Output = ()>>(
+/// Registers the stream of connection `fd` as live; [`Entry::track`] then runs it (the stream,
+/// which keeps `fd` open until it completes, made after the registration may take `origin`).
+pub fn register(
     fe: &Arc<crate::model::Proxy>,
     origin: &crate::engine::service::Origin,
     fd: RawFd,
-    fut: F,
-) -> Tracked<F> {
+) -> Entry {
     let reg = sessions();
     let uniq = reg.uniq.fetch_add(1, Ordering::Relaxed);
     let live = Arc::new(Live {
@@ -108,15 +107,23 @@ pub fn track<F: Future<Output = ()>>(
         waker: AtomicWaker::new(),
     });
     reg.lock().insert(live.id(), Arc::clone(&live));
-    Tracked {
-        fut: CURRENT.scope(Arc::clone(&live), fut),
-        entry: Entry(live),
-        shut: false,
-    }
+    Entry(live)
 }
 
-/// Removes its stream from the registry when the stream's future goes (ended or dropped).
-struct Entry(Arc<Live>);
+/// A live stream's registration: removed from the registry when the stream's future goes
+/// (ended or dropped).
+pub struct Entry(Arc<Live>);
+
+impl Entry {
+    /// `fut`, the registered stream, run with [`CURRENT`] set.
+    pub fn track<F: Future<Output = ()>>(self, fut: F) -> Tracked<F> {
+        Tracked {
+            fut: CURRENT.scope(Arc::clone(&self.0), fut),
+            entry: self,
+            shut: false,
+        }
+    }
+}
 
 impl Drop for Entry {
     fn drop(&mut self) {
@@ -125,7 +132,7 @@ impl Drop for Entry {
 }
 
 pin_project_lite::pin_project! {
-    /// A registered stream's future ([`track`]): polls the stream with [`CURRENT`] set, after
+    /// A registered stream's future ([`Entry::track`]): polls the stream with [`CURRENT`] set, after
     /// shutting its client socket down once `shutdown session` killed it.
     pub struct Tracked<F: Future> {
         #[pin]

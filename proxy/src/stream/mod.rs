@@ -163,35 +163,25 @@ impl Service for Streams {
         };
         // `show sess` / `shutdown session`: the stream is registered while it runs (the
         // registry's wrapper holds the session's future inline, in the session's task).
-        use crate::model::sessions::track;
-        let (live_fe, live_origin, fd) = (Arc::clone(&fe), origin.clone(), conn.raw_fd());
+        let entry = crate::model::sessions::register(&fe, &origin, conn.raw_fd());
         match fe.cfg.mode {
             Mode::Tcp => spawn_session(
                 guard,
-                track(
-                    &live_fe,
-                    &live_origin,
-                    fd,
-                    tcp::run_tracked(shared, fe, conn, origin, sess, vars),
-                ),
+                entry.track(tcp::run_tracked(shared, fe, conn, origin, sess, vars)),
             ),
             Mode::Http if h2 => spawn_session(
                 guard,
-                track(
-                    &live_fe,
-                    &live_origin,
-                    fd,
-                    http::h2::serve_tracked(shared, fe, conn, origin, (sess, vars)),
-                ),
+                entry.track(http::h2::serve_tracked(
+                    shared,
+                    fe,
+                    conn,
+                    origin,
+                    (sess, vars),
+                )),
             ),
             Mode::Http => spawn_session(
                 guard,
-                track(
-                    &live_fe,
-                    &live_origin,
-                    fd,
-                    http::run_tracked_in(shared, fe, conn, origin, sess, vars),
-                ),
+                entry.track(http::run_tracked_in(shared, fe, conn, origin, sess, vars)),
             ),
         }
     }
@@ -204,8 +194,8 @@ mod tests {
         std::mem::size_of::<R>()
     }
 
-    /// What the box of an HTTP/1 connection's stream holds: its future inside the `show sess`
-    /// registration's wrapper.
+    /// What an HTTP/1 connection's task holds besides tokio's header: its future inside the
+    /// `show sess` registration's wrapper.
     fn tracked_size<A, B, C, D, E, G, R: std::future::Future<Output = ()>>(
         _: fn(A, B, C, D, E, G) -> R,
     ) -> usize {
@@ -213,17 +203,16 @@ mod tests {
     }
 
     /// An idle keep-alive connection is mostly its stream's future (the exchange itself is
-    /// boxed), allocated once per connection: it must stay within 512 bytes, the allocator's
-    /// size class it fits today (rustc 1.95: 504; 872 before the idle read was written by
-    /// hand). An HTTP/2 connection's: 1112 bytes (3704 before the split into phases). A new
-    /// toolchain may move them — measure `main` again then.
+    /// boxed), held in its task: it must stay within 512 bytes (rustc 1.95: 504; 872 before the
+    /// idle read was written by hand). An HTTP/2 connection's: 1112 bytes (3704 before the split
+    /// into phases). A new toolchain may move them — measure `main` again then.
     #[test]
     fn an_idle_connection_holds_no_more_than_before_the_split() {
         use crate::engine::conn::Conn;
         let h1: fn(_, _, Conn, _, _, _) -> _ = super::http::run_tracked_in;
         let h2: fn(_, _, Conn, _, (_, _)) -> _ = super::http::h2::serve_tracked;
         let (h1, h2) = (tracked_size(h1), future_size(h2));
-        assert!(h1 <= 512, "an HTTP/1 connection's boxed future: {h1} bytes");
+        assert!(h1 <= 512, "an HTTP/1 connection's future: {h1} bytes");
         assert!(h2 <= 1152, "an HTTP/2 connection's future: {h2} bytes");
     }
 }
