@@ -136,8 +136,12 @@ fn scenario(haproxy: bool) -> Option<Vec<String>> {
 
     // NXDOMAIN: maintenance once `hold nx` has passed (admin state 32: RMAINT), then back.
     dns.remove("app.test");
-    let s = wait_state(&sock, "b", np, |s| s.iter().any(|l| l.contains("admin=32")))
-        .expect("s1 in maintenance");
+    // HAProxy sets the admin flag first and forgets the address a moment later: wait for both.
+    let s = wait_state(&sock, "b", np, |s| {
+        s.iter()
+            .any(|l| l.contains("admin=32") && l.starts_with("s1 - "))
+    })
+    .expect("s1 in maintenance");
     seen.extend(s);
     seen.push(format!("nx answer: {}", who(port)));
     dns.set("app.test", vec![Rr::A(N1)]);

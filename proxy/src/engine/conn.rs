@@ -34,6 +34,23 @@ impl Conn {
         }
     }
 
+    /// Whether a session idle on this connection can park (see [`Conn::idle_ticket`]).
+    pub fn parks(&self) -> bool {
+        matches!(self, Conn::Plain(s) if s.parks())
+    }
+
+    /// What parks a session idle on this connection, if it can park: a plain one (rustls may
+    /// hold plaintext that no readiness announces).
+    pub fn idle_ticket(&self) -> Option<super::readiness::Ticket> {
+        if !self.parks() {
+            return None;
+        }
+        match self {
+            Conn::Plain(s) => s.idle_ticket(),
+            Conn::Tls(_) => None,
+        }
+    }
+
     pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         match self {
             Conn::Plain(s) => s.write_all(buf).await,

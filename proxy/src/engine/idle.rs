@@ -36,8 +36,9 @@ impl Activity {
 #[derive(Default)]
 pub struct Timer {
     sleep: Option<Pin<Box<Sleep>>>,
-    /// When `sleep` fires; None once it has fired (it must be reset before its next use).
-    armed: Option<Instant>,
+    /// `sleep` has fired (it must be reset before its next use). Its deadline is the one it is
+    /// armed for otherwise (a flag, not a copy of the instant: a session holds two timers).
+    fired: bool,
 }
 
 impl Timer {
@@ -92,27 +93,27 @@ impl Timer {
     /// server side); the next use arms a new one.
     pub fn release(&mut self) {
         self.sleep = None;
-        self.armed = None;
+        self.fired = false;
     }
 
     /// Polls the timer towards `d`: Ready once it has fired (it then needs re-arming).
     fn poll_until(&mut self, d: Instant, cx: &mut Context<'_>) -> Poll<()> {
         let sleep = match self.sleep.as_mut() {
             Some(s) => {
-                if self.armed.is_none_or(|a| a > d) {
+                if self.fired || s.deadline() > d {
                     s.as_mut().reset(d);
-                    self.armed = Some(d);
+                    self.fired = false;
                 }
                 s
             }
             None => {
-                self.armed = Some(d);
+                self.fired = false;
                 self.sleep.insert(Box::pin(tokio::time::sleep_until(d)))
             }
         };
         let fired = sleep.as_mut().poll(cx);
         if fired.is_ready() {
-            self.armed = None;
+            self.fired = true;
         }
         fired
     }

@@ -225,6 +225,25 @@ impl Stream {
         }
     }
 
+    /// Whether a session idle on this socket can park (see [`Stream::idle_ticket`]).
+    pub fn parks(&self) -> bool {
+        matches!(self, Stream::UringTcp(..) | Stream::UringUnix(..))
+    }
+
+    /// What parks a session idle on this socket ([`super::readiness::Ticket::park`]): only an
+    /// io_uring socket's readiness is a slot of the worker's own (tokio's registrations wake
+    /// tasks only).
+    pub fn idle_ticket(&self) -> Option<super::readiness::Ticket> {
+        if !self.parks() {
+            return None;
+        }
+        match self {
+            Stream::UringTcp(idle, s) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),
+            Stream::UringUnix(idle, s) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),
+            Stream::Tcp(_) | Stream::Unix(_) => None,
+        }
+    }
+
     /// Writes all of `buf`.
     pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         match self {

@@ -302,6 +302,8 @@ fn wait_for_stop_signal() -> bool {
 fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: WorkerListeners) {
     // This thread's Lua state, before the first connection (not Send: one per worker thread).
     crate::lua::warm();
+    // Sessions parked between requests resume when the process stops.
+    super::readiness::watch_stop(shared.stop_tx.subscribe());
     let io = shared.io;
     let sh = Arc::clone(&shared);
     let res = super::io::block_on(io, async move {

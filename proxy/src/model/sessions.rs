@@ -14,6 +14,12 @@
 //! timers and buffer states read as zero or empty. `show sess <id>` is a reduced form: the first
 //! line and the frontend, backend and server lines of HAProxy's dump (no flags, task,
 //! connection or buffer lines).
+//!
+//! Between two requests HAProxy has no stream for an HTTP connection: `show sess` does not list
+//! it, and its next request is a new stream. A parked HTTP/1 connection (`stream::http::park`)
+//! likewise leaves the registry and registers again, with a new identifier, when it resumes;
+//! one that waits in its task (the epoll engine, TLS, or fewer than 512 connections) stays
+//! listed.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -85,11 +91,13 @@ tokio::task_local! {
 /// Identifiers look like HAProxy's (heap addresses, 16-byte aligned, 12 hex digits).
 const ID_BASE: u64 = 0x5651_0000_0010;
 
-/// Registers the stream of connection `fd` as live; [`Entry::track`] then runs it (the stream,
-/// which keeps `fd` open until it completes, made after the registration may take `origin`).
+/// Registers the stream of connection `fd` (from `src` to `local`, accepted by the frontend's
+/// `bind` line of that index) as live; [`Entry::track`] then runs it (the stream keeps `fd` open
+/// until it completes).
 pub fn register(
     fe: &Arc<crate::model::Proxy>,
-    origin: &crate::engine::service::Origin,
+    (src, local): (Option<SocketAddr>, Option<SocketAddr>),
+    bind: usize,
     fd: RawFd,
 ) -> Entry {
     let reg = sessions();
@@ -97,10 +105,10 @@ pub fn register(
     let live = Arc::new(Live {
         uniq,
         fe: Arc::clone(fe),
-        bind: u32::try_from(origin.bind).unwrap_or(u32::MAX),
+        bind: u32::try_from(bind).unwrap_or(u32::MAX),
         raw_fd: fd,
-        src: origin.peer,
-        local: origin.local,
+        src,
+        local,
         start: Instant::now(),
         server: Mutex::new(None),
         killed: AtomicBool::new(false),
@@ -111,15 +119,43 @@ pub fn register(
 }
 
 /// A live stream's registration: removed from the registry when the stream's future goes
-/// (ended or dropped).
+/// (ended or dropped), or when an HTTP/1 connection parks between requests (HAProxy has no
+/// stream for an idle connection either: `show sess` does not list it).
 pub struct Entry(Arc<Live>);
 
 impl Entry {
-    /// `fut`, the registered stream, run with [`CURRENT`] set.
-    pub fn track<F: Future<Output = ()>>(self, fut: F) -> Tracked<F> {
+    /// `fut`, the registered stream, run with [`CURRENT`] set; the registration goes with it.
+    pub fn track<F: Future>(self, fut: F) -> Tracked<F> {
         Tracked {
             fut: CURRENT.scope(Arc::clone(&self.0), fut),
-            entry: self,
+            live: Arc::clone(&self.0),
+            _entry: Some(self),
+            shut: false,
+        }
+    }
+
+    /// What runs a future that does not hold the registration as [`Entry::track`] does (the
+    /// stream's state holds it, and may outlive the task: a parked HTTP/1 connection).
+    pub fn watcher(&self) -> Watcher {
+        Watcher(Arc::clone(&self.0))
+    }
+
+    /// Whether `shutdown session` killed the stream.
+    pub fn killed(&self) -> bool {
+        self.0.killed.load(Ordering::Acquire)
+    }
+}
+
+/// See [`Entry::watcher`].
+pub struct Watcher(Arc<Live>);
+
+impl Watcher {
+    /// `fut`, run with [`CURRENT`] set and `shutdown session` watched.
+    pub fn track<F: Future>(self, fut: F) -> Tracked<F> {
+        Tracked {
+            fut: CURRENT.scope(Arc::clone(&self.0), fut),
+            live: self.0,
+            _entry: None,
             shut: false,
         }
     }
@@ -137,17 +173,18 @@ pin_project_lite::pin_project! {
     pub struct Tracked<F: Future> {
         #[pin]
         fut: tokio::task::futures::TaskLocalFuture<Arc<Live>, F>,
-        entry: Entry,
+        live: Arc<Live>,
+        _entry: Option<Entry>,
         shut: bool,
     }
 }
 
-impl<F: Future<Output = ()>> Future for Tracked<F> {
-    type Output = ();
+impl<F: Future> Future for Tracked<F> {
+    type Output = F::Output;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let live = &this.entry.0;
+        let live = &*this.live;
         // Registered before the flag is read: a kill after the read wakes this task again.
         live.waker.register(cx.waker());
         if !*this.shut && live.killed.load(Ordering::Acquire) {

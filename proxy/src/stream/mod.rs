@@ -163,7 +163,12 @@ impl Service for Streams {
         };
         // `show sess` / `shutdown session`: the stream is registered while it runs (the
         // registry's wrapper holds the session's future inline, in the session's task).
-        let entry = crate::model::sessions::register(&fe, &origin, conn.raw_fd());
+        let entry = crate::model::sessions::register(
+            &fe,
+            (origin.peer, origin.local),
+            origin.bind,
+            conn.raw_fd(),
+        );
         match fe.cfg.mode {
             Mode::Tcp => spawn_session(
                 guard,
@@ -179,10 +184,9 @@ impl Service for Streams {
                     (sess, vars),
                 )),
             ),
-            Mode::Http => spawn_session(
-                guard,
-                entry.track(http::run_tracked_in(shared, fe, conn, origin, sess, vars)),
-            ),
+            // Its own task, which it leaves while parked between requests (it then holds its
+            // guard and registration itself).
+            Mode::Http => http::park::serve(shared, fe, conn, origin, (sess, vars), entry, guard),
         }
     }
 }
@@ -194,25 +198,13 @@ mod tests {
         std::mem::size_of::<R>()
     }
 
-    /// What an HTTP/1 connection's task holds besides tokio's header: its future inside the
-    /// `show sess` registration's wrapper.
-    fn tracked_size<A, B, C, D, E, G, R: std::future::Future<Output = ()>>(
-        _: fn(A, B, C, D, E, G) -> R,
-    ) -> usize {
-        std::mem::size_of::<crate::model::sessions::Tracked<R>>()
-    }
-
-    /// An idle keep-alive connection is mostly its stream's future (the exchange itself is
-    /// boxed), held in its task: it must stay within 512 bytes (rustc 1.95: 504; 872 before the
-    /// idle read was written by hand). An HTTP/2 connection's: 1112 bytes (3704 before the split
-    /// into phases). A new toolchain may move them — measure `main` again then.
+    /// An HTTP/2 connection's future: 1112 bytes (3704 before the split into phases). A new
+    /// toolchain may move it — measure `main` again then. (HTTP/1: `http::park`'s tests.)
     #[test]
     fn an_idle_connection_holds_no_more_than_before_the_split() {
-        use crate::engine::conn::Conn;
-        let h1: fn(_, _, Conn, _, _, _) -> _ = super::http::run_tracked_in;
-        let h2: fn(_, _, Conn, _, (_, _)) -> _ = super::http::h2::serve_tracked;
-        let (h1, h2) = (tracked_size(h1), future_size(h2));
-        assert!(h1 <= 512, "an HTTP/1 connection's future: {h1} bytes");
+        let h2: fn(_, _, crate::engine::conn::Conn, _, (_, _)) -> _ =
+            super::http::h2::serve_tracked;
+        let h2 = future_size(h2);
         assert!(h2 <= 1152, "an HTTP/2 connection's future: {h2} bytes");
     }
 }

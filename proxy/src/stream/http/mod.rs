@@ -16,6 +16,7 @@ mod exchange;
 pub mod front;
 pub mod h2;
 mod h2front;
+pub mod park;
 mod persist;
 mod request;
 mod res_inspect;
@@ -116,10 +117,12 @@ struct Session<F: Front, U: Upstream> {
     ctimer: Timer,
     stimer: Timer,
     requests: u64,
-    /// Stick counters the session tracked at accept (`tcp-request connection track-sc`).
-    sess: Rc<StkCtrs>,
-    /// The `sess.*` variables, kept across the connection's transactions.
-    sess_vars: SessVars,
+    /// Stick counters the session tracked at accept (`tcp-request connection track-sc`); None
+    /// when it tracks none (most): an idle connection then holds no empty counters.
+    sess: Option<Rc<StkCtrs>>,
+    /// The `sess.*` variables, kept across the connection's transactions; made at a
+    /// transaction's start, let go while idle when none is set (see `shed_idle_state`).
+    sess_vars: Option<SessVars>,
 }
 
 /// One transaction once its head is parsed: the request as the rules leave it, and its log
@@ -175,37 +178,6 @@ struct Reply {
     keep: bool,
 }
 
-/// Serves `client` until it closes: one transaction after another. `sess` holds the stick
-/// counters its `tcp-request connection` rules tracked.
-pub fn run_tracked<F: Front>(
-    shared: Arc<Shared>,
-    fe: Arc<Proxy>,
-    client: F,
-    origin: Origin,
-    sess: Rc<StkCtrs>,
-) -> impl std::future::Future<Output = ()> {
-    run_with(
-        shared,
-        fe,
-        client,
-        Servers::default(),
-        origin,
-        (sess, SessVars::default()),
-    )
-}
-
-/// [`run_tracked`] with the `sess` variables the connection's `tcp-request session` rules set.
-pub fn run_tracked_in<F: Front>(
-    shared: Arc<Shared>,
-    fe: Arc<Proxy>,
-    client: F,
-    origin: Origin,
-    sess: Rc<StkCtrs>,
-    vars: SessVars,
-) -> impl std::future::Future<Output = ()> {
-    run_with(shared, fe, client, Servers::default(), origin, (sess, vars))
-}
-
 /// One HTTP/2 stream's session: its single transaction awaited in place. The stream's task
 /// holds this future boxed already, whereas an HTTP/1 connection boxes each transaction again
 /// to stay small while idle, which a stream never is: one allocation and one copy of the
@@ -223,8 +195,10 @@ pub async fn run_stream<F: Front>(
     s.end_servers();
 }
 
-/// [`run_tracked`] with the server connections from `up`. Not an `async fn`: its future would
-/// keep the arguments beside the session made of them for the connection's whole life.
+/// A connection's keep-alive loop over any front and upstream, in its task (the unit tests';
+/// a real connection runs in `park.rs`, which may leave its task). Not an `async fn`: its
+/// future would keep the arguments beside the session made of them.
+#[cfg(test)]
 fn run_with<F: Front, U: Upstream>(
     shared: Arc<Shared>,
     fe: Arc<Proxy>,
@@ -237,7 +211,7 @@ fn run_with<F: Front, U: Upstream>(
     async move {
         // A soft stop (SIGUSR1) ends keep-alive connections without racing the client: the
         // next request is answered with `Connection: close` (see `wait.rs`).
-        while s.transaction().await {}
+        while let wait::Next::Again = s.transaction(wait::Idle::InTask).await {}
         s.end_servers();
     }
 }
@@ -262,12 +236,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
             peer: origin.peer,
             local: origin.local,
             tls: client.tls().cloned(),
-            unix_listener: origin.unix_listener(),
+            bind: u32::try_from(origin.bind).unwrap_or(u32::MAX),
             proxied: origin.proxied,
         };
         // An h2 stream after the connection's first is not a connection's first request: it
         // may use an idle server connection under `http-reuse safe`, as HAProxy's streams do.
         let requests = u64::from(client.later_stream());
+        let tracks = sess.iter().next().is_some();
         Session {
             shared,
             fe,
@@ -279,13 +254,25 @@ impl<F: Front, U: Upstream> Session<F, U> {
             ctimer: Timer::default(),
             stimer: Timer::default(),
             requests,
-            sess,
-            sess_vars,
+            sess: tracks.then_some(sess),
+            sess_vars: Some(sess_vars),
         }
     }
 }
 
 impl<F: Front, U: Upstream> Session<F, U> {
+    /// The `sess.*` variables, made if need be.
+    fn sess_vars(&mut self) -> SessVars {
+        Rc::clone(self.sess_vars.get_or_insert_default())
+    }
+
+    /// What a connection idle between requests need not hold: its `sess` variables when none
+    /// is set (and nothing else holds them).
+    fn shed_idle_state(&mut self) {
+        self.sess_vars
+            .take_if(|v| Rc::strong_count(v) == 1 && v.borrow().is_empty());
+    }
+
     /// Whether a connection waiting for its next request waits lean (see [`LEAN_IDLE_FROM`]).
     fn lean_idle(&self) -> bool {
         self.shared.model.actconn.current() as usize >= lean_idle_from()
@@ -296,7 +283,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         let now = self.shared.model.now_ms();
         self.fe.fe_counters.request(now);
         self.shared.model.totals.request(now);
-        for t in self.sess.iter() {
+        for t in self.sess.iter().flat_map(|s| s.iter()) {
             t.count_http_req(now);
         }
     }
@@ -308,7 +295,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// [`Session::new_log`] with the date already read.
     fn new_log_at(&self, now: std::time::SystemTime) -> SessionLog {
         let mut log = SessionLog::new(&self.fe, self.facts.peer, self.facts.local, now);
-        log.unix_listener = self.facts.unix_listener;
+        log.unix_listener = self.facts.unix_listener();
         log.actconn = self.shared.model.actconn.current();
         log.feconn = self.fe.feconn.current();
         log.req_counter = self.shared.model.streams.fetch_add(1, Ordering::Relaxed);

@@ -145,7 +145,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
         self.cbuf.drain(..consumed);
         self.requests += 1;
         self.count_request();
-        let (mut log, vars) = self.open_log(&req, start);
+        let sess_vars = self.sess_vars();
+        let (mut log, vars) = self.open_log(&req, start, sess_vars);
         // Body bytes read with the head are validated before anything reaches a server: HAProxy's
         // H1 mux parses them in the same pass as the head and refuses the request (400, PR--).
         let framing = h1::request_framing(&req).and_then(|f| {
@@ -198,7 +199,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     /// The transaction's log record as the head arrived, and its variables.
-    fn open_log(&self, req: &RequestHead, start: Instant) -> (SessionLog, Rc<Vars>) {
+    fn open_log(
+        &self,
+        req: &RequestHead,
+        start: Instant,
+        sess_vars: crate::ana::vars::SessVars,
+    ) -> (SessionLog, Rc<Vars>) {
         // One wall-clock and one monotonic read: the head's wait, and the date it began at.
         let now = std::time::SystemTime::now();
         let waited = start.elapsed();
@@ -210,7 +216,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if let Some(c) = &log.captures {
             c.headers(false, &self.fe.cfg.captures.req, &req.headers);
         }
-        let vars = Vars::new(Rc::clone(&self.sess_vars));
+        let vars = Vars::new(sess_vars);
         log.vars = Some(Rc::clone(&vars));
         // Only a log line reads it: no allocation per request when the frontend does not log.
         if !self.fe.cfg.logs.is_empty() {
@@ -396,7 +402,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.stick = self
             .shared
             .model
-            .stick_view(be, Some(&self.sess), Some(strm), now);
+            .stick_view(be, self.sess.as_deref(), Some(strm), now);
         base
     }
 
@@ -634,7 +640,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
         // Of the local answers, HAProxy counts a deny's status only (`http_err_*`).
         crate::stick::count_end(
-            [Some(&self.sess), Some(strm)],
+            [self.sess.as_deref(), Some(strm)],
             (r.term == *b"PR").then_some(r.status),
             tx.log.bytes_in,
             r.page.as_ref().map_or(0, crate::log::htx::page_size),
@@ -672,7 +678,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         tx.log.total = tx.start.elapsed();
         let l = &tx.log;
         crate::stick::count_end(
-            [Some(&self.sess), Some(strm)],
+            [self.sess.as_deref(), Some(strm)],
             l.status,
             l.bytes_in,
             l.bytes_out,

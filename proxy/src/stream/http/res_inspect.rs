@@ -50,7 +50,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             ctx.res = Some(head);
             ctx.stick = self.shared.model.stick_view(
                 be,
-                Some(&self.sess),
+                self.sess.as_deref(),
                 None,
                 self.shared.model.now_ms(),
             );

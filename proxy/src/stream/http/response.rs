@@ -479,7 +479,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         base.stick = self
             .shared
             .model
-            .stick_view(be, Some(&self.sess), strm, now);
+            .stick_view(be, self.sess.as_deref(), strm, now);
         base.backend = Some(&be.name);
         base.server = Some(&leg.srv.name);
         base.captures = log.captures.as_deref();

@@ -34,11 +34,16 @@ pub struct Facts {
     pub tls: Option<Arc<TlsInfo>>,
     /// The PROXY protocol header of an `accept-proxy` bind (`fc_pp_*`, sent on by `send-proxy`).
     pub proxied: Option<Arc<crate::proxy_proto::Header>>,
-    /// A unix-socket client: its listener's id (logged as HAProxy logs such clients).
-    pub unix_listener: Option<u32>,
+    /// Which `bind` line of the frontend accepted the connection.
+    pub bind: u32,
 }
 
 impl Facts {
+    /// A unix-socket client: its listener's id (logged as HAProxy logs such clients).
+    pub fn unix_listener(&self) -> Option<u32> {
+        self.peer.is_none().then(|| self.bind.saturating_add(1))
+    }
+
     /// The sample context every rule and expression of the stream starts from.
     pub fn sample<'a>(&'a self, frontend: &'a str) -> SampleCtx<'a> {
         let zero = || SocketAddr::from(([0, 0, 0, 0], 0));
@@ -130,8 +135,10 @@ impl Kept {
 /// The real servers: the backend's balancer, the worker's idle pool, `backend::connect`.
 #[derive(Default)]
 pub struct Servers {
-    /// The server connection the stream used last.
-    own: Option<Kept>,
+    /// The server connection the stream used last. Boxed: a session parked between requests
+    /// holds this field, empty (`engine::readiness`), and 24 bytes less keep it within a
+    /// smaller allocation.
+    own: Option<Box<Kept>>,
 }
 
 impl Upstream for Servers {
@@ -192,13 +199,13 @@ impl Upstream for Servers {
 
     fn keep(&mut self, srv: Arc<Server>, conn: Rc<SrvConn>, reuse: HttpReuse, private: bool) {
         let at = crate::clock::coarse_ms();
-        self.own = Some(Kept {
+        self.own = Some(Box::new(Kept {
             srv,
             conn,
             at,
             reuse,
             private,
-        });
+        }));
     }
 
     fn end(&mut self, stopping: bool) {
@@ -217,7 +224,7 @@ impl Upstream for Servers {
         // new client then opens another one, none being idle in the pool). Stopping: the
         // worker has emptied its pools for good; the stream's end closes it.
         if !stopping
-            && self.own.as_ref().is_some_and(Kept::shareable)
+            && self.own.as_deref().is_some_and(Kept::shareable)
             && let Some(k) = self.own.take()
         {
             give_back(&k.srv, k.conn);
@@ -362,7 +369,7 @@ async fn server_handshake(
 /// still usable, else one from the worker's pool when `reuse` allows sharing. The stream's own
 /// connection to another server goes back to the pool.
 fn idle_conn(
-    own: &mut Option<Kept>,
+    own: &mut Option<Box<Kept>>,
     reuse: HttpReuse,
     srv: &Arc<Server>,
     (first, replayable): (bool, bool),

@@ -29,11 +29,46 @@ struct Wait {
 
 type Read = Result<usize, Option<std::io::Error>>;
 
+/// How a transaction waits for its request when the connection is idle between two.
+#[derive(Clone, Copy)]
+pub(super) enum Idle {
+    /// In its task.
+    InTask,
+    /// It may park instead, when waiting lean ([`Next::Park`], `park.rs`).
+    MayPark,
+    /// Resumed from its park: it waits (in its task) from this instant, as it had.
+    Resumed(Instant),
+}
+
+/// What follows a transaction.
+pub(super) enum Next {
+    /// Another request on the connection.
+    Again,
+    /// The connection ends.
+    End,
+    /// The connection waits lean for its next request, from `since`, until `due` (its
+    /// timeouts): its task may end and its state park (`park.rs`), holding no timer.
+    Park {
+        since: Instant,
+        due: Option<Instant>,
+    },
+}
+
+impl From<bool> for Next {
+    fn from(again: bool) -> Next {
+        if again { Next::Again } else { Next::End }
+    }
+}
+
 impl<F: Front, U: Upstream> Session<F, U> {
-    /// One request/response exchange. Returns whether to read another request on this connection.
-    pub(super) async fn transaction(&mut self) -> bool {
+    /// One request/response exchange, and what follows it.
+    pub(super) async fn transaction(&mut self, idle: Idle) -> Next {
         let first = self.requests == 0;
-        let lean = !first && self.lean_idle();
+        let resumed = match idle {
+            Idle::Resumed(since) => Some(since),
+            Idle::InTask | Idle::MayPark => None,
+        };
+        let lean = resumed.is_some() || (!first && self.lean_idle());
         // Waiting for a new request: hold no buffer when waiting lean (the idle read takes one
         // once bytes come), else a small one, not a full one.
         let keep = if lean { 0 } else { IDLE_READ };
@@ -43,33 +78,55 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 give_buf(buf);
             }
         }
-        let wait_start = Instant::now();
+        let wait_start = resumed.unwrap_or_else(Instant::now);
         // An h2 stream's request, already checked as the HTTP/1 parser would: its one
         // transaction, then the stream ends.
         if let Some(txn) = self.held_head(first, wait_start) {
             txn.await;
-            return false;
+            return Next::End;
         }
         // Between requests the connection waits for the next one's first bytes holding no
-        // buffer and only this small future; the head's reading and the rest of the
-        // transaction run boxed once they came. (Not lean: `wait_head` reads them itself.)
+        // buffer and only this small future (or parked, holding no task); the head's reading
+        // and the rest of the transaction run boxed once they came. (Not lean: `wait_head`
+        // reads them itself.)
         let mut first_byte = None;
         if lean && self.cbuf.is_empty() {
-            // The server-side timer is not needed until then, nor the server connection.
-            self.stimer.release();
-            let stopping = self
-                .shared
-                .stopping
-                .load(std::sync::atomic::Ordering::Acquire);
-            self.up.release_idle(stopping);
+            if resumed.is_none() {
+                // The server-side timer is not needed until then, nor the server connection.
+                self.stimer.release();
+                let stopping = self
+                    .shared
+                    .stopping
+                    .load(std::sync::atomic::Ordering::Acquire);
+                self.up.release_idle(stopping);
+                self.shed_idle_state();
+                if matches!(idle, Idle::MayPark) && !stopping {
+                    self.ctimer.release();
+                    let due = self.idle_due(wait_start);
+                    return Next::Park {
+                        since: wait_start,
+                        due,
+                    };
+                }
+            }
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
             // read error, a soft stop) closes a connection idle between requests silently.
             match self.idle_read(wait_start).await {
                 Ok(n) if n > 0 => first_byte = Some(Instant::now()),
-                _ => return false,
+                _ => return Next::End,
             }
         }
-        Box::pin(self.request(first, wait_start, first_byte)).await
+        Box::pin(self.request(first, wait_start, first_byte))
+            .await
+            .into()
+    }
+
+    /// When a connection idle between requests since `since` times out (as [`Self::idle_read`]
+    /// reckons it).
+    fn idle_due(&self, since: Instant) -> Option<Instant> {
+        let t = self.fe.cfg.timeouts;
+        let dl = t.http_keep_alive.or(t.http_request).or(t.client);
+        super::read_due(&self.activity, dl.map(|d| since + d), t.client)()
     }
 
     /// The transaction of a head the front already holds (boxed, and made here rather than in
