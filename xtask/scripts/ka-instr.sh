@@ -18,6 +18,9 @@
 #   LOG=1 adds `option httplog` and a UDP `log` target (a socat sink): the log line's cost.
 #   H2=1 makes the frontend `bind … proto h2` and drives it with h2c (prior knowledge), ten
 #   streams in flight per connection: the HTTP/2 frontend's cost (issue 15's h2 row, plain).
+#   CLOSE=1 is the bench's "one request per connection" row instead: wrk -t1 -c50 sending
+#   `Connection: close` for D seconds (default 5; N is then what it did), each request on a
+#   new connection (MODE=cpu or perf).
 #   TLS=1 with H2=1 is the bench's h2 row itself: `bind … ssl crt <bundle> alpn h2,http/1.1` (a
 #   self-signed P-256 bundle made with openssl in $OUT) and h2load over TLS (ALPN h2). Each run
 #   of h2load opens its C connections anew: the measured requests include C full handshakes
@@ -151,6 +154,13 @@ wait_port "$BPORT"
 wait_port "$PPORT"
 
 load() {
+    if [ "${CLOSE:-0}" = 1 ]; then
+        taskset -c 0 wrk -t1 -c50 -d"${D:-5}s" -H "Connection: close" \
+            "http://127.0.0.1:$PPORT/" >"$OUT/wrk-$2.txt"
+        N=$(awk '/requests in/ {print $1; exit}' "$OUT/wrk-$2.txt")
+        grep -q "Non-2xx\|Socket errors" "$OUT/wrk-$2.txt" && { cat "$OUT/wrk-$2.txt" >&2; exit 1; }
+        return 0
+    fi
     local proto=(--h1 -m 1)
     [ "$H2" = 1 ] && proto=(-m 10)
     local scheme=http
@@ -168,6 +178,7 @@ load "$WARM" warm
 label="$TARGET${IO:+ ($IO)}"
 [ "$TARGET" = haproxy ] && label=haproxy
 [ "$LOG" = 1 ] && label="$label, httplog"
+[ "${CLOSE:-0}" = 1 ] && label="$label, one request per connection"
 if [ "$TLS" = 1 ]; then label="$label, h2 over TLS"; elif [ "$H2" = 1 ]; then label="$label, h2c"; fi
 case $MODE in
 callgrind)
