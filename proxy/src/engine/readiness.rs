@@ -569,19 +569,7 @@ mod tests {
     #[test]
     fn a_socket_becomes_ready_when_its_peer_writes() {
         use std::io::Write;
-        // Time too: the worker's task keeps the parked sessions' deadlines.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            let mut client =
-                std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-            let (server, _) = l.accept().expect("accept");
-            server.set_nonblocking(true).expect("nonblocking");
+        on_worker(|mut client, server| async move {
             let reg = Registration::new(server.as_raw_fd()).expect("register");
             let pending = std::future::poll_fn(|cx| Poll::Ready(reg.poll_read_ready(cx))).await;
             assert!(pending.is_pending(), "nothing written yet");
@@ -599,6 +587,28 @@ mod tests {
             assert_eq!((&server).read_nb(&mut b), 2);
             drop(reg);
             drop(client);
+        });
+    }
+
+    /// Runs `test` as a worker would (a current-thread runtime with IO and time: the poller's
+    /// task keeps the parked sessions' deadlines) on a connected pair of loopback sockets, the
+    /// server side non-blocking.
+    fn on_worker<F: std::future::Future<Output = ()>>(
+        test: impl FnOnce(std::net::TcpStream, std::net::TcpStream) -> F,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let client =
+                std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+            let (server, _) = l.accept().expect("accept");
+            server.set_nonblocking(true).expect("nonblocking");
+            test(client, server).await;
         });
     }
 
@@ -629,20 +639,9 @@ mod tests {
     fn parked_sessions_resume_on_bytes_deadline_and_stop() {
         use std::io::Write;
         use std::time::Duration;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
+        on_worker(|mut client, server| async move {
             let (stop, rx) = tokio::sync::watch::channel(false);
             watch_stop(rx);
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            let mut client =
-                std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-            let (server, _) = l.accept().expect("accept");
-            server.set_nonblocking(true).expect("nonblocking");
             let reg = Registration::new(server.as_raw_fd()).expect("register");
             let n = Rc::new(Cell::new(0));
             let probe = || Box::new(Probe(Rc::clone(&n)));
