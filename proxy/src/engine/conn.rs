@@ -42,9 +42,6 @@ impl Conn {
     /// What parks a session idle on this connection, if it can park: a plain one (rustls may
     /// hold plaintext that no readiness announces).
     pub fn idle_ticket(&self) -> Option<super::readiness::Ticket> {
-        if !self.parks() {
-            return None;
-        }
         match self {
             Conn::Plain(s) => s.idle_ticket(),
             Conn::Tls(_) => None,

@@ -234,9 +234,6 @@ impl Stream {
     /// io_uring socket's readiness is a slot of the worker's own (tokio's registrations wake
     /// tasks only).
     pub fn idle_ticket(&self) -> Option<super::readiness::Ticket> {
-        if !self.parks() {
-            return None;
-        }
         match self {
             Stream::UringTcp(idle, s) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),
             Stream::UringUnix(idle, s) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),

@@ -128,8 +128,7 @@ impl Entry {
     pub fn track<F: Future>(self, fut: F) -> Tracked<F> {
         Tracked {
             fut: CURRENT.scope(Arc::clone(&self.0), fut),
-            live: Arc::clone(&self.0),
-            _entry: Some(self),
+            hold: Hold::Entry(self),
             shut: false,
         }
     }
@@ -154,8 +153,7 @@ impl Watcher {
     pub fn track<F: Future>(self, fut: F) -> Tracked<F> {
         Tracked {
             fut: CURRENT.scope(Arc::clone(&self.0), fut),
-            live: self.0,
-            _entry: None,
+            hold: Hold::Watch(self.0),
             shut: false,
         }
     }
@@ -173,9 +171,24 @@ pin_project_lite::pin_project! {
     pub struct Tracked<F: Future> {
         #[pin]
         fut: tokio::task::futures::TaskLocalFuture<Arc<Live>, F>,
-        live: Arc<Live>,
-        _entry: Option<Entry>,
+        hold: Hold,
         shut: bool,
+    }
+}
+
+/// What a [`Tracked`] holds of its stream: the registration itself, or (a parked HTTP/1
+/// connection's task, whose state holds it) the live stream only.
+enum Hold {
+    Entry(Entry),
+    Watch(Arc<Live>),
+}
+
+impl Hold {
+    fn live(&self) -> &Live {
+        match self {
+            Hold::Entry(e) => &e.0,
+            Hold::Watch(l) => l,
+        }
     }
 }
 
@@ -184,7 +197,7 @@ impl<F: Future> Future for Tracked<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let live = &*this.live;
+        let live = this.hold.live();
         // Registered before the flag is read: a kill after the read wakes this task again.
         live.waker.register(cx.waker());
         if !*this.shut && live.killed.load(Ordering::Acquire) {

@@ -27,6 +27,19 @@ struct Wait {
     deadline: Option<Instant>,
 }
 
+impl Wait {
+    /// The wait of a connection idle between requests since `since`, no byte come yet.
+    fn between(since: Instant) -> Wait {
+        Wait {
+            first: false,
+            since,
+            start: since,
+            got_first_byte: false,
+            deadline: None,
+        }
+    }
+}
+
 type Read = Result<usize, Option<std::io::Error>>;
 
 /// How a transaction waits for its request when the connection is idle between two.
@@ -124,9 +137,8 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// When a connection idle between requests since `since` times out (as [`Self::idle_read`]
     /// reckons it).
     fn idle_due(&self, since: Instant) -> Option<Instant> {
-        let t = self.fe.cfg.timeouts;
-        let dl = t.http_keep_alive.or(t.http_request).or(t.client);
-        super::read_due(&self.activity, dl.map(|d| since + d), t.client)()
+        let dl = self.head_deadline(&Wait::between(since));
+        super::read_due(&self.activity, dl, self.fe.cfg.timeouts.client)()
     }
 
     /// The transaction of a head the front already holds (boxed, and made here rather than in
@@ -230,13 +242,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// [`Self::read_head_bytes`] for the first bytes of a keep-alive connection's next request,
     /// with no buffer held while the client is silent.
     async fn idle_read(&mut self, since: Instant) -> Read {
-        let (dl, client, soft_stop, idle_limit) = self.head_limits(&Wait {
-            first: false,
-            since,
-            start: since,
-            got_first_byte: false,
-            deadline: None,
-        });
+        let (dl, client, soft_stop, idle_limit) = self.head_limits(&Wait::between(since));
         // The timer and the front's read inline, not in a `read_client`-like async fn of their
         // own, which would keep its arguments beside them: this is an idle connection's state.
         let buf = std::mem::take(&mut self.cbuf);
@@ -256,6 +262,21 @@ impl<F: Front, U: Upstream> Session<F, U> {
         self.took(read)
     }
 
+    /// When the wait `w` for a head ends: `timeout http-request` from its first byte once one
+    /// came; before, `timeout http-keep-alive` between requests (HAProxy falls back to
+    /// `http-request`, then `client`), `http-request` for the first.
+    fn head_deadline(&self, w: &Wait) -> Option<Instant> {
+        let t = self.fe.cfg.timeouts;
+        if w.got_first_byte {
+            return w.deadline;
+        }
+        let idle_wait = match w.first {
+            true => t.http_request.or(t.client),
+            false => t.http_keep_alive.or(t.http_request).or(t.client),
+        };
+        idle_wait.map(|d| w.since + d)
+    }
+
     /// The timeouts of a read towards the head: its deadline, `timeout client`, the soft stop
     /// to watch (if any) and how long an idle connection may still wait once it came.
     fn head_limits(
@@ -268,18 +289,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         Instant,
     ) {
         let t = self.fe.cfg.timeouts;
-        let idle_wait = if w.got_first_byte {
-            None
-        } else if w.first {
-            t.http_request.or(t.client)
-        } else {
-            t.http_keep_alive.or(t.http_request).or(t.client)
-        };
-        let dl = if w.got_first_byte {
-            w.deadline
-        } else {
-            idle_wait.map(|d| w.since + d)
-        };
+        let dl = self.head_deadline(w);
         // Idle between requests at a soft stop: closing now would race a request on its way
         // (and dropping the read could lose one already read), so the read goes on until
         // the connection has been idle for `timeout http-keep-alive`. With that timeout
