@@ -11,9 +11,14 @@
 #   MODE=cpu        user and kernel CPU µs per request from /proc/PID/stat, natively (noisy on a
 #                   shared machine: repeat it; only the ratios between targets mean much).
 #   MODE=perf       `perf record -g` (cpu-clock sampling: no PMU) of the measured requests, then
-#                   `perf report --no-children` into $OUT/perf.txt.
+#                   `perf report --no-children` into $OUT/perf.txt (PERF_EVENT=cpu-clock:u: user
+#                   space only; a build with `-C force-frame-pointers=yes` gives whole stacks).
+#   MODE=segs       TCP segments sent per request on the whole machine (`nstat` TcpOutSegs:
+#                   client, proxy and backend together) and the proxy's syscalls per request
+#                   (`strace -c -f` over a second, shorter run; its table in $OUT/strace.txt).
 #
-#   TARGET=portcullis|haproxy  BIN=path (default: target/release/portcullis or haproxy)
+#   TARGET=portcullis|haproxy|nginx  BIN=path (default: target/release/portcullis, haproxy,
+#   nginx; nginx is the bench's `nginx_proxy`, plain HTTP/1 only)
 #   IO=epoll|uring (portcullis only; callgrind needs epoll)  N=requests  C=connections
 #   LOG=1 adds `option httplog` and a UDP `log` target (a socat sink): the log line's cost.
 #   H2=1 makes the frontend `bind … proto h2` and drives it with h2c (prior knowledge), ten
@@ -42,7 +47,8 @@ WARM=${WARM:-$((N / 10))}
 case $TARGET in
 portcullis) BIN=${BIN:-$ROOT/target/release/portcullis} ;;
 haproxy) BIN=${BIN:-$(command -v haproxy)} ;;
-*) echo "TARGET is portcullis or haproxy" >&2; exit 2 ;;
+nginx) BIN=${BIN:-$(command -v nginx)} ;;
+*) echo "TARGET is portcullis, haproxy or nginx" >&2; exit 2 ;;
 esac
 OUT=${OUT:-$(mktemp -d /tmp/ka-instr.XXXXXX)}
 mkdir -p "$OUT"
@@ -142,8 +148,40 @@ EOF
 
 args=(-f "$OUT/proxy.cfg" -db)
 [ "$TARGET" = portcullis ] && args+=(--io "$IO")
+if [ "$TARGET" = nginx ]; then
+    { [ "$H2" = 1 ] || [ "$LOG" = 1 ]; } && { echo "nginx: plain HTTP/1 only" >&2; exit 2; }
+    # The bench's nginx proxy (conf::nginx_proxy), its plain HTTP listener.
+    cat >"$OUT/proxy.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $OUT/proxy.pid;
+error_log $OUT/proxy-error.log warn;
+events { worker_connections 1000; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $OUT/ptmp-body;
+    proxy_temp_path $OUT/ptmp-proxy;
+    fastcgi_temp_path $OUT/ptmp-fastcgi;
+    uwsgi_temp_path $OUT/ptmp-uwsgi;
+    scgi_temp_path $OUT/ptmp-scgi;
+    upstream app { server 127.0.0.1:$BPORT; keepalive 256; }
+    server {
+        listen 127.0.0.1:$PPORT;
+        location / {
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+    args=(-p "$OUT" -e "$OUT/proxy-error.log" -c "$OUT/proxy.conf")
+fi
 if [ "$MODE" = callgrind ]; then
-    taskset -c 1 valgrind --tool=callgrind --instr-atstart=no \
+    taskset -c 1 valgrind --tool=callgrind --instr-atstart=no ${VG_ARGS:-} \
         --callgrind-out-file="$OUT/cg.out" "$BIN" "${args[@]}" 2>"$OUT/valgrind.log" &
 else
     taskset -c 1 "$BIN" "${args[@]}" >"$OUT/proxy.log" 2>&1 &
@@ -176,7 +214,7 @@ ticks() { awk '{print $14, $15}' "/proc/$PID/stat"; }
 
 load "$WARM" warm
 label="$TARGET${IO:+ ($IO)}"
-[ "$TARGET" = haproxy ] && label=haproxy
+[ "$TARGET" != portcullis ] && label=$TARGET
 [ "$LOG" = 1 ] && label="$label, httplog"
 [ "${CLOSE:-0}" = 1 ] && label="$label, one request per connection"
 if [ "$TLS" = 1 ]; then label="$label, h2 over TLS"; elif [ "$H2" = 1 ]; then label="$label, h2c"; fi
@@ -199,7 +237,7 @@ cpu)
         'BEGIN { printf "%s: user %.2f µs, kernel %.2f µs per request\n", l, u * 1e6 / hz / n, s * 1e6 / hz / n }'
     ;;
 perf)
-    perf record -g -o "$OUT/perf.data" -p "$PID" 2>"$OUT/perf-record.log" &
+    perf record -g ${PERF_EVENT:+-e "$PERF_EVENT"} -o "$OUT/perf.data" -p "$PID" 2>"$OUT/perf-record.log" &
     ppid=$!
     sleep 1
     load "$N" run
@@ -208,5 +246,20 @@ perf)
     perf report -i "$OUT/perf.data" --no-children --percent-limit 0.5 --stdio >"$OUT/perf.txt" 2>/dev/null
     echo "$label: profile in $OUT/perf.txt"
     ;;
-*) echo "MODE is callgrind, cpu or perf" >&2; exit 2 ;;
+segs)
+    s0=$(nstat -az TcpOutSegs | awk '/TcpOutSegs/ {print $2}')
+    load "$N" run
+    s1=$(nstat -az TcpOutSegs | awk '/TcpOutSegs/ {print $2}')
+    n_run=$N
+    strace -c -f -p "$PID" -o "$OUT/strace.txt" &
+    spid=$!
+    sleep 1
+    D=${SD:-2} load "$((N / 10))" strace
+    kill -INT "$spid"
+    wait "$spid" || true
+    calls=$(awk '$NF == "total" {print $4; exit}' "$OUT/strace.txt")
+    awk -v s=$((s1 - s0)) -v n="$n_run" -v l="$label" -v c="$calls" -v m="$N" \
+        'BEGIN { printf "%s: %.2f segments per request (machine-wide), %.2f proxy syscalls per request under strace\n", l, s / n, c / m }'
+    ;;
+*) echo "MODE is callgrind, cpu, perf or segs" >&2; exit 2 ;;
 esac

@@ -601,6 +601,10 @@ impl Listener {
             let l = std::os::unix::net::UnixListener::from(std::os::fd::OwnedFd::from(sock));
             return Ok(Listener::Unix(tokio::net::UnixListener::from_std(l)?));
         }
+        // Accepted sockets inherit TCP_NODELAY from the listener (Linux copies `nonagle` into
+        // the child): set here once, not per connection. A socket handed over by an older
+        // process or named by `fd@` may not have it yet.
+        sock.set_nodelay(true)?;
         let l: std::net::TcpListener = sock.into();
         Ok(match backend {
             Backend::Uring => Listener::UringTcp(tokio_uring::net::TcpListener::from_std(l)),
@@ -620,6 +624,7 @@ impl Listener {
             return Listener::from_socket(backend, sock, unix);
         }
         sock.set_nonblocking(true)?;
+        sock.set_nodelay(true)?;
         let l: std::net::TcpListener = sock.into();
         // SAFETY: the listener owns its descriptor and is never closed or replaced while the
         // AsyncFd holds it.
@@ -639,7 +644,6 @@ impl Listener {
                 let mut ready = l.readable().await?;
                 if let Ok(r) = ready.try_io(|l| l.get_ref().accept()) {
                     let (s, peer) = r?;
-                    let _ = s.set_nodelay(true);
                     return Ok(Accepted {
                         stream: Stream::UringTcp(
                             IdleFd::default(),
@@ -652,7 +656,6 @@ impl Listener {
             },
             Listener::UringTcp(l) => {
                 let (s, peer) = l.accept().await?;
-                let _ = s.set_nodelay(true);
                 Ok(Accepted {
                     stream: Stream::UringTcp(IdleFd::default(), s),
                     peer: Some(peer),
@@ -661,7 +664,6 @@ impl Listener {
             }
             Listener::Tcp(l) => {
                 let (s, peer) = l.accept().await?;
-                let _ = s.set_nodelay(true);
                 Ok(Accepted {
                     stream: Stream::Tcp(s),
                     peer: Some(peer),
@@ -969,6 +971,46 @@ mod tests {
     #[test]
     fn abandoned_idle_read_loses_nothing_on_epoll() {
         abandoned_idle_read_loses_nothing(Backend::Epoll);
+    }
+
+    /// Accepted connections have TCP_NODELAY (small responses leave at once) through the
+    /// listener, which each way of adopting one sets, even on a socket that came without it (a
+    /// handed-over or `fd@` socket): no `setsockopt` per connection.
+    #[test]
+    fn accepted_connections_inherit_tcp_nodelay() {
+        for backend in [Backend::Uring, Backend::Epoll] {
+            for cancellable in [false, true] {
+                let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .expect("socket");
+                let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+                sock.bind(&any.into()).expect("bind");
+                sock.listen(8).expect("listen");
+                assert!(!sock.nodelay().expect("getsockopt"), "starts without");
+                let addr = sock.local_addr().expect("addr").as_socket().expect("inet");
+                block_on(backend, async move {
+                    let l = match cancellable {
+                        true => Listener::from_socket_cancellable(backend, sock, false),
+                        false => Listener::from_socket(backend, sock, false),
+                    }
+                    .expect("adopt");
+                    let _client = std::net::TcpStream::connect(addr).expect("connect");
+                    let acc = tokio::time::timeout(Duration::from_secs(10), l.accept(backend))
+                        .await
+                        .expect("accepted in time")
+                        .expect("accept");
+                    let fd = acc.stream.raw_fd();
+                    // SAFETY: borrowed only for this read; `acc` keeps the descriptor open.
+                    let s = std::mem::ManuallyDrop::new(unsafe {
+                        <socket2::Socket as std::os::fd::FromRawFd>::from_raw_fd(fd)
+                    });
+                    assert!(
+                        s.nodelay().expect("getsockopt"),
+                        "{backend:?} {cancellable}"
+                    );
+                })
+                .expect("runtime");
+            }
+        }
     }
 
     /// On io_uring the idle read's readiness must not go stale: bytes read by io_uring reads

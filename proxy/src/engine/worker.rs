@@ -406,6 +406,13 @@ async fn accept_loop<S: Service>(
     (tls, bidx): (Option<Arc<rustls::ServerConfig>>, usize),
 ) {
     let mut stop = shared.stop_tx.subscribe();
+    // The process' stop and `shutdown frontend`, each watched by one future for the loop's
+    // life: made per accept, they would register with the stop channel and the gate (a lock
+    // each) for every connection. Each ends the loop when it resolves, never polled again.
+    let process_stop = stop.changed();
+    let mut process_stop = std::pin::pin!(process_stop);
+    let fe_stop = fe.feconn.wait_stopped();
+    let mut fe_stop = std::pin::pin!(fe_stop);
     // Whether the last accept failed for want of descriptors or memory (logged once).
     let mut limited = false;
     let fixed_local = listener.fixed_local();
@@ -419,8 +426,9 @@ async fn accept_loop<S: Service>(
             shared.model.actconn.wait_room().await;
         };
         tokio::select! {
+            biased;
+            _ = &mut process_stop => break,
             _ = room => {}
-            _ = stop.changed() => break,
         }
         // `shutdown frontend`: the socket stops listening (shut down, as other descriptors of
         // it may be kept for a reload's handover; that also wakes a pending io_uring accept).
@@ -432,23 +440,25 @@ async fn accept_loop<S: Service>(
         }
         let accepted = if listener.cancellable() {
             tokio::select! {
-                r = listener.accept(shared.io) => r,
-                _ = stop.changed() => break,
-                _ = fe.feconn.wait_stopped() => {
+                biased;
+                _ = &mut process_stop => break,
+                _ = &mut fe_stop => {
                     stop_listening();
                     break;
                 }
+                r = listener.accept(shared.io) => r,
             }
         } else {
             let accept = listener.accept(shared.io);
             let mut accept = std::pin::pin!(accept);
             tokio::select! {
-                r = &mut accept => r,
-                _ = fe.feconn.wait_stopped() => {
+                biased;
+                _ = &mut fe_stop => {
                     stop_listening();
                     let _ = accept.await;
                     break;
                 }
+                r = &mut accept => r,
             }
         };
         match accepted {
