@@ -64,9 +64,28 @@ commands:
                         build target/deb/portcullis_<version>_<arch>.deb; --check reads it back
                         (contents, conffiles, -c on the stock config, man page, lintian);
                         --install-test (root) installs, runs and purges it
+  pgo                   a profile-guided release build, target/pgo/portcullis: instrumented,
+                        trained on the bench's HTTP workloads, rebuilt with the profile
+                        (xtask/scripts/pgo.sh)
   fuzz [--time S] [--target T[,T…]]
                         every fuzz target of fuzz/ (cargo-fuzz, nightly) for S seconds (default
                         10) on its seeded corpus; fails on a crash (docs/fuzzing.md)";
+
+/// `cargo xtask pgo`: the script does the work (builds, training through `ka-instr.sh`).
+fn pgo(rest: &[String]) -> Result<(), String> {
+    if !rest.is_empty() {
+        return Err(format!("pgo takes no arguments\n{USAGE}"));
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pgo.sh");
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .status()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!("{} failed ({status})", script.display())),
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -86,6 +105,7 @@ fn main() -> ExitCode {
         "regtests" => regtests::run(rest),
         "deb" => deb::run(rest),
         "fuzz" => fuzz::run(rest),
+        "pgo" => pgo(rest),
         // The bench's own load clients, run as pinned child processes.
         "bench-load" => bench::load::run(rest),
         // The failover drill's client, run inside its client namespace.

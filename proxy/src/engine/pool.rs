@@ -52,8 +52,10 @@ pub const PURGE_DELAY: Duration = Duration::from_secs(5);
 thread_local! {
     /// Released session buffers, reused by the next transaction on this worker.
     static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-    /// This worker's idle server connections, by server address.
-    static CONNS: RefCell<HashMap<Key, Vec<Rc<SrvConn>>>> = RefCell::new(HashMap::default());
+    /// This worker's idle server connections, by server address, each with when it went idle
+    /// (`clock::coarse_ms`).
+    static CONNS: RefCell<HashMap<Key, Vec<(Rc<SrvConn>, u64)>>> =
+        RefCell::new(HashMap::default());
     /// This worker's HTTP/2 server connections, by server address: idle ones (owned by the
     /// stream that takes one) and shared ones (`http-reuse always`, taken without removal).
     static LINKS: RefCell<HashMap<Key, Vec<Rc<Link>>>> = RefCell::new(HashMap::default());
@@ -113,14 +115,18 @@ pub fn give_buf(mut v: Vec<u8>) {
 }
 
 /// The most recently idled connection to `addr` that the server has not closed meanwhile (the
-/// closed ones met on the way are dropped).
-pub fn take(addr: impl Into<Key>) -> Option<Rc<SrvConn>> {
+/// closed ones met on the way are dropped). `unchecked(conn, idle_since)` says when one may be
+/// taken without that check's system call (a close is then caught by the caller's replay).
+pub fn take(
+    addr: impl Into<Key>,
+    unchecked: impl Fn(&SrvConn, u64) -> bool,
+) -> Option<Rc<SrvConn>> {
     let key = addr.into();
     CONNS.with(|p| {
         let mut p = p.borrow_mut();
         let v = p.get_mut(&key)?;
-        while let Some(c) = v.pop() {
-            if c.idle_usable() {
+        while let Some((c, at)) = v.pop() {
+            if unchecked(&c, at) || c.idle_usable() {
                 return Some(c);
             }
         }
@@ -131,11 +137,12 @@ pub fn take(addr: impl Into<Key>) -> Option<Rc<SrvConn>> {
 /// Keeps an idle connection to `addr` (closed instead when the pool for it is full).
 pub fn put(addr: impl Into<Key>, s: Rc<SrvConn>) {
     let key = addr.into();
+    let now = crate::clock::coarse_ms();
     CONNS.with(|p| {
         let mut p = p.borrow_mut();
         let v = p.entry(key).or_default();
         if v.len() < PER_SERVER {
-            v.push(s);
+            v.push((s, now));
         }
     });
 }
@@ -245,12 +252,57 @@ mod tests {
             let seen: Vec<bool> = peers.iter_mut().map(closed).collect();
             assert_eq!(seen, [true, true, false, false]);
             // The taker gets the newest; a lone idle connection survives a purge.
-            assert!(take(addr).is_some());
+            assert!(take(addr, |_, _| false).is_some());
             purge();
             assert!(!closed(&mut peers[2]));
             clear();
             assert!(closed(&mut peers[2]));
-            assert!(take(addr).is_none());
+            assert!(take(addr, |_, _| false).is_none());
+        });
+    }
+
+    /// A connection its server closed while idle is dropped when checked; one the caller takes
+    /// unchecked (idle only a moment, its request replayable) comes back as it is, with the
+    /// time it went idle.
+    #[test]
+    fn a_take_checks_for_a_close_unless_told_not_to() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let idle_closed = || {
+                let c = std::net::TcpStream::connect(addr).unwrap();
+                drop(l.accept().unwrap().0);
+                let s = super::super::io::Stream::from_std_tcp(super::super::io::Backend::Epoll, c)
+                    .unwrap();
+                let conn = Rc::new(SrvConn::H1(crate::engine::conn::Conn::Plain(s)));
+                // The server's FIN has arrived once the socket reads as closed.
+                for _ in 0..200 {
+                    if !conn.idle_usable() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                conn
+            };
+            let before = crate::clock::coarse_ms();
+            put(addr, idle_closed());
+            assert!(
+                take(addr, |_, _| false).is_none(),
+                "checked: closed, dropped"
+            );
+            put(addr, idle_closed());
+            let seen = std::cell::Cell::new(None);
+            let got = take(addr, |_, at| {
+                seen.set(Some(at));
+                true
+            });
+            assert!(got.is_some(), "unchecked: taken as it is");
+            assert!(seen.get().is_some_and(|at| at >= before));
+            assert!(take(addr, |_, _| true).is_none(), "the pool is empty");
         });
     }
 

@@ -74,8 +74,8 @@ pub struct Side<'a> {
     pub replayable: bool,
 }
 
-/// How long after its last response the stream's own HTTP/1 connection is reused for a
-/// replayable request without checking it for a close: a close the server sent meanwhile is
+/// How long after its last response an HTTP/1 connection (the stream's own, or one of the
+/// worker's pool) is reused for a replayable request without checking it for a close: a close the server sent meanwhile is
 /// caught by the replay, and stray bytes from a server come with its idle timeout, not within
 /// this.
 const FRESH_MS: u64 = 1000;
@@ -375,8 +375,8 @@ fn idle_conn(
     (first, replayable): (bool, bool),
 ) -> Option<Rc<SrvConn>> {
     // A connection the server closed after its last response is not reused (HAProxy notices
-    // the close on the idle connection): the request goes on a new one. A fresh HTTP/1 one
-    // is not checked for a replayable request (see `FRESH_MS`).
+    // the close on the idle connection): the request goes on a new one. A fresh HTTP/1 one,
+    // the stream's or the pool's, is not checked for a replayable request (see `FRESH_MS`).
     let fresh = |c: &SrvConn, at: u64| {
         replayable
             && matches!(c, SrvConn::H1(_))
@@ -415,6 +415,7 @@ fn idle_conn(
         HttpReuse::Safe => !first,
         HttpReuse::Always | HttpReuse::Aggressive => true,
     };
-    // Not taken at all unless it may be used: a take-then-drop would close it.
-    may_share.then(|| pool::take(&**srv)).flatten()
+    // Not taken at all unless it may be used: a take-then-drop would close it. One idled less
+    // than `FRESH_MS` ago goes unchecked, as the stream's own.
+    may_share.then(|| pool::take(&**srv, fresh)).flatten()
 }
