@@ -49,13 +49,14 @@ const PER_SERVER: usize = 1024;
 /// are closed, so that a burst's surplus does not linger (up to [`PER_SERVER`] each).
 pub const PURGE_DELAY: Duration = Duration::from_secs(5);
 
+/// An idle server connection and when it went idle (`clock::coarse_ms`).
+type Idle = (Rc<SrvConn>, u64);
+
 thread_local! {
     /// Released session buffers, reused by the next transaction on this worker.
     static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-    /// This worker's idle server connections, by server address, each with when it went idle
-    /// (`clock::coarse_ms`).
-    static CONNS: RefCell<HashMap<Key, Vec<(Rc<SrvConn>, u64)>>> =
-        RefCell::new(HashMap::default());
+    /// This worker's idle server connections, by server address.
+    static CONNS: RefCell<HashMap<Key, Vec<Idle>>> = RefCell::new(HashMap::default());
     /// This worker's HTTP/2 server connections, by server address: idle ones (owned by the
     /// stream that takes one) and shared ones (`http-reuse always`, taken without removal).
     static LINKS: RefCell<HashMap<Key, Vec<Rc<Link>>>> = RefCell::new(HashMap::default());
