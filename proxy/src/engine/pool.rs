@@ -229,25 +229,35 @@ mod tests {
         matches!(peer.read(&mut [0u8; 1]), Ok(0))
     }
 
-    #[test]
-    fn purge_closes_the_older_half_and_clear_the_rest() {
+    /// Runs `f` as a worker does: a current-thread runtime and its LocalSet.
+    fn on_worker<F: std::future::Future>(f: F) -> F::Output {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, async {
+        tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+
+    /// A server connection as the pool holds one, to `l`, and the server's end of it.
+    fn connect(l: &std::net::TcpListener) -> (Rc<SrvConn>, std::net::TcpStream) {
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let peer = l.accept().unwrap().0;
+        let s =
+            super::super::io::Stream::from_std_tcp(super::super::io::Backend::Epoll, c).unwrap();
+        let conn = Rc::new(SrvConn::H1(crate::engine::conn::Conn::Plain(s)));
+        (conn, peer)
+    }
+
+    #[test]
+    fn purge_closes_the_older_half_and_clear_the_rest() {
+        on_worker(async {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = l.local_addr().unwrap();
             let mut peers = Vec::new();
             for _ in 0..4 {
-                let c = std::net::TcpStream::connect(addr).unwrap();
-                peers.push(l.accept().unwrap().0);
-                let s = super::super::io::Stream::from_std_tcp(super::super::io::Backend::Epoll, c)
-                    .unwrap();
-                put(
-                    addr,
-                    Rc::new(SrvConn::H1(crate::engine::conn::Conn::Plain(s))),
-                );
+                let (conn, peer) = connect(&l);
+                peers.push(peer);
+                put(addr, conn);
             }
             purge();
             let seen: Vec<bool> = peers.iter_mut().map(closed).collect();
@@ -267,19 +277,12 @@ mod tests {
     /// time it went idle.
     #[test]
     fn a_take_checks_for_a_close_unless_told_not_to() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, async {
+        on_worker(async {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = l.local_addr().unwrap();
             let idle_closed = || {
-                let c = std::net::TcpStream::connect(addr).unwrap();
-                drop(l.accept().unwrap().0);
-                let s = super::super::io::Stream::from_std_tcp(super::super::io::Backend::Epoll, c)
-                    .unwrap();
-                let conn = Rc::new(SrvConn::H1(crate::engine::conn::Conn::Plain(s)));
+                let (conn, peer) = connect(&l);
+                drop(peer);
                 // The server's FIN has arrived once the socket reads as closed.
                 for _ in 0..200 {
                     if !conn.idle_usable() {
