@@ -183,7 +183,9 @@ fn scan(w: &[u8], limits: &Limits, kind: Kind) -> Result<Scan, H1Error> {
         Kind::Response => parse_status_line(line).map(drop)?,
     }
     pos = cr + 2;
-    let mut fields = Vec::new();
+    // Room for a usual head's fields at once: growing from empty reallocated twice per
+    // response head (callgrind: ≈ 400 instructions per request, both heads).
+    let mut fields = Vec::with_capacity(16);
     loop {
         match (w.get(pos), w.get(pos + 1)) {
             (None, _) | (Some(b'\r'), None) => {
