@@ -77,14 +77,7 @@ fn pgo(rest: &[String]) -> Result<(), String> {
         return Err(format!("pgo takes no arguments\n{USAGE}"));
     }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pgo.sh");
-    let status = std::process::Command::new("bash")
-        .arg(&script)
-        .status()
-        .map_err(|e| format!("{}: {e}", script.display()))?;
-    match status.success() {
-        true => Ok(()),
-        false => Err(format!("{} failed ({status})", script.display())),
-    }
+    util::exec(std::process::Command::new("bash").arg(script))
 }
 
 fn main() -> ExitCode {

@@ -135,15 +135,15 @@ pub fn take(
     })
 }
 
-/// Keeps an idle connection to `addr` (closed instead when the pool for it is full).
-pub fn put(addr: impl Into<Key>, s: Rc<SrvConn>) {
+/// Keeps an idle connection to `addr`, idle since `at` (its last response's end, on
+/// `clock::coarse_ms`); closed instead when the pool for it is full.
+pub fn put(addr: impl Into<Key>, s: Rc<SrvConn>, at: u64) {
     let key = addr.into();
-    let now = crate::clock::coarse_ms();
     CONNS.with(|p| {
         let mut p = p.borrow_mut();
         let v = p.entry(key).or_default();
         if v.len() < PER_SERVER {
-            v.push((s, now));
+            v.push((s, at));
         }
     });
 }
@@ -257,7 +257,7 @@ mod tests {
             for _ in 0..4 {
                 let (conn, peer) = connect(&l);
                 peers.push(peer);
-                put(addr, conn);
+                put(addr, conn, crate::clock::coarse_ms());
             }
             purge();
             let seen: Vec<bool> = peers.iter_mut().map(closed).collect();
@@ -292,20 +292,19 @@ mod tests {
                 }
                 conn
             };
-            let before = crate::clock::coarse_ms();
-            put(addr, idle_closed());
+            put(addr, idle_closed(), 7);
             assert!(
                 take(addr, |_, _| false).is_none(),
                 "checked: closed, dropped"
             );
-            put(addr, idle_closed());
+            put(addr, idle_closed(), 42);
             let seen = std::cell::Cell::new(None);
             let got = take(addr, |_, at| {
                 seen.set(Some(at));
                 true
             });
             assert!(got.is_some(), "unchecked: taken as it is");
-            assert!(seen.get().is_some_and(|at| at >= before));
+            assert_eq!(seen.get(), Some(42), "with when it went idle");
             assert!(take(addr, |_, _| true).is_none(), "the pool is empty");
         });
     }

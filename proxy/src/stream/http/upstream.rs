@@ -75,9 +75,9 @@ pub struct Side<'a> {
 }
 
 /// How long after its last response an HTTP/1 connection (the stream's own, or one of the
-/// worker's pool) is reused for a replayable request without checking it for a close: a close the server sent meanwhile is
-/// caught by the replay, and stray bytes from a server come with its idle timeout, not within
-/// this.
+/// worker's pool) is reused for a replayable request without checking it for a close: a close
+/// the server sent meanwhile is caught by the replay, and stray bytes from a server come with
+/// its idle timeout, not within this.
 const FRESH_MS: u64 = 1000;
 
 /// Where a transaction gets its server connections.
@@ -214,7 +214,7 @@ impl Upstream for Servers {
             && k.shareable()
             && !stopping
         {
-            give_back(&k.srv, k.conn);
+            give_back(&k.srv, k.conn, k.at);
         }
     }
 
@@ -227,16 +227,16 @@ impl Upstream for Servers {
             && self.own.as_deref().is_some_and(Kept::shareable)
             && let Some(k) = self.own.take()
         {
-            give_back(&k.srv, k.conn);
+            give_back(&k.srv, k.conn, k.at);
         }
     }
 }
 
-/// An idle connection goes to the worker's pool; for h2, its connection does (unless it is
-/// already there, shared).
-fn give_back(srv: &Server, conn: Rc<SrvConn>) {
+/// An idle connection (idle since `at`, `clock::coarse_ms`) goes to the worker's pool; for h2,
+/// its connection does (unless it is already there, shared).
+fn give_back(srv: &Server, conn: Rc<SrvConn>, at: u64) {
     match conn.link() {
-        None => pool::put(srv, conn),
+        None => pool::put(srv, conn, at),
         Some(l) if !l.shared.get() && l.usable() => pool::put_link(srv, Rc::clone(l)),
         Some(_) => {}
     }
@@ -398,7 +398,7 @@ fn idle_conn(
             }
         } else if k.shareable() {
             // A connection that began with this client's PROXY header is never shared.
-            give_back(&k.srv, k.conn);
+            give_back(&k.srv, k.conn, k.at);
         }
     }
     // `safe`: a session's first request may join an h2 connection other streams are using,
