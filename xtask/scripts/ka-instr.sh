@@ -79,29 +79,39 @@ wait_port() {
     exit 1
 }
 
-# The backend, as the bench's (conf::nginx_backend, plain HTTP part), on the load core.
-cat >"$OUT/backend.conf" <<EOF
+# The start of an nginx config as the bench writes it (conf::nginx_main, nginx_http_common):
+# one worker, no access log, long keep-alive, temp paths under $OUT; the http block stays open.
+nginx_head() {
+    cat <<EOF
 daemon off;
 master_process off;
 worker_processes 1;
-pid $OUT/backend.pid;
-error_log $OUT/backend-error.log warn;
-events { worker_connections 1024; }
+pid $OUT/$1.pid;
+error_log $OUT/$1-error.log warn;
+events { worker_connections $2; }
 http {
     access_log off;
     keepalive_requests 100000000;
     keepalive_timeout 120s;
-    client_body_temp_path $OUT/tmp-body;
-    proxy_temp_path $OUT/tmp-proxy;
-    fastcgi_temp_path $OUT/tmp-fastcgi;
-    uwsgi_temp_path $OUT/tmp-uwsgi;
-    scgi_temp_path $OUT/tmp-scgi;
+    client_body_temp_path $OUT/$1-tmp-body;
+    proxy_temp_path $OUT/$1-tmp-proxy;
+    fastcgi_temp_path $OUT/$1-tmp-fastcgi;
+    uwsgi_temp_path $OUT/$1-tmp-uwsgi;
+    scgi_temp_path $OUT/$1-tmp-scgi;
+EOF
+}
+
+# The backend, as the bench's (conf::nginx_backend, plain HTTP part), on the load core.
+{
+    nginx_head backend 1024
+    cat <<EOF
     server {
         listen 127.0.0.1:$BPORT;
         location = / { return 200 "ok"; }
     }
 }
 EOF
+} >"$OUT/backend.conf"
 taskset -c 0 nginx -p "$OUT" -e "$OUT/backend-error.log" -c "$OUT/backend.conf" &
 pids+=($!)
 
@@ -151,22 +161,9 @@ args=(-f "$OUT/proxy.cfg" -db)
 if [ "$TARGET" = nginx ]; then
     { [ "$H2" = 1 ] || [ "$LOG" = 1 ]; } && { echo "nginx: plain HTTP/1 only" >&2; exit 2; }
     # The bench's nginx proxy (conf::nginx_proxy), its plain HTTP listener.
-    cat >"$OUT/proxy.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $OUT/proxy.pid;
-error_log $OUT/proxy-error.log warn;
-events { worker_connections 1000; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    keepalive_timeout 120s;
-    client_body_temp_path $OUT/ptmp-body;
-    proxy_temp_path $OUT/ptmp-proxy;
-    fastcgi_temp_path $OUT/ptmp-fastcgi;
-    uwsgi_temp_path $OUT/ptmp-uwsgi;
-    scgi_temp_path $OUT/ptmp-scgi;
+    {
+        nginx_head proxy 1000
+        cat <<EOF
     upstream app { server 127.0.0.1:$BPORT; keepalive 256; }
     server {
         listen 127.0.0.1:$PPORT;
@@ -178,6 +175,7 @@ http {
     }
 }
 EOF
+    } >"$OUT/proxy.conf"
     args=(-p "$OUT" -e "$OUT/proxy-error.log" -c "$OUT/proxy.conf")
 fi
 if [ "$MODE" = callgrind ]; then
