@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session, Upstream};
+use crate::engine::io::reserve;
 use crate::engine::pool::give_buf;
 use crate::http::errors::{self, ConnHeader, Page};
 use crate::http::h1::{self, Limits};
@@ -98,13 +99,13 @@ impl<F: Front, U: Upstream> Session<F, U> {
             txn.await;
             return Next::End;
         }
-        // Between requests the connection waits for the next one's first bytes holding no
-        // buffer and only this small future (or parked, holding no task); the head's reading
-        // and the rest of the transaction run boxed once they came. (Not lean: `wait_head`
-        // reads them itself.)
+        // Between requests the connection waits for the next one's first bytes in this small
+        // future (lean: holding no buffer, or parked, holding no task); the head's reading and
+        // the rest of the transaction run boxed once they came, so an idle connection does not
+        // hold the whole transaction's future (4 KiB).
         let mut first_byte = None;
-        if lean && self.cbuf.is_empty() {
-            if resumed.is_none() {
+        if !first && self.cbuf.is_empty() {
+            if lean && resumed.is_none() {
                 // The server-side timer is not needed until then, nor the server connection.
                 self.stimer.release();
                 let stopping = self
@@ -124,7 +125,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             }
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
             // read error, a soft stop) closes a connection idle between requests silently.
-            match self.idle_read(wait_start).await {
+            match self.idle_read(wait_start, lean).await {
                 Ok(n) if n > 0 => first_byte = Some(Instant::now()),
                 _ => return Next::End,
             }
@@ -239,19 +240,27 @@ impl<F: Front, U: Upstream> Session<F, U> {
         }
     }
 
-    /// [`Self::read_head_bytes`] for the first bytes of a keep-alive connection's next request,
-    /// with no buffer held while the client is silent.
-    async fn idle_read(&mut self, since: Instant) -> Read {
+    /// [`Self::read_head_bytes`] for the first bytes of a keep-alive connection's next request:
+    /// `lean`, with no buffer held while the client is silent (a readiness wait), else a plain
+    /// read into a small buffer (one io_uring operation, no readiness event).
+    async fn idle_read(&mut self, since: Instant, lean: bool) -> Read {
         let (dl, client, soft_stop, idle_limit) = self.head_limits(&Wait::between(since));
         // The timer and the front's read inline, not in a `read_client`-like async fn of their
         // own, which would keep its arguments beside them: this is an idle connection's state.
         let buf = std::mem::take(&mut self.cbuf);
         let due = super::read_due(&self.activity, dl, client);
         let read = {
-            let read = std::pin::pin!(
-                self.ctimer
-                    .limit(self.client.read_idle(buf, IDLE_READ), due)
-            );
+            let read = match lean {
+                true => IdleRead::Lean {
+                    f: self.client.read_idle(buf, IDLE_READ),
+                },
+                // Boxed: the read's future (io_uring's operation under the front's layers,
+                // ≈ 500 bytes) would otherwise widen every connection's task.
+                false => IdleRead::Plain {
+                    f: Box::pin(self.client.read(reserve(buf, IDLE_READ))),
+                },
+            };
+            let read = std::pin::pin!(self.ctimer.limit(read, due));
             match soft_stop {
                 None => read.await,
                 Some(stop) => Box::pin(read_at_soft_stop(read, stop, idle_limit))
@@ -399,6 +408,28 @@ impl<F: Front, U: Upstream> Session<F, U> {
             log.request_line = Some("<BADREQ>".into());
             log.total = w.start.elapsed();
             finish(&self.shared, &self.fe, End::log_only(log));
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// One of [`Session::idle_read`]'s two reads, held in place (no box, no second copy).
+    #[project = IdleReadProj]
+    enum IdleRead<L, P> {
+        Lean { #[pin] f: L },
+        Plain { #[pin] f: P },
+    }
+}
+
+impl<T, L: std::future::Future<Output = T>, P: std::future::Future<Output = T>> std::future::Future
+    for IdleRead<L, P>
+{
+    type Output = T;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<T> {
+        match self.project() {
+            IdleReadProj::Lean { f } => f.poll(cx),
+            IdleReadProj::Plain { f } => f.poll(cx),
         }
     }
 }
