@@ -127,12 +127,9 @@ fn idle_keepalive_growth(lean_from: &str) -> u64 {
          backend b\n    server s1 {}\n",
         node.addr()
     );
-    // Without transparent huge pages: khugepaged may fold a 2 MiB range of mimalloc's arena
-    // into one huge page at any moment (+2 MiB at once), far more than what is measured here.
-    let env = [
-        ("PORTCULLIS_LEAN_IDLE_FROM", lean_from),
-        ("MIMALLOC_ALLOW_THP", "0"),
-    ];
+    // (Transparent huge pages are off, see `huge_pages_stay_out_unless_asked_for`: khugepaged
+    // folding a 2 MiB range of the arena at any moment would be more than is measured here.)
+    let env = [("PORTCULLIS_LEAN_IDLE_FROM", lean_from)];
     let p = Proc::portcullis_env(&cfg, lo(port), &env);
     assert_eq!(get(lo(port), "/warm").status, 200);
     let before = rss_kib(p.pid());
@@ -168,6 +165,41 @@ fn idle_keepalive_growth(lean_from: &str) -> u64 {
 }
 
 const IDLE_N: u64 = 800;
+
+/// `THP_enabled` of `/proc/PID/status`: whether the process may use transparent huge pages.
+fn thp_enabled(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The proxy keeps transparent huge pages out of its memory (`process::keep_huge_pages_out`),
+/// unless mimalloc's own `MIMALLOC_ALLOW_THP` says otherwise.
+#[test]
+fn huge_pages_stay_out_unless_asked_for() {
+    let node = HttpNode::start(lo(0), HttpOpts::named("n1")).expect("node");
+    for (env, want) in [(None, 0), (Some("1"), 1), (Some("0"), 0)] {
+        let port = free_port();
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n\
+             timeout server 5s\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend b\n\
+             backend b\n    server s1 {}\n",
+            node.addr()
+        );
+        let vars: Vec<(&str, &str)> = env.map(|v| ("MIMALLOC_ALLOW_THP", v)).into_iter().collect();
+        let p = Proc::portcullis_env(&cfg, lo(port), &vars);
+        assert_eq!(get(lo(port), "/").status, 200);
+        assert_eq!(
+            thp_enabled(p.pid()),
+            Some(want),
+            "MIMALLOC_ALLOW_THP={env:?}"
+        );
+    }
+}
 
 /// With the lean wait forced (`PORTCULLIS_LEAN_IDLE_FROM=0`: every such wait, not only past 512
 /// connections) each holds no read buffer and a small state: under 2.5 KiB of resident memory

@@ -52,6 +52,7 @@ unsafe impl std::alloc::GlobalAlloc for Mi {
 }
 
 fn main() -> ExitCode {
+    portcullis::process::keep_huge_pages_out();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let args = match portcullis::cmdline::parse(&argv) {
         Ok(a) => a,

@@ -8,8 +8,9 @@
 #                   up, then counts only the measured requests (every thread of the process).
 #                   This machine's virtual CPU has no PMU, so `perf stat -e instructions:u,k`
 #                   reports "not supported"; callgrind is the instruction counter that works.
-#   MODE=cpu        user and kernel CPU µs per request from /proc/PID/stat, natively (noisy on a
-#                   shared machine: repeat it; only the ratios between targets mean much).
+#   MODE=cpu        user and kernel CPU µs and minor page faults per request from /proc/PID/stat,
+#                   natively (noisy on a shared machine: repeat it; only the ratios between
+#                   targets mean much).
 #   MODE=perf       `perf record -g` (cpu-clock sampling: no PMU) of the measured requests, then
 #                   `perf report --no-children` into $OUT/perf.txt (PERF_EVENT=cpu-clock:u: user
 #                   space only; a build with `-C force-frame-pointers=yes` gives whole stacks).
@@ -208,7 +209,8 @@ load() {
     grep -q "$1 succeeded, 0 failed, 0 errored" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
     grep -q "status codes: $1 2xx" "$OUT/h2load-$2.txt" || { cat "$OUT/h2load-$2.txt" >&2; exit 1; }
 }
-ticks() { awk '{print $14, $15}' "/proc/$PID/stat"; }
+# User and kernel clock ticks, and minor page faults (`MODE=cpu` prints them per request).
+ticks() { awk '{print $14, $15, $10}' "/proc/$PID/stat"; }
 
 load "$WARM" warm
 label="$TARGET${IO:+ ($IO)}"
@@ -227,12 +229,12 @@ callgrind)
     echo "$label: $((total / N)) instructions:u per request ($total over $N; $dump)"
     ;;
 cpu)
-    read -r u0 s0 < <(ticks)
+    read -r u0 s0 f0 < <(ticks)
     load "$N" run
-    read -r u1 s1 < <(ticks)
+    read -r u1 s1 f1 < <(ticks)
     hz=$(getconf CLK_TCK)
-    awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v hz="$hz" -v n="$N" -v l="$label" \
-        'BEGIN { printf "%s: user %.2f µs, kernel %.2f µs per request\n", l, u * 1e6 / hz / n, s * 1e6 / hz / n }'
+    awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v f=$((f1 - f0)) -v hz="$hz" -v n="$N" -v l="$label" \
+        'BEGIN { printf "%s: user %.2f µs, kernel %.2f µs, %.3f page faults per request\n", l, u * 1e6 / hz / n, s * 1e6 / hz / n, f / n }'
     ;;
 perf)
     perf record -g ${PERF_EVENT:+-e "$PERF_EVENT"} -o "$OUT/perf.data" -p "$PID" 2>"$OUT/perf-record.log" &
