@@ -180,7 +180,8 @@ fn run_http(start: impl FnOnce(&str, SocketAddr) -> Option<Proc>) -> Option<Vec<
         l.sort();
         l
     };
-    wait_until(Duration::from_secs(5), || lines().len() >= paths.len());
+    // Generous: a reference HAProxy on a loaded machine was seen taking over 5 s to log.
+    wait_until(Duration::from_secs(15), || lines().len() >= paths.len());
     let logs = lines();
     seen.extend(logs);
     for l in admin_cli(&dir.0.join("admin.sock"), "show stat").lines() {
