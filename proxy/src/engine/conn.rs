@@ -48,6 +48,22 @@ impl Conn {
         }
     }
 
+    /// [`Stream::detach`] for a plain connection (false for TLS and unix sockets).
+    pub fn detach(&mut self) -> bool {
+        match self {
+            Conn::Plain(s) => s.detach(),
+            Conn::Tls(_) => false,
+        }
+    }
+
+    /// [`Stream::reattach`]: back in tokio's reactor if it was detached.
+    pub fn reattach(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.reattach(),
+            Conn::Tls(_) => Ok(()),
+        }
+    }
+
     pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         match self {
             Conn::Plain(s) => s.write_all(buf).await,

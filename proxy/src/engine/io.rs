@@ -120,6 +120,11 @@ pub enum Stream {
     UringUnix(IdleFd, tokio_uring::net::UnixStream),
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
+    /// An epoll-engine TCP socket out of tokio's reactor while its session is parked
+    /// ([`Stream::detach`]): tokio's registration (a 256-byte `ScheduledIo`) given back, the
+    /// socket in the worker's own epoll instance as an io_uring one is. No I/O until
+    /// [`Stream::reattach`]; the socket is None only within those two.
+    Detached(IdleFd, Option<std::net::TcpStream>),
 }
 
 impl Stream {
@@ -198,6 +203,7 @@ impl Stream {
             }
             Stream::Tcp(s) => epoll_read(s, buf, cap - len).await,
             Stream::Unix(s) => epoll_read(s, buf, cap - len).await,
+            Stream::Detached(..) => (Err(detached()), buf),
         }
     }
 
@@ -212,6 +218,7 @@ impl Stream {
             Stream::UringUnix(idle, s) => idle.get(s.as_raw_fd()).map(IdleSrc::Uring),
             Stream::Tcp(s) => Ok(IdleSrc::Tcp(s)),
             Stream::Unix(s) => Ok(IdleSrc::Unix(s)),
+            Stream::Detached(..) => Err(detached()),
         };
         match src {
             Ok(src) => ReadIdle::Wait(IdleRead {
@@ -225,9 +232,13 @@ impl Stream {
         }
     }
 
-    /// Whether a session idle on this socket can park (see [`Stream::idle_ticket`]).
+    /// Whether a session idle on this socket can park (see [`Stream::idle_ticket`]; an epoll
+    /// engine's TCP socket once detached, [`Stream::detach`]).
     pub fn parks(&self) -> bool {
-        matches!(self, Stream::UringTcp(..) | Stream::UringUnix(..))
+        matches!(
+            self,
+            Stream::UringTcp(..) | Stream::UringUnix(..) | Stream::Tcp(_)
+        )
     }
 
     /// What parks a session idle on this socket ([`super::readiness::Ticket::park`]): only an
@@ -237,8 +248,48 @@ impl Stream {
         match self {
             Stream::UringTcp(idle, s) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),
             Stream::UringUnix(idle, s) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),
-            Stream::Tcp(_) | Stream::Unix(_) => None,
+            Stream::Detached(idle, Some(s)) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),
+            Stream::Tcp(_) | Stream::Unix(_) | Stream::Detached(_, None) => None,
         }
+    }
+
+    /// Takes an epoll engine's TCP socket out of tokio's reactor, for its session to park in
+    /// the worker's epoll instance ([`Stream::idle_ticket`] then gives the ticket): a parked
+    /// connection then holds a 24-byte slot instead of tokio's 256-byte registration, as on
+    /// io_uring. Two `epoll_ctl`s now and two at [`Stream::reattach`], paid only while the
+    /// process waits lean. Other streams are left as they are (false).
+    pub fn detach(&mut self) -> bool {
+        if !matches!(self, Stream::Tcp(_)) {
+            return false;
+        }
+        let Stream::Tcp(s) = std::mem::replace(self, Stream::Detached(IdleFd::default(), None))
+        else {
+            return false;
+        };
+        match s.into_std() {
+            Ok(std) => {
+                *self = Stream::Detached(IdleFd::default(), Some(std));
+                true
+            }
+            // Left detached without a socket: its reads and writes fail, and the session ends.
+            Err(_) => false,
+        }
+    }
+
+    /// Gives a detached socket back to tokio's reactor (out of the worker's epoll instance
+    /// first); anything else stays as it is. An error ends the session (its I/O fails).
+    pub fn reattach(&mut self) -> io::Result<()> {
+        let Stream::Detached(_, Some(_)) = self else {
+            return Ok(());
+        };
+        let Stream::Detached(idle, Some(std)) =
+            std::mem::replace(self, Stream::Detached(IdleFd::default(), None))
+        else {
+            return Ok(());
+        };
+        drop(idle);
+        *self = Stream::Tcp(tokio::net::TcpStream::from_std(std)?);
+        Ok(())
     }
 
     /// Writes all of `buf`.
@@ -248,6 +299,7 @@ impl Stream {
             Stream::UringUnix(_, s) => s.write_all(buf).await,
             Stream::Tcp(s) => epoll_write_all(s, buf).await,
             Stream::Unix(s) => epoll_write_all(s, buf).await,
+            Stream::Detached(..) => (Err(detached()), buf),
         }
     }
 
@@ -259,28 +311,36 @@ impl Stream {
     /// Closes both directions now; with `rst`, the close sends a RST (SO_LINGER 0), as HAProxy
     /// does when it aborts a server connection.
     pub fn abort(&self, rst: bool) {
-        let fd = self.raw_fd();
         if rst {
-            let sock = std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(fd) });
-            let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+            self.reset_on_close();
         }
-        let _ = shutdown_fd(fd, libc::SHUT_RDWR);
+        let _ = shutdown_fd(self.raw_fd(), libc::SHUT_RDWR);
     }
 
     /// Makes the coming close send a RST (SO_LINGER 0) without shutting down first.
     pub fn reset_on_close(&self) {
-        let sock =
-            std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
-        let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+        if let Some(sock) = self.sock() {
+            let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+        }
     }
 
     /// SO_KEEPALIVE (`option clitcpka|srvtcpka|tcpka`), with the kernel's timings.
     pub fn set_keepalive(&self) {
-        if matches!(self, Stream::UringTcp(..) | Stream::Tcp(_)) {
-            let sock =
-                std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
+        if matches!(
+            self,
+            Stream::UringTcp(..) | Stream::Tcp(_) | Stream::Detached(..)
+        ) && let Some(sock) = self.sock()
+        {
             let _ = sock.set_keepalive(true);
         }
+    }
+
+    /// The socket, borrowed for its options (None: a detached stream that lost it).
+    fn sock(&self) -> Option<std::mem::ManuallyDrop<socket2::Socket>> {
+        let fd = self.raw_fd();
+        // SAFETY: `fd` is this stream's open socket for as long as the borrow of `self`; the
+        // ManuallyDrop keeps the Socket from closing it.
+        (fd >= 0).then(|| std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(fd) }))
     }
 
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
@@ -297,15 +357,19 @@ impl Stream {
             Stream::UringUnix(_, s) => s.as_raw_fd(),
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Detached(_, s) => s.as_ref().map_or(-1, |s| s.as_raw_fd()),
         }
     }
 
     /// Local address of a TCP stream (`dst`/`%fi:%fp`), from the socket itself.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        let sock =
-            std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(self.raw_fd()) });
-        sock.local_addr().ok().and_then(|a| a.as_socket())
+        self.sock()?.local_addr().ok().and_then(|a| a.as_socket())
     }
+}
+
+/// What I/O on a detached stream gets (none is made: a session reattaches its socket first).
+fn detached() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "socket detached for parking")
 }
 
 /// The readiness calls of tokio's TCP and unix streams, which share no trait for them.
@@ -1011,6 +1075,53 @@ mod tests {
                 .expect("runtime");
             }
         }
+    }
+
+    /// An epoll engine's TCP socket detached for parking: out of tokio's reactor, readable
+    /// through the worker's epoll instance (its ticket), refusing I/O without a panic; bytes
+    /// that came meanwhile are read whole once it is back in tokio's reactor. Other streams
+    /// (io_uring, unix sockets) do not detach.
+    #[test]
+    fn an_epoll_tcp_stream_detaches_for_parking_and_comes_back() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut peer = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("conn");
+        let (ours, _) = l.accept().expect("accept");
+        block_on(Backend::Epoll, async move {
+            let mut s = Stream::from_std_tcp(Backend::Epoll, ours).expect("adopt");
+            assert!(
+                s.idle_ticket().is_none(),
+                "tokio's registration has no slot"
+            );
+            assert!(s.detach(), "detached");
+            assert!(matches!(s, Stream::Detached(_, Some(_))));
+            let ticket = s
+                .idle_ticket()
+                .expect("a slot in the worker's epoll instance");
+            assert!(ticket.may_park(), "nothing to read yet");
+            let (r, _) = s.read(Vec::with_capacity(64)).await;
+            assert_eq!(r.expect_err("no I/O").kind(), io::ErrorKind::NotConnected);
+            assert!(s.local_addr().is_some(), "its options still reachable");
+            peer.write_all(b"GET / HTTP/1.1\r\n\r\n").expect("write");
+            s.reattach().expect("back in tokio's reactor");
+            assert!(matches!(s, Stream::Tcp(_)));
+            let next = s.read_idle(Vec::new(), 1024);
+            let (n, buf) = tokio::time::timeout(Duration::from_secs(10), next)
+                .await
+                .expect("the bytes sent while detached are read");
+            assert_eq!(
+                (n.expect("read"), &buf[..]),
+                (18, &b"GET / HTTP/1.1\r\n\r\n"[..])
+            );
+            s.reattach()
+                .expect("a stream in the reactor stays as it is");
+        })
+        .expect("runtime");
+        let (ours, _peer) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+        block_on(Backend::Epoll, async move {
+            let mut s = Stream::from_std_unix(Backend::Epoll, ours).expect("adopt");
+            assert!(!s.detach(), "a unix socket waits in its task");
+        })
+        .expect("runtime");
     }
 
     /// On io_uring the idle read's readiness must not go stale: bytes read by io_uring reads

@@ -1,8 +1,9 @@
-//! Read readiness for the io_uring engine's idle sockets, from one epoll instance per worker
-//! thread. tokio's own registration (`AsyncFd`) costs each socket a 256-byte allocation (its
-//! `ScheduledIo` is padded to 128 bytes against false sharing between threads), and a keep-alive
-//! connection waiting for its next request holds it for as long as it waits; here a socket holds
-//! a 24-byte slot in its worker's table. The epoll instance itself is registered with tokio once
+//! Read readiness for the io_uring engine's idle sockets (and the epoll engine's while their
+//! sessions park, taken out of tokio's reactor meanwhile: `Stream::detach`), from one epoll
+//! instance per worker thread. tokio's own registration (`AsyncFd`) costs each socket a 256-byte
+//! allocation (its `ScheduledIo` is padded to 128 bytes against false sharing between threads),
+//! and a keep-alive connection waiting for its next request holds it for as long as it waits;
+//! here a socket holds a 24-byte slot in its worker's table. The epoll instance itself is registered with tokio once
 //! per worker, and a task of the worker reads its events into the slots: one `epoll_wait` per
 //! batch of sockets that became readable.
 //!

@@ -1,12 +1,12 @@
 //! An HTTP/1 connection of its own task, which it leaves while idle between requests: once the
-//! process waits lean (see `LEAN_IDLE_FROM`), a plain io_uring connection waiting for its next
-//! request parks its state — the session and its `maxconn` slots — in its socket's readiness
-//! slot (`engine::readiness`) and its task ends. The socket's next bytes, its keep-alive
-//! deadline or the process' stop start a new task on the same state, which waits in its task
-//! as an unparked connection does, and goes on. As HAProxy frees an idle connection's stream, a
-//! parked connection holds no task, no timer and no `show sess` entry (HAProxy lists no stream
-//! for it either; its next request is a new one, with a new identifier): less than half of
-//! what it held in its task.
+//! process waits lean (see `LEAN_IDLE_FROM`), a plain connection waiting for its next request
+//! (io_uring, or epoll with its socket out of tokio's reactor meanwhile) parks its state — the
+//! session and its `maxconn` slots — in its socket's readiness slot (`engine::readiness`) and
+//! its task ends. The socket's next bytes, its keep-alive deadline or the process' stop start a
+//! new task on the same state, which waits in its task as an unparked connection does, and goes
+//! on. As HAProxy frees an idle connection's stream, a parked connection holds no task, no timer
+//! and no `show sess` entry (HAProxy lists no stream for it either; its next request is a new
+//! one, with a new identifier): less than half of what it held in its task.
 
 use std::sync::Arc;
 
@@ -72,7 +72,14 @@ fn start(mut held: Held) {
 #[allow(clippy::manual_async_fn)]
 fn run(mut held: Held) -> impl std::future::Future<Output = ()> {
     async move {
-        // Only a plain io_uring connection parks (`Conn::idle_ticket`); others wait in the task.
+        // An epoll engine's socket parked out of tokio's reactor goes back to it first.
+        if let Some(c) = std::rc::Rc::get_mut(&mut held.s.client)
+            && c.reattach().is_err()
+        {
+            held.s.end_servers();
+            return;
+        }
+        // Only a plain connection parks (`Conn::parks`); others wait in the task.
         let between = match held.s.client.parks() {
             true => Idle::MayPark,
             false => Idle::InTask,
@@ -90,7 +97,7 @@ fn run(mut held: Held) -> impl std::future::Future<Output = ()> {
                     // shut down at the task's next poll).
                     let killed = held.entry.as_ref().is_some_and(Entry::killed);
                     if !killed
-                        && let Some(ticket) = held.s.client.idle_ticket()
+                        && let Some(ticket) = park_ticket(&mut held.s.client)
                         && ticket.may_park()
                     {
                         held.since = Some(since);
@@ -100,13 +107,33 @@ fn run(mut held: Held) -> impl std::future::Future<Output = ()> {
                         }
                         return;
                     }
-                    // Bytes may be waiting already, or the process stops: wait in the task.
+                    // Bytes may be waiting already, or the process stops: wait in the task
+                    // (an epoll engine's socket back in tokio's reactor).
+                    if let Some(c) = std::rc::Rc::get_mut(&mut held.s.client)
+                        && c.reattach().is_err()
+                    {
+                        break;
+                    }
                     idle = Idle::Resumed(since);
                 }
             }
         }
         held.s.end_servers();
     }
+}
+
+/// What parks the session idle on `client`: an io_uring socket's own slot, or an epoll engine's
+/// TCP socket detached from tokio's reactor into the worker's epoll instance (only the session
+/// holds its connection between requests; were it shared, it would wait in its task).
+fn park_ticket(client: &mut std::rc::Rc<Conn>) -> Option<crate::engine::readiness::Ticket> {
+    if let Some(t) = client.idle_ticket() {
+        return Some(t);
+    }
+    let c = std::rc::Rc::get_mut(client)?;
+    if !c.detach() {
+        return None;
+    }
+    c.idle_ticket()
 }
 
 impl Parked for Held {
