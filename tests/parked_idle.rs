@@ -83,7 +83,8 @@ fn idle_sessions(haproxy: bool) -> Option<usize> {
     };
     const N: usize = 20;
     let mut idle = idle_clients(port, N);
-    std::thread::sleep(Duration::from_millis(200));
+    // Ours park once silent for 100 ms (`PARK_AFTER`); HAProxy lists none from the start.
+    wait_until(Duration::from_secs(5), || fe_lines(&sock).is_empty());
     let listed = fe_lines(&sock).len();
     // Each goes on, several times (parking again after each answer).
     for round in 0..3 {

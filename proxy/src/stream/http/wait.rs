@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Front, IDLE_READ, Reply, SOFT_STOP_IDLE, Session, Upstream};
+use super::{Front, IDLE_READ, PARK_AFTER, Reply, SOFT_STOP_IDLE, Session, Upstream};
 use crate::engine::io::reserve;
 use crate::engine::pool::give_buf;
 use crate::http::errors::{self, ConnHeader, Page};
@@ -105,34 +105,44 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // hold the whole transaction's future (4 KiB).
         let mut first_byte = None;
         if !first && self.cbuf.is_empty() {
+            let mut park_at = None;
             if lean && resumed.is_none() {
                 // The server-side timer is not needed until then, nor the server connection.
                 self.stimer.release();
-                let stopping = self
-                    .shared
-                    .stopping
-                    .load(std::sync::atomic::Ordering::Acquire);
+                let stopping = self.stopping();
                 self.up.release_idle(stopping);
                 self.shed_idle_state();
                 if matches!(idle, Idle::MayPark) && !stopping {
-                    self.ctimer.release();
+                    park_at = Some(wait_start + PARK_AFTER);
+                }
+            }
+            // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
+            // read error, a soft stop) closes a connection idle between requests silently.
+            match self.idle_read(wait_start, lean, park_at).await {
+                Ok(n) if n > 0 => first_byte = Some(Instant::now()),
+                Err(None) if park_at.is_some_and(|p| Instant::now() >= p) && !self.stopping() => {
                     let due = self.idle_due(wait_start);
+                    if due.is_some_and(|d| Instant::now() >= d) {
+                        return Next::End;
+                    }
+                    self.ctimer.release();
                     return Next::Park {
                         since: wait_start,
                         due,
                     };
                 }
-            }
-            // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
-            // read error, a soft stop) closes a connection idle between requests silently.
-            match self.idle_read(wait_start, lean).await {
-                Ok(n) if n > 0 => first_byte = Some(Instant::now()),
                 _ => return Next::End,
             }
         }
         Box::pin(self.request(first, wait_start, first_byte))
             .await
             .into()
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared
+            .stopping
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// When a connection idle between requests since `since` times out (as [`Self::idle_read`]
@@ -242,13 +252,18 @@ impl<F: Front, U: Upstream> Session<F, U> {
 
     /// [`Self::read_head_bytes`] for the first bytes of a keep-alive connection's next request:
     /// `lean`, with no buffer held while the client is silent (a readiness wait), else a plain
-    /// read into a small buffer (one io_uring operation, no readiness event).
-    async fn idle_read(&mut self, since: Instant, lean: bool) -> Read {
+    /// read into a small buffer (one io_uring operation, no readiness event). It also times out
+    /// at `park_at` (the session then parks; only a lean read, which can be abandoned).
+    async fn idle_read(&mut self, since: Instant, lean: bool, park_at: Option<Instant>) -> Read {
         let (dl, client, soft_stop, idle_limit) = self.head_limits(&Wait::between(since));
         // The timer and the front's read inline, not in a `read_client`-like async fn of their
         // own, which would keep its arguments beside them: this is an idle connection's state.
         let buf = std::mem::take(&mut self.cbuf);
-        let due = super::read_due(&self.activity, dl, client);
+        let timeout = super::read_due(&self.activity, dl, client);
+        let due = move || match (timeout(), park_at) {
+            (Some(t), Some(p)) => Some(t.min(p)),
+            (t, p) => t.or(p),
+        };
         let read = {
             let read = match lean {
                 true => IdleRead::Lean {
