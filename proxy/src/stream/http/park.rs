@@ -154,12 +154,12 @@ mod tests {
     /// A parked connection is its `Held`, boxed: within mimalloc's 256-byte size class (rustc
     /// 1.95: 248; 288, in the 320-byte class, before the server connection a session keeps was
     /// boxed and its timers lost their copy of the deadline). One in its task holds the task's
-    /// future: within 512 bytes (as before parking).
+    /// future: within 520 bytes (512 before parking, and before the wait for `PARK_AFTER`).
     #[test]
     fn a_parked_connection_holds_less_than_its_task() {
         let held = std::mem::size_of::<Held>();
         let task = future_size(run);
         assert!(held <= 256, "a parked connection: {held} bytes");
-        assert!(task <= 512, "a connection's task: {task} bytes");
+        assert!(task <= 520, "a connection's task: {task} bytes");
     }
 }

@@ -105,22 +105,24 @@ impl<F: Front, U: Upstream> Session<F, U> {
         // hold the whole transaction's future (4 KiB).
         let mut first_byte = None;
         if !first && self.cbuf.is_empty() {
-            let mut park_at = None;
+            let mut may_park = false;
             if lean && resumed.is_none() {
                 // The server-side timer is not needed until then, nor the server connection.
                 self.stimer.release();
                 let stopping = self.stopping();
                 self.up.release_idle(stopping);
                 self.shed_idle_state();
-                if matches!(idle, Idle::MayPark) && !stopping {
-                    park_at = Some(wait_start + PARK_AFTER);
-                }
+                may_park = matches!(idle, Idle::MayPark) && !stopping;
             }
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
             // read error, a soft stop) closes a connection idle between requests silently.
-            match self.idle_read(wait_start, lean, park_at).await {
+            match self.idle_read(wait_start, lean, may_park).await {
                 Ok(n) if n > 0 => first_byte = Some(Instant::now()),
-                Err(None) if park_at.is_some_and(|p| Instant::now() >= p) && !self.stopping() => {
+                Err(None)
+                    if may_park
+                        && Instant::now() >= wait_start + PARK_AFTER
+                        && !self.stopping() =>
+                {
                     let due = self.idle_due(wait_start);
                     if due.is_some_and(|d| Instant::now() >= d) {
                         return Next::End;
@@ -252,18 +254,17 @@ impl<F: Front, U: Upstream> Session<F, U> {
 
     /// [`Self::read_head_bytes`] for the first bytes of a keep-alive connection's next request:
     /// `lean`, with no buffer held while the client is silent (a readiness wait), else a plain
-    /// read into a small buffer (one io_uring operation, no readiness event). It also times out
-    /// at `park_at` (the session then parks; only a lean read, which can be abandoned).
-    async fn idle_read(&mut self, since: Instant, lean: bool, park_at: Option<Instant>) -> Read {
+    /// read into a small buffer (one io_uring operation, no readiness event). With `may_park`
+    /// it also times out [`PARK_AFTER`] from `since` (the session then parks; only a lean read,
+    /// which can be abandoned). A flag, not an instant, as its argument: an async fn keeps its
+    /// arguments for its whole life, in an idle connection's state.
+    async fn idle_read(&mut self, since: Instant, lean: bool, may_park: bool) -> Read {
         let (dl, client, soft_stop, idle_limit) = self.head_limits(&Wait::between(since));
         // The timer and the front's read inline, not in a `read_client`-like async fn of their
         // own, which would keep its arguments beside them: this is an idle connection's state.
         let buf = std::mem::take(&mut self.cbuf);
-        let timeout = super::read_due(&self.activity, dl, client);
-        let due = move || match (timeout(), park_at) {
-            (Some(t), Some(p)) => Some(t.min(p)),
-            (t, p) => t.or(p),
-        };
+        let dl = park_cap(dl, since, may_park);
+        let due = super::read_due(&self.activity, dl, client);
         let read = {
             let read = match lean {
                 true => IdleRead::Lean {
@@ -424,6 +425,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
             log.total = w.start.elapsed();
             finish(&self.shared, &self.fe, End::log_only(log));
         }
+    }
+}
+
+/// An idle read's deadline `dl`, brought forward to [`PARK_AFTER`] from `since` when the session
+/// may park (a plain function: its temporaries stay out of the read's future).
+fn park_cap(dl: Option<Instant>, since: Instant, may_park: bool) -> Option<Instant> {
+    match (dl, may_park.then(|| since + PARK_AFTER)) {
+        (Some(d), Some(p)) => Some(d.min(p)),
+        (d, p) => d.or(p),
     }
 }
 
