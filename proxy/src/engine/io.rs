@@ -241,9 +241,9 @@ impl Stream {
         )
     }
 
-    /// What parks a session idle on this socket ([`super::readiness::Ticket::park`]): only an
-    /// io_uring socket's readiness is a slot of the worker's own (tokio's registrations wake
-    /// tasks only).
+    /// What parks a session idle on this socket ([`super::readiness::Ticket::park`]): only a
+    /// socket in the worker's own epoll instance has a slot — an io_uring one, or an epoll
+    /// engine's once detached (tokio's registrations wake tasks only).
     pub fn idle_ticket(&self) -> Option<super::readiness::Ticket> {
         match self {
             Stream::UringTcp(idle, s) => idle.get(s.as_raw_fd()).ok().map(|r| r.ticket()),
@@ -259,12 +259,12 @@ impl Stream {
     /// io_uring. Two `epoll_ctl`s now and two at [`Stream::reattach`], paid only while the
     /// process waits lean. Other streams are left as they are (false).
     pub fn detach(&mut self) -> bool {
-        if !matches!(self, Stream::Tcp(_)) {
+        let Stream::Tcp(_) = self else {
             return false;
-        }
+        };
         let Stream::Tcp(s) = std::mem::replace(self, Stream::Detached(IdleFd::default(), None))
         else {
-            return false;
+            unreachable!("matched as Tcp just above");
         };
         match s.into_std() {
             Ok(std) => {
@@ -285,7 +285,7 @@ impl Stream {
         let Stream::Detached(idle, Some(std)) =
             std::mem::replace(self, Stream::Detached(IdleFd::default(), None))
         else {
-            return Ok(());
+            unreachable!("matched as detached with its socket just above");
         };
         drop(idle);
         *self = Stream::Tcp(tokio::net::TcpStream::from_std(std)?);

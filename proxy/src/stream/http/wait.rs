@@ -438,7 +438,8 @@ fn park_cap(dl: Option<Instant>, since: Instant, may_park: bool) -> Option<Insta
 }
 
 pin_project_lite::pin_project! {
-    /// One of [`Session::idle_read`]'s two reads, held in place (no box, no second copy).
+    /// One of [`Session::idle_read`]'s two reads, held in place (the plain one is itself a box,
+    /// made per wait: the price of keeping the task's future small).
     #[project = IdleReadProj]
     enum IdleRead<L, P> {
         Lean { #[pin] f: L },
