@@ -5,10 +5,18 @@ use crate::http::head::{Headers, RequestHead, Version};
 
 /// True if a `Connection` field lists `token` (ASCII case-insensitive).
 pub fn connection_has_token(headers: &Headers, token: &str) -> bool {
-    // Nested `any` rather than `flat_map`: this runs on both heads of every request.
-    headers
-        .get_all("connection")
-        .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(token.as_bytes())))
+    // This runs several times on both heads of every request: a value that is the token
+    // alone (the usual `close`, `keep-alive`) is told without splitting it, and a value no
+    // longer than the token holds it only that way.
+    let token = token.as_bytes();
+    headers.0.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("connection") && {
+            let v = h.value.as_slice();
+            v.eq_ignore_ascii_case(token)
+                || (v.len() > token.len()
+                    && list_elements(v).any(|t| t.eq_ignore_ascii_case(token)))
+        }
+    })
 }
 
 /// Whether the connection must close after this message (RFC 9112 §9.3): HTTP/1.0 without
@@ -112,24 +120,43 @@ const PROTECTED: [&str; 3] = ["content-length", "transfer-encoding", "host"];
 /// `upgrade` token, as spelled. Call [`wants_close`] / [`is_upgrade`] first: this erases what
 /// they read. HAProxy 2.6 itself only strips `close`/`keep-alive` ([`strip_close_keepalive`]).
 pub fn remove_hop_by_hop(headers: &mut Headers) {
-    // Most messages carry none of these fields, or only `Connection: keep-alive`: one pass over
-    // the names tells, by their length first.
+    // Most messages carry none of these fields, or `Connection: close` or `keep-alive` alone
+    // (naming no field but a `Close` one, if any) and no upgrade: one pass over the names (by
+    // their length first) tells, and marks the fields found by their index.
     let (mut any, mut upgrade_field) = (false, false);
-    for h in &headers.0 {
+    let mut simple = headers.0.len() <= 64;
+    let mut found: u64 = 0;
+    for (i, h) in headers.0.iter().enumerate() {
         match hop_field(&h.name) {
-            Some(Hop::Upgrade) => (any, upgrade_field) = (true, true),
-            Some(_) => any = true,
-            None => {}
+            Some(Hop::Upgrade) => (any, upgrade_field, simple) = (true, true, false),
+            Some(hop) => {
+                any = true;
+                found |= 1u64.checked_shl(i as u32).unwrap_or(0);
+                if matches!(hop, Hop::Connection) {
+                    let v = h.value.as_slice();
+                    simple &=
+                        v.eq_ignore_ascii_case(b"close") || v.eq_ignore_ascii_case(b"keep-alive");
+                }
+            }
+            None => simple &= !h.name.eq_ignore_ascii_case("close"),
         }
     }
     if !any {
         return;
     }
+    if simple {
+        let mut i = 0;
+        headers.0.retain(|_| {
+            let hop = found & (1 << i) != 0;
+            i += 1;
+            !hop
+        });
+        return;
+    }
     let upgrading = upgrade_field
         && connection_has_token(headers, "upgrade")
         && upgrade_protocols(headers).next().is_some();
-    // The fields `Connection` names; `keep-alive` (the usual token) names one removed anyway:
-    // no allocation for it.
+    // The fields `Connection` names (the usual cases took the path above).
     let mut named: Vec<String> = Vec::new();
     for t in headers.get_all("connection").flat_map(list_elements) {
         if t.eq_ignore_ascii_case(b"keep-alive") || !is_token(t) {

@@ -1046,6 +1046,26 @@ fn upgrade_detection() {
 }
 
 #[test]
+fn connection_tokens_alone_in_lists_and_across_fields() {
+    let has = |fields: &[(&str, &str)], t: &str| connection_has_token(&headers(fields), t);
+    assert!(has(&[("Connection", "Close")], "close"));
+    assert!(!has(&[("Connection", "closed")], "close"));
+    assert!(!has(&[("Connection", "clos")], "close"));
+    // A value set by a rule may keep its spaces: still a list.
+    assert!(has(&[("Connection", " close ")], "close"));
+    assert!(has(&[("Connection", "x-foo,CLOSE")], "close"));
+    assert!(has(
+        &[("connection", "x-foo"), ("CONNECTION", "close")],
+        "close"
+    ));
+    assert!(!has(
+        &[("Connections", "close"), ("X-Connection", "close")],
+        "close"
+    ));
+    assert!(!has(&[("Connection", "keep-alive, x-close")], "close"));
+}
+
+#[test]
 fn hop_by_hop_removal() {
     let mut h = headers(&[
         ("Host", "a"),
@@ -1081,6 +1101,41 @@ fn hop_by_hop_removal() {
         names_values(&h),
         nv(&[("Connection", "Upgrade"), ("Upgrade", "websocket")])
     );
+    // `close` names no field here: everything else stays as it was, in order.
+    let mut h = headers(&[
+        ("Host", "a"),
+        ("Connection", "close"),
+        ("X-Close", "1"),
+        ("Accept", "*/*"),
+    ]);
+    remove_hop_by_hop(&mut h);
+    assert_eq!(
+        names_values(&h),
+        nv(&[("Host", "a"), ("X-Close", "1"), ("Accept", "*/*")])
+    );
+    // A token names a field whatever the case of either, across `Connection` fields.
+    let mut h = headers(&[
+        ("Connection", "close"),
+        ("X-FOO", "1"),
+        ("connection", "x-Foo"),
+        ("Close", "2"),
+    ]);
+    remove_hop_by_hop(&mut h);
+    assert_eq!(names_values(&h), nv(&[]));
+    // `close` alone names a `Close` field when there is one; `keep-alive` alone, none but its
+    // own hop-by-hop field.
+    let mut h = headers(&[("Connection", "close"), ("A", "1"), ("close", "2")]);
+    remove_hop_by_hop(&mut h);
+    assert_eq!(names_values(&h), nv(&[("A", "1")]));
+    let mut h = headers(&[
+        ("Connection", "Keep-Alive"),
+        ("Keep-Alive", "timeout=5"),
+        ("A", "1"),
+        ("Proxy-Connection", "close"),
+        ("B", "2"),
+    ]);
+    remove_hop_by_hop(&mut h);
+    assert_eq!(names_values(&h), nv(&[("A", "1"), ("B", "2")]));
 }
 
 #[test]

@@ -11,8 +11,20 @@ fn version_str(v: Version) -> &'static [u8] {
 }
 
 fn write_fields(headers: &Headers, out: &mut Vec<u8>) {
+    // Room for all at once, and each name lowercased where it was copied: pushing it byte by
+    // byte checked the capacity at every byte.
+    let need: usize = headers
+        .0
+        .iter()
+        .map(|h| h.name.len() + h.value.len() + 4)
+        .sum();
+    out.reserve(need + 2);
     for h in &headers.0 {
-        out.extend(h.name.bytes().map(|b| b.to_ascii_lowercase()));
+        let at = out.len();
+        out.extend_from_slice(h.name.as_bytes());
+        if let Some(name) = out.get_mut(at..) {
+            name.make_ascii_lowercase();
+        }
         out.extend_from_slice(b": ");
         out.extend_from_slice(&h.value);
         out.extend_from_slice(b"\r\n");
