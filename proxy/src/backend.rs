@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::clock;
 
 use crate::engine::io::{Backend as IoBackend, Stream};
 use crate::model::{Counters, Proxy, Server};
@@ -97,7 +97,7 @@ pub async fn take_server_forced(
     stuck: Option<Arc<Server>>,
     force: bool,
 ) -> Result<(Arc<Server>, Duration), ConnectError> {
-    let start = Instant::now();
+    let start = clock::now();
     // A `stick match` (or persistence cookie) server goes first if running, even drained (as
     // HAProxy, which only passes over a stopped one), and if it has a slot.
     // `option persist` sends to a stopped one all the same.
@@ -115,7 +115,7 @@ pub async fn take_server_forced(
         let notified = be.queue.notified();
         if let Some(s) = pick_server(be, key, None) {
             if acquire(&s) {
-                break Ok((s, start.elapsed()));
+                break Ok((s, clock::since(start)));
             }
             continue;
         }
@@ -299,7 +299,7 @@ pub async fn connect_retrying(
     client: &ClientSide<'_>,
     retry: bool,
 ) -> Result<Connected, Failed> {
-    let start = Instant::now();
+    let start = clock::now();
     let mut info = ConnectInfo::default();
     let mut srv = match chosen {
         Some(s) => s,
@@ -362,7 +362,7 @@ pub async fn connect_retrying(
             r = connect => r,
         };
         if let Err(error @ ConnectError::Killed(_)) = attempt {
-            info.connect_time = start.elapsed();
+            info.connect_time = clock::since(start);
             release(be, &srv);
             return Err(Failed {
                 server: Some(srv),
@@ -372,7 +372,7 @@ pub async fn connect_retrying(
         }
         match attempt {
             Ok(stream) => {
-                info.connect_time = start.elapsed();
+                info.connect_time = clock::since(start);
                 return Ok(Connected {
                     server: srv,
                     stream,
@@ -384,7 +384,7 @@ pub async fn connect_retrying(
                     info.retries += 1;
                     Counters::add(&srv.counters.retries, 1);
                     Counters::add(&be.counters.retries, 1);
-                    info.connect_time = start.elapsed();
+                    info.connect_time = clock::since(start);
                     release(be, &srv);
                     return Err(Failed {
                         server: Some(srv),
@@ -395,7 +395,7 @@ pub async fn connect_retrying(
                 if info.retries >= be.cfg.retries {
                     Counters::add(&srv.counters.errors_conn, 1);
                     Counters::add(&be.counters.errors_conn, 1);
-                    info.connect_time = start.elapsed();
+                    info.connect_time = clock::since(start);
                     release(be, &srv);
                     return Err(Failed {
                         server: Some(srv),
@@ -430,7 +430,7 @@ pub async fn connect_retrying(
                         _ = tokio::time::sleep(delay) => false,
                     };
                     if killed {
-                        info.connect_time = start.elapsed();
+                        info.connect_time = clock::since(start);
                         release(be, &srv);
                         return Err(Failed {
                             error: ConnectError::Killed(srv.kill_cause()),

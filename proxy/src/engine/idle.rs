@@ -16,13 +16,13 @@ pub struct Activity(std::rc::Rc<Cell<Instant>>);
 
 impl Default for Activity {
     fn default() -> Self {
-        Activity(std::rc::Rc::new(Cell::new(Instant::now())))
+        Activity(std::rc::Rc::new(Cell::new(crate::clock::now())))
     }
 }
 
 impl Activity {
     pub fn touch(&self) {
-        self.0.set(Instant::now());
+        self.0.set(crate::clock::now());
     }
     pub fn last(&self) -> Instant {
         self.0.get()
@@ -80,7 +80,7 @@ impl Timer {
     ) -> Limit<'a, F, impl Fn() -> Option<Instant> + 'a> {
         const RECHECK: Duration = Duration::from_secs(1);
         self.limit(fut, move || {
-            let now = Instant::now();
+            let now = crate::clock::now();
             if recheck.get() <= now {
                 recheck.set(now + RECHECK);
             }
@@ -148,7 +148,7 @@ impl<F: Future, D: Fn() -> Option<Instant>> Future for Limit<'_, F, D> {
             }
             // Fired: expired, or set for an earlier deadline that activity has moved since. The
             // clock is read before `due()`, whose own reads (`idle_by`'s recheck) come later.
-            let now = Instant::now();
+            let now = crate::clock::now();
             if (this.due)().is_some_and(|d| d <= now) {
                 return Poll::Ready(None);
             }

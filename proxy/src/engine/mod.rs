@@ -4,6 +4,7 @@
 //! path. What runs on an accepted connection is the [`Service`] given to [`start`]: nothing here
 //! names a session type.
 
+pub mod boxpool;
 pub mod conn;
 pub mod control;
 pub mod handover;

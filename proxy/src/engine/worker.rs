@@ -337,6 +337,7 @@ fn worker_main<S: Service>(shared: Arc<Shared>, service: Arc<S>, listeners: Work
             loop {
                 tokio::time::sleep(super::pool::PURGE_DELAY).await;
                 super::pool::purge();
+                super::boxpool::purge();
             }
         });
         for l in loops {
@@ -425,10 +426,12 @@ async fn accept_loop<S: Service>(
             fe.feconn.wait_room().await;
             shared.model.actconn.wait_room().await;
         };
+        // The usual outcome first: a stop future polled while it waits takes its channel's
+        // lock each time (the flags above catch a stop whichever way this select goes).
         tokio::select! {
             biased;
-            _ = &mut process_stop => break,
             _ = room => {}
+            _ = &mut process_stop => break,
         }
         // `shutdown frontend`: the socket stops listening (shut down, as other descriptors of
         // it may be kept for a reload's handover; that also wakes a pending io_uring accept).
@@ -441,12 +444,12 @@ async fn accept_loop<S: Service>(
         let accepted = if listener.cancellable() {
             tokio::select! {
                 biased;
+                r = listener.accept(shared.io) => r,
                 _ = &mut process_stop => break,
                 _ = &mut fe_stop => {
                     stop_listening();
                     break;
                 }
-                r = listener.accept(shared.io) => r,
             }
         } else {
             let accept = listener.accept(shared.io);

@@ -196,6 +196,7 @@ impl<F: Future> Future for Tracked<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _clock = crate::clock::PollScope::enter();
         let this = self.project();
         let live = this.hold.live();
         // Registered before the flag is read: a kill after the read wakes this task again.

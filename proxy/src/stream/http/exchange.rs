@@ -7,7 +7,9 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 
+use crate::clock;
 use tokio::time::Instant;
 
 use super::upstream::Side;
@@ -50,7 +52,6 @@ type Armed<C> = (Arc<Server>, u64, Rc<C>);
 /// transaction's future so that the kill can drop it wherever it is waiting.
 struct KillWatch<C> {
     cur: RefCell<Option<Armed<C>>>,
-    changed: tokio::sync::Notify,
     /// The response has started towards the client (a kill then cuts it).
     streaming: Cell<bool>,
 }
@@ -59,41 +60,49 @@ impl<C> KillWatch<C> {
     fn new() -> Self {
         KillWatch {
             cur: RefCell::new(None),
-            changed: tokio::sync::Notify::new(),
             streaming: Cell::new(false),
         }
     }
 
     fn arm(&self, srv: &Arc<Server>, conn: &Rc<C>) {
         *self.cur.borrow_mut() = Some((Arc::clone(srv), srv.kill_epoch(), Rc::clone(conn)));
-        self.changed.notify_waiters();
     }
 
     fn disarm(&self) {
         *self.cur.borrow_mut() = None;
-        self.changed.notify_waiters();
     }
 
-    /// Resolves when the armed server's sessions are shut down.
+    /// Resolves when the armed server's sessions are shut down. Only [`Session::exchange`]'s
+    /// biased select polls it, right after the exchange that arms and disarms it: every poll
+    /// sees the server armed last, so a change needs no wake-up (a `Notify` for it took a lock
+    /// three times per request), only the kill does.
     async fn killed(&self) {
         loop {
-            let changed = self.changed.notified();
-            let mut changed = std::pin::pin!(changed);
-            changed.as_mut().enable();
             let armed = self
                 .cur
                 .borrow()
                 .as_ref()
                 .map(|(s, e, _)| (Arc::clone(s), *e));
-            match armed {
-                Some((srv, epoch)) => {
-                    tokio::select! {
-                        biased;
-                        _ = srv.killed(epoch) => return,
-                        _ = changed => {}
-                    }
-                }
-                None => changed.await,
+            let Some((srv, epoch)) = armed else {
+                std::future::poll_fn(|_| match self.cur.borrow().is_some() {
+                    true => Poll::Ready(()),
+                    false => Poll::Pending,
+                })
+                .await;
+                continue;
+            };
+            let moved = std::future::poll_fn(|_| {
+                let same = self
+                    .cur
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|(s, e, _)| Arc::ptr_eq(s, &srv) && *e == epoch);
+                if same { Poll::Pending } else { Poll::Ready(()) }
+            });
+            tokio::select! {
+                biased;
+                _ = moved => {}
+                _ = srv.killed(epoch) => return,
             }
         }
     }
@@ -218,7 +227,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         mut head_bytes: Vec<u8>,
         watch: &KillWatch<U::Conn>,
     ) -> Result<(Arc<Server>, Rc<U::Conn>, Answer), bool> {
-        let tc_start = Instant::now();
+        let tc_start = clock::now();
         // The balancing key of the request as it leaves the rules (HAProxy hashes at connect).
         // HAProxy prunes the request's variables as the connection is requested, before it
         // assigns a server.
@@ -245,7 +254,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             if reused {
                 Counters::add(&srv.counters.reuse, 1);
                 Counters::add(&be.counters.reuse, 1);
-                tx.log.connect = Some(tc_start.elapsed());
+                tx.log.connect = Some(clock::since(tc_start));
             }
             self.engage(be, &srv, &server, &mut tx.log, watch);
             let r = self
@@ -341,7 +350,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 queue: counters::ms(log.queue.unwrap_or_default()),
                 connect: counters::ms(c),
                 response: counters::ms(r),
-                total: counters::ms(start.elapsed()),
+                total: counters::ms(clock::since(start)),
             };
             srv.counters.times(true, t);
             be.counters.times(true, t);
@@ -491,7 +500,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         log: &mut SessionLog,
     ) -> Answer {
         let st = be.cfg.timeouts.server;
-        let sent_at = Instant::now();
+        let sent_at = clock::now();
         let limits = Limits::default();
         let mut sbuf = take_buf();
         loop {
@@ -504,7 +513,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                         }
                         continue;
                     }
-                    log.response = Some(sent_at.elapsed());
+                    log.response = Some(clock::since(sent_at));
                     sbuf.drain(..n);
                     return Ok((resp, sbuf));
                 }

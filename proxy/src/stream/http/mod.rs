@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::clock;
 use tokio::time::Instant;
 
 use crate::ana::sample::SampleCtx;
@@ -413,7 +414,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if status == 0 && page.is_none() {
             log.status = None;
             log.term = term;
-            log.total = start.elapsed();
+            log.total = clock::since(start);
             self.client.abort(true);
             finish(&self.shared, &self.fe, End::log_only(log));
             return false;
@@ -432,7 +433,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             Some(p) => self.send_page(p).await,
             None => true,
         };
-        log.total = start.elapsed();
+        log.total = clock::since(start);
         finish(&self.shared, &self.fe, End::log_only(log));
         if !keep {
             let _ = self.client.shutdown_write().await;

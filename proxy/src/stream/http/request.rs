@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::clock;
 use tokio::time::Instant;
 
 use super::wait::refusal;
@@ -207,7 +208,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     ) -> (SessionLog, Rc<Vars>) {
         // One wall-clock and one monotonic read: the head's wait, and the date it began at.
         let now = std::time::SystemTime::now();
-        let waited = start.elapsed();
+        let waited = clock::since(start);
         let mut log = self.new_log_at(now);
         log.accept_date = now - waited;
         log.request = Some(waited);
@@ -615,11 +616,11 @@ impl<F: Front, U: Upstream> Session<F, U> {
             .logged_backend(&tx.log)
             .unwrap_or_else(|| Arc::clone(&self.fe));
         let t = px.cfg.timeouts.tarpit.or(px.cfg.timeouts.connect);
-        let held = tokio::time::Instant::now();
+        let held = clock::now();
         if let Some(t) = t {
             tokio::time::sleep(t).await;
         }
-        tx.log.queue = Some(held.elapsed());
+        tx.log.queue = Some(clock::since(held));
         tx.log.request = None;
     }
 
@@ -675,7 +676,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
 
     /// The end of a forwarded transaction: its counters and its end-of-stream record.
     fn forwarded(&self, mut tx: Txn, be: &Arc<Proxy>, strm: &StkCtrs) {
-        tx.log.total = tx.start.elapsed();
+        tx.log.total = clock::since(tx.start);
         let l = &tx.log;
         crate::stick::count_end(
             [self.sess.as_deref(), Some(strm)],

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::clock;
 use tokio::time::Instant;
 
 use super::{Front, IDLE_READ, PARK_AFTER, Reply, SOFT_STOP_IDLE, Session, Upstream};
@@ -92,7 +93,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 give_buf(buf);
             }
         }
-        let wait_start = resumed.unwrap_or_else(Instant::now);
+        let wait_start = resumed.unwrap_or_else(clock::now);
         // An h2 stream's request, already checked as the HTTP/1 parser would: its one
         // transaction, then the stream ends.
         if let Some(txn) = self.held_head(first, wait_start) {
@@ -117,14 +118,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
             // Whatever else ends the wait (the client's close, `timeout http-keep-alive`, a
             // read error, a soft stop) closes a connection idle between requests silently.
             match self.idle_read(wait_start, lean, may_park).await {
-                Ok(n) if n > 0 => first_byte = Some(Instant::now()),
+                Ok(n) if n > 0 => first_byte = Some(clock::now()),
                 Err(None)
-                    if may_park
-                        && Instant::now() >= wait_start + PARK_AFTER
-                        && !self.stopping() =>
+                    if may_park && clock::now() >= wait_start + PARK_AFTER && !self.stopping() =>
                 {
                     let due = self.idle_due(wait_start);
-                    if due.is_some_and(|d| Instant::now() >= d) {
+                    if due.is_some_and(|d| clock::now() >= d) {
                         return Next::End;
                     }
                     self.ctimer.release();
@@ -136,9 +135,12 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 _ => return Next::End,
             }
         }
-        Box::pin(self.request(first, wait_start, first_byte))
-            .await
-            .into()
+        // A `move` closure: one borrowing these locals would keep them in the task's state.
+        crate::engine::boxpool::Pooled::new_with(move || {
+            self.request(first, wait_start, first_byte)
+        })
+        .await
+        .into()
     }
 
     fn stopping(&self) -> bool {
@@ -183,7 +185,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     /// `run_stream`); a front without a head has nothing to do.
     pub(super) async fn stream_transaction(&mut self) {
         let first = self.requests == 0;
-        let wait_start = Instant::now();
+        let wait_start = clock::now();
         match self.client.take_head() {
             Some(Ok(req)) => self.process((req, 0), first, wait_start).await,
             Some(Err(status)) => self.refuse_head(status, wait_start).await,
@@ -228,7 +230,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
                 Ok(0) => return Err(self.closed_before_head(&w).await),
                 Ok(_) if !w.got_first_byte => {
                     w.got_first_byte = true;
-                    w.start = Instant::now();
+                    w.start = clock::now();
                     w.deadline = http_request.map(|d| w.start + d);
                 }
                 Ok(_) => {}
@@ -380,7 +382,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
         if let Some(p) = page {
             let _ = self.send_page(&p).await;
         }
-        log.total = start.elapsed();
+        log.total = clock::since(start);
         finish(&self.shared, &self.fe, End::log_only(log));
         false
     }
@@ -422,7 +424,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             log.term = *b"CR";
             log.status = Some(400);
             log.request_line = Some("<BADREQ>".into());
-            log.total = w.start.elapsed();
+            log.total = clock::since(w.start);
             finish(&self.shared, &self.fe, End::log_only(log));
         }
     }
