@@ -77,6 +77,32 @@ impl Drop for PollScope {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A future polled within a [`PollScope`] (a task that is not a tracked session's).
+    pub struct Scoped<F> {
+        #[pin]
+        f: F,
+    }
+}
+
+impl<F> Scoped<F> {
+    pub fn new(f: F) -> Self {
+        Scoped { f }
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let _scope = PollScope::enter();
+        self.project().f.poll(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,15 +49,16 @@ impl End {
 
 /// Releases the stream's slots, adds its counters and writes its one log line (nothing when the
 /// frontend does not log). Every stream ends here exactly once.
-pub fn finish(shared: &Shared, fe: &Proxy, end: End) {
+pub fn finish(shared: &Shared, fe: &Proxy, mut end: End) {
+    // Taken apart in place: moving the log record out copied it (≈ 1 KiB) per request.
     let End {
-        mut log,
+        log,
         be,
         srv,
         count_bytes,
         times,
-    } = end;
-    let (be, srv) = (be.as_deref(), srv.as_deref());
+    } = &mut end;
+    let (be, srv, count_bytes, times) = (be.as_deref(), srv.as_deref(), *count_bytes, *times);
     if count_bytes {
         fe.fe_counters.bytes(log.bytes_in, log.bytes_out);
         for c in be
@@ -89,8 +90,8 @@ pub fn finish(shared: &Shared, fe: &Proxy, end: End) {
     }
     log.term = crate::model::sessions::killed_term(log.term);
     #[cfg(test)]
-    tap::push(&log);
-    shared.log.session(fe, &log);
+    tap::push(log);
+    shared.log.session(fe, log);
 }
 
 /// The records `finish` logged on this thread, for the stream layer's unit tests.

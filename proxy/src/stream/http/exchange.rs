@@ -122,7 +122,9 @@ impl<F: Front, U: Upstream> Session<F, U> {
     ) -> bool {
         let watch = KillWatch::new();
         let done = {
-            let work = self.exchange_on(be, tx, head_bytes, &watch);
+            // Pinned where it is made: `select!` then moves a pointer, not the exchange's
+            // future (≈ 2 KiB copied per request).
+            let work = std::pin::pin!(self.exchange_on(be, tx, head_bytes, &watch));
             tokio::select! {
                 biased;
                 keep = work => Some(keep),

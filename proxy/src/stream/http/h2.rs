@@ -266,16 +266,21 @@ impl H2Conn {
             first,
         );
         // Boxed: the task then holds a pointer, not the whole session's future, which the
-        // runtime would otherwise copy around (about 8 KiB) per stream.
-        let fut = Box::pin(super::run_stream(
+        // runtime would otherwise copy around (about 8 KiB) per stream. In a pooled block, made
+        // there: `Box::pin` copied it once all the same.
+        let args = (
             Arc::clone(&self.shared),
             Arc::clone(&self.fe),
-            front,
             self.origin.clone(),
             Rc::clone(&self.sess),
             Rc::clone(&self.vars),
-        ));
-        spawn(async move {
+        );
+        let fut = crate::engine::boxpool::Pooled::new_with(move || {
+            let (shared, fe, origin, sess, vars) = args;
+            super::run_stream(shared, fe, front, origin, sess, vars)
+        });
+        // The clock read once per poll, as an HTTP/1 connection's task does.
+        spawn(crate::clock::Scoped::new(async move {
             fut.await;
             let left = active.get().saturating_sub(1);
             active.set(left);
@@ -283,7 +288,7 @@ impl H2Conn {
             if left == 0 {
                 ended.notify_one();
             }
-        });
+        }));
     }
 }
 

@@ -273,10 +273,14 @@ impl<F: Front, U: Upstream> Session<F, U> {
                     f: self.client.read_idle(buf, IDLE_READ),
                 },
                 // Boxed: the read's future (io_uring's operation under the front's layers,
-                // ≈ 500 bytes) would otherwise widen every connection's task.
-                false => IdleRead::Plain {
-                    f: Box::pin(self.client.read(reserve(buf, IDLE_READ))),
-                },
+                // ≈ 500 bytes) would otherwise widen every connection's task. In a pooled block,
+                // made there: this is a box per request.
+                false => {
+                    let (client, buf) = (&self.client, reserve(buf, IDLE_READ));
+                    IdleRead::Plain {
+                        f: crate::engine::boxpool::Pooled::new_with(move || client.read(buf)),
+                    }
+                }
             };
             let read = std::pin::pin!(self.ctimer.limit(read, due));
             match soft_stop {
@@ -440,8 +444,8 @@ fn park_cap(dl: Option<Instant>, since: Instant, may_park: bool) -> Option<Insta
 }
 
 pin_project_lite::pin_project! {
-    /// One of [`Session::idle_read`]'s two reads, held in place (the plain one is itself a box,
-    /// made per wait: the price of keeping the task's future small).
+    /// One of [`Session::idle_read`]'s two reads, held in place (the plain one is itself in a
+    /// pooled block, taken per wait: the price of keeping the task's future small).
     #[project = IdleReadProj]
     enum IdleRead<L, P> {
         Lean { #[pin] f: L },
