@@ -58,7 +58,32 @@ pub fn finish(shared: &Shared, fe: &Proxy, mut end: End) {
         count_bytes,
         times,
     } = &mut end;
-    let (be, srv, count_bytes, times) = (be.as_deref(), srv.as_deref(), *count_bytes, *times);
+    let held = Held {
+        be: be.as_deref(),
+        srv: srv.as_deref(),
+        count_bytes: *count_bytes,
+        times: *times,
+    };
+    finish_record(shared, fe, log, held);
+}
+
+/// What an [`End`] holds beside its record, borrowed.
+pub struct Held<'a> {
+    pub be: Option<&'a Proxy>,
+    pub srv: Option<&'a Server>,
+    pub count_bytes: bool,
+    pub times: Option<(bool, stats::Sample)>,
+}
+
+/// [`finish`] for a record left where it is (a forwarded transaction's, in its `Txn`): the
+/// same end, without moving the record into an [`End`] first.
+pub fn finish_record(shared: &Shared, fe: &Proxy, log: &mut SessionLog, held: Held<'_>) {
+    let Held {
+        be,
+        srv,
+        count_bytes,
+        times,
+    } = held;
     if count_bytes {
         fe.fe_counters.bytes(log.bytes_in, log.bytes_out);
         for c in be

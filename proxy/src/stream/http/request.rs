@@ -23,7 +23,7 @@ use crate::http::head::{RequestHead, Version};
 use crate::log::SessionLog;
 use crate::model::{Counters, Proxy};
 use crate::stick::StkCtrs;
-use crate::stream::end::{End, finish};
+use crate::stream::end::{Held, finish_record};
 
 /// How the analysis ended when no server is to be asked.
 enum Answer {
@@ -113,7 +113,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
             // this future, which every request allocates and copies.
             Ok(be) => match self.forward(&mut tx, &be).await {
                 Ok(keep) => {
-                    self.forwarded(tx, &be, &strm);
+                    self.forwarded(&mut tx, &be, &strm);
                     keep
                 }
                 Err(r) => self.local_reply(tx.log, r, tx.start).await,
@@ -675,7 +675,7 @@ impl<F: Front, U: Upstream> Session<F, U> {
     }
 
     /// The end of a forwarded transaction: its counters and its end-of-stream record.
-    fn forwarded(&self, mut tx: Txn, be: &Arc<Proxy>, strm: &StkCtrs) {
+    fn forwarded(&self, tx: &mut Txn, be: &Proxy, strm: &StkCtrs) {
         tx.log.total = clock::since(tx.start);
         let l = &tx.log;
         crate::stick::count_end(
@@ -685,12 +685,15 @@ impl<F: Front, U: Upstream> Session<F, U> {
             l.bytes_out,
             || self.shared.model.now_ms(),
         );
-        // The server's slot is released already (`exchange_on`): the backend's goes here.
-        let end = End {
+        // The server's slot is released already (`exchange_on`): the backend's goes here. The
+        // record is ended where it is (moved, it was copied twice more).
+        let held = Held {
+            be: Some(be),
+            srv: None,
             count_bytes: true,
-            ..End::on(tx.log, be)
+            times: None,
         };
-        finish(&self.shared, &self.fe, end);
+        finish_record(&self.shared, &self.fe, &mut tx.log, held);
     }
 
     /// Header edits every forwarded request gets: hop-by-hop removal, `option forwardfor`.
