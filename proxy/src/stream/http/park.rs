@@ -64,11 +64,10 @@ fn start(mut held: Held) {
         register(&s.fe, (f.peer, f.local), f.bind as usize, s.client.raw_fd())
     });
     let watcher = entry.watcher();
-    // In a pooled block, made there: the task's own cell then holds a pointer, not the ≈ 520
-    // bytes tokio copies on spawn and three times more as the task's stage changes.
-    crate::engine::io::spawn(crate::engine::boxpool::Pooled::new_with(move || {
-        watcher.track(run(held))
-    }));
+    // In the task's own cell, not a pooled block: the block saved ≈ 550 instructions per
+    // connection (tokio's copies of the future) but a cell and a block per live task left
+    // 0.65–0.66 KiB per idle connection against 0.64 (`xtask/scripts/idle-mem.sh`).
+    crate::engine::io::spawn(watcher.track(run(held)));
 }
 
 /// The connection's transactions, until it closes or parks. Not an `async fn`, whose future
