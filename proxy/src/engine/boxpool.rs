@@ -12,9 +12,17 @@ use std::ptr::NonNull;
 use std::task::{Context, Poll};
 
 /// Blocks kept per layout: a busy worker's transactions in flight at once, about; more are
-/// freed. At most 256 KiB of transaction blocks per worker (a burst's surplus would otherwise
-/// stay with every idle connection's memory), halved by [`purge`] as the connection pool is.
+/// freed. At most [`KEEP_BYTES`] of them (a burst's surplus would otherwise stay with every idle
+/// connection's memory), halved by [`purge`] as the connection pool is.
 const KEEP: usize = 64;
+
+/// Bytes kept per layout at most: 64 transaction blocks (≈ 4 KiB), 32 HTTP/2 streams' (≈ 8 KiB).
+const KEEP_BYTES: usize = 256 << 10;
+
+/// How many blocks of `layout` are kept at most.
+fn keep(layout: Layout) -> usize {
+    KEEP.min(KEEP_BYTES / layout.size().max(1))
+}
 
 /// Free blocks by layout (a few layouts at most: a linear search).
 struct Pool(Vec<(Layout, Vec<NonNull<u8>>)>);
@@ -57,7 +65,7 @@ fn give(layout: Layout, block: NonNull<u8>) -> bool {
             }
         };
         let blocks = &mut p.0[i].1;
-        if blocks.len() >= KEEP {
+        if blocks.len() >= keep(layout) {
             return false;
         }
         blocks.push(block);
@@ -187,6 +195,18 @@ mod tests {
         assert_eq!(kept(), KEEP);
         purge();
         assert_eq!(kept(), KEEP / 2);
+        // Larger blocks: as many as fit in KEEP_BYTES.
+        let big = |d: &Rc<std::cell::Cell<u32>>| {
+            let p = (Rc::clone(d), [1u8; 16 << 10]);
+            async move { p.1[0] as u32 + p.0.get() }
+        };
+        let many: Vec<_> = (0..KEEP)
+            .map(|_| Pooled::new_with(|| big(&dropped)))
+            .collect();
+        drop(many);
+        let size = std::mem::size_of_val(&big(&dropped));
+        assert!(size > 16 << 10);
+        assert_eq!(kept(), KEEP / 2 + KEEP_BYTES / size);
         // Zero-sized futures take no block.
         let mut z = Pooled::new_with(std::future::pending::<()>);
         assert_eq!(Pin::new(&mut z).poll(&mut cx), Poll::Pending);
