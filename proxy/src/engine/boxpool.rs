@@ -16,7 +16,8 @@ use std::task::{Context, Poll};
 /// connection's memory), halved by [`purge`] as the connection pool is.
 const KEEP: usize = 64;
 
-/// Bytes kept per layout at most: 64 transaction blocks (≈ 4 KiB), 32 HTTP/2 streams' (≈ 8 KiB).
+/// Bytes kept per layout at most: all 64 of a transaction's (≈ 4 KiB) blocks, fewer of the
+/// larger HTTP/2 stream futures'.
 const KEEP_BYTES: usize = 256 << 10;
 
 /// How many blocks of `layout` are kept at most.

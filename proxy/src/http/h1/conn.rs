@@ -9,13 +9,9 @@ pub fn connection_has_token(headers: &Headers, token: &str) -> bool {
     // alone (the usual `close`, `keep-alive`) is told without splitting it, and a value no
     // longer than the token holds it only that way.
     let token = token.as_bytes();
-    headers.0.iter().any(|h| {
-        h.name.eq_ignore_ascii_case("connection") && {
-            let v = h.value.as_slice();
-            v.eq_ignore_ascii_case(token)
-                || (v.len() > token.len()
-                    && list_elements(v).any(|t| t.eq_ignore_ascii_case(token)))
-        }
+    headers.get_all("connection").any(|v| {
+        v.eq_ignore_ascii_case(token)
+            || (v.len() > token.len() && list_elements(v).any(|t| t.eq_ignore_ascii_case(token)))
     })
 }
 

@@ -268,15 +268,13 @@ impl H2Conn {
         // Boxed: the task then holds a pointer, not the whole session's future, which the
         // runtime would otherwise copy around (about 8 KiB) per stream. In a pooled block, made
         // there: `Box::pin` copied it once all the same.
-        let args = (
+        let (shared, fe, origin) = (
             Arc::clone(&self.shared),
             Arc::clone(&self.fe),
             self.origin.clone(),
-            Rc::clone(&self.sess),
-            Rc::clone(&self.vars),
         );
+        let (sess, vars) = (Rc::clone(&self.sess), Rc::clone(&self.vars));
         let fut = crate::engine::boxpool::Pooled::new_with(move || {
-            let (shared, fe, origin, sess, vars) = args;
             super::run_stream(shared, fe, front, origin, sess, vars)
         });
         // The clock read once per poll, as an HTTP/1 connection's task does.
